@@ -1,0 +1,50 @@
+"""Construction names -> builders (used by the CLI and by :func:`build`)."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from constructions.counter import build_modular_counter
+from constructions.memory import build_memory
+from constructions.prefix_scan import build_prefix_scan
+from interp.automata import Semiautomaton
+from interp.errors import ConstructionError
+from interp.spec import ConstructionSpec
+
+__all__ = ["REGISTRY", "build", "Entry"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    builder: Callable[..., ConstructionSpec]
+    theorem: str
+    summary: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Keyword options beyond (automaton, length), with their defaults."""
+        params = list(inspect.signature(self.builder).parameters.values())[2:]
+        return {p.name: p.default for p in params}
+
+
+REGISTRY: dict[str, Entry] = {
+    "prefix_scan": Entry(build_prefix_scan, "Theorem 10",
+                         "any semiautomaton; ceil(log2 T) attention layers (options: code=rotary|circle, padding=minimal|thesis)"),
+    "modular_counter": Entry(build_modular_counter, "Lemma 15", "C<n> / parity; 1 attention layer"),
+    "memory": Entry(build_memory, "Lemma 16", "memory<n> / flipflop; 1 attention layer"),
+}
+
+
+def build(name: str, automaton: Semiautomaton, length: int, **options: Any) -> ConstructionSpec:
+    """Build construction ``name`` for ``automaton`` at maximum length ``length``."""
+    try:
+        entry = REGISTRY[name]
+    except KeyError:
+        raise ConstructionError(f"unknown construction {name!r} (choose from {', '.join(REGISTRY)})") from None
+    unknown = set(options) - set(entry.options)
+    if unknown:
+        allowed = ", ".join(entry.options) or "none"
+        raise ConstructionError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} (allowed: {allowed})")
+    return entry.builder(automaton, length, **options)

@@ -1,0 +1,3 @@
+from interp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""The ``interp`` command (also ``python -m interp``).
+
+Every error a user can cause prints one line on stderr and exits with status 2; ``verify``
+exits 1 when the model is not exact. Heavy imports (torch, TransformerLens) happen only in
+the commands that build models, so ``interp list`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from interp.errors import SandboxError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2 (argparse's default status)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _automaton_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
+    g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
+
+
+def _construction_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("construction", help="construction name (see `interp list`)")
+    _automaton_args(p)
+    p.add_argument("--length", "-T", type=int, required=True, metavar="T", help="maximum input length")
+    p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                   help="construction option, e.g. -O code=circle (repeatable)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="interp", description="sandbox-lens: exact transformer constructions for automata.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("list", help="list constructions and catalogue automata")
+    s.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("info", help="describe an automaton and its transformation semigroup")
+    _automaton_args(s)
+    s.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("build", help="build a construction and save it (safetensors + JSON)")
+    _construction_args(s)
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+
+    s = sub.add_parser("verify", help="build a construction and check it against exact simulation")
+    _construction_args(s)
+    s.add_argument("--samples", type=int, default=1000, help="random words at the full length (default 1000)")
+    s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
+                   help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+
+    s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
+    s.add_argument("--out", default="reports/demo", metavar="DIR")
+    s.add_argument("--samples", type=int, default=500)
+    return p
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SandboxError(f"option {pair!r} must look like KEY=VALUE")
+        opts[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
+    return opts
+
+
+def _load_automaton(args: argparse.Namespace):
+    if args.automaton_file:
+        from interp.automata import load_automaton_file
+
+        return load_automaton_file(args.automaton_file)
+    from interp.catalogue import get_automaton
+
+    return get_automaton(args.automaton)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from constructions.registry import REGISTRY
+    from interp.catalogue import CATALOGUE
+
+    if args.json:
+        print(json.dumps({
+            "constructions": {n: {"theorem": e.theorem, "summary": e.summary, "options": e.options} for n, e in REGISTRY.items()},
+            "automata": [{"name": e.pattern, "doc": e.doc, "examples": list(e.examples)} for e in CATALOGUE],
+        }, indent=2))
+        return 0
+    print("Constructions:")
+    for name, e in REGISTRY.items():
+        print(f"  {name:16s} {e.theorem:11s} {e.summary}")
+    print("\nAutomata (catalogue names):")
+    for e in CATALOGUE:
+        print(f"  {e.pattern:20s} {e.doc}  e.g. {', '.join(e.examples)}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from interp.groups import transformation_semigroup
+
+    a = _load_automaton(args)
+    sg = transformation_semigroup(a)
+    info = {
+        "name": a.name,
+        "states": a.n_states,
+        "symbols": a.n_symbols,
+        "initial": a.states[a.initial],
+        "description": a.description,
+        "semigroup_size": sg.size,
+        "is_group": sg.is_group,
+        "group_order": sg.group_order,
+        "solvable": sg.is_solvable,
+    }
+    if args.json:
+        print(json.dumps({**info, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        for k, v in info.items():
+            print(f"{k:15s} {v}")
+    return 0
+
+
+def _build_spec(args: argparse.Namespace):
+    from constructions.registry import build
+
+    automaton = _load_automaton(args)
+    return automaton, build(args.construction, automaton, args.length, **_parse_options(args.option))
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from interp.hooked import save_model
+
+    automaton, spec = _build_spec(args)
+    if args.dtype not in spec.verified_dtypes:
+        raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
+    out = save_model(spec.to_hooked(dtype=args.dtype), args.out)
+    shape = spec.shape_summary()
+    print(f"built {spec.name} for {automaton.name} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
+    print("  " + ", ".join(f"{k}={v}" for k, v in shape.items()))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from interp.verify import verify
+
+    automaton, spec = _build_spec(args)
+    result = verify(spec, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
+                    seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
+    if args.json:
+        d = result.to_dict()
+        keys = ["construction", "automaton", "length", "accuracy", "sequences_checked", "exhaustive_upto",
+                "n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype"]
+        out = {k: d[k] for k in keys}
+        out.update(positions_checked=d["positions_checked"], samples=d["samples"], seed=d["seed"],
+                   mismatches=d["mismatches"])
+        print(json.dumps(out))
+    else:
+        verdict = "EXACT" if result.exact else "NOT EXACT"
+        print(f"{verdict}: {result.construction} on {result.automaton}, T={result.length}, {result.dtype}: "
+              f"accuracy {result.accuracy:.6f} over {result.positions_checked} positions "
+              f"({result.sequences_checked} words; exhaustive up to {result.exhaustive_upto}, "
+              f"{result.samples} sampled at T={result.length})")
+        print("  " + ", ".join(f"{k}={v}" for k, v in result.shape.items()))
+        for mm in result.mismatches:
+            print(f"  mismatch at t={mm.position}: expected {mm.expected}, got {mm.predicted}; word {' '.join(mm.word[-12:])}")
+    return 0 if result.exact else 1
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from interp.demo import run_demo
+
+    path = run_demo(Path(args.out), samples=args.samples)
+    print(f"report: {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo}[args.command]
+    try:
+        return handler(args)
+    except SandboxError as e:
+        print(f"interp: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interp: interrupted", file=sys.stderr)
+        return 130

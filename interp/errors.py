@@ -1,0 +1,28 @@
+"""Exception types. Every error a user can cause is a :class:`SandboxError`.
+
+The CLI turns these into a one-line message and exit status 2; anything else is a bug.
+"""
+
+
+class SandboxError(Exception):
+    """Base class for errors caused by bad input (never by a bug)."""
+
+
+class AutomatonError(SandboxError, ValueError):
+    """An automaton specification is invalid (unknown name, malformed JSON, bad transitions)."""
+
+
+class ConstructionError(SandboxError, ValueError):
+    """A construction cannot be built for this automaton or these options."""
+
+
+class LengthError(ConstructionError):
+    """A requested length lies outside the range a construction is verified for."""
+
+
+class VocabularyError(SandboxError, ValueError):
+    """An input contains a token or symbol the model does not know."""
+
+
+class CheckpointError(SandboxError, OSError):
+    """A saved model is missing, corrupt, or does not match what it claims to be."""

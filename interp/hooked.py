@@ -1,0 +1,228 @@
+"""Weight spec -> TransformerLens ``HookedTransformer``; saving and loading built models.
+
+The model is built from a ``HookedTransformerConfig`` and loaded with
+``load_state_dict(strict=True)``: no folding, centring or other weight processing, so the
+weights in the model are exactly the spec's (cast to the requested dtype).
+
+Attention temperature: TransformerLens divides scores by √d_head when
+``use_attn_scale=True`` (its default, and always in the 4.x bridge). The spec stores true
+scores, so the export multiplies W_Q and b_Q by √d_head in that case; with
+``use_attn_scale=False`` it leaves them as they are. Either way the model computes the
+spec's scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interp.errors import CheckpointError, ConstructionError
+from interp.files import atomic_write
+from interp.spec import ConstructionSpec, ModelCard
+
+__all__ = ["to_hooked", "state_dict_arrays", "hooked_config", "save_model", "load_model", "DTYPES"]
+
+DTYPES = ("float32", "float64")
+FORMAT = "sandbox-lens-model"
+FORMAT_VERSION = 1
+WEIGHTS_FILE = "model.safetensors"
+META_FILE = "model.json"
+
+
+def _torch_dtype(dtype: str):
+    import torch
+
+    if dtype not in DTYPES:
+        raise ConstructionError(f"unsupported dtype {dtype!r} (choose from {', '.join(DTYPES)})")
+    return getattr(torch, dtype)
+
+
+def config_dict(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> dict[str, Any]:
+    """The HookedTransformerConfig fields of a spec, as plain JSON-able values."""
+    s = spec.shape_summary()
+    return {
+        "n_layers": s["n_layers"],
+        "d_model": s["d_model"],
+        "n_ctx": s["n_ctx"],
+        "d_head": s["d_head"],
+        "n_heads": s["n_heads"],
+        "d_mlp": s["d_mlp"],
+        "d_vocab": s["d_vocab"],
+        "d_vocab_out": s["d_vocab_out"],
+        "act_fn": "relu",
+        "normalization_type": None,
+        "positional_embedding_type": "standard",
+        "use_attn_scale": bool(use_attn_scale),
+        "default_prepend_bos": False,
+        "dtype": dtype,
+        "seed": 0,
+    }
+
+
+def hooked_config(cfg: dict[str, Any]):
+    from transformer_lens import HookedTransformerConfig
+
+    kw = dict(cfg)
+    kw["dtype"] = _torch_dtype(kw["dtype"])
+    return HookedTransformerConfig(**kw)
+
+
+def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> dict[str, np.ndarray]:
+    """The spec's weights under TransformerLens 3.9 state-dict names, padded to common sizes."""
+    n_heads, d_head, d_mlp, d = spec.n_heads, spec.d_head, spec.d_mlp, spec.d_model
+    q_scale = math.sqrt(d_head) if use_attn_scale else 1.0
+    sd: dict[str, np.ndarray] = {"embed.W_E": spec.W_E, "pos_embed.W_pos": spec.W_pos}
+    for l, block in enumerate(spec.blocks):
+        W = {k: np.zeros((n_heads, d, d_head)) for k in ("W_Q", "W_K", "W_V")}
+        W_O = np.zeros((n_heads, d_head, d))
+        for h, head in enumerate(block.heads):
+            wq, wk, wv, wo = head.matrices()
+            W["W_Q"][h, :, : wq.shape[1]] = wq * q_scale
+            W["W_K"][h, :, : wk.shape[1]] = wk
+            W["W_V"][h, :, : wv.shape[1]] = wv
+            W_O[h, : wo.shape[0], :] = wo
+        p = f"blocks.{l}."
+        for k, v in W.items():
+            sd[p + "attn." + k] = v
+            sd[p + "attn.b_" + k[-1]] = np.zeros((n_heads, d_head))
+        sd[p + "attn.W_O"] = W_O
+        sd[p + "attn.b_O"] = np.zeros(d)
+        w_in, b_in, w_out, b_out = (
+            block.mlp.matrices() if block.mlp is not None
+            else (np.zeros((d, 0)), np.zeros(0), np.zeros((0, d)), np.zeros(d))
+        )
+        width = w_in.shape[1]
+        sd[p + "mlp.W_in"] = np.pad(w_in, ((0, 0), (0, d_mlp - width)))
+        sd[p + "mlp.b_in"] = np.pad(b_in, (0, d_mlp - width))
+        sd[p + "mlp.W_out"] = np.pad(w_out, ((0, d_mlp - width), (0, 0)))
+        sd[p + "mlp.b_out"] = b_out
+    sd["unembed.W_U"] = spec.W_U
+    sd["unembed.b_U"] = spec.b_U
+    return sd
+
+
+def _new_model(cfg: dict[str, Any]):
+    from transformer_lens import HookedTransformer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.9 warns on every construction
+        model = HookedTransformer(hooked_config(cfg))
+    return model
+
+
+def _load_strict(model, tensors: dict[str, Any]) -> None:
+    """Load parameters strictly; buffers (causal mask, IGNORE) come from the fresh model."""
+    full = dict(tensors)
+    params = {name for name, _ in model.named_parameters()}
+    missing = sorted(params - set(tensors))
+    unexpected = sorted(set(tensors) - params)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"weights do not match the model: missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+            f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''}"
+        )
+    current = model.state_dict()
+    for name in params:
+        if tuple(full[name].shape) != tuple(current[name].shape):
+            raise CheckpointError(f"weight {name} has shape {tuple(full[name].shape)}, model expects {tuple(current[name].shape)}")
+    for name, buf in current.items():
+        full.setdefault(name, buf)
+    model.load_state_dict(full, strict=True)
+
+
+def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True):
+    """Build a ``HookedTransformer`` whose weights are exactly the spec's.
+
+    The model gets a ``card`` attribute (:class:`~interp.spec.ModelCard`) that tells
+    :func:`interp.verify.verify` how to feed it automaton inputs.
+    """
+    import torch
+
+    tdtype = _torch_dtype(dtype)
+    cfg = config_dict(spec, dtype, use_attn_scale)
+    model = _new_model(cfg)
+    arrays = state_dict_arrays(spec, use_attn_scale)
+    _load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
+    model.eval()
+    card = spec.card()
+    card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
+    model.card = card
+    model.sandbox_config = cfg
+    return model
+
+
+# -- persistence -------------------------------------------------------------------------
+def save_model(model, directory: str | Path) -> Path:
+    """Save a built model: ``model.safetensors`` (weights) + ``model.json`` (config, card, checksum).
+
+    Both files are written atomically; ``model.json`` is written last, so a directory with a
+    valid ``model.json`` always has the weights it describes.
+    """
+    from safetensors.torch import save
+
+    if not hasattr(model, "card") or not hasattr(model, "sandbox_config"):
+        raise CheckpointError("only models built by sandbox-lens (to_hooked / load_model) can be saved here")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    params = {name: p.detach().contiguous() for name, p in model.named_parameters()}
+    blob = save(params)
+    atomic_write(out / WEIGHTS_FILE, blob)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": model.sandbox_config,
+        "card": model.card.to_dict(),
+        "weights_sha256": hashlib.sha256(blob).hexdigest(),
+    }
+    atomic_write(out / META_FILE, (json.dumps(meta, indent=2) + "\n").encode())
+    return out
+
+
+def load_model(directory: str | Path, expect_construction: str | None = None):
+    """Load a model saved by :func:`save_model`, checking format, checksum and shapes."""
+    from safetensors.torch import load
+
+    d = Path(directory)
+    meta_path, weights_path = d / META_FILE, d / WEIGHTS_FILE
+    if not meta_path.is_file():
+        raise CheckpointError(f"no saved model in {d} ({META_FILE} missing)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{meta_path} is corrupt: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{meta_path} is not a sandbox-lens model file")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{meta_path}: unsupported format version {meta.get('format_version')}")
+    try:
+        card = ModelCard.from_dict(meta["card"])
+        cfg = dict(meta["config"])
+    except (KeyError, TypeError) as e:
+        raise CheckpointError(f"{meta_path} is incomplete: {e}") from None
+    if expect_construction is not None and card.construction != expect_construction:
+        raise CheckpointError(f"{d} holds a {card.construction!r} model, not {expect_construction!r}")
+    if not weights_path.is_file():
+        raise CheckpointError(f"{weights_path} is missing")
+    blob = weights_path.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != meta.get("weights_sha256"):
+        raise CheckpointError(f"{weights_path} is corrupt (checksum mismatch)")
+    try:
+        tensors = load(blob)
+    except Exception as e:  # safetensors raises its own error types
+        raise CheckpointError(f"{weights_path} is corrupt: {e}") from None
+    try:
+        model = _new_model(cfg)
+    except (TypeError, ValueError, ConstructionError) as e:
+        raise CheckpointError(f"{meta_path} has an invalid config: {e}") from None
+    _load_strict(model, tensors)
+    model.eval()
+    model.card = card
+    model.sandbox_config = cfg
+    return model

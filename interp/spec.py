@@ -1,0 +1,417 @@
+"""A framework-neutral weight spec for hand-built transformers.
+
+A construction writes its weights against a :class:`Layout` of **named** residual-stream
+subspaces (``"R"``, ``"L"``, ``"pos"``, ...), never against raw indices. Heads are written
+as sums of rank-one terms on named directions:
+
+* ``head.qk(query, key, scale)`` adds ``scale·(x_i·query)(x_j·key)`` to the score of query
+  position i on key position j — the **true** score, before any 1/√d_head scaling;
+* ``head.ov(read, write)`` adds ``(Σ_j a_ij x_j·read)·write`` to the output;
+* ``head.copy(src, dst)`` copies a whole subspace.
+
+MLPs are lists of ReLU units (:class:`MLP`), each reading and writing named coordinates.
+The width of a head (d_head) and of an MLP (d_mlp) is whatever it needs; the export to a
+TransformerLens state dict (:mod:`interp.hooked`) pads everything to common sizes and bakes
+the attention temperature into W_Q. The array layout follows TransformerLens's state-dict
+conventions (``x @ W``), so other back-ends (e.g. a 4.x ``TransformerBridge``) only need an
+adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence, Union
+
+import numpy as np
+
+from interp.errors import ConstructionError
+
+__all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "TokenIO", "ModelCard", "Direction"]
+
+#: A direction in the residual stream: a subspace name (its first coordinate), a
+#: ``(name, index)`` pair, or a mapping of such keys to weights (a linear combination).
+Direction = Union[str, tuple[str, int], Mapping[Union[str, tuple[str, int]], float]]
+
+
+class Layout:
+    """Named residual-stream subspaces, laid out one after another.
+
+    >>> L = Layout(); _ = L.add("R", 3, labels=["q0", "q1", "q2"]); _ = L.add("pos", 2)
+    >>> L["R"], L.index("R", 2), L.d_model, L.labels()[2]
+    (slice(0, 3, None), 2, 5, 'R:q2')
+    """
+
+    def __init__(self) -> None:
+        self._spaces: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+        self._d = 0
+
+    def add(self, name: str, size: int = 1, labels: Sequence[str] | None = None) -> slice:
+        if name in self._spaces:
+            raise ConstructionError(f"residual subspace {name!r} defined twice")
+        if size < 0:
+            raise ConstructionError(f"subspace {name!r} has negative size")
+        labs = tuple(str(x) for x in labels) if labels is not None else tuple(str(i) for i in range(size))
+        if len(labs) != size:
+            raise ConstructionError(f"subspace {name!r}: {len(labs)} labels for {size} dimensions")
+        self._spaces[name] = (self._d, size, labs)
+        self._d += size
+        return self[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._spaces
+
+    def __getitem__(self, name: str) -> slice:
+        start, size, _ = self._get(name)
+        return slice(start, start + size)
+
+    def size(self, name: str) -> int:
+        return self._get(name)[1]
+
+    def index(self, name: str, i: int = 0) -> int:
+        start, size, _ = self._get(name)
+        if not 0 <= i < size:
+            raise ConstructionError(f"index {i} out of range for subspace {name!r} of size {size}")
+        return start + i
+
+    def _get(self, name: str) -> tuple[int, int, tuple[str, ...]]:
+        try:
+            return self._spaces[name]
+        except KeyError:
+            raise ConstructionError(f"unknown residual subspace {name!r} (have {', '.join(self._spaces)})") from None
+
+    @property
+    def d_model(self) -> int:
+        return self._d
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._spaces)
+
+    def labels(self) -> list[str]:
+        """One label per residual dimension, ``"<subspace>:<label>"``."""
+        out: list[str] = []
+        for name, (_, size, labs) in self._spaces.items():
+            out.extend(f"{name}:{lab}" if size > 1 or lab != "0" else name for lab in labs)
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {n: {"start": s, "size": z, "labels": list(l)} for n, (s, z, l) in self._spaces.items()}
+
+    def vector(self, direction: Direction) -> np.ndarray:
+        """A direction (see :data:`Direction`) as a length-d_model vector."""
+        v = np.zeros(self._d)
+        if isinstance(direction, Mapping):
+            for key, w in direction.items():
+                v[self._key(key)] += w
+        else:
+            v[self._key(direction)] = 1.0
+        return v
+
+    def _key(self, key: str | tuple[str, int]) -> int:
+        if isinstance(key, tuple):
+            return self.index(*key)
+        return self.index(key, 0)
+
+
+class Head:
+    """One attention head as rank-one QK and OV terms on named directions."""
+
+    def __init__(self, layout: Layout, label: str = "") -> None:
+        self.layout = layout
+        self.label = label
+        self._q: list[np.ndarray] = []
+        self._k: list[np.ndarray] = []
+        self._v: list[np.ndarray] = []
+        self._o: list[np.ndarray] = []
+
+    def qk(self, query: Direction, key: Direction, scale: float = 1.0) -> "Head":
+        """score(i, j) += scale · (x_i · query) · (x_j · key)."""
+        self._q.append(self.layout.vector(query) * scale)
+        self._k.append(self.layout.vector(key))
+        return self
+
+    def ov(self, read: Direction, write: Direction, scale: float = 1.0) -> "Head":
+        """output_i += scale · Σ_j a_ij (x_j · read) · write."""
+        self._v.append(self.layout.vector(read) * scale)
+        self._o.append(self.layout.vector(write))
+        return self
+
+    def copy(self, src: str, dst: str, scale: float = 1.0) -> "Head":
+        """Copy subspace ``src`` into ``dst`` (same size), coordinate by coordinate."""
+        n = self.layout.size(src)
+        if self.layout.size(dst) != n:
+            raise ConstructionError(f"cannot copy {src!r} (size {n}) into {dst!r} (size {self.layout.size(dst)})")
+        for r in range(n):
+            self.ov((src, r), (dst, r), scale)
+        return self
+
+    @property
+    def qk_rank(self) -> int:
+        return len(self._q)
+
+    @property
+    def ov_rank(self) -> int:
+        return len(self._v)
+
+    def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(W_Q, W_K, W_V, W_O) with d_head = the head's own ranks (unscaled scores)."""
+        d = self.layout.d_model
+
+        def cols(vs: list[np.ndarray]) -> np.ndarray:
+            return np.stack(vs, axis=1) if vs else np.zeros((d, 0))
+
+        w_o = np.stack(self._o, axis=0) if self._o else np.zeros((0, d))
+        return cols(self._q), cols(self._k), cols(self._v), w_o
+
+    @property
+    def writes(self) -> bool:
+        """True when the head's OV circuit is non-zero (it changes the residual stream)."""
+        _, _, w_v, w_o = self.matrices()
+        return bool(np.any(w_v @ w_o != 0))
+
+
+class MLP:
+    """A one-hidden-layer ReLU MLP written unit by unit.
+
+    ``unit(read={("L", q): 4}, bias=-6, write={("H", k): 2})`` adds one hidden unit
+    h = ReLU(4·x[L_q] − 6) that adds 2h to H_k. ``out_bias`` sets b_out.
+    """
+
+    def __init__(self, layout: Layout, label: str = "") -> None:
+        self.layout = layout
+        self.label = label
+        self._in: list[np.ndarray] = []
+        self._b: list[float] = []
+        self._out: list[np.ndarray] = []
+        self.b_out = np.zeros(layout.d_model)
+
+    def unit(self, read: Direction, bias: float, write: Direction) -> "MLP":
+        self._in.append(self.layout.vector(read))
+        self._b.append(float(bias))
+        self._out.append(self.layout.vector(write))
+        return self
+
+    def out_bias(self, write: Direction) -> "MLP":
+        self.b_out = self.b_out + self.layout.vector(write)
+        return self
+
+    def erase(self, name: str) -> "MLP":
+        """Zero a subspace whose values are known to be ≥ 0: one unit x ↦ −ReLU(x) per coordinate."""
+        for r in range(self.layout.size(name)):
+            self.unit({(name, r): 1.0}, 0.0, {(name, r): -1.0})
+        return self
+
+    def erase_signed(self, name: str) -> "MLP":
+        """Zero a subspace of any sign: two units x ↦ −ReLU(x) + ReLU(−x) per coordinate."""
+        for r in range(self.layout.size(name)):
+            self.unit({(name, r): 1.0}, 0.0, {(name, r): -1.0})
+            self.unit({(name, r): -1.0}, 0.0, {(name, r): 1.0})
+        return self
+
+    @property
+    def width(self) -> int:
+        return len(self._b)
+
+    def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(W_in [d_model, width], b_in, W_out [width, d_model], b_out)."""
+        d = self.layout.d_model
+        w_in = np.stack(self._in, axis=1) if self._in else np.zeros((d, 0))
+        w_out = np.stack(self._out, axis=0) if self._out else np.zeros((0, d))
+        return w_in, np.array(self._b), w_out, self.b_out.copy()
+
+
+@dataclass
+class Block:
+    """One TransformerLens block: attention heads (possibly none) then an MLP (possibly empty)."""
+
+    heads: list[Head]
+    mlp: MLP | None
+    label: str = ""
+
+    @property
+    def has_attention(self) -> bool:
+        return any(h.writes for h in self.heads)
+
+
+@dataclass(frozen=True)
+class TokenIO:
+    """How automaton inputs become model tokens and where outputs are read.
+
+    The model input for a word σ_1..σ_T is ``prefix + [symbol_tokens[σ_t] for t]`` and the
+    prediction for q_t is the argmax of the logits at position ``len(prefix) + t - 1``.
+    """
+
+    prefix: tuple[int, ...]
+    symbol_tokens: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {"prefix": list(self.prefix), "symbol_tokens": list(self.symbol_tokens)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Sequence[int]]) -> "TokenIO":
+        return TokenIO(tuple(int(x) for x in d["prefix"]), tuple(int(x) for x in d["symbol_tokens"]))
+
+
+@dataclass
+class ModelCard:
+    """Metadata that travels with a built model (saved next to its weights)."""
+
+    construction: str
+    theorem: str
+    automaton: dict[str, Any]
+    io: TokenIO
+    max_length: int
+    verified_dtypes: tuple[str, ...]
+    input_tokens: list[str]
+    output_names: list[str]
+    residual_labels: list[str]
+    block_labels: list[str]
+    attention_blocks: list[int]
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    @property
+    def attention_layers(self) -> int:
+        return len(self.attention_blocks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["io"] = self.io.to_dict()
+        d["verified_dtypes"] = list(self.verified_dtypes)
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "ModelCard":
+        d = dict(d)
+        d["io"] = TokenIO.from_dict(d["io"])
+        d["verified_dtypes"] = tuple(d["verified_dtypes"])
+        return ModelCard(**d)
+
+
+@dataclass
+class ConstructionSpec:
+    """Everything needed to build a model: layout, embeddings, blocks, unembedding, metadata.
+
+    Arrays are float64; they are cast when a model is built. ``W_E`` is
+    ``[d_vocab, d_model]``, ``W_pos`` is ``[n_ctx, d_model]``, ``W_U`` is
+    ``[d_model, d_vocab_out]``.
+    """
+
+    name: str
+    theorem: str
+    layout: Layout
+    W_E: np.ndarray
+    W_pos: np.ndarray
+    blocks: list[Block]
+    W_U: np.ndarray
+    b_U: np.ndarray
+    input_tokens: list[str]
+    output_names: list[str]
+    io: TokenIO
+    max_length: int
+    automaton: dict[str, Any]
+    verified_dtypes: tuple[str, ...] = ("float32", "float64")
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        d = self.layout.d_model
+        checks = [
+            ("W_E", self.W_E.shape, (len(self.input_tokens), d)),
+            ("W_U", self.W_U.shape, (d, len(self.output_names))),
+            ("b_U", self.b_U.shape, (len(self.output_names),)),
+        ]
+        for name, got, want in checks:
+            if got != want:
+                raise ConstructionError(f"{self.name}: {name} has shape {got}, expected {want}")
+        if self.W_pos.ndim != 2 or self.W_pos.shape[1] != d:
+            raise ConstructionError(f"{self.name}: W_pos has shape {self.W_pos.shape}, expected (n_ctx, {d})")
+        if len(self.io.prefix) + self.max_length > self.n_ctx:
+            raise ConstructionError(f"{self.name}: n_ctx {self.n_ctx} is too short for prefix + {self.max_length} tokens")
+        if not self.blocks:
+            raise ConstructionError(f"{self.name}: a construction needs at least one block")
+        for b in self.blocks:
+            for part in [*b.heads, *([b.mlp] if b.mlp else [])]:
+                if part.layout is not self.layout:
+                    raise ConstructionError(f"{self.name}: block {b.label!r} was written against another layout")
+
+    # -- shape summary -------------------------------------------------------------------
+    @property
+    def d_model(self) -> int:
+        return self.layout.d_model
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.W_pos.shape[0])
+
+    @property
+    def n_layers(self) -> int:
+        """TransformerLens blocks."""
+        return len(self.blocks)
+
+    @property
+    def attention_blocks(self) -> list[int]:
+        """Indices of the blocks whose attention writes something."""
+        return [i for i, b in enumerate(self.blocks) if b.has_attention]
+
+    @property
+    def attention_layers(self) -> int:
+        """Blocks whose attention writes something (the thesis's notion of depth)."""
+        return len(self.attention_blocks)
+
+    @property
+    def n_heads(self) -> int:
+        return max(1, max(len(b.heads) for b in self.blocks))
+
+    @property
+    def d_head(self) -> int:
+        ranks = [max(h.qk_rank, h.ov_rank) for b in self.blocks for h in b.heads]
+        return max([1, *ranks])
+
+    @property
+    def d_mlp(self) -> int:
+        return max([1, *(b.mlp.width for b in self.blocks if b.mlp is not None)])
+
+    @property
+    def d_vocab(self) -> int:
+        return len(self.input_tokens)
+
+    @property
+    def d_vocab_out(self) -> int:
+        return len(self.output_names)
+
+    def shape_summary(self) -> dict[str, int]:
+        return {
+            "n_layers": self.n_layers,
+            "attention_layers": self.attention_layers,
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "d_head": self.d_head,
+            "d_mlp": self.d_mlp,
+            "d_vocab": self.d_vocab,
+            "d_vocab_out": self.d_vocab_out,
+            "n_ctx": self.n_ctx,
+        }
+
+    def card(self) -> ModelCard:
+        return ModelCard(
+            construction=self.name,
+            theorem=self.theorem,
+            automaton=self.automaton,
+            io=self.io,
+            max_length=self.max_length,
+            verified_dtypes=tuple(self.verified_dtypes),
+            input_tokens=list(self.input_tokens),
+            output_names=list(self.output_names),
+            residual_labels=self.layout.labels(),
+            block_labels=[b.label for b in self.blocks],
+            attention_blocks=self.attention_blocks,
+            options=dict(self.options),
+            notes=self.notes,
+        )
+
+    def to_hooked(self, dtype: str = "float32", use_attn_scale: bool = True):
+        """Build the ``HookedTransformer`` (strict load, no weight processing)."""
+        from interp.hooked import to_hooked
+
+        return to_hooked(self, dtype=dtype, use_attn_scale=use_attn_scale)

@@ -1,0 +1,94 @@
+"""Attention patterns of a built model: extraction, PNG heatmaps and circuitsvis HTML.
+
+circuitsvis's ``local_src`` inlines its JavaScript, so the HTML works offline (``str()`` of
+a circuitsvis object would load it from a CDN, which these machines cannot reach).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["attention_patterns", "model_tokens", "heatmap_png", "circuitsvis_heads", "png_data_uri"]
+
+
+def model_tokens(model, word: Sequence[int]) -> tuple[list[int], list[str]]:
+    """Token ids and display strings for an automaton word fed to a sandbox-lens model."""
+    io_ = model.card.io
+    ids = list(io_.prefix) + [io_.symbol_tokens[s] for s in word]
+    return ids, [model.card.input_tokens[i] for i in ids]
+
+
+def attention_patterns(model, token_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Patterns ``[heads, dest, src]`` of the blocks whose attention writes (others are meaningless)."""
+    import torch
+
+    blocks = model.card.attention_blocks
+    names = {f"blocks.{b}.attn.hook_pattern" for b in blocks}
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(torch.tensor([list(token_ids)]), names_filter=lambda n: n in names)
+    return {b: cache[f"blocks.{b}.attn.hook_pattern"][0].float().numpy() for b in blocks}
+
+
+def _figure_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def heatmap_png(patterns: dict[int, np.ndarray], tokens: Sequence[str], title: str, path: Path | None = None,
+                head_labels: dict[int, str] | None = None) -> bytes:
+    """One heatmap per (attention block, head); returns the PNG bytes and writes ``path`` if given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(b, h) for b, p in patterns.items() for h in range(p.shape[0]) if np.any(p[h])]
+    cols = min(4, max(1, len(panels)))
+    rows = -(-len(panels) // cols)
+    n = len(tokens)
+    size = 2.2 + 0.12 * n
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * size, rows * size), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, (b, h) in zip(axes.flat, panels):
+        ax.axis("on")
+        ax.imshow(patterns[b][h], vmin=0, vmax=1, cmap="Blues")
+        label = (head_labels or {}).get(b, "")
+        ax.set_title(f"block {b} head {h}\n{label}", fontsize=8)
+        ax.set_xticks(range(n), tokens, rotation=90, fontsize=6)
+        ax.set_yticks(range(n), tokens, fontsize=6)
+        ax.set_xlabel("key (source)", fontsize=7)
+        ax.set_ylabel("query (destination)", fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    data = _figure_png(fig)
+    plt.close(fig)
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+def png_data_uri(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def circuitsvis_heads(patterns: dict[int, np.ndarray], tokens: Sequence[str], head_labels: dict[int, str] | None = None) -> str:
+    """Self-contained circuitsvis ``attention_heads`` HTML for all attention blocks' heads."""
+    import circuitsvis.attention as cva
+
+    stacked, names = [], []
+    for b, p in patterns.items():
+        for h in range(p.shape[0]):
+            if np.any(p[h]):
+                stacked.append(p[h])
+                names.append(f"block {b} head {h}: {(head_labels or {}).get(b, '')}".strip())
+    html = cva.attention_heads(attention=np.stack(stacked), tokens=list(tokens), attention_head_names=names).local_src
+    # circuitsvis writes `<div id=… />`; a self-closing div is not valid HTML and would swallow
+    # the rest of the page, so close it explicitly.
+    return re.sub(r"(<div id=\"[^\"]+\"[^>]*?)\s*/>", r"\1></div>", html, count=1)

@@ -1,0 +1,162 @@
+import json
+
+import numpy as np
+import pytest
+from sympy.combinatorics import Permutation
+
+from interp.automata import Semiautomaton, load_automaton_file, parse_automaton_json
+from interp.catalogue import catalogue_examples, get_automaton
+from interp.errors import AutomatonError
+
+
+@pytest.mark.parametrize("name", catalogue_examples() + ["A5", "S5", "memory5", "grid9", "D8-regular"])
+def test_every_catalogue_example_builds_and_round_trips(name):
+    a = get_automaton(name)
+    b = parse_automaton_json(a.to_json())
+    assert (b.states, b.alphabet, b.initial) == (a.states, a.alphabet, a.initial)
+    assert np.array_equal(a.delta, b.delta)
+
+
+def test_cyclic_counters_match_running_sums():
+    rng = np.random.default_rng(1)
+    for n in (2, 3, 7):
+        a = get_automaton(f"C{n}")
+        w = rng.integers(0, n, (20, 30))
+        assert np.array_equal(a.run(w), np.cumsum(w, axis=1) % n)
+    assert np.array_equal(get_automaton("parity").delta, get_automaton("C2").delta)
+
+
+def test_gridworld_matches_clamped_walk():
+    a = get_automaton("grid4+noop")
+    w = a.sample(50, 40, seed=3)
+    step = np.array([-1, 1, 0])[w]
+    pos = np.zeros(50, dtype=int)
+    expected = []
+    for t in range(40):
+        pos = np.clip(pos + step[:, t], 0, 3)
+        expected.append(pos.copy())
+    assert np.array_equal(a.run(w), np.stack(expected, 1))
+
+
+def test_grid2d_moves_each_axis_independently():
+    a = get_automaton("grid3x4")
+    states = a.run(a.encode(["R", "R", "R", "U", "U", "U", "U", "L", "D"]))
+    assert [a.states[q] for q in states] == ["1,0", "2,0", "2,0", "2,1", "2,2", "2,3", "2,3", "1,3", "1,2"]
+
+
+def test_flipflop_remembers_last_write():
+    a = get_automaton("flipflop")
+    got = a.run(a.encode(["noop", "w1", "noop", "noop", "w0", "w0", "noop", "w1"]))
+    assert [a.states[q] for q in got] == list("01110001")
+
+
+def test_permutation_groups_act_on_points_like_sympy():
+    a = get_automaton("S5")
+    gens = [Permutation(list(a.delta[s])) for s in range(a.n_symbols)]
+    w = a.sample(10, 25, seed=0)
+    states = a.run(w)
+    for word, st in zip(w, states):
+        p = Permutation(4)
+        for t, s in enumerate(word):
+            p = p * gens[s]  # sympy: apply p, then the new generator
+            assert st[t] == p(0)
+
+
+def test_quaternion_relations():
+    q = get_automaton("Q8")
+    run = lambda word: q.states[q.run(q.encode(word))[-1]]
+    assert run(["i", "i"]) == "-1"
+    assert run(["i", "j"]) == "k"
+    assert run(["j", "i"]) == "-k"
+    assert run(["i"] * 4) == "1"
+
+
+def test_direct_product_acts_componentwise():
+    a = get_automaton("C2^3")
+    assert (a.n_states, a.n_symbols) == (8, 8)
+    c2 = get_automaton("C2")
+    w = a.sample(5, 12, seed=2)
+    comps = np.array([[int(x) for x in s.split(",")] for s in a.alphabet])  # symbol -> 3 bits
+    got = np.array([[[int(x) for x in a.states[q].split(",")] for q in row] for row in a.run(w)])
+    for k in range(3):
+        assert np.array_equal(got[:, :, k], c2.run(comps[w, k]))
+    assert get_automaton("C2xC3").n_states == 6
+
+
+def test_sampler_is_seeded_and_honours_probabilities():
+    a = get_automaton("C3")
+    assert np.array_equal(a.sample(4, 9, seed=5), a.sample(4, 9, seed=5))
+    assert not np.array_equal(a.sample(4, 9, seed=5), a.sample(4, 9, seed=6))
+    biased = a.sample(2000, 5, seed=0, probs=[0.0, 0.9, 0.1])
+    assert not (biased == 0).any()
+    assert 0.85 < (biased == 1).mean() < 0.95
+    with pytest.raises(AutomatonError):
+        a.sample(1, 3, probs=[0.5, 0.5])
+    with pytest.raises(AutomatonError):
+        a.sample(1, 3, probs=[0.5, 0.6, -0.1])
+
+
+def test_all_words_enumerates_each_word_once():
+    a = get_automaton("C3")
+    words = a.all_words(4)
+    assert words.shape == (81, 4)
+    assert len({tuple(w) for w in words}) == 81
+
+
+def test_with_initial_changes_the_start():
+    a = get_automaton("C3").with_initial("2")
+    assert list(a.run([0, 1, 1])) == [2, 0, 1]
+
+
+GOOD = {"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"],
+        "delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}
+
+
+def test_json_file_format(tmp_path):
+    p = tmp_path / "toy.json"
+    p.write_text(json.dumps(GOOD))
+    a = load_automaton_file(p)
+    assert a.states == ("a", "b") and a.alphabet == ("x", "y")
+    assert [a.states[q] for q in a.run(a.encode(["x", "x", "y", "x"]))] == ["b", "a", "a", "b"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "malformed JSON"),
+    ("[1, 2]", "top level must be a JSON object"),
+    (json.dumps({**GOOD, "delta": {"x": ["b", "a"]}}), "no transitions for symbol"),
+    (json.dumps({**GOOD, "delta": {**GOOD["delta"], "z": ["a", "a"]}}), "not in the alphabet"),
+    (json.dumps({**GOOD, "delta": {"x": ["b", "c"], "y": ["a", "a"]}}), "is not a state name"),
+    (json.dumps({**GOOD, "delta": {"x": [["a", "b"], "a"], "y": ["a", "a"]}}), "deterministic"),
+    (json.dumps({**GOOD, "delta": {"x": ["b"], "y": ["a", "a"]}}), "exactly one next state"),
+    (json.dumps({**GOOD, "initial": "q"}), "initial state"),
+    (json.dumps({**GOOD, "states": ["a", "a"]}), "duplicate"),
+    (json.dumps({**GOOD, "states": []}), "at least one state"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "alphabet"}), "missing key"),
+    (json.dumps({**GOOD, "extra": 1}), "unknown key"),
+    ('{"states": ["a"], "alphabet": ["x"], "delta": {"x": ["a"], "x": ["a"]}}', "duplicate key"),
+])
+def test_json_errors_are_clear(text, message):
+    with pytest.raises(AutomatonError, match=message):
+        parse_automaton_json(text)
+
+
+def test_missing_file_and_unknown_name():
+    with pytest.raises(AutomatonError, match="not found"):
+        load_automaton_file("/nonexistent/automaton.json")
+    with pytest.raises(AutomatonError, match="unknown automaton"):
+        get_automaton("Z9")
+    with pytest.raises(AutomatonError, match="between"):
+        get_automaton("C100000")
+    with pytest.raises(AutomatonError, match="even order"):
+        get_automaton("D7")
+
+
+def test_semiautomaton_validation():
+    with pytest.raises(AutomatonError, match="out of range"):
+        Semiautomaton("bad", ("a",), ("x",), np.array([[1]]))
+    with pytest.raises(AutomatonError, match="shape"):
+        Semiautomaton("bad", ("a", "b"), ("x",), np.array([[0]]))
+    with pytest.raises(AutomatonError, match="not in the alphabet"):
+        get_automaton("parity").encode(["2"])
+    with pytest.raises(AutomatonError, match="out of range"):
+        get_automaton("parity").run([0, 2])

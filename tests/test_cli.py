@@ -1,0 +1,110 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from interp.cli import main
+from interp.hooked import load_model
+
+VERIFY_KEYS = {"construction", "automaton", "length", "accuracy", "sequences_checked", "exhaustive_upto",
+               "n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_names_constructions_and_automata(capsys):
+    code, out, _ = run(capsys, "list", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert {"prefix_scan", "modular_counter", "memory"} <= set(data["constructions"])
+    assert any("S5" in e["examples"] for e in data["automata"])
+    code, out, _ = run(capsys, "list")
+    assert code == 0 and "prefix_scan" in out and "grid<n>" in out
+
+
+def test_info_reports_solvability(capsys):
+    code, out, _ = run(capsys, "info", "--automaton", "A5", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["is_group"] and data["group_order"] == 60 and not data["solvable"]
+
+
+@pytest.mark.parametrize("construction, automaton, length", [
+    ("prefix_scan", "S5", 16), ("modular_counter", "C3", 32), ("memory", "flipflop", 32),
+])
+def test_verify_json_contract(capsys, construction, automaton, length):
+    code, out, _ = run(capsys, "verify", construction, "--automaton", automaton, "--length", str(length),
+                       "--samples", "50", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert VERIFY_KEYS <= set(data)
+    assert data["accuracy"] == 1.0 and data["construction"] == construction and data["length"] == length
+    n_symbols = {"S5": 2, "C3": 3, "flipflop": 3}[automaton]
+    assert data["sequences_checked"] == 50 + n_symbols ** data["exhaustive_upto"]
+
+
+def test_verify_automaton_file_and_human_output(capsys, tmp_path):
+    f = tmp_path / "toy.json"
+    f.write_text(json.dumps({"name": "toy", "states": ["a", "b", "c"], "alphabet": ["x", "y"],
+                             "delta": {"x": ["b", "c", "a"], "y": ["a", "a", "c"]}, "initial": "a"}))
+    code, out, _ = run(capsys, "verify", "prefix_scan", "--automaton-file", str(f), "--length", "20",
+                       "--samples", "30", "--exhaustive-upto", "6")
+    assert code == 0 and out.startswith("EXACT") and "exhaustive up to 6" in out
+
+
+def test_build_saves_a_loadable_model(capsys, tmp_path):
+    code, out, _ = run(capsys, "build", "memory", "--automaton", "memory3", "--length", "16", "--out", str(tmp_path / "m"))
+    assert code == 0 and "built memory" in out
+    model = load_model(tmp_path / "m")
+    assert model.card.construction == "memory" and model.cfg.n_ctx == 17
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["verify", "prefix_scan", "--automaton", "nope", "--length", "8"], "unknown automaton"),
+    (["verify", "spiral", "--automaton", "C2", "--length", "8"], "unknown construction"),
+    (["verify", "modular_counter", "--automaton", "S3", "--length", "8"], "adds a constant"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "100000"], "verified for lengths"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code"], "KEY=VALUE"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code=spiral"], "code must be"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "4000", "-O", "code=circle"], "not exact in float32"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "--exhaustive-upto", "9"], "exhaustive_upto"),
+    (["verify", "prefix_scan", "--automaton-file", "/no/such.json", "--length", "8"], "not found"),
+    (["verify", "prefix_scan", "--length", "8"], "required"),
+    (["verify", "prefix_scan", "--automaton", "C2", "--length", "eight"], "invalid int"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, message):
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse usage errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_malformed_and_nondeterministic_files(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    code, _, err = run(capsys, "info", "--automaton-file", str(bad))
+    assert code == 2 and "malformed JSON" in err
+    nd = tmp_path / "nd.json"
+    nd.write_text(json.dumps({"states": ["a", "b"], "alphabet": ["x"], "delta": {"x": [["a", "b"], "a"]}}))
+    code, _, err = run(capsys, "verify", "prefix_scan", "--automaton-file", str(nd), "--length", "4")
+    assert code == 2 and "deterministic" in err
+
+
+def test_console_script_and_module_entry_points(tmp_path):
+    script = Path(sys.executable).parent / "interp"
+    ok = subprocess.run([str(script), "verify", "modular_counter", "--automaton", "parity", "--length", "16",
+                         "--samples", "20", "--json"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["accuracy"] == 1.0
+    bad = subprocess.run([sys.executable, "-m", "interp", "build", "prefix_scan", "--automaton", "S99",
+                          "--length", "8", "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+    assert not (tmp_path / "x").exists()  # nothing written on error

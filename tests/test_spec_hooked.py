@@ -1,0 +1,143 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from constructions import build
+from interp.catalogue import get_automaton
+from interp.errors import CheckpointError, ConstructionError
+from interp.hooked import load_model, save_model, state_dict_arrays
+from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+
+
+def test_layout_names_and_labels():
+    L = Layout()
+    L.add("R", 3, ["q0", "q1", "q2"])
+    L.add("pos", 2, ["cos", "sin"])
+    L.add("one")
+    assert L["R"] == slice(0, 3) and L.index("pos", 1) == 4 and L.d_model == 6
+    assert L.labels() == ["R:q0", "R:q1", "R:q2", "pos:cos", "pos:sin", "one"]
+    assert list(L.vector({("R", 1): 2.0, "one": -1.0})) == [0, 2, 0, 0, 0, -1]
+    with pytest.raises(ConstructionError, match="defined twice"):
+        L.add("R", 1)
+    with pytest.raises(ConstructionError, match="unknown residual subspace"):
+        L.index("X")
+    with pytest.raises(ConstructionError, match="out of range"):
+        L.index("R", 3)
+
+
+def _toy_spec() -> ConstructionSpec:
+    """A two-head toy whose scores and outputs we can compute by hand."""
+    L = Layout()
+    L.add("a")
+    L.add("b")
+    L.add("c", 2)
+    h0 = Head(L, "h0").qk("a", "b", 3.0).qk("b", {"a": 1.0, "b": 1.0}).copy("c", "c", 0.5)
+    h1 = Head(L, "h1").ov("a", ("c", 1))
+    mlp = MLP(L).unit({"a": 2.0}, -1.0, {("c", 0): 1.0}).out_bias({"b": 0.25})
+    rng = np.random.default_rng(0)
+    return ConstructionSpec(
+        name="toy", theorem="none", layout=L, W_E=rng.normal(size=(3, 4)), W_pos=rng.normal(size=(5, 4)),
+        blocks=[Block([h0, h1], mlp, "toy block"), Block([], None, "empty")],
+        W_U=rng.normal(size=(4, 2)), b_U=np.zeros(2), input_tokens=["x", "y", "z"], output_names=["p", "q"],
+        io=TokenIO(prefix=(), symbol_tokens=(0, 1, 2)), max_length=5, automaton={},
+    )
+
+
+def _reference_forward(spec: ConstructionSpec, tokens: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Plain numpy forward pass of the spec (true scores), independent of TransformerLens."""
+    x = spec.W_E[tokens] + spec.W_pos[: len(tokens)]
+    scores0 = None
+    for block in spec.blocks:
+        out = np.zeros_like(x)
+        for h, head in enumerate(block.heads):
+            wq, wk, wv, wo = head.matrices()
+            s = (x @ wq) @ (x @ wk).T
+            s = np.where(np.tril(np.ones_like(s)) > 0, s, -np.inf)
+            if scores0 is None and h == 0:
+                scores0 = s
+            a = np.exp(s - s.max(1, keepdims=True))
+            a /= a.sum(1, keepdims=True)
+            out += a @ (x @ wv) @ wo
+        x = x + out
+        if block.mlp is not None:
+            w_in, b_in, w_out, b_out = block.mlp.matrices()
+            x = x + np.maximum(x @ w_in + b_in, 0) @ w_out + b_out
+    return x @ spec.W_U + spec.b_U, scores0
+
+
+@pytest.mark.parametrize("use_attn_scale", [True, False])
+def test_export_matches_reference_forward_with_or_without_attn_scale(use_attn_scale):
+    spec = _toy_spec()
+    assert spec.d_head == 2 and spec.n_heads == 2 and spec.d_mlp == 1
+    assert (spec.n_layers, spec.attention_layers) == (2, 1)
+    model = spec.to_hooked(dtype="float64", use_attn_scale=use_attn_scale)
+    tokens = [0, 2, 1, 1, 0]
+    ref_logits, ref_scores = _reference_forward(spec, tokens)
+    with torch.inference_mode():
+        logits, cache = model.run_with_cache(torch.tensor([tokens]))
+    assert np.allclose(logits[0].numpy(), ref_logits, atol=1e-10)
+    got = cache["blocks.0.attn.hook_attn_scores"][0, 0].numpy()
+    mask = np.isfinite(ref_scores)
+    assert np.allclose(got[mask], ref_scores[mask], atol=1e-10)
+
+
+def test_strict_load_keeps_weights_unprocessed():
+    spec = build("prefix_scan", get_automaton("S3"), 8)
+    model = spec.to_hooked(dtype="float64")
+    arrays = state_dict_arrays(spec)
+    sd = model.state_dict()
+    for name, arr in arrays.items():
+        assert np.array_equal(sd[name].numpy(), arr), name
+    # W_Q carries the √d_head temperature, W_K does not
+    wq, wk, _, _ = spec.blocks[0].heads[0].matrices()
+    assert np.allclose(arrays["blocks.0.attn.W_Q"][0, :, : wq.shape[1]], wq * math.sqrt(spec.d_head))
+    assert np.array_equal(arrays["blocks.0.attn.W_K"][0, :, : wk.shape[1]], wk)
+
+
+def test_spec_shape_checks():
+    spec = _toy_spec()
+    with pytest.raises(ConstructionError, match="W_E has shape"):
+        ConstructionSpec(**{**spec.__dict__, "W_E": np.zeros((2, 4))})
+    with pytest.raises(ConstructionError, match="n_ctx"):
+        ConstructionSpec(**{**spec.__dict__, "max_length": 9})
+    other = Layout()
+    other.add("z", 4)
+    with pytest.raises(ConstructionError, match="another layout"):
+        ConstructionSpec(**{**spec.__dict__, "blocks": [Block([Head(other)], None)]})
+    with pytest.raises(ConstructionError, match="cannot copy"):
+        Head(spec.layout).copy("a", "c")
+
+
+def test_save_load_round_trip(tmp_path):
+    model = build("prefix_scan", get_automaton("parity"), 8).to_hooked()
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m", expect_construction="prefix_scan")
+    tokens = torch.tensor([[2, 2, 2, 2, 0, 1, 1, 0, 1, 0, 0, 1]])
+    assert torch.equal(model(tokens), loaded(tokens))
+    assert loaded.card.to_dict() == model.card.to_dict()
+    assert not list(tmp_path.glob("m/.*tmp"))  # no temporary files left behind
+
+
+def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
+    model = build("memory", get_automaton("flipflop"), 8).to_hooked()
+    d = save_model(model, tmp_path / "m")
+    with pytest.raises(CheckpointError, match="not 'prefix_scan'"):
+        load_model(d, expect_construction="prefix_scan")
+    with pytest.raises(CheckpointError, match="missing"):
+        load_model(tmp_path / "nothing")
+    weights = (d / "model.safetensors").read_bytes()
+    (d / "model.safetensors").write_bytes(weights[:-7] + b"garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(d)
+    (d / "model.safetensors").write_bytes(weights)
+    meta = json.loads((d / "model.json").read_text())
+    meta["config"]["d_model"] += 1
+    (d / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="shape"):
+        load_model(d)
+    (d / "model.json").write_text("{truncated")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(d)
