@@ -118,7 +118,7 @@ def build_prefix_scan(
 
 def embed_transition_maps(layout: Layout, automaton: Semiautomaton) -> tuple[np.ndarray, list[str]]:
     """Token σ embeds its map δ(·, σ) in R (1-based); PAD embeds const_{q0}."""
-    n, m = automaton.n_states, automaton.n_symbols
+    m = automaton.n_symbols
     W_E = np.zeros((m + 1, layout.d_model))
     for s in range(m):
         W_E[s, layout["R"]] = automaton.delta[s] + 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import warnings
 from pathlib import Path
 from typing import Any

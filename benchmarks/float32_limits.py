@@ -1,0 +1,141 @@
+"""Measure how close each construction runs to float32's limits (``make bench``).
+
+For every construction it measures, on the built HookedTransformer in float32, the quantity
+that decides exactness, next to the tolerance the construction's MLP allows:
+
+* prefix scan: the look-back heads' smallest score gap (target − best other key) over all
+  real queries and layers, the smallest softmax weight on the target, and accuracy; for the
+  rotary code (default) and the thesis's circle code. The circle code is measured at
+  T = 4096 as well, although the library refuses to *verify* it there — this is the evidence
+  for that refusal;
+* modular counter: the largest error |N·s_t − Σ a_j| of the counting head (tolerance 1/4);
+* memory unit: the largest error |mem_t − last write| of the latest-write head (tolerance 1/4).
+
+Timings are printed for information only. Results go to ``reports/bench/float32_limits.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from constructions import build  # noqa: E402
+from interp.catalogue import get_automaton  # noqa: E402
+from interp.files import atomic_write  # noqa: E402
+from interp.verify import predict_states  # noqa: E402
+
+torch.set_float32_matmul_precision("highest")
+torch.set_flush_denormal(True)
+
+
+def lookback_stats(model, T: int) -> dict:
+    """Min score gap, min target weight and wrong-argmax fraction over all look-back heads."""
+    io = model.card.io
+    P = len(io.prefix)
+    tokens = torch.tensor([list(io.prefix) + [io.symbol_tokens[0]] * T])
+    gaps, weights, wrong = [], [], 0
+    for layer, block in enumerate(model.card.attention_blocks, start=1):
+        shift = 2 ** (layer - 1)
+        names = {f"blocks.{block}.attn.hook_attn_scores", f"blocks.{block}.attn.hook_pattern"}
+        with torch.inference_mode():
+            _, cache = model.run_with_cache(tokens, names_filter=list(names), stop_at_layer=block + 1)
+        scores = cache[f"blocks.{block}.attn.hook_attn_scores"][0, 0, P:, :].double()
+        pattern = cache[f"blocks.{block}.attn.hook_pattern"][0, 0, P:, :]
+        rows = torch.arange(T)
+        target = rows + P - shift
+        tgt_scores = scores[rows, target]
+        others = scores.clone()
+        others[rows, target] = -float("inf")
+        gaps.append(float((tgt_scores - others.max(dim=1).values).min()))
+        weights.append(float(pattern[rows, target].min()))
+        wrong += int((scores.argmax(dim=1) != target).sum())
+        del cache
+    return {"min_gap": min(gaps), "min_target_weight": min(weights), "wrong_argmax": wrong}
+
+
+def prefix_scan_rows(samples: int) -> list[dict]:
+    rows = []
+    a = get_automaton("S5")
+    for code, lengths in (("rotary", (1024, 2048, 4096)), ("circle", (1024, 2048, 4096))):
+        for T in lengths:
+            t0 = time.perf_counter()
+            model = build("prefix_scan", a, T, code=code).to_hooked("float32")
+            stats = lookback_stats(model, T)
+            words = a.sample(samples, T, seed=T)
+            acc = float((predict_states(model, words) == a.run(words)).mean())
+            rows.append({"construction": "prefix_scan", "option": f"code={code}", "automaton": "S5", "T": T,
+                         **stats, "accuracy": acc, "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def head_error(model, words: np.ndarray, channel: str, truth: np.ndarray, scale: float) -> float:
+    """max |scale · channel − truth| of the block-0 head output over all real positions."""
+    io = model.card.io
+    tokens = torch.tensor(np.concatenate([np.full((len(words), len(io.prefix)), io.prefix[0]),
+                                          np.asarray(io.symbol_tokens)[words]], axis=1))
+    idx = model.card.residual_labels.index(channel)
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_attn_out", stop_at_layer=1)
+    got = cache["blocks.0.hook_attn_out"][:, len(io.prefix):, idx].double().numpy() * scale
+    return float(np.abs(got - truth).max())
+
+
+def counter_and_memory_rows(samples: int) -> list[dict]:
+    rows = []
+    for name in ("parity", "C5"):
+        a = get_automaton(name)
+        for T in (1024, 4096):
+            t0 = time.perf_counter()
+            spec = build("modular_counter", a, T)
+            model = spec.to_hooked("float32")
+            words = a.sample(samples, T, seed=T)
+            incs = np.asarray(spec.options["increments"])[words]
+            err = head_error(model, words, "s", np.cumsum(incs, axis=1), spec.options["N"])
+            acc = float((predict_states(model, words) == a.run(words)).mean())
+            rows.append({"construction": "modular_counter", "option": f"N={spec.options['N']}", "automaton": name, "T": T,
+                         "max_head_error": err, "tolerance": 0.25, "accuracy": acc, "samples": samples,
+                         "seconds": round(time.perf_counter() - t0, 1)})
+            print(rows[-1], flush=True)
+    for name in ("flipflop", "memory5"):
+        a = get_automaton(name)
+        for T in (1024, 4096):
+            t0 = time.perf_counter()
+            model = build("memory", a, T).to_hooked("float32")
+            words = a.sample(samples, T, seed=T)
+            truth = a.run(words)  # the state is the last written value (or q0)
+            err = head_error(model, words, "mem", truth, 1.0)
+            acc = float((predict_states(model, words) == truth).mean())
+            rows.append({"construction": "memory", "option": "", "automaton": name, "T": T, "max_head_error": err,
+                         "tolerance": 0.25, "accuracy": acc, "samples": samples,
+                         "seconds": round(time.perf_counter() - t0, 1)})
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    samples = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    rows = prefix_scan_rows(samples) + counter_and_memory_rows(samples)
+    out = Path("reports/bench")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "float32_limits.json", (json.dumps(rows, indent=2) + "\n").encode())
+    print("\n| construction | option | automaton | T | decisive quantity | accuracy |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if r["construction"] == "prefix_scan":
+            q = f"min gap {r['min_gap']:.3g}, min target weight {r['min_target_weight']:.3g}, wrong argmax {r['wrong_argmax']}"
+        else:
+            q = f"max head error {r['max_head_error']:.2e} (tolerance 0.25)"
+        print(f"| {r['construction']} | {r['option']} | {r['automaton']} | {r['T']} | {q} | {r['accuracy']:.5f} |")
+    print(f"\nwritten to {out / 'float32_limits.json'}")
+
+
+if __name__ == "__main__":
+    main()
