@@ -17,17 +17,16 @@ import math
 
 import numpy as np
 
-from constructions.gadgets import prefix_average_head, trapezoid
+from constructions.gadgets import bos_token_io, prefix_average_head, one_hot_readout, trapezoid
 from interp.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
+from interp.spec import MLP, Block, ConstructionSpec, Layout
 
 __all__ = ["build_modular_counter", "counter_increments", "MAX_LENGTH"]
 
 #: Longest verified length. (The float32 limit of the construction itself is ~2²¹/(n−1);
 #: the MLP width 4((n−1)T+1) is what makes longer models impractical.)
 MAX_LENGTH = 4096
-READOUT_ALPHA = 10.0
 
 
 def counter_increments(automaton: Semiautomaton) -> list[int] | None:
@@ -74,8 +73,7 @@ def build_modular_counter(automaton: Semiautomaton, length: int) -> Construction
     for k in range((n - 1) * length + 1):
         trapezoid(mlp, "s", x0=k / N, spacing=1.0 / N, write=("state", (k + automaton.initial) % n))
 
-    W_U = np.zeros((layout.d_model, n))
-    W_U[layout["state"], :] = READOUT_ALPHA * np.eye(n)
+    W_U, b_U = one_hot_readout(layout, "state")
     return ConstructionSpec(
         name="modular_counter",
         theorem="Lemma 15 (modular counter)",
@@ -84,10 +82,10 @@ def build_modular_counter(automaton: Semiautomaton, length: int) -> Construction
         W_pos=W_pos,
         blocks=[Block([head], mlp, "count: s = Σ a_j / N; trapezoids -> one-hot state")],
         W_U=W_U,
-        b_U=np.zeros(n),
+        b_U=b_U,
         input_tokens=tokens,
         output_names=list(automaton.states),
-        io=TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
+        io=bos_token_io(automaton.n_symbols),
         max_length=length,
         automaton=automaton.to_dict(),
         options={"N": N, "increments": incs},

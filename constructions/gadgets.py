@@ -17,7 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
-from interp.spec import Direction, Head, Layout, MLP
+from interp.spec import Direction, Head, Layout, MLP, TokenIO
 
 __all__ = [
     "trapezoid",
@@ -27,11 +27,17 @@ __all__ = [
     "prefix_average_head",
     "latest_write_head",
     "LOOKBACK_GAMMA",
+    "READOUT_ALPHA",
+    "one_hot_readout",
+    "bos_token_io",
 ]
 
 #: Score margin γ of the rotary look-back: the target beats every other key by 2γ = 40,
 #: so its softmax weight rounds to exactly 1.0 in float32 and float64.
 LOOKBACK_GAMMA = 20.0
+
+#: Logit margin of every read-out: the exact state beats the others by α.
+READOUT_ALPHA = 10.0
 
 _TRAPEZOID = ((2.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-2.0, 1.0))  # (bias offset, output sign)
 
@@ -143,3 +149,16 @@ def latest_write_head(
     head.qk(one, pos_frac, c)
     head.copy(src, dst)
     return head
+
+
+def one_hot_readout(layout: Layout, subspace: str, alpha: float = READOUT_ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """Unembedding for a one-hot state subspace: logit_q = α·x[subspace_q]."""
+    n = layout.size(subspace)
+    W_U = np.zeros((layout.d_model, n))
+    W_U[layout[subspace], :] = alpha * np.eye(n)
+    return W_U, np.zeros(n)
+
+
+def bos_token_io(n_symbols: int) -> TokenIO:
+    """Token 0 is BOS (the attention sink / the write of q0); symbol σ is token 1 + σ."""
+    return TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, n_symbols + 1)))

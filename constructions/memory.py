@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from constructions.gadgets import latest_write_head, trapezoid
+from constructions.gadgets import bos_token_io, latest_write_head, one_hot_readout, trapezoid
 from interp.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
+from interp.spec import MLP, Block, ConstructionSpec, Layout
 
 __all__ = ["build_memory", "write_targets", "MAX_LENGTH"]
 
 MAX_LENGTH = 4096
-READOUT_ALPHA = 10.0
 
 
 def write_targets(automaton: Semiautomaton) -> list[int | None] | None:
@@ -73,8 +72,7 @@ def build_memory(automaton: Semiautomaton, length: int) -> ConstructionSpec:
     for q in range(n):
         trapezoid(mlp, "mem", x0=q, spacing=1.0, write=("state", q))
 
-    W_U = np.zeros((layout.d_model, n))
-    W_U[layout["state"], :] = READOUT_ALPHA * np.eye(n)
+    W_U, b_U = one_hot_readout(layout, "state")
     return ConstructionSpec(
         name="memory",
         theorem="Lemma 16 (memory unit)",
@@ -83,10 +81,10 @@ def build_memory(automaton: Semiautomaton, length: int) -> ConstructionSpec:
         W_pos=W_pos,
         blocks=[Block([head], mlp, "latest write -> mem; trapezoids -> one-hot state")],
         W_U=W_U,
-        b_U=np.zeros(n),
+        b_U=b_U,
         input_tokens=tokens,
         output_names=list(automaton.states),
-        io=TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
+        io=bos_token_io(automaton.n_symbols),
         max_length=length,
         automaton=automaton.to_dict(),
         options={"writes": targets},

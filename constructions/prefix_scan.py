@@ -28,6 +28,7 @@ import numpy as np
 
 from constructions.gadgets import (
     LOOKBACK_GAMMA,
+    READOUT_ALPHA,
     circle_position_code,
     lookback_head,
     rotary_position_code,
@@ -37,14 +38,12 @@ from interp.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
 from interp.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
 
-__all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH", "READOUT_ALPHA"]
+__all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH"]
 
 #: Longest verified length (tests/benchmarks check float32 exactness here).
 MAX_LENGTH = 4096
 #: The circle code's score gap γ(1 − cos(π/T)) drops below float32 resolution near T = 4096.
 CIRCLE_FLOAT32_MAX_LENGTH = 2048
-#: Logit margin of the quadratic read-out.
-READOUT_ALPHA = 10.0
 #: Lemma 14 stores n² hidden values; keep the model a sensible size.
 MAX_STATES = 64
 
