@@ -57,7 +57,7 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
         word = rng.integers(0, automaton.n_symbols, PICTURE_LENGTH)
         ids, tokens = model_tokens(model, word)
         patterns = attention_patterns(model, ids)
-        labels = {b: model.card.block_labels[b] for b in patterns}
+        labels = {b: model.card.block_labels[b] for b, _ in patterns}
         states = [automaton.states[q] for q in automaton.run(word)]
         png = heatmap_png(patterns, tokens, f"prefix scan for {automaton.name}: look-back heads", out / f"attention_{name}.png", labels)
         sections.append(

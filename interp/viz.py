@@ -24,15 +24,23 @@ def model_tokens(model, word: Sequence[int]) -> tuple[list[int], list[str]]:
     return ids, [model.card.input_tokens[i] for i in ids]
 
 
-def attention_patterns(model, token_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """Patterns ``[heads, dest, src]`` of the blocks whose attention writes (others are meaningless)."""
+def attention_patterns(model, token_ids: Sequence[int]) -> dict[tuple[int, int], np.ndarray]:
+    """Patterns ``[dest, src]`` keyed by ``(block, head)``, for the heads whose OV circuit writes.
+
+    Blocks without attention and padded heads attend uniformly and mean nothing, so they are left out.
+    """
     import torch
 
-    blocks = model.card.attention_blocks
-    names = {f"blocks.{b}.attn.hook_pattern" for b in blocks}
+    live = [
+        (b, h)
+        for b in model.card.attention_blocks
+        for h in range(model.cfg.n_heads)
+        if torch.any(model.blocks[b].attn.W_V[h] @ model.blocks[b].attn.W_O[h] != 0)
+    ]
+    names = sorted({f"blocks.{b}.attn.hook_pattern" for b, _ in live})
     with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.tensor([list(token_ids)]), names_filter=lambda n: n in names)
-    return {b: cache[f"blocks.{b}.attn.hook_pattern"][0].float().numpy() for b in blocks}
+        _, cache = model.run_with_cache(torch.tensor([list(token_ids)]), names_filter=names)
+    return {(b, h): cache[f"blocks.{b}.attn.hook_pattern"][0, h].float().numpy() for b, h in live}
 
 
 def _figure_png(fig) -> bytes:
@@ -41,15 +49,18 @@ def _figure_png(fig) -> bytes:
     return buf.getvalue()
 
 
-def heatmap_png(patterns: dict[int, np.ndarray], tokens: Sequence[str], title: str, path: Path | None = None,
-                head_labels: dict[int, str] | None = None) -> bytes:
-    """One heatmap per (attention block, head); returns the PNG bytes and writes ``path`` if given."""
+def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str], title: str,
+                path: Path | None = None, head_labels: dict[int, str] | None = None) -> bytes:
+    """One heatmap per (block, head); returns the PNG bytes and writes ``path`` if given.
+
+    ``head_labels`` maps a block index to a caption (e.g. the block's label).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(b, h) for b, p in patterns.items() for h in range(p.shape[0]) if np.any(p[h])]
+    panels = list(patterns)
     cols = min(4, max(1, len(panels)))
     rows = -(-len(panels) // cols)
     n = len(tokens)
@@ -59,7 +70,7 @@ def heatmap_png(patterns: dict[int, np.ndarray], tokens: Sequence[str], title: s
         ax.axis("off")
     for ax, (b, h) in zip(axes.flat, panels):
         ax.axis("on")
-        ax.imshow(patterns[b][h], vmin=0, vmax=1, cmap="Blues")
+        ax.imshow(patterns[(b, h)], vmin=0, vmax=1, cmap="Blues")
         label = (head_labels or {}).get(b, "")
         ax.set_title(f"block {b} head {h}\n{label}", fontsize=8)
         ax.set_xticks(range(n), tokens, rotation=90, fontsize=6)
@@ -78,17 +89,14 @@ def png_data_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
-def circuitsvis_heads(patterns: dict[int, np.ndarray], tokens: Sequence[str], head_labels: dict[int, str] | None = None) -> str:
-    """Self-contained circuitsvis ``attention_heads`` HTML for all attention blocks' heads."""
+def circuitsvis_heads(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str],
+                      head_labels: dict[int, str] | None = None) -> str:
+    """Self-contained circuitsvis ``attention_heads`` HTML for the given (block, head) patterns."""
     import circuitsvis.attention as cva
 
-    stacked, names = [], []
-    for b, p in patterns.items():
-        for h in range(p.shape[0]):
-            if np.any(p[h]):
-                stacked.append(p[h])
-                names.append(f"block {b} head {h}: {(head_labels or {}).get(b, '')}".strip())
-    html = cva.attention_heads(attention=np.stack(stacked), tokens=list(tokens), attention_head_names=names).local_src
+    names = [f"block {b} head {h}: {(head_labels or {}).get(b, '')}".strip(" :") for b, h in patterns]
+    stacked = np.stack(list(patterns.values()))
+    html = cva.attention_heads(attention=stacked, tokens=list(tokens), attention_head_names=names).local_src
     # circuitsvis writes `<div id=… />`; a self-closing div is not valid HTML and would swallow
     # the rest of the page, so close it explicitly.
     return re.sub(r"(<div id=\"[^\"]+\"[^>]*?)\s*/>", r"\1></div>", html, count=1)

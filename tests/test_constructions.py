@@ -64,10 +64,11 @@ def test_lookback_heads_select_exactly_one_key():
     ids = list(model.card.io.prefix) + [model.card.io.symbol_tokens[s] for s in word]
     patterns = attention_patterns(model, ids)
     assert len(patterns) == math.ceil(math.log2(T))
-    for layer, (block, pat) in enumerate(sorted(patterns.items()), start=1):
+    for layer, ((block, head), pat) in enumerate(sorted(patterns.items()), start=1):
+        assert (block, head) == (2 * (layer - 1), 0)
         shift = 2 ** (layer - 1)
         for i in range(P, P + T):
-            assert pat[0, i, i - shift] == 1.0
+            assert pat[i, i - shift] == 1.0
 
 
 def test_scratch_subspaces_are_zero_between_scan_layers():

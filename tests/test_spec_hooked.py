@@ -141,3 +141,14 @@ def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
     (d / "model.json").write_text("{truncated")
     with pytest.raises(CheckpointError, match="corrupt"):
         load_model(d)
+
+
+def test_attention_patterns_skip_blocks_and_heads_that_write_nothing():
+    from interp.viz import attention_patterns
+
+    spec = _toy_spec()
+    spec.blocks.append(Block([Head(spec.layout, "silent").qk("a", "b")], None, "QK only, writes nothing"))
+    model = spec.to_hooked()
+    patterns = attention_patterns(model, [0, 1, 2])
+    assert set(patterns) == {(0, 0), (0, 1)}
+    assert all(p.shape == (3, 3) for p in patterns.values())

@@ -84,16 +84,16 @@ word = s5.sample(1, T, seed=0)[0]
 ids, tokens = model_tokens(model, word)
 patterns = attention_patterns(model, ids)
 P = len(model.card.io.prefix)
-for layer, (block, pattern) in enumerate(sorted(patterns.items()), start=1):
-    shifts = {i - int(np.argmax(pattern[0, i])) for i in range(P, P + T)}
-    exact = all(pattern[0, i, i - 2 ** (layer - 1)] == 1.0 for i in range(P, P + T))
+for layer, ((block, head), pattern) in enumerate(sorted(patterns.items()), start=1):
+    shifts = {i - int(np.argmax(pattern[i])) for i in range(P, P + T)}
+    exact = all(pattern[i, i - 2 ** (layer - 1)] == 1.0 for i in range(P, P + T))
     print(f"attention layer {layer} (block {block}): looks back by {shifts}, weight exactly 1.0: {exact}")
 
 # %%
 from IPython.display import Image, display
 
 png = heatmap_png(patterns, tokens, "S5 prefix scan: look-back heads",
-                  head_labels={b: model.card.block_labels[b] for b in patterns})
+                  head_labels={b: model.card.block_labels[b] for b, _ in patterns})
 display(Image(png))
 
 # %% [markdown]
