@@ -18,6 +18,12 @@ coordinate instead of q0 at the end (E3). This module implements the corrected v
   default; ``code="circle"`` gives the thesis's circle code, exact in float32 only up to
   T = 2048 (§3.1 of the notes);
 * P = 2^(L−1) padding positions suffice (erratum E9); ``padding="thesis"`` uses P = T.
+
+``as_printed`` rebuilds any of the three defects exactly as printed, as negative controls for
+teaching: ``"rotation_sign"`` (the key rotation by −θ selects the masked future position
+t + 2^(l−1)), ``"value_matrix"`` (W_V reads L, which is empty when the head runs) and
+``"readout"`` (reads coordinate q0 + 1 instead of q0; wrong at t = T = 2^L). Such models are
+*expected* to fail verification.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ MAX_LENGTH = 4096
 CIRCLE_FLOAT32_MAX_LENGTH = 2048
 #: Lemma 14 stores n² hidden values; keep the model a sensible size.
 MAX_STATES = 64
+#: The printed defects that ``as_printed`` can reproduce.
+PRINTED_DEFECTS = ("rotation_sign", "value_matrix", "readout")
 
 
 def n_scan_layers(length: int) -> int:
@@ -54,9 +62,16 @@ def n_scan_layers(length: int) -> int:
 
 
 def build_prefix_scan(
-    automaton: Semiautomaton, length: int, code: str = "rotary", padding: str = "minimal"
+    automaton: Semiautomaton, length: int, code: str = "rotary", padding: str = "minimal", as_printed: str = ""
 ) -> ConstructionSpec:
     """Theorem 10 as exact weights: ⌈log₂T⌉ attention layers, 2⌈log₂T⌉ TL blocks."""
+    defects = tuple(d for d in as_printed.split(",") if d)
+    unknown = set(defects) - set(PRINTED_DEFECTS)
+    if unknown:
+        raise ConstructionError(
+            f"prefix_scan: as_printed takes a comma-separated subset of {', '.join(PRINTED_DEFECTS)}; "
+            f"got {', '.join(sorted(unknown))}"
+        )
     if not 1 <= length <= MAX_LENGTH:
         raise LengthError(f"prefix_scan is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if code not in ("rotary", "circle"):
@@ -88,12 +103,18 @@ def build_prefix_scan(
     blocks: list[Block] = []
     for l in range(1, L + 1):
         shift = 2 ** (l - 1)
-        head = lookback_head(layout, shift, src="R", dst="L", code=code, gamma=gamma, period=length,
-                             label=f"look-back {shift}: copy R -> L")
+        head = lookback_head(
+            layout,
+            -shift if "rotation_sign" in defects else shift,  # erratum E1: the printed θ has the wrong sign
+            src="L" if "value_matrix" in defects else "R",  # erratum E2: the printed W_V reads L
+            dst="L", code=code, gamma=gamma, period=length, label=f"look-back {shift}: copy R -> L",
+        )
         blocks.append(Block([head], compose_first_half(layout, n), f"layer {l}a: fetch F(t-{shift}); Lemma 14 indicators"))
         blocks.append(Block([], compose_second_half(layout, n), f"layer {l}b: Lemma 14 products; R = F(t)∘F(t-{shift})"))
 
-    W_U, b_U = quadratic_readout(layout, n, automaton.initial)
+    # erratum E3: the printed read-out takes "an arbitrary q"; only q0 is right at t = T = 2^L
+    readout_q = (automaton.initial + 1) % n if "readout" in defects else automaton.initial
+    W_U, b_U = quadratic_readout(layout, n, readout_q)
     verified = ("float32", "float64") if (code == "rotary" or length <= CIRCLE_FLOAT32_MAX_LENGTH) else ("float64",)
     return ConstructionSpec(
         name="prefix_scan",
@@ -110,8 +131,10 @@ def build_prefix_scan(
         max_length=length,
         automaton=automaton.to_dict(),
         verified_dtypes=verified,
-        options={"code": code, "padding": padding, "P": P, "scan_layers": L, "gamma": gamma},
-        notes=f"{P} PAD positions hold const_q0; after {L} look-back layers R_q0 = q_t + 1.",
+        options={"code": code, "padding": padding, "P": P, "scan_layers": L, "gamma": gamma,
+                 "as_printed": list(defects)},
+        notes=(f"{P} PAD positions hold const_q0; after {L} look-back layers R_q0 = q_t + 1."
+               + (f" Built WITH the printed defect(s) {', '.join(defects)}: expected to fail." if defects else "")),
     )
 
 

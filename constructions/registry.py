@@ -31,7 +31,7 @@ class Entry:
 
 REGISTRY: dict[str, Entry] = {
     "prefix_scan": Entry(build_prefix_scan, "Theorem 10",
-                         "any semiautomaton; ceil(log2 T) attention layers (options: code=rotary|circle, padding=minimal|thesis)"),
+                         "any semiautomaton; ceil(log2 T) attention layers (options: code=rotary|circle, padding=minimal|thesis, as_printed=rotation_sign,value_matrix,readout)"),
     "modular_counter": Entry(build_modular_counter, "Lemma 15", "C<n> / parity; 1 attention layer"),
     "memory": Entry(build_memory, "Lemma 16", "memory<n> / flipflop; 1 attention layer"),
 }

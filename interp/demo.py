@@ -67,7 +67,7 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
             f"<p>Attention layer l looks back exactly 2<sup>l−1</sup> positions (weight 1.0 on one key); "
             f"PAD positions carry the constant map to q0.</p>"
             f"<img alt='attention heatmaps for {html.escape(name)}' src='{png_data_uri(png)}'>"
-            f"<h3>Interactive (circuitsvis)</h3>{circuitsvis_heads(patterns, tokens, labels)}"
+            f"<h3>Interactive (circuitsvis)</h3>{circuitsvis_heads(patterns, tokens)}"
         )
 
     page = f"""<!DOCTYPE html>

@@ -110,6 +110,28 @@ def test_circle_code_refuses_float32_beyond_its_limit():
         verify(spec, samples=1)
 
 
+@pytest.mark.parametrize("defect", ["rotation_sign", "value_matrix"])
+def test_each_printed_defect_alone_breaks_the_scan(defect):
+    for name in ("S5", "grid5"):
+        a = get_automaton(name)
+        r = verify(build("prefix_scan", a, 16, as_printed=defect), samples=200, exhaustive_upto=6)
+        assert r.accuracy < 0.8, (name, r.accuracy)
+        assert r.mismatches
+
+
+def test_printed_readout_fails_exactly_at_t_equal_T_power_of_two():
+    from interp.verify import predict_states
+
+    a = get_automaton("S5")
+    words = a.sample(200, 16, seed=0)
+    truth = a.run(words)
+    wrong = predict_states(build("prefix_scan", a, 16, as_printed="readout").to_hooked(), words) != truth
+    assert wrong[:, -1].all()  # t = T = 2^L: coordinate q0+1 of a permutation never gives q_t
+    assert not wrong[:, :-1].any()  # every earlier window still contains the padding's constant map
+    with pytest.raises(ConstructionError, match="as_printed"):
+        build("prefix_scan", a, 16, as_printed="typo")
+
+
 def test_prefix_scan_refuses_bad_lengths_and_options():
     a = get_automaton("parity")
     with pytest.raises(LengthError):

@@ -136,6 +136,22 @@ for l in range(1, spec.attention_layers + 1):
     print(f"after layer {l}: every position holds its 2^{l}-window map: {held == [window_map(t, 2 ** l) for t in range(T)]}")
 
 # %% [markdown]
+# ## What breaks if you build it exactly as printed
+#
+# The printed proof has three defects; `as_printed` rebuilds each one. The rotation sign makes
+# every head look *forward* by 2^(l−1) — a masked position — so the softmax falls back on
+# whatever it can see; the printed value matrix copies the empty scratch space `L` instead of
+# the map in `R`; and the printed read-out takes "an arbitrary" coordinate of the final map,
+# which is only right while the scan window still reaches the padding, i.e. not at t = T = 2^L.
+
+# %%
+for defect in ("rotation_sign", "value_matrix", "readout"):
+    broken = verify(build("prefix_scan", s5, T, as_printed=defect), samples=200, exhaustive_upto=6)
+    first = broken.mismatches[0]
+    print(f"{defect:14s} accuracy {broken.accuracy:.3f}; first mismatch at t = {first.position}: "
+          f"expected state {first.expected}, model says {first.predicted}")
+
+# %% [markdown]
 # ## Why a multi-scale position code?
 #
 # The thesis selects the look-back key with a single rotation on a circle of 2T points: the
