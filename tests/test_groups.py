@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 from sympy.combinatorics import Permutation, PermutationGroup
@@ -49,7 +50,7 @@ def test_non_group_semigroup_containing_a5_is_not_solvable():
 @given(st.lists(st.permutations(range(5)), min_size=1, max_size=3))
 def test_closure_of_permutations_has_the_group_order(perms):
     a = Semiautomaton("random", tuple("01234"), tuple(f"g{i}" for i in range(len(perms))),
-                      __import__("numpy").array(perms))
+                      np.array(perms))
     sg = transformation_semigroup(a)
     group = PermutationGroup([Permutation(p) for p in perms])
     assert sg.is_group and sg.size == group.order()
