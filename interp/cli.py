@@ -23,16 +23,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _automaton_args(p: argparse.ArgumentParser) -> None:
+def _automaton_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
     g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
+    if saved_model:
+        g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")
 
 
-def _construction_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("construction", help="construction name (see `interp list`)")
-    _automaton_args(p)
-    p.add_argument("--length", "-T", type=int, required=True, metavar="T", help="maximum input length")
+def _construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
+    p.add_argument("construction", nargs="?" if saved_model else None, help="construction name (see `interp list`)")
+    _automaton_args(p, saved_model)
+    p.add_argument("--length", "-T", type=int, required=not saved_model, metavar="T",
+                   help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""))
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                    help="construction option, e.g. -O code=circle (repeatable)")
 
@@ -53,8 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR", help="output directory")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
 
-    s = sub.add_parser("verify", help="build a construction and check it against exact simulation")
-    _construction_args(s)
+    s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
+    _construction_args(s, saved_model=True)
     s.add_argument("--samples", type=int, default=1000, help="random words at the full length (default 1000)")
     s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
                    help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
@@ -154,8 +157,17 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from interp.verify import verify
 
-    automaton, spec = _build_spec(args)
-    result = verify(spec, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
+    if args.model:
+        from interp.hooked import load_model
+
+        if args.option:
+            raise SandboxError("--option applies when building; a saved model already has its options")
+        target, automaton = load_model(args.model, expect_construction=args.construction), None
+    else:
+        if not args.construction or args.length is None:
+            raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
+        automaton, target = _build_spec(args)
+    result = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
                     seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
     if args.json:
         d = result.to_dict()

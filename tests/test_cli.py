@@ -57,11 +57,18 @@ def test_verify_automaton_file_and_human_output(capsys, tmp_path):
     assert code == 0 and out.startswith("EXACT") and "exhaustive up to 6" in out
 
 
-def test_build_saves_a_loadable_model(capsys, tmp_path):
+def test_build_saves_a_loadable_model_that_verify_accepts(capsys, tmp_path):
     code, out, _ = run(capsys, "build", "memory", "--automaton", "memory3", "--length", "16", "--out", str(tmp_path / "m"))
     assert code == 0 and "built memory" in out
     model = load_model(tmp_path / "m")
     assert model.card.construction == "memory" and model.cfg.n_ctx == 17
+    code, out, _ = run(capsys, "verify", "--model", str(tmp_path / "m"), "--samples", "20", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["accuracy"] == 1.0 and data["length"] == 16 and data["automaton"] == "memory3"
+    code, _, err = run(capsys, "verify", "prefix_scan", "--model", str(tmp_path / "m"))
+    assert code == 2 and "not 'prefix_scan'" in err
+    code, _, err = run(capsys, "verify", "--model", str(tmp_path / "m"), "--length", "17")
+    assert code == 2 and "built for lengths 1..16" in err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -75,6 +82,9 @@ def test_build_saves_a_loadable_model(capsys, tmp_path):
     (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "--exhaustive-upto", "9"], "exhaustive_upto"),
     (["verify", "prefix_scan", "--automaton-file", "/no/such.json", "--length", "8"], "not found"),
     (["verify", "prefix_scan", "--length", "8"], "required"),
+    (["verify", "--automaton", "C2", "--length", "8"], "needs CONSTRUCTION"),
+    (["verify", "prefix_scan", "--automaton", "C2"], "needs CONSTRUCTION and --length"),
+    (["verify", "--model", "/no/such/dir"], "no saved model"),
     (["verify", "prefix_scan", "--automaton", "C2", "--length", "eight"], "invalid int"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, message):
