@@ -8,12 +8,16 @@
 * :func:`prefix_average_head` — Lemma 15's counting head: a BOS sink whose score makes the
   head output exactly Σ_{j≤t} v_j / N.
 * :func:`latest_write_head` — Lemma 16's head that attends to the most recent "write".
+* :func:`previous_token_head` — a head that copies from position t − 1 with linear position
+  features only (krohn-rhodes.md §1.5 H3; the fix for Lemma 21's wiring).
+* :func:`one_hot_lookup` — an exact one-hidden-layer lookup of k one-hot inputs (krohn-rhodes.md
+  §1.4), which replaces Lemma 11's three-layer MLP once every input is one-hot.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +34,8 @@ __all__ = [
     "READOUT_ALPHA",
     "one_hot_readout",
     "bos_token_io",
+    "previous_token_head",
+    "one_hot_lookup",
 ]
 
 #: Score margin γ of the rotary look-back: the target beats every other key by 2γ = 40,
@@ -119,7 +125,9 @@ def lookback_head(
     return head
 
 
-def prefix_average_head(layout: Layout, src: str, dst: str, log_sink: str = "log_sink", bos: str = "bos") -> Head:
+def prefix_average_head(
+    layout: Layout, src: Direction, dst: str, log_sink: str = "log_sink", bos: str = "bos", label: str = ""
+) -> Head:
     """Lemma 15: the head output at position t is exactly Σ_{j=1..t} src_j / N.
 
     The query reads ``log_sink`` = log(N − t) (positional), the key reads the BOS flag, so
@@ -127,7 +135,7 @@ def prefix_average_head(layout: Layout, src: str, dst: str, log_sink: str = "log
     key gets 1/N. With N a power of two the weights and partial sums are exact binary
     fractions (krohn-rhodes.md §2.1).
     """
-    head = Head(layout, f"prefix average: {src} -> {dst}")
+    head = Head(layout, label or f"prefix average: {src} -> {dst}")
     head.qk(log_sink, bos)
     head.ov(src, dst)
     return head
@@ -162,3 +170,38 @@ def one_hot_readout(layout: Layout, subspace: str, alpha: float = READOUT_ALPHA)
 def bos_token_io(n_symbols: int) -> TokenIO:
     """Token 0 is BOS (the attention sink / the write of q0); symbol σ is token 1 + σ."""
     return TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, n_symbols + 1)))
+
+
+def previous_token_head(layout: Layout, length: int, copies: Sequence[tuple[str, str]],
+                        one: str = "one", pos_frac: str = "posT", parity: str = "par") -> Head:
+    """Copy each ``(src, dst)`` subspace from position t − 1 (position 0 copies itself).
+
+    score(t, j) = c·j/T − c·(−1)^{t+j} with c = (T/2)·ln(256T) (krohn-rhodes.md §1.5, H3):
+    keys of t's own parity lose c, and among the others t − 1 beats t − 3 by 2c/T = ln(256T),
+    so every copied coordinate is within 1/256 of its value at t − 1. Only linear position
+    features are needed, unlike a quadratic or circular code whose scores would grow like T².
+    """
+    c = 0.5 * length * math.log(256 * length)
+    head = Head(layout, "previous token: " + ", ".join(f"{s}->{d}" for s, d in copies))
+    head.qk(one, pos_frac, c)
+    head.qk(parity, parity, -c)
+    for src, dst in copies:
+        head.copy(src, dst)
+    return head
+
+
+def one_hot_lookup(mlp: MLP, inputs: Sequence[Direction], write: Direction) -> None:
+    """Add ``write`` exactly when all k one-hot ``inputs`` are on (krohn-rhodes.md §1.4).
+
+    With S the sum of the k input coordinates, ind = ReLU(2S − (2k − 1.5)) − ReLU(2S − (2k − 0.5))
+    is exactly 1 for S ≥ k − 1/4 and exactly 0 for S ≤ k − 3/4, so soft copies whose errors add
+    up to less than 1/4 are read exactly. Two units per input combination. (Lemma 11 as printed
+    uses bias −d_in where −(d_in − 1) is needed, erratum in the notes; this replaces it.)
+    """
+    k = len(inputs)
+    read: dict = {}
+    for direction in inputs:
+        for key, w in (_scaled(direction, 2.0)).items():
+            read[key] = read.get(key, 0.0) + w
+    mlp.unit(read, -(2 * k - 1.5), write)
+    mlp.unit(read, -(2 * k - 0.5), _scaled(write, -1.0))

@@ -14,6 +14,8 @@ Names (case-insensitive letters, see :data:`CATALOGUE` for the one-line docs):
   alphabet {L, R, D, U}. Append ``+noop`` for the no-op symbol.
 * Direct products: ``A^k`` (e.g. ``C2^3``) and ``AxB`` (e.g. ``C2xC3``); states and
   symbols are comma-joined tuples.
+* ``<A>+resets``: automaton A plus one reset symbol ``r<q>`` per state (δ(·, r<q>) = q), e.g.
+  ``C3+resets`` — a permutation-reset automaton (Definition 7) when A is a group.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
     CatalogueEntry("grid<n>[+noop]", "1-D gridworld with n cells, Σ = {L, R} (clamped at the walls), q0 = 0", ("grid5", "grid9+noop")),
     CatalogueEntry("grid<a>x<b>[+noop]", "2-D gridworld, Σ = {L, R, D, U}, q0 = (0, 0)", ("grid3x4",)),
+    CatalogueEntry("<A>+resets", "A plus a reset symbol r<q> to every state q (Definition 7 when A is a group)", ("C3+resets", "S3+resets")),
     CatalogueEntry("<A>^<k>, <A>x<B>", "direct products of catalogue automata (symbols act componentwise)", ("C2^3", "C2xC3")),
 )
 
@@ -211,6 +214,15 @@ def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semia
     return Semiautomaton(label, states, alphabet, delta, initial, "direct product of " + ", ".join(p.name for p in parts))
 
 
+def with_resets(base: Semiautomaton) -> Semiautomaton:
+    """``base`` plus a reset symbol ``r<state>`` for every state."""
+    n = base.n_states
+    resets = np.repeat(np.arange(n)[:, None], n, axis=1)  # row q: every state -> q
+    alphabet = base.alphabet + tuple(f"r{q}" for q in base.states)
+    return Semiautomaton(f"{base.name}+resets", base.states, alphabet, np.concatenate([base.delta, resets]),
+                         base.initial, f"{base.description}; plus resets r<q> to every state")
+
+
 def _bound(what: str, n: int, lo: int, hi: int) -> None:
     if not lo <= n <= hi:
         raise AutomatonError(f"{what}: size must be between {lo} and {hi}, got {n}")
@@ -243,6 +255,8 @@ def get_automaton(name: str) -> Semiautomaton:
                 return Semiautomaton("parity", automaton.states, automaton.alphabet, automaton.delta, 0,
                                      "parity (= C2): state = XOR of the inputs")
             return automaton
+    if low.endswith("+resets"):
+        return with_resets(get_automaton(key[: -len("+resets")]))
     power = re.fullmatch(r"(.+)\^(\d+)", key)
     if power:
         k = int(power.group(2))

@@ -23,17 +23,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _automaton_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
+def _automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascade: bool = False) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
     g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
+    if cascade:
+        g.add_argument("--cascade-file", metavar="PATH",
+                       help="krohn_rhodes: a cascade JSON file (see README), simulated instead of an automaton")
     if saved_model:
         g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")
 
 
 def _construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
     p.add_argument("construction", nargs="?" if saved_model else None, help="construction name (see `interp list`)")
-    _automaton_args(p, saved_model)
+    _automaton_args(p, saved_model, cascade=True)
     p.add_argument("--length", "-T", type=int, required=not saved_model, metavar="T",
                    help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""))
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
@@ -137,8 +140,17 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _build_spec(args: argparse.Namespace):
     from constructions.registry import build
 
-    automaton = _load_automaton(args)
-    return automaton, build(args.construction, automaton, args.length, **_parse_options(args.option))
+    options = _parse_options(args.option)
+    if args.cascade_file:
+        from interp.cascade import load_cascade_file
+
+        if args.construction != "krohn_rhodes":
+            raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
+        options["cascade"] = load_cascade_file(args.cascade_file)
+        automaton = options["cascade"].automaton()
+    else:
+        automaton = _load_automaton(args)
+    return automaton, build(args.construction, automaton, args.length, **options)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:

@@ -99,12 +99,21 @@ class Layout:
 
     def vector(self, direction: Direction) -> np.ndarray:
         """A direction (see :data:`Direction`) as a length-d_model vector."""
+        return self.dense(self.sparse(direction))
+
+    def sparse(self, direction: Direction) -> dict[int, float]:
+        """A direction as {residual index: weight}; stays valid when subspaces are added later."""
+        out: dict[int, float] = {}
+        items = direction.items() if isinstance(direction, Mapping) else [(direction, 1.0)]
+        for key, w in items:
+            i = self._key(key)
+            out[i] = out.get(i, 0.0) + float(w)
+        return out
+
+    def dense(self, sparse: Mapping[int, float]) -> np.ndarray:
         v = np.zeros(self._d)
-        if isinstance(direction, Mapping):
-            for key, w in direction.items():
-                v[self._key(key)] += w
-        else:
-            v[self._key(direction)] = 1.0
+        for i, w in sparse.items():
+            v[i] += w
         return v
 
     def _key(self, key: str | tuple[str, int]) -> int:
@@ -119,21 +128,23 @@ class Head:
     def __init__(self, layout: Layout, label: str = "") -> None:
         self.layout = layout
         self.label = label
-        self._q: list[np.ndarray] = []
-        self._k: list[np.ndarray] = []
-        self._v: list[np.ndarray] = []
-        self._o: list[np.ndarray] = []
+        # Sparse rank-one factors, made dense only in matrices(): a construction may add
+        # residual subspaces after writing a head.
+        self._q: list[dict[int, float]] = []
+        self._k: list[dict[int, float]] = []
+        self._v: list[dict[int, float]] = []
+        self._o: list[dict[int, float]] = []
 
     def qk(self, query: Direction, key: Direction, scale: float = 1.0) -> "Head":
         """score(i, j) += scale · (x_i · query) · (x_j · key)."""
-        self._q.append(self.layout.vector(query) * scale)
-        self._k.append(self.layout.vector(key))
+        self._q.append({i: w * scale for i, w in self.layout.sparse(query).items()})
+        self._k.append(self.layout.sparse(key))
         return self
 
     def ov(self, read: Direction, write: Direction, scale: float = 1.0) -> "Head":
         """output_i += scale · Σ_j a_ij (x_j · read) · write."""
-        self._v.append(self.layout.vector(read) * scale)
-        self._o.append(self.layout.vector(write))
+        self._v.append({i: w * scale for i, w in self.layout.sparse(read).items()})
+        self._o.append(self.layout.sparse(write))
         return self
 
     def copy(self, src: str, dst: str, scale: float = 1.0) -> "Head":
@@ -157,11 +168,10 @@ class Head:
         """(W_Q, W_K, W_V, W_O) with d_head = the head's own ranks (unscaled scores)."""
         d = self.layout.d_model
 
-        def cols(vs: list[np.ndarray]) -> np.ndarray:
-            return np.stack(vs, axis=1) if vs else np.zeros((d, 0))
+        def cols(vs: list[dict[int, float]]) -> np.ndarray:
+            return np.stack([self.layout.dense(v) for v in vs], axis=1) if vs else np.zeros((d, 0))
 
-        w_o = np.stack(self._o, axis=0) if self._o else np.zeros((0, d))
-        return cols(self._q), cols(self._k), cols(self._v), w_o
+        return cols(self._q), cols(self._k), cols(self._v), cols(self._o).T
 
     @property
     def writes(self) -> bool:
@@ -180,19 +190,20 @@ class MLP:
     def __init__(self, layout: Layout, label: str = "") -> None:
         self.layout = layout
         self.label = label
-        self._in: list[np.ndarray] = []
+        self._in: list[dict[int, float]] = []
         self._b: list[float] = []
-        self._out: list[np.ndarray] = []
-        self.b_out = np.zeros(layout.d_model)
+        self._out: list[dict[int, float]] = []
+        self._b_out: dict[int, float] = {}
 
     def unit(self, read: Direction, bias: float, write: Direction) -> "MLP":
-        self._in.append(self.layout.vector(read))
+        self._in.append(self.layout.sparse(read))
         self._b.append(float(bias))
-        self._out.append(self.layout.vector(write))
+        self._out.append(self.layout.sparse(write))
         return self
 
     def out_bias(self, write: Direction) -> "MLP":
-        self.b_out = self.b_out + self.layout.vector(write)
+        for i, w in self.layout.sparse(write).items():
+            self._b_out[i] = self._b_out.get(i, 0.0) + w
         return self
 
     def erase(self, name: str) -> "MLP":
@@ -215,9 +226,9 @@ class MLP:
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(W_in [d_model, width], b_in, W_out [width, d_model], b_out)."""
         d = self.layout.d_model
-        w_in = np.stack(self._in, axis=1) if self._in else np.zeros((d, 0))
-        w_out = np.stack(self._out, axis=0) if self._out else np.zeros((0, d))
-        return w_in, np.array(self._b), w_out, self.b_out.copy()
+        w_in = np.stack([self.layout.dense(v) for v in self._in], axis=1) if self._in else np.zeros((d, 0))
+        w_out = np.stack([self.layout.dense(v) for v in self._out], axis=0) if self._out else np.zeros((0, d))
+        return w_in, np.array(self._b), w_out, self.layout.dense(self._b_out)
 
 
 @dataclass

@@ -1,0 +1,420 @@
+"""Theorem 11: constant-depth simulators for solvable semiautomata (Krohn–Rhodes).
+
+Three paths, chosen from the automaton (:func:`build_krohn_rhodes`):
+
+* **group** (Theorem 16, Lemmas 15, 17, 18 and 18′): every symbol permutes the states. The
+  derived series of the generated group is turned into levels of Lemma 15 counters
+  (:mod:`constructions.solvable`); per level, one block counts (one head per cyclic factor,
+  trapezoids to a one-hot prefix coordinate) and one MLP block "mixes" the level's input into
+  the next level's input; a last lookup composes the transversals. 2d TL blocks for derived
+  length d (1 for a cyclic group).
+* **permutation-reset** (Lemma 20): every symbol is a permutation or a reset (constant map). The
+  group part runs on the permutations (resets and BOS act as e); a Lemma 16 memory head in the
+  last block fetches the group prefix and the reset target at the last reset (BOS is a reset to
+  q0), and the lookup applies Φ(g_{≤t} g_{≤r}⁻¹) to the reset target (eq. 3.2).
+* **cascade** (Definition 6, Lemma 21): an explicit :class:`interp.cascade.Cascade` of
+  permutation-reset levels. Each level is simulated as above on a one-hot input written by the
+  previous wiring block; the wiring block's MLP computes φ^{(i+1)} from the earlier levels'
+  states **before** σ_t, fetched by a previous-token head (the thesis's wiring reads the states
+  after σ_t, erratum E19; ``wiring="current"`` rebuilds that defect as a negative control).
+
+Every discrete value lives in the residual stream as an exact one-hot (trapezoid and lookup
+outputs are exactly 0 or 1), so errors never accumulate across levels. Depth does not depend on
+T; only the counters' MLP width does (4((n−1)T+1) units per cyclic factor).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from constructions.gadgets import (
+    READOUT_ALPHA,
+    bos_token_io,
+    one_hot_lookup,
+    one_hot_readout,
+    prefix_average_head,
+    previous_token_head,
+    trapezoid,
+)
+from constructions.solvable import Map, SolvablePlan, inverse, plan_solvable_group
+from interp.automata import Semiautomaton
+from interp.errors import ConstructionError, LengthError
+from interp.groups import compose
+from interp.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
+
+if TYPE_CHECKING:
+    from interp.cascade import Cascade
+
+__all__ = ["build_krohn_rhodes", "classify", "MAX_LENGTH", "WIRINGS"]
+
+#: Longest length the tests verify (float32 stays exact much further: krohn-rhodes.md §5.2).
+MAX_LENGTH = 1024
+WIRINGS = ("previous", "current")
+
+
+# -- the automaton's shape -------------------------------------------------------------------
+def classify(automaton: Semiautomaton) -> tuple[list[int], dict[int, int]]:
+    """Split the symbols into permutations and resets: (permutation symbols, {reset symbol: target}).
+
+    Raises :class:`ConstructionError` when some symbol is neither (not a permutation-reset
+    automaton, Definition 7).
+    """
+    perms, resets = [], {}
+    for s in range(automaton.n_symbols):
+        f = automaton.transition_map(s)
+        if len(set(f)) == len(f):
+            perms.append(s)
+        elif len(set(f)) == 1:
+            resets[s] = f[0]
+        else:
+            raise ConstructionError(
+                f"{automaton.name!r} is neither a group, a permutation-reset automaton nor a given cascade: symbol "
+                f"{automaton.alphabet[s]!r} is neither a permutation nor a reset. krohn_rhodes needs a Krohn–Rhodes "
+                f"cascade for it (pass one with --cascade-file; general holonomy decomposition is not implemented); "
+                f"prefix_scan simulates any automaton"
+            )
+    return perms, resets
+
+
+# -- the circuit being assembled -------------------------------------------------------------
+class _Circuit:
+    """Layout, blocks, embeddings and positional features of the model under construction."""
+
+    def __init__(self, tokens: Sequence[str], length: int) -> None:
+        self.tokens = list(tokens)
+        self.length = length
+        self.layout = Layout()
+        self.blocks: list[Block] = []
+        self.layout.add("bos")
+        self.layout.add("one")
+        self.layout.add("tok", len(tokens), labels=tokens)
+        self._embed: list[tuple[int, Direction]] = [(0, "bos")]
+        self._embed += [(i, "one") for i in range(len(tokens))]
+        self._embed += [(i, ("tok", i)) for i in range(len(tokens))]
+        self._positional: dict[str, np.ndarray] = {}
+        self.N = 2 ** math.ceil(math.log2(2 * length))  # power-of-two counter normaliser (notes §2.1)
+
+    def positional(self, name: str, values: np.ndarray) -> str:
+        if name not in self._positional:
+            self.layout.add(name)
+            self._positional[name] = values
+        return name
+
+    @property
+    def t(self) -> np.ndarray:
+        return np.arange(self.length + 1, dtype=np.float64)
+
+    def log_sink(self) -> str:
+        return self.positional("log_sink", np.log(self.N - self.t))
+
+    def pos_frac(self) -> str:
+        return self.positional("posT", self.t / self.length)
+
+    def parity(self) -> str:
+        return self.positional("par", (-1.0) ** self.t)
+
+    def block(self, label: str, heads: Sequence[Head] = (), mlp: MLP | None = None) -> None:
+        self.blocks.append(Block(list(heads), mlp, label))
+
+    def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        W_E = np.zeros((len(self.tokens), self.layout.d_model))
+        for tok, direction in self._embed:
+            W_E[tok] += self.layout.vector(direction)
+        W_pos = np.zeros((self.length + 1, self.layout.d_model))
+        for name, values in self._positional.items():
+            W_pos[:, self.layout.index(name)] = values
+        return W_E, W_pos
+
+
+# -- one permutation-reset component -----------------------------------------------------------
+def _sum(terms: Sequence[tuple[Direction, float]]) -> dict:
+    """The linear combination Σ w·direction as one :data:`Direction` mapping."""
+    out: dict = {}
+    for direction, w in terms:
+        items = direction.items() if isinstance(direction, dict) else [(direction, 1.0)]
+        for key, v in items:
+            key = key if isinstance(key, tuple) else (key, 0)
+            out[key] = out.get(key, 0.0) + w * v
+    return {k: v for k, v in out.items() if v}
+
+
+def _simulate_component(
+    c: _Circuit, automaton: Semiautomaton, slots: Sequence[Direction], tag: str, plan: SolvablePlan | None = None
+) -> str:
+    """Blocks that simulate ``automaton`` (permutation-reset) on a one-hot input.
+
+    ``slots[0]`` is the residual direction that is 1 exactly at BOS and ``slots[1 + s]`` the one
+    that is 1 exactly where the input symbol is s (a token one-hot, a sum of them, or a wiring
+    block's output). Returns the name of the subspace that holds the one-hot state q_t after the
+    new blocks. ``tag`` prefixes every subspace name.
+    """
+    perms, resets = classify(automaton)
+    n = automaton.n_states
+    identity: Map = tuple(range(n))
+    if plan is None:
+        plan = plan_solvable_group([automaton.transition_map(s) for s in perms], n, automaton.name)
+    # the group element each input slot carries: BOS and resets act as e (Lemma 20)
+    slot_element = [identity] + [automaton.transition_map(s) if s in perms else identity for s in range(automaton.n_symbols)]
+    state = f"{tag}state"
+    c.layout.add(state, n, labels=list(automaton.states))
+    d = plan.derived_length
+    cyclic_shortcut = d == 1 and len(plan.levels[0].orders) == 1 and not resets
+
+    # level inputs: level 1 reads the input slots, level i > 1 a one-hot over D_{i−1}
+    x_dirs, x_elements = list(slots), slot_element
+    prefix_spaces: list[list[str]] = []
+    for i, level in enumerate(plan.levels, start=1):
+        heads, mlp = [], MLP(c.layout, f"L{i} trapezoids: prefix sums -> one-hot coordinates")
+        spaces = []
+        for j, order in enumerate(level.orders):
+            s = f"{tag}L{i}.s{j}"
+            c.layout.add(s)
+            value = _sum([(x_dirs[slot], level.coord(x)[j]) for slot, x in enumerate(x_elements)])
+            heads.append(prefix_average_head(c.layout, src=value, dst=s, log_sink=c.log_sink(),
+                                             label=f"L{i} counter Z{order}[{j}]"))
+            if cyclic_shortcut:  # G cyclic: the coordinate is the state, write it directly
+                targets = [(state, level.tau((k,))[automaton.initial]) for k in range(order)]
+            else:
+                oh = f"{tag}L{i}.P{j}"
+                c.layout.add(oh, order, labels=[str(k) for k in range(order)])
+                spaces.append(oh)
+                targets = [(oh, k) for k in range(order)]
+            for k in range((order - 1) * c.length + 1):  # Lemma 15: s = k/N, state k mod n
+                trapezoid(mlp, s, x0=k / c.N, spacing=1.0 / c.N, write=targets[k % order])
+        prefix_spaces.append(spaces)
+        c.block(f"{tag}level {i}: count {'+'.join(f'Z{o}' for o in level.orders)} (Lemma 15)", heads, mlp)
+        if cyclic_shortcut:
+            return state
+        if i < d:  # Lemma 18′ mix: c_s = τ(P_s)⁻¹ ∘ x_s ∘ τ(P_s − coord(x_s)), one-hot over D_i
+            nxt = plan.levels[i].elements
+            index = {g: k for k, g in enumerate(nxt)}
+            x_next = f"{tag}L{i + 1}.x"
+            c.layout.add(x_next, len(nxt), labels=[_element_label(g) for g in nxt])
+            mix = MLP(c.layout, f"L{i} mix -> L{i + 1} input (Lemma 18′)")
+            for slot, x in enumerate(x_elements):
+                for P in level.prefixes():
+                    inputs = [x_dirs[slot]] + [(sp, p) for sp, p in zip(spaces, P)]
+                    one_hot_lookup(mix, inputs, (x_next, index[level.mix(x, P)]))
+            c.block(f"{tag}level {i}: mix into level {i + 1}", [], mix)
+            x_dirs, x_elements = [(x_next, k) for k in range(len(nxt))], list(nxt)
+
+    all_prefixes = [list(level.prefixes()) for level in plan.levels]
+    flat_spaces = [sp for spaces in prefix_spaces for sp in spaces]
+
+    def coordinates(Ps: Sequence[Sequence[int]]) -> list[tuple[str, int]]:
+        return [(sp, p) for sp, p in zip(flat_spaces, [p for P in Ps for p in P])]
+
+    final = MLP(c.layout, "Φ(τ_1(P¹)∘…∘τ_d(P^d)) lookup -> one-hot state")
+    if not resets:
+        if d == 0:
+            final.out_bias((state, automaton.initial))
+        for Ps in itertools.product(*all_prefixes):
+            one_hot_lookup(final, coordinates(Ps), (state, plan.element(Ps)[automaton.initial]))
+        c.block(f"{tag}compose the levels' transversals", [], final)
+        return state
+
+    # Lemma 20: remember the group prefix and the reset target at the last reset (BOS = reset to q0)
+    kept = [f"{tag}at_reset.{sp[len(tag):]}" for sp in flat_spaces]
+    for sp, dst in zip(flat_spaces, kept):
+        c.layout.add(dst, c.layout.size(sp))
+    target = f"{tag}reset_to"
+    c.layout.add(target, n, labels=list(automaton.states))
+    k_in = 2 * len(flat_spaces) + 1
+    head = Head(c.layout, f"{tag}last reset (Lemma 16)")
+    cscale = c.length * math.log(64 * c.length * k_in)  # copy error ≤ 1/(32 k_in) per channel
+    not_reset = _sum([(slots[1 + s], 1.0) for s in perms])
+    if not_reset:
+        head.qk("one", not_reset, -2.0 * cscale)
+    head.qk("one", c.pos_frac(), cscale)
+    for sp, dst in zip(flat_spaces, kept):
+        head.copy(sp, dst)
+    reset_slots = {0: automaton.initial, **{1 + s: q for s, q in resets.items()}}
+    for q in range(n):
+        read = _sum([(slots[slot], 1.0) for slot, tq in reset_slots.items() if tq == q])
+        if read:
+            head.ov(read, (target, q))
+    memory = MLP(c.layout, "Φ(g_{≤t} g_{≤r}⁻¹)(q_r) lookup -> one-hot state (Lemma 20)")
+    targets = sorted(set(reset_slots.values()))
+    for Ps in itertools.product(*all_prefixes):
+        g_now = plan.element(Ps)
+        for Rs in itertools.product(*all_prefixes):
+            g_reset_inv = inverse(plan.element(Rs))
+            kept_coords = [(dst, p) for dst, p in zip(kept, [p for R in Rs for p in R])]
+            for q in targets:
+                q_t = compose(g_now, g_reset_inv)[q]
+                one_hot_lookup(memory, coordinates(Ps) + kept_coords + [(target, q)], (state, q_t))
+    c.block(f"{tag}last reset: Φ(g_t g_r⁻¹)(q_r) (Lemma 20)", [head], memory)
+    return state
+
+
+def _element_label(g: Map) -> str:
+    """Cycle notation, e.g. "(0 1 2)(3 4)"; "e" for the identity."""
+    seen, cycles = set(), []
+    for start in range(len(g)):
+        if start in seen or g[start] == start:
+            continue
+        cycle, q = [], start
+        while q not in seen:
+            seen.add(q)
+            cycle.append(q)
+            q = g[q]
+        cycles.append("(" + " ".join(map(str, cycle)) + ")")
+    return "".join(cycles) or "e"
+
+
+# -- builder -----------------------------------------------------------------------------------
+def build_krohn_rhodes(
+    automaton: Semiautomaton, length: int, cascade: "Cascade | str | Path | None" = None, wiring: str = "previous"
+) -> ConstructionSpec:
+    """Theorem 11: a constant-depth simulator for a solvable group, a permutation-reset automaton or a cascade.
+
+    ``cascade`` (a :class:`~interp.cascade.Cascade` or the path of a cascade JSON file) is used
+    instead of ``automaton`` when given; the 1-D gridworlds use their built-in flip-flop cascade.
+    ``wiring="current"`` rebuilds Lemma 21's printed wiring as a negative control.
+    """
+    if not 1 <= length <= MAX_LENGTH:
+        raise LengthError(f"krohn_rhodes is verified for lengths 1..{MAX_LENGTH}, got {length}")
+    if wiring not in WIRINGS:
+        raise ConstructionError(f"krohn_rhodes: wiring must be one of {', '.join(WIRINGS)}, got {wiring!r}")
+    from interp.cascade import Cascade, known_cascade, load_cascade_file
+
+    if isinstance(cascade, (str, Path)):
+        cascade = load_cascade_file(cascade)
+    if cascade is None:
+        cascade = known_cascade(automaton)
+    if cascade is not None:
+        if not isinstance(cascade, Cascade):
+            raise ConstructionError("krohn_rhodes: cascade must be a Cascade or the path of a cascade JSON file")
+        return _build_cascade(cascade, length, wiring)
+    try:
+        perms, resets = classify(automaton)
+    except ConstructionError:
+        _refuse_if_unsolvable(automaton)
+        raise
+    c = _Circuit(["BOS", *automaton.alphabet], length)
+    plan = plan_solvable_group([automaton.transition_map(s) for s in perms], automaton.n_states, automaton.name)
+    slots = [("tok", i) for i in range(automaton.n_symbols + 1)]
+    state = _simulate_component(c, automaton, slots, "", plan)
+    path = "permutation-reset (Lemma 20)" if resets else "solvable group (Theorem 16 via Lemma 18′)"
+    orders = [list(lv.orders) for lv in plan.levels]
+    return _finish(c, automaton, state, length, "Theorem 11: " + path,
+                   {"path": "permutation_reset" if resets else "group", "group_order": plan.order,
+                    "derived_length": plan.derived_length, "cyclic_factors": orders},
+                   f"derived series quotients {orders}; counters with normaliser N = {c.N}")
+
+
+def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:
+    """Definition 8: a semiautomaton containing a non-solvable group has no constant-depth simulator here."""
+    from interp.groups import transformation_semigroup
+
+    bad = [g for g in transformation_semigroup(automaton).maximal_subgroups if not g.is_solvable]
+    if bad:
+        order = max(int(g.order()) for g in bad)
+        raise ConstructionError(
+            f"{automaton.name!r} is not solvable: its transformation semigroup contains a non-solvable group "
+            f"(order {order}), so Theorem 11's constant-depth construction does not apply; use prefix_scan "
+            f"(Theorem 10, depth ⌈log2 T⌉) instead")
+
+
+def _finish(c: _Circuit, automaton: Semiautomaton, state: str, length: int, theorem: str, options: dict,
+            notes: str, W_U: np.ndarray | None = None, b_U: np.ndarray | None = None) -> ConstructionSpec:
+    W_E, W_pos = c.embeddings()
+    if W_U is None:
+        W_U, b_U = one_hot_readout(c.layout, state)
+    return ConstructionSpec(
+        name="krohn_rhodes",
+        theorem=theorem,
+        layout=c.layout,
+        W_E=W_E,
+        W_pos=W_pos,
+        blocks=c.blocks,
+        W_U=W_U,
+        b_U=b_U,
+        input_tokens=c.tokens,
+        output_names=list(automaton.states),
+        io=bos_token_io(automaton.n_symbols),
+        max_length=length,
+        automaton=automaton.to_dict(),
+        options=options,
+        notes=notes,
+    )
+
+
+def _build_cascade(cascade: "Cascade", length: int, wiring: str) -> ConstructionSpec:
+    """Lemma 21 with previous-state wiring: level blocks, then a wiring block before each next level."""
+    c = _Circuit(["BOS", *cascade.alphabet], length)
+    states: list[str] = []
+    for i, level in enumerate(cascade.levels):
+        tag = f"{level.name}/"
+        a = level.automaton
+        if i == 0:  # level 1's input is φ^{(1)}(σ): a renaming of the token one-hot, no block needed
+            slots: list[Direction] = [("tok", 0)] + [
+                _sum([(("tok", 1 + s), 1.0) for s in range(len(cascade.alphabet)) if level.wiring[((), s)] == b])
+                for b in range(a.n_symbols)]
+        else:
+            slots = _wiring_block(c, cascade, i, states, tag, wiring)
+        states.append(_simulate_component(c, a, slots, tag))
+    automaton = cascade.automaton()
+    if cascade.target is None:
+        # sum-of-one-hots readout: logit(p) = α·#(levels whose state matches p); the exact tuple wins by α
+        W_U = np.zeros((c.layout.d_model, automaton.n_states))
+        for col, p in enumerate(cascade.product_states()):
+            for space, q in zip(states, p):
+                W_U[c.layout.index(space, q), col] = READOUT_ALPHA
+        b_U = np.zeros(automaton.n_states)
+        out = None
+    else:
+        out = "output"
+        c.layout.add(out, automaton.n_states, labels=list(automaton.states))
+        mlp = MLP(c.layout, f"output map: product state -> {automaton.name} state")
+        for p, y in cascade.output.items():
+            one_hot_lookup(mlp, [(space, q) for space, q in zip(states, p)], (out, y))
+        c.block(f"output: product state -> {automaton.name} state", [], mlp)
+        W_U = b_U = None
+    theorem = "Lemma 21 (cascade product)" + (", wiring as printed (current states)" if wiring == "current" else "")
+    options = {"path": "cascade", "levels": [lv.name for lv in cascade.levels], "wiring": wiring,
+               "cascade": cascade.to_dict()}
+    notes = ("each wiring block fetches the earlier levels' states at t − 1 with a previous-token head"
+             if wiring == "previous" else "NEGATIVE CONTROL: the wiring reads states after σ_t (thesis erratum E19)")
+    return _finish(c, automaton, out or states[-1], length, theorem, options, notes, W_U, b_U)
+
+
+def _wiring_block(c: _Circuit, cascade: "Cascade", i: int, states: list[str], tag: str, wiring: str) -> list[Direction]:
+    """The block before level i+1: σ^{(i+1)}_t = φ(q^{(1)}_{t−1}, …, q^{(i)}_{t−1}, σ_t) as a one-hot.
+
+    Returns the input slots of level i+1 (slot 0 = BOS). The thesis's wiring (Lemma 21) reads
+    q_t instead of q_{t−1}; ``wiring="current"`` reproduces that.
+    """
+    level = cascade.levels[i]
+    a = level.automaton
+    inp = f"{tag}input"
+    c.layout.add(inp, a.n_symbols + 1, labels=["BOS", *a.alphabet])
+    heads: list[Head] = []
+    if wiring == "previous":
+        reads = []
+        for j, space in enumerate(states):
+            prev = f"{tag}prev.{cascade.levels[j].name}"
+            c.layout.add(prev, c.layout.size(space), labels=list(cascade.levels[j].automaton.states))
+            reads.append((space, prev))
+        heads.append(previous_token_head(c.layout, c.length, reads, pos_frac=c.pos_frac(), parity=c.parity()))
+        sources = [dst for _, dst in reads]
+    else:
+        sources = list(states)
+    # one-hot with a default: b_out sets the most common symbol, every other entry moves the 1
+    counts = np.bincount(list(level.wiring.values()), minlength=a.n_symbols)
+    default = int(counts.argmax())
+    mlp = MLP(c.layout, f"wiring φ -> {level.name} input")
+    mlp.out_bias((inp, 1 + default))
+    mlp.unit("bos", 0.0, {(inp, 0): 1.0, (inp, 1 + default): -1.0})
+    for (prev, s), b in level.wiring.items():
+        if b != default:
+            inputs = [(space, q) for space, q in zip(sources, prev)] + [("tok", 1 + s)]
+            one_hot_lookup(mlp, inputs, {(inp, 1 + b): 1.0, (inp, 1 + default): -1.0})
+    c.block(f"wire into {level.name}" + (" (previous states)" if wiring == "previous" else " (current states, as printed)"),
+            heads, mlp)
+    return [(inp, k) for k in range(a.n_symbols + 1)]
