@@ -233,3 +233,13 @@ def test_cli_verifies_a_cascade_file_and_rejects_it_for_other_constructions():
     r = subprocess.run([sys.executable, "-m", "interp", "verify", "prefix_scan", "--cascade-file", path, "-T", "8"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "krohn_rhodes" in r.stderr
+
+
+# -- long lengths (make test-slow) -------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["S4", "Q8", "C3+resets", "C5", "car_on_a_circle.json", "grid9"])
+def test_exact_at_the_longest_supported_length(name):
+    from constructions.krohn_rhodes import MAX_LENGTH
+
+    a, opts = _target(name)
+    assert_exact(verify(build("krohn_rhodes", a, MAX_LENGTH, **opts), exhaustive_upto=1, samples=500, seed=11))

@@ -1,0 +1,197 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tutorial 2 — Krohn–Rhodes: constant depth for solvable automata (Theorem 11)
+#
+# **Claim.** Tutorial 1's prefix scan needs ⌈log₂T⌉ attention layers for *any* automaton. For a
+# *solvable* one — every group inside it is solvable — the depth can be a constant that does not
+# depend on T at all (Theorem 11). The thesis proves this with gadgets (counters, memory units,
+# semidirect and wreath products) but gives no procedure; sandbox-lens computes the
+# decomposition and emits the weights.
+#
+# **Idea, for a group G.** Take the derived series G = D₀ ⊳ D₁ ⊳ … ⊳ D_d = 1. Each quotient
+# D_{i−1}/D_i is abelian, i.e. a product of cyclic groups, and a cyclic group is simulated by one
+# Lemma 15 counter (a head that averages over the prefix, plus an MLP that rounds). Pick a
+# transversal τ (one representative per coset). For the input x_s at level i let P_s be the
+# prefix coordinate (counted by the level's heads) and
+#
+#   c_s = τ(P_s)⁻¹ ∘ x_s ∘ τ(P_s − coord(x_s))  ∈ D_i.
+#
+# The product telescopes: x_t ∘ … ∘ x_1 = τ(P_t) ∘ (c_t ∘ … ∘ c_1), so level i+1 only has to
+# simulate the c_s. When τ is a homomorphism this is Lemma 18 (semidirect products); when it is
+# not — Q8 — the same four stages still work, so the wreath product of Lemma 19 is not needed.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+
+from constructions import build
+from constructions.solvable import plan_solvable_group
+from interp.catalogue import get_automaton
+from interp.verify import verify
+
+d8, q8 = get_automaton("D8"), get_automaton("Q8")
+for a in (d8, q8):
+    print(a, "—", a.description)
+
+# %% [markdown]
+# ## Decompose D8 and Q8
+#
+# `plan_solvable_group` computes the derived series with sympy and, for every level, a basis of
+# the abelian quotient (the cyclic factors, one counter each) and the lifts that define τ.
+
+# %%
+from constructions.krohn_rhodes import _element_label as cycles
+
+for a in (d8, q8):
+    gens = [a.transition_map(s) for s in range(a.n_symbols)]
+    plan = plan_solvable_group(gens, a.n_states, a.name)
+    print(f"{a.name}: |G| = {plan.order}, derived length {plan.derived_length}")
+    for i, level in enumerate(plan.levels, start=1):
+        quotient = " × ".join(f"Z{n}" for n in level.orders)
+        lifts = ", ".join(cycles(t) for t in level.lifts)
+        print(f"  level {i}: |D{i - 1}| = {len(level.elements)} -> quotient {quotient}; lifts τ: {lifts}")
+
+# %% [markdown]
+# Is τ a homomorphism (then Lemma 18 applies literally) or not (Lemma 18′ is needed)? For
+# S3 = C3 ⋊ C2 the lift of the quotient is a transposition and τ is a homomorphism. D8 over its
+# derived subgroup {e, r²} does not split (the coset of the rotation r holds only elements of
+# order 4), and in Q8 *every* element outside {±1} has order 4 — no complement exists at all.
+# The construction does not care: any transversal works.
+
+# %%
+from interp.groups import compose
+
+for a in (get_automaton("S3"), d8, q8):
+    gens = [a.transition_map(s) for s in range(a.n_symbols)]
+    level = plan_solvable_group(gens, a.n_states).levels[0]
+    homomorphic = all(
+        compose(level.tau(P), level.tau(Q)) == level.tau(tuple((p + q) % n for p, q, n in zip(P, Q, level.orders)))
+        for P in level.prefixes() for Q in level.prefixes())
+    print(f"{a.name}: τ is a homomorphism: {homomorphic}")
+
+# %% [markdown]
+# ## Build, load and verify
+#
+# Each level costs two TransformerLens blocks: one whose heads count (one head per cyclic
+# factor) and whose MLP rounds the counts to one-hot coordinates, and one whose MLP computes
+# the next level's input c_s by table lookup. A last lookup composes τ₁(P¹) ∘ τ₂(P²) and
+# applies it to q₀. So D8 and Q8 take 4 blocks, 2 of them with attention.
+
+# %%
+for a in (d8, q8):
+    spec = build("krohn_rhodes", a, 64)
+    print(f"{a.name}: {spec.shape_summary()}")
+    for i, block in enumerate(spec.blocks):
+        print(f"  block {i}: {block.label}")
+    result = verify(spec.to_hooked(), samples=200, exhaustive_upto=10)
+    print(f"  accuracy {result.accuracy} over {result.positions_checked} positions "
+          f"(every word of length ≤ {result.exhaustive_upto}, 200 random words of length 64)")
+    assert result.exact
+
+# %% [markdown]
+# ## The cascade behind it
+#
+# Written out as a cascade (Definition 6), the D8 simulator is: a Z2 × Z2 counter that reads
+# the tokens, then a Z2 counter that reads c_s — a function of the token and of the first
+# level's prefix. The same shape appears in an explicit cascade file: a car on a 3-cycle whose
+# heading bit (C2) decides whether "go" adds +1 or −1 to its position (C3).
+
+# %%
+from pathlib import Path
+
+import interp
+from interp.cascade import load_cascade_file
+
+examples = Path(interp.__file__).resolve().parents[1] / "examples" / "cascades"  # in the repository
+car = load_cascade_file(examples / "car_on_a_circle.json")
+for level in car.levels:
+    print(f"level {level.name}: {level.automaton.name}, input table:")
+    for (prev, s), b in sorted(level.wiring.items()):
+        state = ", ".join(f"{car.levels[j].name}={car.levels[j].automaton.states[q]}" for j, q in enumerate(prev))
+        print(f"    σ={car.alphabet[s]:4s} {state:12s} -> {level.automaton.alphabet[b]}")
+spec = build("krohn_rhodes", car.automaton(), 64, cascade=car)
+print(spec.shape_summary())
+assert verify(spec, samples=200).exact
+
+# %% [markdown]
+# A cascade level reads the earlier levels' states **before** σ_t. The thesis's wiring (Lemma 21)
+# reads them after; sandbox-lens fixes it with a previous-token head in the wiring block.
+# `wiring="current"` rebuilds the printed version — on the gridworld cascade it is wrong at most
+# positions:
+
+# %%
+grid4 = get_automaton("grid4")
+for wiring in ("previous", "current"):
+    r = verify(build("krohn_rhodes", grid4, 8, wiring=wiring), exhaustive_upto=8, samples=0)
+    print(f"wiring={wiring:8s}: accuracy {r.accuracy:.3f} over every word of length ≤ 8")
+
+# %% [markdown]
+# ## Depth against T
+#
+# The prefix scan's depth grows like log₂T; the Krohn–Rhodes constructions stay flat. The
+# gridworld is aperiodic (no groups at all) but its cascade of n − 1 flip-flops has depth growing
+# with n: 2n − 3 attention layers — while Theorem 12 (issue: the gridworld construction) needs 2.
+
+# %%
+lengths = [4, 16, 64, 256, 1024]
+series = {
+    "prefix scan (any automaton)": [build("prefix_scan", d8, T).attention_layers for T in lengths],
+    "krohn_rhodes D8": [build("krohn_rhodes", d8, T).attention_layers for T in lengths],
+    "krohn_rhodes Q8": [build("krohn_rhodes", q8, T).attention_layers for T in lengths],
+    "krohn_rhodes S4": [build("krohn_rhodes", get_automaton("S4"), T).attention_layers for T in lengths],
+    "krohn_rhodes grid5 (cascade)": [build("krohn_rhodes", get_automaton("grid5"), T).attention_layers for T in lengths],
+}
+fig, ax = plt.subplots(figsize=(6.5, 3.8))
+for label, ys in series.items():
+    ax.plot(lengths, ys, marker="o", label=label)
+ax.set_xscale("log", base=2)
+ax.set_xlabel("maximum length T")
+ax.set_ylabel("attention layers")
+ax.set_title("Depth: prefix scan vs Krohn–Rhodes")
+ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+for label, ys in series.items():
+    print(f"{label:30s} {ys}")
+
+# %% [markdown]
+# ## Where the bounds come from
+#
+# Theorem 16 bounds the depth of a solvable group's simulator by 3·log₂|G| thesis layers. Here
+# each derived-series level costs 2 TL blocks, so the depth is 2d ≤ 2·log₂|G|. `make bench`
+# prints the whole table (`benchmarks/krohn_rhodes_depth.py`).
+
+# %%
+for name in ("C2^3", "D8", "S3", "A4", "S4", "Q8"):
+    a = get_automaton(name)
+    plan = plan_solvable_group([a.transition_map(s) for s in range(a.n_symbols)], a.n_states)
+    spec = build("krohn_rhodes", a, 16)
+    print(f"{name:5s} |G| = {plan.order:3d}: {spec.n_layers} TL blocks ({spec.attention_layers} with attention); "
+          f"Theorem 16 bound 3·log2|G| = {3 * math.log2(plan.order):.1f}")
+
+# %% [markdown]
+# ## Refusals
+#
+# A5 is the smallest non-solvable group; S5 contains it. Theorem 11 does not apply, and
+# `krohn_rhodes` says so (the CLI prints one line and exits with status 2):
+
+# %%
+from interp.errors import ConstructionError
+
+for name in ("A5", "S5"):
+    try:
+        build("krohn_rhodes", get_automaton(name), 16)
+    except ConstructionError as e:
+        print(f"{name}: {e}")
