@@ -50,7 +50,7 @@ from interp.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
 if TYPE_CHECKING:
     from interp.cascade import Cascade
 
-__all__ = ["build_krohn_rhodes", "classify", "MAX_LENGTH", "WIRINGS"]
+__all__ = ["build_krohn_rhodes", "classify", "describe_path", "MAX_LENGTH", "WIRINGS"]
 
 #: Longest length the tests verify (float32 stays exact much further: krohn-rhodes.md §5.2).
 MAX_LENGTH = 1024
@@ -291,11 +291,7 @@ def build_krohn_rhodes(
         if not isinstance(cascade, Cascade):
             raise ConstructionError("krohn_rhodes: cascade must be a Cascade or the path of a cascade JSON file")
         return _build_cascade(cascade, length, wiring)
-    try:
-        perms, resets = classify(automaton)
-    except ConstructionError:
-        _refuse_if_unsolvable(automaton)
-        raise
+    perms, resets = _classify_or_refuse(automaton)
     c = _Circuit(["BOS", *automaton.alphabet], length)
     plan = plan_solvable_group([automaton.transition_map(s) for s in perms], automaton.n_states, automaton.name)
     slots = [("tok", i) for i in range(automaton.n_symbols + 1)]
@@ -306,6 +302,32 @@ def build_krohn_rhodes(
                    {"path": "permutation_reset" if resets else "group", "group_order": plan.order,
                     "derived_length": plan.derived_length, "cyclic_factors": orders},
                    f"derived series quotients {orders}; counters with normaliser N = {c.N}")
+
+
+def describe_path(automaton: Semiautomaton) -> str:
+    """One line: which Krohn–Rhodes path ``automaton`` takes, or why it is refused."""
+    from interp.cascade import known_cascade
+
+    cascade = known_cascade(automaton)
+    if cascade is not None:
+        return f"cascade of {len(cascade.levels)} levels ({', '.join(lv.automaton.name for lv in cascade.levels)})"
+    try:
+        perms, resets = _classify_or_refuse(automaton)
+        plan = plan_solvable_group([automaton.transition_map(s) for s in perms], automaton.n_states, automaton.name)
+    except ConstructionError as e:
+        return f"refused: {e}"
+    series = " ⊳ ".join("×".join(f"Z{n}" for n in lv.orders) for lv in plan.levels) or "trivial group"
+    kind = "permutation-reset, group" if resets else "group"
+    return f"{kind} of order {plan.order}, derived-series quotients {series}"
+
+
+def _classify_or_refuse(automaton: Semiautomaton) -> tuple[list[int], dict[int, int]]:
+    """:func:`classify`, but an automaton that contains a non-solvable group is refused as such."""
+    try:
+        return classify(automaton)
+    except ConstructionError:
+        _refuse_if_unsolvable(automaton)
+        raise
 
 
 def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:

@@ -114,6 +114,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from constructions.krohn_rhodes import describe_path
     from interp.groups import transformation_semigroup
 
     a = _load_automaton(args)
@@ -128,6 +129,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "is_group": sg.is_group,
         "group_order": sg.group_order,
         "solvable": sg.is_solvable,
+        "krohn_rhodes": describe_path(a),
     }
     if args.json:
         print(json.dumps({**info, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))

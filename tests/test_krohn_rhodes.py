@@ -243,3 +243,12 @@ def test_exact_at_the_longest_supported_length(name):
 
     a, opts = _target(name)
     assert_exact(verify(build("krohn_rhodes", a, MAX_LENGTH, **opts), exhaustive_upto=1, samples=500, seed=11))
+
+
+def test_describe_path_names_the_path_or_the_refusal():
+    from constructions.krohn_rhodes import describe_path
+
+    assert "Z2×Z2 ⊳ Z2" in describe_path(get_automaton("Q8"))
+    assert describe_path(get_automaton("S5")).startswith("refused:") and "not solvable" in describe_path(get_automaton("S5"))
+    assert "permutation-reset" in describe_path(get_automaton("C3+resets"))
+    assert describe_path(get_automaton("grid4")).startswith("cascade of 3 levels")
