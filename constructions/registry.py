@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from constructions.counter import build_modular_counter
+from constructions.gridworld import build_gridworld
 from constructions.krohn_rhodes import build_krohn_rhodes
 from constructions.memory import build_memory
 from constructions.prefix_scan import build_prefix_scan
@@ -35,6 +36,8 @@ REGISTRY: dict[str, Entry] = {
                          "any semiautomaton; ceil(log2 T) attention layers (options: code=rotary|circle, padding=minimal|thesis, as_printed=rotation_sign,value_matrix,readout)"),
     "modular_counter": Entry(build_modular_counter, "Lemma 15", "C<n> / parity; 1 attention layer"),
     "memory": Entry(build_memory, "Lemma 16", "memory<n> / flipflop; 1 attention layer"),
+    "gridworld": Entry(build_gridworld, "Theorem 12",
+                       "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T (options: as_printed=no_padding)"),
     "krohn_rhodes": Entry(build_krohn_rhodes, "Theorem 11",
                           "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T (options: wiring=previous|current)"),
 }

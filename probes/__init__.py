@@ -1,2 +1,7 @@
-"""Analyses that put constructed and trained circuits side by side (probes, attention
-comparison, ablation, pruning). Populated by the comparison work (issue 7); nothing here yet."""
+"""Analyses that put constructed and trained circuits side by side.
+
+* :mod:`probes.boundary` — the gridworld boundary-detector score of attention heads.
+
+Linear probes, attention-pattern comparison, ablation and pruning come with the comparison
+work (issue 7).
+"""

@@ -1,0 +1,237 @@
+"""Theorem 12: the gridworld boundary detector in two attention layers, for any length.
+
+The idea (thesis §3.4.4.4, Algorithm 1, Lemma 22): with z_t the prefix sum of the moves
+(L = −1, R = +1, no-op = 0), the state is q_t = z_t − lo, where [lo, lo + S] is the most recent
+window of S + 1 consecutive prefix-sum values that have all been visited (S = n − 1). The start
+of that window is the most recent boundary visit. So:
+
+* **layer 1** (Lemma 15): a BOS-sink head writes x1_t = z_t/N exactly (N a power of two); the MLP
+  rounds x1_t to the grid k/N and writes a *multi-scale rotary code* of z_t,
+  (cos πz/2^j, sin πz/2^j) for j = 0..B−1 (Lemma 10 trapezoids).
+* **layer 2**: one head per offset k ∈ {−S..S} attends to the latest position i with
+  z_i = z_t + k (score γ·Σ_j cos(π(z_t + k − z_i)/2^j): a wrong value loses ≥ 2γ, as in the
+  prefix scan's look-back) with a recency term c·i/N, and to BOS when the value was never
+  visited (a sink score between "match" and "mismatch"). It copies the key's position i/N and
+  its BOS flag ("unmatched").
+* **MLP 2**: window s (offsets s − S .. s) gets the logit N·min(p_{s−S}, p_s) − Λ·(unmatched
+  endpoints): the most recent complete window wins, and the unembedding maps window s to state
+  S − s. One hidden layer suffices because the argmax does the thesis's min-pooling.
+
+The printed construction does not work literally (automata-and-gridworld.md §1.5). This
+module's differences: the circle code cos(πx) of the prefix sum, whose match margin is
+~π²/(16N²), is replaced by the multi-scale rotary code (margin 2γ at every length — exact in
+float32); the BOS sink holds no value (D1); unmatched heads are detected by the sink, not by
+"attends to t" (D2); the state is S − s for the winning window s in every case (D3, D4); and the
+input is padded with S + 1 L moves (then q0 R moves) so a complete window always exists (D5).
+``as_printed="no_padding"`` drops that padding, as a negative control.
+
+The 2-D gridworld ``grid<a>x<b>`` runs one detector per axis side by side (Lemma 17); its
+logit for cell (x, y) is the sum of the two axes' window logits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from constructions.gadgets import READOUT_ALPHA, lookback_head, prefix_average_head, trapezoid
+from interp.automata import Semiautomaton
+from interp.errors import ConstructionError, LengthError
+from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+
+__all__ = ["build_gridworld", "grid_axes", "GridAxis", "MAX_LENGTH", "MAX_CELLS", "PRINTED_DEFECTS"]
+
+#: Longest verified length (tests check float32 exactness at 256; slow tests at 1024).
+MAX_LENGTH = 1024
+#: Cells per axis: layer 2 has 2S + 1 heads per axis.
+MAX_CELLS = 64
+PRINTED_DEFECTS = ("no_padding",)
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One axis of a gridworld: its cells and which symbols move along it (−1, 0, +1)."""
+
+    name: str
+    cells: int
+    step: tuple[int, ...]  # per automaton symbol
+    initial: int
+
+    @property
+    def S(self) -> int:
+        return self.cells - 1
+
+
+def grid_axes(automaton: Semiautomaton) -> list[GridAxis] | None:
+    """Recognise a 1-D or 2-D gridworld (any symbol order, optional no-ops): its axes, else None.
+
+    1-D: n states 0..n−1 in a row; every symbol moves one step left, right, or not at all,
+    clamped at the walls. 2-D: states named "x,y" as in the catalogue's ``grid<a>x<b>``.
+    """
+    n = automaton.n_states
+    names = list(automaton.states)
+    if all("," in s for s in names):
+        try:
+            coords = [tuple(int(v) for v in s.split(",")) for s in names]
+        except ValueError:
+            return None
+        a, b = max(c[0] for c in coords) + 1, max(c[1] for c in coords) + 1
+        if sorted(coords) != [(x, y) for x in range(a) for y in range(b)]:
+            return None
+        index = {c: i for i, c in enumerate(coords)}
+        steps: list[list[int]] = [[], []]
+        for s in range(automaton.n_symbols):
+            found = None
+            for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1), (0, 0)):
+                if all(automaton.delta[s, index[(x, y)]] == index[(min(max(x + dx, 0), a - 1), min(max(y + dy, 0), b - 1))]
+                       for x, y in coords):
+                    found = (dx, dy)
+                    break
+            if found is None:
+                return None
+            steps[0].append(found[0])
+            steps[1].append(found[1])
+        x0, y0 = coords[automaton.initial]
+        return [GridAxis("x", a, tuple(steps[0]), x0), GridAxis("y", b, tuple(steps[1]), y0)]
+    if names != [str(q) for q in range(n)] or n < 2:
+        return None
+    step = []
+    for s in range(automaton.n_symbols):
+        row = [int(v) for v in automaton.delta[s]]
+        for d in (-1, 1, 0):
+            if row == [min(max(q + d, 0), n - 1) for q in range(n)]:
+                step.append(d)
+                break
+        else:
+            return None
+    return [GridAxis("", n, tuple(step), automaton.initial)]
+
+
+def _padding(automaton: Semiautomaton, axes: list[GridAxis]) -> list[int]:
+    """S + 1 moves towards 0 per axis, then q0's coordinates as moves up: any start ends at q0."""
+    pads: list[int] = []
+    for axis in axes:
+        down = axis.step.index(-1) if -1 in axis.step else None
+        up = axis.step.index(1) if 1 in axis.step else None
+        if axis.S and (down is None or up is None):
+            raise ConstructionError(f"gridworld: {automaton.name!r} has no move in both directions along an axis")
+        pads += [down] * (axis.S + 1) if axis.S else []
+    for axis in axes:
+        pads += [axis.step.index(1)] * axis.initial
+    return pads
+
+
+def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "") -> ConstructionSpec:
+    """Theorem 12's two-attention-layer simulator for ``grid<n>`` and ``grid<a>x<b>``."""
+    axes = grid_axes(automaton)
+    if axes is None:
+        raise ConstructionError(
+            f"gridworld needs a 1-D or 2-D gridworld (grid<n>, grid<a>x<b>, optional noop); {automaton.name!r} is not one "
+            f"(prefix_scan handles any automaton)")
+    if not 1 <= length <= MAX_LENGTH:
+        raise LengthError(f"gridworld is verified for lengths 1..{MAX_LENGTH}, got {length}")
+    if any(ax.cells > MAX_CELLS for ax in axes):
+        raise ConstructionError(f"gridworld supports up to {MAX_CELLS} cells per axis")
+    defects = {d for d in as_printed.split(",") if d}
+    if defects - set(PRINTED_DEFECTS):
+        raise ConstructionError(f"gridworld: unknown as_printed defect(s) {sorted(defects - set(PRINTED_DEFECTS))} "
+                                f"(choose from {', '.join(PRINTED_DEFECTS)})")
+    pads = [] if "no_padding" in defects else _padding(automaton, axes)
+    n_pos = 1 + len(pads) + length  # BOS, padding, real moves
+    tokens = ["BOS", *automaton.alphabet]
+
+    layout = Layout()
+    layout.add("bos")
+    layout.add("one")
+    layout.add("log_sink")  # positional log(N − i): the counting head's sink score
+    layout.add("mark", 2, labels=["bos", "pos"])  # what layer-2 heads copy: BOS flag, position i/n_pos
+    N = 2 ** math.ceil(math.log2(2 * n_pos))  # counting normaliser, a power of two > positions
+
+    W_E = np.zeros((len(tokens), 0))
+    blocks_l1: list[Head] = []
+    mlp1 = MLP(layout, "Lemma 10 trapezoids: z/N -> rotary code of z")
+    heads_l2: list[Head] = []
+    mlp2 = MLP(layout, "windows: N·min(endpoint positions) − Λ·unmatched")
+    readout: list[tuple[str, GridAxis]] = []
+    B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))  # rotary pairs: 2^B > any |z_i − z_t − k|
+    c = n_pos * math.log(16.0 * n_pos**2)  # recency: the latest match leads the next by c/n_pos
+    gamma = 2.0 * c  # a wrong value loses ≥ 2γ
+    sink = gamma * (B - 1) + c  # between a match (≥ γB) and a mismatch (≤ γ(B − 2) + c)
+    Lambda = 2.0 * n_pos  # an unmatched endpoint costs more than any position spread
+
+    for axis in axes:
+        a = f"{axis.name}." if axis.name else ""
+        layout.add(f"{a}move")  # σ̃: −1, 0, +1
+        layout.add(f"{a}x1")  # layer-1 output z_t / N
+        layout.add(f"{a}z", 2 * B, labels=[f"{f}{j}" for j in range(B) for f in ("cos", "sin")])
+        # layer 1: exact prefix sum (Lemma 15), then its rotary code; BOS is pushed off the grid
+        # (x1 + 2 > 1/2), so it holds no value and cannot win a match (defect D1)
+        blocks_l1.append(prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N"))
+        for k in range(-n_pos, n_pos + 1):
+            code = {}
+            for j in range(B):
+                angle = math.pi * (k % 2 ** (j + 1)) / 2**j
+                code[(f"{a}z", 2 * j)] = math.cos(angle)
+                code[(f"{a}z", 2 * j + 1)] = math.sin(angle)
+            trapezoid(mlp1, {f"{a}x1": 1.0, "bos": 2.0}, x0=k / N, spacing=1.0 / N, write=code)
+        # layer 2: the boundary detector heads, one per offset k = −S..S
+        S = axis.S
+        for k in range(-S, S + 1):
+            layout.add(f"{a}head{k:+d}", 2, labels=["unmatched", "pos"])
+            head = lookback_head(layout, -k, "mark", f"{a}head{k:+d}", pos=f"{a}z", gamma=gamma,
+                                 label=f"{a}latest z_i = z_t{k:+d}")
+            head.qk("one", ("mark", 1), c)
+            head.qk("one", ("mark", 0), sink)
+            heads_l2.append(head)
+        layout.add(f"{a}window", S + 1, labels=[f"s{s}->q{S - s}" for s in range(S + 1)])
+        for k in range(-S, S + 1):  # each unmatched endpoint costs Λ in every window it ends
+            windows = {(f"{a}window", s): -Lambda for s in range(S + 1) if k in (s - S, s)}
+            mlp2.unit((f"{a}head{k:+d}", 0), 0.0, windows)
+        for s in range(S + 1):  # min(p_lo, p_hi) = p_hi − ReLU(p_hi − p_lo), in units of positions
+            lo, hi = f"{a}head{s - S:+d}", f"{a}head{s:+d}"
+            mlp2.unit({(hi, 1): n_pos}, 0.0, {(f"{a}window", s): 1.0})
+            mlp2.unit({(hi, 1): n_pos, (lo, 1): -n_pos}, 0.0, {(f"{a}window", s): -1.0})
+        readout.append((f"{a}window", axis))
+
+    d = layout.d_model
+    W_E = np.zeros((len(tokens), d))
+    W_E[0, layout.index("bos")] = 1.0
+    W_E[0, layout.index("mark", 0)] = 1.0
+    W_E[:, layout.index("one")] = 1.0
+    for axis in axes:
+        a = f"{axis.name}." if axis.name else ""
+        for s, step in enumerate(axis.step):
+            W_E[1 + s, layout.index(f"{a}move")] = step
+    W_pos = np.zeros((n_pos, d))
+    i = np.arange(n_pos, dtype=np.float64)
+    W_pos[:, layout.index("log_sink")] = np.log(N - i)
+    W_pos[:, layout.index("mark", 1)] = i / n_pos
+
+    # unembedding: logit(cell) = α·Σ_axes window logit of the window that yields that coordinate
+    W_U = np.zeros((d, automaton.n_states))
+    for q in range(automaton.n_states):
+        coords = [q] if len(axes) == 1 else [int(v) for v in automaton.states[q].split(",")]
+        for (space, axis), x in zip(readout, coords):
+            W_U[layout.index(space, axis.S - x), q] = READOUT_ALPHA
+    heads_note = " + ".join(f"{2 * ax.S + 1} ({ax.name or 'axis'})" for ax in axes)
+    return ConstructionSpec(
+        name="gridworld",
+        theorem="Theorem 12 (gridworld boundary detector)" + (" as printed: no padding" if defects else ""),
+        layout=layout,
+        W_E=W_E,
+        W_pos=W_pos,
+        blocks=[Block(blocks_l1, mlp1, "prefix sums z (Lemma 15) -> rotary code of z"),
+                Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window")],
+        W_U=W_U,
+        b_U=np.zeros(automaton.n_states),
+        input_tokens=tokens,
+        output_names=list(automaton.states),
+        io=TokenIO(prefix=(0, *[1 + s for s in pads]), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
+        max_length=length,
+        automaton=automaton.to_dict(),
+        options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
+                 "rotary_pairs": B, "normaliser": N},
+        notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {c:.1f}, γ = {gamma:.1f}",
+    )
