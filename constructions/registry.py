@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from constructions.counter import build_modular_counter
+from constructions.dyck import build_dyck
 from constructions.gridworld import build_gridworld
 from constructions.krohn_rhodes import build_krohn_rhodes
 from constructions.memory import build_memory
 from constructions.prefix_scan import build_prefix_scan
-from interp.automata import Semiautomaton
 from interp.errors import ConstructionError
 from interp.spec import ConstructionSpec
 
@@ -38,13 +38,15 @@ REGISTRY: dict[str, Entry] = {
     "memory": Entry(build_memory, "Lemma 16", "memory<n> / flipflop; 1 attention layer"),
     "gridworld": Entry(build_gridworld, "Theorem 12",
                        "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T (options: as_printed=no_padding)"),
+    "dyck": Entry(build_dyck, "Theorem 1",
+                  "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers; --variant stack|uniform|balanced (options: sigma, control=unscaled|zeroed, q)"),
     "krohn_rhodes": Entry(build_krohn_rhodes, "Theorem 11",
                           "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T (options: wiring=previous|current)"),
 }
 
 
-def build(name: str, automaton: Semiautomaton, length: int, **options: Any) -> ConstructionSpec:
-    """Build construction ``name`` for ``automaton`` at maximum length ``length``."""
+def build(name: str, automaton: Any, length: int, **options: Any) -> ConstructionSpec:
+    """Build construction ``name`` for ``automaton`` (a Semiautomaton; a Dyck language for ``dyck``)."""
     try:
         entry = REGISTRY[name]
     except KeyError:

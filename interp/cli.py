@@ -30,6 +30,7 @@ def _automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, casca
     if cascade:
         g.add_argument("--cascade-file", metavar="PATH",
                        help="krohn_rhodes: a cascade JSON file (see README), simulated instead of an automaton")
+        g.add_argument("--dyck", metavar="K,D", help="dyck: the language Dyck_{K,D} (K bracket types, depth ≤ D)")
     if saved_model:
         g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")
 
@@ -41,6 +42,7 @@ def _construction_args(p: argparse.ArgumentParser, saved_model: bool = False) ->
                    help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""))
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                    help="construction option, e.g. -O code=circle (repeatable)")
+    p.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     _construction_args(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output directory")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--seed", type=int, default=0, help="dyck: seed of the balanced variant's random scores")
 
     s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
     _construction_args(s, saved_model=True)
@@ -65,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
                    help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the random samples (dyck: also of the balanced scores)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
 
     s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
@@ -80,8 +83,19 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise SandboxError(f"option {pair!r} must look like KEY=VALUE")
-        opts[key.replace("-", "_")] = int(value) if value.lstrip("-").isdigit() else value
+        opts[key.replace("-", "_")] = _number(value)
     return opts
+
+
+def _number(value: str) -> Any:
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def _load_automaton(args: argparse.Namespace):
@@ -143,6 +157,18 @@ def _build_spec(args: argparse.Namespace):
     from constructions.registry import build
 
     options = _parse_options(args.option)
+    if args.variant and args.construction != "dyck":
+        raise SandboxError("--variant goes with the dyck construction")
+    if getattr(args, "dyck", None) or args.construction == "dyck":
+        from interp.dyck import Dyck, parse_dyck_spec
+
+        if args.construction != "dyck" or not args.dyck:
+            raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
+        k, D = parse_dyck_spec(args.dyck)
+        lang = Dyck(k, D, float(options.pop("q", 0.5)))
+        options.setdefault("variant", args.variant or "stack")
+        options.setdefault("seed", args.seed)
+        return lang, build(args.construction, lang, args.length, **options)
     if args.cascade_file:
         from interp.cascade import load_cascade_file
 
@@ -181,6 +207,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not args.construction or args.length is None:
             raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
         automaton, target = _build_spec(args)
+    task = target.task if hasattr(target, "task") else target.card.task
+    if task:
+        return _verify_dyck(args, target)
     result = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
                     seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
     if args.json:
@@ -201,6 +230,35 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         for mm in result.mismatches:
             print(f"  mismatch at t={mm.position}: expected {mm.expected}, got {mm.predicted}; word {' '.join(mm.word[-12:])}")
     return 0 if result.exact else 1
+
+
+def _verify_dyck(args: argparse.Namespace, target) -> int:
+    from interp.verify_dyck import verify_dyck
+
+    max_length = target.max_length if hasattr(target, "max_length") else target.card.max_length
+    if args.length is not None and args.length != max_length:
+        raise SandboxError(f"this Dyck model was built for length {max_length}; --length must match (or be left out)")
+    r = verify_dyck(target, samples=args.samples if args.samples != 1000 else 200,
+                    exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
+    if args.json:
+        d = r.to_dict()
+        out = {"construction": d["construction"], "automaton": d["task"], "length": d["length"], "accuracy": d["accuracy"],
+               "sequences_checked": d["prefixes_checked"], "exhaustive_upto": d["exhaustive_upto"]}
+        out.update({k: d[k] for k in ("n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype")})
+        out.update(max_tv=d["max_tv"], accuracy_rule=d["accuracy_rule"], bands=d["bands"], samples=d["samples"],
+                   seed=d["seed"], mismatches=d["mismatches"])
+        print(json.dumps(out))
+    else:
+        verdict = "EXACT" if r.exact else "NOT EXACT"
+        print(f"{verdict}: {r.construction} on {r.task}, N ≤ {r.length}, {r.dtype}: accuracy {r.accuracy:.6f} over "
+              f"{r.prefixes_checked} closing brackets; max total-variation distance to the exact next-token "
+              f"distribution {r.max_tv:.2e}")
+        for band, v in r.bands.items():
+            print(f"  {band:28s} accuracy {v['accuracy']:.4f} ({v['prefixes']} prefixes), max TV {v['max_tv']:.2e}")
+        print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
+        for mm in r.mismatches:
+            print(f"  mismatch: after {mm['prefix'][-24:]!r} expected {mm['expected']}, got {mm['predicted']}")
+    return 0 if r.exact else 1
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -280,6 +280,7 @@ class ModelCard:
     attention_blocks: list[int]
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    task: dict[str, Any] = field(default_factory=dict)  # a language task (e.g. Dyck) instead of an automaton
 
     @property
     def attention_layers(self) -> int:
@@ -324,6 +325,7 @@ class ConstructionSpec:
     verified_dtypes: tuple[str, ...] = ("float32", "float64")
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    task: dict[str, Any] = field(default_factory=dict)  # a language task (e.g. Dyck) instead of an automaton
 
     def __post_init__(self) -> None:
         d = self.layout.d_model
@@ -419,6 +421,7 @@ class ConstructionSpec:
             attention_blocks=self.attention_blocks,
             options=dict(self.options),
             notes=self.notes,
+            task=dict(self.task),
         )
 
     def to_hooked(self, dtype: str = "float32", use_attn_scale: bool = True):

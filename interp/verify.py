@@ -19,7 +19,7 @@ from interp.automata import Semiautomaton, parse_automaton_json
 from interp.errors import ConstructionError, LengthError, VocabularyError
 from interp.spec import ConstructionSpec, ModelCard
 
-__all__ = ["verify", "predict_states", "VerificationResult", "Mismatch", "default_exhaustive_length"]
+__all__ = ["verify", "resolve_model", "predict_states", "VerificationResult", "Mismatch", "default_exhaustive_length"]
 
 #: Exhaustive checks enumerate |Σ|^K words; refuse beyond this many.
 MAX_EXHAUSTIVE_WORDS = 1 << 20
@@ -125,6 +125,31 @@ def predict_states(model, words: np.ndarray, batch_size: int | None = None, prog
     return out
 
 
+def resolve_model(model_or_spec: Any, dtype: str = "float32") -> tuple[Any, str]:
+    """A model to check: build a spec in ``dtype``, or take a sandbox-lens model as it is.
+
+    Refuses a dtype the construction is not verified in, so no unverified number is reported.
+    """
+    if isinstance(model_or_spec, ConstructionSpec):
+        spec = model_or_spec
+        if dtype not in spec.verified_dtypes:
+            raise ConstructionError(
+                f"{spec.name} at length {spec.max_length} is not exact in {dtype} "
+                f"(supported: {', '.join(spec.verified_dtypes)}); {spec.notes}"
+            )
+        return spec.to_hooked(dtype=dtype), dtype
+    model = model_or_spec
+    if not isinstance(getattr(model, "card", None), ModelCard):
+        raise ConstructionError("verify needs a ConstructionSpec or a model built by sandbox-lens (with a .card)")
+    dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+    if dtype not in model.card.verified_dtypes:
+        raise ConstructionError(
+            f"{model.card.construction} at length {model.card.max_length} is not exact in {dtype} "
+            f"(supported: {', '.join(model.card.verified_dtypes)})"
+        )
+    return model, dtype
+
+
 def verify(
     model_or_spec: Any,
     automaton: Semiautomaton | None = None,
@@ -151,25 +176,11 @@ def verify(
         seed: seed of the random words.
         dtype: dtype to build a spec in (ignored for a model).
     """
-    if isinstance(model_or_spec, ConstructionSpec):
-        spec = model_or_spec
-        if dtype not in spec.verified_dtypes:
-            raise ConstructionError(
-                f"{spec.name} at length {spec.max_length} is not exact in {dtype} "
-                f"(supported: {', '.join(spec.verified_dtypes)}); {spec.notes}"
-            )
-        model = spec.to_hooked(dtype=dtype)
-    else:
-        model = model_or_spec
-        if not isinstance(getattr(model, "card", None), ModelCard):
-            raise ConstructionError("verify needs a ConstructionSpec or a model built by sandbox-lens (with a .card)")
-        dtype = str(next(model.parameters()).dtype).replace("torch.", "")
-        if dtype not in model.card.verified_dtypes:
-            raise ConstructionError(
-                f"{model.card.construction} at length {model.card.max_length} is not exact in {dtype} "
-                f"(supported: {', '.join(model.card.verified_dtypes)})"
-            )
+    model, dtype = resolve_model(model_or_spec, dtype)
     card: ModelCard = model.card
+    if card.task:
+        raise ConstructionError(f"{card.construction} models a language task ({card.task.get('kind')}); "
+                                f"use interp.verify_dyck.verify_dyck")
     automaton = automaton or _card_automaton(card)
     if automaton.n_symbols != len(card.io.symbol_tokens):
         raise VocabularyError(

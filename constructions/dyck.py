@@ -1,0 +1,194 @@
+"""Bounded Dyck: three exact two-layer constructions whose attention patterns differ completely.
+
+Thesis §3.6 (Theorem 1, Corollary 1; dyck.md §4). All three share layer 1 and differ only in
+layer 2's attention, yet all emit the exact next-token distribution:
+
+* **layer 1**: a counting head with a BOS sink writes depth/N exactly (Lemma 15's head, N a power
+  of two); its MLP rounds it and, gated by the token, writes an exact one-hot ``joint`` over the
+  valid (token, depth) pairs — the thesis's "minimal first layer" (Assumption 10, embedding 3.37).
+* **layer 2** attention, one head, by ``variant``:
+
+  - ``stack``: attends to the last unmatched open bracket (an open bracket at the query's depth,
+    latest first; BOS at depth 0) and copies its type;
+  - ``uniform`` (Corollary 1): all scores equal; an open bracket at depth d writes +e_(i,d), its
+    matching close −e_(i,d), so matched pairs cancel and the stack survives;
+  - ``balanced`` (Theorem 1): random key-only scores f(token, depth) (seeded), and the close value
+    rescaled by exp(f(open) − f(close)) so that each matched pair still cancels exactly. The
+    pattern looks random; the output is exact.
+
+* **MLP 2** reads the type at the current depth (``top``) and the unembedding writes the exact
+  log-probabilities (−30 for impossible brackets).
+
+``control`` builds the negative controls of the notes: ``"unscaled"`` (balanced scores without
+the value rescaling — violates the balance condition) and ``"zeroed"`` (uniform attention with the
+close values zeroed). Both are expected to fail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from constructions.gadgets import bos_token_io, prefix_average_head, trapezoid
+from interp.dyck import Dyck
+from interp.errors import ConstructionError, LengthError
+from interp.spec import MLP, Block, ConstructionSpec, Head, Layout
+
+__all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "joint_slots", "FLOAT32_MAX_GAIN"]
+
+VARIANTS = ("stack", "uniform", "balanced")
+CONTROLS = ("unscaled", "zeroed")
+MAX_LENGTH = 4096
+#: log-probability given to impossible brackets
+LOG_ZERO = 30.0
+#: Layer-2 read-out gain G2 up to which float32 stays exact (measured: the balanced variant's
+#: cancellation error is ≈ 1e-7·G2 of a unit threshold; see README / tests).
+FLOAT32_MAX_GAIN = 2.0**20
+# stack head: recency per position γ, and margin Δ of the stack top over non-candidates
+_GAMMA, _DELTA = 10.0, 20.0
+
+
+def joint_slots(lang: Dyck) -> list[tuple[int, int]]:
+    """The valid (token, depth) pairs: BOS at 0, open_i at 1..D, close_i at 0..D−1 (token 0 = BOS, 1 + b = bracket b)."""
+    slots = [(0, 0)]
+    for b in range(lang.n_brackets):
+        depths = range(1, lang.D + 1) if b % 2 == 0 else range(0, lang.D)
+        slots += [(1 + b, d) for d in depths]
+    return slots
+
+
+def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, sigma: float = 1.0,
+               control: str = "") -> ConstructionSpec:
+    """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets."""
+    if variant not in VARIANTS:
+        raise ConstructionError(f"dyck: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if control and control not in CONTROLS:
+        raise ConstructionError(f"dyck: control must be one of {', '.join(CONTROLS)}, got {control!r}")
+    if control == "unscaled" and variant != "balanced" or control == "zeroed" and variant != "uniform":
+        raise ConstructionError("dyck: control=unscaled goes with variant=balanced, control=zeroed with variant=uniform")
+    if not 1 <= length <= MAX_LENGTH:
+        raise LengthError(f"dyck is built for lengths 1..{MAX_LENGTH}, got {length}")
+    if not 0 < sigma <= 10:
+        raise ConstructionError(f"dyck: sigma must be in (0, 10], got {sigma}")
+    k, D, M = lang.k, lang.D, length
+    names = lang.bracket_names
+    tokens = ["BOS", *names]
+    slots = joint_slots(lang)
+    slot_label = [f"{tokens[t]}@{d}" for t, d in slots]
+    index = {s: i for i, s in enumerate(slots)}
+    N = 2 ** math.ceil(math.log2(2 * (M + 1)))  # counting normaliser: a power of two > positions
+
+    layout = Layout()
+    layout.add("bos")
+    layout.add("one")
+    layout.add("tok", len(tokens), labels=tokens)
+    layout.add("log_sink")  # positional log(N − i)
+    layout.add("pos")  # positional i / M (the stack head's recency)
+    layout.add("val")  # +1 open, −1 close
+    layout.add("depth")  # layer-1 output: depth / N
+    layout.add("joint", len(slots), labels=slot_label)
+    per_level = variant != "stack"
+    layout.add("a2", k * D if per_level else k,
+               labels=[f"{names[2 * i]}@{d}" for i in range(k) for d in range(1, D + 1)] if per_level else names[0::2])
+    layout.add("top", k * D, labels=[f"{names[2 * j]}@{d}" for j in range(k) for d in range(1, D + 1)])
+
+    def at_depth(d: int) -> dict:
+        """g_d: 1 exactly when the current depth is d (a sum of joint slots)."""
+        return {("joint", index[s]): 1.0 for s in slots if s[1] == d}
+
+    def opened(i: int, d: int) -> tuple[str, int]:
+        return ("joint", index[(1 + 2 * i, d)])
+
+    def closed(i: int, d: int) -> tuple[str, int]:  # the close matching open_i at depth d sits at depth d − 1
+        return ("joint", index[(2 + 2 * i, d - 1)])
+
+    def level(i: int, d: int) -> int:
+        return i * D + (d - 1)
+
+    # -- layer 1: depth, then the exact (token, depth) one-hot -------------------------------
+    count = prefix_average_head(layout, "val", "depth", label="depth counter (BOS sink)")
+    mlp1 = MLP(layout, "trapezoids: (token, depth) one-hot")
+    for (t, d), i in index.items():  # token t shifts the input by 2, far from every other token's grid
+        trapezoid(mlp1, {"depth": 1.0, ("tok", t): 2.0}, x0=d / N + 2.0, spacing=1.0 / N, write=("joint", i))
+
+    # -- layer 2 attention ------------------------------------------------------------------
+    head = Head(layout, f"layer 2: {variant}" + (f" ({control} control)" if control else ""))
+    scores = np.zeros(len(slots))
+    if variant == "stack":
+        alpha, beta = _GAMMA * M + _DELTA, _GAMMA * M
+        head.qk(at_depth(0), "bos", alpha)
+        for d in range(1, D + 1):
+            head.qk(at_depth(d), {opened(i, d): 1.0 for i in range(k)}, alpha)
+        head.qk("one", "pos", beta)
+        for i in range(k):
+            head.ov({opened(i, d): 1.0 for d in range(1, D + 1)}, ("a2", i))
+        gain, offset = 4.0, 2.0
+    else:
+        if variant == "balanced":
+            scores = np.random.default_rng(seed).normal(0.0, sigma, size=len(slots))
+            head.qk("one", {("joint", i): float(f) for i, f in enumerate(scores)})
+        for i in range(k):
+            for d in range(1, D + 1):
+                a = scores[index[(1 + 2 * i, d)]] - scores[index[(2 + 2 * i, d - 1)]]
+                close_value = {"unscaled": -1.0, "zeroed": 0.0}.get(control, -math.exp(a))
+                head.ov({opened(i, d): 1.0, closed(i, d): close_value}, ("a2", level(i, d)))
+        gain, offset = 4.0 * (M + 1) * math.exp(float(scores.max() - scores.min())), 0.0
+
+    # -- MLP 2: the type at the current depth -------------------------------------------------
+    mlp2 = MLP(layout, "top of the stack at the current depth")
+    big = 2.0 * gain + 2.0
+    for j in range(k):
+        for d in range(1, D + 1):
+            a2 = ("a2", level(j, d) if per_level else j)
+            read = {a2: gain, **{key: big * w for key, w in at_depth(d).items()}}
+            mlp2.unit(read, -offset - big, ("top", level(j, d)))
+            mlp2.unit(read, -offset - big - 1.0, {("top", level(j, d)): -1.0})
+
+    # -- embeddings and the exact log-probability read-out ----------------------------------
+    W_E = np.zeros((len(tokens), layout.d_model))
+    W_E[:, layout.index("one")] = 1.0
+    W_E[0, layout.index("bos")] = 1.0
+    for t in range(len(tokens)):
+        W_E[t, layout.index("tok", t)] = 1.0
+        if t:
+            W_E[t, layout.index("val")] = 1.0 if (t - 1) % 2 == 0 else -1.0
+    i = np.arange(M + 1, dtype=np.float64)
+    W_pos = np.zeros((M + 1, layout.d_model))
+    W_pos[:, layout.index("log_sink")] = np.log(N - i)
+    W_pos[:, layout.index("pos")] = i / M
+    W_U = np.zeros((layout.d_model, lang.n_brackets))
+    b_U = np.zeros(lang.n_brackets)
+    open_logit = {0: math.log(1.0 / k), D: -LOG_ZERO}
+    for d in range(D + 1):
+        for key, w in at_depth(d).items():
+            W_U[layout.index(*key), 0::2] = open_logit.get(d, math.log(lang.q / k)) * w
+    for j in range(k):
+        b_U[2 * j + 1] = -LOG_ZERO
+        for d in range(1, D + 1):
+            log_p = 0.0 if d == D else math.log(1.0 - lang.q)
+            W_U[layout.index("top", level(j, d)), 2 * j + 1] = log_p + LOG_ZERO
+
+    dtypes = ("float32", "float64") if gain <= FLOAT32_MAX_GAIN else ("float64",)
+    return ConstructionSpec(
+        name="dyck",
+        theorem={"stack": "stack-like second layer (Yao et al. 2021)", "uniform": "Corollary 1 (uniform attention)",
+                 "balanced": "Theorem 1 (balanced attention)"}[variant] + (f", control: {control}" if control else ""),
+        layout=layout,
+        W_E=W_E,
+        W_pos=W_pos,
+        blocks=[Block([count], mlp1, "depth counter; (token, depth) one-hot"),
+                Block([head], mlp2, f"layer 2 ({variant}); top of stack at the current depth")],
+        W_U=W_U,
+        b_U=b_U,
+        input_tokens=tokens,
+        output_names=names,
+        io=bos_token_io(lang.n_brackets),
+        max_length=length,
+        automaton={},
+        verified_dtypes=dtypes,
+        options={"variant": variant, "seed": seed, "sigma": sigma, "control": control,
+                 "scores": [float(x) for x in scores], "gain": gain},
+        notes=f"layer-2 read-out gain {gain:.3g}" + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
+        task=lang.to_dict(),
+    )

@@ -1,0 +1,178 @@
+"""Check a Dyck model: the thesis's accuracy and the exact next-token distributions.
+
+* **accuracy** (thesis §3.6.3): over prefixes that end in a closing bracket, the argmax of the
+  model's bracket logits after the rest of the prefix must be that bracket. When
+  1 − q ≤ q/k (e.g. k = 1, q = 0.5) even the exact distribution ties an open bracket with the
+  close, so the argmax runs over the k closing brackets only (the notes' "lenient" variant);
+  ``accuracy_rule`` says which was used;
+* **max TV**: the largest total-variation distance between the model's softmax and the exact
+  next-token distribution, over every position of every checked prefix.
+
+Prefixes come from (a) every valid prefix of length K (``exhaustive_upto``; by causality this
+covers every shorter prefix too) and (b) random closing-bracket prefixes in length bands: in
+distribution (2–28, the thesis's training lengths) and the out-of-distribution bands 400–500
+and 900–1000 when the model's maximum length allows them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from interp.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
+from interp.errors import ConstructionError, LengthError
+from interp.verify import resolve_model
+
+__all__ = ["verify_dyck", "DyckVerification", "default_bands", "next_token_probabilities", "dyck_of"]
+
+#: Exhaustive checks enumerate every valid prefix of length K; refuse beyond this many.
+MAX_EXHAUSTIVE_PREFIXES = 1 << 18
+
+
+@dataclass
+class DyckVerification:
+    construction: str
+    task: str
+    length: int
+    dtype: str
+    accuracy: float
+    max_tv: float
+    prefixes_checked: int
+    exhaustive_upto: int
+    samples: int
+    seed: int
+    accuracy_rule: str = "argmax over all brackets"
+    bands: dict[str, dict[str, float]] = field(default_factory=dict)
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    shape: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return self.accuracy == 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        shape = d.pop("shape")
+        d.update({k: shape.get(k) for k in ("n_layers", "attention_layers", "d_model", "n_heads", "d_mlp")})
+        return d
+
+
+def dyck_of(card) -> Dyck:
+    task = dict(card.task)
+    if task.pop("kind", None) != "dyck":
+        raise ConstructionError(f"{card.construction} is not a Dyck model")
+    return Dyck(**task)
+
+
+def default_bands(max_length: int) -> list[tuple[int, int]]:
+    """In distribution, then every standard OOD band that fits, then the top of the model's range."""
+    bands = [(IN_DISTRIBUTION[0], min(IN_DISTRIBUTION[1], max_length))] if max_length >= 2 else []
+    bands += [b for b in OOD_BANDS if b[1] <= max_length]
+    if max_length > IN_DISTRIBUTION[1] and all(hi < max_length for _, hi in bands):
+        bands.append((max(IN_DISTRIBUTION[1] + 1, max_length - 9), max_length))
+    return bands
+
+
+def next_token_probabilities(model, words: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The model's next-token distribution over the brackets after BOS, w_1, …, w_n, per word."""
+    import torch
+
+    card = model.card
+    out: list[np.ndarray] = []
+    by_len: dict[int, list[int]] = {}
+    for i, w in enumerate(words):
+        by_len.setdefault(len(w), []).append(i)
+    results: dict[int, np.ndarray] = {}
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with torch.inference_mode():
+            for n, idx in sorted(by_len.items()):
+                if n + len(card.io.prefix) > model.cfg.n_ctx:
+                    raise LengthError(f"a prefix of length {n} does not fit the model ({model.cfg.n_ctx - 1} brackets)")
+                batch_size = max(1, (1 << 22) // max(1, (n + 1) ** 2 * model.cfg.n_heads))
+                for start in range(0, len(idx), batch_size):
+                    chunk = idx[start : start + batch_size]
+                    table = np.asarray(card.io.symbol_tokens)
+                    ids = np.array([[*card.io.prefix, *table[np.asarray(words[i], dtype=np.int64)]] for i in chunk])
+                    logits = model(torch.from_numpy(ids), return_type="logits")
+                    probs = torch.softmax(logits.double(), dim=-1).numpy()
+                    for row, i in enumerate(chunk):
+                        results[i] = probs[row, len(card.io.prefix) - 1 :]
+    finally:
+        torch.set_float32_matmul_precision(prev)
+    out = [results[i] for i in range(len(words))]
+    return out
+
+
+def verify_dyck(model_or_spec: Any, *, samples: int = 200, bands: Sequence[tuple[int, int]] | None = None,
+                exhaustive_upto: int | None = None, seed: int = 0, dtype: str = "float32",
+                max_mismatches: int = 5) -> DyckVerification:
+    """Prove a Dyck model exact (see the module docstring). ``samples`` prefixes per band."""
+    model, dtype = resolve_model(model_or_spec, dtype)
+    card = model.card
+    lang = dyck_of(card)
+    M = card.max_length
+    bands = default_bands(M) if bands is None else [tuple(b) for b in bands]
+    for lo, hi in bands:
+        if not 2 <= lo <= hi <= M:
+            raise LengthError(f"length band {lo}-{hi} is outside the model's range 2..{M}")
+    K = min(M, _default_exhaustive(lang)) if exhaustive_upto is None else int(exhaustive_upto)
+    if not 0 <= K <= M:
+        raise LengthError(f"exhaustive_upto must be between 0 and {M}, got {K}")
+
+    checks: list[tuple[str, list[np.ndarray], bool]] = []  # (label, words, score only the last bracket)
+    if K:
+        words = list(lang.all_prefixes(K))
+        if len(words) > MAX_EXHAUSTIVE_PREFIXES:
+            raise LengthError(f"{len(words)} prefixes of length {K}: more than {MAX_EXHAUSTIVE_PREFIXES}")
+        checks.append((f"all prefixes of length {K}", words, False))
+    for b, (lo, hi) in enumerate(bands):
+        checks.append((f"{lo}-{hi}", lang.closing_prefixes(samples, (lo, hi), seed=seed + 1000 * b), True))
+    if not checks:
+        raise ConstructionError("nothing to check: no exhaustive length and no length band")
+
+    lenient = 1.0 - lang.q <= lang.q / lang.k  # the thesis's argmax would tie with an open bracket
+    rule = "argmax over the closing brackets" if lenient else "argmax over all brackets"
+    total_ok = total = prefixes = 0
+    max_tv = 0.0
+    report: dict[str, dict[str, float]] = {}
+    mismatches: list[dict[str, Any]] = []
+    for label, words, last_only in checks:
+        ok_band = n_band = 0
+        tv_band = 0.0
+        for w, probs in zip(words, next_token_probabilities(model, words)):
+            exact = lang.distributions(w)
+            tv_band = max(tv_band, float(0.5 * np.abs(probs - exact).sum(axis=1).max()))
+            positions = [len(w)] if last_only else [t for t in range(1, len(w) + 1) if w[t - 1] % 2 == 1]
+            for t in positions:  # predict w_t from the model's output after w_{t−1}
+                pred = 2 * int(np.argmax(probs[t - 1][1::2])) + 1 if lenient else int(np.argmax(probs[t - 1]))
+                ok = pred == int(w[t - 1])
+                ok_band += ok
+                n_band += 1
+                if not ok and len(mismatches) < max_mismatches:
+                    mismatches.append({"prefix": lang.decode(w[: t - 1]), "expected": lang.bracket_names[w[t - 1]],
+                                       "predicted": lang.bracket_names[pred]})
+        report[label] = {"accuracy": ok_band / max(n_band, 1), "prefixes": n_band, "max_tv": tv_band}
+        total_ok += ok_band
+        total += n_band
+        prefixes += len(words)
+        max_tv = max(max_tv, tv_band)
+    cfg = model.cfg
+    return DyckVerification(
+        construction=card.construction, task=lang.name, length=M, dtype=dtype,
+        accuracy=total_ok / max(total, 1), max_tv=max_tv, prefixes_checked=total,
+        exhaustive_upto=K, samples=samples, seed=seed, accuracy_rule=rule, bands=report, mismatches=mismatches,
+        shape={"n_layers": cfg.n_layers, "attention_layers": card.attention_layers, "d_model": cfg.d_model,
+               "n_heads": cfg.n_heads, "d_mlp": cfg.d_mlp},
+    )
+
+
+def _default_exhaustive(lang: Dyck) -> int:
+    """The largest K with at most ~4096 valid prefixes of length K."""
+    K = 0
+    while K < 16 and sum(1 for _ in zip(range(4097), lang.all_prefixes(K + 1))) <= 4096:
+        K += 1
+    return K

@@ -1,0 +1,140 @@
+"""Dyck-specific attention metrics, usable on any model that reads BOS + brackets (thesis §3.6).
+
+* :func:`stack_top_mass` — per head, the mean attention on the last unmatched open bracket (BOS
+  when the stack is empty): ≈ 1 for a stack-like head.
+* :func:`attention_variation` — ‖A₁ − A₂‖²_F between two heads' patterns on one probe input
+  (the thesis compares seeds this way) and :func:`random_attention_baseline`, the same quantity
+  for random causal row-stochastic patterns (rows uniform on the simplex), from this project's
+  own sampler.
+* :func:`balance_violation` — Theorem 1/2's balance condition for a construction's second layer:
+  the mean over closing queries ρ and matched pairs (i, d′) of ‖u(close) + u(open)‖ / P(ρ),
+  where u(κ, ρ) = exp(score(κ, ρ))·value(κ) is a key's unnormalised contribution and P(ρ) the
+  size of the attention output on a short stack (dyck.md §3.5). Zero for the exact variants.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import numpy as np
+
+from interp.dyck import Dyck
+from interp.errors import ConstructionError, VocabularyError
+
+__all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
+           "balance_violation", "layer_patterns"]
+
+#: The thesis's probe input for attention variation (dyck.md §5.2: "[[[[]]]](((())))").
+PROBE_INPUT = "[[[[]]]](((())))"
+
+
+def _ids(model, word: Sequence[int]) -> list[int]:
+    io = model.card.io
+    return [*io.prefix, *(io.symbol_tokens[int(b)] for b in word)]
+
+
+def layer_patterns(model, word: Sequence[int], layer: int) -> dict[int, np.ndarray]:
+    """Every head's attention pattern ``[query, key]`` in ``layer`` on BOS + ``word``."""
+    import torch
+
+    name = f"blocks.{layer}.attn.hook_pattern"
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(torch.tensor([_ids(model, word)]), names_filter=[name])
+    pattern = cache[name][0].double().numpy()
+    return {h: pattern[h] for h in range(pattern.shape[0])}
+
+
+def stack_top_mass(model, lang: Dyck, words: Sequence[Sequence[int]], layer: int | None = None) -> dict[int, float]:
+    """Mean attention weight each head of ``layer`` (default: the last) puts on the stack top.
+
+    The mean runs over every query position (BOS included) of every word; the target at a
+    position is the last unmatched open bracket after that token, or BOS when the stack is empty.
+    """
+    layer = model.cfg.n_layers - 1 if layer is None else layer
+    totals: dict[int, float] = {}
+    count = 0
+    for w in words:
+        lang.check(w)
+        top = lang.stack_top_positions(w)
+        for h, pattern in layer_patterns(model, w, layer).items():
+            totals[h] = totals.get(h, 0.0) + float(pattern[np.arange(len(top)), top].sum())
+        count += len(top)
+    if not count:
+        raise VocabularyError("stack_top_mass needs at least one word")
+    return {h: v / count for h, v in totals.items()}
+
+
+def attention_variation(a: np.ndarray, b: np.ndarray) -> float:
+    """‖A − B‖²_F for two attention patterns on the same input."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise VocabularyError(f"patterns of different shapes {a.shape} and {b.shape}")
+    return float(((a - b) ** 2).sum())
+
+
+def random_attention_baseline(n: int, samples: int = 2000, seed: int = 0) -> float:
+    """Mean ‖A₁ − A₂‖²_F for random causal n×n patterns whose rows are uniform on the simplex."""
+    rng = np.random.default_rng(seed)
+
+    def pattern() -> np.ndarray:
+        a = np.zeros((n, n))
+        for i in range(n):
+            a[i, : i + 1] = rng.dirichlet(np.ones(i + 1))
+        return a
+
+    return float(np.mean([attention_variation(pattern(), pattern()) for _ in range(samples)]))
+
+
+def balance_violation(spec) -> float:
+    """β of the second layer of a ``dyck`` construction (0 when Theorem 1's condition holds).
+
+    Works on the weight spec: the first layer's output for a token at depth d is its embedding
+    plus the one-hot ``joint`` slot; the layer-2 head's score and value are read off the spec
+    (position-dependent score terms are left out, so the stack-like head — which uses positions,
+    not balance — gets a large β).
+    """
+    from constructions.dyck import joint_slots
+
+    if spec.name != "dyck":
+        raise ConstructionError("balance_violation needs a dyck construction's spec")
+    lang = Dyck(**{k: v for k, v in spec.task.items() if k != "kind"})
+    layout = spec.layout
+    slots = joint_slots(lang)
+    index = {s: i for i, s in enumerate(slots)}
+    w_q, w_k, w_v, w_o = spec.blocks[1].heads[0].matrices()
+
+    def e(token: int, depth: int) -> np.ndarray:  # layer-1 output, position features left out
+        x = spec.W_E[token].copy()
+        x[layout.index("joint", index[(token, depth)])] = 1.0
+        return x
+
+    keys = [e(t, d) for t, d in slots]
+
+    def u(key: np.ndarray, query: np.ndarray) -> np.ndarray:
+        # every ratio below has u(·, ρ) for one ρ on both sides, so shift the scores by their max
+        return np.exp(float((query @ w_q) @ (key @ w_k)) - shift) * (key @ w_v @ w_o)
+
+    opn = lambda i, d: e(1 + 2 * i, d)  # noqa: E731 - tiny local helpers read like the paper
+    cls = lambda i, d: e(2 + 2 * i, d)  # noqa: E731
+    bos = e(0, 0)
+    ratios = []
+    for j in range(lang.k):
+        for dq in range(1, lang.D):
+            rho = cls(j, dq)  # a closing query at depth dq
+            shift = max(float((rho @ w_q) @ (key @ w_k)) for key in keys)
+            # P(ρ): the attention output on BOS, a stack t̃ of depth dq, then open_j close_j (eq. 3.34–3.35)
+            Qs = {}
+            for stack in itertools.product(range(lang.k), repeat=dq):
+                total = u(bos, rho) + u(opn(j, dq + 1), rho) + u(rho, rho)
+                for depth, i in enumerate(stack, start=1):
+                    total = total + u(opn(i, depth), rho)
+                Qs[stack] = np.linalg.norm(total)
+            best = min(Qs, key=Qs.get)
+            others = [v for s, v in Qs.items() if s[-1] != best[-1]]
+            P = min(others) if others else Qs[best]
+            for i in range(lang.k):
+                for d in range(1, lang.D + 1):
+                    S = u(cls(i, d - 1), rho) + u(opn(i, d), rho)
+                    ratios.append(np.linalg.norm(S) / max(P, 1e-300))
+    return float(np.mean(ratios))

@@ -1,0 +1,180 @@
+"""Balanced Dyck: the language task, three exact two-layer constructions, and the attention metrics."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from constructions import build
+from constructions.dyck import build_dyck
+from interp.dyck import Dyck, parse_dyck_spec
+from interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
+from interp.verify_dyck import default_bands, verify_dyck
+from probes.dyck import (
+    PROBE_INPUT,
+    attention_variation,
+    balance_violation,
+    layer_patterns,
+    random_attention_baseline,
+    stack_top_mass,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ["stack", "uniform", "balanced"]
+
+
+# -- the language ------------------------------------------------------------------------------
+def test_sampler_is_reproducible_valid_and_follows_the_exact_distribution():
+    lang = Dyck(2, 3, q=0.6)
+    words = lang.sample(3000, 12, seed=4)
+    assert np.array_equal(words, lang.sample(3000, 12, seed=4))
+    for w in words[:200]:
+        lang.check(w)
+    # next-token frequencies after the fixed prefix "(" match the exact distribution
+    prefix = lang.encode("(")
+    follow = words[words[:, 0] == prefix[0]][:, 1]
+    freq = np.bincount(follow, minlength=4) / len(follow)
+    assert np.abs(freq - lang.next_token_distribution(prefix)).max() < 0.04
+
+
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(0, 10_000))
+@settings(max_examples=30, deadline=None)
+def test_exact_distributions_are_distributions_over_valid_brackets(k, D, seed):
+    lang = Dyck(k, D)
+    w = lang.sample(1, 15, seed=seed)[0]
+    dists = lang.distributions(w)
+    assert np.allclose(dists.sum(axis=1), 1.0)
+    for t in range(len(w)):  # every sampled bracket had positive probability
+        assert dists[t, w[t]] > 0
+
+
+def test_enumeration_and_closing_prefixes():
+    assert {Dyck(1, 2).decode(w) for w in Dyck(1, 2).all_prefixes(3)} == {"(()", "()("}
+    assert {Dyck(2, 2).decode(w) for w in Dyck(2, 2).all_prefixes(2)} == {"((", "([", "[(", "[[", "()", "[]"}
+    for w in Dyck(2, 4).closing_prefixes(50, (5, 9), seed=1):
+        assert 5 <= len(w) <= 9 and w[-1] % 2 == 1
+
+
+def test_bad_words_and_specs():
+    lang = Dyck(2, 2)
+    with pytest.raises(AutomatonError, match="unmatched"):
+        lang.check(lang.encode("(]"))
+    with pytest.raises(AutomatonError, match="depth exceeds"):
+        lang.check(lang.encode("((("))
+    with pytest.raises(VocabularyError):
+        lang.encode("(x")
+    with pytest.raises(AutomatonError):
+        parse_dyck_spec("2;4")
+    with pytest.raises(AutomatonError):
+        Dyck(0, 3)
+
+
+# -- the constructions -------------------------------------------------------------------------
+def assert_exact(r):
+    assert r.accuracy == 1.0, r.mismatches
+    assert r.max_tv < 1e-5
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("k, D", [(2, 4), (1, 3), (3, 2)])
+def test_exact_in_distribution_and_at_400_500_and_900_1000(variant, k, D):
+    r = verify_dyck(build_dyck(Dyck(k, D), 1000, variant), samples=12, exhaustive_upto=6, seed=1)
+    assert_exact(r)
+    assert set(r.bands) == {"all prefixes of length 6", "2-28", "400-500", "900-1000"}
+    assert all(v["accuracy"] == 1.0 for v in r.bands.values())
+
+
+def test_two_attention_layers_and_declared_length():
+    for variant in VARIANTS:
+        spec = build_dyck(Dyck(2, 4), 100, variant)
+        assert (spec.n_layers, spec.attention_layers, spec.n_heads) == (2, 2, 1)
+    with pytest.raises(LengthError):
+        verify_dyck(build_dyck(Dyck(2, 4), 100, "stack"), bands=[(400, 500)])
+    assert default_bands(600) == [(2, 28), (400, 500), (591, 600)]
+
+
+@pytest.mark.parametrize("variant, control", [("balanced", "unscaled"), ("uniform", "zeroed")])
+def test_negative_controls_fail(variant, control):
+    r = verify_dyck(build_dyck(Dyck(2, 4), 500, variant, control=control), samples=60, exhaustive_upto=6)
+    assert r.bands["2-28"]["accuracy"] < 0.9
+    assert r.bands["400-500"]["accuracy"] < 0.7
+    assert r.max_tv > 0.1
+
+
+def test_float32_refused_where_the_balanced_gain_is_too_large():
+    spec = build_dyck(Dyck(2, 4), 1000, "balanced", seed=0, sigma=3.0)
+    assert spec.verified_dtypes == ("float64",)
+    with pytest.raises(ConstructionError, match="float64"):
+        verify_dyck(spec, samples=1)
+    assert_exact(verify_dyck(spec, samples=5, exhaustive_upto=4, dtype="float64", bands=[(2, 28), (900, 1000)]))
+
+
+def test_bad_options():
+    with pytest.raises(ConstructionError, match="variant"):
+        build_dyck(Dyck(2, 4), 10, "queue")
+    with pytest.raises(ConstructionError, match="control"):
+        build_dyck(Dyck(2, 4), 10, "stack", control="zeroed")
+    with pytest.raises(LengthError):
+        build("dyck", Dyck(2, 4), 10**6)
+
+
+# -- the metrics -------------------------------------------------------------------------------
+def test_stack_top_mass_separates_the_variants():
+    lang = Dyck(2, 4)
+    words = lang.sample(10, 28, seed=2)
+    mass = {v: stack_top_mass(build_dyck(lang, 64, v).to_hooked(), lang, words)[0] for v in VARIANTS}
+    assert mass["stack"] > 0.999
+    uniform_share = np.mean([1.0 / (t + 1) for _ in words for t in range(29)])
+    assert abs(mass["uniform"] - uniform_share) < 1e-6
+    assert mass["balanced"] < 0.3
+
+
+def test_balance_violation_is_zero_exactly_for_the_balanced_constructions():
+    lang = Dyck(2, 4)
+    assert balance_violation(build_dyck(lang, 64, "uniform")) < 1e-12
+    for seed in range(3):
+        assert balance_violation(build_dyck(lang, 64, "balanced", seed=seed)) < 1e-12
+    assert balance_violation(build_dyck(lang, 64, "balanced", control="unscaled")) > 0.1
+    assert balance_violation(build_dyck(lang, 64, "uniform", control="zeroed")) > 0.1
+    assert balance_violation(build_dyck(lang, 64, "stack")) > 0.1  # exact, but by positions, not balance
+
+
+def test_attention_variation_and_random_baseline():
+    lang = Dyck(2, 4)
+    probe = lang.encode(PROBE_INPUT)
+    pats = {v: layer_patterns(build_dyck(lang, 32, v).to_hooked(), probe, 1)[0] for v in VARIANTS}
+    assert attention_variation(pats["stack"], pats["stack"]) == 0.0
+    assert attention_variation(pats["stack"], pats["uniform"]) == attention_variation(pats["uniform"], pats["stack"])
+    assert attention_variation(pats["stack"], pats["uniform"]) > 5.0
+    baseline = random_attention_baseline(len(probe) + 1, samples=300, seed=0)
+    assert 2.5 < baseline < 3.5
+    with pytest.raises(VocabularyError):
+        attention_variation(np.zeros((2, 2)), np.zeros((3, 3)))
+
+
+# -- CLI and saved models -------------------------------------------------------------------------
+def test_cli_verify_dyck_json_and_saved_model(tmp_path):
+    out = tmp_path / "dyck"
+    r = subprocess.run([sys.executable, "-m", "interp", "build", "dyck", "--dyck", "2,4", "--variant", "balanced",
+                        "--seed", "5", "-T", "500", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "interp", "verify", "--model", str(out), "--samples", "10",
+                        "--exhaustive-upto", "5", "--json"], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["accuracy"] == 1.0 and d["automaton"] == "Dyck_{2,4}" and d["attention_layers"] == 2
+    assert set(d["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["max_tv"] < 1e-5
+    r = subprocess.run([sys.executable, "-m", "interp", "verify", "dyck", "--dyck", "2,4", "--variant", "uniform",
+                        "-T", "50", "-O", "control=zeroed", "--samples", "20", "--exhaustive-upto", "4"],
+                       capture_output=True, text=True, cwd=ROOT, check=False)
+    assert r.returncode == 1 and "NOT EXACT" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_exact_with_many_samples_at_long_lengths(variant):
+    assert_exact(verify_dyck(build_dyck(Dyck(2, 4), 1000, variant), samples=200, seed=9))
