@@ -6,11 +6,11 @@ window of S + 1 consecutive prefix-sum values that have all been visited (S = n 
 of that window is the most recent boundary visit. So:
 
 * **layer 1** (Lemma 15): a BOS-sink head writes x1_t = z_t/N exactly (N a power of two); the MLP
-  rounds x1_t to the grid k/N and writes a *multi-scale rotary code* of z_t,
-  (cos πz/2^j, sin πz/2^j) for j = 0..B−1 (Lemma 10 trapezoids).
+  rounds x1_t to the grid k/N (Lemma 10 trapezoids) and writes **±1 binary codes**: the bits of
+  z_t as the key code, and for each offset k the bits of z_t + k as that head's query code.
 * **layer 2**: one head per offset k ∈ {−S..S} attends to the latest position i with
-  z_i = z_t + k (score γ·Σ_j cos(π(z_t + k − z_i)/2^j): a wrong value loses ≥ 2γ, as in the
-  prefix scan's look-back) with a recency term c·i/N, and to BOS when the value was never
+  z_i = z_t + k (score γ·Σ_j bit_j(z_t + k)·bit_j(z_i) = γ(B − 2·Hamming distance): a wrong
+  value loses ≥ 2γ) with a recency term c·i/N, and to BOS when the value was never
   visited (a sink score between "match" and "mismatch"). It copies the key's position i/N and
   its BOS flag ("unmatched").
 * **MLP 2**: window s (offsets s − S .. s) gets the logit N·min(p_{s−S}, p_s) − Λ·(unmatched
@@ -19,8 +19,10 @@ of that window is the most recent boundary visit. So:
 
 The printed construction does not work literally (automata-and-gridworld.md §1.5). This
 module's differences: the circle code cos(πx) of the prefix sum, whose match margin is
-~π²/(16N²), is replaced by the multi-scale rotary code (margin 2γ at every length — exact in
-float32); the BOS sink holds no value (D1); unmatched heads are detected by the sink, not by
+~π²/(16N²), is replaced by ±1 bit codes (margin 2γ at every length). Every layer-1 MLP weight is
+±1 on integer-valued hidden units, so the codes are exact in float32 — a cos/sin code written by
+the same trapezoids picks up cancellation errors ~10⁻³ that γ ~ 10⁵ turns into wrong matches
+beyond T ≈ 500 (measured); the BOS sink holds no value (D1); unmatched heads are detected by the sink, not by
 "attends to t" (D2); the state is S − s for the winning window s in every case (D3, D4); and the
 input is padded with S + 1 L moves (then q0 R moves) so a complete window always exists (D5).
 ``as_printed="no_padding"`` drops that padding, as a negative control.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from constructions.gadgets import READOUT_ALPHA, lookback_head, prefix_average_head, trapezoid
+from constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
 from interp.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
 from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
@@ -151,11 +153,11 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
 
     W_E = np.zeros((len(tokens), 0))
     blocks_l1: list[Head] = []
-    mlp1 = MLP(layout, "Lemma 10 trapezoids: z/N -> rotary code of z")
+    mlp1 = MLP(layout, "Lemma 10 trapezoids: z/N -> ±1 bit codes of z and of z + k")
     heads_l2: list[Head] = []
     mlp2 = MLP(layout, "windows: N·min(endpoint positions) − Λ·unmatched")
     readout: list[tuple[str, GridAxis]] = []
-    B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))  # rotary pairs: 2^B > any |z_i − z_t − k|
+    B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))  # bits: 2^B > every z + k + bias
     c = n_pos * math.log(16.0 * n_pos**2)  # recency: the latest match leads the next by c/n_pos
     gamma = 2.0 * c  # a wrong value loses ≥ 2γ
     sink = gamma * (B - 1) + c  # between a match (≥ γB) and a mismatch (≤ γ(B − 2) + c)
@@ -165,23 +167,31 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         a = f"{axis.name}." if axis.name else ""
         layout.add(f"{a}move")  # σ̃: −1, 0, +1
         layout.add(f"{a}x1")  # layer-1 output z_t / N
-        layout.add(f"{a}z", 2 * B, labels=[f"{f}{j}" for j in range(B) for f in ("cos", "sin")])
-        # layer 1: exact prefix sum (Lemma 15), then its rotary code; BOS is pushed off the grid
+        S = axis.S
+        bits = [f"b{j}" for j in range(B)]
+        layout.add(f"{a}zkey", B, labels=bits)  # ±1 bits of z_i (what a key offers)
+        for k in range(-S, S + 1):
+            layout.add(f"{a}zq{k:+d}", B, labels=bits)  # ±1 bits of z_t + k (what head k asks for)
+        # layer 1: exact prefix sum (Lemma 15), then the codes; BOS is pushed off the grid
         # (x1 + 2 > 1/2), so it holds no value and cannot win a match (defect D1)
         blocks_l1.append(prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N"))
-        for k in range(-n_pos, n_pos + 1):
-            code = {}
-            for j in range(B):
-                angle = math.pi * (k % 2 ** (j + 1)) / 2**j
-                code[(f"{a}z", 2 * j)] = math.cos(angle)
-                code[(f"{a}z", 2 * j + 1)] = math.sin(angle)
-            trapezoid(mlp1, {f"{a}x1": 1.0, "bos": 2.0}, x0=k / N, spacing=1.0 / N, write=code)
+        bias = n_pos + MAX_CELLS  # z + k + bias ≥ 0
+
+        def code(space: str, value: int) -> dict:
+            return {(space, j): 1.0 if (value + bias) >> j & 1 else -1.0 for j in range(B)}
+
+        for z in range(-n_pos, n_pos + 1):
+            write = code(f"{a}zkey", z)
+            for k in range(-S, S + 1):
+                write.update(code(f"{a}zq{k:+d}", z + k))
+            trapezoid(mlp1, {f"{a}x1": 1.0, "bos": 2.0}, x0=z / N, spacing=1.0 / N, write=write)
         # layer 2: the boundary detector heads, one per offset k = −S..S
-        S = axis.S
         for k in range(-S, S + 1):
             layout.add(f"{a}head{k:+d}", 2, labels=["unmatched", "pos"])
-            head = lookback_head(layout, -k, "mark", f"{a}head{k:+d}", pos=f"{a}z", gamma=gamma,
-                                 label=f"{a}latest z_i = z_t{k:+d}")
+            head = Head(layout, f"{a}latest z_i = z_t{k:+d}")
+            for j in range(B):  # γ·(B − 2·Hamming(bits(z_t + k), bits(z_i)))
+                head.qk((f"{a}zq{k:+d}", j), (f"{a}zkey", j), gamma)
+            head.copy("mark", f"{a}head{k:+d}")
             head.qk("one", ("mark", 1), c)
             head.qk("one", ("mark", 0), sink)
             heads_l2.append(head)
@@ -222,7 +232,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         layout=layout,
         W_E=W_E,
         W_pos=W_pos,
-        blocks=[Block(blocks_l1, mlp1, "prefix sums z (Lemma 15) -> rotary code of z"),
+        blocks=[Block(blocks_l1, mlp1, "prefix sums z (Lemma 15) -> bit codes of z, z + k"),
                 Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window")],
         W_U=W_U,
         b_U=np.zeros(automaton.n_states),
@@ -232,6 +242,6 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         max_length=length,
         automaton=automaton.to_dict(),
         options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
-                 "rotary_pairs": B, "normaliser": N},
+                 "code_bits": B, "normaliser": N},
         notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {c:.1f}, γ = {gamma:.1f}",
     )

@@ -69,7 +69,7 @@ print("Algorithm 1 reproduces all", len(word), "states")
 # ## Build and verify
 #
 # Layer 1 holds one counting head; layer 2 holds 2S + 1 offset heads. The MLPs are one hidden
-# layer each: the first rounds the prefix sum and writes a rotary code of it, the second scores the
+# layer each: the first rounds the prefix sum and writes ±1 bit codes of z and z + k, the second scores the
 # windows. Exactly two TransformerLens blocks, both with attention.
 
 # %%
@@ -149,8 +149,8 @@ for n in (3, 5, 9):
 
 # %% [markdown]
 # The other printed defects are repaired in the construction's design rather than switchable:
-# the circle code cos(πz/2N) of the prefix sum is replaced by a multi-scale rotary code (its
-# match margin is 2γ at every length instead of ~π²/(16N²), so float32 is enough), unmatched
+# the circle code cos(πz/2N) of the prefix sum is replaced by ±1 bit codes of z (the match
+# margin is 2γ at every length instead of ~π²/(16N²), and the codes are exact in float32), unmatched
 # offsets are detected by an attention sink rather than by "attends to itself", and window s
 # always means state S − s.
 #
