@@ -223,6 +223,22 @@ class MLP:
     def width(self) -> int:
         return len(self._b)
 
+    @staticmethod
+    def combine(layout: Layout, mlps: Sequence["MLP"], label: str = "") -> "MLP | None":
+        """One MLP holding the units of several (they run side by side in one block), or None."""
+        if not mlps:
+            return None
+        out = MLP(layout, label)
+        for m in mlps:
+            if m.layout is not layout:
+                raise ConstructionError("cannot combine MLPs written against different layouts")
+            out._in += m._in
+            out._b += m._b
+            out._out += m._out
+            for i, w in m._b_out.items():
+                out._b_out[i] = out._b_out.get(i, 0.0) + w
+        return out
+
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(W_in [d_model, width], b_in, W_out [width, d_model], b_out)."""
         d = self.layout.d_model

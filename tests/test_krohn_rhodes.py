@@ -184,6 +184,24 @@ def test_printed_wiring_reads_the_wrong_states():
     assert_exact(verify(build("krohn_rhodes", a, 8), exhaustive_upto=8, samples=0))
 
 
+def test_independent_levels_run_side_by_side():
+    """Lemma 17: levels that read only σ share blocks; a level that reads them waits one wiring block."""
+    from constructions.krohn_rhodes import cascade_stages
+
+    cascade = load_cascade_file(CASCADES / "parity_flipflop_counter.json")
+    assert cascade_stages(cascade) == [[0, 1], [2]]
+    spec = build("krohn_rhodes", cascade.automaton(), 32, cascade=cascade)
+    assert (spec.n_layers, spec.n_heads) == (3, 2)
+    assert_exact(verify(spec, samples=100))
+    product = parse_cascade_json(json.dumps({
+        "name": "C2 x C3", "alphabet": ["x", "y"],
+        "levels": [{"name": "two", "automaton": "C2", "input": [{"symbol": "x", "then": "1"}, {"symbol": "y", "then": "0"}]},
+                   {"name": "three", "automaton": "C3", "input": [{"symbol": "y", "then": "1"}, {"symbol": "x", "then": "0"}]}]}))
+    spec = build("krohn_rhodes", product.automaton(), 32, cascade=product)
+    assert (spec.n_layers, spec.attention_layers, spec.n_heads) == (1, 1, 2)
+    assert_exact(verify(spec, samples=100))
+
+
 def test_grid_cascade_file_matches_the_built_in_cascade():
     from_file = load_cascade_file(CASCADES / "grid3_flipflops.json")
     built_in = grid_cascade(3)
