@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -280,3 +281,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interp: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `interp list | head`: the reader left, nothing to report
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - keep Python's exit flush quiet
+        return 0
