@@ -72,6 +72,30 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the random samples (dyck: also of the balanced scores)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
 
+    s = sub.add_parser("train", help="train a HookedTransformer on a task (checkpoints, resume, replicates)")
+    s.add_argument("task", choices=["automaton", "dyck", "flipflop"])
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--automaton", metavar="NAME", help="automaton task: catalogue name")
+    g.add_argument("--automaton-file", metavar="PATH", help="automaton task: JSON automaton file")
+    g.add_argument("--dyck", metavar="K,D", help="dyck task: Dyck_{K,D}")
+    g.add_argument("--flipflop", metavar="P", type=float, help="flipflop task: FFL(P), P = p_i (default 0.8)")
+    s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, flipflop 64)")
+    s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
+    s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
+    s.add_argument("--d-head", type=int), s.add_argument("--d-mlp", type=int)
+    s.add_argument("--norm", choices=["LN", "none"]), s.add_argument("--pos", choices=["learned", "sinusoidal", "none"])
+    s.add_argument("--steps", type=int, default=2000), s.add_argument("--batch", type=int, default=32)
+    s.add_argument("--lr", type=float, default=1e-3), s.add_argument("--weight-decay", type=float, default=0.01)
+    s.add_argument("--warmup", type=int, default=100), s.add_argument("--clip", type=float, default=1.0)
+    s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine")
+    s.add_argument("--eval-every", type=int, default=100), s.add_argument("--eval-size", type=int, default=512)
+    s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
+    s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
+    s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
+    s.add_argument("--workers", type=int, help="processes for several seeds (default: CPU cores)")
+    s.add_argument("--resume", action="store_true", help="continue the runs in --out from their checkpoints")
+    s.add_argument("--out", required=True, metavar="DIR")
+
     s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
     s.add_argument("--out", default="reports/demo", metavar="DIR")
     s.add_argument("--samples", type=int, default=500)
@@ -262,6 +286,68 @@ def _verify_dyck(args: argparse.Namespace, target) -> int:
     return 0 if r.exact else 1
 
 
+def _parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise SandboxError(f"--seeds expects numbers and ranges like 0-9 or 1,3,5; got {text!r}")
+        seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    if not seeds or len(seeds) > 1000:
+        raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
+    return seeds
+
+
+def _training_task(args: argparse.Namespace):
+    from interp.tasks import AutomatonTask, DyckTask, FlipflopTask
+
+    if args.task == "automaton":
+        if not (args.automaton or args.automaton_file):
+            raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
+        return AutomatonTask(_load_automaton(args), args.length or 32)
+    if args.automaton or args.automaton_file:
+        raise SandboxError(f"--automaton goes with `train automaton`, not `train {args.task}`")
+    if args.task == "dyck":
+        from interp.dyck import Dyck, parse_dyck_spec
+
+        if not args.dyck or args.flipflop is not None:
+            raise SandboxError("train dyck needs --dyck K,D")
+        k, D = parse_dyck_spec(args.dyck)
+        return DyckTask(Dyck(k, D, args.q), args.length or 28)
+    if args.dyck:
+        raise SandboxError("--dyck goes with `train dyck`")
+    return FlipflopTask(0.8 if args.flipflop is None else args.flipflop, args.length or 64)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from interp.train import TrainConfig, default_shape, train_replicates
+
+    task = _training_task(args)
+    base = default_shape(task)
+    shape = replace(base, **{k: v for k, v in {
+        "n_layers": args.layers, "d_model": args.d_model, "n_heads": args.heads, "d_head": args.d_head,
+        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos}.items() if v is not None})
+    config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
+                         warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
+                         eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes)
+    seeds = _parse_seeds(args.seeds)
+    out = Path(args.out)
+    if len(seeds) == 1:
+        from interp.train import train
+
+        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty())
+        print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
+              f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
+        return 0
+    s = train_replicates(task, shape, config, out, seeds, workers=args.workers, resume=args.resume,
+                         progress=sys.stderr.isatty())
+    print(f"{task.name}, {len(seeds)} seeds: best accuracy {s['best_accuracy']:.4f} (seed {s['best_seed']}), "
+          f"median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from interp.demo import run_demo
 
@@ -272,7 +358,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo}[args.command]
+    handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo,
+               "train": _cmd_train}[args.command]
     try:
         return handler(args)
     except SandboxError as e:

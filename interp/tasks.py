@@ -1,0 +1,158 @@
+"""Training tasks: token batches, targets and the accuracy each task is judged by.
+
+* :class:`AutomatonTask` — thesis §3.4.2: predict q_t at every position of BOS + σ_1..σ_T
+  (token 1 + σ, as the constructions read them), freshly sampled words, token-level accuracy.
+* :class:`DyckTask` — next-token language modelling of Dyck_{k,D} prefixes (loss at every
+  position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
+* :class:`FlipflopTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
+  (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
+
+A batch at training step s is a pure function of (seed, s), so an interrupted run resumes on
+exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from interp.automata import Semiautomaton, parse_automaton_json
+from interp.dyck import Dyck
+from interp.errors import AutomatonError, CheckpointError
+
+__all__ = ["Batch", "AutomatonTask", "DyckTask", "FlipflopTask", "task_from_dict", "step_rng"]
+
+
+@dataclass
+class Batch:
+    tokens: np.ndarray  # [B, n] input token ids
+    targets: np.ndarray  # [B, n] target class per position
+    loss_mask: np.ndarray  # [B, n] positions that enter the loss
+    score_mask: np.ndarray  # [B, n] positions the accuracy is measured on
+
+
+def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
+    """The generator for training step ``step`` (stream 1 is the held-out set)."""
+    return np.random.default_rng([int(seed), int(step), int(stream)])
+
+
+class AutomatonTask:
+    kind = "automaton"
+
+    def __init__(self, automaton: Semiautomaton, length: int) -> None:
+        if length < 1:
+            raise AutomatonError("the training length must be ≥ 1")
+        self.automaton, self.length = automaton, int(length)
+
+    @property
+    def name(self) -> str:
+        return f"{self.automaton.name} (T={self.length})"
+
+    d_vocab = property(lambda self: self.automaton.n_symbols + 1)
+    d_vocab_out = property(lambda self: self.automaton.n_states)
+    n_ctx = property(lambda self: self.length + 1)
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = rng.integers(self.automaton.n_symbols, size=(size, self.length))
+        states = self.automaton.run(words)
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
+        targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
+        mask = np.ones_like(tokens, dtype=bool)
+        mask[:, 0] = False
+        return Batch(tokens, targets, mask, mask)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
+
+
+class DyckTask:
+    kind = "dyck"
+
+    def __init__(self, lang: Dyck, length: int = 28) -> None:
+        if length < 2:
+            raise AutomatonError("Dyck training needs length ≥ 2")
+        self.lang, self.length = lang, int(length)
+
+    @property
+    def name(self) -> str:
+        return f"{self.lang.name} next-token (N={self.length})"
+
+    d_vocab = property(lambda self: self.lang.n_brackets + 1)
+    d_vocab_out = property(lambda self: self.lang.n_brackets)
+    n_ctx = property(lambda self: self.length)
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = self.lang.sample(size, self.length, seed=int(rng.integers(2**63)))
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words[:, :-1] + 1], axis=1)
+        targets = words
+        return Batch(tokens, targets, np.ones_like(tokens, dtype=bool), targets % 2 == 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "k": self.lang.k, "D": self.lang.D, "q": self.lang.q, "length": self.length}
+
+
+class FlipflopTask:
+    """FFL(T, p): p_i = p, p_w = p_r = (1 − p)/2; tokens w=0, r=1, i=2, "0"=3, "1"=4."""
+
+    kind = "flipflop"
+    VOCAB = ("w", "r", "i", "0", "1")
+
+    def __init__(self, p: float = 0.8, length: int = 64) -> None:
+        if not 0.0 <= p < 1.0:
+            raise AutomatonError(f"flip-flop p_i must be in [0, 1), got {p}")
+        if length < 4 or length % 2:
+            raise AutomatonError(f"flip-flop sequences have an even length ≥ 4, got {length}")
+        self.p, self.length = float(p), int(length)
+
+    @property
+    def name(self) -> str:
+        return f"FFL({self.p}) (T={self.length})"
+
+    d_vocab = property(lambda self: 5)
+    d_vocab_out = property(lambda self: 5)
+    n_ctx = property(lambda self: self.length - 1)
+
+    def sequences(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        pairs = self.length // 2
+        pw = pr = (1.0 - self.p) / 2
+        instr = rng.choice(3, size=(size, pairs), p=[pw, pr, self.p])
+        instr[:, 0], instr[:, -1] = 0, 1  # starts with w, ends with r
+        data = rng.integers(2, size=(size, pairs)) + 3
+        for b in range(size):  # a read repeats the most recent write
+            last = data[b, 0]
+            for j in range(pairs):
+                if instr[b, j] == 0:
+                    last = data[b, j]
+                elif instr[b, j] == 1:
+                    data[b, j] = last
+        seq = np.empty((size, self.length), dtype=np.int64)
+        seq[:, 0::2], seq[:, 1::2] = instr, data
+        return seq
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        seq = self.sequences(rng, size)
+        tokens, targets = seq[:, :-1], seq[:, 1:]
+        reads = tokens == 1
+        return Batch(tokens, targets, reads, reads)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "p": self.p, "length": self.length}
+
+
+def task_from_dict(d: dict[str, Any]):
+    """Rebuild a task from its ``to_dict()`` (e.g. from a checkpoint)."""
+    import json
+
+    try:
+        kind = d["kind"]
+        if kind == "automaton":
+            return AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"])
+        if kind == "dyck":
+            return DyckTask(Dyck(d["k"], d["D"], d["q"]), d["length"])
+        if kind == "flipflop":
+            return FlipflopTask(d["p"], d["length"])
+    except (KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint task description is incomplete: {e}") from None
+    raise CheckpointError(f"unknown task kind {d.get('kind')!r} in checkpoint")

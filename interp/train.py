@@ -1,0 +1,363 @@
+"""Train HookedTransformers on the same tasks as the constructions: seeded, resumable, replicated.
+
+* :func:`build_model` — a ``HookedTransformer`` of a :class:`ModelShape` (layers, width, heads,
+  LayerNorm or none, learned / sinusoidal / no positional embedding) for a task.
+* :func:`train` — AdamW with linear warm-up and cosine (or linear) decay, gradient clipping,
+  online batches (a pure function of (seed, step)), evaluation every k steps on a fixed held-out
+  set, early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint (safetensors +
+  JSON, written atomically) at every evaluation. ``resume=True`` continues from the checkpoint and
+  ends with the same weights as an uninterrupted run.
+* :func:`train_replicates` — several seeds in a local process pool, one summary.
+
+Output directory: ``checkpoint.safetensors`` + ``checkpoint.json`` (model and optimizer state,
+task, shape, config, step, history) and ``metrics.json`` (task, final_accuracy, best_accuracy,
+steps, wall_seconds, seed, history). :func:`load_trained` gives the model back with a ``card``,
+so the probes and visualisers work on it like on a construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from interp.errors import CheckpointError, SandboxError
+from interp.files import atomic_write
+from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+
+__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicates", "load_trained",
+           "default_shape", "evaluate"]
+
+FORMAT = "sandbox-lens-training"
+FORMAT_VERSION = 1
+CKPT_WEIGHTS, CKPT_META, METRICS = "checkpoint.safetensors", "checkpoint.json", "metrics.json"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    n_layers: int = 2
+    d_model: int = 64
+    n_heads: int = 2
+    d_head: int | None = None  # default d_model // n_heads
+    d_mlp: int | None = None  # default 4 · d_model
+    normalization: str = "LN"  # "LN" or "none"
+    positional: str = "learned"  # "learned", "sinusoidal" or "none"
+
+    def __post_init__(self) -> None:
+        if self.normalization not in ("LN", "none"):
+            raise SandboxError(f"normalization must be LN or none, got {self.normalization!r}")
+        if self.positional not in ("learned", "sinusoidal", "none"):
+            raise SandboxError(f"positional must be learned, sinusoidal or none, got {self.positional!r}")
+        if min(self.n_layers, self.d_model, self.n_heads) < 1:
+            raise SandboxError("layers, d_model and heads must be ≥ 1")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 2000
+    batch: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: int = 100
+    schedule: str = "cosine"  # or "linear"
+    clip: float = 1.0
+    eval_every: int = 100
+    eval_size: int = 512
+    target_accuracy: float | None = None
+    max_minutes: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
+            raise SandboxError("steps, batch, eval_every and eval_size must be ≥ 1")
+        if self.schedule not in ("cosine", "linear"):
+            raise SandboxError(f"schedule must be cosine or linear, got {self.schedule!r}")
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        frac = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * (0.5 * (1 + math.cos(math.pi * frac)) if self.schedule == "cosine" else 1 - frac)
+
+
+def default_shape(task) -> ModelShape:
+    """The thesis's Dyck models (2 layers, 1 head, width 50); small GPT-style models otherwise."""
+    if isinstance(task, DyckTask):
+        return ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50)
+    return ModelShape()
+
+
+def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
+    pos = np.arange(n_ctx)[:, None]
+    freq = np.exp(-math.log(10000.0) * (np.arange(0, d, 2) / d))
+    out = np.zeros((n_ctx, d))
+    out[:, 0::2] = np.sin(pos * freq)
+    out[:, 1::2] = np.cos(pos * freq)[:, : d // 2]
+    return out
+
+
+def build_model(task, shape: ModelShape, seed: int = 0):
+    import torch
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    torch.manual_seed(seed)
+    cfg = HookedTransformerConfig(
+        n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
+        d_head=shape.d_head or max(1, shape.d_model // shape.n_heads), d_mlp=shape.d_mlp or 4 * shape.d_model,
+        n_ctx=task.n_ctx, d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, act_fn="relu",
+        normalization_type="LN" if shape.normalization == "LN" else None, default_prepend_bos=False, seed=seed,
+    )
+    model = HookedTransformer(cfg)
+    if shape.positional != "learned":
+        with torch.no_grad():
+            values = _sinusoid(task.n_ctx, shape.d_model) if shape.positional == "sinusoidal" else 0.0
+            model.pos_embed.W_pos.copy_(torch.as_tensor(values, dtype=model.pos_embed.W_pos.dtype))
+        model.pos_embed.W_pos.requires_grad_(False)
+    return model
+
+
+def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
+    import torch
+
+    logits = model(torch.from_numpy(batch.tokens), return_type="logits")
+    targets = torch.from_numpy(batch.targets)
+    mask = torch.from_numpy(batch.loss_mask)
+    loss = torch.nn.functional.cross_entropy(logits[mask], targets[mask])
+    score = torch.from_numpy(batch.score_mask)
+    correct = (logits.argmax(-1) == targets)[score]
+    return loss, float(correct.float().mean()) if correct.numel() else 1.0, int(correct.numel())
+
+
+def evaluate(model, task, size: int = 512, seed: int = 0) -> dict[str, float]:
+    """Loss and accuracy on the fixed held-out set of ``seed`` (not a training batch)."""
+    import torch
+
+    batch = task.batch(step_rng(seed, 0, stream=1), size)
+    with torch.inference_mode():
+        loss, acc, n = _loss_and_accuracy(model, batch)
+    return {"loss": float(loss), "accuracy": acc, "scored": n}
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any]) -> None:
+    import torch
+    from safetensors.torch import save
+
+    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    for i, state in opt.state_dict()["state"].items():
+        for name, value in state.items():
+            tensors[f"optim.{i}.{name}"] = torch.as_tensor(value).contiguous().clone()
+    data = save(tensors)
+    atomic_write(out / CKPT_WEIGHTS, data)
+    meta = dict(meta, format=FORMAT, version=FORMAT_VERSION, sha256=hashlib.sha256(data).hexdigest())
+    atomic_write(out / CKPT_META, json.dumps(meta, indent=1).encode())
+
+
+def _read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    from safetensors.torch import load
+
+    try:
+        meta = json.loads((out / CKPT_META).read_text())
+        data = (out / CKPT_WEIGHTS).read_bytes()
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{out}: no checkpoint ({Path(e.filename).name} missing)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{out / CKPT_META}: corrupt checkpoint metadata ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{out}: not a sandbox-lens training checkpoint")
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        raise CheckpointError(f"{out / CKPT_WEIGHTS}: checksum mismatch (corrupt or partly written file)")
+    try:
+        tensors = load(data)
+    except Exception as e:  # safetensors raises its own error types
+        raise CheckpointError(f"{out / CKPT_WEIGHTS}: unreadable ({e})") from None
+    return meta, tensors
+
+
+def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = None):
+    """The trained model of ``directory`` (its last checkpoint), with a ``card`` for the analyses."""
+    out = Path(directory)
+    meta, tensors = _read_checkpoint(out)
+    if expect_task is not None and meta.get("task") != expect_task:
+        raise CheckpointError(f"{out}: the checkpoint was trained on {meta.get('task', {}).get('kind')} "
+                              f"({_task_label(meta.get('task'))}), not on the requested task")
+    task = task_from_dict(meta["task"])
+    model = build_model(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
+    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise CheckpointError(f"{out}: weights do not fit the recorded shape ({str(e).splitlines()[0]})") from None
+    model.card = _card(task, meta)
+    return model
+
+
+def _task_label(d: Any) -> str:
+    try:
+        return task_from_dict(d).name
+    except Exception:
+        return "unknown task"
+
+
+def _card(task, meta: dict[str, Any]):
+    from interp.spec import ModelCard, TokenIO
+
+    n_sym = task.d_vocab - 1
+    automaton = task.automaton.to_dict() if isinstance(task, AutomatonTask) else {}
+    outputs = (list(task.automaton.states) if isinstance(task, AutomatonTask)
+               else task.lang.bracket_names if isinstance(task, DyckTask) else list(FlipflopTask.VOCAB))
+    tokens = (["BOS", *task.automaton.alphabet] if isinstance(task, AutomatonTask)
+              else ["BOS", *task.lang.bracket_names] if isinstance(task, DyckTask) else list(FlipflopTask.VOCAB))
+    return ModelCard(
+        construction="trained", theorem="", automaton=automaton,
+        io=TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FlipflopTask) else TokenIO((), (0, 1, 2, 3, 4)),
+        max_length=task.length, verified_dtypes=("float32",),
+        input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
+        attention_blocks=list(range(meta["shape"]["n_layers"])), options={"step": meta["step"]},
+        notes="trained model", task=task.to_dict() if not isinstance(task, AutomatonTask) else {},
+    )
+
+
+# -- training ------------------------------------------------------------------------------------
+def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
+          progress: bool = True) -> dict[str, Any]:
+    """Train one model; returns (and writes) its metrics. See the module docstring."""
+    import torch
+    from tqdm import tqdm
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = build_model(task, shape, config.seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    step, history, wall_before = 0, [], 0.0
+    identity = {"task": task.to_dict(), "shape": asdict(shape), "config": _resumable(config)}
+    if resume and (out / CKPT_META).exists():
+        meta, tensors = _read_checkpoint(out)
+        for key, value in identity.items():
+            if meta.get(key) != value:
+                raise CheckpointError(f"{out}: cannot resume, the checkpoint has a different {key} "
+                                      f"({_task_label(meta.get('task')) if key == 'task' else meta.get(key)})")
+        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
+        state = {}
+        for k, v in tensors.items():
+            if k.startswith("optim."):
+                _, i, name = k.split(".", 2)
+                state.setdefault(int(i), {})[name] = v
+        sd = opt.state_dict()
+        sd["state"] = state
+        opt.load_state_dict(sd)
+        step, history, wall_before = meta["step"], meta["history"], meta["wall_seconds"]
+    elif not resume and (out / CKPT_META).exists():
+        raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
+
+    start = time.perf_counter()
+    best = max([h["accuracy"] for h in history], default=0.0)
+    stop_reason = "steps" if step >= config.steps else ""
+    bar = tqdm(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
+               dynamic_ncols=True)
+
+    def wall() -> float:
+        return wall_before + time.perf_counter() - start
+
+    def checkpoint() -> None:
+        _save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall()})
+
+    while step < config.steps:
+        for group in opt.param_groups:
+            group["lr"] = config.lr_at(step)
+        batch = task.batch(step_rng(config.seed, step), config.batch)
+        loss, acc, _ = _loss_and_accuracy(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.clip:
+            torch.nn.utils.clip_grad_norm_(params, config.clip)
+        opt.step()
+        step += 1
+        bar.update(1)
+        if step % config.eval_every == 0 or step == config.steps:
+            ev = evaluate(model, task, config.eval_size, config.seed)
+            history.append({"step": step, "train_loss": loss.item(), "loss": ev["loss"], "accuracy": ev["accuracy"],
+                            "wall_seconds": round(wall(), 3)})
+            best = max(best, ev["accuracy"])
+            bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
+            checkpoint()
+            if config.target_accuracy is not None and ev["accuracy"] >= config.target_accuracy:
+                stop_reason = "target"
+                break
+            if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
+                stop_reason = "time"
+                break
+    bar.close()
+    if not history or history[-1]["step"] != step:
+        ev = evaluate(model, task, config.eval_size, config.seed)
+        history.append({"step": step, "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
+        best = max(best, ev["accuracy"])
+        checkpoint()
+    metrics = {
+        "task": task.to_dict(), "task_name": task.name, "seed": config.seed, "steps": step,
+        "final_accuracy": history[-1]["accuracy"], "best_accuracy": best,
+        "wall_seconds": round(wall(), 3), "stopped_by": stop_reason or "steps",
+        "minutes_to_best": round(next(h["wall_seconds"] for h in history if h["accuracy"] == best) / 60, 3),
+        "shape": asdict(shape), "config": asdict(config), "history": history,
+    }
+    atomic_write(out / METRICS, json.dumps(metrics, indent=1).encode())
+    return metrics
+
+
+def _resumable(config: TrainConfig) -> dict[str, Any]:
+    """The config fields that must match to resume (a new time budget or target is fine)."""
+    d = asdict(config)
+    d.pop("max_minutes")
+    d.pop("target_accuracy")
+    return d
+
+
+def _train_one(args: tuple) -> dict[str, Any]:
+    task_dict, shape, config, out, resume, threads = args
+    import torch
+
+    torch.set_num_threads(threads)
+    return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False)
+
+
+def train_replicates(task, shape: ModelShape, config: TrainConfig, out: str | Path, seeds: Sequence[int],
+                     workers: int | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train one model per seed (``out/seed_<s>/``) in a process pool; write ``out/summary.json``."""
+    from concurrent.futures import ProcessPoolExecutor
+    from dataclasses import replace
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    workers = max(1, min(workers or (os.cpu_count() or 1), len(seeds)))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    jobs = [(task.to_dict(), shape, replace(config, seed=s), out / f"seed_{s}", resume, threads) for s in seeds]
+    if workers == 1:
+        results = [train(task, shape, replace(config, seed=s), out / f"seed_{s}", resume=resume, progress=progress)
+                   for s in seeds]
+    else:
+        from tqdm import tqdm
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(tqdm(pool.map(_train_one, jobs), total=len(jobs), disable=not progress,
+                                desc=f"{len(seeds)} seeds", unit="run"))
+    final = [r["final_accuracy"] for r in results]
+    best = [r["best_accuracy"] for r in results]
+    summary = {
+        "task": task.to_dict(), "task_name": task.name, "seeds": seeds,
+        "best_accuracy": max(best), "median_best_accuracy": float(np.median(best)),
+        "best_final_accuracy": max(final), "median_final_accuracy": float(np.median(final)),
+        "best_seed": seeds[int(np.argmax(best))],
+        "runs": [{k: r[k] for k in ("seed", "final_accuracy", "best_accuracy", "steps", "wall_seconds", "stopped_by")}
+                 for r in results],
+    }
+    atomic_write(out / "summary.json", json.dumps(summary, indent=1).encode())
+    return summary

@@ -1,0 +1,126 @@
+"""Training twins: tasks, the training loop, checkpoints, resume, replicates and the CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from interp.catalogue import get_automaton
+from interp.dyck import Dyck
+from interp.errors import CheckpointError, SandboxError
+from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train, train_replicates
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
+
+
+def test_task_batches_are_reproducible_and_correct():
+    a = get_automaton("grid5")
+    task = AutomatonTask(a, 12)
+    b1, b2 = task.batch(step_rng(1, 7), 8), task.batch(step_rng(1, 7), 8)
+    assert np.array_equal(b1.tokens, b2.tokens)
+    assert np.array_equal(b1.targets[:, 1:], a.run(b1.tokens[:, 1:] - 1))
+    assert not b1.loss_mask[:, 0].any() and b1.loss_mask[:, 1:].all()
+
+    d = DyckTask(Dyck(2, 4), 20).batch(step_rng(0, 0), 16)
+    assert np.array_equal(d.tokens[:, 1:] - 1, d.targets[:, :-1]) and (d.tokens[:, 0] == 0).all()
+    assert np.array_equal(d.score_mask, d.targets % 2 == 1)
+
+    f = FlipflopTask(0.5, 32)
+    seq = f.sequences(step_rng(0, 0), 50)
+    for s in seq:
+        assert s[0] == 0 and s[-2] == 1  # starts with w, ends with r
+        last = None
+        for instr, data in zip(s[0::2], s[1::2]):
+            if instr == 0:
+                last = data
+            if instr == 1:
+                assert data == last
+    fb = f.batch(step_rng(0, 0), 4)
+    assert np.array_equal(fb.loss_mask, fb.tokens == 1)
+
+
+def test_task_round_trip_and_bad_descriptions():
+    for task in (AutomatonTask(get_automaton("S3"), 9), DyckTask(Dyck(3, 2, 0.4), 12), FlipflopTask(0.9, 16)):
+        again = task_from_dict(json.loads(json.dumps(task.to_dict())))
+        assert again.to_dict() == task.to_dict()
+    with pytest.raises(CheckpointError):
+        task_from_dict({"kind": "chess"})
+
+
+def test_interrupted_then_resumed_run_matches_an_uninterrupted_one(tmp_path):
+    task = AutomatonTask(get_automaton("parity"), 8)
+    config = TrainConfig(steps=30, batch=8, eval_every=10, eval_size=64, seed=5)
+    full = train(task, TINY, config, tmp_path / "full", progress=False)
+    cut = train(task, TINY, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), tmp_path / "cut", progress=False)
+    assert cut["steps"] == 10 and cut["stopped_by"] == "time"
+    resumed = train(task, TINY, config, tmp_path / "cut", resume=True, progress=False)
+    assert resumed["steps"] == full["steps"] == 30
+    a, b = load_trained(tmp_path / "full"), load_trained(tmp_path / "cut")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    assert resumed["history"][-1] == full["history"][-1] | {"wall_seconds": resumed["history"][-1]["wall_seconds"]}
+
+
+def test_training_learns_and_metrics_are_written(tmp_path):
+    task = AutomatonTask(get_automaton("C3"), 6)
+    m = train(task, ModelShape(n_layers=1, d_model=32, n_heads=2), TrainConfig(steps=150, batch=32, eval_every=50, lr=3e-3, seed=0),
+              tmp_path, progress=False)
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("task", "final_accuracy", "best_accuracy", "steps", "wall_seconds", "seed"):
+        assert key in on_disk
+    assert m["history"][-1]["loss"] < m["history"][0]["loss"]
+    model = load_trained(tmp_path)
+    assert evaluate(model, task, 64, 0)["accuracy"] == pytest.approx(m["final_accuracy"], abs=0.15)
+    assert model.card.construction == "trained" and model.card.output_names == ["0", "1", "2"]
+
+
+def test_checkpoint_errors(tmp_path):
+    task = AutomatonTask(get_automaton("parity"), 8)
+    config = TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16)
+    train(task, TINY, config, tmp_path, progress=False)
+    with pytest.raises(CheckpointError, match="already holds"):
+        train(task, TINY, config, tmp_path, progress=False)
+    with pytest.raises(CheckpointError, match="different task"):
+        train(AutomatonTask(get_automaton("C3"), 8), TINY, config, tmp_path, resume=True, progress=False)
+    with pytest.raises(CheckpointError, match="not on the requested task"):
+        load_trained(tmp_path, expect_task=DyckTask(Dyck(2, 4)).to_dict())
+    weights = tmp_path / "checkpoint.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-7] + b"garbage")
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_trained(tmp_path)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_trained(tmp_path / "nothing")
+    with pytest.raises(SandboxError):
+        ModelShape(positional="spiral")
+
+
+def test_replicates_write_a_summary(tmp_path):
+    task = DyckTask(Dyck(1, 2), 8)
+    s = train_replicates(task, TINY, TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16), tmp_path, [0, 1],
+                         workers=2, progress=False)
+    assert s["seeds"] == [0, 1] and len(s["runs"]) == 2
+    assert s["best_accuracy"] == max(r["best_accuracy"] for r in s["runs"])
+    for seed in (0, 1):
+        assert json.loads((tmp_path / f"seed_{seed}" / "metrics.json").read_text())["seed"] == seed
+    assert json.loads((tmp_path / "summary.json").read_text())["median_best_accuracy"] == s["median_best_accuracy"]
+
+
+def test_cli_train(tmp_path):
+    def run(*argv):
+        return subprocess.run([sys.executable, "-m", "interp", "train", *argv], capture_output=True, text=True,
+                              cwd=ROOT, check=False)
+
+    r = run("flipflop", "--flipflop", "0.5", "-T", "16", "--steps", "10", "--eval-every", "5", "--layers", "1",
+            "--d-model", "16", "--out", str(tmp_path / "ff"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "ff" / "metrics.json").read_text())["task"]["kind"] == "flipflop"
+    for argv, message in ((("dyck", "--out", "x"), "--dyck"), (("automaton", "--dyck", "2,4", "--out", "x"), "--automaton"),
+                          (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds")):
+        r = run(*argv)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
