@@ -27,6 +27,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/float32_limits.py
 	$(PY) benchmarks/krohn_rhodes_depth.py
+	$(PY) benchmarks/training.py
 
 clean-venv:
 	rm -rf $(VENV)

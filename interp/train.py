@@ -123,13 +123,19 @@ def build_model(task, shape: ModelShape, seed: int = 0):
     return model
 
 
-def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
+def _loss(model, batch) -> tuple[Any, Any]:
     import torch
 
     logits = model(torch.from_numpy(batch.tokens), return_type="logits")
-    targets = torch.from_numpy(batch.targets)
     mask = torch.from_numpy(batch.loss_mask)
-    loss = torch.nn.functional.cross_entropy(logits[mask], targets[mask])
+    return torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets)[mask]), logits
+
+
+def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
+    import torch
+
+    loss, logits = _loss(model, batch)
+    targets = torch.from_numpy(batch.targets)
     score = torch.from_numpy(batch.score_mask)
     correct = (logits.argmax(-1) == targets)[score]
     return loss, float(correct.float().mean()) if correct.numel() else 1.0, int(correct.numel())
@@ -274,7 +280,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         for group in opt.param_groups:
             group["lr"] = config.lr_at(step)
         batch = task.batch(step_rng(config.seed, step), config.batch)
-        loss, acc, _ = _loss_and_accuracy(model, batch)
+        loss, _ = _loss(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if config.clip:
