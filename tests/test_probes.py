@@ -58,3 +58,33 @@ def test_redundant_heads_are_pruned():
     assert len(live_heads(model)) == 3
     pruned = greedy_prune(model, tokens, labels, mask, threshold=0.4)
     assert len(pruned["surviving"]) < 3 and pruned["accuracy"] >= 0.4
+
+
+def test_attention_references_scores_and_matching():
+    from interp.viz import attention_patterns, model_tokens
+    from probes.attention import (lookback_reference, match_heads, score_head, score_heads, target_reference,
+                                  uniform_reference)
+
+    s3 = get_automaton("S3")
+    scan = build("prefix_scan", s3, 16).to_hooked()
+    word = s3.sample(1, 16, seed=0)[0]
+    ids, _ = model_tokens(scan, word)
+    patterns = attention_patterns(scan, ids)
+    n = len(ids)
+    real = list(range(len(scan.card.io.prefix), n))
+    refs = {f"back {2 ** l}": lookback_reference(n, 2 ** l) for l in range(4)} | {"uniform": uniform_reference(n)}
+    scores = score_heads(patterns, refs, real)
+    for layer, head in enumerate(sorted(patterns)):  # attention layer l looks back 2^l: perfect scores
+        s = scores[head][f"back {2 ** layer}"]
+        assert s["mass"] == pytest.approx(1.0) and s["argmax_agreement"] == 1.0 and s["tv_distance"] < 1e-6
+        assert scores[head]["uniform"]["tv_distance"] > 0.5
+    # matching a model with itself pairs every head with itself at distance 0
+    pairs = match_heads(patterns, patterns, real)
+    assert all(p["trained"] == p["constructed"] and p["tv_distance"] < 1e-9 for p in pairs)
+    shuffled = dict(zip(reversed(list(patterns)), patterns.values()))
+    assert {(p["trained"], p["constructed"]) for p in match_heads(shuffled, patterns, real)} == {
+        (k, v) for k, v in zip(reversed(list(patterns)), patterns)}
+    with pytest.raises(VocabularyError):
+        target_reference([0, 2, 1])
+    with pytest.raises(VocabularyError):
+        score_head(np.eye(3), np.eye(4))
