@@ -22,8 +22,8 @@ module's differences: the circle code cos(πx) of the prefix sum, whose match ma
 ~π²/(16N²), is replaced by ±1 bit codes (margin 2γ at every length). Every layer-1 MLP weight is
 ±1 on integer-valued hidden units, so the codes are exact in float32 — a cos/sin code written by
 the same trapezoids picks up cancellation errors ~10⁻³ that γ ~ 10⁵ turns into wrong matches
-beyond T ≈ 500 (measured); the BOS sink holds no value (D1); unmatched heads are detected by the sink, not by
-"attends to t" (D2); the state is S − s for the winning window s in every case (D3, D4); and the
+beyond T ≈ 500 (measured). The BOS sink holds no value (D1); unmatched heads are detected by
+the sink, not by "attends to t" (D2); the state is S − s for the winning window s in every case (D3, D4); and the
 input is padded with S + 1 L moves (then q0 R moves) so a complete window always exists (D5).
 ``as_printed="no_padding"`` drops that padding, as a negative control.
 
@@ -151,8 +151,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
     layout.add("mark", 2, labels=["bos", "pos"])  # what layer-2 heads copy: BOS flag, position i/n_pos
     N = 2 ** math.ceil(math.log2(2 * n_pos))  # counting normaliser, a power of two > positions
 
-    W_E = np.zeros((len(tokens), 0))
-    blocks_l1: list[Head] = []
+    heads_l1: list[Head] = []
     mlp1 = MLP(layout, "Lemma 10 trapezoids: z/N -> ±1 bit codes of z and of z + k")
     heads_l2: list[Head] = []
     mlp2 = MLP(layout, "windows: N·min(endpoint positions) − Λ·unmatched")
@@ -174,7 +173,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
             layout.add(f"{a}zq{k:+d}", B, labels=bits)  # ±1 bits of z_t + k (what head k asks for)
         # layer 1: exact prefix sum (Lemma 15), then the codes; BOS is pushed off the grid
         # (x1 + 2 > 1/2), so it holds no value and cannot win a match (defect D1)
-        blocks_l1.append(prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N"))
+        heads_l1.append(prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N"))
         bias = n_pos + MAX_CELLS  # z + k + bias ≥ 0
 
         def code(space: str, value: int) -> dict:
@@ -232,7 +231,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         layout=layout,
         W_E=W_E,
         W_pos=W_pos,
-        blocks=[Block(blocks_l1, mlp1, "prefix sums z (Lemma 15) -> bit codes of z, z + k"),
+        blocks=[Block(heads_l1, mlp1, "prefix sums z (Lemma 15) -> bit codes of z, z + k"),
                 Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window")],
         W_U=W_U,
         b_U=np.zeros(automaton.n_states),
