@@ -41,7 +41,7 @@ from constructions.gadgets import (
     previous_token_head,
     trapezoid,
 )
-from constructions.solvable import Map, SolvablePlan, inverse, plan_solvable_group
+from constructions.solvable import Map, SolvablePlan, cycle_notation, inverse, plan_solvable_group
 from interp.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
 from interp.groups import compose
@@ -222,7 +222,7 @@ def _mix_level(c: _Circuit, plan: SolvablePlan, i: int, x_dirs: list[Direction],
     nxt = plan.levels[i].elements
     index = {g: k for k, g in enumerate(nxt)}
     x_next = f"{tag}L{i + 1}.x"
-    c.layout.add(x_next, len(nxt), labels=[_element_label(g) for g in nxt])
+    c.layout.add(x_next, len(nxt), labels=[cycle_notation(g) for g in nxt])
     mix = MLP(c.layout, f"L{i} mix -> L{i + 1} input (Lemma 18′)")
     for slot, x in enumerate(x_elements):
         for P in level.prefixes():
@@ -290,21 +290,6 @@ def _last_reset(c: _Circuit, automaton: Semiautomaton, plan: SolvablePlan, slots
             for q in targets:
                 one_hot_lookup(memory, _flat(spaces, Ps) + _flat(kept, Rs) + [(target, q)], (state, g_since_reset[q]))
     c.block(f"{tag}last reset: Φ(g_t g_r⁻¹)(q_r) (Lemma 20)", [head], memory)
-
-
-def _element_label(g: Map) -> str:
-    """Cycle notation, e.g. "(0 1 2)(3 4)"; "e" for the identity."""
-    seen, cycles = set(), []
-    for start in range(len(g)):
-        if start in seen or g[start] == start:
-            continue
-        cycle, q = [], start
-        while q not in seen:
-            seen.add(q)
-            cycle.append(q)
-            q = g[q]
-        cycles.append("(" + " ".join(map(str, cycle)) + ")")
-    return "".join(cycles) or "e"
 
 
 # -- builder -----------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ from typing import Iterator, Sequence
 from interp.errors import ConstructionError
 from interp.groups import compose
 
-__all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power"]
+__all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power",
+           "cycle_notation"]
 
 Map = tuple[int, ...]
 
@@ -52,6 +53,21 @@ def power(f: Map, k: int) -> Map:
     for _ in range(k):
         out = compose(f, out)
     return out
+
+
+def cycle_notation(g: Map) -> str:
+    """Cycle notation, e.g. "(0 1 2)(3 4)"; "e" for the identity."""
+    seen, cycles = set(), []
+    for start in range(len(g)):
+        if start in seen or g[start] == start:
+            continue
+        cycle, q = [], start
+        while q not in seen:
+            seen.add(q)
+            cycle.append(q)
+            q = g[q]
+        cycles.append("(" + " ".join(map(str, cycle)) + ")")
+    return "".join(cycles) or "e"
 
 
 def _closure(generators: Sequence[Map], identity: Map) -> list[Map]:

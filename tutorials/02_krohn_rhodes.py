@@ -52,7 +52,7 @@ for a in (d8, q8):
 # the abelian quotient (the cyclic factors, one counter each) and the lifts that define τ.
 
 # %%
-from constructions.krohn_rhodes import _element_label as cycles
+from constructions.solvable import cycle_notation as cycles
 
 for a in (d8, q8):
     gens = [a.transition_map(s) for s in range(a.n_symbols)]
