@@ -96,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue the runs in --out from their checkpoints")
     s.add_argument("--out", required=True, metavar="DIR")
 
+    s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
+    s.add_argument("task", choices=["dyck"])
+    s.add_argument("--dyck", default="2,4", metavar="K,D", help="the language (default 2,4)")
+    s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train dyck` (default: train a twin in OUT/twin)")
+    s.add_argument("--samples", type=int, default=200, help="sampled prefixes for probes and ablation")
+    s.add_argument("--train-minutes", type=float, default=5.0, help="time budget when the twin is trained here")
+    s.add_argument("--out", required=True, metavar="DIR")
+
     s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
     s.add_argument("--out", default="reports/demo", metavar="DIR")
     s.add_argument("--samples", type=int, default=500)
@@ -348,6 +356,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from interp.compare import compare_dyck
+    from interp.dyck import parse_dyck_spec
+
+    k, D = parse_dyck_spec(args.dyck)
+    report = compare_dyck(Path(args.out), k, D, trained=args.trained, samples=args.samples,
+                          train_minutes=args.train_minutes, progress=sys.stderr.isatty())
+    print(f"report: {report}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from interp.demo import run_demo
 
@@ -359,7 +378,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo,
-               "train": _cmd_train}[args.command]
+               "train": _cmd_train, "compare": _cmd_compare}[args.command]
     try:
         return handler(args)
     except SandboxError as e:

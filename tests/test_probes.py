@@ -88,3 +88,26 @@ def test_attention_references_scores_and_matching():
         target_reference([0, 2, 1])
     with pytest.raises(VocabularyError):
         score_head(np.eye(3), np.eye(4))
+
+
+def test_compare_dyck_writes_a_self_contained_report(tmp_path):
+    import json
+    import re
+
+    from interp.compare import compare_dyck
+
+    report = compare_dyck(tmp_path, samples=40, train_steps=60, train_minutes=1.0, progress=False)
+    page = report.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") >= 6
+    assert not re.search(r"<(script|img|link)[^>]+(src|href)=['\"]https?:", page)  # nothing loaded from outside
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert {"probes", "attention", "ablation", "pruning"} <= set(metrics)
+    stack = "construction: stack"
+    assert metrics["ablation"][stack]["baseline"] == 1.0
+    assert max(metrics["ablation"][stack]["accuracy"].values()) < 0.5  # every constructed head is essential
+    assert metrics["probes"][stack]["blocks.0.hook_resid_post"] == 1.0  # the depth is written by layer 1
+    assert metrics["attention"][stack]["stack_top_mass_layer2"]["0"] > 0.999
+    # a second run reuses the trained twin instead of training again
+    before = (tmp_path / "twin" / "checkpoint.safetensors").stat().st_mtime_ns
+    compare_dyck(tmp_path, samples=40, progress=False)
+    assert (tmp_path / "twin" / "checkpoint.safetensors").stat().st_mtime_ns == before
