@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # multi-GB CUDA build. Override elsewhere, e.g. TORCH_INSTALL="torch --index-url <cpu index>".
 TORCH_INSTALL ?= torch==2.13.0
 
-.PHONY: demo test test-slow bench clean-venv
+.PHONY: demo test test-slow bench browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,11 +15,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
+# The main job: three exact Dyck constructions vs a twin trained here, one report.
 demo: $(STAMP)
-	$(VENV)/bin/interp demo --out reports/demo
+	$(VENV)/bin/interp compare dyck --out reports/demo
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# The report test renders report.html in headless Chromium (Debian's package, installed when missing).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the report test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
+	SANDBOX_LENS_REQUIRE_BROWSER=1 $(PY) -m pytest -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -97,11 +97,18 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR")
 
     s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
-    s.add_argument("task", choices=["dyck"])
-    s.add_argument("--dyck", default="2,4", metavar="K,D", help="the language (default 2,4)")
-    s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train dyck` (default: train a twin in OUT/twin)")
-    s.add_argument("--samples", type=int, default=200, help="sampled prefixes for probes and ablation")
+    s.add_argument("task", metavar="TASK", help="dyck, or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
+    s.add_argument("--construction", nargs="+", metavar="NAME",
+                   help="constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)")
+    s.add_argument("--dyck", default="2,4", metavar="K,D", help="dyck: the language (default 2,4)")
+    s.add_argument("--length", "-T", type=int, help="word length (defaults: dyck 28, automata 16)")
+    s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train` on the same task (default: train a twin in OUT/twin)")
+    s.add_argument("--samples", type=int, default=200, help="sampled words for probes, ablation and pruning")
+    s.add_argument("--examples", type=int, default=20, help="example words for the attention scores")
     s.add_argument("--train-minutes", type=float, default=5.0, help="time budget when the twin is trained here")
+    s.add_argument("--mask-steps", type=int, default=150, help="steps of learned head masks (0: skip)")
+    s.add_argument("--theorem3-steps", type=int, default=1000, help="dyck: steps of the random-network weight mask (0: skip)")
+    s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
 
     s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
@@ -357,12 +364,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from interp.compare import compare_dyck
+    from interp.compare import compare
+    from interp.compare_tasks import comparison_for
     from interp.dyck import parse_dyck_spec
 
-    k, D = parse_dyck_spec(args.dyck)
-    report = compare_dyck(Path(args.out), k, D, trained=args.trained, samples=args.samples,
-                          train_minutes=args.train_minutes, progress=sys.stderr.isatty())
+    if args.task != "dyck" and args.dyck != "2,4":
+        raise SandboxError("--dyck goes with `compare dyck`")
+    comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length)
+    report = compare(comparison, Path(args.out), constructions=args.construction, trained=args.trained,
+                     samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
+                     masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps), theorem3_steps=args.theorem3_steps,
+                     seed=args.seed, progress=sys.stderr.isatty())
     print(f"report: {report}")
     return 0
 

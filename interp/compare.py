@@ -1,174 +1,237 @@
-"""Constructed vs trained circuits on Dyck: probes, attention, ablation, pruning, one report.
+"""Constructed vs trained circuits on one task: probes, attention, ablation, pruning, one report.
 
-:func:`compare_dyck` puts the three Dyck constructions (stack, uniform, balanced) and a trained
-twin (the thesis's 2-layer, 1-head, width-50 model; trained here, or reused from ``--trained`` or
-an earlier run in ``out/twin``) on the same inputs and writes:
+:func:`compare` puts a task's constructions and a trained twin (trained here with the training
+defaults, reused from ``out/twin``, or loaded from ``trained``) on the same words and measures:
 
-* ``report.html`` — one self-contained file: layer-2 attention of every model on the thesis's
-  probe input (PNG heatmaps and circuitsvis ``local_src``), linear-probe accuracy for the depth
-  by layer, head ablation, greedy pruning, and a metrics table;
-* ``metrics.json`` — sections ``probes``, ``attention``, ``ablation`` and ``pruning``.
+* **probes** — held-out accuracy of a linear probe for each task latent (Dyck: depth, stack-top
+  type; automata: the state, and for 1-D gridworlds the distance to the last boundary) at every
+  ``hook_resid_pre/mid/post``, and the first hook where it reaches 0.99;
+* **attention** — every live head against reference patterns (mean mass on the reference,
+  argmax agreement, mean total-variation distance, averaged over example words), and a one-to-one
+  Hungarian matching of the twin's heads to each construction's, in canonical coordinates
+  (``interp.compare_tasks``);
+* **ablation** — zero- and mean-ablation of every head on ``hook_z`` (others fixed), with a
+  majority-class chance level;
+* **pruning** — greedy head pruning at 95% of the intact accuracy, learned hard-concrete head
+  masks with an L0 penalty (others adapt, ``probes.masks``), and for Dyck the Theorem-3 demo: a
+  mask on a larger random transformer learned to reproduce the stack construction
+  (``probes.weight_mask``).
 
-Work in progress towards the issue's full comparison (learned head masks, the Theorem-3 demo and
-automaton comparisons are not here yet).
+It writes ``out/metrics.json`` (sections ``probes``, ``attention``, ``ablation``, ``pruning``)
+and the self-contained ``out/report.html`` (``interp.compare_report``).
 """
 
 from __future__ import annotations
 
-import html
 import json
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from constructions.dyck import VARIANTS, build_dyck
-from interp.dyck import Dyck
+from interp.compare_tasks import AutomatonComparison, DyckComparison, canonical
+from interp.errors import SandboxError
 from interp.files import atomic_write
-from interp.tasks import DyckTask, step_rng
-from interp.viz import circuitsvis_heads, heatmap_png, png_data_uri
+from interp.tasks import step_rng
 
-__all__ = ["compare_dyck"]
+__all__ = ["compare", "compare_dyck", "TWIN"]
 
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}code{background:#f5f5f5;padding:1px 3px}
-"""
+TWIN = "trained twin"
+PROBE_TARGET = 0.99  # "the hook where the latent is readable": first hook at this probe accuracy
+PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact accuracy
 
-
-def _depth_labels(lang: Dyck, tokens: np.ndarray) -> np.ndarray:
-    """Depth after each input token (BOS: 0)."""
-    brackets = tokens - 1
-    steps = np.where(tokens == 0, 0, np.where(brackets % 2 == 0, 1, -1))
-    return np.cumsum(steps, axis=1)
+Comparison = DyckComparison | AutomatonComparison
 
 
-def _twin(lang: Dyck, out: Path, trained: str | Path | None, steps: int, minutes: float, progress: bool):
+def head_name(head: tuple[int, int]) -> str:
+    return f"L{head[0]}H{head[1]}"
+
+
+def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: int | None, minutes: float, seed: int,
+          progress: bool):
     from interp.train import TrainConfig, default_shape, load_trained, train
 
-    task = DyckTask(lang, 28)
+    task = comparison.task
     if trained is not None:
         return load_trained(trained, expect_task=task.to_dict()), Path(trained)
     directory = out / "twin"
     if not (directory / "metrics.json").exists():
-        config = TrainConfig(steps=steps, batch=32, lr=3e-3, warmup=100, eval_every=50, target_accuracy=0.97,
-                             max_minutes=minutes, seed=0)
+        d = comparison.train_defaults()
+        config = TrainConfig(steps=steps or d["steps"], batch=32, lr=d["lr"], warmup=100, eval_every=50,
+                             target_accuracy=d["target_accuracy"], max_minutes=minutes, seed=seed)
         train(task, default_shape(task), config, directory, resume=(directory / "checkpoint.json").exists(),
               progress=progress)
     return load_trained(directory, expect_task=task.to_dict()), directory
 
 
-def _bar_png(values: dict[str, dict[str, float]], title: str, ylabel: str) -> bytes:
-    import matplotlib
+def _patterns(model, tokens: np.ndarray, heads: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
+    """Attention patterns ``[batch, query, key]`` of ``heads`` on a token batch."""
+    import torch
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from interp.viz import _figure_png
-
-    fig, ax = plt.subplots(figsize=(8, 3.2))
-    for name, series in values.items():
-        ax.plot(list(series), list(series.values()), marker="o", label=name)
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    ax.tick_params(axis="x", labelrotation=45, labelsize=7)
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    data = _figure_png(fig)
-    plt.close(fig)
-    return data
+    names = sorted({f"blocks.{layer}.attn.hook_pattern" for layer, _ in heads})
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), names_filter=names)
+    return {(l, h): cache[f"blocks.{l}.attn.hook_pattern"][:, h].double().numpy() for l, h in heads}
 
 
-def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, samples: int = 200,
-                 train_steps: int = 1500, train_minutes: float = 5.0, seed: int = 0, progress: bool = True) -> Path:
-    """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path."""
-    from probes.ablation import greedy_prune, head_ablation
-    from probes.attention import match_heads, score_heads, target_reference
-    from probes.dyck import PROBE_INPUT, layer_patterns, stack_top_mass
+def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
+    """Mean reference scores per head over ``words``, and the canonical patterns for matching."""
+    from probes.attention import score_head
+
+    data = comparison.inputs(model, words, with_latents=False)
+    raw = _patterns(model, data.tokens, heads)
+    refs = [comparison.references(w) for w in words]
+    scores, canon = {}, {}
+    for head, pats in raw.items():
+        canon[head] = np.stack([canonical(p, data.prefix) for p in pats])
+        per_ref = {}
+        for name in comparison.reference_names:
+            s = [score_head(c, r[name]) for c, r in zip(canon[head], refs)]
+            per_ref[name] = {key: float(np.mean([x[key] for x in s])) for key in s[0]}
+        best = min(per_ref, key=lambda n: per_ref[n]["tv_distance"])
+        scores[head_name(head)] = {"references": per_ref, "best_reference": best}
+    return scores, canon
+
+
+def _match(trained: dict, constructed: dict) -> list[dict]:
+    """Hungarian matching on the mean TV distance over the example words."""
+    from scipy.optimize import linear_sum_assignment
+
+    t_keys, c_keys = list(trained), list(constructed)
+    if not t_keys or not c_keys:
+        return []
+    cost = np.array([[float((0.5 * np.abs(trained[t] - constructed[c]).sum(-1)).mean()) for c in c_keys]
+                     for t in t_keys])
+    rows, cols = linear_sum_assignment(cost)
+    pairs = [{"trained": head_name(t_keys[i]), "constructed": head_name(c_keys[j]), "tv_distance": float(cost[i, j])}
+             for i, j in zip(rows, cols)]
+    return sorted(pairs, key=lambda d: d["tv_distance"])
+
+
+def _analyse(comparison: Comparison, name: str, model, eval_words, example_words, seed: int, masks: bool,
+             mask_steps: int) -> tuple[dict, dict]:
+    from probes.ablation import greedy_prune, head_ablation, live_heads
     from probes.linear import probe_accuracy
+    from probes.masks import learn_head_masks
 
+    data = comparison.inputs(model, eval_words)
+    heads = live_heads(model)
+    probes = {}
+    for latent, (labels, mask) in data.latents.items():
+        acc = probe_accuracy(model, data.tokens, labels, mask, seed=seed)
+        first = next((hook for hook, a in acc.items() if a >= PROBE_TARGET), None)
+        best = max(acc, key=acc.get)
+        probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best}
+    attention, canon = _attention(comparison, model, heads, example_words)
+    scored = data.targets[data.score_mask]
+    chance = float(np.bincount(scored).max() / len(scored)) if len(scored) else float("nan")
+    ablation = {"chance": chance}
+    for kind in ("zero", "mean"):
+        ab = head_ablation(model, data.tokens, data.targets, data.score_mask, kind=kind, heads=heads)
+        ablation["baseline"] = ab["baseline"]
+        ablation[kind] = {head_name(h): a for h, a in ab["accuracy"].items()}
+    pr = greedy_prune(model, data.tokens, data.targets, data.score_mask, threshold=PRUNE_FRACTION * ablation["baseline"],
+                      heads=heads)
+    pruning: dict[str, Any] = {"greedy": {
+        "threshold": pr["threshold"], "accuracy": pr["accuracy"], "surviving": [head_name(h) for h in pr["surviving"]],
+        "removed": [head_name(h) for h in pr["removed"]],
+        "trace": [{"removed": head_name(t["removed"]), "accuracy": t["accuracy"]} for t in pr["trace"]]}}
+    if masks:
+        task = comparison.task
+
+        def batches(step: int):
+            d = comparison.inputs(model, _train_words(comparison, task, step, seed), with_latents=False)
+            return d.tokens, d.targets, d.loss_mask
+
+        lm = learn_head_masks(model, batches, (data.tokens, data.targets, data.score_mask), steps=mask_steps,
+                              heads=heads, seed=seed)
+        pruning["learned_masks"] = {
+            "sparsity": lm["sparsity"], "steps": lm["steps"], "gates": {head_name(h): g for h, g in lm["gates"].items()},
+            "surviving": [head_name(h) for h in lm["surviving"]], "accuracy_masked": lm["accuracy_masked"],
+            "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"]}
+    metrics = {"accuracy": ablation["baseline"], "heads": [head_name(h) for h in heads],
+               "probes": probes, "attention": attention, "ablation": ablation, "pruning": pruning}
+    return metrics, canon
+
+
+def _train_words(comparison: Comparison, task, step: int, seed: int) -> np.ndarray:
+    """Fresh words for a mask-learning step (a different stream from the evaluation words)."""
+    # Both task kinds put BOS first and token 1 + symbol after it.
+    return task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
+
+
+def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str] | None = None,
+            trained: str | Path | None = None, samples: int = 200, examples: int = 20, train_steps: int | None = None,
+            train_minutes: float = 5.0,
+            masks: bool = True, mask_steps: int = 150, theorem3_steps: int | None = 1000, seed: int = 0,
+            progress: bool = True) -> Path:
+    """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
+
+    ``train_steps``/``train_minutes`` bound the twin's training when it is trained here (default
+    steps: the task's); ``theorem3_steps`` (Dyck only; ``None`` or 0 skips it) is the length of
+    the weight-mask run.
+    """
+    from tqdm import tqdm
+
+    from interp.compare_report import write_report
+
+    if samples < 8 or examples < 1:
+        raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    lang = Dyck(k, D)
-    twin, twin_dir = _twin(lang, out, trained, train_steps, train_minutes, progress)
-    models = {f"construction: {v}": build_dyck(lang, 64, v, seed=seed).to_hooked() for v in VARIANTS}
-    models["trained twin"] = twin
+    started = time.time()
+    models = dict(comparison.constructions(constructions, seed))
+    twin, twin_dir = _twin(comparison, out, trained, train_steps, train_minutes, seed, progress)
+    models[TWIN] = twin
+    eval_words = comparison.words(samples, seed)
+    example_words = comparison.words(examples, seed + 1)
 
-    batch = DyckTask(lang, 28).batch(step_rng(seed, 0, stream=2), samples)
-    depth = _depth_labels(lang, batch.tokens)
-    everywhere = np.ones(batch.tokens.shape, dtype=bool)
-    probe = lang.encode(PROBE_INPUT) if k == 2 else lang.sample(1, 16, seed=seed)[0]
-    tokens = ["BOS", *lang.decode(probe)] if k <= 4 else ["BOS", *(lang.bracket_names[b] for b in probe)]
-    ref = {"stack top": target_reference(lang.stack_top_positions(probe))}
-    words = lang.sample(20, 27, seed=seed)
-
-    metrics: dict[str, Any] = {"task": lang.name, "twin": str(twin_dir), "probe_input": PROBE_INPUT,
-                               "probes": {}, "attention": {}, "ablation": {}, "pruning": {}}
-    patterns2: dict[str, dict] = {}
-    for name, model in models.items():
-        metrics["probes"][name] = probe_accuracy(model, batch.tokens, depth, everywhere, seed=seed)
-        patterns = {(layer, h): p for layer in range(model.cfg.n_layers)
-                    for h, p in layer_patterns(model, probe, layer).items()}
-        live = {key: p for key, p in patterns.items() if name == "trained twin" or key[1] == 0}
-        patterns2[name] = {key: p for key, p in live.items() if key[0] == 1}
-        scores = score_heads(live, ref)
-        metrics["attention"][name] = {
-            "stack_top_mass_layer2": stack_top_mass(model, lang, words, layer=1),
-            "scores": {f"L{l}H{h}": s["stack top"] for (l, h), s in scores.items()},
-        }
-        ab = head_ablation(model, batch.tokens, batch.targets, batch.score_mask)
-        metrics["ablation"][name] = {"baseline": ab["baseline"],
-                                     "accuracy": {f"L{l}H{h}": a for (l, h), a in ab["accuracy"].items()}}
-        pr = greedy_prune(model, batch.tokens, batch.targets, batch.score_mask, threshold=0.95 * ab["baseline"])
-        metrics["pruning"][name] = {"threshold": pr["threshold"], "accuracy": pr["accuracy"],
-                                    "surviving": [f"L{l}H{h}" for l, h in pr["surviving"]],
-                                    "removed": [f"L{l}H{h}" for l, h in pr["removed"]]}
-    matches = match_heads(patterns2["trained twin"], patterns2["construction: stack"])
-    metrics["attention"]["trained_vs_stack_matching"] = [
-        {"trained": f"L{m['trained'][0]}H{m['trained'][1]}", "constructed": f"L{m['constructed'][0]}H{m['constructed'][1]}",
-         "tv_distance": m["tv_distance"]} for m in matches]
-
-    # -- the report ------------------------------------------------------------------------------
-    sections = []
-    for name, pats in patterns2.items():
-        png = heatmap_png(pats, tokens, f"{name}: layer-2 attention")
-        sections.append(f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' src='{png_data_uri(png)}'>")
-    cv = circuitsvis_heads({(i, 0): next(iter(p.values())) for i, p in enumerate(patterns2.values())}, tokens)
-    probes_png = _bar_png({n: {h.replace("blocks.", "").replace(".hook_resid_", " "): v for h, v in acc.items()}
-                           for n, acc in metrics["probes"].items()}, "linear probe for the depth, by hook", "held-out accuracy")
-    ablation_png = _bar_png({n: {"intact": a["baseline"], **a["accuracy"]} for n, a in metrics["ablation"].items()},
-                            "accuracy with one head zero-ablated", "closing-bracket accuracy")
-    rows = "".join(
-        f"<tr><td>{html.escape(n)}</td><td>{metrics['ablation'][n]['baseline']:.4f}</td>"
-        f"<td>{metrics['attention'][n]['stack_top_mass_layer2'].get(0, float('nan')):.3f}</td>"
-        f"<td>{max(metrics['probes'][n].values()):.3f}</td>"
-        f"<td>{html.escape(', '.join(metrics['pruning'][n]['surviving']) or '—')}</td></tr>" for n in models)
-    match_rows = "".join(f"<tr><td>{m['trained']}</td><td>{m['constructed']}</td><td>{m['tv_distance']:.3f}</td></tr>"
-                         for m in metrics["attention"]["trained_vs_stack_matching"])
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained on {html.escape(lang.name)}</title>
-<style>{_CSS}</style></head><body>
-<h1>Constructed vs trained circuits: {html.escape(lang.name)}</h1>
-<p>Three exact constructions (stack-like, uniform and random-balanced second layers) and a trained
-twin (2 layers, 1 head, width 50) on the same inputs. Accuracy is the thesis's (predict the bracket
-at positions whose target is a closing bracket), on {samples} sampled prefixes of length 28.</p>
-<table><tr><th>model</th><th>accuracy</th><th>layer-2 stack-top mass (head 0)</th>
-<th>best depth-probe accuracy</th><th>heads surviving greedy pruning</th></tr>{rows}</table>
-<h2>Layer-2 attention on <code>{html.escape(PROBE_INPUT)}</code></h2>{''.join(sections)}
-<h3>Interactive (circuitsvis; tiles in the order of the sections above)</h3>{cv}
-<h2>Matching the twin's layer-2 heads to the stack construction's</h2>
-<table><tr><th>trained</th><th>constructed</th><th>mean TV distance</th></tr>{match_rows}</table>
-<h2>Where the depth is linearly readable</h2><img alt="probe accuracy by layer" src="{png_data_uri(probes_png)}">
-<h2>Head ablation</h2><img alt="ablation" src="{png_data_uri(ablation_png)}">
-<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning).</p>
-</body></html>
-"""
+    metrics: dict[str, Any] = {"task": comparison.title, "kind": comparison.kind, "twin": str(twin_dir),
+                               "samples": samples, "examples": examples,
+                               "models": {}, "probes": {}, "attention": {"matching": {}}, "ablation": {},
+                               "pruning": {}}
+    canon = {}
+    for name, model in tqdm(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
+        m, canon[name] = _analyse(comparison, name, model, eval_words, example_words, seed, masks, mask_steps)
+        metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],
+                                   "kind": "trained" if name == TWIN else "construction",
+                                   "layers": model.cfg.n_layers, "d_model": model.cfg.d_model}
+        for section in ("probes", "attention", "ablation", "pruning"):
+            metrics[section][name] = m[section]
+    for name in models:
+        if name != TWIN:
+            metrics["attention"]["matching"][name] = _match(canon[TWIN], canon[name])
+    if comparison.kind == "dyck" and theorem3_steps:
+        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, seed, progress)
+    metrics["seconds"] = round(time.time() - started, 1)
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=1, default=_jsonable) + "\n").encode())
-    report = out / "report.html"
-    atomic_write(report, page.encode())
-    return report
+    return write_report(out, comparison, models, metrics)
+
+
+def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, seed: int, progress: bool) -> dict:
+    from probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
+
+    name = "stack" if "stack" in models else next(n for n in models if n != TWIN)
+    target = models[name]
+    shape = RandomShape(n_layers=2 * target.cfg.n_layers)
+    large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, comparison.length, shape, seed=seed)
+    data = comparison.inputs(target, eval_words, with_latents=False)
+
+    def batches(step: int) -> np.ndarray:
+        return comparison.task.batch(step_rng(seed + 2000, step, stream=4), 32).tokens
+
+    r = learn_weight_mask(target, large, batches, (data.tokens, data.targets, data.score_mask), steps=steps,
+                          seed=seed, progress=progress)
+    r.update({"target": name, "random_shape": shape.__dict__})
+    return r
+
+
+def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, **kwargs: Any) -> Path:
+    """:func:`compare` on Dyck_{k,D} with the three constructions (the `make demo` report)."""
+    from interp.dyck import Dyck
+
+    return compare(DyckComparison(Dyck(k, D)), out, trained=trained, **kwargs)
 
 
 def _jsonable(x: Any) -> Any:

@@ -89,11 +89,14 @@ def png_data_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 
-def circuitsvis_heads(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str]) -> str:
-    """Self-contained circuitsvis ``attention_heads`` HTML for the given (block, head) patterns."""
+def circuitsvis_heads(patterns: dict, tokens: Sequence[str], names: Sequence[str] | None = None) -> str:
+    """Self-contained circuitsvis ``attention_heads`` HTML for the given (block, head) patterns.
+
+    ``names`` labels the tiles (default ``block b head h`` from the keys).
+    """
     import circuitsvis.attention as cva
 
-    names = [f"block {b} head {h}" for b, h in patterns]  # short: circuitsvis shows them as tiles
+    names = list(names) if names is not None else [f"block {b} head {h}" for b, h in patterns]
     stacked = np.stack(list(patterns.values()))
     html = cva.attention_heads(attention=stacked, tokens=list(tokens), attention_head_names=names).local_src
     # circuitsvis writes `<div id=… />`; a self-closing div is not valid HTML and would swallow

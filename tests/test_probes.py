@@ -90,24 +90,44 @@ def test_attention_references_scores_and_matching():
         score_head(np.eye(3), np.eye(4))
 
 
-def test_compare_dyck_writes_a_self_contained_report(tmp_path):
-    import json
-    import re
+def _automaton_batches(model, a, T):
+    def batches(step):
+        return automaton_probe_data(model, a, a.sample(32, T, seed=100 + step))
+    return batches
 
-    from interp.compare import compare_dyck
 
-    report = compare_dyck(tmp_path, samples=40, train_steps=60, train_minutes=1.0, progress=False)
-    page = report.read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") >= 6
-    assert not re.search(r"<(script|img|link)[^>]+(src|href)=['\"]https?:", page)  # nothing loaded from outside
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert {"probes", "attention", "ablation", "pruning"} <= set(metrics)
-    stack = "construction: stack"
-    assert metrics["ablation"][stack]["baseline"] == 1.0
-    assert max(metrics["ablation"][stack]["accuracy"].values()) < 0.5  # every constructed head is essential
-    assert metrics["probes"][stack]["blocks.0.hook_resid_post"] == 1.0  # the depth is written by layer 1
-    assert metrics["attention"][stack]["stack_top_mass_layer2"]["0"] > 0.999
-    # a second run reuses the trained twin instead of training again
-    before = (tmp_path / "twin" / "checkpoint.safetensors").stat().st_mtime_ns
-    compare_dyck(tmp_path, samples=40, progress=False)
-    assert (tmp_path / "twin" / "checkpoint.safetensors").stat().st_mtime_ns == before
+def test_learned_head_masks_keep_essential_heads_unless_the_penalty_outweighs_them():
+    from probes.masks import learn_head_masks
+
+    a = get_automaton("C3")
+    model = build("modular_counter", a, 12).to_hooked()
+    ev = automaton_probe_data(model, a, a.sample(200, 12, seed=1))
+    kept = learn_head_masks(model, _automaton_batches(model, a, 12), ev, sparsity=0.01, steps=60)
+    assert kept["surviving"] == [(0, 0)] and kept["accuracy_masked"] == 1.0
+    closed = learn_head_masks(model, _automaton_batches(model, a, 12), ev, sparsity=1000.0, steps=60)
+    assert closed["surviving"] == [] and closed["accuracy_masked"] < 0.5  # 3 states: chance-like
+    assert kept["accuracy_intact"] == 1.0
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    learn_head_masks(model, _automaton_batches(model, a, 12), ev, steps=3)
+    assert all((before[k] == v).all() for k, v in model.state_dict().items())  # learned on a copy
+    with pytest.raises(VocabularyError):
+        learn_head_masks(model, _automaton_batches(model, a, 12), ev, sparsity=-1.0)
+
+
+def test_weight_mask_prunes_a_random_network_towards_a_construction():
+    import torch
+
+    from probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
+
+    a = get_automaton("parity")
+    target = build("modular_counter", a, 8).to_hooked()
+    large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, 9, RandomShape(2, 32, 2, 64), seed=0)
+    weights = {k: v.clone() for k, v in large.state_dict().items()}
+    ev = automaton_probe_data(target, a, a.sample(100, 8, seed=5))
+    r = learn_weight_mask(target, large, lambda s: automaton_probe_data(target, a, a.sample(32, 8, seed=s))[0], ev,
+                          keep=0.3, steps=150, lr=0.05)
+    assert abs(r["kept_fraction"] - 0.3) < 1e-3 and r["target_accuracy"] == 1.0
+    assert r["trace"][-1]["kl"] < 0.5 * r["trace"][0]["kl"]  # the mask learns (weights never move)
+    assert all(torch.equal(weights[k], v) for k, v in large.state_dict().items())
+    with pytest.raises(VocabularyError):
+        learn_weight_mask(target, large, lambda s: ev[0], ev, keep=0.0)

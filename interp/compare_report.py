@@ -1,0 +1,198 @@
+"""``report.html`` of `interp compare`: one self-contained page (PNG data URIs, inlined circuitsvis).
+
+Every model's attention is drawn on the same example word in canonical coordinates (the tokens
+before the word — BOS and any padding — shown as one token), so constructions and the trained
+twin share one circuitsvis view and one token axis.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from interp.compare_tasks import canonical
+from interp.files import atomic_write
+from interp.viz import _figure_png, circuitsvis_heads, heatmap_png, png_data_uri
+
+__all__ = ["write_report"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}code{background:#f5f5f5;padding:1px 3px}
+.note{color:#555;font-size:0.92em}
+"""
+
+
+def _square(pattern: np.ndarray, prefix: int) -> np.ndarray:
+    """Canonical coordinates plus a first row for the prefix (it attends to itself)."""
+    c = canonical(pattern, prefix)
+    first = np.zeros((1, c.shape[1]))
+    first[0, 0] = 1.0
+    return np.concatenate([first, c], axis=0)
+
+
+def _example_patterns(comparison, models: dict, word) -> tuple[dict, list[str]]:
+    from probes.ablation import live_heads
+    from interp.viz import attention_patterns
+
+    out: dict[str, dict] = {}
+    for name, model in models.items():
+        data = comparison.inputs(model, np.asarray(word)[None], with_latents=False)
+        pats = attention_patterns(model, data.tokens[0].tolist())
+        keep = set(live_heads(model))
+        out[name] = {k: _square(p, data.prefix) for k, p in pats.items() if k in keep}
+    first = next(iter(models.values()))
+    shown = comparison.display_tokens(first, word)
+    prefix_label = "BOS" if comparison.kind == "dyck" else "prefix"
+    return out, [prefix_label, *shown[len(shown) - len(word):]]
+
+
+def _panels_png(series: dict[str, dict[str, dict[str, float]]], title: str, ylabel: str,
+                hlines: dict[str, dict[str, float]] | None = None) -> bytes:
+    """One panel per model; in each, one line per named series over that model's x labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(series)
+    fig, axes = plt.subplots(1, n, figsize=(max(4.0, 3.6 * n), 3.4), squeeze=False)
+    for ax, (model, lines) in zip(axes[0], series.items()):
+        for label, values in lines.items():
+            ax.plot(list(values), list(values.values()), marker="o", ms=3, label=label)
+        for label, y in (hlines or {}).get(model, {}).items():
+            ax.axhline(y, ls="--", lw=0.8, color="grey")
+            ax.text(0, y, f" {label}", fontsize=7, va="bottom", color="grey")
+        ax.set_title(model, fontsize=9)
+        ax.set_ylim(-0.02, 1.05)
+        ax.tick_params(axis="x", labelrotation=60, labelsize=6)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    data = _figure_png(fig)
+    plt.close(fig)
+    return data
+
+
+def _short_hook(hook: str) -> str:
+    return hook.replace("blocks.", "").replace(".hook_resid_", " ")
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else html.escape(str(x))
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
+    from interp.compare import TWIN
+
+    word = comparison.example_word(0)
+    patterns, tokens = _example_patterns(comparison, models, word)
+    word_text = " ".join(tokens[1:])
+
+    summary = []
+    for name, info in metrics["models"].items():
+        probes = metrics["probes"][name]
+        pr = metrics["pruning"][name]
+        summary.append([name, info["accuracy"], f"{info['layers']} layers, {len(info['heads'])} live heads",
+                        *(f"{p['best']:.3f} at {_short_hook(p['best_hook'])}; ≥ 0.99 from "
+                          f"{_short_hook(p['first_readable']) if p['first_readable'] else 'nowhere'}" for p in probes.values()),
+                        ", ".join(pr["greedy"]["surviving"]) or "—",
+                        ", ".join(pr.get("learned_masks", {}).get("surviving", [])) or "—"])
+    latents = list(comparison.latent_names)
+    summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
+                            "greedy pruning keeps", "learned masks keep"], summary)
+
+    heat = []
+    for name, pats in patterns.items():
+        png = heatmap_png(pats, tokens, f"{name}")
+        heat.append(f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' src='{png_data_uri(png)}'>")
+    tiles = [p for pats in patterns.values() for p in pats.values()]
+    tile_names = [f"{name} L{l}H{h}" for name, pats in patterns.items() for (l, h) in pats]
+    cv = circuitsvis_heads(dict(enumerate(tiles)), tokens, names=tile_names) if tiles else ""
+
+    score_rows = []
+    for name in models:
+        for head, s in metrics["attention"][name].items():
+            best = s["best_reference"]
+            r = s["references"][best]
+            score_rows.append([name, head, best, r["mass"], r["argmax_agreement"], r["tv_distance"]])
+    match_html = "".join(
+        f"<h3>{html.escape(TWIN)} ↔ {html.escape(c)}</h3>"
+        + _table(["trained head", "constructed head", "mean TV distance"],
+                 [[m["trained"], m["constructed"], m["tv_distance"]] for m in ms])
+        for c, ms in metrics["attention"]["matching"].items())
+
+    probe_png = _panels_png({n: {lat: {_short_hook(h): a for h, a in p["accuracy"].items()} for lat, p in probes.items()}
+                             for n, probes in metrics["probes"].items()},
+                            "held-out accuracy of a linear probe, by residual hook", "probe accuracy")
+    ablation_png = _panels_png(
+        {n: {"zero-ablated": a["zero"], "mean-ablated": a["mean"]} for n, a in metrics["ablation"].items()},
+        "accuracy with one head ablated (others fixed)", "task accuracy",
+        hlines={n: {"intact": a["baseline"], "chance": a["chance"]} for n, a in metrics["ablation"].items()})
+
+    prune_rows = []
+    for name in models:
+        pr = metrics["pruning"][name]
+        lm = pr.get("learned_masks")
+        prune_rows.append([name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—",
+                           pr["greedy"]["accuracy"],
+                           ", ".join(f"{h} {g:.2f}" for h, g in lm["gates"].items()) if lm else "—",
+                           (", ".join(lm["surviving"]) or "—") if lm else "—", lm["accuracy_masked"] if lm else "—",
+                           lm["accuracy_masked_original_weights"] if lm else "—"])
+    theorem3 = ""
+    t3 = metrics["pruning"].get("theorem3")
+    if t3:
+        rs = t3["random_shape"]
+        theorem3 = f"""<h3>Theorem 3 at toy scale: the {html.escape(t3['target'])} construction found inside a random network</h3>
+<p>A random transformer ({rs['n_layers']} layers, width {rs['d_model']}, {rs['n_heads']} heads, MLP {rs['d_mlp']};
+entries U(−1, 1)/√fan-in, never trained) is pruned — every weight kept or zeroed, {t3['kept_fraction']:.0%} kept
+({t3['kept_weights']:,} of {t3['weights']:,}) — by a mask learned for {t3['steps']} steps to reproduce the
+construction's next-token distribution.</p>""" + _table(
+            ["kept fraction", "accuracy of the pruned network", "construction's accuracy", "mean TV", "max TV", "ε̂ (max relative L2)"],
+            [[t3["kept_fraction"], t3["accuracy"], t3["target_accuracy"], t3["mean_tv"], t3["max_tv"], t3["epsilon_hat"]]])
+
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(comparison.title)}</title>
+<style>{_CSS}</style></head><body>
+<h1>Constructed vs trained circuits</h1>
+<p><b>Task:</b> {html.escape(comparison.title)}. Exact constructions and a trained twin
+(<code>{html.escape(metrics['twin'])}</code>) on the same {metrics['samples']} sampled words
+({metrics['examples']} for the attention scores).
+Accuracy is the task's ({'closing-bracket positions' if comparison.kind == 'dyck' else 'every position'}).</p>
+{summary_table}
+<h2>Attention on <code>{html.escape(word_text)}</code></h2>
+<p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.
+Only heads whose OV circuit writes are shown.</p>
+{''.join(heat)}
+<h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(', '.join(tile_names))}.</p>{cv}
+<h2>Heads against reference patterns</h2>
+<p class="note">Averaged over example words: mass on the reference's target, argmax agreement, mean total-variation
+distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
+{_table(["model", "head", "best reference", "mass", "argmax agreement", "TV distance"], score_rows)}
+<h2>Matching the twin's heads to each construction's (Hungarian, mean TV)</h2>{match_html}
+<h2>Where the latents are linearly readable</h2><img alt="probe accuracy by hook" src="{png_data_uri(probe_png)}">
+<h2>Head ablation (others fixed)</h2><img alt="head ablation" src="{png_data_uri(ablation_png)}">
+<h2>Pruning</h2>
+<p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
+hard-concrete gates with an L0 penalty trained with all weights (others adapt); a head survives when its gate is
+above 0.5. The closed heads are zeroed in the adapted weights and, for comparison, in the original ones.</p>
+{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "learned gates", "learned masks keep",
+         "accuracy (adapted weights)", "accuracy (original weights)"], prune_rows)}
+{theorem3}
+<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning); {metrics['seconds']:.0f} s.</p>
+</body></html>
+"""
+    report = out / "report.html"
+    atomic_write(report, page.encode())
+    return report

@@ -1,0 +1,122 @@
+"""Learned continuous head masks with a sparsity penalty: head importance when the others adapt.
+
+Thesis §3.6.5.2 contrasts two notions of head importance. *Others fixed* (``probes.ablation``)
+removes one head and measures the drop. *Others adapt* (Voita et al. 2019) gives every head a
+gate, trains the gates jointly with the rest of the network under a relaxed L0 penalty on the
+number of open gates, and reports the heads that survive. The gates are hard-concrete variables
+(Louizos, Welling & Kingma 2018): a stretched, clipped, reparameterised sigmoid whose expected
+L0 norm is differentiable. Each gate multiplies its head's output ``hook_z``.
+
+The model passed in is not modified: the masks are learned on a copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from interp.errors import VocabularyError
+from probes.ablation import accuracy_with_ablation, live_heads
+
+__all__ = ["learn_head_masks"]
+
+Head = tuple[int, int]
+# Hard-concrete constants of Louizos et al.: temperature and the stretch interval (γ, ζ).
+BETA, GAMMA, ZETA = 2.0 / 3.0, -0.1, 1.1
+
+
+def _gate_values(log_alpha, training: bool):
+    import torch
+
+    if training:
+        u = torch.rand_like(log_alpha).clamp(1e-6, 1 - 1e-6)
+        s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + log_alpha) / BETA)
+    else:
+        s = torch.sigmoid(log_alpha)
+    return (s * (ZETA - GAMMA) + GAMMA).clamp(0.0, 1.0)
+
+
+def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]],
+                     eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], sparsity: float = 0.05,
+                     steps: int = 200, lr: float = 0.1, weight_lr: float = 1e-4, adapt: bool = True,
+                     heads: Sequence[Head] | None = None, seed: int = 0) -> dict:
+    """Train hard-concrete head gates (and, with ``adapt``, all weights) under an L0 penalty.
+
+    ``batches(step)`` returns ``(tokens, targets, loss_mask)`` for a training step; the loss is
+    cross-entropy on ``loss_mask`` plus ``sparsity`` × (expected number of open gates).
+    ``eval_data`` = ``(tokens, targets, score_mask)`` judges the result. Returns the gate
+    values, the surviving heads (deterministic gate > 0.5), and the accuracy with the closed heads
+    zeroed, in the adapted weights and in the original ones, next to the intact model's.
+    """
+    import torch
+
+    if sparsity < 0 or steps < 1:
+        raise VocabularyError("learn_head_masks needs sparsity ≥ 0 and steps ≥ 1")
+    heads = list(heads if heads is not None else live_heads(model))
+    if not heads:
+        raise VocabularyError("the model has no live attention heads to mask")
+    torch.manual_seed(seed)
+    work = copy.deepcopy(model)
+    work.train()
+    for p in work.parameters():
+        p.requires_grad_(adapt)
+    log_alpha = torch.nn.Parameter(torch.full((len(heads),), 5.0))
+    opt = torch.optim.Adam([log_alpha], lr=lr)
+    # Plain SGD for the weights: a weight moves only as far as the loss asks, so an exact
+    # construction (loss ≈ 0) is left alone while a closing gate makes the others compensate.
+    weights = [p for p in work.parameters() if p.dtype.is_floating_point] if adapt else []
+    weight_opt = torch.optim.SGD(weights, lr=weight_lr) if adapt else None
+    index = {hd: i for i, hd in enumerate(heads)}
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    gates_now = {"values": None}
+
+    def hook_for(layer: int):
+        def hook(z, hook):
+            values = gates_now["values"]
+            one = torch.ones((), dtype=values.dtype)
+            scale = torch.stack([values[index[(layer, h)]] if (layer, h) in index else one for h in range(z.shape[2])])
+            return z * scale.to(z.dtype)[None, None, :, None]
+        return hook
+
+    hooks = [(f"blocks.{layer}.attn.hook_z", hook_for(layer)) for layer in by_layer]
+    penalty_shift = BETA * math.log(-GAMMA / ZETA)
+    trace = []
+    for step in range(steps):
+        tokens, targets, mask = batches(step)
+        gates_now["values"] = _gate_values(log_alpha, training=True)
+        logits = work.run_with_hooks(torch.from_numpy(tokens), return_type="logits", fwd_hooks=hooks)
+        m = torch.from_numpy(np.asarray(mask, dtype=bool))
+        ce = torch.nn.functional.cross_entropy(logits[m].float(), torch.from_numpy(targets)[m])
+        expected_open = torch.sigmoid(log_alpha - penalty_shift).sum()
+        loss = ce + sparsity * expected_open
+        opt.zero_grad()
+        if weight_opt is not None:
+            weight_opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if weight_opt is not None:
+            torch.nn.utils.clip_grad_norm_(weights, 1.0)  # a half-closed gate on a construction gives huge gradients
+            weight_opt.step()
+        if step % max(1, steps // 20) == 0 or step == steps - 1:
+            trace.append({"step": step, "loss": float(ce.detach()), "expected_open": float(expected_open.detach())})
+    work.eval()
+    with torch.no_grad():
+        final = _gate_values(log_alpha, training=False).numpy()
+    surviving = [hd for hd in heads if final[index[hd]] > 0.5]
+    closed = [hd for hd in heads if hd not in surviving]
+    tokens, targets, score = eval_data
+    return {
+        "sparsity": sparsity, "adapt": adapt, "steps": steps,
+        "gates": {hd: float(final[index[hd]]) for hd in heads},
+        "surviving": surviving, "closed": closed,
+        "accuracy_intact": accuracy_with_ablation(model, tokens, targets, score),
+        "accuracy_masked": accuracy_with_ablation(work, tokens, targets, score, closed),
+        # The same heads closed in the original weights: how much of the result is the adaptation.
+        "accuracy_masked_original_weights": accuracy_with_ablation(model, tokens, targets, score, closed),
+        "trace": trace,
+    }

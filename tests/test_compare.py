@@ -1,0 +1,160 @@
+"""`interp compare`: canonical coordinates, the comparison's findings, the report, the CLI."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from interp.compare import TWIN, compare
+from interp.compare_tasks import AutomatonComparison, DyckComparison, canonical, comparison_for
+from interp.catalogue import get_automaton
+from interp.dyck import Dyck
+from interp.errors import CheckpointError, ConstructionError
+from interp.train import ModelShape, TrainConfig, train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_TRAIN = TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3)
+FAST = dict(samples=40, examples=3, mask_steps=20, progress=False)
+
+
+def test_canonical_coordinates_fold_the_prefix_into_one_key():
+    p = np.tril(np.random.default_rng(0).random((6, 6)))
+    p /= p.sum(1, keepdims=True)
+    c = canonical(p, 2)  # two prefix tokens, a word of 4
+    assert c.shape == (4, 5)
+    assert np.allclose(c.sum(1), 1.0) and np.allclose(c[:, 0], p[2:, :2].sum(1))
+    assert np.array_equal(canonical(p, 1), p[1:])
+
+
+def test_dyck_latents_and_references_follow_the_stack():
+    comp = DyckComparison(Dyck(2, 4))
+    word = comp.lang.encode("[(())]")
+    data = comp.inputs(None, word[None])
+    depth, _ = data.latents["depth"]
+    top, _ = data.latents["stack-top type"]
+    assert depth[0].tolist() == [0, 1, 2, 3, 2, 1, 0]
+    assert top[0].tolist() == [2, 1, 0, 0, 0, 1, 2]  # ( is type 0, [ type 1, k = 2 "empty"
+    refs = comp.references(word)
+    assert refs["stack top"].shape == (6, 7) and refs["stack top"][3].argmax() == 2  # after [(() the top is the ( at 2
+    assert all(np.allclose(r.sum(1), 1.0) for r in refs.values())
+    assert data.score_mask[0].tolist() == [False, False, False, True, True, True, False]
+
+
+def test_gridworld_latent_and_boundary_reference():
+    comp = AutomatonComparison(get_automaton("grid3"), 6)
+    assert "last boundary" in comp.reference_names and comp.latent_names[-1] == "distance to the last boundary"
+    model = comp.constructions(["gridworld"], 0)["gridworld"]
+    word = np.array([1, 1, 0, 1, 1, 1])  # R R L R R R from state 0: 1 2 1 2 2 2
+    data = comp.inputs(model, word[None])
+    P = data.prefix
+    assert data.targets[0, P:].tolist() == [1, 2, 1, 2, 2, 2]
+    assert data.latents["distance to the last boundary"][0][0, P:].tolist() == [1, 0, 1, 0, 0, 0]
+    assert comp.references(word)["last boundary"].argmax(1).tolist() == [0, 2, 2, 4, 5, 6]
+
+
+@pytest.fixture(scope="module")
+def dyck_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare_dyck")
+    comp = DyckComparison(Dyck(2, 4))
+    train(comp.task, ModelShape(n_layers=2, d_model=24, n_heads=1, d_mlp=24), TINY_TRAIN, out / "twin")
+    report = compare(comp, out, theorem3_steps=30, **FAST)
+    return report, json.loads((out / "metrics.json").read_text())
+
+
+def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
+    _, m = dyck_report
+    assert set(m) >= {"probes", "attention", "ablation", "pruning"}
+    assert set(m["models"]) == {"stack", "uniform", "balanced", TWIN}
+    for name in ("stack", "uniform", "balanced"):
+        assert m["models"][name]["accuracy"] == 1.0
+        depth = m["probes"][name]["depth"]
+        # layer 1 writes the depth: readable right after it, not before it
+        assert depth["first_readable"] == "blocks.0.hook_resid_post"
+        assert depth["accuracy"]["blocks.0.hook_resid_post"] == 1.0 > depth["accuracy"]["blocks.0.hook_resid_pre"]
+        # the second-layer head is essential (others fixed) and survives pruning
+        ab = m["ablation"][name]
+        assert ab["zero"]["L1H0"] <= ab["chance"] + 0.05
+        assert "L1H0" in m["pruning"][name]["greedy"]["surviving"]
+    stack = m["attention"]["stack"]["L1H0"]
+    assert stack["best_reference"] == "stack top" and stack["references"]["stack top"]["argmax_agreement"] == 1.0
+    assert m["attention"]["uniform"]["L1H0"]["references"]["stack top"]["argmax_agreement"] < 0.9
+    assert len(m["attention"]["matching"]["stack"]) == 2  # the twin's two heads, each matched to one
+    t3 = m["pruning"]["theorem3"]
+    assert abs(t3["kept_fraction"] - 0.5) < 1e-3 and 0.0 <= t3["max_tv"] <= 1.0 and t3["target"] == "stack"
+
+
+def test_report_is_one_self_contained_file(dyck_report):
+    report, _ = dyck_report
+    page = report.read_text()
+    assert page.count("data:image/png;base64,") >= 6  # 4 attention figures, probes, ablation
+    assert "CircuitsVis" in page and "stack top" in page
+    assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=[\"']?(https?:|//)", page)
+    assert not re.search(r"<img[^>]+src=[\"'](?!data:)", page)  # every picture inlined
+
+
+def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
+    from interp.browser import find_chromium, render
+
+    if find_chromium() is None:
+        if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):
+            pytest.fail("Chromium is required here (make test installs Debian's chromium)")
+        pytest.skip("no Chromium (make test installs it)")
+    report, _ = dyck_report
+    r = render(report, tmp_path / "report.png", height=1600)
+    assert r.external_requests == []
+    assert "Constructed vs trained circuits" in r.dom and "<canvas" in r.dom  # circuitsvis drew its view
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(r.screenshot)[..., :3]
+    assert pixels.std() > 0.05 and (pixels.mean(-1) < 0.5).mean() > 0.01  # not blank: text and heatmaps
+
+
+def test_automaton_comparison_on_parity(tmp_path):
+    comp = comparison_for("parity", length=8)
+    train(comp.task, ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TINY_TRAIN, tmp_path / "twin")
+    compare(comp, tmp_path, constructions=["modular_counter", "prefix_scan"], **FAST)
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    counter = m["probes"]["modular_counter"]["state"]
+    assert counter["first_readable"] == "blocks.0.hook_resid_post"  # Lemma 15's one layer writes the state
+    assert m["probes"]["prefix_scan"]["state"]["first_readable"] == "blocks.5.hook_resid_post"  # after the last MLP
+    scan = m["attention"]["prefix_scan"]
+    assert scan["L0H0"]["best_reference"] == "previous token" and scan["L2H0"]["best_reference"] == "look-back 2"
+    assert scan["L4H0"]["best_reference"] == "look-back 4"
+    assert m["ablation"]["modular_counter"]["zero"]["L0H0"] <= m["ablation"]["modular_counter"]["chance"] + 0.05
+    assert m["pruning"]["prefix_scan"]["learned_masks"]["surviving"] == ["L0H0", "L2H0", "L4H0"]
+    assert len(m["attention"]["matching"]["prefix_scan"]) == 2  # the twin has 2 heads
+    assert "theorem3" not in m["pruning"]
+
+
+def test_bad_requests_get_clear_errors(tmp_path):
+    with pytest.raises(ConstructionError, match="dyck constructions"):
+        DyckComparison(Dyck(2, 4)).constructions(["stacky"], 0)
+    with pytest.raises(ConstructionError):
+        comparison_for("parity").constructions(["gridworld"], 0)
+    cli = [sys.executable, "-m", "interp", "compare"]
+    r = subprocess.run([*cli, "nosuchautomaton", "--out", str(tmp_path / "a")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "nosuchautomaton" in r.stderr
+    # a twin trained on another task is refused, and nothing is overwritten
+    comp = comparison_for("parity", length=8)
+    train(comp.task, ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TrainConfig(steps=2, eval_every=1,
+          eval_size=8, warmup=1), tmp_path / "twin")
+    r = subprocess.run([*cli, "dyck", "--trained", str(tmp_path / "twin"), "--out", str(tmp_path / "b")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "not on the requested task" in r.stderr
+    assert not (tmp_path / "b" / "report.html").exists()
+    with pytest.raises(CheckpointError):
+        compare(comparison_for("C3", length=8), tmp_path / "c", trained=tmp_path / "twin", **FAST)
+
+
+def test_the_twin_is_trained_once_and_reused(tmp_path):
+    comp = comparison_for("parity", length=6)
+    compare(comp, tmp_path, constructions=["modular_counter"], train_steps=30, **FAST)
+    weights = tmp_path / "twin" / "checkpoint.safetensors"
+    before = weights.stat().st_mtime_ns
+    compare(comp, tmp_path, constructions=["modular_counter"], train_steps=30, **FAST)
+    assert weights.stat().st_mtime_ns == before
