@@ -109,7 +109,7 @@ def _match(trained: dict, constructed: dict) -> list[dict]:
     return sorted(pairs, key=lambda d: d["tv_distance"])
 
 
-def _analyse(comparison: Comparison, name: str, model, eval_words, example_words, seed: int, masks: bool,
+def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int, masks: bool,
              mask_steps: int) -> tuple[dict, dict]:
     from probes.ablation import greedy_prune, head_ablation, live_heads
     from probes.linear import probe_accuracy
@@ -149,7 +149,8 @@ def _analyse(comparison: Comparison, name: str, model, eval_words, example_words
         pruning["learned_masks"] = {
             "sparsity": lm["sparsity"], "steps": lm["steps"], "gates": {head_name(h): g for h, g in lm["gates"].items()},
             "surviving": [head_name(h) for h in lm["surviving"]], "accuracy_masked": lm["accuracy_masked"],
-            "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"]}
+            "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"],
+            "kept_accuracy": lm["kept_accuracy"]}
     metrics = {"accuracy": ablation["baseline"], "heads": [head_name(h) for h in heads],
                "probes": probes, "attention": attention, "ablation": ablation, "pruning": pruning}
     return metrics, canon
@@ -193,7 +194,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
                                "pruning": {}}
     canon = {}
     for name, model in tqdm(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
-        m, canon[name] = _analyse(comparison, name, model, eval_words, example_words, seed, masks, mask_steps)
+        m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, masks, mask_steps)
         metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],
                                    "kind": "trained" if name == TWIN else "construction",
                                    "layers": model.cfg.n_layers, "d_model": model.cfg.d_model}

@@ -19,6 +19,8 @@ from interp.viz import _figure_png, circuitsvis_heads, heatmap_png, png_data_uri
 
 __all__ = ["write_report"]
 
+SIDE_BY_SIDE_HEADS = 6  # up to this many live heads per model, all models go in one figure
+
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
@@ -49,6 +51,33 @@ def _example_patterns(comparison, models: dict, word) -> tuple[dict, list[str]]:
     shown = comparison.display_tokens(first, word)
     prefix_label = "BOS" if comparison.kind == "dyck" else "prefix"
     return out, [prefix_label, *shown[len(shown) - len(word):]]
+
+
+def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
+    """One column per model (its heads down the column), all on the same token axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, cols = max(len(p) for p in patterns.values()), len(patterns)
+    size = 1.6 + 0.09 * len(tokens)
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * size + 1.2, rows * size), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    n = len(tokens)
+    for c, (name, pats) in enumerate(patterns.items()):
+        for r, ((layer, head), p) in enumerate(pats.items()):
+            ax = axes[r][c]
+            ax.axis("on")
+            ax.imshow(p, vmin=0, vmax=1, cmap="Blues")
+            ax.set_title(f"{name}: L{layer}H{head}", fontsize=8)
+            ax.set_xticks(range(n), tokens, rotation=90, fontsize=5)
+            ax.set_yticks(range(n), tokens, fontsize=5)
+    fig.tight_layout()
+    data = _figure_png(fig)
+    plt.close(fig)
+    return data
 
 
 def _panels_png(series: dict[str, dict[str, dict[str, float]]], title: str, ylabel: str,
@@ -113,10 +142,12 @@ def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
     summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
                             "greedy pruning keeps", "learned masks keep"], summary)
 
-    heat = []
-    for name, pats in patterns.items():
-        png = heatmap_png(pats, tokens, f"{name}")
-        heat.append(f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' src='{png_data_uri(png)}'>")
+    if max(len(p) for p in patterns.values()) <= SIDE_BY_SIDE_HEADS:
+        png = _side_by_side_png(patterns, tokens)
+        heat = [f"<img alt='attention of every model, side by side' src='{png_data_uri(png)}'>"]
+    else:  # many heads (e.g. the gridworld construction's 2S + 1): one figure per model
+        heat = [f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' "
+                f"src='{png_data_uri(heatmap_png(pats, tokens, name))}'>" for name, pats in patterns.items()]
     tiles = [p for pats in patterns.values() for p in pats.values()]
     tile_names = [f"{name} L{l}H{h}" for name, pats in patterns.items() for (l, h) in pats]
     cv = circuitsvis_heads(dict(enumerate(tiles)), tokens, names=tile_names) if tiles else ""
@@ -148,7 +179,8 @@ def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
         prune_rows.append([name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—",
                            pr["greedy"]["accuracy"],
                            ", ".join(f"{h} {g:.2f}" for h, g in lm["gates"].items()) if lm else "—",
-                           (", ".join(lm["surviving"]) or "—") if lm else "—", lm["accuracy_masked"] if lm else "—",
+                           (", ".join(lm["surviving"]) or "—") if lm else "—",
+                           (f"{lm['accuracy_masked']:.3f}" + ("" if lm["kept_accuracy"] else " ✗")) if lm else "—",
                            lm["accuracy_masked_original_weights"] if lm else "—"])
     theorem3 = ""
     t3 = metrics["pruning"].get("theorem3")
@@ -185,10 +217,12 @@ distance. Each head's closest reference (by TV distance) is shown; all are in <c
 <h2>Head ablation (others fixed)</h2><img alt="head ablation" src="{png_data_uri(ablation_png)}">
 <h2>Pruning</h2>
 <p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
-hard-concrete gates with an L0 penalty trained with all weights (others adapt); a head survives when its gate is
-above 0.5. The closed heads are zeroed in the adapted weights and, for comparison, in the original ones.</p>
+hard-concrete gates with an L0 penalty (1 nat per open head) trained with all weights (others adapt); a head survives
+when its gate is above 0.5. Accuracy as trained (adapted weights, surviving heads scaled by their gates), and with the closed heads
+zeroed in the original weights. Constructions can collapse to a constant output when a gate partly closes, which leaves
+no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
 {_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "learned gates", "learned masks keep",
-         "accuracy (adapted weights)", "accuracy (original weights)"], prune_rows)}
+         "accuracy as trained", "accuracy, original weights"], prune_rows)}
 {theorem3}
 <p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning); {metrics['seconds']:.0f} s.</p>
 </body></html>

@@ -73,9 +73,11 @@ def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
     for name in ("stack", "uniform", "balanced"):
         assert m["models"][name]["accuracy"] == 1.0
         depth = m["probes"][name]["depth"]
-        # layer 1 writes the depth: readable right after it, not before it
-        assert depth["first_readable"] == "blocks.0.hook_resid_post"
-        assert depth["accuracy"]["blocks.0.hook_resid_post"] == 1.0 > depth["accuracy"]["blocks.0.hook_resid_pre"]
+        # the layer-1 head writes the depth: readable right after it, not before it
+        assert depth["first_readable"] == "blocks.0.hook_resid_mid"
+        assert depth["accuracy"]["blocks.0.hook_resid_mid"] == 1.0 and depth["accuracy"]["blocks.0.hook_resid_pre"] < 0.9
+        # the layer-2 head writes the stack-top type
+        assert m["probes"][name]["stack-top type"]["first_readable"] == "blocks.1.hook_resid_mid"
         # the second-layer head is essential (others fixed) and survives pruning
         ab = m["ablation"][name]
         assert ab["zero"]["L1H0"] <= ab["chance"] + 0.05
@@ -91,7 +93,7 @@ def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
 def test_report_is_one_self_contained_file(dyck_report):
     report, _ = dyck_report
     page = report.read_text()
-    assert page.count("data:image/png;base64,") >= 6  # 4 attention figures, probes, ablation
+    assert page.count("data:image/png;base64,") >= 3  # attention side by side, probes, ablation
     assert "CircuitsVis" in page and "stack top" in page
     assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=[\"']?(https?:|//)", page)
     assert not re.search(r"<img[^>]+src=[\"'](?!data:)", page)  # every picture inlined

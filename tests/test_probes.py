@@ -131,3 +131,17 @@ def test_weight_mask_prunes_a_random_network_towards_a_construction():
     assert all(torch.equal(weights[k], v) for k, v in large.state_dict().items())
     with pytest.raises(VocabularyError):
         learn_weight_mask(target, large, lambda s: ev[0], ev, keep=0.0)
+
+
+def test_logistic_probe_reads_a_state_stored_along_one_direction():
+    """The prefix scan keeps q + 1 in one coordinate; least squares on one-hot targets cannot
+    separate many classes on a line ("masking"), softmax regression can."""
+    a = get_automaton("grid5")
+    model = build("prefix_scan", a, 8).to_hooked()
+    tokens, labels, mask = automaton_probe_data(model, a, a.sample(120, 8, seed=6))
+    last = [residual_hooks(model.cfg.n_layers)[-1]]
+    logistic = probe_accuracy(model, tokens, labels, mask, hooks=last)[last[0]]
+    ridge = probe_accuracy(model, tokens, labels, mask, hooks=last, method="ridge")[last[0]]
+    assert logistic >= 0.99 > ridge
+    with pytest.raises(VocabularyError):
+        probe_accuracy(model, tokens, labels, mask, method="svm")

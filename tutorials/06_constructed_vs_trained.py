@@ -62,15 +62,16 @@ for name, info in m["models"].items():
 # %% [markdown]
 # ### Where the depth and the stack top live
 #
-# The probes read every `hook_resid_pre/mid/post`. The constructions write the depth with their
-# first layer (a BOS-sink head whose value carries ±1 per bracket), and the stack-top type only
-# after the second attention layer has found the top.
+# The probes (multinomial logistic regression) read every `hook_resid_pre/mid/post`. The
+# constructions write the depth with their first attention head (a BOS-sink head whose value
+# carries ±1 per bracket), so it is readable from `blocks.0.hook_resid_mid` on; the stack-top type
+# appears at `blocks.1.hook_resid_mid`, right after the second head has found the top.
 
 # %%
 for name in ("stack", "uniform", "balanced"):
-    assert m["probes"][name]["depth"]["first_readable"] == "blocks.0.hook_resid_post"
+    assert m["probes"][name]["depth"]["first_readable"] == "blocks.0.hook_resid_mid"
     assert m["probes"][name]["depth"]["accuracy"]["blocks.0.hook_resid_pre"] < 0.9
-    assert m["probes"][name]["stack-top type"]["first_readable"].startswith("blocks.1")
+    assert m["probes"][name]["stack-top type"]["first_readable"] == "blocks.1.hook_resid_mid"
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
 for ax, latent in zip(axes, ("depth", "stack-top type")):
@@ -170,7 +171,7 @@ print("twin ablation:", p["ablation"][TWIN])
 #
 # * **Probes locate a latent, not a mechanism.** In every construction the latent becomes linearly
 #   readable exactly where the proof writes it (the counter's state right after its one layer, the
-#   scan's after its last MLP, the Dyck depth after layer 1). In the twin the same latents are
+#   scan's after its last MLP, the Dyck depth right after the first head). In the twin the same latents are
 #   readable too, at hooks the probe finds but no proof predicts.
 # * **Attention patterns are not unique to a solution.** Three exact Dyck models attend in three
 #   different ways at layer 2, and only one of them looks like a stack; a trained model need not
