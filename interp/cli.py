@@ -107,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--examples", type=int, default=20, help="example words for the attention scores")
     s.add_argument("--train-minutes", type=float, default=5.0, help="time budget when the twin is trained here")
     s.add_argument("--mask-steps", type=int, default=150, help="steps of learned head masks (0: skip)")
+    s.add_argument("--mask-sparsity", type=float, nargs="+", default=[0.1, 0.3, 1.0], metavar="λ",
+                   help="L0 penalties of the learned head masks, nats per open head (default 0.1 0.3 1)")
     s.add_argument("--theorem3-steps", type=int, default=1000, help="dyck: steps of the random-network weight mask (0: skip)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
@@ -373,7 +375,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length)
     report = compare(comparison, Path(args.out), constructions=args.construction, trained=args.trained,
                      samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
-                     masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps), theorem3_steps=args.theorem3_steps,
+                     masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps),
+                     mask_sparsities=args.mask_sparsity, theorem3_steps=args.theorem3_steps,
                      seed=args.seed, progress=sys.stderr.isatty())
     print(f"report: {report}")
     return 0

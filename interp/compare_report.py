@@ -137,7 +137,8 @@ def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
                         *(f"{p['best']:.3f} at {_short_hook(p['best_hook'])}; ≥ 0.99 from "
                           f"{_short_hook(p['first_readable']) if p['first_readable'] else 'nowhere'}" for p in probes.values()),
                         ", ".join(pr["greedy"]["surviving"]) or "—",
-                        ", ".join(pr.get("learned_masks", {}).get("surviving", [])) or "—"])
+                        "; ".join(f"λ={r['sparsity']:g}: " + (", ".join(r["surviving"]) or "none")
+                                  for r in pr.get("learned_masks", {}).get("runs", [])) or "—"])
     latents = list(comparison.latent_names)
     summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
                             "greedy pruning keeps", "learned masks keep"], summary)
@@ -175,13 +176,14 @@ def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
     prune_rows = []
     for name in models:
         pr = metrics["pruning"][name]
-        lm = pr.get("learned_masks")
-        prune_rows.append([name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—",
-                           pr["greedy"]["accuracy"],
-                           ", ".join(f"{h} {g:.2f}" for h, g in lm["gates"].items()) if lm else "—",
-                           (", ".join(lm["surviving"]) or "—") if lm else "—",
-                           (f"{lm['accuracy_masked']:.3f}" + ("" if lm["kept_accuracy"] else " ✗")) if lm else "—",
-                           lm["accuracy_masked_original_weights"] if lm else "—"])
+        runs = pr.get("learned_masks", {}).get("runs", [{}])
+        for i, r in enumerate(runs):
+            greedy = [name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—",
+                      pr["greedy"]["accuracy"]] if i == 0 else ["", "", "", ""]
+            prune_rows.append(greedy + ([f"{r['sparsity']:g}", ", ".join(f"{h} {g:.2f}" for h, g in r["gates"].items()),
+                                         ", ".join(r["surviving"]) or "none",
+                                         f"{r['accuracy_masked']:.3f}" + ("" if r["kept_accuracy"] else " ✗"),
+                                         r["accuracy_masked_original_weights"]] if r else ["—"] * 5))
     theorem3 = ""
     t3 = metrics["pruning"].get("theorem3")
     if t3:
@@ -217,11 +219,11 @@ distance. Each head's closest reference (by TV distance) is shown; all are in <c
 <h2>Head ablation (others fixed)</h2><img alt="head ablation" src="{png_data_uri(ablation_png)}">
 <h2>Pruning</h2>
 <p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
-hard-concrete gates with an L0 penalty (1 nat per open head) trained with all weights (others adapt); a head survives
+hard-concrete gates with an L0 penalty of λ nats per open head, trained with all weights (others adapt); a head survives
 when its gate is above 0.5. Accuracy as trained (adapted weights, surviving heads scaled by their gates), and with the closed heads
 zeroed in the original weights. Constructions can collapse to a constant output when a gate partly closes, which leaves
 no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
-{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "learned gates", "learned masks keep",
+{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "λ", "learned gates", "learned masks keep",
          "accuracy as trained", "accuracy, original weights"], prune_rows)}
 {theorem3}
 <p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning); {metrics['seconds']:.0f} s.</p>

@@ -128,7 +128,9 @@ def test_automaton_comparison_on_parity(tmp_path):
     assert scan["L0H0"]["best_reference"] == "previous token" and scan["L2H0"]["best_reference"] == "look-back 2"
     assert scan["L4H0"]["best_reference"] == "look-back 4"
     assert m["ablation"]["modular_counter"]["zero"]["L0H0"] <= m["ablation"]["modular_counter"]["chance"] + 0.05
-    assert m["pruning"]["prefix_scan"]["learned_masks"]["surviving"] == ["L0H0", "L2H0", "L4H0"]
+    runs = m["pruning"]["prefix_scan"]["learned_masks"]["runs"]
+    assert [r["sparsity"] for r in runs] == [0.1, 0.3, 1.0]
+    assert all(r["surviving"] == ["L0H0", "L2H0", "L4H0"] and r["kept_accuracy"] for r in runs)  # all essential
     assert len(m["attention"]["matching"]["prefix_scan"]) == 2  # the twin has 2 heads
     assert "theorem3" not in m["pruning"]
 
