@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--mask-sparsity", type=float, nargs="+", default=[0.1, 0.3, 1.0], metavar="λ",
                    help="L0 penalties of the learned head masks, nats per open head (default 0.1 0.3 1)")
     s.add_argument("--theorem3-steps", type=int, default=1000, help="dyck: steps of the random-network weight mask (0: skip)")
+    s.add_argument("--corollary3-steps", type=int, default=400,
+                   help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
 
@@ -377,6 +379,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                      samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
                      masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps),
                      mask_sparsities=args.mask_sparsity, theorem3_steps=args.theorem3_steps,
+                     corollary3_steps=args.corollary3_steps,
                      seed=args.seed, progress=sys.stderr.isatty())
     print(f"report: {report}")
     return 0

@@ -15,7 +15,8 @@ defaults, reused from ``out/twin``, or loaded from ``trained``) on the same word
 * **pruning** — greedy head pruning at 95% of the intact accuracy, learned hard-concrete head
   masks with an L0 penalty of 0.1, 0.3 and 1 nat per open head (others adapt, ``probes.masks``), and for Dyck the Theorem-3 demo: a
   mask on a larger random transformer learned to reproduce the stack construction
-  (``probes.weight_mask``).
+  (``probes.weight_mask``), and Corollary 3: the stack and the uniform constructions pruned out of
+  that one random network with an identical pruned key matrix.
 
 It writes ``out/metrics.json`` (sections ``probes``, ``attention``, ``ablation``, ``pruning``)
 and the self-contained ``out/report.html`` (``interp.compare_report``).
@@ -143,7 +144,7 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
         task = comparison.task
 
         def batches(step: int):
-            d = comparison.inputs(model, _train_words(comparison, task, step, seed), with_latents=False)
+            d = comparison.inputs(model, _train_words(task, step, seed), with_latents=False)
             return d.tokens, d.targets, d.loss_mask
 
         runs = []
@@ -161,7 +162,7 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
     return metrics, canon
 
 
-def _train_words(comparison: Comparison, task, step: int, seed: int) -> np.ndarray:
+def _train_words(task, step: int, seed: int) -> np.ndarray:
     """Fresh words for a mask-learning step (a different stream from the evaluation words)."""
     # Both task kinds put BOS first and token 1 + symbol after it.
     return task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
@@ -171,13 +172,14 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
             trained: str | Path | None = None, samples: int = 200, examples: int = 20, train_steps: int | None = None,
             train_minutes: float = 5.0,
             masks: bool = True, mask_steps: int = 150, mask_sparsities: Sequence[float] = MASK_SPARSITIES,
-            theorem3_steps: int | None = 1000, seed: int = 0,
+            theorem3_steps: int | None = 1000, corollary3_steps: int | None = 400, seed: int = 0,
             progress: bool = True) -> Path:
     """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
 
     ``train_steps``/``train_minutes`` bound the twin's training when it is trained here (default
     steps: the task's); ``theorem3_steps`` (Dyck only; ``None`` or 0 skips it) is the length of
-    the weight-mask run.
+    the weight-mask run; ``corollary3_steps`` (Dyck, with the stack and uniform constructions) the
+    length of the two-target run with one shared matrix.
     """
     from tqdm import tqdm
 
@@ -211,27 +213,42 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
         if name != TWIN:
             metrics["attention"]["matching"][name] = _match(canon[TWIN], canon[name])
     if comparison.kind == "dyck" and theorem3_steps:
-        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, seed, progress)
+        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
+                                                   seed, progress)
     metrics["seconds"] = round(time.time() - started, 1)
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=1, default=_jsonable) + "\n").encode())
     return write_report(out, comparison, models, metrics)
 
 
-def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, seed: int, progress: bool) -> dict:
-    from probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
+COROLLARY3_SHARED = ("blocks.1.attn.W_K",)  # the one matrix both prunings must share
+
+
+def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, corollary3_steps: int | None,
+              seed: int, progress: bool) -> dict:
+    """Theorem 3 (a random network pruned into the stack construction) and, when both the stack
+    and the uniform constructions are compared, Corollary 3 (both pruned out of one random network
+    with one shared pruned matrix)."""
+    from probes.weight_mask import RandomShape, learn_weight_mask, learn_weight_masks, random_transformer
 
     name = "stack" if "stack" in models else next(n for n in models if n != TWIN)
     target = models[name]
     shape = RandomShape(n_layers=2 * target.cfg.n_layers)
     large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, comparison.length, shape, seed=seed)
     data = comparison.inputs(target, eval_words, with_latents=False)
+    eval_data = (data.tokens, data.targets, data.score_mask)
 
     def batches(step: int) -> np.ndarray:
         return comparison.task.batch(step_rng(seed + 2000, step, stream=4), 32).tokens
 
-    r = learn_weight_mask(target, large, batches, (data.tokens, data.targets, data.score_mask), steps=steps,
-                          seed=seed, progress=progress)
+    r = learn_weight_mask(target, large, batches, eval_data, steps=steps, seed=seed, progress=progress)
     r.update({"target": name, "random_shape": shape.__dict__})
+    if corollary3_steps and {"stack", "uniform"} <= set(models):
+        pair = ("stack", "uniform")
+        c = learn_weight_masks([models[n] for n in pair], large, batches, eval_data, steps=corollary3_steps,
+                               shared=COROLLARY3_SHARED, seed=seed, progress=progress)
+        r["corollary3"] = {"targets": {n: t for n, t in zip(pair, c["targets"])}, "shared": c["shared"],
+                           "shared_identical": c["shared_identical"], "other_masks_jaccard": c["other_masks_jaccard"],
+                           "steps": corollary3_steps}
     return r
 
 

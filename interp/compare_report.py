@@ -195,6 +195,15 @@ entries U(−1, 1)/√fan-in, never trained) is pruned — every weight kept or 
 construction's next-token distribution.</p>""" + _table(
             ["kept fraction", "accuracy of the pruned network", "construction's accuracy", "mean TV", "max TV", "ε̂ (max relative L2)"],
             [[t3["kept_fraction"], t3["accuracy"], t3["target_accuracy"], t3["mean_tv"], t3["max_tv"], t3["epsilon_hat"]]])
+        c3 = t3.get("corollary3")
+        if c3:
+            theorem3 += f"""<h3>Corollary 3: two mechanisms, one identical pruned matrix</h3>
+<p>The stack-like and the uniform constructions attend differently, yet both were pruned out of the same random
+network ({c3['steps']} steps) with <b>one</b> mask on <code>{html.escape(', '.join(c3['shared']))}</code>: the two pruned
+matrices are {'identical' if c3['shared_identical'] else 'NOT identical'}. Elsewhere the two prunings overlap
+with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cannot tell the two functions apart.</p>""" + _table(
+                ["target", "accuracy of its pruning", "mean TV", "max TV"],
+                [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()])
 
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(comparison.title)}</title>

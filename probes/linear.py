@@ -56,8 +56,9 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     """Held-out accuracy of a linear probe for ``labels`` at every hook (sequences split train/test).
 
     ``method``: ``"logistic"`` (softmax regression, L2 weight ``l2``, default 1e-5: weak, because a
-    latent stored along one direction needs large weights to separate many classes) or
-    ``"ridge"`` (least squares on one-hot targets, ridge ``l2`` × rows, default 1e-3).
+    latent stored along one direction needs large weights to separate many classes; where the
+    least-squares probe already classifies the whole training split correctly, that one is used)
+    or ``"ridge"`` (least squares on one-hot targets, ridge ``l2`` × rows, default 1e-3).
     """
     import torch
 
@@ -83,8 +84,11 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
         mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-8
         x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
         y_index = np.searchsorted(classes, y_tr)
-        fit = _fit_logistic if method == "logistic" else _fit_ridge
-        w, b = fit(x_tr, y_index, len(classes), l2 if l2 is not None else DEFAULT_L2[method])
+        w, b = _fit_ridge(x_tr, y_index, len(classes), l2 if l2 is not None and method == "ridge" else DEFAULT_L2["ridge"])
+        # Softmax regression only where least squares does not already separate the training set
+        # (it is ~100x slower, and cannot beat a perfect training fit by more than luck).
+        if method == "logistic" and ((x_tr @ w + b).argmax(1) != y_index).any():
+            w, b = _fit_logistic(x_tr, y_index, len(classes), l2 if l2 is not None else DEFAULT_L2["logistic"])
         pred = classes[(x_te @ w + b).argmax(1)]
         out[hook] = float((pred == y_te).mean())
     return out

@@ -13,18 +13,23 @@ divergence from the construction's next-token distribution. The random weights n
 Reported: the kept fraction, the task accuracy of the pruned network, the largest total-variation
 distance between its next-token distribution and the construction's over all scored positions,
 and ε̂ = max over positions of ‖f(x) − g(x)‖₂ / ‖g(x)‖₂ for the probability vectors.
+
+Corollary 3 (:func:`learn_weight_masks` with ``shared``): two constructions — say the stack-like
+and the uniform Dyck models, whose attention differs — are both carved out of the same random
+network with *one* mask on a chosen matrix, so the two pruned networks contain an identical
+matrix while computing with different mechanisms.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from interp.errors import VocabularyError
 
-__all__ = ["RandomShape", "random_transformer", "learn_weight_mask"]
+__all__ = ["RandomShape", "random_transformer", "learn_weight_mask", "learn_weight_masks"]
 
 
 @dataclass(frozen=True)
@@ -74,66 +79,110 @@ def learn_weight_mask(target, large, batches: Callable[[int], np.ndarray],
     ``batches(step)`` gives the token batch of a step; ``eval_data`` = (tokens, targets, score_mask)
     judges the pruned network (accuracy on ``score_mask``, distances on the same positions).
     """
+    result = learn_weight_masks([target], large, batches, eval_data, keep=keep, steps=steps, lr=lr, seed=seed,
+                                progress=progress)
+    return {**result["targets"][0], "trace": result["trace"]}
+
+
+def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.ndarray],
+                       eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], keep: float = 0.5, steps: int = 400,
+                       lr: float = 0.05, shared: Sequence[str] = (), seed: int = 0, progress: bool = False) -> dict:
+    """One pruning of ``large`` per target, trained together; the matrices named in ``shared`` get
+    *one* mask for all targets (Corollary 3: the prunings coincide on that matrix).
+
+    The loss is the sum of the targets' KL divergences. Returns, per target, the same numbers as
+    :func:`learn_weight_mask`, and for the shared matrices whether the pruned matrices are
+    identical across targets (they are by construction; checked on the final masks) next to the
+    overlap of the targets' other masks (how different the two prunings are elsewhere).
+    """
     import torch
     from torch.func import functional_call
     from tqdm import tqdm
 
+    targets = list(targets)
+    if not targets:
+        raise VocabularyError("learn_weight_masks needs at least one target")
     if not 0.0 < keep <= 1.0:
         raise VocabularyError(f"keep must be in (0, 1], got {keep}")
-    if (target.cfg.d_vocab, target.cfg.d_vocab_out) != (large.cfg.d_vocab, large.cfg.d_vocab_out):
-        raise VocabularyError("the random network and the target must share input and output vocabularies")
+    for target in targets:
+        if (target.cfg.d_vocab, target.cfg.d_vocab_out) != (large.cfg.d_vocab, large.cfg.d_vocab_out):
+            raise VocabularyError("the random network and the targets must share input and output vocabularies")
     torch.manual_seed(seed)
     base = {n: p.detach() for n, p in large.named_parameters()}
     names = [n for n in base if _masked(n)]
-    # Scores start at |w| (a magnitude-pruning start), plus a little noise to break ties.
-    scores = {n: torch.nn.Parameter(base[n].abs() + 1e-3 * torch.rand_like(base[n])) for n in names}
-    opt = torch.optim.Adam(scores.values(), lr=lr)
+    unknown = [n for n in shared if n not in names]
+    if unknown:
+        raise VocabularyError(f"not a weight matrix of the random network: {', '.join(unknown)}")
 
-    def masks(hard_only: bool = False) -> dict:
+    def new_scores(n: str) -> "torch.nn.Parameter":
+        # |w| (a magnitude-pruning start) plus a little noise to break ties
+        return torch.nn.Parameter(base[n].abs() + 1e-3 * torch.rand_like(base[n]))
+
+    common = {n: new_scores(n) for n in shared}
+    scores = [{n: common[n] if n in common else new_scores(n) for n in names} for _ in targets]
+    opt = torch.optim.Adam(list(common.values()) + [p for sc in scores for n, p in sc.items() if n not in common], lr=lr)
+
+    def masks(sc: dict, hard_only: bool = False) -> dict:
         out = {}
         for n in names:
-            s = scores[n]
+            s = sc[n]
             k = max(1, int(round(keep * s.numel())))
             threshold = s.detach().flatten().kthvalue(s.numel() - k + 1).values
             hard = (s.detach() >= threshold).to(s.dtype)
             out[n] = hard if hard_only else hard + s - s.detach()  # straight-through to the scores
         return out
 
-    def forward(tokens: torch.Tensor, hard_only: bool = False) -> torch.Tensor:
-        m = masks(hard_only)
+    def forward(sc: dict, tokens: "torch.Tensor", hard_only: bool = False) -> "torch.Tensor":
+        m = masks(sc, hard_only)
         params = {n: base[n] * m[n] if n in m else base[n] for n in base}
         return functional_call(large, params, (tokens,), {"return_type": "logits"})
 
-    def target_logprobs(tokens: torch.Tensor) -> torch.Tensor:
+    def target_logprobs(target, tokens: "torch.Tensor") -> "torch.Tensor":
         with torch.inference_mode():
             return torch.log_softmax(target(tokens, return_type="logits").double(), -1).float().clone()
 
     trace = []
     for step in tqdm(range(steps), disable=not progress, desc="weight mask", unit="step", leave=False):
         tokens = torch.from_numpy(np.asarray(batches(step), dtype=np.int64))
-        want = target_logprobs(tokens)
-        got = torch.log_softmax(forward(tokens), -1)
-        loss = torch.nn.functional.kl_div(got.flatten(0, 1), want.flatten(0, 1), log_target=True, reduction="batchmean")
+        losses = []
+        for target, sc in zip(targets, scores):
+            got = torch.log_softmax(forward(sc, tokens), -1)
+            want = target_logprobs(target, tokens)
+            losses.append(torch.nn.functional.kl_div(got.flatten(0, 1), want.flatten(0, 1), log_target=True,
+                                                     reduction="batchmean"))
+        loss = sum(losses)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % max(1, steps // 20) == 0 or step == steps - 1:
-            trace.append({"step": step, "kl": float(loss.detach())})
+            trace.append({"step": step, "kl": [float(x.detach()) for x in losses]} if len(targets) > 1
+                         else {"step": step, "kl": float(losses[0].detach())})
 
-    tokens, targets, score = (np.asarray(x) for x in eval_data)
+    tokens, labels, score = (np.asarray(x) for x in eval_data)
     tokens_t = torch.from_numpy(tokens.astype(np.int64))
-    with torch.inference_mode():
-        p = torch.softmax(forward(tokens_t, hard_only=True).double(), -1).numpy()
-        q = torch.softmax(target(tokens_t, return_type="logits").double(), -1).numpy()
-        kept = sum(float(m.sum()) for m in masks(hard_only=True).values())
-    total = sum(base[n].numel() for n in names)
     sel = score.astype(bool)
-    tv = 0.5 * np.abs(p - q).sum(-1)[sel]
-    rel = (np.linalg.norm(p - q, axis=-1) / np.linalg.norm(q, axis=-1))[sel]
-    return {
-        "keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),
-        "steps": steps, "accuracy": float((p.argmax(-1)[sel] == targets[sel]).mean()),
-        "target_accuracy": float((q.argmax(-1)[sel] == targets[sel]).mean()),
-        "max_tv": float(tv.max()), "mean_tv": float(tv.mean()), "epsilon_hat": float(rel.max()),
-        "trace": trace,
-    }
+    total = sum(base[n].numel() for n in names)
+    results, finals = [], []
+    for target, sc in zip(targets, scores):
+        with torch.inference_mode():
+            p = torch.softmax(forward(sc, tokens_t, hard_only=True).double(), -1).numpy()
+            q = torch.softmax(target(tokens_t, return_type="logits").double(), -1).numpy()
+            final = masks(sc, hard_only=True)
+        finals.append(final)
+        kept = sum(float(m.sum()) for m in final.values())
+        tv = 0.5 * np.abs(p - q).sum(-1)[sel]
+        rel = (np.linalg.norm(p - q, axis=-1) / np.linalg.norm(q, axis=-1))[sel]
+        results.append({
+            "keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),
+            "steps": steps, "accuracy": float((p.argmax(-1)[sel] == labels[sel]).mean()),
+            "target_accuracy": float((q.argmax(-1)[sel] == labels[sel]).mean()),
+            "max_tv": float(tv.max()), "mean_tv": float(tv.mean()), "epsilon_hat": float(rel.max()),
+        })
+    out: dict = {"targets": results, "trace": trace, "shared": list(shared)}
+    if len(targets) > 1:
+        out["shared_identical"] = all(torch.equal(f[n], finals[0][n]) for f in finals for n in shared)
+        others = [n for n in names if n not in shared]
+        a = torch.cat([finals[0][n].flatten() for n in others]).bool()
+        b = torch.cat([finals[1][n].flatten() for n in others]).bool()
+        out["other_masks_jaccard"] = float((a & b).sum() / (a | b).sum())
+    return out

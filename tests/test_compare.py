@@ -62,7 +62,7 @@ def dyck_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare_dyck")
     comp = DyckComparison(Dyck(2, 4))
     train(comp.task, ModelShape(n_layers=2, d_model=24, n_heads=1, d_mlp=24), TINY_TRAIN, out / "twin")
-    report = compare(comp, out, theorem3_steps=30, **FAST)
+    report = compare(comp, out, theorem3_steps=30, corollary3_steps=10, **FAST)
     return report, json.loads((out / "metrics.json").read_text())
 
 
@@ -88,13 +88,15 @@ def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
     assert len(m["attention"]["matching"]["stack"]) == 2  # the twin's two heads, each matched to one
     t3 = m["pruning"]["theorem3"]
     assert abs(t3["kept_fraction"] - 0.5) < 1e-3 and 0.0 <= t3["max_tv"] <= 1.0 and t3["target"] == "stack"
+    c3 = t3["corollary3"]
+    assert c3["shared_identical"] and set(c3["targets"]) == {"stack", "uniform"}
 
 
 def test_report_is_one_self_contained_file(dyck_report):
     report, _ = dyck_report
     page = report.read_text()
     assert page.count("data:image/png;base64,") >= 3  # attention side by side, probes, ablation
-    assert "CircuitsVis" in page and "stack top" in page
+    assert "CircuitsVis" in page and "stack top" in page and "Corollary 3" in page
     assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=[\"']?(https?:|//)", page)
     assert not re.search(r"<img[^>]+src=[\"'](?!data:)", page)  # every picture inlined
 

@@ -145,3 +145,23 @@ def test_logistic_probe_reads_a_state_stored_along_one_direction():
     assert logistic >= 0.99 > ridge
     with pytest.raises(VocabularyError):
         probe_accuracy(model, tokens, labels, mask, method="svm")
+
+
+def test_corollary3_two_prunings_share_one_identical_matrix():
+    from constructions.dyck import build_dyck
+    from interp.dyck import Dyck
+    from interp.tasks import DyckTask, step_rng
+    from probes.weight_mask import RandomShape, learn_weight_masks, random_transformer
+
+    lang = Dyck(2, 4)
+    task = DyckTask(lang, 16)
+    stack, uniform = (build_dyck(lang, 32, v).to_hooked() for v in ("stack", "uniform"))
+    large = random_transformer(stack.cfg.d_vocab, stack.cfg.d_vocab_out, 16, RandomShape(2, 32, 2, 64), seed=1)
+    ev = task.batch(step_rng(0, 0, stream=1), 40)
+    r = learn_weight_masks([stack, uniform], large, lambda s: task.batch(step_rng(0, s), 16).tokens,
+                           (ev.tokens, ev.targets, ev.score_mask), steps=25, shared=["blocks.1.attn.W_K"])
+    assert r["shared_identical"] and 0.0 < r["other_masks_jaccard"] < 1.0  # the rest of the prunings differ
+    assert len(r["targets"]) == 2 and all(t["target_accuracy"] == 1.0 for t in r["targets"])
+    with pytest.raises(VocabularyError, match="not a weight matrix"):
+        learn_weight_masks([stack], large, lambda s: ev.tokens, (ev.tokens, ev.targets, ev.score_mask),
+                           shared=["blocks.9.attn.W_K"])
