@@ -197,7 +197,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     example_words = comparison.words(examples, seed + 1)
 
     metrics: dict[str, Any] = {"task": comparison.title, "kind": comparison.kind, "twin": str(twin_dir),
-                               "samples": samples, "examples": examples,
+                               "samples": samples, "examples": examples, "seed": seed,
                                "models": {}, "probes": {}, "attention": {"matching": {}}, "ablation": {},
                                "pruning": {}}
     canon = {}

@@ -125,7 +125,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
     from interp.compare import TWIN
 
-    word = comparison.example_word(0)
+    word = comparison.example_word(metrics.get("seed", 0))
     patterns, tokens = _example_patterns(comparison, models, word)
     word_text = " ".join(tokens[1:])
 
