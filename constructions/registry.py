@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from constructions.counter import build_modular_counter
 from constructions.dyck import build_dyck
+from constructions.flipflop import build_ffl
 from constructions.gridworld import build_gridworld
 from constructions.krohn_rhodes import build_krohn_rhodes
 from constructions.memory import build_memory
@@ -40,6 +41,8 @@ REGISTRY: dict[str, Entry] = {
                        "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T (options: as_printed=no_padding)"),
     "dyck": Entry(build_dyck, "Theorem 1",
                   "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers; --variant stack|uniform|balanced (options: sigma, control=unscaled|zeroed, q)"),
+    "ffl": Entry(build_ffl, "Proposition 3",
+                 "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each"),
     "krohn_rhodes": Entry(build_krohn_rhodes, "Theorem 11",
                           "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T (options: wiring=previous|current)"),
 }

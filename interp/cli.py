@@ -25,7 +25,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascade: bool = False) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
+    # Constructions check for themselves (ffl needs no automaton); `info` always needs one.
+    g = p.add_mutually_exclusive_group(required=not cascade)
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
     g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
     if cascade:
@@ -97,11 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR")
 
     s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
-    s.add_argument("task", metavar="TASK", help="dyck, or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
+    s.add_argument("task", metavar="TASK", help="dyck, ffl (the flip-flop language), or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
     s.add_argument("--construction", nargs="+", metavar="NAME",
                    help="constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)")
     s.add_argument("--dyck", default="2,4", metavar="K,D", help="dyck: the language (default 2,4)")
-    s.add_argument("--length", "-T", type=int, help="word length (defaults: dyck 28, automata 16)")
+    s.add_argument("--ffl", type=float, default=0.8, metavar="P", help="ffl: the language FFL(P), P = p_i (default 0.8)")
+    s.add_argument("--length", "-T", type=int, help="length (defaults: dyck 28, ffl 64 = the FFL string, automata 16)")
     s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train` on the same task (default: train a twin in OUT/twin)")
     s.add_argument("--samples", type=int, default=200, help="sampled words for probes, ablation and pruning")
     s.add_argument("--examples", type=int, default=20, help="example words for the attention scores")
@@ -201,6 +203,15 @@ def _build_spec(args: argparse.Namespace):
     from constructions.registry import build
 
     options = _parse_options(args.option)
+    sources = [a for a in ("automaton", "automaton_file", "cascade_file", "dyck") if getattr(args, a, None)]
+    if args.construction == "ffl":
+        if sources:
+            raise SandboxError("the ffl construction models the flip-flop language and takes no automaton "
+                               "(for the flip-flop automaton: `memory --automaton flipflop`)")
+        return None, build("ffl", None, args.length, **options)
+    if not sources:
+        raise SandboxError("one of --automaton NAME, --automaton-file PATH, --cascade-file PATH, --dyck K,D is required"
+                           + (" (or --model DIR)" if hasattr(args, "model") else ""))
     if args.variant and args.construction != "dyck":
         raise SandboxError("--variant goes with the dyck construction")
     if getattr(args, "dyck", None) or args.construction == "dyck":
@@ -233,7 +244,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
     out = save_model(spec.to_hooked(dtype=args.dtype), args.out)
     shape = spec.shape_summary()
-    print(f"built {spec.name} for {automaton.name} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
+    target = automaton.name if automaton is not None else "the flip-flop language"
+    print(f"built {spec.name} for {target} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
     print("  " + ", ".join(f"{k}={v}" for k, v in shape.items()))
     return 0
 
@@ -252,6 +264,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
         automaton, target = _build_spec(args)
     task = target.task if hasattr(target, "task") else target.card.task
+    if task.get("kind") == "flipflop":
+        return _verify_ffl(args, target)
     if task:
         return _verify_dyck(args, target)
     result = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
@@ -276,13 +290,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.exact else 1
 
 
+def _language_samples(args: argparse.Namespace, target, what: str) -> int:
+    """A language model is verified at the length it was built for; 200 samples per band unless asked."""
+    max_length = target.max_length if hasattr(target, "max_length") else target.card.max_length
+    if args.length is not None and args.length != max_length:
+        raise SandboxError(f"this {what} model was built for length {max_length}; --length must match (or be left out)")
+    return args.samples if args.samples != 1000 else 200
+
+
 def _verify_dyck(args: argparse.Namespace, target) -> int:
     from interp.verify_dyck import verify_dyck
 
-    max_length = target.max_length if hasattr(target, "max_length") else target.card.max_length
-    if args.length is not None and args.length != max_length:
-        raise SandboxError(f"this Dyck model was built for length {max_length}; --length must match (or be left out)")
-    r = verify_dyck(target, samples=args.samples if args.samples != 1000 else 200,
+    r = verify_dyck(target, samples=_language_samples(args, target, "Dyck"),
                     exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
     if args.json:
         d = r.to_dict()
@@ -302,6 +321,25 @@ def _verify_dyck(args: argparse.Namespace, target) -> int:
         print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
         for mm in r.mismatches:
             print(f"  mismatch: after {mm['prefix'][-24:]!r} expected {mm['expected']}, got {mm['predicted']}")
+    return 0 if r.exact else 1
+
+
+def _verify_ffl(args: argparse.Namespace, target) -> int:
+    from interp.verify_ffl import verify_ffl
+
+    r = verify_ffl(target, samples=_language_samples(args, target, "flip-flop"),
+                   exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
+    if args.json:
+        print(json.dumps({**r.to_dict(), "exact": r.exact}))
+    else:
+        verdict = "EXACT" if r.exact else "NOT EXACT"
+        print(f"{verdict}: {r.construction} on the flip-flop language, T ≤ {r.length}, {r.dtype}: accuracy "
+              f"{r.accuracy:.6f} over {r.reads_checked} reads ({r.strings_checked} strings)")
+        for band, v in r.bands.items():
+            print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({v['reads']} reads, {v['strings']} strings)")
+        print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
+        for mm in r.mismatches:
+            print(f"  mismatch at t={mm['position']}: after ...{mm['prefix']} expected {mm['expected']}, got {mm['predicted']}")
     return 0 if r.exact else 1
 
 
@@ -374,7 +412,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.task != "dyck" and args.dyck != "2,4":
         raise SandboxError("--dyck goes with `compare dyck`")
-    comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length)
+    if args.task != "ffl" and args.ffl != 0.8:
+        raise SandboxError("--ffl goes with `compare ffl`")
+    comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
     report = compare(comparison, Path(args.out), constructions=args.construction, trained=args.trained,
                      samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
                      masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps),

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.compare_tasks import AutomatonComparison, DyckComparison, canonical
+from interp.compare_tasks import AutomatonComparison, DyckComparison, FlipflopComparison, canonical
 from interp.errors import SandboxError
 from interp.files import atomic_write
 from interp.tasks import step_rng
@@ -44,7 +44,7 @@ PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact ac
 # L0 penalties (nats of cross-entropy per open head) for the learned masks: a small pruning path.
 MASK_SPARSITIES = (0.1, 0.3, 1.0)
 
-Comparison = DyckComparison | AutomatonComparison
+Comparison = DyckComparison | AutomatonComparison | FlipflopComparison
 
 
 def head_name(head: tuple[int, int]) -> str:
@@ -79,18 +79,24 @@ def _patterns(model, tokens: np.ndarray, heads: Sequence[tuple[int, int]]) -> di
 
 
 def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
-    """Mean reference scores per head over ``words``, and the canonical patterns for matching."""
+    """Mean reference scores per head over ``words``, and the canonical pattern rows for matching.
+
+    Only the rows of ``comparison.scored_queries`` count (every row, except for the flip-flop
+    language: its reads).
+    """
     from probes.attention import score_head
 
     data = comparison.inputs(model, words, with_latents=False)
     raw = _patterns(model, data.tokens, heads)
     refs = [comparison.references(w) for w in words]
+    queries = [comparison.scored_queries(w) for w in words]
     scores, canon = {}, {}
     for head, pats in raw.items():
-        canon[head] = np.stack([canonical(p, data.prefix) for p in pats])
+        rows = [canonical(p, data.prefix) for p in pats]
+        canon[head] = np.concatenate([c[q] for c, q in zip(rows, queries)])  # [scored rows, keys]
         per_ref = {}
         for name in comparison.reference_names:
-            s = [score_head(c, r[name]) for c, r in zip(canon[head], refs)]
+            s = [score_head(c, r[name], q) for c, r, q in zip(rows, refs, queries)]
             per_ref[name] = {key: float(np.mean([x[key] for x in s])) for key in s[0]}
         best = min(per_ref, key=lambda n: per_ref[n]["tv_distance"])
         scores[head_name(head)] = {"references": per_ref, "best_reference": best}
@@ -141,10 +147,8 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
         "removed": [head_name(h) for h in pr["removed"]],
         "trace": [{"removed": head_name(t["removed"]), "accuracy": t["accuracy"]} for t in pr["trace"]]}}
     if masks:
-        task = comparison.task
-
         def batches(step: int):
-            d = comparison.inputs(model, _train_words(task, step, seed), with_latents=False)
+            d = comparison.inputs(model, comparison.train_words(step, seed), with_latents=False)
             return d.tokens, d.targets, d.loss_mask
 
         runs = []
@@ -160,12 +164,6 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
     metrics = {"accuracy": ablation["baseline"], "heads": [head_name(h) for h in heads],
                "probes": probes, "attention": attention, "ablation": ablation, "pruning": pruning}
     return metrics, canon
-
-
-def _train_words(task, step: int, seed: int) -> np.ndarray:
-    """Fresh words for a mask-learning step (a different stream from the evaluation words)."""
-    # Both task kinds put BOS first and token 1 + symbol after it.
-    return task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
 
 
 def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str] | None = None,

@@ -49,8 +49,7 @@ def _example_patterns(comparison, models: dict, word) -> tuple[dict, list[str]]:
         out[name] = {k: _square(p, data.prefix) for k, p in pats.items() if k in keep}
     first = next(iter(models.values()))
     shown = comparison.display_tokens(first, word)
-    prefix_label = "BOS" if comparison.kind == "dyck" else "prefix"
-    return out, [prefix_label, *shown[len(shown) - len(word):]]
+    return out, [comparison.prefix_label, *shown[len(shown) - len(word):]]
 
 
 def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
@@ -212,7 +211,7 @@ with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cann
 <p><b>Task:</b> {html.escape(comparison.title)}. Exact constructions and a trained twin
 (<code>{html.escape(metrics['twin'])}</code>) on the same {metrics['samples']} sampled words
 ({metrics['examples']} for the attention scores).
-Accuracy is the task's ({'closing-bracket positions' if comparison.kind == 'dyck' else 'every position'}).</p>
+Accuracy is the task's ({comparison.scored_positions}).</p>
 {summary_table}
 <h2>Attention on <code>{html.escape(word_text)}</code></h2>
 <p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.

@@ -10,10 +10,11 @@ BOS then the word), so every analysis is phrased on the word:
   word position, key 0 = everything before the word (BOS and any padding), key j = word token j.
   :meth:`canonical` maps a model's pattern there, and the reference patterns are written there.
 
-Two adapters: :class:`DyckComparison` (next-token Dyck_{k,D}, the three constructions of
-``constructions.dyck``) and :class:`AutomatonComparison` (any catalogue automaton; constructions
+Three adapters: :class:`DyckComparison` (next-token Dyck_{k,D}, the three constructions of
+``constructions.dyck``), :class:`AutomatonComparison` (any catalogue automaton; constructions
 are those of the registry that accept it, e.g. ``modular_counter`` and ``prefix_scan`` for parity,
-``gridworld``, ``krohn_rhodes`` and ``prefix_scan`` for ``grid9``).
+``gridworld``, ``krohn_rhodes`` and ``prefix_scan`` for ``grid9``) and :class:`FlipflopComparison`
+(the flip-flop language FFL(p), Proposition 3's construction ``constructions.flipflop``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import numpy as np
 from interp.automata import Semiautomaton
 from interp.dyck import Dyck
 from interp.errors import ConstructionError
-from interp.tasks import AutomatonTask, DyckTask, step_rng
+from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng
 from probes.attention import lookback_reference, target_reference, uniform_reference
 from probes.boundary import last_boundary_positions
 
-__all__ = ["ModelInputs", "DyckComparison", "AutomatonComparison", "AUTOMATON_CONSTRUCTIONS", "canonical",
-           "comparison_for"]
+__all__ = ["ModelInputs", "DyckComparison", "AutomatonComparison", "FlipflopComparison", "AUTOMATON_CONSTRUCTIONS",
+           "canonical", "comparison_for"]
 
 # Tried in this order for an automaton; those that refuse it are left out.
 AUTOMATON_CONSTRUCTIONS = ("modular_counter", "memory", "gridworld", "krohn_rhodes", "prefix_scan")
@@ -73,6 +74,7 @@ class DyckComparison:
     """Dyck_{k,D} next-token prediction; words are the bracket inputs after BOS."""
 
     kind = "dyck"
+    prefix_label, scored_positions = "BOS", "closing-bracket positions"
     latent_names = ("depth", "stack-top type")
     reference_names = ("stack top", "uniform", "previous token", "BOS")
 
@@ -99,6 +101,10 @@ class DyckComparison:
     def words(self, n: int, seed: int) -> np.ndarray:
         """Inputs: the first N − 1 brackets of sampled prefixes (the N-th is the last target)."""
         return self.task.batch(step_rng(seed, 0, stream=2), n).tokens[:, 1:] - 1
+
+    def train_words(self, step: int, seed: int) -> np.ndarray:
+        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
+        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
 
     def example_word(self, seed: int) -> np.ndarray:
         from probes.dyck import PROBE_INPUT
@@ -129,6 +135,10 @@ class DyckComparison:
             out.latents = {"depth": (depth, everywhere), "stack-top type": (top, everywhere)}
         return out
 
+    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
+        """Rows whose attention is scored against the references: all of them."""
+        return np.arange(len(word))
+
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         T = len(word)
         # With BOS as the only prefix token, token positions are canonical keys already.
@@ -140,6 +150,7 @@ class AutomatonComparison:
     """Predict q_t at every position of a catalogue automaton's words (thesis §3.4.2)."""
 
     kind = "automaton"
+    prefix_label, scored_positions = "prefix", "every position"
 
     def __init__(self, automaton: Semiautomaton, length: int = 16) -> None:
         self.automaton, self.length = automaton, int(length)
@@ -177,6 +188,10 @@ class AutomatonComparison:
     def words(self, n: int, seed: int) -> np.ndarray:
         return step_rng(seed, 0, stream=2).integers(self.automaton.n_symbols, size=(n, self.length))
 
+    def train_words(self, step: int, seed: int) -> np.ndarray:
+        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
+        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
+
     def example_word(self, seed: int) -> np.ndarray:
         return self.words(1, seed + 1)[0][: min(self.length, 16)]
 
@@ -207,6 +222,10 @@ class AutomatonComparison:
                 out.latents["distance to the last boundary"] = (distance, mask)
         return out
 
+    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
+        """Rows whose attention is scored against the references: all of them."""
+        return np.arange(len(word))
+
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         word = np.asarray(word, dtype=np.int64)
         T = len(word)
@@ -222,10 +241,111 @@ class AutomatonComparison:
         return refs
 
 
-def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None) -> DyckComparison | AutomatonComparison:
-    """The adapter for ``interp compare TASK``: ``dyck`` or a catalogue automaton's name."""
+def _keys(sources: np.ndarray) -> np.ndarray:
+    """Canonical one-hot rows for a word without prefix: query t → key 1 + sources[t]."""
+    return target_reference(np.concatenate([[0], np.asarray(sources) + 1]))[1:]
+
+
+class FlipflopComparison:
+    """The flip-flop language FFL(p) (thesis §3.5): at every ``r``, predict the bit of the latest ``w``.
+
+    Words are the model's tokens (w=0, r=1, i=2, "0"=3, "1"=4; no BOS): the first T − 1 symbols
+    of an FFL(p) string of length T, which ends in ``r`` — the last read's answer follows from the
+    word. Scored positions are the reads, as in training (the thesis's deterministic mode).
+    """
+
+    kind = "flipflop"
+    prefix_label, scored_positions = "(no BOS)", "reads"
+    latent_names = ("last written bit", "after w")
+    reference_names = ("latest write", "latest w", "all writes", "previous token", "itself", "uniform")
+
+    def __init__(self, task: FlipflopTask) -> None:
+        self.task, self.length = task, task.length
+
+    @property
+    def title(self) -> str:
+        return f"flip-flop language {self.task.name}, the bit after every r"
+
+    def train_defaults(self) -> dict[str, Any]:
+        return {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.999}
+
+    def constructions(self, names: Sequence[str] | None, seed: int) -> dict[str, Any]:
+        from constructions.flipflop import build_ffl
+
+        unknown = [n for n in (names or []) if n != "ffl"]
+        if unknown:
+            raise ConstructionError(f"the flip-flop language has one construction, ffl; unknown: {', '.join(unknown)}")
+        return {"ffl": build_ffl(self.task, max(64, self.task.n_ctx)).to_hooked()}
+
+    def words(self, n: int, seed: int) -> np.ndarray:
+        return self.task.batch(step_rng(seed, 0, stream=2), n).tokens
+
+    def train_words(self, step: int, seed: int) -> np.ndarray:
+        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
+        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens
+
+    def example_word(self, seed: int) -> np.ndarray:
+        """A short string (≤ 19 tokens of FFL(0.4)) that writes both bits and reads at least three times."""
+        short = FlipflopTask(0.4, min(20, self.length))
+        for attempt in range(1000):
+            word = short.batch(step_rng(seed, attempt, stream=4), 1).tokens[0]
+            bits = word[1:][word[:-1] == 0]
+            if len(set(bits.tolist())) == 2 and (word == 1).sum() >= 3:
+                return word
+        return word
+
+    def display_tokens(self, model, word: Sequence[int]) -> list[str]:
+        return [FlipflopTask.VOCAB[t] for t in word]
+
+    def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
+        from interp.verify_ffl import read_targets
+
+        tokens = np.atleast_2d(np.asarray(words, dtype=np.int64))
+        written, reads = read_targets(tokens)
+        out = ModelInputs(tokens, np.maximum(written, 0), reads, reads, prefix=0)
+        if with_latents:
+            after_w = np.zeros_like(tokens)
+            after_w[:, 1:] = tokens[:, :-1] == 0
+            # Not probed on a w itself: a write is under way there, and Prop. 3's layer 2 attends to
+            # the (flagged) w rather than carry the old bit through it — only reads need the bit.
+            out.latents = {"last written bit": (np.maximum(written - 3, 0), (written >= 0) & (tokens != 0)),
+                           "after w": (after_w, np.ones(tokens.shape, dtype=bool))}
+        return out
+
+    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
+        """The reads: the only positions the task scores (elsewhere a twin's attention is unconstrained)."""
+        return np.flatnonzero(np.asarray(word) == 1)
+
+    def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
+        word = np.asarray(word, dtype=np.int64)
+        T = len(word)
+        t = np.arange(T)
+        is_w = word == 0
+        written = np.zeros(T, dtype=bool)
+        written[1:] = is_w[:-1]  # the data token a w writes
+        latest = np.maximum.accumulate(np.where(written, t, -1))
+        latest_w = np.maximum.accumulate(np.where(is_w, t, -1))
+        # "all writes": uniform over the written data tokens so far — the thesis's dense solution
+        counts = np.cumsum(written)
+        dense = np.zeros((T, T + 1))
+        for q in range(T):
+            if counts[q]:
+                dense[q, 1 : q + 2] = written[: q + 1] / counts[q]
+            else:
+                dense[q, q + 1] = 1.0
+        uniform = np.tril(np.ones((T, T))) / (t + 1)[:, None]
+        return {"latest write": _keys(np.where(latest >= 0, latest, t)), "latest w": _keys(np.where(latest_w >= 0, latest_w, t)),
+                "all writes": dense, "previous token": _keys(np.maximum(t - 1, 0)), "itself": _keys(t),
+                "uniform": np.concatenate([np.zeros((T, 1)), uniform], axis=1)}
+
+
+def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None,
+                   ffl: float = 0.8) -> DyckComparison | AutomatonComparison | FlipflopComparison:
+    """The adapter for ``interp compare TASK``: ``dyck``, ``ffl`` (FFL(``ffl``)) or a catalogue automaton's name."""
     from interp.catalogue import get_automaton
 
     if task == "dyck":
         return DyckComparison(Dyck(*dyck), length or 28)
+    if task == "ffl":
+        return FlipflopComparison(FlipflopTask(ffl, length or 64))
     return AutomatonComparison(get_automaton(task), length or 16)

@@ -180,7 +180,7 @@ def verify(
     card: ModelCard = model.card
     if card.task:
         raise ConstructionError(f"{card.construction} models a language task ({card.task.get('kind')}); "
-                                f"use interp.verify_dyck.verify_dyck")
+                                f"use interp.verify_dyck.verify_dyck or interp.verify_ffl.verify_ffl")
     automaton = automaton or _card_automaton(card)
     if automaton.n_symbols != len(card.io.symbol_tokens):
         raise VocabularyError(

@@ -1,0 +1,145 @@
+"""The flip-flop language: Proposition 3's construction, its verifier, the CLI, and `interp compare ffl`."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constructions.counter import build_modular_counter
+from constructions.flipflop import MAX_LENGTH, build_ffl
+from interp.catalogue import get_automaton
+from interp.compare import compare
+from interp.compare_tasks import FlipflopComparison, comparison_for
+from interp.dyck import Dyck
+from interp.errors import ConstructionError, LengthError
+from interp.train import ModelShape, TrainConfig, train
+from interp.verify import verify
+from interp.verify_ffl import all_ffl_prefixes, read_targets, verify_ffl
+
+ROOT = Path(__file__).resolve().parents[1]
+W, R, I, ZERO, ONE = range(5)
+
+
+def test_all_prefixes_are_every_valid_flip_flop_prefix():
+    assert [len(all_ffl_prefixes(k)) for k in (1, 2, 3, 4)] == [1, 2, 6, 10]  # w; w0 w1; w0w w0i w0r …
+    words = all_ffl_prefixes(7)  # 4 pairs, the last one cut after its instruction
+    assert words.shape == (2 * 5 ** 2 * 3, 7) and len({w.tobytes() for w in words}) == len(words)
+    assert (words[:, 0] == W).all() and np.isin(words[:, 0::2], [W, R, I]).all() and np.isin(words[:, 1::2], [ZERO, ONE]).all()
+    written, reads = read_targets(words)
+    data_after_read = np.zeros_like(reads)
+    data_after_read[:, 1:] = reads[:, :-1]
+    assert (words[data_after_read] == np.roll(written, 1, axis=1)[data_after_read]).all()  # reads repeat the latest write
+
+
+@pytest.mark.parametrize("length", [5, 64, 512])
+def test_proposition_3_is_exact_in_float32(length):
+    r = verify_ffl(build_ffl(None, length), samples=100 if length > 64 else 300)
+    assert r.exact and r.dtype == "float32" and not r.mismatches
+    assert r.exhaustive_upto == min(length, 14)
+    assert set(r.bands) == {f"all prefixes of length {min(length, 14)}", "FFL(0.8)", "FFL(0.98) sparse",
+                            "FFL(0.1) dense", "one early write; overridden late"}
+    assert all(b["reads"] > 0 and b["accuracy"] == 1.0 for b in r.bands.values())
+    assert r.shape["n_layers"] == 2 and r.shape["n_heads"] == 1 and r.shape["attention_layers"] == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([W, R, I]), st.sampled_from([ZERO, ONE])), min_size=1, max_size=40))
+def test_any_flip_flop_string_is_read_correctly(pairs):
+    seq = np.array([W, ZERO] + [x for pair in pairs for x in pair])
+    written, reads = read_targets(seq)
+    seq[1:][reads[0, :-1]] = written[0, :-1][reads[0, :-1]]  # make every read consistent
+    model = build_ffl(None, 96).to_hooked()
+    import torch
+
+    pred = model(torch.from_numpy(seq[None]))[0].argmax(-1).numpy()
+    written, reads = read_targets(seq)
+    assert (pred[reads[0]] == written[0][reads[0]]).all()
+
+
+def test_the_verifier_catches_a_broken_model():
+    spec = build_ffl(None, 64)
+    spec.W_pos = spec.W_pos[::-1].copy()  # recency becomes primacy: layer 2 reads the FIRST write
+    r = verify_ffl(spec, samples=50)
+    assert not r.exact and r.accuracy < 0.9 and r.mismatches
+
+
+def test_refusals():
+    with pytest.raises(LengthError, match="4096"):
+        build_ffl(None, MAX_LENGTH + 1)
+    with pytest.raises(LengthError):
+        build_ffl(None, 1)
+    with pytest.raises(ConstructionError, match="memory"):
+        build_ffl(Dyck(2, 4), 64)
+    with pytest.raises(ConstructionError, match="not a flip-flop-language model"):
+        verify_ffl(build_modular_counter(get_automaton("parity"), 8))
+    with pytest.raises(ConstructionError, match="verify_ffl"):
+        verify(build_ffl(None, 8))
+
+
+def test_cli_builds_and_verifies(tmp_path):
+    cli = [sys.executable, "-m", "interp"]
+    r = subprocess.run([*cli, "build", "ffl", "-T", "32", "--out", str(tmp_path / "m")], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0 and "the flip-flop language" in r.stdout
+    r = subprocess.run([*cli, "verify", "--model", str(tmp_path / "m"), "--samples", "50", "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["exact"] and out["accuracy"] == 1.0 and out["construction"] == "ffl" and out["length"] == 32
+    r = subprocess.run([*cli, "build", "ffl", "--automaton", "flipflop", "-T", "32", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "takes no automaton" in r.stderr and r.stderr.count("\n") == 1
+    r = subprocess.run([*cli, "build", "memory", "-T", "8", "--out", str(tmp_path / "y")], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 2 and "--automaton NAME" in r.stderr
+
+
+def test_comparison_inputs_and_references():
+    comp = comparison_for("ffl", length=16)
+    assert isinstance(comp, FlipflopComparison) and comp.task.n_ctx == 15
+    word = np.array([W, ONE, I, ZERO, R, ONE, W, ZERO, I, ONE, R])
+    data = comp.inputs(None, word[None])
+    assert data.score_mask[0].tolist() == [t == R for t in word]
+    assert data.targets[0][word == R].tolist() == [ONE, ZERO]
+    bit, mask = data.latents["last written bit"]
+    assert bit[0][mask[0]].tolist() == [1, 1, 1, 1, 1, 0, 0, 0, 0]  # not probed before the first bit, nor on a w
+    assert data.latents["after w"][0][0].tolist() == [0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0]
+    refs = comp.references(word)
+    assert all(r.shape == (11, 12) and np.allclose(r.sum(1), 1.0) for r in refs.values())
+    assert refs["latest write"][4].argmax() == 2 and refs["latest write"][10].argmax() == 8  # key = 1 + position
+    assert refs["latest w"][10].argmax() == 7 and refs["itself"][4].argmax() == 5
+    assert np.allclose(refs["all writes"][10, [2, 8]], 0.5)  # the dense solution: both written bits
+    assert comp.scored_queries(word).tolist() == [4, 10]
+    with pytest.raises(ConstructionError, match="ffl"):
+        comp.constructions(["memory"], 0)
+
+
+def test_compare_ffl_finds_proposition_3(tmp_path):
+    comp = comparison_for("ffl", length=16)
+    train(comp.task, ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
+          TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3), tmp_path / "twin")
+    compare(comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), progress=False)
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["kind"] == "flipflop" and m["models"]["ffl"]["accuracy"] == 1.0
+    probes = m["probes"]["ffl"]
+    assert probes["after w"]["first_readable"] == "blocks.0.hook_resid_mid"  # layer 1's flag
+    assert probes["last written bit"]["first_readable"] == "blocks.1.hook_resid_mid"  # layer 2's copy
+    heads = m["attention"]["ffl"]
+    assert heads["L0H0"]["best_reference"] == "itself"  # at a read, the previous token is data, not w
+    assert heads["L1H0"]["best_reference"] == "latest write"
+    assert heads["L1H0"]["references"]["latest write"]["tv_distance"] < 0.01
+    ab = m["ablation"]["ffl"]
+    assert max(ab["zero"].values()) <= ab["chance"] + 0.05  # both heads are essential
+    assert m["pruning"]["ffl"]["greedy"]["surviving"] == ["L0H0", "L1H0"]
+    assert "(no BOS)" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_proposition_3_is_exact_at_the_maximum_length():
+    r = verify_ffl(build_ffl(None, MAX_LENGTH), samples=100)  # ≈ 3 minutes on 2 cores
+    assert r.exact and r.reads_checked > 100_000
