@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from constructions.counter import build_modular_counter
 from constructions.flipflop import MAX_LENGTH, build_ffl
 from interp.catalogue import get_automaton
+from interp.cli import main
 from interp.compare import compare
 from interp.compare_tasks import FlipflopComparison, comparison_for
 from interp.dyck import Dyck
@@ -91,12 +92,18 @@ def test_cli_builds_and_verifies(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["exact"] and out["accuracy"] == 1.0 and out["construction"] == "ffl" and out["length"] == 32
-    r = subprocess.run([*cli, "build", "ffl", "--automaton", "flipflop", "-T", "32", "--out", str(tmp_path / "x")],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 2 and "takes no automaton" in r.stderr and r.stderr.count("\n") == 1
-    r = subprocess.run([*cli, "build", "memory", "-T", "8", "--out", str(tmp_path / "y")], capture_output=True,
-                       text=True, cwd=ROOT)
-    assert r.returncode == 2 and "--automaton NAME" in r.stderr
+
+
+
+def test_cli_refusals(tmp_path, capsys):
+    assert main(["build", "ffl", "--automaton", "flipflop", "-T", "32", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "takes no automaton" in err and err.count("\n") == 1
+    assert main(["build", "memory", "-T", "8", "--out", str(tmp_path / "y")]) == 2
+    assert "--automaton NAME" in capsys.readouterr().err
+    assert main(["verify", "ffl", "-T", "5000"]) == 2
+    assert "2..4096" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 def test_comparison_inputs_and_references():
