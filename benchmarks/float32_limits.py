@@ -9,7 +9,10 @@ that decides exactness, next to the tolerance the construction's MLP allows:
   T = 4096 as well, although the library refuses to *verify* it there — this is the evidence
   for that refusal;
 * modular counter: the largest error |N·s_t − Σ a_j| of the counting head (tolerance 1/4);
-* memory unit: the largest error |mem_t − last write| of the latest-write head (tolerance 1/4).
+* memory unit: the largest error |mem_t − last write| of the latest-write head (tolerance 1/4);
+* flip-flop language (Proposition 3): the largest error of each layer's head output before its
+  Lemma 12 threshold — layer 1's flag 1[x_{t−1} = w ∨ x_t = w], layer 2's copied bit — on
+  FFL(0.8) and the dense FFL(0.1) (tolerance 1/4 each).
 
 Timings are printed for information only. Results go to ``reports/bench/float32_limits.json``.
 """
@@ -30,6 +33,7 @@ from constructions import build  # noqa: E402
 from interp.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
 from interp.verify import predict_states  # noqa: E402
+from interp.verify_ffl import read_targets, sample_ffl  # noqa: E402
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)
@@ -120,9 +124,38 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
     return rows
 
 
+def ffl_rows(samples: int) -> list[dict]:
+    rows = []
+    for p in (0.8, 0.1):
+        for T in (1024, 4096):
+            t0 = time.perf_counter()
+            model = build("ffl", None, T).to_hooked("float32")
+            tokens = sample_ffl(p, samples, T, np.random.default_rng(T))
+            is_w = tokens == 0
+            flag = is_w.copy()
+            flag[:, 1:] |= is_w[:, :-1]
+            # layer 2 copies data1 from the latest flagged position
+            latest = np.maximum.accumulate(np.where(flag, np.arange(T), -1), axis=1)
+            bit = (np.take_along_axis(tokens, latest, axis=1) == 4).astype(float)
+            labels = model.card.residual_labels
+            names = ["blocks.0.hook_attn_out", "blocks.1.hook_attn_out"]
+            with torch.inference_mode():
+                logits, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=names)
+            flag_raw = cache[names[0]][..., labels.index("flag_raw")].double().numpy()
+            bit_raw = cache[names[1]][..., labels.index("bit_raw")].double().numpy()
+            written, reads = read_targets(tokens)
+            acc = float((logits.argmax(-1).numpy() == written)[reads].mean())
+            rows.append({"construction": "ffl", "option": f"FFL({p})", "automaton": "flip-flop language", "T": T,
+                         "max_flag_error": float(np.abs(flag_raw - flag).max()),
+                         "max_bit_error": float(np.abs(bit_raw - bit).max()), "tolerance": 0.25, "accuracy": acc,
+                         "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     samples = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    rows = prefix_scan_rows(samples) + counter_and_memory_rows(samples)
+    rows = prefix_scan_rows(samples) + counter_and_memory_rows(samples) + ffl_rows(samples)
     out = Path("reports/bench")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "float32_limits.json", (json.dumps(rows, indent=2) + "\n").encode())
@@ -131,6 +164,8 @@ def main() -> None:
     for r in rows:
         if r["construction"] == "prefix_scan":
             q = f"min gap {r['min_gap']:.3g}, min target weight {r['min_target_weight']:.3g}, wrong argmax {r['wrong_argmax']}"
+        elif r["construction"] == "ffl":
+            q = f"max flag error {r['max_flag_error']:.2e}, max bit error {r['max_bit_error']:.2e} (tolerance 0.25)"
         else:
             q = f"max head error {r['max_head_error']:.2e} (tolerance 0.25)"
         print(f"| {r['construction']} | {r['option']} | {r['automaton']} | {r['T']} | {q} | {r['accuracy']:.5f} |")
