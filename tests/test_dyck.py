@@ -1,9 +1,6 @@
 """Balanced Dyck: the language task, three exact two-layer constructions, and the attention metrics."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +20,6 @@ from probes.dyck import (
     stack_top_mass,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ["stack", "uniform", "balanced"]
 
 
@@ -157,21 +153,21 @@ def test_attention_variation_and_random_baseline():
 
 
 # -- CLI and saved models -------------------------------------------------------------------------
-def test_cli_verify_dyck_json_and_saved_model(tmp_path):
+def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
+    # In-process (test_cli covers the subprocess entry points): the same code, no interpreter start-up.
+    from interp.cli import main
+
     out = tmp_path / "dyck"
-    r = subprocess.run([sys.executable, "-m", "interp", "build", "dyck", "--dyck", "2,4", "--variant", "balanced",
-                        "--seed", "5", "-T", "500", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "--model", str(out), "--samples", "10",
-                        "--exhaustive-upto", "5", "--json"], capture_output=True, text=True, cwd=ROOT, check=False)
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    assert main(["build", "dyck", "--dyck", "2,4", "--variant", "balanced", "--seed", "5", "-T", "500",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", "--model", str(out), "--samples", "10", "--exhaustive-upto", "5", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
     assert d["accuracy"] == 1.0 and d["automaton"] == "Dyck_{2,4}" and d["attention_layers"] == 2
     assert set(d["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["max_tv"] < 1e-5
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "dyck", "--dyck", "2,4", "--variant", "uniform",
-                        "-T", "50", "-O", "control=zeroed", "--samples", "20", "--exhaustive-upto", "4"],
-                       capture_output=True, text=True, cwd=ROOT, check=False)
-    assert r.returncode == 1 and "NOT EXACT" in r.stdout
+    assert main(["verify", "dyck", "--dyck", "2,4", "--variant", "uniform", "-T", "50", "-O", "control=zeroed",
+                 "--samples", "20", "--exhaustive-upto", "4"]) == 1
+    assert "NOT EXACT" in capsys.readouterr().out
 
 
 @pytest.mark.slow

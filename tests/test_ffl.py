@@ -1,9 +1,6 @@
 """The flip-flop language: Proposition 3's construction, its verifier, the CLI, and `interp compare ffl`."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +19,6 @@ from interp.train import ModelShape, TrainConfig, train
 from interp.verify import verify
 from interp.verify_ffl import all_ffl_prefixes, read_targets, verify_ffl
 
-ROOT = Path(__file__).resolve().parents[1]
 W, R, I, ZERO, ONE = range(5)
 
 
@@ -82,17 +78,12 @@ def test_refusals():
         verify(build_ffl(None, 8))
 
 
-def test_cli_builds_and_verifies(tmp_path):
-    cli = [sys.executable, "-m", "interp"]
-    r = subprocess.run([*cli, "build", "ffl", "-T", "32", "--out", str(tmp_path / "m")], capture_output=True, text=True,
-                       cwd=ROOT)
-    assert r.returncode == 0 and "the flip-flop language" in r.stdout
-    r = subprocess.run([*cli, "verify", "--model", str(tmp_path / "m"), "--samples", "50", "--json"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+def test_cli_builds_and_verifies(tmp_path, capsys):
+    assert main(["build", "ffl", "-T", "32", "--out", str(tmp_path / "m")]) == 0
+    assert "the flip-flop language" in capsys.readouterr().out
+    assert main(["verify", "--model", str(tmp_path / "m"), "--samples", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     assert out["exact"] and out["accuracy"] == 1.0 and out["construction"] == "ffl" and out["length"] == 32
-
 
 
 def test_cli_refusals(tmp_path, capsys):
