@@ -15,8 +15,8 @@
 #
 # The constructions of Tutorials 1–4 prove that *some* transformer computes a task exactly; the
 # twin of Tutorial 5 shows what gradient descent finds. This tutorial puts them side by side with
-# `interp.compare` — the same machinery as `interp compare` and `make demo` — on Dyck_{2,4} and on
-# parity, and asks four questions of every model:
+# `interp.compare` — the same machinery as `interp compare` and `make demo` — on Dyck_{2,4}, on
+# parity and on the flip-flop language, and asks four questions of every model:
 #
 # 1. **Probes** — at which residual hook is the task latent (depth, stack-top type, state) linearly
 #    readable?
@@ -190,6 +190,42 @@ print("twin ↔ prefix scan:", p["attention"]["matching"]["prefix_scan"])
 print("twin ablation:", p["ablation"][TWIN])
 
 # %% [markdown]
+# ## The flip-flop language
+#
+# FFL(0.8) strings alternate an instruction (`w`rite, `r`ead, `i`gnore) with a bit, and every read
+# must repeat the latest written bit (thesis §3.5). Proposition 3 solves it with two one-head
+# layers: layer 1 flags each `w` and the bit it writes, layer 2 attends to the latest flagged
+# position (Lemma 16's memory head). Only the reads are scored, so the attention scores below are
+# taken at the reads too. References include "latest write" (Proposition 3) and "all writes"
+# (uniform over the written bits — the thesis's remark that a *dense* solution would work as well).
+
+# %%
+ffl = comparison_for("ffl", length=32)
+compare(ffl, work / "ffl", samples=80, examples=8, mask_steps=40, mask_sparsities=(1.0,), progress=False)
+f = json.loads((work / "ffl" / "metrics.json").read_text())
+for name, info in f["models"].items():
+    firsts = {latent: v["first_readable"] for latent, v in f["probes"][name].items()}
+    heads = {h: (s["best_reference"], round(s["references"]["latest write"]["tv_distance"], 2))
+             for h, s in f["attention"][name].items()}
+    print(f"{name:13s} accuracy {info['accuracy']:.3f}  readable from {firsts}\n{'':13s} heads (closest, TV to latest write): {heads}")
+print("zero-ablation:", {n: {h: round(a, 2) for h, a in ab["zero"].items()} for n, ab in f["ablation"].items()})
+
+# %%
+assert f["probes"]["ffl"]["after w"]["first_readable"] == "blocks.0.hook_resid_mid"
+assert f["probes"]["ffl"]["last written bit"]["first_readable"] == "blocks.1.hook_resid_mid"
+assert f["attention"]["ffl"]["L1H0"]["best_reference"] == "latest write"
+assert max(f["ablation"]["ffl"]["zero"].values()) <= f["ablation"]["ffl"]["chance"] + 0.05
+twin_heads = f["attention"][TWIN].values()
+assert any(s["references"]["latest write"]["tv_distance"] < s["references"]["all writes"]["tv_distance"]
+           for s in twin_heads)
+
+# %% [markdown]
+# Here the twin converges on Proposition 3's *second* layer: its layer-2 heads attend to the
+# latest written bit rather than to all writes. Its first layer is another matter — diffuse heads
+# where the construction's attends to the previous token or to itself — yet the "after w" flag is
+# readable at the same hook in both models. Same latent, same place, different attention.
+
+# %% [markdown]
 # ## What we conclude
 #
 # * **Probes locate a latent, not a mechanism.** In every construction the latent becomes linearly
@@ -198,7 +234,8 @@ print("twin ablation:", p["ablation"][TWIN])
 #   readable too, at hooks the probe finds but no proof predicts.
 # * **Attention patterns are not unique to a solution.** Three exact Dyck models attend in three
 #   different ways at layer 2, and only one of them looks like a stack; a trained model need not
-#   match any of them, and its best Hungarian match to a construction can be far (large TV).
+#   match any of them, and its best Hungarian match to a construction can be far (large TV). When
+#   it does match (the flip-flop twin's second layer), the match can stop at one layer.
 # * **Importance depends on who adapts.** With others fixed, every constructed head is essential
 #   (ablation drops to chance). With learned masks the rest of the network may compensate, so the
 #   heads that survive answer a different question — which heads a model *needs*, given that it
