@@ -4,7 +4,8 @@ Thesis §3.5 scores a model only after reads (the "deterministic" mode) and coun
 reasoning error; the argmax runs over the whole vocabulary (flipflop.md §2.1, the stricter rule).
 Strings come from
 
-* **every** valid flip-flop prefix of K tokens (first instruction ``w``, reads consistent), which by causality covers every shorter prefix too;
+* **every** valid flip-flop prefix of K tokens (first instruction ``w``, reads consistent),
+  which by causality covers every shorter prefix too;
 * random strings at the model's full length from FFL(0.8) (the thesis's training law), the sparse
   FFL(0.98) and the dense FFL(0.1) (its out-of-distribution tests);
 * Proposition 5's hard cases at full length: one write followed only by ignores, and a write at
@@ -56,8 +57,9 @@ class FFLVerification:
 def read_targets(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For ``[B, n]`` FFL tokens: (the latest written bit token at each position, the read positions).
 
-    The latest written bit at t is the data token after the most recent ``w`` at or before t − 1
-    (3 = "0", 4 = "1"); positions before the first write get −1.
+    The latest written bit at t is the latest data token at a position ≤ t that follows a ``w``
+    (3 = "0", 4 = "1"); positions before the first written bit get −1. A read at t is answered
+    by ``written[t]``.
     """
     tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
     written = np.full(len(tokens), -1, dtype=np.int64)
