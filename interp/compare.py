@@ -79,7 +79,8 @@ def _patterns(model, tokens: np.ndarray, heads: Sequence[tuple[int, int]]) -> di
 
 
 def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
-    """Mean reference scores per head over ``words``, and the canonical pattern rows for matching.
+    """Mean reference scores per head over ``words``, and the canonical pattern rows for matching
+    (``probes.attention.match_heads``: Hungarian on the mean TV distance over those rows).
 
     Only the rows of ``comparison.scored_queries`` count (every row, except for the flip-flop
     language: its reads).
@@ -101,21 +102,6 @@ def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple
         best = min(per_ref, key=lambda n: per_ref[n]["tv_distance"])
         scores[head_name(head)] = {"references": per_ref, "best_reference": best}
     return scores, canon
-
-
-def _match(trained: dict, constructed: dict) -> list[dict]:
-    """Hungarian matching on the mean TV distance over the example words."""
-    from scipy.optimize import linear_sum_assignment
-
-    t_keys, c_keys = list(trained), list(constructed)
-    if not t_keys or not c_keys:
-        return []
-    cost = np.array([[float((0.5 * np.abs(trained[t] - constructed[c]).sum(-1)).mean()) for c in c_keys]
-                     for t in t_keys])
-    rows, cols = linear_sum_assignment(cost)
-    pairs = [{"trained": head_name(t_keys[i]), "constructed": head_name(c_keys[j]), "tv_distance": float(cost[i, j])}
-             for i, j in zip(rows, cols)]
-    return sorted(pairs, key=lambda d: d["tv_distance"])
 
 
 def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int, masks: bool,
@@ -182,6 +168,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     from tqdm import tqdm
 
     from interp.compare_report import write_report
+    from probes.attention import match_heads
 
     if samples < 8 or examples < 1:
         raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
@@ -209,7 +196,9 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
             metrics[section][name] = m[section]
     for name in models:
         if name != TWIN:
-            metrics["attention"]["matching"][name] = _match(canon[TWIN], canon[name])
+            metrics["attention"]["matching"][name] = [
+                {**pair, "trained": head_name(pair["trained"]), "constructed": head_name(pair["constructed"])}
+                for pair in match_heads(canon[TWIN], canon[name])]
     if comparison.kind == "dyck" and theorem3_steps:
         metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
                                                    seed, progress)

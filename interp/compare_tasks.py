@@ -70,7 +70,19 @@ def _canonical_prefix(T: int) -> np.ndarray:
     return target_reference(np.zeros(T + 1, dtype=np.int64))[1:]
 
 
-class DyckComparison:
+class _AfterBos:
+    """Shared by the tasks whose models read BOS, then token 1 + symbol (Dyck, automata)."""
+
+    def train_words(self, step: int, seed: int) -> np.ndarray:
+        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
+        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
+
+    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
+        """Rows whose attention is scored against the references: all of them."""
+        return np.arange(len(word))
+
+
+class DyckComparison(_AfterBos):
     """Dyck_{k,D} next-token prediction; words are the bracket inputs after BOS."""
 
     kind = "dyck"
@@ -102,10 +114,6 @@ class DyckComparison:
         """Inputs: the first N − 1 brackets of sampled prefixes (the N-th is the last target)."""
         return self.task.batch(step_rng(seed, 0, stream=2), n).tokens[:, 1:] - 1
 
-    def train_words(self, step: int, seed: int) -> np.ndarray:
-        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
-        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
-
     def example_word(self, seed: int) -> np.ndarray:
         from probes.dyck import PROBE_INPUT
 
@@ -135,10 +143,6 @@ class DyckComparison:
             out.latents = {"depth": (depth, everywhere), "stack-top type": (top, everywhere)}
         return out
 
-    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
-        """Rows whose attention is scored against the references: all of them."""
-        return np.arange(len(word))
-
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         T = len(word)
         # With BOS as the only prefix token, token positions are canonical keys already.
@@ -146,7 +150,7 @@ class DyckComparison:
                 "previous token": _canonical_lookback(T, 1), "BOS": _canonical_prefix(T)}
 
 
-class AutomatonComparison:
+class AutomatonComparison(_AfterBos):
     """Predict q_t at every position of a catalogue automaton's words (thesis §3.4.2)."""
 
     kind = "automaton"
@@ -188,10 +192,6 @@ class AutomatonComparison:
     def words(self, n: int, seed: int) -> np.ndarray:
         return step_rng(seed, 0, stream=2).integers(self.automaton.n_symbols, size=(n, self.length))
 
-    def train_words(self, step: int, seed: int) -> np.ndarray:
-        """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
-        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
-
     def example_word(self, seed: int) -> np.ndarray:
         return self.words(1, seed + 1)[0][: min(self.length, 16)]
 
@@ -221,10 +221,6 @@ class AutomatonComparison:
                 distance[:, P:] = np.minimum(np.arange(1, words.shape[1] + 1) - last, BOUNDARY_DISTANCE_CAP)
                 out.latents["distance to the last boundary"] = (distance, mask)
         return out
-
-    def scored_queries(self, word: Sequence[int]) -> np.ndarray:
-        """Rows whose attention is scored against the references: all of them."""
-        return np.arange(len(word))
 
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         word = np.asarray(word, dtype=np.int64)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from interp.errors import ConstructionError, LengthError
-from interp.verify import resolve_model
+from interp.verify import predict_states, resolve_model
 
 __all__ = ["verify_ffl", "FFLVerification", "all_ffl_prefixes", "read_targets", "sample_ffl", "FFL_BANDS"]
 
@@ -122,24 +122,6 @@ def _hard_cases(length: int, rng: np.random.Generator) -> np.ndarray:
     return out[:, :length]
 
 
-def _predictions(model, tokens: np.ndarray) -> np.ndarray:
-    import torch
-
-    n = tokens.shape[1]
-    batch = max(1, (1 << 22) // max(1, n * n * model.cfg.n_heads))
-    out = []
-    prev = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        with torch.inference_mode():
-            for s in range(0, len(tokens), batch):
-                logits = model(torch.from_numpy(tokens[s : s + batch]), return_type="logits")
-                out.append(logits.argmax(-1).numpy())
-    finally:
-        torch.set_float32_matmul_precision(prev)
-    return np.concatenate(out)
-
-
 def verify_ffl(model_or_spec: Any, *, samples: int = 200, exhaustive_upto: int | None = None, seed: int = 0,
                dtype: str = "float32", max_mismatches: int = 5) -> FFLVerification:
     """Prove a flip-flop-language model exact (see the module docstring); ``samples`` strings per band."""
@@ -170,7 +152,7 @@ def verify_ffl(model_or_spec: Any, *, samples: int = 200, exhaustive_upto: int |
     ok_total = reads_total = strings = 0
     for label, tokens in checks:
         written, reads = read_targets(tokens)
-        pred = _predictions(model, tokens)
+        pred = predict_states(model, tokens)  # the model's symbols are its tokens (no prefix)
         ok = (pred == written) & reads
         bad = np.argwhere(reads & ~ok)
         for b, t in bad[: max(0, max_mismatches - len(mismatches))]:
