@@ -173,9 +173,9 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     if samples < 8 or examples < 1:
         raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    models = dict(comparison.constructions(constructions, seed))
+    models = dict(comparison.constructions(constructions, seed))  # an unknown name fails before OUT is made
+    out.mkdir(parents=True, exist_ok=True)
     twin, twin_dir = _twin(comparison, out, trained, train_steps, train_minutes, seed, progress)
     models[TWIN] = twin
     eval_words = comparison.words(samples, seed)

@@ -94,7 +94,11 @@ def test_cli_refusals(tmp_path, capsys):
     assert "--automaton NAME" in capsys.readouterr().err
     assert main(["verify", "ffl", "-T", "5000"]) == 2
     assert "2..4096" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert main(["compare", "ffl", "--construction", "memory", "--out", str(tmp_path / "c")]) == 2
+    assert "one construction, ffl" in capsys.readouterr().err
+    assert main(["compare", "ffl", "-T", "33", "--out", str(tmp_path / "c")]) == 2
+    assert "even length" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in ("x", "y", "c"))
 
 
 def test_comparison_inputs_and_references():
