@@ -30,10 +30,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from constructions import build  # noqa: E402
-from interp.catalogue import get_automaton  # noqa: E402
+from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
 from interp.verify import predict_states  # noqa: E402
-from interp.verify_ffl import read_targets, sample_ffl  # noqa: E402
+from interp.verify.ffl import read_targets, sample_ffl  # noqa: E402
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)

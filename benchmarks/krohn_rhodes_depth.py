@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from constructions import build  # noqa: E402
 from constructions.krohn_rhodes import classify  # noqa: E402
 from constructions.solvable import plan_solvable_group  # noqa: E402
-from interp.cascade import known_cascade, load_cascade_file  # noqa: E402
-from interp.catalogue import get_automaton  # noqa: E402
+from interp.tasks.cascade import known_cascade, load_cascade_file  # noqa: E402
+from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

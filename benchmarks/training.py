@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from interp.catalogue import get_automaton  # noqa: E402
-from interp.dyck import Dyck  # noqa: E402
+from interp.tasks.catalogue import get_automaton  # noqa: E402
+from interp.tasks.dyck import Dyck  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
-from interp.tasks import AutomatonTask, DyckTask, step_rng  # noqa: E402
+from interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
 from interp.train import ModelShape, TrainConfig, build_model, default_shape, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,9 +18,9 @@ import math
 import numpy as np
 
 from constructions.gadgets import bos_token_io, prefix_average_head, one_hot_readout, trapezoid
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Layout
 
 __all__ = ["build_modular_counter", "counter_increments", "MAX_LENGTH"]
 

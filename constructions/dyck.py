@@ -31,9 +31,9 @@ import math
 import numpy as np
 
 from constructions.gadgets import bos_token_io, prefix_average_head, trapezoid
-from interp.dyck import Dyck
+from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Head, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 
 __all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "joint_slots", "FLOAT32_MAX_GAIN"]
 

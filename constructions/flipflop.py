@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
 
 __all__ = ["build_ffl", "MAX_LENGTH", "FFL_TOKENS", "FLAG_THRESHOLD_DELTA", "LOGIT_K"]
 

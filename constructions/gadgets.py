@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from interp.spec import Direction, Head, Layout, MLP, TokenIO
+from interp.model.spec import Direction, Head, Layout, MLP, TokenIO
 
 __all__ = [
     "trapezoid",

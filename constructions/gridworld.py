@@ -39,9 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
 
 __all__ = ["build_gridworld", "grid_axes", "GridAxis", "MAX_LENGTH", "MAX_CELLS", "PRINTED_DEFECTS"]
 

@@ -12,7 +12,7 @@ Three paths, chosen from the automaton (:func:`build_krohn_rhodes`):
   group part runs on the permutations (resets and BOS act as e); a Lemma 16 memory head in the
   last block fetches the group prefix and the reset target at the last reset (BOS is a reset to
   q0), and the lookup applies Φ(g_{≤t} g_{≤r}⁻¹) to the reset target (eq. 3.2).
-* **cascade** (Definition 6, Lemma 21): an explicit :class:`interp.cascade.Cascade` of
+* **cascade** (Definition 6, Lemma 21): an explicit :class:`interp.tasks.cascade.Cascade` of
   permutation-reset levels. Each level is simulated as above on a one-hot input written by the
   previous wiring block; the wiring block's MLP computes φ^{(i+1)} from the earlier levels'
   states **before** σ_t, fetched by a previous-token head (the thesis's wiring reads the states
@@ -42,13 +42,13 @@ from constructions.gadgets import (
     trapezoid,
 )
 from constructions.solvable import Map, SolvablePlan, cycle_notation, inverse, plan_solvable_group
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.groups import compose
-from interp.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
+from interp.tasks.groups import compose
+from interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
 
 if TYPE_CHECKING:
-    from interp.cascade import Cascade
+    from interp.tasks.cascade import Cascade
 
 __all__ = ["build_krohn_rhodes", "classify", "describe_path", "cascade_stages", "MAX_LENGTH", "WIRINGS"]
 
@@ -298,7 +298,7 @@ def build_krohn_rhodes(
 ) -> ConstructionSpec:
     """Theorem 11: a constant-depth simulator for a solvable group, a permutation-reset automaton or a cascade.
 
-    ``cascade`` (a :class:`~interp.cascade.Cascade` or the path of a cascade JSON file) is used
+    ``cascade`` (a :class:`~interp.tasks.cascade.Cascade` or the path of a cascade JSON file) is used
     instead of ``automaton`` when given; the 1-D gridworlds use their built-in flip-flop cascade.
     ``wiring="current"`` rebuilds Lemma 21's printed wiring as a negative control.
     """
@@ -306,7 +306,7 @@ def build_krohn_rhodes(
         raise LengthError(f"krohn_rhodes is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if wiring not in WIRINGS:
         raise ConstructionError(f"krohn_rhodes: wiring must be one of {', '.join(WIRINGS)}, got {wiring!r}")
-    from interp.cascade import Cascade, known_cascade, load_cascade_file
+    from interp.tasks.cascade import Cascade, known_cascade, load_cascade_file
 
     if isinstance(cascade, (str, Path)):
         cascade = load_cascade_file(cascade)
@@ -331,7 +331,7 @@ def build_krohn_rhodes(
 
 def describe_path(automaton: Semiautomaton) -> str:
     """One line: which Krohn–Rhodes path ``automaton`` takes, or why it is refused."""
-    from interp.cascade import known_cascade
+    from interp.tasks.cascade import known_cascade
 
     cascade = known_cascade(automaton)
     if cascade is not None:
@@ -357,7 +357,7 @@ def _classify_or_refuse(automaton: Semiautomaton) -> tuple[list[int], dict[int, 
 
 def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:
     """Definition 8: a semiautomaton containing a non-solvable group has no constant-depth simulator here."""
-    from interp.groups import transformation_semigroup
+    from interp.tasks.groups import transformation_semigroup
 
     bad = [g for g in transformation_semigroup(automaton).maximal_subgroups if not g.is_solvable]
     if bad:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from constructions.gadgets import bos_token_io, latest_write_head, one_hot_readout, trapezoid
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Layout
 
 __all__ = ["build_memory", "write_targets", "MAX_LENGTH"]
 

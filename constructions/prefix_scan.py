@@ -40,9 +40,9 @@ from constructions.gadgets import (
     rotary_position_code,
     trapezoid,
 )
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
 
 __all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH"]
 

@@ -14,7 +14,7 @@ from constructions.krohn_rhodes import build_krohn_rhodes
 from constructions.memory import build_memory
 from constructions.prefix_scan import build_prefix_scan
 from interp.errors import ConstructionError
-from interp.spec import ConstructionSpec
+from interp.model.spec import ConstructionSpec
 
 __all__ = ["REGISTRY", "build", "Entry"]
 

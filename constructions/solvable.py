@@ -18,7 +18,7 @@ When τ_i is a homomorphism (a complement exists), c_s = φ⁻¹_{P_s}(x_s) is e
 otherwise (Q8, D8 over its centre) it replaces Lemma 19's wreath product without its |H| copies.
 
 Group elements are maps on the state set as tuples (``f[q]`` is the image of q), composed as
-in :func:`interp.groups.compose`. sympy supplies solvability and the derived series; its
+in :func:`interp.tasks.groups.compose`. sympy supplies solvability and the derived series; its
 ``p*q`` applies p first, so nothing here multiplies sympy permutations.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from interp.errors import ConstructionError
-from interp.groups import compose
+from interp.tasks.groups import compose
 
 __all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power",
            "cycle_notation"]

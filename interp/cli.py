@@ -146,17 +146,17 @@ def _number(value: str) -> Any:
 
 def _load_automaton(args: argparse.Namespace):
     if args.automaton_file:
-        from interp.automata import load_automaton_file
+        from interp.tasks.automata import load_automaton_file
 
         return load_automaton_file(args.automaton_file)
-    from interp.catalogue import get_automaton
+    from interp.tasks.catalogue import get_automaton
 
     return get_automaton(args.automaton)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from constructions.registry import REGISTRY
-    from interp.catalogue import CATALOGUE
+    from interp.tasks.catalogue import CATALOGUE
 
     if args.json:
         print(json.dumps({
@@ -175,7 +175,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from constructions.krohn_rhodes import describe_path
-    from interp.groups import transformation_semigroup
+    from interp.tasks.groups import transformation_semigroup
 
     a = _load_automaton(args)
     sg = transformation_semigroup(a)
@@ -215,7 +215,7 @@ def _build_spec(args: argparse.Namespace):
     if args.variant and args.construction != "dyck":
         raise SandboxError("--variant goes with the dyck construction")
     if getattr(args, "dyck", None) or args.construction == "dyck":
-        from interp.dyck import Dyck, parse_dyck_spec
+        from interp.tasks.dyck import Dyck, parse_dyck_spec
 
         if args.construction != "dyck" or not args.dyck:
             raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
@@ -225,7 +225,7 @@ def _build_spec(args: argparse.Namespace):
         options.setdefault("seed", args.seed)
         return lang, build(args.construction, lang, args.length, **options)
     if args.cascade_file:
-        from interp.cascade import load_cascade_file
+        from interp.tasks.cascade import load_cascade_file
 
         if args.construction != "krohn_rhodes":
             raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
@@ -237,7 +237,7 @@ def _build_spec(args: argparse.Namespace):
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from interp.hooked import save_model
+    from interp.model.hooked import save_model
 
     automaton, spec = _build_spec(args)
     if args.dtype not in spec.verified_dtypes:
@@ -254,7 +254,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from interp.verify import verify
 
     if args.model:
-        from interp.hooked import load_model
+        from interp.model.hooked import load_model
 
         if args.option:
             raise SandboxError("--option applies when building; a saved model already has its options")
@@ -299,7 +299,7 @@ def _language_samples(args: argparse.Namespace, target, what: str) -> int:
 
 
 def _verify_dyck(args: argparse.Namespace, target) -> int:
-    from interp.verify_dyck import verify_dyck
+    from interp.verify.dyck import verify_dyck
 
     r = verify_dyck(target, samples=_language_samples(args, target, "Dyck"),
                     exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
@@ -325,7 +325,7 @@ def _verify_dyck(args: argparse.Namespace, target) -> int:
 
 
 def _verify_ffl(args: argparse.Namespace, target) -> int:
-    from interp.verify_ffl import verify_ffl
+    from interp.verify.ffl import verify_ffl
 
     r = verify_ffl(target, samples=_language_samples(args, target, "flip-flop"),
                    exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
@@ -356,7 +356,7 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def _training_task(args: argparse.Namespace):
-    from interp.tasks import AutomatonTask, DyckTask, FlipflopTask
+    from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask
 
     if args.task == "automaton":
         if not (args.automaton or args.automaton_file):
@@ -365,7 +365,7 @@ def _training_task(args: argparse.Namespace):
     if args.automaton or args.automaton_file:
         raise SandboxError(f"--automaton goes with `train automaton`, not `train {args.task}`")
     if args.task == "dyck":
-        from interp.dyck import Dyck, parse_dyck_spec
+        from interp.tasks.dyck import Dyck, parse_dyck_spec
 
         if not args.dyck or args.flipflop is not None:
             raise SandboxError("train dyck needs --dyck K,D")
@@ -407,8 +407,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from interp.compare import compare
-    from interp.compare_tasks import comparison_for
-    from interp.dyck import parse_dyck_spec
+    from interp.compare.tasks import comparison_for
+    from interp.tasks.dyck import parse_dyck_spec
 
     if args.task != "dyck" and args.dyck != "2,4":
         raise SandboxError("--dyck goes with `compare dyck`")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from constructions import build
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.files import atomic_write
 from interp.verify import verify
 from interp.viz import attention_patterns, circuitsvis_heads, heatmap_png, model_tokens, png_data_uri

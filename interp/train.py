@@ -30,7 +30,7 @@ import numpy as np
 
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
-from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicates", "load_trained",
            "default_shape", "evaluate"]
@@ -213,7 +213,7 @@ def _task_label(d: Any) -> str:
 
 
 def _card(task, meta: dict[str, Any]):
-    from interp.spec import ModelCard, TokenIO
+    from interp.model.spec import ModelCard, TokenIO
 
     n_sym = task.d_vocab - 1
     automaton = task.automaton.to_dict() if isinstance(task, AutomatonTask) else {}

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError, VocabularyError
 
 __all__ = ["BoundaryScores", "boundary_detector_scores", "last_boundary_positions"]
@@ -66,7 +66,7 @@ def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton 
 
     import torch
 
-    from interp.automata import parse_automaton_json
+    from interp.tasks.automata import parse_automaton_json
     from interp.viz import attention_patterns
 
     card = model.card

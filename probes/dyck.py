@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from interp.dyck import Dyck
+from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, VocabularyError
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",

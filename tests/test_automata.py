@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from sympy.combinatorics import Permutation
 
-from interp.automata import Semiautomaton, load_automaton_file, parse_automaton_json
-from interp.catalogue import catalogue_examples, get_automaton
+from interp.tasks.automata import Semiautomaton, load_automaton_file, parse_automaton_json
+from interp.tasks.catalogue import catalogue_examples, get_automaton
 from interp.errors import AutomatonError
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from interp.hooked import load_model
+from interp.model.hooked import load_model
 
 VERIFY_KEYS = {"construction", "automaton", "length", "accuracy", "sequences_checked", "exhaustive_upto",
                "n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype"}

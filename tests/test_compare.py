@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from interp.compare import TWIN, compare
-from interp.compare_tasks import AutomatonComparison, DyckComparison, canonical, comparison_for
-from interp.catalogue import get_automaton
-from interp.dyck import Dyck
+from interp.compare.tasks import AutomatonComparison, DyckComparison, canonical, comparison_for
+from interp.tasks.catalogue import get_automaton
+from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, ConstructionError
 from interp.train import ModelShape, TrainConfig, train
 
@@ -102,7 +102,7 @@ def test_report_is_one_self_contained_file(dyck_report):
 
 
 def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
-    from interp.browser import find_chromium, render
+    from browser import find_chromium, render
 
     if find_chromium() is None:
         if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):

@@ -9,8 +9,8 @@ from hypothesis import given, settings, strategies as st
 
 from constructions import build
 from constructions.prefix_scan import CIRCLE_FLOAT32_MAX_LENGTH, MAX_LENGTH
-from interp.automata import Semiautomaton
-from interp.catalogue import get_automaton
+from interp.tasks.automata import Semiautomaton
+from interp.tasks.catalogue import get_automaton
 from interp.errors import ConstructionError, LengthError
 from interp.verify import verify
 from interp.viz import attention_patterns

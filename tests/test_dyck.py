@@ -8,9 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from constructions import build
 from constructions.dyck import build_dyck
-from interp.dyck import Dyck, parse_dyck_spec
+from interp.tasks.dyck import Dyck, parse_dyck_spec
 from interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
-from interp.verify_dyck import default_bands, verify_dyck
+from interp.verify.dyck import default_bands, verify_dyck
 from probes.dyck import (
     PROBE_INPUT,
     attention_variation,

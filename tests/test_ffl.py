@@ -9,15 +9,15 @@ from hypothesis import strategies as st
 
 from constructions.counter import build_modular_counter
 from constructions.flipflop import MAX_LENGTH, build_ffl
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.cli import main
 from interp.compare import compare
-from interp.compare_tasks import FlipflopComparison, comparison_for
-from interp.dyck import Dyck
+from interp.compare.tasks import FlipflopComparison, comparison_for
+from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.train import ModelShape, TrainConfig, train
 from interp.verify import verify
-from interp.verify_ffl import all_ffl_prefixes, read_targets, verify_ffl
+from interp.verify.ffl import all_ffl_prefixes, read_targets, verify_ffl
 
 W, R, I, ZERO, ONE = range(5)
 

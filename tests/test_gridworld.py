@@ -11,8 +11,8 @@ import pytest
 
 from constructions import build
 from constructions.gridworld import MAX_LENGTH, grid_axes
-from interp.automata import Semiautomaton
-from interp.catalogue import get_automaton
+from interp.tasks.automata import Semiautomaton
+from interp.tasks.catalogue import get_automaton
 from interp.errors import AutomatonError, ConstructionError, LengthError
 from interp.verify import verify
 from probes.boundary import boundary_detector_scores, last_boundary_positions

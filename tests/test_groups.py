@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 from sympy.combinatorics import Permutation, PermutationGroup
 
-from interp.automata import Semiautomaton, parse_automaton_json
-from interp.catalogue import get_automaton
-from interp.groups import transformation_semigroup
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.catalogue import get_automaton
+from interp.tasks.groups import transformation_semigroup
 
 
 @pytest.mark.parametrize("name, size, is_group, solvable", [

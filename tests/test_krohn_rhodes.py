@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from constructions import build
 from constructions.solvable import abelian_basis, plan_solvable_group
-from interp.automata import Semiautomaton
-from interp.cascade import grid_cascade, load_cascade_file, parse_cascade_json
-from interp.catalogue import get_automaton
+from interp.tasks.automata import Semiautomaton
+from interp.tasks.cascade import grid_cascade, load_cascade_file, parse_cascade_json
+from interp.tasks.catalogue import get_automaton
 from interp.errors import AutomatonError, ConstructionError, LengthError
-from interp.groups import compose
+from interp.tasks.groups import compose
 from interp.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from constructions import build
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.errors import VocabularyError
 from probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation, live_heads
 from probes.linear import automaton_probe_data, probe_accuracy, residual_hooks
@@ -149,8 +149,8 @@ def test_logistic_probe_reads_a_state_stored_along_one_direction():
 
 def test_corollary3_two_prunings_share_one_identical_matrix():
     from constructions.dyck import build_dyck
-    from interp.dyck import Dyck
-    from interp.tasks import DyckTask, step_rng
+    from interp.tasks.dyck import Dyck
+    from interp.tasks.batches import DyckTask, step_rng
     from probes.weight_mask import RandomShape, learn_weight_masks, random_transformer
 
     lang = Dyck(2, 4)

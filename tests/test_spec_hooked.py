@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from constructions import build
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.errors import CheckpointError, ConstructionError
-from interp.hooked import load_model, save_model, state_dict_arrays
-from interp.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.model.hooked import load_model, save_model, state_dict_arrays
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
 
 
 def test_layout_names_and_labels():

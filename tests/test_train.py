@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from interp.catalogue import get_automaton
-from interp.dyck import Dyck
+from interp.tasks.catalogue import get_automaton
+from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, SandboxError
-from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
 from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train, train_replicates
 
 ROOT = Path(__file__).resolve().parents[1]

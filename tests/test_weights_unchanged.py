@@ -20,9 +20,9 @@ CASES = json.loads((ROOT / "tests/data/construction_weights.json").read_text())[
 
 def _spec(case: dict):
     from constructions import build
-    from interp.cascade import load_cascade_file
-    from interp.catalogue import get_automaton
-    from interp.dyck import Dyck
+    from interp.tasks.cascade import load_cascade_file
+    from interp.tasks.catalogue import get_automaton
+    from interp.tasks.dyck import Dyck
 
     src, opts, T = case["source"], dict(case["options"]), case["length"]
     if "automaton" in src:
@@ -36,7 +36,7 @@ def _spec(case: dict):
 
 
 def _digest(spec) -> str:
-    from interp.hooked import state_dict_arrays
+    from interp.model.hooked import state_dict_arrays
 
     h = hashlib.sha256()
     for name, arr in sorted(state_dict_arrays(spec).items()):
@@ -58,7 +58,7 @@ def test_plan_is_canonical() -> None:
     from sympy.core import random as sympy_random
 
     from constructions.solvable import plan_solvable_group
-    from interp.catalogue import get_automaton
+    from interp.tasks.catalogue import get_automaton
 
     a = get_automaton("S4")
     gens = [tuple(int(x) for x in a.delta[s]) for s in range(a.n_symbols)]

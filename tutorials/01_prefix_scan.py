@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from constructions import build
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
 from interp.viz import attention_patterns, heatmap_png, model_tokens
 

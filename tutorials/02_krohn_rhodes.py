@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt
 
 from constructions import build
 from constructions.solvable import plan_solvable_group
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
 
 d8, q8 = get_automaton("D8"), get_automaton("Q8")
@@ -71,7 +71,7 @@ for a in (d8, q8):
 # The construction does not care: any transversal works.
 
 # %%
-from interp.groups import compose
+from interp.tasks.groups import compose
 
 for a in (get_automaton("S3"), d8, q8):
     gens = [a.transition_map(s) for s in range(a.n_symbols)]
@@ -112,7 +112,7 @@ for a in (d8, q8):
 from pathlib import Path
 
 import interp
-from interp.cascade import load_cascade_file
+from interp.tasks.cascade import load_cascade_file
 
 examples = Path(interp.__file__).resolve().parents[1] / "examples" / "cascades"  # in the repository
 car = load_cascade_file(examples / "car_on_a_circle.json")

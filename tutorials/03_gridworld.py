@@ -36,7 +36,7 @@
 import numpy as np
 
 from constructions import build
-from interp.catalogue import get_automaton
+from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
 from interp.viz import attention_patterns, circuitsvis_heads, heatmap_png, model_tokens
 

@@ -27,8 +27,8 @@
 import numpy as np
 
 from constructions.dyck import build_dyck
-from interp.dyck import Dyck
-from interp.verify_dyck import verify_dyck
+from interp.tasks.dyck import Dyck
+from interp.verify.dyck import verify_dyck
 
 lang = Dyck(k=2, D=4, q=0.5)
 print(lang.name, "brackets:", " ".join(lang.bracket_names))

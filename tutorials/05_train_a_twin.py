@@ -25,8 +25,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from interp.dyck import Dyck
-from interp.tasks import DyckTask
+from interp.tasks.dyck import Dyck
+from interp.tasks.batches import DyckTask
 from interp.train import TrainConfig, default_shape, load_trained, train
 
 task = DyckTask(Dyck(2, 4), length=28)
@@ -75,7 +75,7 @@ plt.show()
 # the thesis's probe input, and how stack-like it is.
 
 # %%
-from interp.verify_dyck import next_token_probabilities
+from interp.verify.dyck import next_token_probabilities
 from probes.dyck import PROBE_INPUT, layer_patterns, stack_top_mass
 
 twin = load_trained(out)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from interp.automata import Semiautomaton, parse_automaton_json
-from interp.dyck import Dyck
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.dyck import Dyck
 from interp.errors import AutomatonError, CheckpointError
 
 __all__ = ["Batch", "AutomatonTask", "DyckTask", "FlipflopTask", "task_from_dict", "step_rng"]

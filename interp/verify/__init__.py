@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from interp.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.errors import ConstructionError, LengthError, VocabularyError
-from interp.spec import ConstructionSpec, ModelCard
+from interp.model.spec import ConstructionSpec, ModelCard
 
 __all__ = ["verify", "resolve_model", "predict_states", "VerificationResult", "Mismatch", "default_exhaustive_length"]
 
@@ -180,7 +180,7 @@ def verify(
     card: ModelCard = model.card
     if card.task:
         raise ConstructionError(f"{card.construction} models a language task ({card.task.get('kind')}); "
-                                f"use interp.verify_dyck.verify_dyck or interp.verify_ffl.verify_ffl")
+                                f"use interp.verify.dyck.verify_dyck or interp.verify.ffl.verify_ffl")
     automaton = automaton or _card_automaton(card)
     if automaton.n_symbols != len(card.io.symbol_tokens):
         raise VocabularyError(

@@ -9,7 +9,7 @@ defaults, reused from ``out/twin``, or loaded from ``trained``) on the same word
 * **attention** — every live head against reference patterns (mean mass on the reference,
   argmax agreement, mean total-variation distance, averaged over example words), and a one-to-one
   Hungarian matching of the twin's heads to each construction's, in canonical coordinates
-  (``interp.compare_tasks``);
+  (``interp.compare.tasks``);
 * **ablation** — zero- and mean-ablation of every head on ``hook_z`` (others fixed), with a
   majority-class chance level;
 * **pruning** — greedy head pruning at 95% of the intact accuracy, learned hard-concrete head
@@ -19,7 +19,7 @@ defaults, reused from ``out/twin``, or loaded from ``trained``) on the same word
   that one random network with an identical pruned key matrix.
 
 It writes ``out/metrics.json`` (sections ``probes``, ``attention``, ``ablation``, ``pruning``)
-and the self-contained ``out/report.html`` (``interp.compare_report``).
+and the self-contained ``out/report.html`` (``interp.compare.report``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.compare_tasks import AutomatonComparison, DyckComparison, FlipflopComparison, canonical
+from interp.compare.tasks import AutomatonComparison, DyckComparison, FlipflopComparison, canonical
 from interp.errors import SandboxError
 from interp.files import atomic_write
-from interp.tasks import step_rng
+from interp.tasks.batches import step_rng
 
 __all__ = ["compare", "compare_dyck", "TWIN"]
 
@@ -167,7 +167,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     """
     from tqdm import tqdm
 
-    from interp.compare_report import write_report
+    from interp.compare.report import write_report
     from probes.attention import match_heads
 
     if samples < 8 or examples < 1:
@@ -241,7 +241,7 @@ def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, 
 
 def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, **kwargs: Any) -> Path:
     """:func:`compare` on Dyck_{k,D} with the three constructions (the `make demo` report)."""
-    from interp.dyck import Dyck
+    from interp.tasks.dyck import Dyck
 
     return compare(DyckComparison(Dyck(k, D)), out, trained=trained, **kwargs)
 

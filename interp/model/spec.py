@@ -11,7 +11,7 @@ as sums of rank-one terms on named directions:
 
 MLPs are lists of ReLU units (:class:`MLP`), each reading and writing named coordinates.
 The width of a head (d_head) and of an MLP (d_mlp) is whatever it needs; the export to a
-TransformerLens state dict (:mod:`interp.hooked`) pads everything to common sizes and bakes
+TransformerLens state dict (:mod:`interp.model.hooked`) pads everything to common sizes and bakes
 the attention temperature into W_Q. The array layout follows TransformerLens's state-dict
 conventions (``x @ W``), so other back-ends (e.g. a 4.x ``TransformerBridge``) only need an
 adapter.
@@ -442,6 +442,6 @@ class ConstructionSpec:
 
     def to_hooked(self, dtype: str = "float32", use_attn_scale: bool = True):
         """Build the ``HookedTransformer`` (strict load, no weight processing)."""
-        from interp.hooked import to_hooked
+        from interp.model.hooked import to_hooked
 
         return to_hooked(self, dtype=dtype, use_attn_scale=use_attn_scale)

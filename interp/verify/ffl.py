@@ -74,7 +74,7 @@ def read_targets(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def sample_ffl(p: float, n: int, length: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` FFL(p) prefixes of ``length`` tokens (strings of the next even length ≥ length + 1, truncated)."""
-    from interp.tasks import FlipflopTask
+    from interp.tasks.batches import FlipflopTask
 
     T = max(4, length + 1 + (length + 1) % 2)
     return FlipflopTask(p, T).sequences(rng, n)[:, :length]

@@ -24,7 +24,7 @@ import numpy as np
 
 from interp.errors import CheckpointError, ConstructionError
 from interp.files import atomic_write
-from interp.spec import ConstructionSpec, ModelCard
+from interp.model.spec import ConstructionSpec, ModelCard
 
 __all__ = ["to_hooked", "state_dict_arrays", "hooked_config", "save_model", "load_model", "DTYPES"]
 
@@ -139,7 +139,7 @@ def _load_strict(model, tensors: dict[str, Any]) -> None:
 def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True):
     """Build a ``HookedTransformer`` whose weights are exactly the spec's.
 
-    The model gets a ``card`` attribute (:class:`~interp.spec.ModelCard`) that tells
+    The model gets a ``card`` attribute (:class:`~interp.model.spec.ModelCard`) that tells
     :func:`interp.verify.verify` how to feed it automaton inputs.
     """
     import torch

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError
 
 __all__ = ["CATALOGUE", "get_automaton", "catalogue_examples", "direct_product", "permutation_automaton"]

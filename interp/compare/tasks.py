@@ -24,10 +24,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.automata import Semiautomaton
-from interp.dyck import Dyck
+from interp.tasks.automata import Semiautomaton
+from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError
-from interp.tasks import AutomatonTask, DyckTask, FlipflopTask, step_rng
+from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask, step_rng
 from probes.attention import lookback_reference, target_reference, uniform_reference
 from probes.boundary import last_boundary_positions
 
@@ -294,7 +294,7 @@ class FlipflopComparison:
         return [FlipflopTask.VOCAB[t] for t in word]
 
     def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
-        from interp.verify_ffl import read_targets
+        from interp.verify.ffl import read_targets
 
         tokens = np.atleast_2d(np.asarray(words, dtype=np.int64))
         written, reads = read_targets(tokens)
@@ -338,7 +338,7 @@ class FlipflopComparison:
 def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None,
                    ffl: float = 0.8) -> DyckComparison | AutomatonComparison | FlipflopComparison:
     """The adapter for ``interp compare TASK``: ``dyck``, ``ffl`` (FFL(``ffl``)) or a catalogue automaton's name."""
-    from interp.catalogue import get_automaton
+    from interp.tasks.catalogue import get_automaton
 
     if task == "dyck":
         return DyckComparison(Dyck(*dyck), length or 28)

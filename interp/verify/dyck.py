@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
+from interp.tasks.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.verify import resolve_model
 

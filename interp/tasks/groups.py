@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from interp.automata import Semiautomaton
+from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError
 
 __all__ = ["TransformationSemigroup", "transformation_semigroup", "compose"]

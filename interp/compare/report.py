@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from interp.compare_tasks import canonical
+from interp.compare.tasks import canonical
 from interp.files import atomic_write
 from interp.viz import _figure_png, circuitsvis_heads, heatmap_png, png_data_uri
 

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.errors import AutomatonError
 
 __all__ = ["Cascade", "CascadeLevel", "parse_cascade_json", "load_cascade_file", "grid_cascade", "known_cascade"]
@@ -124,7 +124,7 @@ def _as_list(x: Any) -> list[str]:
 
 def _load_level_automaton(spec: Any, where: str) -> Semiautomaton:
     if isinstance(spec, str):
-        from interp.catalogue import get_automaton
+        from interp.tasks.catalogue import get_automaton
 
         return get_automaton(spec)
     if isinstance(spec, dict):
@@ -286,7 +286,7 @@ def grid_cascade(n: int, noop: bool = False) -> Cascade:
     direction equals it (then the position inside level k's interval changes), and sees a no-op
     otherwise. The grid state is the number of flip-flops holding R.
     """
-    from interp.catalogue import get_automaton, grid
+    from interp.tasks.catalogue import get_automaton, grid
 
     target = grid(n, noop)
     S = n - 1
@@ -317,7 +317,7 @@ def grid_cascade(n: int, noop: bool = False) -> Cascade:
 
 def known_cascade(automaton: Semiautomaton) -> Cascade | None:
     """A built-in cascade for ``automaton`` when there is one (the 1-D gridworlds)."""
-    from interp.catalogue import grid
+    from interp.tasks.catalogue import grid
 
     n = automaton.n_states
     if n < 2:

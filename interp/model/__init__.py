@@ -1,0 +1,2 @@
+"""Floor 1 — how weights are held and run: the framework-neutral spec, the model card, the
+TransformerLens export, saved models and the exact-precision forward helpers."""
