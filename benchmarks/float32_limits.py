@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from constructions import build  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
-from interp.verify import predict_states  # noqa: E402
-from interp.verify.ffl import read_targets, sample_ffl  # noqa: E402
+from interp.model.run import predict as predict_states  # noqa: E402
+from interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
+from interp.model.hooked import to_hooked
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)
@@ -70,7 +71,7 @@ def prefix_scan_rows(samples: int) -> list[dict]:
     for code, lengths in (("rotary", (1024, 2048, 4096)), ("circle", (1024, 2048, 4096))):
         for T in lengths:
             t0 = time.perf_counter()
-            model = build("prefix_scan", a, T, code=code).to_hooked("float32")
+            model = to_hooked(build("prefix_scan", a, T, code=code), "float32")
             stats = lookback_stats(model, T)
             words = a.sample(samples, T, seed=T)
             acc = float((predict_states(model, words) == a.run(words)).mean())
@@ -99,7 +100,7 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
         for T in (1024, 4096):
             t0 = time.perf_counter()
             spec = build("modular_counter", a, T)
-            model = spec.to_hooked("float32")
+            model = to_hooked(spec, "float32")
             words = a.sample(samples, T, seed=T)
             incs = np.asarray(spec.options["increments"])[words]
             err = head_error(model, words, "s", np.cumsum(incs, axis=1), spec.options["N"])
@@ -112,7 +113,7 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
         a = get_automaton(name)
         for T in (1024, 4096):
             t0 = time.perf_counter()
-            model = build("memory", a, T).to_hooked("float32")
+            model = to_hooked(build("memory", a, T), "float32")
             words = a.sample(samples, T, seed=T)
             truth = a.run(words)  # the state is the last written value (or q0)
             err = head_error(model, words, "mem", truth, 1.0)
@@ -129,7 +130,7 @@ def ffl_rows(samples: int) -> list[dict]:
     for p in (0.8, 0.1):
         for T in (1024, 4096):
             t0 = time.perf_counter()
-            model = build("ffl", None, T).to_hooked("float32")
+            model = to_hooked(build("ffl", None, T), "float32")
             tokens = sample_ffl(p, samples, T, np.random.default_rng(T))
             is_w = tokens == 0
             flag = is_w.copy()

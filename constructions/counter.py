@@ -87,7 +87,7 @@ def build_modular_counter(automaton: Semiautomaton, length: int) -> Construction
         output_names=list(automaton.states),
         io=bos_token_io(automaton.n_symbols),
         max_length=length,
-        automaton=automaton.to_dict(),
+        task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"N": N, "increments": incs},
         notes=f"BOS sink with score log({N} - t); grid spacing 1/{N}.",
     )

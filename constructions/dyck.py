@@ -19,7 +19,7 @@ layer 2's attention, yet all emit the exact next-token distribution:
 * **MLP 2** reads the type at the current depth (``top``) and the unembedding writes the exact
   log-probabilities (−30 for impossible brackets).
 
-``control`` builds the negative controls of the notes: ``"unscaled"`` (balanced scores without
+``as_printed`` builds the negative controls of the notes: ``"unscaled"`` (balanced scores without
 the value rescaling — violates the balance condition) and ``"zeroed"`` (uniform attention with the
 close values zeroed). Both are expected to fail.
 """
@@ -35,7 +35,7 @@ from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 
-__all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "joint_slots", "FLOAT32_MAX_GAIN"]
+__all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "FLOAT32_MAX_GAIN"]
 
 VARIANTS = ("stack", "uniform", "balanced")
 CONTROLS = ("unscaled", "zeroed")
@@ -49,24 +49,16 @@ FLOAT32_MAX_GAIN = 2.0**20
 _GAMMA, _DELTA = 10.0, 20.0
 
 
-def joint_slots(lang: Dyck) -> list[tuple[int, int]]:
-    """The valid (token, depth) pairs: BOS at 0, open_i at 1..D, close_i at 0..D−1 (token 0 = BOS, 1 + b = bracket b)."""
-    slots = [(0, 0)]
-    for b in range(lang.n_brackets):
-        depths = range(1, lang.D + 1) if b % 2 == 0 else range(0, lang.D)
-        slots += [(1 + b, d) for d in depths]
-    return slots
-
-
 def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, sigma: float = 1.0,
-               control: str = "") -> ConstructionSpec:
+               as_printed: str = "") -> ConstructionSpec:
     """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets."""
     if variant not in VARIANTS:
         raise ConstructionError(f"dyck: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    control = as_printed  # a negative control of the notes
     if control and control not in CONTROLS:
-        raise ConstructionError(f"dyck: control must be one of {', '.join(CONTROLS)}, got {control!r}")
+        raise ConstructionError(f"dyck: as_printed must be one of {', '.join(CONTROLS)}, got {control!r}")
     if control == "unscaled" and variant != "balanced" or control == "zeroed" and variant != "uniform":
-        raise ConstructionError("dyck: control=unscaled goes with variant=balanced, control=zeroed with variant=uniform")
+        raise ConstructionError("dyck: as_printed=unscaled goes with variant=balanced, as_printed=zeroed with variant=uniform")
     if not 1 <= length <= MAX_LENGTH:
         raise LengthError(f"dyck is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if not 0 < sigma <= 10:
@@ -74,7 +66,7 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
     k, D, M = lang.k, lang.D, length
     names = lang.bracket_names
     tokens = ["BOS", *names]
-    slots = joint_slots(lang)
+    slots = lang.token_depth_pairs()  # the "joint" slots
     slot_label = [f"{tokens[t]}@{d}" for t, d in slots]
     index = {s: i for i, s in enumerate(slots)}
     N = 2 ** math.ceil(math.log2(2 * (M + 1)))  # counting normaliser: a power of two > positions
@@ -185,9 +177,8 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
         output_names=names,
         io=bos_token_io(lang.n_brackets),
         max_length=length,
-        automaton={},
         verified_dtypes=dtypes,
-        options={"variant": variant, "seed": seed, "sigma": sigma, "control": control,
+        options={"variant": variant, "seed": seed, "sigma": sigma, "as_printed": control,
                  "scores": [float(x) for x in scores], "gain": gain},
         notes=f"layer-2 read-out gain {gain:.3g}" + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
         task=lang.to_dict(),

@@ -21,7 +21,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from interp.model.spec import Direction, Head, Layout, MLP, TokenIO
+from interp.model.card import TokenIO
+from interp.model.spec import Direction, Head, Layout, MLP
 
 __all__ = [
     "trapezoid",

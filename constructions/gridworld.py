@@ -41,7 +41,8 @@ import numpy as np
 from constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
 from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.model.card import TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 
 __all__ = ["build_gridworld", "grid_axes", "GridAxis", "MAX_LENGTH", "MAX_CELLS", "PRINTED_DEFECTS"]
 
@@ -239,7 +240,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         output_names=list(automaton.states),
         io=TokenIO(prefix=(0, *[1 + s for s in pads]), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
         max_length=length,
-        automaton=automaton.to_dict(),
+        task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
                  "code_bits": B, "normaliser": N},
         notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {c:.1f}, γ = {gamma:.1f}",

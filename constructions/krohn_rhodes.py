@@ -16,7 +16,7 @@ Three paths, chosen from the automaton (:func:`build_krohn_rhodes`):
   permutation-reset levels. Each level is simulated as above on a one-hot input written by the
   previous wiring block; the wiring block's MLP computes φ^{(i+1)} from the earlier levels'
   states **before** σ_t, fetched by a previous-token head (the thesis's wiring reads the states
-  after σ_t, erratum E19; ``wiring="current"`` rebuilds that defect as a negative control).
+  after σ_t, erratum E19; ``as_printed="wiring"`` rebuilds that defect as a negative control).
 
 Every discrete value lives in the residual stream as an exact one-hot (trapezoid and lookup
 outputs are exactly 0 or 1), so errors never accumulate across levels. Depth does not depend on
@@ -294,18 +294,19 @@ def _last_reset(c: _Circuit, automaton: Semiautomaton, plan: SolvablePlan, slots
 
 # -- builder -----------------------------------------------------------------------------------
 def build_krohn_rhodes(
-    automaton: Semiautomaton, length: int, cascade: "Cascade | str | Path | None" = None, wiring: str = "previous"
+    automaton: Semiautomaton, length: int, cascade: "Cascade | str | Path | None" = None, as_printed: str = ""
 ) -> ConstructionSpec:
     """Theorem 11: a constant-depth simulator for a solvable group, a permutation-reset automaton or a cascade.
 
     ``cascade`` (a :class:`~interp.tasks.cascade.Cascade` or the path of a cascade JSON file) is used
     instead of ``automaton`` when given; the 1-D gridworlds use their built-in flip-flop cascade.
-    ``wiring="current"`` rebuilds Lemma 21's printed wiring as a negative control.
+    ``as_printed="wiring"`` rebuilds Lemma 21's printed wiring as a negative control.
     """
     if not 1 <= length <= MAX_LENGTH:
         raise LengthError(f"krohn_rhodes is verified for lengths 1..{MAX_LENGTH}, got {length}")
-    if wiring not in WIRINGS:
-        raise ConstructionError(f"krohn_rhodes: wiring must be one of {', '.join(WIRINGS)}, got {wiring!r}")
+    if as_printed not in ("", "wiring"):
+        raise ConstructionError(f"krohn_rhodes: as_printed must be wiring (or empty), got {as_printed!r}")
+    wiring = "current" if as_printed == "wiring" else "previous"
     from interp.tasks.cascade import Cascade, known_cascade, load_cascade_file
 
     if isinstance(cascade, (str, Path)):
@@ -386,7 +387,7 @@ def _finish(c: _Circuit, automaton: Semiautomaton, state: str, length: int, theo
         output_names=list(automaton.states),
         io=bos_token_io(automaton.n_symbols),
         max_length=length,
-        automaton=automaton.to_dict(),
+        task={"kind": "automaton", "automaton": automaton.to_dict()},
         options=options,
         notes=notes,
     )

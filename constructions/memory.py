@@ -86,7 +86,7 @@ def build_memory(automaton: Semiautomaton, length: int) -> ConstructionSpec:
         output_names=list(automaton.states),
         io=bos_token_io(automaton.n_symbols),
         max_length=length,
-        automaton=automaton.to_dict(),
+        task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"writes": targets},
         notes="BOS counts as a write of q0.",
     )

@@ -42,7 +42,8 @@ from constructions.gadgets import (
 )
 from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
-from interp.model.spec import MLP, Block, ConstructionSpec, Layout, TokenIO
+from interp.model.card import TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Layout
 
 __all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH"]
 
@@ -129,7 +130,7 @@ def build_prefix_scan(
         output_names=list(automaton.states),
         io=TokenIO(prefix=(m,) * P, symbol_tokens=tuple(range(m))),
         max_length=length,
-        automaton=automaton.to_dict(),
+        task={"kind": "automaton", "automaton": automaton.to_dict()},
         verified_dtypes=verified,
         options={"code": code, "padding": padding, "P": P, "scan_layers": L, "gamma": gamma,
                  "as_printed": list(defects)},

@@ -1,61 +1,185 @@
-"""Construction names -> builders (used by the CLI and by :func:`build`)."""
+"""Construction names -> what each one takes and its options; builders imported only when asked for.
+
+Every entry declares its input (``automaton``: a :class:`~interp.tasks.automata.Semiautomaton`;
+``dyck``: a :class:`~interp.tasks.dyck.Dyck` language; ``ffl``: nothing, the flip-flop language)
+and its options with their defaults and allowed values. :func:`build` validates a request once —
+name, input, options — before importing the builder, so ``interp verify prefix_scan …`` never
+imports the Krohn–Rhodes machinery (and sympy), the gridworld or the Dyck modules.
+
+Negative controls have one spelling, ``as_printed=…`` (the thesis's printed, defective version, or
+a control of the notes). The older spellings ``control=`` (dyck) and ``wiring=current``
+(krohn_rhodes) are still accepted, with a deprecation warning.
+"""
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass
+import importlib
+import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from constructions.counter import build_modular_counter
-from constructions.dyck import build_dyck
-from constructions.flipflop import build_ffl
-from constructions.gridworld import build_gridworld
-from constructions.krohn_rhodes import build_krohn_rhodes
-from constructions.memory import build_memory
-from constructions.prefix_scan import build_prefix_scan
 from interp.errors import ConstructionError
 from interp.model.spec import ConstructionSpec
 
-__all__ = ["REGISTRY", "build", "Entry"]
+__all__ = ["REGISTRY", "build", "Entry", "Option", "INPUTS"]
+
+INPUTS = ("automaton", "dyck", "ffl")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One keyword option: its default, its type, and either its allowed values or, for a
+    comma-separated list (``subset=True``), the values each item may take."""
+
+    default: Any
+    type: type = str
+    choices: tuple[Any, ...] = ()
+    subset: bool = False
+    cli: bool = True  # settable with -O KEY=VALUE (False: Python objects such as a cascade)
+    help: str = ""
+
+    def check(self, construction: str, name: str, value: Any) -> Any:
+        if self.type is object:
+            return value  # a Python object or a path (e.g. a Cascade); the builder checks it
+        try:
+            value = self.type(value)
+        except (TypeError, ValueError):
+            raise ConstructionError(f"{construction}: option {name} must be a {self.type.__name__}, got {value!r}") from None
+        if self.subset:
+            bad = [v for v in str(value).split(",") if v and v not in self.choices]
+            if bad:
+                raise ConstructionError(f"{construction}: {name} takes a comma-separated subset of "
+                                        f"{', '.join(map(str, self.choices))}; unknown: {', '.join(bad)}")
+        elif self.choices and value not in self.choices:
+            raise ConstructionError(f"{construction}: {name} must be one of {', '.join(map(str, self.choices))}, "
+                                    f"got {value!r}")
+        return value
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"default": self.default, "type": self.type.__name__}
+        if self.choices:
+            out["choices" if not self.subset else "comma-separated subset of"] = list(self.choices)
+        if self.help:
+            out["help"] = self.help
+        return out
 
 
 @dataclass(frozen=True)
 class Entry:
-    builder: Callable[..., ConstructionSpec]
+    module: str
+    function: str
     theorem: str
     summary: str
+    takes: str  # one of INPUTS
+    options: dict[str, Option] = field(default_factory=dict)
+    # old option spellings: name -> function(value) -> {new name: new value}
+    deprecated: dict[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict)
 
     @property
-    def options(self) -> dict[str, Any]:
-        """Keyword options beyond (automaton, length), with their defaults."""
-        params = list(inspect.signature(self.builder).parameters.values())[2:]
-        return {p.name: p.default for p in params}
+    def builder(self) -> Callable[..., ConstructionSpec]:
+        return getattr(importlib.import_module(self.module), self.function)
+
+    def describe(self) -> dict[str, Any]:
+        return {"theorem": self.theorem, "summary": self.summary, "takes": self.takes,
+                "options": {n: o.describe() for n, o in self.options.items() if o.cli}}
+
+
+def _dyck_control(value: Any) -> dict[str, Any]:
+    return {"as_printed": value}
+
+
+def _kr_wiring(value: Any) -> dict[str, Any]:
+    if value not in ("previous", "current"):
+        raise ConstructionError(f"krohn_rhodes: wiring must be previous or current, got {value!r}")
+    return {"as_printed": "wiring" if value == "current" else ""}
 
 
 REGISTRY: dict[str, Entry] = {
-    "prefix_scan": Entry(build_prefix_scan, "Theorem 10",
-                         "any semiautomaton; ceil(log2 T) attention layers (options: code=rotary|circle, padding=minimal|thesis, as_printed=rotation_sign,value_matrix,readout)"),
-    "modular_counter": Entry(build_modular_counter, "Lemma 15", "C<n> / parity; 1 attention layer"),
-    "memory": Entry(build_memory, "Lemma 16", "memory<n> / flipflop; 1 attention layer"),
-    "gridworld": Entry(build_gridworld, "Theorem 12",
-                       "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T (options: as_printed=no_padding)"),
-    "dyck": Entry(build_dyck, "Theorem 1",
-                  "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers; --variant stack|uniform|balanced (options: sigma, control=unscaled|zeroed, q)"),
-    "ffl": Entry(build_ffl, "Proposition 3",
-                 "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each"),
-    "krohn_rhodes": Entry(build_krohn_rhodes, "Theorem 11",
-                          "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T (options: wiring=previous|current)"),
+    "prefix_scan": Entry(
+        "constructions.prefix_scan", "build_prefix_scan", "Theorem 10", "any semiautomaton; ceil(log2 T) attention layers",
+        "automaton",
+        {"code": Option("rotary", choices=("rotary", "circle"), help="position code of the look-back heads"),
+         "padding": Option("minimal", choices=("minimal", "thesis"), help="padding before the word"),
+         "as_printed": Option("", choices=("rotation_sign", "value_matrix", "readout"), subset=True,
+                              help="rebuild the thesis's printed defects (negative controls)")}),
+    "modular_counter": Entry("constructions.counter", "build_modular_counter", "Lemma 15", "C<n> / parity; 1 attention layer",
+                             "automaton"),
+    "memory": Entry("constructions.memory", "build_memory", "Lemma 16", "memory<n> / flipflop; 1 attention layer", "automaton"),
+    "gridworld": Entry(
+        "constructions.gridworld", "build_gridworld", "Theorem 12",
+        "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T", "automaton",
+        {"as_printed": Option("", choices=("no_padding",), subset=True, help="drop the padding (negative control)")}),
+    "dyck": Entry(
+        "constructions.dyck", "build_dyck", "Theorem 1",
+        "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers", "dyck",
+        {"variant": Option("stack", choices=("stack", "uniform", "balanced"), help="the second layer's attention"),
+         "seed": Option(0, int, help="seed of the balanced variant's random scores"),
+         "sigma": Option(1.0, float, help="scale of the balanced variant's random scores, in (0, 10]"),
+         "as_printed": Option("", choices=("", "unscaled", "zeroed"),
+                              help="negative controls: unscaled (with variant=balanced), zeroed (with variant=uniform)")},
+        {"control": _dyck_control}),
+    "ffl": Entry("constructions.ffl", "build_ffl", "Proposition 3",
+                 "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each", "ffl"),
+    "krohn_rhodes": Entry(
+        "constructions.krohn_rhodes", "build_krohn_rhodes", "Theorem 11",
+        "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T",
+        "automaton",
+        {"cascade": Option(None, object, cli=False, help="a Cascade (or a cascade JSON file) to simulate"),
+         "as_printed": Option("", choices=("", "wiring"),
+                              help="wiring: Lemma 21's printed wiring, which reads the states after σ_t (negative control)")},
+        {"wiring": _kr_wiring}),
 }
 
 
-def build(name: str, automaton: Any, length: int, **options: Any) -> ConstructionSpec:
-    """Build construction ``name`` for ``automaton`` (a Semiautomaton; a Dyck language for ``dyck``)."""
-    try:
-        entry = REGISTRY[name]
-    except KeyError:
-        raise ConstructionError(f"unknown construction {name!r} (choose from {', '.join(REGISTRY)})") from None
-    unknown = set(options) - set(entry.options)
+def _unknown(name: str) -> ConstructionError:
+    return ConstructionError(f"unknown construction {name!r} (choose from {', '.join(REGISTRY)})")
+
+
+def validate(name: str, source: Any, options: dict[str, Any]) -> tuple[Entry, dict[str, Any]]:
+    """The entry and the checked options of a request, or a :class:`ConstructionError` saying what is wrong."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise _unknown(name)
+    options = dict(options)
+    for old, convert in entry.deprecated.items():
+        if old in options:
+            new = convert(options.pop(old))
+            warnings.warn(f"{name}: option {old}= is deprecated; use {', '.join(f'{k}={v!r}' for k, v in new.items())}",
+                          FutureWarning, stacklevel=3)
+            for key, value in new.items():
+                if options.get(key, value) != value:
+                    raise ConstructionError(f"{name}: {old}= and {key}= disagree")
+                options[key] = value
+    unknown = sorted(set(options) - set(entry.options))
     if unknown:
         allowed = ", ".join(entry.options) or "none"
-        raise ConstructionError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} (allowed: {allowed})")
-    return entry.builder(automaton, length, **options)
+        raise ConstructionError(f"{name}: unknown option(s) {', '.join(unknown)} (allowed: {allowed})")
+    checked = {key: entry.options[key].check(name, key, value) for key, value in options.items()}
+    _check_source(name, entry.takes, source)
+    return entry, checked
+
+
+def _check_source(name: str, takes: str, source: Any) -> None:
+    if takes == "ffl":
+        if source is not None and getattr(source, "kind", None) != "ffl":
+            raise ConstructionError(f"{name} models the flip-flop language and takes no automaton "
+                                    "(for the flip-flop automaton: the memory construction)")
+        return
+    if takes == "dyck":
+        from interp.tasks.dyck import Dyck
+
+        if not isinstance(source, Dyck):
+            raise ConstructionError(f"{name} needs a Dyck language (--dyck K,D), not {type(source).__name__}")
+        return
+    from interp.tasks.automata import Semiautomaton
+
+    if not isinstance(source, Semiautomaton):
+        what = "a Dyck language" if type(source).__name__ == "Dyck" else type(source).__name__
+        raise ConstructionError(f"{name} needs an automaton, not {what}")
+
+
+def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSpec:
+    """Build construction ``name`` for ``source`` — an automaton, a Dyck language for ``dyck``,
+    ``None`` for ``ffl`` — on inputs of up to ``length`` symbols."""
+    entry, checked = validate(name, source, options)
+    return entry.builder(source, length, **checked)

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
     _construction_args(s, saved_model=True)
-    s.add_argument("--samples", type=int, default=1000, help="random words at the full length (default 1000)")
+    s.add_argument("--samples", type=int, default=None,
+                   help="random inputs: automaton words at the full length (default 1000); Dyck prefixes or FFL strings per band (default 200)")
     s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
                    help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
@@ -74,13 +76,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
 
     s = sub.add_parser("train", help="train a HookedTransformer on a task (checkpoints, resume, replicates)")
-    s.add_argument("task", choices=["automaton", "dyck", "flipflop"])
+    s.add_argument("task", choices=["automaton", "dyck", "ffl", "flipflop"],
+                   help="automaton, dyck or ffl (the flip-flop language; `flipflop` is its old name)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--automaton", metavar="NAME", help="automaton task: catalogue name")
     g.add_argument("--automaton-file", metavar="PATH", help="automaton task: JSON automaton file")
     g.add_argument("--dyck", metavar="K,D", help="dyck task: Dyck_{K,D}")
-    g.add_argument("--flipflop", metavar="P", type=float, help="flipflop task: FFL(P), P = p_i (default 0.8)")
-    s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, flipflop 64)")
+    g.add_argument("--ffl", "--flipflop", dest="ffl", metavar="P", type=float,
+                   help="ffl task: FFL(P), P = p_i (default 0.8)")
+    s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, ffl 64)")
     s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
     s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
     s.add_argument("--d-head", type=int), s.add_argument("--d-mlp", type=int)
@@ -116,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
+
+    s = sub.add_parser("report", help="rebuild report.html of `interp compare` from its files (no model run)")
+    s.add_argument("directory", metavar="DIR", help="the --out directory of `interp compare`")
 
     s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
     s.add_argument("--out", default="reports/demo", metavar="DIR")
@@ -160,13 +167,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     if args.json:
         print(json.dumps({
-            "constructions": {n: {"theorem": e.theorem, "summary": e.summary, "options": e.options} for n, e in REGISTRY.items()},
+            "constructions": {n: e.describe() for n, e in REGISTRY.items()},
             "automata": [{"name": e.pattern, "doc": e.doc, "examples": list(e.examples)} for e in CATALOGUE],
         }, indent=2))
         return 0
     print("Constructions:")
     for name, e in REGISTRY.items():
-        print(f"  {name:16s} {e.theorem:11s} {e.summary}")
+        opts = [f"{n}={'|'.join(map(str, o.choices)) if o.choices else o.type.__name__}" for n, o in e.options.items()
+                if o.cli and n != "seed"]
+        print(f"  {name:16s} {e.theorem:13s} {e.summary}" + (f" (options: {', '.join(opts)})" if opts else ""))
     print("\nAutomata (catalogue names):")
     for e in CATALOGUE:
         print(f"  {e.pattern:20s} {e.doc}  e.g. {', '.join(e.examples)}")
@@ -200,27 +209,38 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _build_spec(args: argparse.Namespace):
-    from constructions.registry import build
+    from constructions.registry import REGISTRY, build
 
     options = _parse_options(args.option)
+    entry = REGISTRY.get(args.construction)
+    if entry is not None:
+        settable = {n for n, o in entry.options.items() if o.cli} | set(entry.deprecated) | ({"q"} if entry.takes == "dyck" else set())
+        hidden = sorted(set(options) - settable)
+        if hidden:
+            raise SandboxError(f"{args.construction}: unknown option(s) {', '.join(hidden)} "
+                               f"(allowed: {', '.join(sorted(settable)) or 'none'})")
     sources = [a for a in ("automaton", "automaton_file", "cascade_file", "dyck") if getattr(args, a, None)]
-    if args.construction == "ffl":
+    if args.variant and args.construction != "dyck":
+        raise SandboxError("--variant goes with the dyck construction")
+    if entry is not None and entry.takes == "ffl":
         if sources:
-            raise SandboxError("the ffl construction models the flip-flop language and takes no automaton "
+            raise SandboxError(f"the {args.construction} construction models the flip-flop language and takes no automaton "
                                "(for the flip-flop automaton: `memory --automaton flipflop`)")
-        return None, build("ffl", None, args.length, **options)
+        return None, build(args.construction, None, args.length, **options)
     if not sources:
         raise SandboxError("one of --automaton NAME, --automaton-file PATH, --cascade-file PATH, --dyck K,D is required"
                            + (" (or --model DIR)" if hasattr(args, "model") else ""))
-    if args.variant and args.construction != "dyck":
-        raise SandboxError("--variant goes with the dyck construction")
-    if getattr(args, "dyck", None) or args.construction == "dyck":
+    if getattr(args, "dyck", None) or (entry is not None and entry.takes == "dyck"):
         from interp.tasks.dyck import Dyck, parse_dyck_spec
 
-        if args.construction != "dyck" or not args.dyck:
+        if entry is None or entry.takes != "dyck" or not args.dyck:
             raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
         k, D = parse_dyck_spec(args.dyck)
-        lang = Dyck(k, D, float(options.pop("q", 0.5)))
+        try:
+            q = float(options.pop("q", 0.5))
+        except ValueError:
+            raise SandboxError("dyck: option q must be a number in (0, 1)") from None
+        lang = Dyck(k, D, q)
         options.setdefault("variant", args.variant or "stack")
         options.setdefault("seed", args.seed)
         return lang, build(args.construction, lang, args.length, **options)
@@ -237,12 +257,13 @@ def _build_spec(args: argparse.Namespace):
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from interp.model.hooked import save_model
+    from interp.model.hooked import to_hooked
+    from interp.model.saved import save_model
 
     automaton, spec = _build_spec(args)
     if args.dtype not in spec.verified_dtypes:
         raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
-    out = save_model(spec.to_hooked(dtype=args.dtype), args.out)
+    out = save_model(to_hooked(spec, dtype=args.dtype), args.out)
     shape = spec.shape_summary()
     target = automaton.name if automaton is not None else "the flip-flop language"
     print(f"built {spec.name} for {target} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
@@ -254,7 +275,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from interp.verify import verify
 
     if args.model:
-        from interp.model.hooked import load_model
+        from interp.model.saved import load_model
 
         if args.option:
             raise SandboxError("--option applies when building; a saved model already has its options")
@@ -262,84 +283,28 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     else:
         if not args.construction or args.length is None:
             raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
-        automaton, target = _build_spec(args)
-    task = target.task if hasattr(target, "task") else target.card.task
-    if task.get("kind") == "flipflop":
-        return _verify_ffl(args, target)
-    if task:
-        return _verify_dyck(args, target)
-    result = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
-                    seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
+        source, target = _build_spec(args)
+        automaton = source if target.task["kind"] == "automaton" else None  # a language travels with its spec
+    r = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
+               seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
     if args.json:
-        d = result.to_dict()
-        keys = ["construction", "automaton", "length", "accuracy", "sequences_checked", "exhaustive_upto",
-                "n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype"]
-        out = {k: d[k] for k in keys}
-        out.update(positions_checked=d["positions_checked"], samples=d["samples"], seed=d["seed"],
-                   mismatches=d["mismatches"])
-        print(json.dumps(out))
-    else:
-        verdict = "EXACT" if result.exact else "NOT EXACT"
-        print(f"{verdict}: {result.construction} on {result.automaton}, T={result.length}, {result.dtype}: "
-              f"accuracy {result.accuracy:.6f} over {result.positions_checked} positions "
-              f"({result.sequences_checked} words; exhaustive up to {result.exhaustive_upto}, "
-              f"{result.samples} sampled at T={result.length})")
-        print("  " + ", ".join(f"{k}={v}" for k, v in result.shape.items()))
-        for mm in result.mismatches:
-            print(f"  mismatch at t={mm.position}: expected {mm.expected}, got {mm.predicted}; word {' '.join(mm.word[-12:])}")
-    return 0 if result.exact else 1
-
-
-def _language_samples(args: argparse.Namespace, target, what: str) -> int:
-    """A language model is verified at the length it was built for; 200 samples per band unless asked."""
-    max_length = target.max_length if hasattr(target, "max_length") else target.card.max_length
-    if args.length is not None and args.length != max_length:
-        raise SandboxError(f"this {what} model was built for length {max_length}; --length must match (or be left out)")
-    return args.samples if args.samples != 1000 else 200
-
-
-def _verify_dyck(args: argparse.Namespace, target) -> int:
-    from interp.verify.dyck import verify_dyck
-
-    r = verify_dyck(target, samples=_language_samples(args, target, "Dyck"),
-                    exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
-    if args.json:
-        d = r.to_dict()
-        out = {"construction": d["construction"], "automaton": d["task"], "length": d["length"], "accuracy": d["accuracy"],
-               "sequences_checked": d["prefixes_checked"], "exhaustive_upto": d["exhaustive_upto"]}
-        out.update({k: d[k] for k in ("n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype")})
-        out.update(max_tv=d["max_tv"], accuracy_rule=d["accuracy_rule"], bands=d["bands"], samples=d["samples"],
-                   seed=d["seed"], mismatches=d["mismatches"])
-        print(json.dumps(out))
-    else:
-        verdict = "EXACT" if r.exact else "NOT EXACT"
-        print(f"{verdict}: {r.construction} on {r.task}, N ≤ {r.length}, {r.dtype}: accuracy {r.accuracy:.6f} over "
-              f"{r.prefixes_checked} closing brackets; max total-variation distance to the exact next-token "
-              f"distribution {r.max_tv:.2e}")
-        for band, v in r.bands.items():
-            print(f"  {band:28s} accuracy {v['accuracy']:.4f} ({v['prefixes']} prefixes), max TV {v['max_tv']:.2e}")
-        print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
-        for mm in r.mismatches:
-            print(f"  mismatch: after {mm['prefix'][-24:]!r} expected {mm['expected']}, got {mm['predicted']}")
-    return 0 if r.exact else 1
-
-
-def _verify_ffl(args: argparse.Namespace, target) -> int:
-    from interp.verify.ffl import verify_ffl
-
-    r = verify_ffl(target, samples=_language_samples(args, target, "flip-flop"),
-                   exhaustive_upto=args.exhaustive_upto, seed=args.seed, dtype=args.dtype)
-    if args.json:
-        print(json.dumps({**r.to_dict(), "exact": r.exact}))
-    else:
-        verdict = "EXACT" if r.exact else "NOT EXACT"
-        print(f"{verdict}: {r.construction} on the flip-flop language, T ≤ {r.length}, {r.dtype}: accuracy "
-              f"{r.accuracy:.6f} over {r.reads_checked} reads ({r.strings_checked} strings)")
-        for band, v in r.bands.items():
-            print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({v['reads']} reads, {v['strings']} strings)")
-        print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
-        for mm in r.mismatches:
-            print(f"  mismatch at t={mm['position']}: after ...{mm['prefix']} expected {mm['expected']}, got {mm['predicted']}")
+        print(json.dumps(r.to_dict()))
+        return 0 if r.exact else 1
+    verdict = "EXACT" if r.exact else "NOT EXACT"
+    print(f"{verdict}: {r.construction} on {r.task}, T ≤ {r.length}, {r.dtype}: accuracy {r.accuracy:.6f} over "
+          f"{r.checked} {r.checked_unit} ({r.sequences} inputs; exhaustive up to length {r.exhaustive_upto}, "
+          f"{r.samples} sampled{' per band' if r.kind != 'automaton' else f' at T={r.length}'})")
+    if "max_tv" in r.details:
+        print(f"  max total-variation distance to the exact next-token distribution {r.details['max_tv']:.2e} "
+              f"({r.details['accuracy_rule']})")
+    for band, v in r.details.get("bands", {}).items():
+        n = v.get("prefixes", v.get("reads"))
+        extra = f", max TV {v['max_tv']:.2e}" if "max_tv" in v else ""
+        print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({n} {r.checked_unit}{extra})")
+    print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
+    for mm in r.mismatches:
+        print(f"  mismatch at output {mm.position}: expected {mm.expected}, got {mm.predicted}; "
+              f"after ...{' '.join(mm.inputs[-12:])}")
     return 0 if r.exact else 1
 
 
@@ -356,8 +321,11 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def _training_task(args: argparse.Namespace):
-    from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask
+    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
 
+    if args.task == "flipflop":
+        warnings.warn("`interp train flipflop` is now `interp train ffl` (the flip-flop language)", FutureWarning)
+        args.task = "ffl"
     if args.task == "automaton":
         if not (args.automaton or args.automaton_file):
             raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
@@ -367,13 +335,13 @@ def _training_task(args: argparse.Namespace):
     if args.task == "dyck":
         from interp.tasks.dyck import Dyck, parse_dyck_spec
 
-        if not args.dyck or args.flipflop is not None:
+        if not args.dyck or args.ffl is not None:
             raise SandboxError("train dyck needs --dyck K,D")
         k, D = parse_dyck_spec(args.dyck)
         return DyckTask(Dyck(k, D, args.q), args.length or 28)
     if args.dyck:
         raise SandboxError("--dyck goes with `train dyck`")
-    return FlipflopTask(0.8 if args.flipflop is None else args.flipflop, args.length or 64)
+    return FFLTask(0.8 if args.ffl is None else args.ffl, args.length or 64)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -406,8 +374,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from interp.compare import compare
-    from interp.compare.tasks import comparison_for
+    from interp.compare.analyse import compare, comparison_for
     from interp.tasks.dyck import parse_dyck_spec
 
     if args.task != "dyck" and args.dyck != "2,4":
@@ -425,6 +392,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from interp.compare.report import write_report
+
+    print(f"report: {write_report(Path(args.directory))}")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from interp.demo import run_demo
 
@@ -433,10 +407,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"interp: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo,
-               "train": _cmd_train, "compare": _cmd_compare}[args.command]
+               "train": _cmd_train, "compare": _cmd_compare, "report": _cmd_report}[args.command]
+    warnings.showwarning = _one_line_warning
     try:
         return handler(args)
     except SandboxError as e:

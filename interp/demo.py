@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from constructions import build
-from interp.tasks.catalogue import get_automaton
 from interp.files import atomic_write
+from interp.model.hooked import to_hooked
+from interp.model.run import attention_patterns
+from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
-from interp.viz import attention_patterns, circuitsvis_heads, heatmap_png, model_tokens, png_data_uri
+from interp.viz import circuitsvis_heads, heatmap_png, png_data_uri
 
 __all__ = ["run_demo"]
 
@@ -47,16 +49,16 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
         cls = "ok" if result.exact else "bad"
         rows.append(
             f"<tr><td>{html.escape(automaton.name)}</td><td>{html.escape(automaton.description)}</td>"
-            f"<td class='{cls}'>{result.accuracy:.6f}</td><td>{result.positions_checked:,}</td>"
-            f"<td>{result.sequences_checked:,}</td><td>{result.exhaustive_upto}</td>"
-            f"<td>{result.shape['n_layers']}</td><td>{result.shape['attention_layers']}</td>"
-            f"<td>{result.shape['d_model']}</td><td>{result.shape['d_mlp']}</td><td>{seconds:.1f}</td></tr>"
+            f"<td class='{cls}'>{result.accuracy:.6f}</td><td>{result.checked:,}</td>"
+            f"<td>{result.sequences:,}</td><td>{result.exhaustive_upto}</td>"
+            f"<td>{result.n_layers}</td><td>{result.attention_layers}</td>"
+            f"<td>{result.d_model}</td><td>{result.d_mlp}</td><td>{seconds:.1f}</td></tr>"
         )
 
-        model = build("prefix_scan", automaton, PICTURE_LENGTH).to_hooked()
+        model = to_hooked(build("prefix_scan", automaton, PICTURE_LENGTH))
         word = rng.integers(0, automaton.n_symbols, PICTURE_LENGTH)
-        ids, tokens = model_tokens(model, word)
-        patterns = attention_patterns(model, ids)
+        tokens = model.card.token_names(word)
+        patterns = {head: p[0] for head, p in attention_patterns(model, model.card.io.encode(word)).items()}
         labels = {b: model.card.block_labels[b] for b, _ in patterns}
         states = [automaton.states[q] for q in automaton.run(word)]
         png = heatmap_png(patterns, tokens, f"prefix scan for {automaton.name}: look-back heads", out / f"attention_{name}.png", labels)

@@ -30,7 +30,8 @@ import numpy as np
 
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
-from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+from interp.model.card import normalise_task
+from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicates", "load_trained",
            "default_shape", "evaluate"]
@@ -184,6 +185,8 @@ def _read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         tensors = load(data)
     except Exception as e:  # safetensors raises its own error types
         raise CheckpointError(f"{out / CKPT_WEIGHTS}: unreadable ({e})") from None
+    if isinstance(meta.get("task"), dict):
+        meta["task"] = normalise_task(meta["task"])  # checkpoints written when FFL was "flipflop"
     return meta, tensors
 
 
@@ -213,21 +216,22 @@ def _task_label(d: Any) -> str:
 
 
 def _card(task, meta: dict[str, Any]):
-    from interp.model.spec import ModelCard, TokenIO
+    from interp.model.card import ModelCard, TokenIO
 
     n_sym = task.d_vocab - 1
-    automaton = task.automaton.to_dict() if isinstance(task, AutomatonTask) else {}
-    outputs = (list(task.automaton.states) if isinstance(task, AutomatonTask)
-               else task.lang.bracket_names if isinstance(task, DyckTask) else list(FlipflopTask.VOCAB))
-    tokens = (["BOS", *task.automaton.alphabet] if isinstance(task, AutomatonTask)
-              else ["BOS", *task.lang.bracket_names] if isinstance(task, DyckTask) else list(FlipflopTask.VOCAB))
+    if isinstance(task, AutomatonTask):
+        outputs, tokens = list(task.automaton.states), ["BOS", *task.automaton.alphabet]
+    elif isinstance(task, DyckTask):
+        outputs, tokens = task.lang.bracket_names, ["BOS", *task.lang.bracket_names]
+    else:
+        outputs, tokens = list(FFLTask.VOCAB), list(FFLTask.VOCAB)
     return ModelCard(
-        construction="trained", theorem="", automaton=automaton,
-        io=TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FlipflopTask) else TokenIO((), (0, 1, 2, 3, 4)),
+        construction="trained", theorem="", task=task.to_dict(),
+        io=TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FFLTask) else TokenIO((), (0, 1, 2, 3, 4)),
         max_length=task.length, verified_dtypes=("float32",),
         input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
         attention_blocks=list(range(meta["shape"]["n_layers"])), options={"step": meta["step"]},
-        notes="trained model", task=task.to_dict() if not isinstance(task, AutomatonTask) else {},
+        notes="trained model",
     )
 
 

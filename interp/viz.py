@@ -1,4 +1,4 @@
-"""Attention patterns of a built model: extraction, PNG heatmaps and circuitsvis HTML.
+"""Pictures of attention: PNG heatmaps and circuitsvis HTML (patterns come from :mod:`interp.model.run`).
 
 circuitsvis's ``local_src`` inlines its JavaScript, so the HTML works offline (``str()`` of
 a circuitsvis object would load it from a CDN, which these machines cannot reach).
@@ -14,36 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["attention_patterns", "model_tokens", "heatmap_png", "circuitsvis_heads", "png_data_uri"]
+__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png"]
 
 
-def model_tokens(model, word: Sequence[int]) -> tuple[list[int], list[str]]:
-    """Token ids and display strings for an automaton word fed to a sandbox-lens model."""
-    io_ = model.card.io
-    ids = list(io_.prefix) + [io_.symbol_tokens[s] for s in word]
-    return ids, [model.card.input_tokens[i] for i in ids]
-
-
-def attention_patterns(model, token_ids: Sequence[int]) -> dict[tuple[int, int], np.ndarray]:
-    """Patterns ``[dest, src]`` keyed by ``(block, head)``, for the heads whose OV circuit writes.
-
-    Blocks without attention and padded heads attend uniformly and mean nothing, so they are left out.
-    """
-    import torch
-
-    live = [
-        (b, h)
-        for b in model.card.attention_blocks
-        for h in range(model.cfg.n_heads)
-        if torch.any(model.blocks[b].attn.W_V[h] @ model.blocks[b].attn.W_O[h] != 0)
-    ]
-    names = sorted({f"blocks.{b}.attn.hook_pattern" for b, _ in live})
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.tensor([list(token_ids)]), names_filter=names)
-    return {(b, h): cache[f"blocks.{b}.attn.hook_pattern"][0, h].float().numpy() for b, h in live}
-
-
-def _figure_png(fig) -> bytes:
+def figure_png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return buf.getvalue()
@@ -55,17 +29,15 @@ def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[st
 
     ``head_labels`` maps a block index to a caption (e.g. the block's label).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
     panels = list(patterns)
     cols = min(4, max(1, len(panels)))
     rows = -(-len(panels) // cols)
     n = len(tokens)
     size = 2.2 + 0.12 * n
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * size, rows * size), squeeze=False)
+    fig = Figure(figsize=(cols * size, rows * size))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for ax, (b, h) in zip(axes.flat, panels):
@@ -78,8 +50,7 @@ def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[st
         ax.set_xlabel("key (source)", fontsize=7)
         ax.set_ylabel("query (destination)", fontsize=7)
     fig.suptitle(title, fontsize=10)
-    data = _figure_png(fig)
-    plt.close(fig)
+    data = figure_png(fig)
     if path is not None:
         Path(path).write_bytes(data)
     return data

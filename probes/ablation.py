@@ -13,18 +13,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
+from interp.model.run import Head, hook_name, live_heads
 
-__all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune", "live_heads"]
-
-Head = tuple[int, int]
-
-
-def live_heads(model) -> list[Head]:
-    """Heads whose OV circuit is non-zero (padded heads of constructions are left out)."""
-    import torch
-
-    return [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)
-            if torch.any(model.blocks[l].attn.W_V[h] @ model.blocks[l].attn.W_O[h] != 0)]
+__all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune"]
 
 
 def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask: np.ndarray,
@@ -46,7 +37,7 @@ def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask:
             return z
         return hook
 
-    hooks = [(f"blocks.{l}.attn.hook_z", hook_for(hs)) for l, hs in by_layer.items()]
+    hooks = [(hook_name("z", l), hook_for(hs)) for l, hs in by_layer.items()]
     with torch.inference_mode():
         logits = model.run_with_hooks(tokens_t, return_type="logits", fwd_hooks=hooks)
     pred = logits.argmax(-1).numpy()

@@ -6,7 +6,7 @@ Reference patterns are ``[query, key]`` row-stochastic matrices for one token se
 * :func:`lookback_reference` — one-hot k positions back (a prefix-scan or previous-token head);
 * :func:`target_reference` — one-hot on given key positions per query: the last unmatched open
   bracket (``Dyck.stack_top_positions``), the most recent gridworld boundary
-  (``probes.boundary.last_boundary_positions``), the most recent write, ...
+  (``interp.tasks.gridworld.last_boundary_positions``), the most recent write, ...
 
 :func:`score_head` measures a head against a reference: the mean attention mass on the
 reference's support, the fraction of queries whose argmax agrees with the reference's, and the

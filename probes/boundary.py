@@ -18,10 +18,12 @@ from typing import Sequence
 
 import numpy as np
 
-from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError, VocabularyError
+from interp.model.run import attention_patterns
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.gridworld import last_boundary_positions
 
-__all__ = ["BoundaryScores", "boundary_detector_scores", "last_boundary_positions"]
+__all__ = ["BoundaryScores", "boundary_detector_scores"]
 
 
 @dataclass
@@ -31,10 +33,6 @@ class BoundaryScores:
     heads: dict[tuple[int, int], float]
     blocks: dict[int, float]
     queries: int
-
-    def best_head(self) -> tuple[tuple[int, int], float]:
-        key = max(self.heads, key=lambda k: self.heads[k])
-        return key, self.heads[key]
 
 
 def _states_over_tokens(automaton: Semiautomaton, prefix_symbols: Sequence[int | None], word: Sequence[int]) -> np.ndarray:
@@ -48,13 +46,6 @@ def _states_over_tokens(automaton: Semiautomaton, prefix_symbols: Sequence[int |
     return np.array(out)
 
 
-def last_boundary_positions(states: np.ndarray, n_states: int) -> np.ndarray:
-    """For every position t, the last position τ ≤ t whose state is 0 or n−1 (−1 if none)."""
-    at_wall = (states == 0) | (states == n_states - 1)
-    idx = np.where(at_wall, np.arange(len(states)), -1)
-    return np.maximum.accumulate(idx)
-
-
 def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton | None = None) -> BoundaryScores:
     """Boundary-detector score of every live head of ``model`` on 1-D gridworld ``words``.
 
@@ -64,14 +55,11 @@ def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton 
     """
     import json
 
-    import torch
-
-    from interp.tasks.automata import parse_automaton_json
-    from interp.viz import attention_patterns
-
     card = model.card
     if automaton is None:
-        automaton = parse_automaton_json(json.dumps(card.automaton), "<model card>")
+        if card.kind != "automaton":
+            raise AutomatonError(f"the boundary detector score needs an automaton model, not a {card.kind} one")
+        automaton = parse_automaton_json(json.dumps(card.task["automaton"]), "<model card>")
     if any("," in s for s in automaton.states) or automaton.states != tuple(str(q) for q in range(automaton.n_states)):
         raise AutomatonError("the boundary detector score is defined for 1-D gridworlds (states 0..S)")
     words = np.atleast_2d(np.asarray(words, dtype=np.int64))
@@ -85,19 +73,18 @@ def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton 
     hits: dict[tuple[int, int], int] = {}
     any_hits: dict[int, int] = {}
     queries = 0
-    with torch.inference_mode():
-        for word in words:
-            ids = list(card.io.prefix) + [card.io.symbol_tokens[s] for s in word]
-            patterns = attention_patterns(model, ids)
-            target = last_boundary_positions(_states_over_tokens(automaton, prefix_symbols, word), automaton.n_states)
-            rows = np.arange(P, len(ids))
-            per_block: dict[int, np.ndarray] = {}
-            for (block, head), pattern in patterns.items():
-                ok = pattern[rows].argmax(axis=1) == target[rows]
-                hits[(block, head)] = hits.get((block, head), 0) + int(ok.sum())
-                per_block[block] = per_block.get(block, np.zeros(len(rows), bool)) | ok
-            for block, ok in per_block.items():
-                any_hits[block] = any_hits.get(block, 0) + int(ok.sum())
-            queries += len(rows)
+    for word in words:
+        ids = card.io.encode(word)
+        patterns = attention_patterns(model, ids)
+        target = last_boundary_positions(_states_over_tokens(automaton, prefix_symbols, word), automaton.n_states)
+        rows = np.arange(P, ids.shape[1])
+        per_block: dict[int, np.ndarray] = {}
+        for (block, head), pattern in patterns.items():
+            ok = pattern[0, rows].argmax(axis=1) == target[rows]
+            hits[(block, head)] = hits.get((block, head), 0) + int(ok.sum())
+            per_block[block] = per_block.get(block, np.zeros(len(rows), bool)) | ok
+        for block, ok in per_block.items():
+            any_hits[block] = any_hits.get(block, 0) + int(ok.sum())
+        queries += len(rows)
     return BoundaryScores({k: v / queries for k, v in sorted(hits.items())},
                           {k: v / queries for k, v in sorted(any_hits.items())}, queries)

@@ -21,6 +21,7 @@ import numpy as np
 
 from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, VocabularyError
+from interp.model.run import attention_patterns
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
            "balance_violation", "layer_patterns"]
@@ -29,20 +30,10 @@ __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_atten
 PROBE_INPUT = "[[[[]]]](((())))"
 
 
-def _ids(model, word: Sequence[int]) -> list[int]:
-    io = model.card.io
-    return [*io.prefix, *(io.symbol_tokens[int(b)] for b in word)]
-
-
 def layer_patterns(model, word: Sequence[int], layer: int) -> dict[int, np.ndarray]:
     """Every head's attention pattern ``[query, key]`` in ``layer`` on BOS + ``word``."""
-    import torch
-
-    name = f"blocks.{layer}.attn.hook_pattern"
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.tensor([_ids(model, word)]), names_filter=[name])
-    pattern = cache[name][0].double().numpy()
-    return {h: pattern[h] for h in range(pattern.shape[0])}
+    heads = [(layer, h) for h in range(model.cfg.n_heads)]
+    return {h: p[0] for (_, h), p in attention_patterns(model, model.card.io.encode(word), heads).items()}
 
 
 def stack_top_mass(model, lang: Dyck, words: Sequence[Sequence[int]], layer: int | None = None) -> dict[int, float]:
@@ -94,13 +85,11 @@ def balance_violation(spec) -> float:
     (position-dependent score terms are left out, so the stack-like head — which uses positions,
     not balance — gets a large β).
     """
-    from constructions.dyck import joint_slots
-
     if spec.name != "dyck":
         raise ConstructionError("balance_violation needs a dyck construction's spec")
-    lang = Dyck(**{k: v for k, v in spec.task.items() if k != "kind"})
+    lang = Dyck(spec.task["k"], spec.task["D"], spec.task["q"])
     layout = spec.layout
-    slots = joint_slots(lang)
+    slots = lang.token_depth_pairs()
     index = {s: i for i, s in enumerate(slots)}
     w_q, w_k, w_v, w_o = spec.blocks[1].heads[0].matrices()
 

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
+from interp.model.run import hook_name
 
 __all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data"]
 
@@ -28,7 +29,7 @@ DEFAULT_L2 = {"logistic": 1e-5, "ridge": 1e-3}
 
 def residual_hooks(n_layers: int) -> list[str]:
     """hook_resid_pre, hook_resid_mid and hook_resid_post of every block, in order."""
-    return [f"blocks.{l}.hook_resid_{kind}" for l in range(n_layers) for kind in ("pre", "mid", "post")]
+    return [hook_name(f"resid_{kind}", l) for l in range(n_layers) for kind in ("pre", "mid", "post")]
 
 
 def automaton_probe_data(model, automaton, words: np.ndarray, latent=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -39,8 +40,7 @@ def automaton_probe_data(model, automaton, words: np.ndarray, latent=None) -> tu
     io = model.card.io
     words = np.atleast_2d(np.asarray(words, dtype=np.int64))
     P = len(io.prefix)
-    tokens = np.concatenate([np.broadcast_to(np.asarray(io.prefix, dtype=np.int64), (len(words), P)),
-                             np.asarray(io.symbol_tokens)[words]], axis=1)
+    tokens = io.encode(words)
     states = automaton.run(words)
     values = states if latent is None else np.asarray(latent(states))
     labels = np.zeros_like(tokens)
@@ -74,6 +74,8 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     cut = max(1, min(len(tokens) - 1, int(round(train_fraction * len(tokens)))))
     train_rows, test_rows = order[:cut], order[cut:]
     classes = np.unique(labels[mask])
+    if tokens.shape[1] > model.cfg.n_ctx:
+        raise VocabularyError(f"inputs of {tokens.shape[1]} tokens do not fit the model's context ({model.cfg.n_ctx})")
     with torch.inference_mode():
         _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=hooks)
     out = {}

@@ -26,7 +26,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
-from probes.ablation import accuracy_with_ablation, live_heads
+from interp.model.run import hook_name, live_heads
+from probes.ablation import accuracy_with_ablation
 
 __all__ = ["learn_head_masks"]
 
@@ -94,7 +95,7 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
             return z * scale.to(z.dtype)[None, None, :, None]
         return hook
 
-    hooks = [(f"blocks.{layer}.attn.hook_z", hook_for(layer)) for layer in by_layer]
+    hooks = [(hook_name("z", layer), hook_for(layer)) for layer in by_layer]
     penalty_shift = BETA * math.log(-GAMMA / ZETA)
     trace = []
     for step in range(steps):

@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 
 from interp.cli import main
-from interp.model.hooked import load_model
+from interp.model.saved import load_model
 
-VERIFY_KEYS = {"construction", "automaton", "length", "accuracy", "sequences_checked", "exhaustive_upto",
-               "n_layers", "attention_layers", "d_model", "n_heads", "d_mlp", "dtype"}
+# One --json schema for every task (issue: automata, Dyck and FFL print the same keys).
+VERIFY_KEYS = {"construction", "kind", "task", "length", "dtype", "accuracy", "exact", "checked", "checked_unit",
+               "sequences", "exhaustive_upto", "samples", "seed", "n_layers", "attention_layers", "d_model", "n_heads",
+               "d_mlp", "mismatches", "details"}
 
 
 def run(capsys, *argv):
@@ -42,10 +44,24 @@ def test_verify_json_contract(capsys, construction, automaton, length):
                        "--samples", "50", "--json")
     data = json.loads(out)
     assert code == 0
-    assert VERIFY_KEYS <= set(data)
+    assert set(data) == VERIFY_KEYS
     assert data["accuracy"] == 1.0 and data["construction"] == construction and data["length"] == length
     n_symbols = {"S5": 2, "C3": 3, "flipflop": 3}[automaton]
-    assert data["sequences_checked"] == 50 + n_symbols ** data["exhaustive_upto"]
+    assert data["sequences"] == 50 + n_symbols ** data["exhaustive_upto"] and data["task"] == automaton
+    assert data["checked"] == 50 * length + n_symbols ** data["exhaustive_upto"] * data["exhaustive_upto"]
+
+
+@pytest.mark.parametrize("argv, kind, unit", [
+    (["dyck", "--dyck", "2,4", "-T", "40"], "dyck", "closing brackets"),
+    (["ffl", "-T", "40"], "ffl", "reads"),
+    (["prefix_scan", "--automaton", "parity", "-T", "40"], "automaton", "positions"),
+])
+def test_verify_json_is_one_schema_for_every_task(capsys, argv, kind, unit):
+    code, out, _ = run(capsys, "verify", *argv, "--samples", "10", "--exhaustive-upto", "4", "--json")
+    data = json.loads(out)
+    assert code == 0 and set(data) == VERIFY_KEYS and data["kind"] == kind and data["checked_unit"] == unit
+    assert data["exact"] and data["checked"] > 0 and data["exhaustive_upto"] == 4 and data["samples"] == 10
+    assert ("bands" in data["details"]) == (kind != "automaton")
 
 
 def test_verify_automaton_file_and_human_output(capsys, tmp_path):
@@ -54,7 +70,7 @@ def test_verify_automaton_file_and_human_output(capsys, tmp_path):
                              "delta": {"x": ["b", "c", "a"], "y": ["a", "a", "c"]}, "initial": "a"}))
     code, out, _ = run(capsys, "verify", "prefix_scan", "--automaton-file", str(f), "--length", "20",
                        "--samples", "30", "--exhaustive-upto", "6")
-    assert code == 0 and out.startswith("EXACT") and "exhaustive up to 6" in out
+    assert code == 0 and out.startswith("EXACT") and "exhaustive up to length 6" in out
 
 
 def test_build_saves_a_loadable_model_that_verify_accepts(capsys, tmp_path):
@@ -64,7 +80,7 @@ def test_build_saves_a_loadable_model_that_verify_accepts(capsys, tmp_path):
     assert model.card.construction == "memory" and model.cfg.n_ctx == 17
     code, out, _ = run(capsys, "verify", "--model", str(tmp_path / "m"), "--samples", "20", "--json")
     data = json.loads(out)
-    assert code == 0 and data["accuracy"] == 1.0 and data["length"] == 16 and data["automaton"] == "memory3"
+    assert code == 0 and data["accuracy"] == 1.0 and data["length"] == 16 and data["task"] == "memory3"
     code, _, err = run(capsys, "verify", "prefix_scan", "--model", str(tmp_path / "m"))
     assert code == 2 and "not 'prefix_scan'" in err
     code, _, err = run(capsys, "verify", "--model", str(tmp_path / "m"), "--length", "17")

@@ -10,8 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from interp.cli import main
 from interp.compare import TWIN, compare
-from interp.compare.tasks import AutomatonComparison, DyckComparison, canonical, comparison_for
+from interp.compare.analyse import comparison_for
+from interp.compare.automaton import AutomatonComparison
+from interp.compare.canonical import canonical
+from interp.compare.dyck import DyckComparison
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, ConstructionError
@@ -99,6 +103,28 @@ def test_report_is_one_self_contained_file(dyck_report):
     assert "CircuitsVis" in page and "stack top" in page and "Corollary 3" in page
     assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=[\"']?(https?:|//)", page)
     assert not re.search(r"<img[^>]+src=[\"'](?!data:)", page)  # every picture inlined
+
+
+def test_interp_report_rebuilds_the_page_from_files_without_a_model(dyck_report, tmp_path):
+    """`interp report DIR` re-renders report.html from metrics.json + patterns.npz: no model, no analysis."""
+    import shutil
+
+    report, _ = dyck_report
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("metrics.json", "patterns.npz"):
+        shutil.copy(report.parent / name, copy / name)
+    probe = ("import sys; from interp.cli import main; code = main(['report', sys.argv[1]]); "
+             "loaded = [m for m in ('interp.compare.analyse', 'transformer_lens', 'probes.ablation') if m in sys.modules]; "
+             "print('LOADED', loaded); sys.exit(code)")
+    r = subprocess.run([sys.executable, "-c", probe, str(copy)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "LOADED []" in r.stdout
+    ids = re.compile(r"circuits-vis-[0-9a-f-]+|\bid=\"[^\"]*\"|getElementById\(\"[^\"]*\"\)")
+    assert ids.sub("", (copy / "report.html").read_text()) == ids.sub("", report.read_text())
+    (copy / "patterns.npz").unlink()
+    code = main(["report", str(copy)])
+    assert code == 2  # a one-line refusal, not a traceback
 
 
 def test_report_renders_in_headless_chromium(dyck_report, tmp_path):

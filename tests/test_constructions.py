@@ -13,12 +13,13 @@ from interp.tasks.automata import Semiautomaton
 from interp.tasks.catalogue import get_automaton
 from interp.errors import ConstructionError, LengthError
 from interp.verify import verify
-from interp.viz import attention_patterns
+from interp.model.run import attention_patterns
+from interp.model.hooked import to_hooked
 
 
 def assert_exact(result):
     assert result.accuracy == 1.0, result.mismatches
-    assert result.positions_checked > 0
+    assert result.checked > 0
 
 
 # -- prefix scan (Theorem 10) ------------------------------------------------------------
@@ -34,7 +35,7 @@ def test_prefix_scan_exhaustive_every_short_length(T):
     for name in ("S5", "grid5", "flipflop"):
         r = verify(build("prefix_scan", get_automaton(name), T), exhaustive_upto=T, samples=0)
         assert_exact(r)
-        assert r.sequences_checked == get_automaton(name).n_symbols ** T
+        assert r.sequences == get_automaton(name).n_symbols ** T
 
 
 @pytest.mark.parametrize("T", [1, 2, 7, 16, 100, 1024])
@@ -58,11 +59,10 @@ def test_lookback_heads_select_exactly_one_key():
     """Attention layer l puts weight 1.0 (float32) on position i − 2^(l−1) for every real query."""
     T = 40
     a = get_automaton("S4")
-    model = build("prefix_scan", a, T).to_hooked()
+    model = to_hooked(build("prefix_scan", a, T))
     P = len(model.card.io.prefix)
     word = a.sample(1, T, seed=0)[0]
-    ids = list(model.card.io.prefix) + [model.card.io.symbol_tokens[s] for s in word]
-    patterns = attention_patterns(model, ids)
+    patterns = {head: p[0] for head, p in attention_patterns(model, model.card.io.encode(word)).items()}
     assert len(patterns) == math.ceil(math.log2(T))
     for layer, ((block, head), pat) in enumerate(sorted(patterns.items()), start=1):
         assert (block, head) == (2 * (layer - 1), 0)
@@ -74,7 +74,7 @@ def test_lookback_heads_select_exactly_one_key():
 def test_scratch_subspaces_are_zero_between_scan_layers():
     a = get_automaton("S3")
     spec = build("prefix_scan", a, 16)
-    model = spec.to_hooked()
+    model = to_hooked(spec)
     word = a.sample(1, 16, seed=4)[0]
     ids = torch.tensor([list(model.card.io.prefix) + list(word)])
     with torch.inference_mode():
@@ -120,12 +120,12 @@ def test_each_printed_defect_alone_breaks_the_scan(defect):
 
 
 def test_printed_readout_fails_exactly_at_t_equal_T_power_of_two():
-    from interp.verify import predict_states
+    from interp.model.run import predict as predict_states
 
     a = get_automaton("S5")
     words = a.sample(200, 16, seed=0)
     truth = a.run(words)
-    wrong = predict_states(build("prefix_scan", a, 16, as_printed="readout").to_hooked(), words) != truth
+    wrong = predict_states(to_hooked(build("prefix_scan", a, 16, as_printed="readout")), words) != truth
     assert wrong[:, -1].all()  # t = T = 2^L: coordinate q0+1 of a permutation never gives q_t
     assert not wrong[:, :-1].any()  # every earlier window still contains the padding's constant map
     with pytest.raises(ConstructionError, match="as_printed"):
@@ -208,9 +208,9 @@ def test_memory_with_sparse_writes_and_initial_state():
     spec = build("memory", a, 300)
     # mostly no-ops, so the latest write is often far back (or only BOS)
     words = a.sample(64, 300, seed=0, probs=[0.01, 0.01, 0.01, 0.97])
-    from interp.verify import predict_states
+    from interp.model.run import predict as predict_states
 
-    assert np.array_equal(predict_states(spec.to_hooked(), words), a.run(words))
+    assert np.array_equal(predict_states(to_hooked(spec), words), a.run(words))
 
 
 @pytest.mark.parametrize("name", ["flipflop", "memory3"])

@@ -10,7 +10,9 @@ from constructions import build
 from constructions.dyck import build_dyck
 from interp.tasks.dyck import Dyck, parse_dyck_spec
 from interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
-from interp.verify.dyck import default_bands, verify_dyck
+from interp.verify import verify
+from interp.verify.dyck import default_bands
+from interp.model.hooked import to_hooked
 from probes.dyck import (
     PROBE_INPUT,
     attention_variation,
@@ -72,16 +74,16 @@ def test_bad_words_and_specs():
 # -- the constructions -------------------------------------------------------------------------
 def assert_exact(r):
     assert r.accuracy == 1.0, r.mismatches
-    assert r.max_tv < 1e-5
+    assert r.details["max_tv"] < 1e-5
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("k, D", [(2, 4), (1, 3), (3, 2)])
 def test_exact_in_distribution_and_at_400_500_and_900_1000(variant, k, D):
-    r = verify_dyck(build_dyck(Dyck(k, D), 1000, variant), samples=12, exhaustive_upto=6, seed=1)
+    r = verify(build_dyck(Dyck(k, D), 1000, variant), samples=12, exhaustive_upto=6, seed=1)
     assert_exact(r)
-    assert set(r.bands) == {"all prefixes of length 6", "2-28", "400-500", "900-1000"}
-    assert all(v["accuracy"] == 1.0 for v in r.bands.values())
+    assert set(r.details["bands"]) == {"all prefixes of length 6", "2-28", "400-500", "900-1000"}
+    assert all(v["accuracy"] == 1.0 for v in r.details["bands"].values())
 
 
 def test_two_attention_layers_and_declared_length():
@@ -89,31 +91,31 @@ def test_two_attention_layers_and_declared_length():
         spec = build_dyck(Dyck(2, 4), 100, variant)
         assert (spec.n_layers, spec.attention_layers, spec.n_heads) == (2, 2, 1)
     with pytest.raises(LengthError):
-        verify_dyck(build_dyck(Dyck(2, 4), 100, "stack"), bands=[(400, 500)])
+        verify(build_dyck(Dyck(2, 4), 100, "stack"), bands=[(400, 500)])
     assert default_bands(600) == [(2, 28), (400, 500), (591, 600)]
 
 
 @pytest.mark.parametrize("variant, control", [("balanced", "unscaled"), ("uniform", "zeroed")])
 def test_negative_controls_fail(variant, control):
-    r = verify_dyck(build_dyck(Dyck(2, 4), 500, variant, control=control), samples=60, exhaustive_upto=6)
-    assert r.bands["2-28"]["accuracy"] < 0.9
-    assert r.bands["400-500"]["accuracy"] < 0.7
-    assert r.max_tv > 0.1
+    r = verify(build_dyck(Dyck(2, 4), 500, variant, as_printed=control), samples=60, exhaustive_upto=6)
+    assert r.details["bands"]["2-28"]["accuracy"] < 0.9
+    assert r.details["bands"]["400-500"]["accuracy"] < 0.7
+    assert r.details["max_tv"] > 0.1
 
 
 def test_float32_refused_where_the_balanced_gain_is_too_large():
     spec = build_dyck(Dyck(2, 4), 1000, "balanced", seed=0, sigma=3.0)
     assert spec.verified_dtypes == ("float64",)
     with pytest.raises(ConstructionError, match="float64"):
-        verify_dyck(spec, samples=1)
-    assert_exact(verify_dyck(spec, samples=5, exhaustive_upto=4, dtype="float64", bands=[(2, 28), (900, 1000)]))
+        verify(spec, samples=1)
+    assert_exact(verify(spec, samples=5, exhaustive_upto=4, dtype="float64", bands=[(2, 28), (900, 1000)]))
 
 
 def test_bad_options():
     with pytest.raises(ConstructionError, match="variant"):
         build_dyck(Dyck(2, 4), 10, "queue")
-    with pytest.raises(ConstructionError, match="control"):
-        build_dyck(Dyck(2, 4), 10, "stack", control="zeroed")
+    with pytest.raises(ConstructionError, match="as_printed"):
+        build_dyck(Dyck(2, 4), 10, "stack", as_printed="zeroed")
     with pytest.raises(LengthError):
         build("dyck", Dyck(2, 4), 10**6)
 
@@ -122,7 +124,7 @@ def test_bad_options():
 def test_stack_top_mass_separates_the_variants():
     lang = Dyck(2, 4)
     words = lang.sample(10, 28, seed=2)
-    mass = {v: stack_top_mass(build_dyck(lang, 64, v).to_hooked(), lang, words)[0] for v in VARIANTS}
+    mass = {v: stack_top_mass(to_hooked(build_dyck(lang, 64, v)), lang, words)[0] for v in VARIANTS}
     assert mass["stack"] > 0.999
     uniform_share = np.mean([1.0 / (t + 1) for _ in words for t in range(29)])
     assert abs(mass["uniform"] - uniform_share) < 1e-6
@@ -134,15 +136,15 @@ def test_balance_violation_is_zero_exactly_for_the_balanced_constructions():
     assert balance_violation(build_dyck(lang, 64, "uniform")) < 1e-12
     for seed in range(3):
         assert balance_violation(build_dyck(lang, 64, "balanced", seed=seed)) < 1e-12
-    assert balance_violation(build_dyck(lang, 64, "balanced", control="unscaled")) > 0.1
-    assert balance_violation(build_dyck(lang, 64, "uniform", control="zeroed")) > 0.1
+    assert balance_violation(build_dyck(lang, 64, "balanced", as_printed="unscaled")) > 0.1
+    assert balance_violation(build_dyck(lang, 64, "uniform", as_printed="zeroed")) > 0.1
     assert balance_violation(build_dyck(lang, 64, "stack")) > 0.1  # exact, but by positions, not balance
 
 
 def test_attention_variation_and_random_baseline():
     lang = Dyck(2, 4)
     probe = lang.encode(PROBE_INPUT)
-    pats = {v: layer_patterns(build_dyck(lang, 32, v).to_hooked(), probe, 1)[0] for v in VARIANTS}
+    pats = {v: layer_patterns(to_hooked(build_dyck(lang, 32, v)), probe, 1)[0] for v in VARIANTS}
     assert attention_variation(pats["stack"], pats["stack"]) == 0.0
     assert attention_variation(pats["stack"], pats["uniform"]) == attention_variation(pats["uniform"], pats["stack"])
     assert attention_variation(pats["stack"], pats["uniform"]) > 5.0
@@ -163,9 +165,9 @@ def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", "--model", str(out), "--samples", "10", "--exhaustive-upto", "5", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["accuracy"] == 1.0 and d["automaton"] == "Dyck_{2,4}" and d["attention_layers"] == 2
-    assert set(d["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["max_tv"] < 1e-5
-    assert main(["verify", "dyck", "--dyck", "2,4", "--variant", "uniform", "-T", "50", "-O", "control=zeroed",
+    assert d["accuracy"] == 1.0 and d["task"] == "Dyck_{2,4}" and d["kind"] == "dyck" and d["attention_layers"] == 2
+    assert set(d["details"]["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["details"]["max_tv"] < 1e-5
+    assert main(["verify", "dyck", "--dyck", "2,4", "--variant", "uniform", "-T", "50", "-O", "as_printed=zeroed",
                  "--samples", "20", "--exhaustive-upto", "4"]) == 1
     assert "NOT EXACT" in capsys.readouterr().out
 
@@ -173,4 +175,4 @@ def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_exact_with_many_samples_at_long_lengths(variant):
-    assert_exact(verify_dyck(build_dyck(Dyck(2, 4), 1000, variant), samples=200, seed=9))
+    assert_exact(verify(build_dyck(Dyck(2, 4), 1000, variant), samples=200, seed=9))

@@ -8,16 +8,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructions.counter import build_modular_counter
-from constructions.flipflop import MAX_LENGTH, build_ffl
+from constructions.ffl import MAX_LENGTH, build_ffl
 from interp.tasks.catalogue import get_automaton
 from interp.cli import main
 from interp.compare import compare
-from interp.compare.tasks import FlipflopComparison, comparison_for
+from interp.compare.analyse import comparison_for
+from interp.compare.ffl import FFLComparison
 from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.train import ModelShape, TrainConfig, train
 from interp.verify import verify
-from interp.verify.ffl import all_ffl_prefixes, read_targets, verify_ffl
+from interp.tasks.ffl import all_ffl_prefixes, read_targets
+from interp.verify import verify
+from interp.model.hooked import to_hooked
 
 W, R, I, ZERO, ONE = range(5)
 
@@ -35,12 +38,12 @@ def test_all_prefixes_are_every_valid_flip_flop_prefix():
 
 @pytest.mark.parametrize("length", [5, 64, 512])
 def test_proposition_3_is_exact_in_float32(length):
-    r = verify_ffl(build_ffl(None, length), samples=100 if length > 64 else 300)
+    r = verify(build_ffl(None, length), samples=100 if length > 64 else 300)
     assert r.exact and r.dtype == "float32" and not r.mismatches
     assert r.exhaustive_upto == min(length, 14)
-    assert set(r.bands) == {f"all prefixes of length {min(length, 14)}", "FFL(0.8)", "FFL(0.98) sparse",
+    assert set(r.details["bands"]) == {f"all prefixes of length {min(length, 14)}", "FFL(0.8)", "FFL(0.98) sparse",
                             "FFL(0.1) dense", "one early write; overridden late"}
-    assert all(b["reads"] > 0 and b["accuracy"] == 1.0 for b in r.bands.values())
+    assert all(b["reads"] > 0 and b["accuracy"] == 1.0 for b in r.details["bands"].values())
     assert r.shape["n_layers"] == 2 and r.shape["n_heads"] == 1 and r.shape["attention_layers"] == 2
 
 
@@ -50,7 +53,7 @@ def test_any_flip_flop_string_is_read_correctly(pairs):
     seq = np.array([W, ZERO] + [x for pair in pairs for x in pair])
     written, reads = read_targets(seq)
     seq[1:][reads[0, :-1]] = written[0, :-1][reads[0, :-1]]  # make every read consistent
-    model = build_ffl(None, 96).to_hooked()
+    model = to_hooked(build_ffl(None, 96))
     import torch
 
     pred = model(torch.from_numpy(seq[None]))[0].argmax(-1).numpy()
@@ -61,7 +64,7 @@ def test_any_flip_flop_string_is_read_correctly(pairs):
 def test_the_verifier_catches_a_broken_model():
     spec = build_ffl(None, 64)
     spec.W_pos = spec.W_pos[::-1].copy()  # recency becomes primacy: layer 2 reads the FIRST write
-    r = verify_ffl(spec, samples=50)
+    r = verify(spec, samples=50)
     assert not r.exact and r.accuracy < 0.9 and r.mismatches
 
 
@@ -72,10 +75,12 @@ def test_refusals():
         build_ffl(None, 1)
     with pytest.raises(ConstructionError, match="memory"):
         build_ffl(Dyck(2, 4), 64)
-    with pytest.raises(ConstructionError, match="not a flip-flop-language model"):
-        verify_ffl(build_modular_counter(get_automaton("parity"), 8))
-    with pytest.raises(ConstructionError, match="verify_ffl"):
-        verify(build_ffl(None, 8))
+    with pytest.raises(ConstructionError, match="models the ffl task, not an automaton"):
+        verify(build_ffl(None, 8), get_automaton("parity"))
+    with pytest.raises(LengthError, match="built for length 8"):
+        verify(build_ffl(None, 8), length=6)
+    with pytest.raises(ConstructionError, match="bands apply to Dyck"):
+        verify(build_ffl(None, 8), bands=[(2, 4)])
 
 
 def test_cli_builds_and_verifies(tmp_path, capsys):
@@ -103,7 +108,7 @@ def test_cli_refusals(tmp_path, capsys):
 
 def test_comparison_inputs_and_references():
     comp = comparison_for("ffl", length=16)
-    assert isinstance(comp, FlipflopComparison) and comp.task.n_ctx == 15
+    assert isinstance(comp, FFLComparison) and comp.task.n_ctx == 15
     word = np.array([W, ONE, I, ZERO, R, ONE, W, ZERO, I, ONE, R])
     data = comp.inputs(None, word[None])
     assert data.score_mask[0].tolist() == [t == R for t in word]
@@ -127,7 +132,7 @@ def test_compare_ffl_finds_proposition_3(tmp_path):
           TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3), tmp_path / "twin")
     compare(comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), progress=False)
     m = json.loads((tmp_path / "metrics.json").read_text())
-    assert m["kind"] == "flipflop" and m["models"]["ffl"]["accuracy"] == 1.0
+    assert m["kind"] == "ffl" and m["models"]["ffl"]["accuracy"] == 1.0
     probes = m["probes"]["ffl"]
     assert probes["after w"]["first_readable"] == "blocks.0.hook_resid_mid"  # layer 1's flag
     assert probes["last written bit"]["first_readable"] == "blocks.1.hook_resid_mid"  # layer 2's copy
@@ -143,5 +148,5 @@ def test_compare_ffl_finds_proposition_3(tmp_path):
 
 @pytest.mark.slow
 def test_proposition_3_is_exact_at_the_maximum_length():
-    r = verify_ffl(build_ffl(None, MAX_LENGTH), samples=100)  # ≈ 3 minutes on 2 cores
+    r = verify(build_ffl(None, MAX_LENGTH), samples=100)  # ≈ 3 minutes on 2 cores
     assert r.exact and r.reads_checked > 100_000

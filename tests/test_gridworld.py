@@ -15,14 +15,16 @@ from interp.tasks.automata import Semiautomaton
 from interp.tasks.catalogue import get_automaton
 from interp.errors import AutomatonError, ConstructionError, LengthError
 from interp.verify import verify
-from probes.boundary import boundary_detector_scores, last_boundary_positions
+from interp.tasks.gridworld import last_boundary_positions
+from interp.model.hooked import to_hooked
+from probes.boundary import boundary_detector_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def assert_exact(result):
     assert result.accuracy == 1.0, result.mismatches
-    assert result.positions_checked > 0
+    assert result.checked > 0
 
 
 @pytest.mark.parametrize("name", ["grid2", "grid3", "grid5", "grid9", "grid16", "grid3x4", "grid4+noop", "grid2x3+noop"])
@@ -31,7 +33,7 @@ def test_exact_exhaustive_short_and_sampled_at_256(name):
     K = int(math.log(4096, a.n_symbols))
     short = verify(build("gridworld", a, 16), exhaustive_upto=min(K, 16), samples=0)
     assert_exact(short)
-    assert short.sequences_checked == a.n_symbols ** short.exhaustive_upto
+    assert short.sequences == a.n_symbols ** short.exhaustive_upto
     samples = 40 if name == "grid16" else 100
     assert_exact(verify(build("gridworld", a, 256), exhaustive_upto=1, samples=samples, seed=3))
 
@@ -56,7 +58,7 @@ def test_other_initial_states_use_a_longer_padding():
 def test_layer2_heads_always_detect_the_last_boundary():
     for name in ("grid3", "grid5", "grid9", "grid4+noop"):
         a = get_automaton(name)
-        model = build("gridworld", a, 64).to_hooked()
+        model = to_hooked(build("gridworld", a, 64))
         scores = boundary_detector_scores(model, a.sample(20, 64, seed=5))
         assert scores.blocks[1] == 1.0  # some layer-2 head's argmax is the last boundary, at every query
         assert scores.blocks[0] < 0.5  # the counting head is not a boundary detector
@@ -66,7 +68,7 @@ def test_layer2_heads_always_detect_the_last_boundary():
 def test_boundary_positions_and_score_errors():
     states = np.array([0, 1, 2, 2, 1, 0, 1])
     assert list(last_boundary_positions(states, 3)) == [0, 0, 2, 3, 3, 5, 5]
-    model = build("gridworld", get_automaton("grid3x4"), 8).to_hooked()
+    model = to_hooked(build("gridworld", get_automaton("grid3x4"), 8))
     with pytest.raises(AutomatonError, match="1-D"):
         boundary_detector_scores(model, np.zeros((1, 8), dtype=int))
 

@@ -6,13 +6,15 @@ import pytest
 from constructions import build
 from interp.tasks.catalogue import get_automaton
 from interp.errors import VocabularyError
-from probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation, live_heads
+from interp.model.run import live_heads
+from interp.model.hooked import to_hooked
+from probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation
 from probes.linear import automaton_probe_data, probe_accuracy, residual_hooks
 
 
 def test_probes_find_the_state_where_the_construction_writes_it():
     a = get_automaton("C3")
-    model = build("modular_counter", a, 24).to_hooked()
+    model = to_hooked(build("modular_counter", a, 24))
     tokens, labels, mask = automaton_probe_data(model, a, a.sample(60, 24, seed=0))
     acc = probe_accuracy(model, tokens, labels, mask)
     assert list(acc) == residual_hooks(1)
@@ -22,7 +24,7 @@ def test_probes_find_the_state_where_the_construction_writes_it():
 
 def test_probe_latent_and_bad_input():
     a = get_automaton("parity")
-    model = build("modular_counter", a, 16).to_hooked()
+    model = to_hooked(build("modular_counter", a, 16))
     words = a.sample(30, 16, seed=1)
     tokens, labels, mask = automaton_probe_data(model, a, words, latent=lambda q: q == 0)
     assert set(np.unique(labels[mask])) <= {0, 1}
@@ -34,13 +36,13 @@ def test_probe_latent_and_bad_input():
 
 def test_ablating_the_counting_head_drops_to_chance_and_pruning_keeps_essential_heads():
     a = get_automaton("parity")
-    model = build("modular_counter", a, 32).to_hooked()
+    model = to_hooked(build("modular_counter", a, 32))
     tokens, labels, mask = automaton_probe_data(model, a, a.sample(80, 32, seed=2))
     result = head_ablation(model, tokens, labels, mask)
     assert result["baseline"] == 1.0
     assert abs(result["accuracy"][(0, 0)] - 0.5) < 0.1
     s3 = get_automaton("S3")
-    scan = build("prefix_scan", s3, 16).to_hooked()
+    scan = to_hooked(build("prefix_scan", s3, 16))
     tokens, labels, mask = automaton_probe_data(scan, s3, s3.sample(40, 16, seed=3))
     pruned = greedy_prune(scan, tokens, labels, mask, threshold=0.99)
     assert sorted(pruned["surviving"]) == sorted(live_heads(scan)) and pruned["accuracy"] == 1.0
@@ -53,7 +55,7 @@ def test_ablating_the_counting_head_drops_to_chance_and_pruning_keeps_essential_
 def test_redundant_heads_are_pruned():
     """C2^3's counters are independent: with one coordinate's accuracy not required, pruning drops its head."""
     a = get_automaton("C2^3")
-    model = build("krohn_rhodes", a, 16).to_hooked()
+    model = to_hooked(build("krohn_rhodes", a, 16))
     tokens, labels, mask = automaton_probe_data(model, a, a.sample(60, 16, seed=4))
     assert len(live_heads(model)) == 3
     pruned = greedy_prune(model, tokens, labels, mask, threshold=0.4)
@@ -61,16 +63,15 @@ def test_redundant_heads_are_pruned():
 
 
 def test_attention_references_scores_and_matching():
-    from interp.viz import attention_patterns, model_tokens
+    from interp.model.run import attention_patterns
     from probes.attention import (lookback_reference, match_heads, score_head, score_heads, target_reference,
                                   uniform_reference)
 
     s3 = get_automaton("S3")
-    scan = build("prefix_scan", s3, 16).to_hooked()
+    scan = to_hooked(build("prefix_scan", s3, 16))
     word = s3.sample(1, 16, seed=0)[0]
-    ids, _ = model_tokens(scan, word)
-    patterns = attention_patterns(scan, ids)
-    n = len(ids)
+    patterns = {head: p[0] for head, p in attention_patterns(scan, scan.card.io.encode(word)).items()}
+    n = len(scan.card.io.prefix) + len(word)
     real = list(range(len(scan.card.io.prefix), n))
     refs = {f"back {2 ** l}": lookback_reference(n, 2 ** l) for l in range(4)} | {"uniform": uniform_reference(n)}
     scores = score_heads(patterns, refs, real)
@@ -100,7 +101,7 @@ def test_learned_head_masks_keep_essential_heads_unless_the_penalty_outweighs_th
     from probes.masks import learn_head_masks
 
     a = get_automaton("C3")
-    model = build("modular_counter", a, 12).to_hooked()
+    model = to_hooked(build("modular_counter", a, 12))
     ev = automaton_probe_data(model, a, a.sample(200, 12, seed=1))
     kept = learn_head_masks(model, _automaton_batches(model, a, 12), ev, sparsity=0.01, steps=60)
     assert kept["surviving"] == [(0, 0)] and kept["accuracy_masked"] == 1.0
@@ -120,7 +121,7 @@ def test_weight_mask_prunes_a_random_network_towards_a_construction():
     from probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
 
     a = get_automaton("parity")
-    target = build("modular_counter", a, 8).to_hooked()
+    target = to_hooked(build("modular_counter", a, 8))
     large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, 9, RandomShape(2, 32, 2, 64), seed=0)
     weights = {k: v.clone() for k, v in large.state_dict().items()}
     ev = automaton_probe_data(target, a, a.sample(100, 8, seed=5))
@@ -137,7 +138,7 @@ def test_logistic_probe_reads_a_state_stored_along_one_direction():
     """The prefix scan keeps q + 1 in one coordinate; least squares on one-hot targets cannot
     separate many classes on a line ("masking"), softmax regression can."""
     a = get_automaton("grid5")
-    model = build("prefix_scan", a, 8).to_hooked()
+    model = to_hooked(build("prefix_scan", a, 8))
     tokens, labels, mask = automaton_probe_data(model, a, a.sample(120, 8, seed=6))
     last = [residual_hooks(model.cfg.n_layers)[-1]]
     logistic = probe_accuracy(model, tokens, labels, mask, hooks=last)[last[0]]
@@ -155,7 +156,7 @@ def test_corollary3_two_prunings_share_one_identical_matrix():
 
     lang = Dyck(2, 4)
     task = DyckTask(lang, 16)
-    stack, uniform = (build_dyck(lang, 32, v).to_hooked() for v in ("stack", "uniform"))
+    stack, uniform = (to_hooked(build_dyck(lang, 32, v)) for v in ("stack", "uniform"))
     large = random_transformer(stack.cfg.d_vocab, stack.cfg.d_vocab_out, 16, RandomShape(2, 32, 2, 64), seed=1)
     ev = task.batch(step_rng(0, 0, stream=1), 40)
     r = learn_weight_masks([stack, uniform], large, lambda s: task.batch(step_rng(0, s), 16).tokens,

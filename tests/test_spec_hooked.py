@@ -8,8 +8,11 @@ import torch
 from constructions import build
 from interp.tasks.catalogue import get_automaton
 from interp.errors import CheckpointError, ConstructionError
-from interp.model.hooked import load_model, save_model, state_dict_arrays
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.model.hooked import state_dict_arrays
+from interp.model.saved import load_model, save_model
+from interp.model.card import TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
+from interp.model.hooked import to_hooked
 
 
 def test_layout_names_and_labels():
@@ -42,7 +45,7 @@ def _toy_spec() -> ConstructionSpec:
         name="toy", theorem="none", layout=L, W_E=rng.normal(size=(3, 4)), W_pos=rng.normal(size=(5, 4)),
         blocks=[Block([h0, h1], mlp, "toy block"), Block([], None, "empty")],
         W_U=rng.normal(size=(4, 2)), b_U=np.zeros(2), input_tokens=["x", "y", "z"], output_names=["p", "q"],
-        io=TokenIO(prefix=(), symbol_tokens=(0, 1, 2)), max_length=5, automaton={},
+        io=TokenIO(prefix=(), symbol_tokens=(0, 1, 2)), max_length=5, task={"kind": "automaton", "automaton": {}},
     )
 
 
@@ -73,7 +76,7 @@ def test_export_matches_reference_forward_with_or_without_attn_scale(use_attn_sc
     spec = _toy_spec()
     assert spec.d_head == 2 and spec.n_heads == 2 and spec.d_mlp == 1
     assert (spec.n_layers, spec.attention_layers) == (2, 1)
-    model = spec.to_hooked(dtype="float64", use_attn_scale=use_attn_scale)
+    model = to_hooked(spec, dtype="float64", use_attn_scale=use_attn_scale)
     tokens = [0, 2, 1, 1, 0]
     ref_logits, ref_scores = _reference_forward(spec, tokens)
     with torch.inference_mode():
@@ -86,7 +89,7 @@ def test_export_matches_reference_forward_with_or_without_attn_scale(use_attn_sc
 
 def test_strict_load_keeps_weights_unprocessed():
     spec = build("prefix_scan", get_automaton("S3"), 8)
-    model = spec.to_hooked(dtype="float64")
+    model = to_hooked(spec, dtype="float64")
     arrays = state_dict_arrays(spec)
     sd = model.state_dict()
     for name, arr in arrays.items():
@@ -112,7 +115,7 @@ def test_spec_shape_checks():
 
 
 def test_save_load_round_trip(tmp_path):
-    model = build("prefix_scan", get_automaton("parity"), 8).to_hooked()
+    model = to_hooked(build("prefix_scan", get_automaton("parity"), 8))
     save_model(model, tmp_path / "m")
     loaded = load_model(tmp_path / "m", expect_construction="prefix_scan")
     tokens = torch.tensor([[2, 2, 2, 2, 0, 1, 1, 0, 1, 0, 0, 1]])
@@ -122,7 +125,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
-    model = build("memory", get_automaton("flipflop"), 8).to_hooked()
+    model = to_hooked(build("memory", get_automaton("flipflop"), 8))
     d = save_model(model, tmp_path / "m")
     with pytest.raises(CheckpointError, match="not 'prefix_scan'"):
         load_model(d, expect_construction="prefix_scan")
@@ -144,11 +147,11 @@ def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
 
 
 def test_attention_patterns_skip_blocks_and_heads_that_write_nothing():
-    from interp.viz import attention_patterns
+    from interp.model.run import attention_patterns
 
     spec = _toy_spec()
     spec.blocks.append(Block([Head(spec.layout, "silent").qk("a", "b")], None, "QK only, writes nothing"))
-    model = spec.to_hooked()
-    patterns = attention_patterns(model, [0, 1, 2])
+    model = to_hooked(spec)
+    patterns = {head: p[0] for head, p in attention_patterns(model, [0, 1, 2]).items()}
     assert set(patterns) == {(0, 0), (0, 1)}
     assert all(p.shape == (3, 3) for p in patterns.values())

@@ -12,7 +12,7 @@ import torch
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, SandboxError
-from interp.tasks.batches import AutomatonTask, DyckTask, FlipflopTask, step_rng, task_from_dict
+from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
 from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train, train_replicates
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def test_task_batches_are_reproducible_and_correct():
     assert np.array_equal(d.tokens[:, 1:] - 1, d.targets[:, :-1]) and (d.tokens[:, 0] == 0).all()
     assert np.array_equal(d.score_mask, d.targets % 2 == 1)
 
-    f = FlipflopTask(0.5, 32)
+    f = FFLTask(0.5, 32)
     seq = f.sequences(step_rng(0, 0), 50)
     for s in seq:
         assert s[0] == 0 and s[-2] == 1  # starts with w, ends with r
@@ -46,7 +46,7 @@ def test_task_batches_are_reproducible_and_correct():
 
 
 def test_task_round_trip_and_bad_descriptions():
-    for task in (AutomatonTask(get_automaton("S3"), 9), DyckTask(Dyck(3, 2, 0.4), 12), FlipflopTask(0.9, 16)):
+    for task in (AutomatonTask(get_automaton("S3"), 9), DyckTask(Dyck(3, 2, 0.4), 12), FFLTask(0.9, 16)):
         again = task_from_dict(json.loads(json.dumps(task.to_dict())))
         assert again.to_dict() == task.to_dict()
     with pytest.raises(CheckpointError):
@@ -116,10 +116,15 @@ def test_cli_train(tmp_path):
         return subprocess.run([sys.executable, "-m", "interp", "train", *argv], capture_output=True, text=True,
                               cwd=ROOT, check=False)
 
-    r = run("flipflop", "--flipflop", "0.5", "-T", "16", "--steps", "10", "--eval-every", "5", "--layers", "1",
+    r = run("ffl", "--ffl", "0.5", "-T", "16", "--steps", "10", "--eval-every", "5", "--layers", "1",
             "--d-model", "16", "--out", str(tmp_path / "ff"))
     assert r.returncode == 0, r.stderr
-    assert json.loads((tmp_path / "ff" / "metrics.json").read_text())["task"]["kind"] == "flipflop"
+    assert json.loads((tmp_path / "ff" / "metrics.json").read_text())["task"]["kind"] == "ffl"
+    # the old name is accepted for one release, with a one-line deprecation warning
+    r = run("flipflop", "--flipflop", "0.5", "-T", "16", "--steps", "5", "--eval-every", "5", "--layers", "1",
+            "--d-model", "16", "--out", str(tmp_path / "old"))
+    assert r.returncode == 0 and "interp: warning: `interp train flipflop` is now `interp train ffl`" in r.stderr
+    assert json.loads((tmp_path / "old" / "metrics.json").read_text())["task"]["kind"] == "ffl"
     for argv, message in ((("dyck", "--out", "x"), "--dyck"), (("automaton", "--dyck", "2,4", "--out", "x"), "--automaton"),
                           (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds")):
         r = run(*argv)

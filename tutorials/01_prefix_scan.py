@@ -35,7 +35,8 @@ import torch
 from constructions import build
 from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
-from interp.viz import attention_patterns, heatmap_png, model_tokens
+from interp.model.run import attention_patterns
+from interp.viz import heatmap_png
 
 s5 = get_automaton("S5")
 print(s5, "—", s5.description)
@@ -68,10 +69,10 @@ for i, block in enumerate(spec.blocks):
 # the full length, against exact simulation.
 
 # %%
-model = spec.to_hooked()
+model = to_hooked(spec)
 result = verify(model, samples=300, exhaustive_upto=8)
-print(f"accuracy {result.accuracy} over {result.positions_checked} positions "
-      f"({result.sequences_checked} words, every word of length ≤ {result.exhaustive_upto})")
+print(f"accuracy {result.accuracy} over {result.checked} positions "
+      f"({result.sequences} words, every word of length ≤ {result.exhaustive_upto})")
 assert result.exact
 
 # %% [markdown]
@@ -81,8 +82,8 @@ assert result.exact
 
 # %%
 word = s5.sample(1, T, seed=0)[0]
-ids, tokens = model_tokens(model, word)
-patterns = attention_patterns(model, ids)
+ids, tokens = model.card.io.encode(word), model.card.token_names(word)
+patterns = {head: p[0] for head, p in attention_patterns(model, ids).items()}
 P = len(model.card.io.prefix)
 for layer, ((block, head), pattern) in enumerate(sorted(patterns.items()), start=1):
     shifts = {i - int(np.argmax(pattern[i])) for i in range(P, P + T)}
@@ -103,6 +104,7 @@ display(Image(png))
 from IPython.display import HTML
 
 from interp.viz import circuitsvis_heads
+from interp.model.hooked import to_hooked
 
 HTML(circuitsvis_heads(patterns, tokens))
 

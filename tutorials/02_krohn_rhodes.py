@@ -95,8 +95,8 @@ for a in (d8, q8):
     print(f"{a.name}: {spec.shape_summary()}")
     for i, block in enumerate(spec.blocks):
         print(f"  block {i}: {block.label}")
-    result = verify(spec.to_hooked(), samples=200, exhaustive_upto=10)
-    print(f"  accuracy {result.accuracy} over {result.positions_checked} positions "
+    result = verify(to_hooked(spec), samples=200, exhaustive_upto=10)
+    print(f"  accuracy {result.accuracy} over {result.checked} positions "
           f"(every word of length ≤ {result.exhaustive_upto}, 200 random words of length 64)")
     assert result.exact
 
@@ -128,14 +128,14 @@ assert verify(spec, samples=200).exact
 # %% [markdown]
 # A cascade level reads the earlier levels' states **before** σ_t. The thesis's wiring (Lemma 21)
 # reads them after; sandbox-lens fixes it with a previous-token head in the wiring block.
-# `wiring="current"` rebuilds the printed version — on the gridworld cascade it is wrong at most
+# `as_printed="wiring"` rebuilds the printed version — on the gridworld cascade it is wrong at most
 # positions:
 
 # %%
 grid4 = get_automaton("grid4")
-for wiring in ("previous", "current"):
-    r = verify(build("krohn_rhodes", grid4, 8, wiring=wiring), exhaustive_upto=8, samples=0)
-    print(f"wiring={wiring:8s}: accuracy {r.accuracy:.3f} over every word of length ≤ 8")
+for as_printed in ("", "wiring"):
+    r = verify(build("krohn_rhodes", grid4, 8, as_printed=as_printed), exhaustive_upto=8, samples=0)
+    print(f"as_printed={as_printed!r:8s}: accuracy {r.accuracy:.3f} over every word of length ≤ 8")
 
 # %% [markdown]
 # ## Depth against T
@@ -189,6 +189,7 @@ for name in ("C2^3", "D8", "S3", "A4", "S4", "Q8"):
 
 # %%
 from interp.errors import ConstructionError
+from interp.model.hooked import to_hooked
 
 for name in ("A5", "S5"):
     try:

@@ -38,7 +38,9 @@ import numpy as np
 from constructions import build
 from interp.tasks.catalogue import get_automaton
 from interp.verify import verify
-from interp.viz import attention_patterns, circuitsvis_heads, heatmap_png, model_tokens
+from interp.model.run import attention_patterns
+from interp.viz import circuitsvis_heads, heatmap_png
+from interp.model.hooked import to_hooked
 
 grid = get_automaton("grid5")
 S = grid.n_states - 1
@@ -78,9 +80,9 @@ spec = build("gridworld", grid, T)
 print(spec.shape_summary())
 for i, block in enumerate(spec.blocks):
     print(f"block {i}: {block.label} ({len(block.heads)} heads)")
-model = spec.to_hooked()
+model = to_hooked(spec)
 result = verify(model, samples=300, exhaustive_upto=10)
-print(f"accuracy {result.accuracy} over {result.positions_checked} positions")
+print(f"accuracy {result.accuracy} over {result.checked} positions")
 assert result.exact
 for n in (2, 3, 9, 16):
     s = build("gridworld", get_automaton(f"grid{n}"), 256)
@@ -97,8 +99,8 @@ for n in (2, 3, 9, 16):
 from IPython.display import HTML, Image, display
 
 word = grid.sample(1, 24, seed=1)[0]
-ids, tokens = model_tokens(model, word)
-patterns = attention_patterns(model, ids)
+ids, tokens = model.card.io.encode(word), model.card.token_names(word)
+patterns = {head: p[0] for head, p in attention_patterns(model, ids).items()}
 labels = {key: model.card.block_labels[key[0]] for key in patterns}
 display(Image(heatmap_png({k: v for k, v in patterns.items() if k[0] == 1}, tokens,
                           "grid5: layer-2 offset heads (one per k = -S..S)")))
@@ -130,7 +132,7 @@ assert scores.blocks[1] == 1.0
 # stories.
 
 # %%
-kr = build("krohn_rhodes", grid, T).to_hooked()
+kr = to_hooked(build("krohn_rhodes", grid, T))
 print("krohn_rhodes cascade, per block:", boundary_detector_scores(kr, grid.sample(50, T, seed=2)).blocks)
 
 # %% [markdown]

@@ -28,7 +28,7 @@ import numpy as np
 
 from constructions.dyck import build_dyck
 from interp.tasks.dyck import Dyck
-from interp.verify.dyck import verify_dyck
+from interp.verify import verify
 
 lang = Dyck(k=2, D=4, q=0.5)
 print(lang.name, "brackets:", " ".join(lang.bracket_names))
@@ -52,10 +52,10 @@ print("exact next-token distribution after it:", dict(zip(lang.bracket_names, la
 N = 500  # the tutorial stays quick; the tests check N = 1000 (lengths 900–1000 too)
 models = {v: build_dyck(lang, N, v, seed=0) for v in ("stack", "uniform", "balanced")}
 for v, spec in models.items():
-    r = verify_dyck(spec, samples=20, seed=1)
-    bands = ", ".join(f"{b}: {x['accuracy']:.3f}" for b, x in r.bands.items())
-    print(f"{v:9s} accuracy {r.accuracy:.3f}  max TV {r.max_tv:.1e}  ({bands})")
-    assert r.exact and r.max_tv < 1e-5
+    r = verify(spec, samples=20, seed=1)
+    bands = ", ".join(f"{b}: {x['accuracy']:.3f}" for b, x in r.details["bands"].items())
+    print(f"{v:9s} accuracy {r.accuracy:.3f}  max TV {r.details["max_tv"]:.1e}  ({bands})")
+    assert r.exact and r.details["max_tv"] < 1e-5
 
 # %% [markdown]
 # All three are exact — in distribution (length ≤ 28) and at 400–500 — and their
@@ -67,11 +67,12 @@ for v, spec in models.items():
 from IPython.display import HTML, Image, display
 
 from interp.viz import circuitsvis_heads, heatmap_png
+from interp.model.hooked import to_hooked
 from probes.dyck import PROBE_INPUT, layer_patterns
 
 probe = lang.encode(PROBE_INPUT)
 tokens = ["BOS", *PROBE_INPUT]
-hooked = {v: spec.to_hooked() for v, spec in models.items()}
+hooked = {v: to_hooked(spec) for v, spec in models.items()}
 patterns = {v: layer_patterns(m, probe, layer=1)[0] for v, m in hooked.items()}
 display(Image(heatmap_png({(i, 0): p for i, p in enumerate(patterns.values())}, tokens,
                           "layer-2 attention on " + PROBE_INPUT,
@@ -112,9 +113,9 @@ print(f"random causal patterns (n = {len(tokens)}): {random_attention_baseline(l
 
 # %%
 for variant, control in (("balanced", "unscaled"), ("uniform", "zeroed")):
-    spec = build_dyck(lang, N, variant, control=control)
-    r = verify_dyck(spec, samples=40, seed=1)
-    bands = ", ".join(f"{b}: {x['accuracy']:.2f}" for b, x in r.bands.items())
+    spec = build_dyck(lang, N, variant, as_printed=control)
+    r = verify(spec, samples=40, seed=1)
+    bands = ", ".join(f"{b}: {x['accuracy']:.2f}" for b, x in r.details["bands"].items())
     print(f"{variant}/{control}: β = {balance_violation(spec):.2f}; accuracy {bands}")
 
 # %% [markdown]

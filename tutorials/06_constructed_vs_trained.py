@@ -38,7 +38,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from interp.compare import TWIN, compare
-from interp.compare.tasks import comparison_for
+from interp.compare.analyse import comparison_for
 
 work = Path(tempfile.mkdtemp())
 

@@ -1,252 +1,28 @@
-"""Constructed vs trained circuits on one task: probes, attention, ablation, pruning, one report.
+"""Floor 3 — constructed vs trained circuits on one task (`interp compare`).
 
-:func:`compare` puts a task's constructions and a trained twin (trained here with the training
-defaults, reused from ``out/twin``, or loaded from ``trained``) on the same words and measures:
+* :mod:`interp.compare.canonical` — what every comparison shares: inputs, canonical attention
+  coordinates, reference patterns, head names;
+* one adapter per task kind: :mod:`~interp.compare.automaton`, :mod:`~interp.compare.dyck`,
+  :mod:`~interp.compare.ffl`;
+* :mod:`interp.compare.analyse` — runs the models and writes ``metrics.json`` + ``patterns.npz``;
+* :mod:`interp.compare.report` — ``report.html`` as a pure function of those files (it never imports
+  the analysis, so ``interp report DIR`` runs no model).
 
-* **probes** — held-out accuracy of a linear probe for each task latent (Dyck: depth, stack-top
-  type; automata: the state, and for 1-D gridworlds the distance to the last boundary) at every
-  ``hook_resid_pre/mid/post``, and the first hook where it reaches 0.99;
-* **attention** — every live head against reference patterns (mean mass on the reference,
-  argmax agreement, mean total-variation distance, averaged over example words), and a one-to-one
-  Hungarian matching of the twin's heads to each construction's, in canonical coordinates
-  (``interp.compare.tasks``);
-* **ablation** — zero- and mean-ablation of every head on ``hook_z`` (others fixed), with a
-  majority-class chance level;
-* **pruning** — greedy head pruning at 95% of the intact accuracy, learned hard-concrete head
-  masks with an L0 penalty of 0.1, 0.3 and 1 nat per open head (others adapt, ``probes.masks``), and for Dyck the Theorem-3 demo: a
-  mask on a larger random transformer learned to reproduce the stack construction
-  (``probes.weight_mask``), and Corollary 3: the stack and the uniform constructions pruned out of
-  that one random network with an identical pruned key matrix.
-
-It writes ``out/metrics.json`` (sections ``probes``, ``attention``, ``ablation``, ``pruning``)
-and the self-contained ``out/report.html`` (``interp.compare.report``).
+The names below load their module on first use, so importing the report does not import the analysis.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from pathlib import Path
-from typing import Any, Sequence
+import importlib
+from typing import Any
 
-import numpy as np
+__all__ = ["compare", "compare_dyck", "comparison_for", "write_report", "TWIN"]
 
-from interp.compare.tasks import AutomatonComparison, DyckComparison, FlipflopComparison, canonical
-from interp.errors import SandboxError
-from interp.files import atomic_write
-from interp.tasks.batches import step_rng
-
-__all__ = ["compare", "compare_dyck", "TWIN"]
-
-TWIN = "trained twin"
-PROBE_TARGET = 0.99  # "the hook where the latent is readable": first hook at this probe accuracy
-PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact accuracy
-# L0 penalties (nats of cross-entropy per open head) for the learned masks: a small pruning path.
-MASK_SPARSITIES = (0.1, 0.3, 1.0)
-
-Comparison = DyckComparison | AutomatonComparison | FlipflopComparison
+_WHERE = {"compare": "analyse", "compare_dyck": "analyse", "comparison_for": "analyse", "write_report": "report",
+          "TWIN": "names"}
 
 
-def head_name(head: tuple[int, int]) -> str:
-    return f"L{head[0]}H{head[1]}"
-
-
-def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: int | None, minutes: float, seed: int,
-          progress: bool):
-    from interp.train import TrainConfig, default_shape, load_trained, train
-
-    task = comparison.task
-    if trained is not None:
-        return load_trained(trained, expect_task=task.to_dict()), Path(trained)
-    directory = out / "twin"
-    if not (directory / "metrics.json").exists():
-        d = comparison.train_defaults()
-        config = TrainConfig(steps=steps or d["steps"], batch=32, lr=d["lr"], warmup=100, eval_every=50,
-                             target_accuracy=d["target_accuracy"], max_minutes=minutes, seed=seed)
-        train(task, default_shape(task), config, directory, resume=(directory / "checkpoint.json").exists(),
-              progress=progress)
-    return load_trained(directory, expect_task=task.to_dict()), directory
-
-
-def _patterns(model, tokens: np.ndarray, heads: Sequence[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
-    """Attention patterns ``[batch, query, key]`` of ``heads`` on a token batch."""
-    import torch
-
-    names = sorted({f"blocks.{layer}.attn.hook_pattern" for layer, _ in heads})
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), names_filter=names)
-    return {(l, h): cache[f"blocks.{l}.attn.hook_pattern"][:, h].double().numpy() for l, h in heads}
-
-
-def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
-    """Mean reference scores per head over ``words``, and the canonical pattern rows for matching
-    (``probes.attention.match_heads``: Hungarian on the mean TV distance over those rows).
-
-    Only the rows of ``comparison.scored_queries`` count (every row, except for the flip-flop
-    language: its reads).
-    """
-    from probes.attention import score_head
-
-    data = comparison.inputs(model, words, with_latents=False)
-    raw = _patterns(model, data.tokens, heads)
-    refs = [comparison.references(w) for w in words]
-    queries = [comparison.scored_queries(w) for w in words]
-    scores, canon = {}, {}
-    for head, pats in raw.items():
-        rows = [canonical(p, data.prefix) for p in pats]
-        canon[head] = np.concatenate([c[q] for c, q in zip(rows, queries)])  # [scored rows, keys]
-        per_ref = {}
-        for name in comparison.reference_names:
-            s = [score_head(c, r[name], q) for c, r, q in zip(rows, refs, queries)]
-            per_ref[name] = {key: float(np.mean([x[key] for x in s])) for key in s[0]}
-        best = min(per_ref, key=lambda n: per_ref[n]["tv_distance"])
-        scores[head_name(head)] = {"references": per_ref, "best_reference": best}
-    return scores, canon
-
-
-def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int, masks: bool,
-             mask_steps: int, mask_sparsities: Sequence[float]) -> tuple[dict, dict]:
-    from probes.ablation import greedy_prune, head_ablation, live_heads
-    from probes.linear import probe_accuracy
-    from probes.masks import learn_head_masks
-
-    data = comparison.inputs(model, eval_words)
-    heads = live_heads(model)
-    probes = {}
-    for latent, (labels, mask) in data.latents.items():
-        acc = probe_accuracy(model, data.tokens, labels, mask, seed=seed)
-        first = next((hook for hook, a in acc.items() if a >= PROBE_TARGET), None)
-        best = max(acc, key=acc.get)
-        probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best}
-    attention, canon = _attention(comparison, model, heads, example_words)
-    scored = data.targets[data.score_mask]
-    chance = float(np.bincount(scored).max() / len(scored)) if len(scored) else float("nan")
-    ablation = {"chance": chance}
-    for kind in ("zero", "mean"):
-        ab = head_ablation(model, data.tokens, data.targets, data.score_mask, kind=kind, heads=heads)
-        ablation["baseline"] = ab["baseline"]
-        ablation[kind] = {head_name(h): a for h, a in ab["accuracy"].items()}
-    pr = greedy_prune(model, data.tokens, data.targets, data.score_mask, threshold=PRUNE_FRACTION * ablation["baseline"],
-                      heads=heads)
-    pruning: dict[str, Any] = {"greedy": {
-        "threshold": pr["threshold"], "accuracy": pr["accuracy"], "surviving": [head_name(h) for h in pr["surviving"]],
-        "removed": [head_name(h) for h in pr["removed"]],
-        "trace": [{"removed": head_name(t["removed"]), "accuracy": t["accuracy"]} for t in pr["trace"]]}}
-    if masks:
-        def batches(step: int):
-            d = comparison.inputs(model, comparison.train_words(step, seed), with_latents=False)
-            return d.tokens, d.targets, d.loss_mask
-
-        runs = []
-        for sparsity in mask_sparsities:
-            lm = learn_head_masks(model, batches, (data.tokens, data.targets, data.score_mask), sparsity=sparsity,
-                                  steps=mask_steps, heads=heads, seed=seed)
-            runs.append({
-                "sparsity": sparsity, "gates": {head_name(h): g for h, g in lm["gates"].items()},
-                "surviving": [head_name(h) for h in lm["surviving"]], "accuracy_masked": lm["accuracy_masked"],
-                "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"],
-                "kept_accuracy": lm["kept_accuracy"]})
-        pruning["learned_masks"] = {"steps": mask_steps, "runs": runs}
-    metrics = {"accuracy": ablation["baseline"], "heads": [head_name(h) for h in heads],
-               "probes": probes, "attention": attention, "ablation": ablation, "pruning": pruning}
-    return metrics, canon
-
-
-def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str] | None = None,
-            trained: str | Path | None = None, samples: int = 200, examples: int = 20, train_steps: int | None = None,
-            train_minutes: float = 5.0,
-            masks: bool = True, mask_steps: int = 150, mask_sparsities: Sequence[float] = MASK_SPARSITIES,
-            theorem3_steps: int | None = 1000, corollary3_steps: int | None = 400, seed: int = 0,
-            progress: bool = True) -> Path:
-    """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
-
-    ``train_steps``/``train_minutes`` bound the twin's training when it is trained here (default
-    steps: the task's); ``theorem3_steps`` (Dyck only; ``None`` or 0 skips it) is the length of
-    the weight-mask run; ``corollary3_steps`` (Dyck, with the stack and uniform constructions) the
-    length of the two-target run with one shared matrix.
-    """
-    from tqdm import tqdm
-
-    from interp.compare.report import write_report
-    from probes.attention import match_heads
-
-    if samples < 8 or examples < 1:
-        raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
-    out = Path(out)
-    started = time.time()
-    models = dict(comparison.constructions(constructions, seed))  # an unknown name fails before OUT is made
-    out.mkdir(parents=True, exist_ok=True)
-    twin, twin_dir = _twin(comparison, out, trained, train_steps, train_minutes, seed, progress)
-    models[TWIN] = twin
-    eval_words = comparison.words(samples, seed)
-    example_words = comparison.words(examples, seed + 1)
-
-    metrics: dict[str, Any] = {"task": comparison.title, "kind": comparison.kind, "twin": str(twin_dir),
-                               "samples": samples, "examples": examples, "seed": seed,
-                               "models": {}, "probes": {}, "attention": {"matching": {}}, "ablation": {},
-                               "pruning": {}}
-    canon = {}
-    for name, model in tqdm(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
-        m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, masks, mask_steps,
-                                   mask_sparsities)
-        metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],
-                                   "kind": "trained" if name == TWIN else "construction",
-                                   "layers": model.cfg.n_layers, "d_model": model.cfg.d_model}
-        for section in ("probes", "attention", "ablation", "pruning"):
-            metrics[section][name] = m[section]
-    for name in models:
-        if name != TWIN:
-            metrics["attention"]["matching"][name] = [
-                {**pair, "trained": head_name(pair["trained"]), "constructed": head_name(pair["constructed"])}
-                for pair in match_heads(canon[TWIN], canon[name])]
-    if comparison.kind == "dyck" and theorem3_steps:
-        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
-                                                   seed, progress)
-    metrics["seconds"] = round(time.time() - started, 1)
-    atomic_write(out / "metrics.json", (json.dumps(metrics, indent=1, default=_jsonable) + "\n").encode())
-    return write_report(out, comparison, models, metrics)
-
-
-COROLLARY3_SHARED = ("blocks.1.attn.W_K",)  # the one matrix both prunings must share
-
-
-def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, corollary3_steps: int | None,
-              seed: int, progress: bool) -> dict:
-    """Theorem 3 (a random network pruned into the stack construction) and, when both the stack
-    and the uniform constructions are compared, Corollary 3 (both pruned out of one random network
-    with one shared pruned matrix)."""
-    from probes.weight_mask import RandomShape, learn_weight_mask, learn_weight_masks, random_transformer
-
-    name = "stack" if "stack" in models else next(n for n in models if n != TWIN)
-    target = models[name]
-    shape = RandomShape(n_layers=2 * target.cfg.n_layers)
-    large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, comparison.length, shape, seed=seed)
-    data = comparison.inputs(target, eval_words, with_latents=False)
-    eval_data = (data.tokens, data.targets, data.score_mask)
-
-    def batches(step: int) -> np.ndarray:
-        return comparison.task.batch(step_rng(seed + 2000, step, stream=4), 32).tokens
-
-    r = learn_weight_mask(target, large, batches, eval_data, steps=steps, seed=seed, progress=progress)
-    r.update({"target": name, "random_shape": shape.__dict__})
-    if corollary3_steps and {"stack", "uniform"} <= set(models):
-        pair = ("stack", "uniform")
-        c = learn_weight_masks([models[n] for n in pair], large, batches, eval_data, steps=corollary3_steps,
-                               shared=COROLLARY3_SHARED, seed=seed, progress=progress)
-        r["corollary3"] = {"targets": {n: t for n, t in zip(pair, c["targets"])}, "shared": c["shared"],
-                           "shared_identical": c["shared_identical"], "other_masks_jaccard": c["other_masks_jaccard"],
-                           "steps": corollary3_steps}
-    return r
-
-
-def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, **kwargs: Any) -> Path:
-    """:func:`compare` on Dyck_{k,D} with the three constructions (the `make demo` report)."""
-    from interp.tasks.dyck import Dyck
-
-    return compare(DyckComparison(Dyck(k, D)), out, trained=trained, **kwargs)
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    raise TypeError(type(x))
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"interp.compare.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'interp.compare' has no attribute {name!r}")

@@ -1,8 +1,10 @@
 """``report.html`` of `interp compare`: one self-contained page (PNG data URIs, inlined circuitsvis).
 
-Every model's attention is drawn on the same example word in canonical coordinates (the tokens
-before the word — BOS and any padding — shown as one token), so constructions and the trained
-twin share one circuitsvis view and one token axis.
+The page is a pure function of two files the analysis wrote — ``metrics.json`` and
+``patterns.npz`` — so ``interp report DIR`` rebuilds it in seconds, with no model run. Every
+model's attention is drawn on the same example word in canonical coordinates (the tokens before
+the word — BOS and any padding — shown as one token), so constructions and the trained twin share
+one circuitsvis view and one token axis.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from interp.compare.tasks import canonical
+from interp.compare.names import TWIN
+from interp.errors import CheckpointError
 from interp.files import atomic_write
-from interp.viz import _figure_png, circuitsvis_heads, heatmap_png, png_data_uri
+from interp.viz import circuitsvis_heads, figure_png, heatmap_png, png_data_uri
 
-__all__ = ["write_report"]
+__all__ = ["write_report", "read_results"]
 
 SIDE_BY_SIDE_HEADS = 6  # up to this many live heads per model, all models go in one figure
 
@@ -29,39 +32,39 @@ th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}code{bac
 """
 
 
-def _square(pattern: np.ndarray, prefix: int) -> np.ndarray:
-    """Canonical coordinates plus a first row for the prefix (it attends to itself)."""
-    c = canonical(pattern, prefix)
-    first = np.zeros((1, c.shape[1]))
-    first[0, 0] = 1.0
-    return np.concatenate([first, c], axis=0)
+def read_results(out: Path) -> tuple[dict, dict[str, dict[tuple[int, int], np.ndarray]]]:
+    """``metrics.json`` and the example patterns of a comparison directory, checked."""
+    import json
+
+    metrics_path = out / "metrics.json"
+    if not metrics_path.is_file():
+        raise CheckpointError(f"no comparison in {out} (metrics.json missing; run `interp compare` first)")
+    try:
+        metrics = json.loads(metrics_path.read_text())
+        example = metrics["example"]
+        with np.load(out / example["patterns"]) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        patterns = {model: {_head_key(h): arrays[key] for h, key in heads} for model, heads in example["heads"].items()}
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{out}: {Path(e.filename).name if e.filename else 'a file'} is missing") from None
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        raise CheckpointError(f"{out} does not hold a complete comparison ({type(e).__name__}: {e})") from None
+    return metrics, patterns
 
 
-def _example_patterns(comparison, models: dict, word) -> tuple[dict, list[str]]:
-    from probes.ablation import live_heads
-    from interp.viz import attention_patterns
-
-    out: dict[str, dict] = {}
-    for name, model in models.items():
-        data = comparison.inputs(model, np.asarray(word)[None], with_latents=False)
-        pats = attention_patterns(model, data.tokens[0].tolist())
-        keep = set(live_heads(model))
-        out[name] = {k: _square(p, data.prefix) for k, p in pats.items() if k in keep}
-    first = next(iter(models.values()))
-    shown = comparison.display_tokens(first, word)
-    return out, [comparison.prefix_label, *shown[len(shown) - len(word):]]
+def _head_key(name: str) -> tuple[int, int]:
+    layer, head = name[1:].split("H")
+    return int(layer), int(head)
 
 
 def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
     """One column per model (its heads down the column), all on the same token axes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
     rows, cols = max(len(p) for p in patterns.values()), len(patterns)
     size = 1.6 + 0.09 * len(tokens)
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * size + 1.2, rows * size), squeeze=False)
+    fig = Figure(figsize=(cols * size + 1.2, rows * size))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     n = len(tokens)
@@ -74,21 +77,18 @@ def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
             ax.set_xticks(range(n), tokens, rotation=90, fontsize=5)
             ax.set_yticks(range(n), tokens, fontsize=5)
     fig.tight_layout()
-    data = _figure_png(fig)
-    plt.close(fig)
+    data = figure_png(fig)
     return data
 
 
 def _panels_png(series: dict[str, dict[str, dict[str, float]]], title: str, ylabel: str,
                 hlines: dict[str, dict[str, float]] | None = None) -> bytes:
     """One panel per model; in each, one line per named series over that model's x labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
     n = len(series)
-    fig, axes = plt.subplots(1, n, figsize=(max(4.0, 3.6 * n), 3.4), squeeze=False)
+    fig = Figure(figsize=(max(4.0, 3.6 * n), 3.4))
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, (model, lines) in zip(axes[0], series.items()):
         for label, values in lines.items():
             ax.plot(list(values), list(values.values()), marker="o", ms=3, label=label)
@@ -102,8 +102,7 @@ def _panels_png(series: dict[str, dict[str, dict[str, float]]], title: str, ylab
     axes[0][0].set_ylabel(ylabel)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    data = _figure_png(fig)
-    plt.close(fig)
+    data = figure_png(fig)
     return data
 
 
@@ -121,12 +120,13 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
-    from interp.compare import TWIN
-
-    word = comparison.example_word(metrics.get("seed", 0))
-    patterns, tokens = _example_patterns(comparison, models, word)
+def write_report(out: str | Path) -> Path:
+    """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
+    out = Path(out)
+    metrics, patterns = read_results(out)
+    tokens = metrics["example"]["tokens"]
     word_text = " ".join(tokens[1:])
+    models = list(metrics["models"])
 
     summary = []
     for name, info in metrics["models"].items():
@@ -138,7 +138,7 @@ def write_report(out: Path, comparison, models: dict, metrics: dict) -> Path:
                         ", ".join(pr["greedy"]["surviving"]) or "—",
                         "; ".join(f"λ={r['sparsity']:g}: " + (", ".join(r["surviving"]) or "none")
                                   for r in pr.get("learned_masks", {}).get("runs", [])) or "—"])
-    latents = list(comparison.latent_names)
+    latents = list(metrics["latents"])
     summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
                             "greedy pruning keeps", "learned masks keep"], summary)
 
@@ -205,13 +205,13 @@ with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cann
                 [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()])
 
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(comparison.title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(metrics['task'])}</title>
 <style>{_CSS}</style></head><body>
 <h1>Constructed vs trained circuits</h1>
-<p><b>Task:</b> {html.escape(comparison.title)}. Exact constructions and a trained twin
+<p><b>Task:</b> {html.escape(metrics['task'])}. Exact constructions and a trained twin
 (<code>{html.escape(metrics['twin'])}</code>) on the same {metrics['samples']} sampled words
 ({metrics['examples']} for the attention scores).
-Accuracy is the task's ({comparison.scored_positions}).</p>
+Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
 {summary_table}
 <h2>Attention on <code>{html.escape(word_text)}</code></h2>
 <p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.

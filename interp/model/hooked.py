@@ -1,4 +1,4 @@
-"""Weight spec -> TransformerLens ``HookedTransformer``; saving and loading built models.
+"""Weight spec -> TransformerLens ``HookedTransformer`` (saved models: :mod:`interp.model.saved`).
 
 The model is built from a ``HookedTransformerConfig`` and loaded with
 ``load_state_dict(strict=True)``: no folding, centring or other weight processing, so the
@@ -13,26 +13,18 @@ spec's scores.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from interp.errors import CheckpointError, ConstructionError
-from interp.files import atomic_write
-from interp.model.spec import ConstructionSpec, ModelCard
+from interp.model.spec import ConstructionSpec
 
-__all__ = ["to_hooked", "state_dict_arrays", "hooked_config", "save_model", "load_model", "DTYPES"]
+__all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES"]
 
 DTYPES = ("float32", "float64")
-FORMAT = "sandbox-lens-model"
-FORMAT_VERSION = 1
-WEIGHTS_FILE = "model.safetensors"
-META_FILE = "model.json"
 
 
 def _torch_dtype(dtype: str):
@@ -107,7 +99,7 @@ def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> di
     return sd
 
 
-def _new_model(cfg: dict[str, Any]):
+def new_model(cfg: dict[str, Any]):
     from transformer_lens import HookedTransformer
 
     with warnings.catch_warnings():
@@ -116,7 +108,7 @@ def _new_model(cfg: dict[str, Any]):
     return model
 
 
-def _load_strict(model, tensors: dict[str, Any]) -> None:
+def load_strict(model, tensors: dict[str, Any]) -> None:
     """Load parameters strictly; buffers (causal mask, IGNORE) come from the fresh model."""
     full = dict(tensors)
     params = {name for name, _ in model.named_parameters()}
@@ -146,82 +138,12 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
 
     tdtype = _torch_dtype(dtype)
     cfg = config_dict(spec, dtype, use_attn_scale)
-    model = _new_model(cfg)
+    model = new_model(cfg)
     arrays = state_dict_arrays(spec, use_attn_scale)
-    _load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
+    load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
     model.eval()
     card = spec.card()
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
-    model.card = card
-    model.sandbox_config = cfg
-    return model
-
-
-# -- persistence -------------------------------------------------------------------------
-def save_model(model, directory: str | Path) -> Path:
-    """Save a built model: ``model.safetensors`` (weights) + ``model.json`` (config, card, checksum).
-
-    Both files are written atomically; ``model.json`` is written last, so a directory with a
-    valid ``model.json`` always has the weights it describes.
-    """
-    from safetensors.torch import save
-
-    if not hasattr(model, "card") or not hasattr(model, "sandbox_config"):
-        raise CheckpointError("only models built by sandbox-lens (to_hooked / load_model) can be saved here")
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    params = {name: p.detach().contiguous() for name, p in model.named_parameters()}
-    blob = save(params)
-    atomic_write(out / WEIGHTS_FILE, blob)
-    meta = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "config": model.sandbox_config,
-        "card": model.card.to_dict(),
-        "weights_sha256": hashlib.sha256(blob).hexdigest(),
-    }
-    atomic_write(out / META_FILE, (json.dumps(meta, indent=2) + "\n").encode())
-    return out
-
-
-def load_model(directory: str | Path, expect_construction: str | None = None):
-    """Load a model saved by :func:`save_model`, checking format, checksum and shapes."""
-    from safetensors.torch import load
-
-    d = Path(directory)
-    meta_path, weights_path = d / META_FILE, d / WEIGHTS_FILE
-    if not meta_path.is_file():
-        raise CheckpointError(f"no saved model in {d} ({META_FILE} missing)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{meta_path} is corrupt: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{meta_path} is not a sandbox-lens model file")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{meta_path}: unsupported format version {meta.get('format_version')}")
-    try:
-        card = ModelCard.from_dict(meta["card"])
-        cfg = dict(meta["config"])
-    except (KeyError, TypeError) as e:
-        raise CheckpointError(f"{meta_path} is incomplete: {e}") from None
-    if expect_construction is not None and card.construction != expect_construction:
-        raise CheckpointError(f"{d} holds a {card.construction!r} model, not {expect_construction!r}")
-    if not weights_path.is_file():
-        raise CheckpointError(f"{weights_path} is missing")
-    blob = weights_path.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != meta.get("weights_sha256"):
-        raise CheckpointError(f"{weights_path} is corrupt (checksum mismatch)")
-    try:
-        tensors = load(blob)
-    except Exception as e:  # safetensors raises its own error types
-        raise CheckpointError(f"{weights_path} is corrupt: {e}") from None
-    try:
-        model = _new_model(cfg)
-    except Exception as e:  # TransformerLens validates configs with asserts and various errors
-        raise CheckpointError(f"{meta_path} has an invalid config: {e}") from None
-    _load_strict(model, tensors)
-    model.eval()
     model.card = card
     model.sandbox_config = cfg
     return model

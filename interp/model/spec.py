@@ -25,8 +25,9 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 
 from interp.errors import ConstructionError
+from interp.model.card import TASK_KINDS, ModelCard, TokenIO
 
-__all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "TokenIO", "ModelCard", "Direction"]
+__all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "Direction"]
 
 #: A direction in the residual stream: a subspace name (its first coordinate), a
 #: ``(name, index)`` pair, or a mapping of such keys to weights (a linear combination).
@@ -93,9 +94,6 @@ class Layout:
         for name, (_, size, labs) in self._spaces.items():
             out.extend(f"{name}:{lab}" if size > 1 or lab != "0" else name for lab in labs)
         return out
-
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {n: {"start": s, "size": z, "labels": list(l)} for n, (s, z, l) in self._spaces.items()}
 
     def vector(self, direction: Direction) -> np.ndarray:
         """A direction (see :data:`Direction`) as a length-d_model vector."""
@@ -212,13 +210,6 @@ class MLP:
             self.unit({(name, r): 1.0}, 0.0, {(name, r): -1.0})
         return self
 
-    def erase_signed(self, name: str) -> "MLP":
-        """Zero a subspace of any sign: two units x ↦ −ReLU(x) + ReLU(−x) per coordinate."""
-        for r in range(self.layout.size(name)):
-            self.unit({(name, r): 1.0}, 0.0, {(name, r): -1.0})
-            self.unit({(name, r): -1.0}, 0.0, {(name, r): 1.0})
-        return self
-
     @property
     def width(self) -> int:
         return len(self._b)
@@ -260,62 +251,6 @@ class Block:
         return any(h.writes for h in self.heads)
 
 
-@dataclass(frozen=True)
-class TokenIO:
-    """How automaton inputs become model tokens and where outputs are read.
-
-    The model input for a word σ_1..σ_T is ``prefix + [symbol_tokens[σ_t] for t]`` and the
-    prediction for q_t is the argmax of the logits at position ``len(prefix) + t - 1``.
-    """
-
-    prefix: tuple[int, ...]
-    symbol_tokens: tuple[int, ...]
-
-    def to_dict(self) -> dict[str, list[int]]:
-        return {"prefix": list(self.prefix), "symbol_tokens": list(self.symbol_tokens)}
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Sequence[int]]) -> "TokenIO":
-        return TokenIO(tuple(int(x) for x in d["prefix"]), tuple(int(x) for x in d["symbol_tokens"]))
-
-
-@dataclass
-class ModelCard:
-    """Metadata that travels with a built model (saved next to its weights)."""
-
-    construction: str
-    theorem: str
-    automaton: dict[str, Any]
-    io: TokenIO
-    max_length: int
-    verified_dtypes: tuple[str, ...]
-    input_tokens: list[str]
-    output_names: list[str]
-    residual_labels: list[str]
-    block_labels: list[str]
-    attention_blocks: list[int]
-    options: dict[str, Any] = field(default_factory=dict)
-    notes: str = ""
-    task: dict[str, Any] = field(default_factory=dict)  # a language task (e.g. Dyck) instead of an automaton
-
-    @property
-    def attention_layers(self) -> int:
-        return len(self.attention_blocks)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["io"] = self.io.to_dict()
-        d["verified_dtypes"] = list(self.verified_dtypes)
-        return d
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "ModelCard":
-        d = dict(d)
-        d["io"] = TokenIO.from_dict(d["io"])
-        d["verified_dtypes"] = tuple(d["verified_dtypes"])
-        return ModelCard(**d)
-
-
 @dataclass
 class ConstructionSpec:
     """Everything needed to build a model: layout, embeddings, blocks, unembedding, metadata.
@@ -337,11 +272,10 @@ class ConstructionSpec:
     output_names: list[str]
     io: TokenIO
     max_length: int
-    automaton: dict[str, Any]
+    task: dict[str, Any]  # the task modelled, with its "kind" (see interp.model.card)
     verified_dtypes: tuple[str, ...] = ("float32", "float64")
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
-    task: dict[str, Any] = field(default_factory=dict)  # a language task (e.g. Dyck) instead of an automaton
 
     def __post_init__(self) -> None:
         d = self.layout.d_model
@@ -359,6 +293,8 @@ class ConstructionSpec:
             raise ConstructionError(f"{self.name}: n_ctx {self.n_ctx} is too short for prefix + {self.max_length} tokens")
         if not self.blocks:
             raise ConstructionError(f"{self.name}: a construction needs at least one block")
+        if self.task.get("kind") not in TASK_KINDS:
+            raise ConstructionError(f"{self.name}: task kind must be one of {', '.join(TASK_KINDS)}, got {self.task.get('kind')!r}")
         for b in self.blocks:
             for part in [*b.heads, *([b.mlp] if b.mlp else [])]:
                 if part.layout is not self.layout:
@@ -426,7 +362,7 @@ class ConstructionSpec:
         return ModelCard(
             construction=self.name,
             theorem=self.theorem,
-            automaton=self.automaton,
+            task=dict(self.task),
             io=self.io,
             max_length=self.max_length,
             verified_dtypes=tuple(self.verified_dtypes),
@@ -437,11 +373,4 @@ class ConstructionSpec:
             attention_blocks=self.attention_blocks,
             options=dict(self.options),
             notes=self.notes,
-            task=dict(self.task),
         )
-
-    def to_hooked(self, dtype: str = "float32", use_attn_scale: bool = True):
-        """Build the ``HookedTransformer`` (strict load, no weight processing)."""
-        from interp.model.hooked import to_hooked
-
-        return to_hooked(self, dtype=dtype, use_attn_scale=use_attn_scale)

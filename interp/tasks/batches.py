@@ -4,7 +4,7 @@
   (token 1 + σ, as the constructions read them), freshly sampled words, token-level accuracy.
 * :class:`DyckTask` — next-token language modelling of Dyck_{k,D} prefixes (loss at every
   position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
-* :class:`FlipflopTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
+* :class:`FFLTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
   (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
 
 A batch at training step s is a pure function of (seed, s), so an interrupted run resumes on
@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from interp.tasks import ffl
 from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.tasks.dyck import Dyck
 from interp.errors import AutomatonError, CheckpointError
 
-__all__ = ["Batch", "AutomatonTask", "DyckTask", "FlipflopTask", "task_from_dict", "step_rng"]
+__all__ = ["Batch", "AutomatonTask", "DyckTask", "FFLTask", "task_from_dict", "step_rng"]
 
 
 @dataclass
@@ -93,48 +94,32 @@ class DyckTask:
         return {"kind": self.kind, "k": self.lang.k, "D": self.lang.D, "q": self.lang.q, "length": self.length}
 
 
-class FlipflopTask:
-    """FFL(T, p): p_i = p, p_w = p_r = (1 − p)/2; tokens w=0, r=1, i=2, "0"=3, "1"=4."""
+class FFLTask:
+    """Language modelling of FFL(T, p) (:mod:`interp.tasks.ffl`); loss and accuracy at the reads."""
 
-    kind = "flipflop"
-    VOCAB = ("w", "r", "i", "0", "1")
+    kind = "ffl"
+    VOCAB = ffl.VOCAB
 
     def __init__(self, p: float = 0.8, length: int = 64) -> None:
-        if not 0.0 <= p < 1.0:
-            raise AutomatonError(f"flip-flop p_i must be in [0, 1), got {p}")
         if length < 4 or length % 2:
             raise AutomatonError(f"flip-flop sequences have an even length ≥ 4, got {length}")
-        self.p, self.length = float(p), int(length)
+        self.p, self.length = ffl.check_p(p), int(length)
 
     @property
     def name(self) -> str:
         return f"FFL({self.p}) (T={self.length})"
 
-    d_vocab = property(lambda self: 5)
-    d_vocab_out = property(lambda self: 5)
+    d_vocab = property(lambda self: len(ffl.VOCAB))
+    d_vocab_out = property(lambda self: len(ffl.VOCAB))
     n_ctx = property(lambda self: self.length - 1)
 
     def sequences(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        pairs = self.length // 2
-        pw = pr = (1.0 - self.p) / 2
-        instr = rng.choice(3, size=(size, pairs), p=[pw, pr, self.p])
-        instr[:, 0], instr[:, -1] = 0, 1  # starts with w, ends with r
-        data = rng.integers(2, size=(size, pairs)) + 3
-        for b in range(size):  # a read repeats the most recent write
-            last = data[b, 0]
-            for j in range(pairs):
-                if instr[b, j] == 0:
-                    last = data[b, j]
-                elif instr[b, j] == 1:
-                    data[b, j] = last
-        seq = np.empty((size, self.length), dtype=np.int64)
-        seq[:, 0::2], seq[:, 1::2] = instr, data
-        return seq
+        return ffl.sample_strings(self.p, size, self.length, rng)
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
         seq = self.sequences(rng, size)
         tokens, targets = seq[:, :-1], seq[:, 1:]
-        reads = tokens == 1
+        reads = tokens == ffl.R
         return Batch(tokens, targets, reads, reads)
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,8 +136,8 @@ def task_from_dict(d: dict[str, Any]):
             return AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"])
         if kind == "dyck":
             return DyckTask(Dyck(d["k"], d["D"], d["q"]), d["length"])
-        if kind == "flipflop":
-            return FlipflopTask(d["p"], d["length"])
+        if kind in ("ffl", "flipflop"):  # "flipflop": checkpoints written before the rename
+            return FFLTask(d["p"], d["length"])
     except (KeyError, TypeError) as e:
         raise CheckpointError(f"checkpoint task description is incomplete: {e}") from None
     raise CheckpointError(f"unknown task kind {d.get('kind')!r} in checkpoint")

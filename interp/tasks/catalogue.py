@@ -82,12 +82,12 @@ def permutation_automaton(
     On points (default): state q, symbol g -> g(q), q0 = 0. Regular: the state is the
     group element π = σ_t∘…∘σ_1 (named by its cycle form, ``e`` for the identity).
     """
+    if not regular:  # symbol g sends q to g(q) = arr[q]: no group theory needed (and no sympy import)
+        delta = np.array([list(arr) for arr in generators.values()], dtype=np.int64).reshape(len(generators), degree)
+        return Semiautomaton(name, tuple(str(q) for q in range(degree)), tuple(generators), delta, 0, description)
     from sympy.combinatorics import Permutation, PermutationGroup
 
     gens = {sym: Permutation(arr, size=degree) for sym, arr in generators.items()}
-    if not regular:
-        delta = np.array([[g(q) for q in range(degree)] for g in gens.values()], dtype=np.int64)
-        return Semiautomaton(name, tuple(str(q) for q in range(degree)), tuple(gens), delta, 0, description)
     group = PermutationGroup(list(gens.values()))
     if group.order() > _MAX_STATES:
         raise AutomatonError(f"{name}: group order {group.order()} is too large for a regular automaton")

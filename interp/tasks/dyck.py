@@ -73,6 +73,15 @@ class Dyck:
     def to_dict(self) -> dict:
         return {"kind": "dyck", "k": self.k, "D": self.D, "q": self.q}
 
+    def token_depth_pairs(self) -> list[tuple[int, int]]:
+        """The (token, depth) pairs that occur, depth after the token: BOS at 0, open_i at 1..D,
+        close_i at 0..D−1 (token 0 = BOS, 1 + b = bracket b)."""
+        pairs = [(0, 0)]
+        for b in range(self.n_brackets):
+            depths = range(1, self.D + 1) if b % 2 == 0 else range(0, self.D)
+            pairs += [(1 + b, d) for d in depths]
+        return pairs
+
     # -- words ------------------------------------------------------------------------------
     def encode(self, text: str | Sequence[str]) -> np.ndarray:
         """Bracket names (a string for k ≤ 4, e.g. "([])", or a list) -> indices."""

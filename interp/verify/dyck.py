@@ -16,54 +16,26 @@ and 900–1000 when the model's maximum length allows them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from interp.tasks.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
 from interp.errors import ConstructionError, LengthError
-from interp.verify import resolve_model
+from interp.model.run import logits
+from interp.verify.result import Mismatch, Verification, model_shape
 
-__all__ = ["verify_dyck", "DyckVerification", "default_bands", "next_token_probabilities", "dyck_of"]
+__all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "dyck_of"]
 
 #: Exhaustive checks enumerate every valid prefix of length K; refuse beyond this many.
 MAX_EXHAUSTIVE_PREFIXES = 1 << 18
 
 
-@dataclass
-class DyckVerification:
-    construction: str
-    task: str
-    length: int
-    dtype: str
-    accuracy: float
-    max_tv: float
-    prefixes_checked: int
-    exhaustive_upto: int
-    samples: int
-    seed: int
-    accuracy_rule: str = "argmax over all brackets"
-    bands: dict[str, dict[str, float]] = field(default_factory=dict)
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
-    shape: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def exact(self) -> bool:
-        return self.accuracy == 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        shape = d.pop("shape")
-        d.update({k: shape.get(k) for k in ("n_layers", "attention_layers", "d_model", "n_heads", "d_mlp")})
-        return d
-
-
 def dyck_of(card) -> Dyck:
-    task = dict(card.task)
-    if task.pop("kind", None) != "dyck":
+    task = card.task
+    if task.get("kind") != "dyck":
         raise ConstructionError(f"{card.construction} is not a Dyck model")
-    return Dyck(**task)
+    return Dyck(task["k"], task["D"], task["q"])
 
 
 def default_bands(max_length: int) -> list[tuple[int, int]]:
@@ -79,39 +51,26 @@ def next_token_probabilities(model, words: Sequence[np.ndarray]) -> list[np.ndar
     """The model's next-token distribution over the brackets after BOS, w_1, …, w_n, per word."""
     import torch
 
-    card = model.card
-    out: list[np.ndarray] = []
+    io = model.card.io
+    results: dict[int, np.ndarray] = {}
     by_len: dict[int, list[int]] = {}
     for i, w in enumerate(words):
         by_len.setdefault(len(w), []).append(i)
-    results: dict[int, np.ndarray] = {}
-    prev = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        with torch.inference_mode():
-            for n, idx in sorted(by_len.items()):
-                if n + len(card.io.prefix) > model.cfg.n_ctx:
-                    raise LengthError(f"a prefix of length {n} does not fit the model ({model.cfg.n_ctx - 1} brackets)")
-                batch_size = max(1, (1 << 22) // max(1, (n + 1) ** 2 * model.cfg.n_heads))
-                for start in range(0, len(idx), batch_size):
-                    chunk = idx[start : start + batch_size]
-                    table = np.asarray(card.io.symbol_tokens)
-                    ids = np.array([[*card.io.prefix, *table[np.asarray(words[i], dtype=np.int64)]] for i in chunk])
-                    logits = model(torch.from_numpy(ids), return_type="logits")
-                    probs = torch.softmax(logits.double(), dim=-1).numpy()
-                    for row, i in enumerate(chunk):
-                        results[i] = probs[row, len(card.io.prefix) - 1 :]
-    finally:
-        torch.set_float32_matmul_precision(prev)
-    out = [results[i] for i in range(len(words))]
-    return out
+    for n, idx in sorted(by_len.items()):
+        if n + len(io.prefix) > model.cfg.n_ctx:
+            raise LengthError(f"a prefix of length {n} does not fit the model ({model.cfg.n_ctx - 1} brackets)")
+        tokens = io.encode(np.stack([np.asarray(words[i], dtype=np.int64) for i in idx]))
+        batch_size = max(1, (1 << 22) // max(1, (n + 1) ** 2 * model.cfg.n_heads))
+        for start, lg in logits(model, tokens, batch_size=batch_size):
+            probs = torch.softmax(lg.double(), dim=-1).numpy()
+            for row, i in enumerate(idx[start: start + len(lg)]):
+                results[i] = probs[row, len(io.prefix) - 1:]
+    return [results[i] for i in range(len(words))]
 
 
-def verify_dyck(model_or_spec: Any, *, samples: int = 200, bands: Sequence[tuple[int, int]] | None = None,
-                exhaustive_upto: int | None = None, seed: int = 0, dtype: str = "float32",
-                max_mismatches: int = 5) -> DyckVerification:
-    """Prove a Dyck model exact (see the module docstring). ``samples`` prefixes per band."""
-    model, dtype = resolve_model(model_or_spec, dtype)
+def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[int, int]] | None = None,
+                exhaustive_upto: int | None = None, seed: int = 0, max_mismatches: int = 5) -> Verification:
+    """Prove a Dyck model exact (see the module docstring and :func:`interp.verify.verify`)."""
     card = model.card
     lang = dyck_of(card)
     M = card.max_length
@@ -139,7 +98,7 @@ def verify_dyck(model_or_spec: Any, *, samples: int = 200, bands: Sequence[tuple
     total_ok = total = prefixes = 0
     max_tv = 0.0
     report: dict[str, dict[str, float]] = {}
-    mismatches: list[dict[str, Any]] = []
+    mismatches: list[Mismatch] = []
     for label, words, last_only in checks:
         ok_band = n_band = 0
         tv_band = 0.0
@@ -153,21 +112,19 @@ def verify_dyck(model_or_spec: Any, *, samples: int = 200, bands: Sequence[tuple
                 ok_band += ok
                 n_band += 1
                 if not ok and len(mismatches) < max_mismatches:
-                    mismatches.append({"prefix": lang.decode(w[: t - 1]), "expected": lang.bracket_names[w[t - 1]],
-                                       "predicted": lang.bracket_names[pred]})
+                    mismatches.append(Mismatch(position=t, inputs=[lang.bracket_names[b] for b in w[: t - 1]],
+                                               expected=lang.bracket_names[w[t - 1]],
+                                               predicted=lang.bracket_names[pred]))
         report[label] = {"accuracy": ok_band / max(n_band, 1), "prefixes": n_band, "max_tv": tv_band}
         total_ok += ok_band
         total += n_band
         prefixes += len(words)
         max_tv = max(max_tv, tv_band)
-    cfg = model.cfg
-    return DyckVerification(
-        construction=card.construction, task=lang.name, length=M, dtype=dtype,
-        accuracy=total_ok / max(total, 1), max_tv=max_tv, prefixes_checked=total,
-        exhaustive_upto=K, samples=samples, seed=seed, accuracy_rule=rule, bands=report, mismatches=mismatches,
-        shape={"n_layers": cfg.n_layers, "attention_layers": card.attention_layers, "d_model": cfg.d_model,
-               "n_heads": cfg.n_heads, "d_mlp": cfg.d_mlp},
-    )
+    return Verification(
+        construction=card.construction, kind="dyck", task=lang.name, length=M, dtype=dtype,
+        accuracy=total_ok / max(total, 1), checked=total, checked_unit="closing brackets", sequences=prefixes,
+        exhaustive_upto=K, samples=samples, seed=seed, **model_shape(model), mismatches=mismatches,
+        details={"max_tv": max_tv, "accuracy_rule": rule, "bands": report})
 
 
 def _default_exhaustive(lang: Dyck) -> int:

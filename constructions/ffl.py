@@ -3,7 +3,7 @@
 Thesis §3.5.7.1 (flipflop.md §3.2–3.3). A flip-flop string alternates an instruction w/r/i
 with a data bit; the bit after every ``r`` repeats the bit after the most recent ``w``. The
 model reads the string without BOS (tokens w=0, r=1, i=2, "0"=3, "1"=4, as in
-``interp.tasks.FlipflopTask``) and, at every ``r``, predicts that bit.
+``interp.tasks.batches.FFLTask``) and, at every ``r``, predicts that bit.
 
 * **layer 1** (:func:`write_flag_head`, :func:`threshold`): a head scores key j by
   (c₁/T)(1.5·[x_j = w] + j), so query i attends to i − 1 when x_{i−1} = w and to itself
@@ -27,12 +27,14 @@ import math
 import numpy as np
 
 from interp.errors import ConstructionError, LengthError
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, TokenIO
+from interp.tasks import ffl
+from interp.model.card import TokenIO
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 
 __all__ = ["build_ffl", "MAX_LENGTH", "FFL_TOKENS", "FLAG_THRESHOLD_DELTA", "LOGIT_K"]
 
 MAX_LENGTH = 4096  # verified in float32 (tests at 512, slow suite at 4096)
-FFL_TOKENS = ("w", "r", "i", "0", "1")
+FFL_TOKENS = ffl.VOCAB  # w r i 0 1: the language's one vocabulary
 FLAG_THRESHOLD_DELTA = 0.25  # Lemma 12's Δ: values within 1/4 of 0 or 1 round exactly
 LOGIT_K = 10.0  # logit("1") − logit("0") = 2K(2b − 1)
 
@@ -78,11 +80,11 @@ def latest_flag_head(layout: Layout, length: int) -> Head:
 def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
     """The Prop. 3 transformer for FFL inputs of up to ``length`` tokens.
 
-    ``task`` may be ``None`` or an ``interp.tasks.FlipflopTask``: the output at a read is exact
+    ``task`` may be ``None`` or an ``interp.tasks.batches.FFLTask``: the output at a read is exact
     for every p, so the weights do not depend on it.
     """
-    if task is not None and getattr(task, "kind", None) != "flipflop":
-        raise ConstructionError("ffl models the flip-flop language (interp.tasks.FlipflopTask); "
+    if task is not None and getattr(task, "kind", None) != "ffl":
+        raise ConstructionError("ffl models the flip-flop language (interp.tasks.batches.FFLTask); "
                                 "for the flip-flop automaton use the memory construction")
     if not isinstance(length, int) or not 2 <= length <= MAX_LENGTH:
         raise LengthError(f"ffl is verified for inputs of 2..{MAX_LENGTH} tokens, got {length}")
@@ -131,8 +133,7 @@ def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
         output_names=list(FFL_TOKENS),
         io=TokenIO(prefix=(), symbol_tokens=tuple(range(len(FFL_TOKENS)))),
         max_length=length,
-        automaton={},
         options={"c1": 2.0 * length * math.log(8 * length), "c2": length * math.log(16 * length)},
         notes="reads the string without BOS; the prediction at each r is the bit written by the latest w",
-        task={"kind": "flipflop"},
+        task={"kind": "ffl"},
     )

@@ -1,0 +1,125 @@
+"""What travels with a model: how task inputs become tokens (:class:`TokenIO`) and what the model
+is (:class:`ModelCard`: construction, the task it models, verified lengths and dtypes, labels).
+
+A card's ``task`` is one dict with a ``"kind"``, the same three names everywhere:
+
+* ``{"kind": "automaton", "automaton": {...}}`` — predict q_t after σ_1..σ_t (the JSON automaton);
+* ``{"kind": "dyck", "k": K, "D": D, "q": q}`` — next-token prediction of Dyck_{k,D};
+* ``{"kind": "ffl", ...}`` — the flip-flop language.
+
+Trained twins add the training length (``"length"``) and, for FFL, ``"p"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from interp.errors import CheckpointError, VocabularyError
+
+__all__ = ["TokenIO", "ModelCard", "TASK_KINDS", "normalise_task"]
+
+TASK_KINDS = ("automaton", "dyck", "ffl")
+#: Older spellings of a task kind, read from saved models and checkpoints.
+KIND_ALIASES = {"flipflop": "ffl"}
+
+
+def normalise_task(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A task dict with its kind spelled as today (``flipflop`` was the flip-flop language's old name)."""
+    out = dict(task)
+    if "kind" in out:
+        out["kind"] = KIND_ALIASES.get(out["kind"], out["kind"])
+    return out
+
+
+@dataclass(frozen=True)
+class TokenIO:
+    """How task inputs become model tokens and where outputs are read.
+
+    The model input for a word σ_1..σ_T (symbol indices) is ``prefix + [symbol_tokens[σ_t] for t]``,
+    and the output for position t is read at token position ``len(prefix) + t - 1``.
+    """
+
+    prefix: tuple[int, ...]
+    symbol_tokens: tuple[int, ...]
+
+    @property
+    def n_symbols(self) -> int:
+        return len(self.symbol_tokens)
+
+    def encode(self, words: Any) -> np.ndarray:
+        """Token ids ``[batch, len(prefix) + T]`` for symbol-index words ``[batch, T]`` (or one word)."""
+        words = np.atleast_2d(np.asarray(words, dtype=np.int64))
+        if words.size and (words.min() < 0 or words.max() >= self.n_symbols):
+            raise VocabularyError(f"input symbol index out of range: the model knows {self.n_symbols} symbols")
+        prefix = np.broadcast_to(np.asarray(self.prefix, dtype=np.int64), (len(words), len(self.prefix)))
+        return np.concatenate([prefix, np.asarray(self.symbol_tokens, dtype=np.int64)[words]], axis=1)
+
+    def decode(self, tokens: Any) -> np.ndarray:
+        """The symbol indices of ``tokens`` after the prefix (−1 for a token that is no symbol)."""
+        tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))[:, len(self.prefix):]
+        table = np.full(max(self.symbol_tokens, default=-1) + 1, -1, dtype=np.int64)
+        table[list(self.symbol_tokens)] = np.arange(self.n_symbols)
+        inside = (tokens >= 0) & (tokens < len(table))
+        return np.where(inside, table[np.clip(tokens, 0, len(table) - 1)], -1)
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {"prefix": list(self.prefix), "symbol_tokens": list(self.symbol_tokens)}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Sequence[int]]) -> "TokenIO":
+        return TokenIO(tuple(int(x) for x in d["prefix"]), tuple(int(x) for x in d["symbol_tokens"]))
+
+
+@dataclass
+class ModelCard:
+    """Metadata that travels with a built or trained model (saved next to its weights)."""
+
+    construction: str
+    theorem: str
+    task: dict[str, Any]
+    io: TokenIO
+    max_length: int
+    verified_dtypes: tuple[str, ...]
+    input_tokens: list[str]
+    output_names: list[str]
+    residual_labels: list[str]
+    block_labels: list[str]
+    attention_blocks: list[int]
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The task kind: ``automaton``, ``dyck`` or ``ffl``."""
+        return str(self.task.get("kind", ""))
+
+    @property
+    def attention_layers(self) -> int:
+        return len(self.attention_blocks)
+
+    def token_names(self, word: Any) -> list[str]:
+        """The names of the tokens the model reads for one word (its prefix, then the word's symbols)."""
+        return [self.input_tokens[i] for i in self.io.encode(word)[0]]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["io"] = self.io.to_dict()
+        d["verified_dtypes"] = list(self.verified_dtypes)
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> "ModelCard":
+        """Read a card, including the first format's (an ``automaton`` field beside an empty ``task``)."""
+        d = dict(d)
+        automaton = d.pop("automaton", None)
+        if automaton and not d.get("task"):
+            d["task"] = {"kind": "automaton", "automaton": automaton}
+        d["task"] = normalise_task(d.get("task") or {})
+        if d["task"].get("kind") not in TASK_KINDS:
+            raise CheckpointError(f"unknown task kind {d['task'].get('kind')!r} in a model card")
+        d["io"] = TokenIO.from_dict(d["io"])
+        d["verified_dtypes"] = tuple(d["verified_dtypes"])
+        return ModelCard(**d)

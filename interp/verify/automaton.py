@@ -1,0 +1,98 @@
+"""Verify an automaton model: every word of length K, and random words at the full length.
+
+Models are causal, so the prediction at position t only sees σ_1..σ_t: checking every word of
+length K also checks every shorter word, at every position. Accuracy is the fraction of (word,
+position) pairs whose argmax logit is the exact state q_t.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from interp.errors import ConstructionError, LengthError, VocabularyError
+from interp.model.run import predict
+from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.verify.result import Mismatch, Verification, model_shape
+
+__all__ = ["verify_automaton", "default_exhaustive_length", "card_automaton"]
+
+#: Exhaustive checks enumerate |Σ|^K words; refuse beyond this many.
+MAX_EXHAUSTIVE_WORDS = 1 << 20
+#: Default exhaustive budget when the caller does not choose K: at most this many words, and
+#: at most this many attention entries per layer (words × (prefix + K)²), because long-T
+#: prefix-scan models carry hundreds of padding positions even for short words.
+DEFAULT_EXHAUSTIVE_WORDS = 4096
+DEFAULT_EXHAUSTIVE_ENTRIES = 1 << 26
+
+
+def default_exhaustive_length(n_symbols: int, length: int, prefix: int = 0) -> int:
+    """The largest K ≤ length within the default budget (at least 1)."""
+
+    def affordable(k: int) -> bool:
+        words = n_symbols**k
+        return words <= DEFAULT_EXHAUSTIVE_WORDS and words * (prefix + k) ** 2 <= DEFAULT_EXHAUSTIVE_ENTRIES
+
+    k = 1
+    while k < length and affordable(k + 1):
+        k += 1
+    return min(k, length)
+
+
+def card_automaton(card) -> Semiautomaton:
+    """The automaton a model's card says it simulates."""
+    return parse_automaton_json(json.dumps(card.task["automaton"]), f"<{card.construction} model>")
+
+
+def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, length: int | None = None, *,
+                     samples: int = 1000, exhaustive_upto: int | None = None, seed: int = 0,
+                     batch_size: int | None = None, progress: bool = False, max_mismatches: int = 5) -> Verification:
+    """Check an automaton model against exact simulation (see :func:`interp.verify.verify`)."""
+    card = model.card
+    automaton = automaton or card_automaton(card)
+    if automaton.n_symbols != card.io.n_symbols:
+        raise VocabularyError(
+            f"automaton {automaton.name!r} has {automaton.n_symbols} symbols, the model knows {card.io.n_symbols}")
+    if automaton.n_states != len(card.output_names):
+        raise VocabularyError(
+            f"automaton {automaton.name!r} has {automaton.n_states} states, the model predicts {len(card.output_names)}")
+    length = card.max_length if length is None else int(length)
+    if not 1 <= length <= card.max_length:
+        raise LengthError(
+            f"{card.construction} for {automaton.name} was built for lengths 1..{card.max_length}; got {length} "
+            f"(rebuild with --length {length})")
+    if samples < 0:
+        raise ConstructionError("samples must be non-negative")
+    if samples == 0 and exhaustive_upto == 0:
+        raise ConstructionError("nothing to check: samples = 0 and exhaustive_upto = 0")
+    m = automaton.n_symbols
+    K = default_exhaustive_length(m, length, len(card.io.prefix)) if exhaustive_upto is None else int(exhaustive_upto)
+    if not 0 <= K <= length:
+        raise LengthError(f"exhaustive_upto must be between 0 and the length {length}, got {K}")
+    if m**K > MAX_EXHAUSTIVE_WORDS:
+        raise LengthError(f"exhaustive check up to {K} needs {m}^{K} words, more than {MAX_EXHAUSTIVE_WORDS}")
+
+    word_sets = []
+    if K > 0:
+        word_sets.append(automaton.all_words(K))
+    if samples > 0:
+        word_sets.append(automaton.sample(samples, length, seed=seed))
+    correct = checked = sequences = 0
+    mismatches: list[Mismatch] = []
+    for words in word_sets:
+        pred = predict(model, words, batch_size=batch_size, progress=progress)
+        truth = automaton.run(words)
+        ok = pred == truth
+        correct += int(ok.sum())
+        checked += ok.size
+        sequences += len(words)
+        for b, t in zip(*np.nonzero(~ok)):
+            if len(mismatches) >= max_mismatches:
+                break
+            mismatches.append(Mismatch(position=int(t) + 1, inputs=[automaton.alphabet[s] for s in words[b, : t + 1]],
+                                       expected=automaton.states[truth[b, t]], predicted=automaton.states[pred[b, t]]))
+    return Verification(
+        construction=card.construction, kind="automaton", task=automaton.name, length=length, dtype=dtype,
+        accuracy=correct / checked, checked=checked, checked_unit="positions", sequences=sequences,
+        exhaustive_upto=K, samples=samples, seed=seed, **model_shape(model), mismatches=mismatches)
