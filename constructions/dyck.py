@@ -49,9 +49,134 @@ FLOAT32_MAX_GAIN = 2.0**20
 _GAMMA, _DELTA = 10.0, 20.0
 
 
+class _Slots:
+    """The (token, depth) one-hot of layer 1 ("joint" slots) and the names the proof uses for them."""
+
+    def __init__(self, lang: Dyck) -> None:
+        self.lang, self.D = lang, lang.D
+        self.slots = lang.token_depth_pairs()
+        self.index = {s: i for i, s in enumerate(self.slots)}
+
+    def at_depth(self, d: int) -> dict:
+        """g_d: 1 exactly when the current depth is d (a sum of joint slots)."""
+        return {("joint", self.index[s]): 1.0 for s in self.slots if s[1] == d}
+
+    def opened(self, i: int, d: int) -> tuple[str, int]:
+        return ("joint", self.index[(1 + 2 * i, d)])
+
+    def closed(self, i: int, d: int) -> tuple[str, int]:  # the close matching open_i at depth d sits at depth d − 1
+        return ("joint", self.index[(2 + 2 * i, d - 1)])
+
+    def level(self, i: int, d: int) -> int:
+        return i * self.D + (d - 1)
+
+
+def _layout(lang: Dyck, slots: _Slots, per_level: bool) -> Layout:
+    """The named residual subspaces, in the order the proof introduces them."""
+    k, D, names = lang.k, lang.D, lang.bracket_names
+    tokens = ["BOS", *names]
+    layout = Layout()
+    layout.add("bos")
+    layout.add("one")
+    layout.add("tok", len(tokens), labels=tokens)
+    layout.add("log_sink")  # positional log(N − i)
+    layout.add("pos")  # positional i / M (the stack head's recency)
+    layout.add("val")  # +1 open, −1 close
+    layout.add("depth")  # layer-1 output: depth / N
+    layout.add("joint", len(slots.slots), labels=[f"{tokens[t]}@{d}" for t, d in slots.slots])
+    layout.add("a2", k * D if per_level else k,
+               labels=[f"{names[2 * i]}@{d}" for i in range(k) for d in range(1, D + 1)] if per_level else names[0::2])
+    layout.add("top", k * D, labels=[f"{names[2 * j]}@{d}" for j in range(k) for d in range(1, D + 1)])
+    return layout
+
+
+def _layer1(layout: Layout, slots: _Slots, N: int) -> tuple[Head, MLP]:
+    """Layer 1: the depth (a Lemma 15 counting head with a BOS sink), then the exact (token, depth) one-hot."""
+    count = prefix_average_head(layout, "val", "depth", label="depth counter (BOS sink)")
+    mlp1 = MLP(layout, "trapezoids: (token, depth) one-hot")
+    for (t, d), i in slots.index.items():  # token t shifts the input by 2, far from every other token's grid
+        trapezoid(mlp1, {"depth": 1.0, ("tok", t): 2.0}, x0=d / N + 2.0, spacing=1.0 / N, write=("joint", i))
+    return count, mlp1
+
+
+def _layer2_attention(layout: Layout, slots: _Slots, M: int, variant: str, control: str, seed: int,
+                      sigma: float) -> tuple[Head, np.ndarray, float, float]:
+    """Layer 2's head: stack-like (attend to the last unmatched open bracket), or balanced scores
+    (Theorem 1; uniform = all scores equal, Corollary 1) with the close values that cancel each
+    matched pair. Returns the head, its scores, and the read-out gain and offset of MLP 2."""
+    k, D = slots.lang.k, slots.D
+    head = Head(layout, f"layer 2: {variant}" + (f" ({control} control)" if control else ""))
+    scores = np.zeros(len(slots.slots))
+    if variant == "stack":
+        alpha, beta = _GAMMA * M + _DELTA, _GAMMA * M
+        head.qk(slots.at_depth(0), "bos", alpha)
+        for d in range(1, D + 1):
+            head.qk(slots.at_depth(d), {slots.opened(i, d): 1.0 for i in range(k)}, alpha)
+        head.qk("one", "pos", beta)
+        for i in range(k):
+            head.ov({slots.opened(i, d): 1.0 for d in range(1, D + 1)}, ("a2", i))
+        return head, scores, 4.0, 2.0
+    if variant == "balanced":
+        scores = np.random.default_rng(seed).normal(0.0, sigma, size=len(slots.slots))
+        head.qk("one", {("joint", i): float(f) for i, f in enumerate(scores)})
+    for i in range(k):
+        for d in range(1, D + 1):
+            a = scores[slots.index[(1 + 2 * i, d)]] - scores[slots.index[(2 + 2 * i, d - 1)]]
+            close_value = {"unscaled": -1.0, "zeroed": 0.0}.get(control, -math.exp(a))
+            head.ov({slots.opened(i, d): 1.0, slots.closed(i, d): close_value}, ("a2", slots.level(i, d)))
+    return head, scores, 4.0 * (M + 1) * math.exp(float(scores.max() - scores.min())), 0.0
+
+
+def _stack_top_mlp(layout: Layout, slots: _Slots, gain: float, offset: float, per_level: bool) -> MLP:
+    """MLP 2: the type of the open bracket on top of the stack, at the current depth."""
+    mlp2 = MLP(layout, "top of the stack at the current depth")
+    big = 2.0 * gain + 2.0
+    for j in range(slots.lang.k):
+        for d in range(1, slots.D + 1):
+            a2 = ("a2", slots.level(j, d) if per_level else j)
+            read = {a2: gain, **{key: big * w for key, w in slots.at_depth(d).items()}}
+            mlp2.unit(read, -offset - big, ("top", slots.level(j, d)))
+            mlp2.unit(read, -offset - big - 1.0, {("top", slots.level(j, d)): -1.0})
+    return mlp2
+
+
+def _embeddings(layout: Layout, lang: Dyck, M: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    n_tokens = 1 + lang.n_brackets
+    W_E = np.zeros((n_tokens, layout.d_model))
+    W_E[:, layout.index("one")] = 1.0
+    W_E[0, layout.index("bos")] = 1.0
+    for t in range(n_tokens):
+        W_E[t, layout.index("tok", t)] = 1.0
+        if t:
+            W_E[t, layout.index("val")] = 1.0 if (t - 1) % 2 == 0 else -1.0
+    i = np.arange(M + 1, dtype=np.float64)
+    W_pos = np.zeros((M + 1, layout.d_model))
+    W_pos[:, layout.index("log_sink")] = np.log(N - i)
+    W_pos[:, layout.index("pos")] = i / M
+    return W_E, W_pos
+
+
+def _readout(layout: Layout, slots: _Slots) -> tuple[np.ndarray, np.ndarray]:
+    """The exact next-token log-probabilities: opens from the depth, the one valid close from the stack top."""
+    lang, k, D = slots.lang, slots.lang.k, slots.D
+    W_U = np.zeros((layout.d_model, lang.n_brackets))
+    b_U = np.zeros(lang.n_brackets)
+    open_logit = {0: math.log(1.0 / k), D: -LOG_ZERO}
+    for d in range(D + 1):
+        for key, w in slots.at_depth(d).items():
+            W_U[layout.index(*key), 0::2] = open_logit.get(d, math.log(lang.q / k)) * w
+    for j in range(k):
+        b_U[2 * j + 1] = -LOG_ZERO
+        for d in range(1, D + 1):
+            log_p = 0.0 if d == D else math.log(1.0 - lang.q)
+            W_U[layout.index("top", slots.level(j, d)), 2 * j + 1] = log_p + LOG_ZERO
+    return W_U, b_U
+
+
 def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, sigma: float = 1.0,
                as_printed: str = "") -> ConstructionSpec:
-    """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets."""
+    """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets
+    (Theorem 1 / Corollary 1; the module docstring gives the proof's steps)."""
     if variant not in VARIANTS:
         raise ConstructionError(f"dyck: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     control = as_printed  # a negative control of the notes
@@ -63,103 +188,16 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
         raise LengthError(f"dyck is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if not 0 < sigma <= 10:
         raise ConstructionError(f"dyck: sigma must be in (0, 10], got {sigma}")
-    k, D, M = lang.k, lang.D, length
-    names = lang.bracket_names
-    tokens = ["BOS", *names]
-    slots = lang.token_depth_pairs()  # the "joint" slots
-    slot_label = [f"{tokens[t]}@{d}" for t, d in slots]
-    index = {s: i for i, s in enumerate(slots)}
+    M = length
     N = 2 ** math.ceil(math.log2(2 * (M + 1)))  # counting normaliser: a power of two > positions
-
-    layout = Layout()
-    layout.add("bos")
-    layout.add("one")
-    layout.add("tok", len(tokens), labels=tokens)
-    layout.add("log_sink")  # positional log(N − i)
-    layout.add("pos")  # positional i / M (the stack head's recency)
-    layout.add("val")  # +1 open, −1 close
-    layout.add("depth")  # layer-1 output: depth / N
-    layout.add("joint", len(slots), labels=slot_label)
     per_level = variant != "stack"
-    layout.add("a2", k * D if per_level else k,
-               labels=[f"{names[2 * i]}@{d}" for i in range(k) for d in range(1, D + 1)] if per_level else names[0::2])
-    layout.add("top", k * D, labels=[f"{names[2 * j]}@{d}" for j in range(k) for d in range(1, D + 1)])
-
-    def at_depth(d: int) -> dict:
-        """g_d: 1 exactly when the current depth is d (a sum of joint slots)."""
-        return {("joint", index[s]): 1.0 for s in slots if s[1] == d}
-
-    def opened(i: int, d: int) -> tuple[str, int]:
-        return ("joint", index[(1 + 2 * i, d)])
-
-    def closed(i: int, d: int) -> tuple[str, int]:  # the close matching open_i at depth d sits at depth d − 1
-        return ("joint", index[(2 + 2 * i, d - 1)])
-
-    def level(i: int, d: int) -> int:
-        return i * D + (d - 1)
-
-    # -- layer 1: depth, then the exact (token, depth) one-hot -------------------------------
-    count = prefix_average_head(layout, "val", "depth", label="depth counter (BOS sink)")
-    mlp1 = MLP(layout, "trapezoids: (token, depth) one-hot")
-    for (t, d), i in index.items():  # token t shifts the input by 2, far from every other token's grid
-        trapezoid(mlp1, {"depth": 1.0, ("tok", t): 2.0}, x0=d / N + 2.0, spacing=1.0 / N, write=("joint", i))
-
-    # -- layer 2 attention ------------------------------------------------------------------
-    head = Head(layout, f"layer 2: {variant}" + (f" ({control} control)" if control else ""))
-    scores = np.zeros(len(slots))
-    if variant == "stack":
-        alpha, beta = _GAMMA * M + _DELTA, _GAMMA * M
-        head.qk(at_depth(0), "bos", alpha)
-        for d in range(1, D + 1):
-            head.qk(at_depth(d), {opened(i, d): 1.0 for i in range(k)}, alpha)
-        head.qk("one", "pos", beta)
-        for i in range(k):
-            head.ov({opened(i, d): 1.0 for d in range(1, D + 1)}, ("a2", i))
-        gain, offset = 4.0, 2.0
-    else:
-        if variant == "balanced":
-            scores = np.random.default_rng(seed).normal(0.0, sigma, size=len(slots))
-            head.qk("one", {("joint", i): float(f) for i, f in enumerate(scores)})
-        for i in range(k):
-            for d in range(1, D + 1):
-                a = scores[index[(1 + 2 * i, d)]] - scores[index[(2 + 2 * i, d - 1)]]
-                close_value = {"unscaled": -1.0, "zeroed": 0.0}.get(control, -math.exp(a))
-                head.ov({opened(i, d): 1.0, closed(i, d): close_value}, ("a2", level(i, d)))
-        gain, offset = 4.0 * (M + 1) * math.exp(float(scores.max() - scores.min())), 0.0
-
-    # -- MLP 2: the type at the current depth -------------------------------------------------
-    mlp2 = MLP(layout, "top of the stack at the current depth")
-    big = 2.0 * gain + 2.0
-    for j in range(k):
-        for d in range(1, D + 1):
-            a2 = ("a2", level(j, d) if per_level else j)
-            read = {a2: gain, **{key: big * w for key, w in at_depth(d).items()}}
-            mlp2.unit(read, -offset - big, ("top", level(j, d)))
-            mlp2.unit(read, -offset - big - 1.0, {("top", level(j, d)): -1.0})
-
-    # -- embeddings and the exact log-probability read-out ----------------------------------
-    W_E = np.zeros((len(tokens), layout.d_model))
-    W_E[:, layout.index("one")] = 1.0
-    W_E[0, layout.index("bos")] = 1.0
-    for t in range(len(tokens)):
-        W_E[t, layout.index("tok", t)] = 1.0
-        if t:
-            W_E[t, layout.index("val")] = 1.0 if (t - 1) % 2 == 0 else -1.0
-    i = np.arange(M + 1, dtype=np.float64)
-    W_pos = np.zeros((M + 1, layout.d_model))
-    W_pos[:, layout.index("log_sink")] = np.log(N - i)
-    W_pos[:, layout.index("pos")] = i / M
-    W_U = np.zeros((layout.d_model, lang.n_brackets))
-    b_U = np.zeros(lang.n_brackets)
-    open_logit = {0: math.log(1.0 / k), D: -LOG_ZERO}
-    for d in range(D + 1):
-        for key, w in at_depth(d).items():
-            W_U[layout.index(*key), 0::2] = open_logit.get(d, math.log(lang.q / k)) * w
-    for j in range(k):
-        b_U[2 * j + 1] = -LOG_ZERO
-        for d in range(1, D + 1):
-            log_p = 0.0 if d == D else math.log(1.0 - lang.q)
-            W_U[layout.index("top", level(j, d)), 2 * j + 1] = log_p + LOG_ZERO
+    slots = _Slots(lang)
+    layout = _layout(lang, slots, per_level)
+    count, mlp1 = _layer1(layout, slots, N)
+    head, scores, gain, offset = _layer2_attention(layout, slots, M, variant, control, seed, sigma)
+    mlp2 = _stack_top_mlp(layout, slots, gain, offset, per_level)
+    W_E, W_pos = _embeddings(layout, lang, M, N)
+    W_U, b_U = _readout(layout, slots)
 
     dtypes = ("float32", "float64") if gain <= FLOAT32_MAX_GAIN else ("float64",)
     return ConstructionSpec(
@@ -173,8 +211,8 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
                 Block([head], mlp2, f"layer 2 ({variant}); top of stack at the current depth")],
         W_U=W_U,
         b_U=b_U,
-        input_tokens=tokens,
-        output_names=names,
+        input_tokens=["BOS", *lang.bracket_names],
+        output_names=lang.bracket_names,
         io=bos_token_io(lang.n_brackets),
         max_length=length,
         verified_dtypes=dtypes,

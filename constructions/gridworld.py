@@ -126,6 +126,109 @@ def _padding(automaton: Semiautomaton, axes: list[GridAxis]) -> list[int]:
     return pads
 
 
+@dataclass(frozen=True)
+class _Scales:
+    """The constants of the proof, fixed by the number of positions n_pos (BOS, padding, moves)."""
+
+    n_pos: int
+    N: int  # counting normaliser, a power of two > positions
+    B: int  # bits of the ±1 codes: 2^B > every z + k + bias
+    c: float  # recency: the latest match leads the next by c / n_pos
+    gamma: float  # a wrong bit loses 2γ
+    sink: float  # BOS score: between a match (≥ γB) and a mismatch (≤ γ(B − 2) + c)
+    Lambda: float  # an unmatched endpoint costs more than any position spread
+    bias: int  # z + k + bias ≥ 0
+
+    @staticmethod
+    def of(n_pos: int) -> "_Scales":
+        N = 2 ** math.ceil(math.log2(2 * n_pos))
+        B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))
+        c = n_pos * math.log(16.0 * n_pos**2)
+        gamma = 2.0 * c
+        return _Scales(n_pos, N, B, c, gamma, gamma * (B - 1) + c, 2.0 * n_pos, n_pos + MAX_CELLS)
+
+    def code(self, space: str, value: int) -> dict:
+        """The ±1 bit code of ``value`` (shifted by ``bias``) in subspace ``space``."""
+        return {(space, j): 1.0 if (value + self.bias) >> j & 1 else -1.0 for j in range(self.B)}
+
+
+def _layer1(layout: Layout, mlp1: MLP, axis: GridAxis, sc: _Scales) -> Head:
+    """Layer 1 for one axis: the exact prefix sum z_t (Lemma 15), then Lemma 10 trapezoids writing the
+    ±1 bit codes of z (what a key offers) and of z + k for every offset k (what head k asks for).
+    BOS is pushed off the grid (x1 + 2 > 1/2), so it holds no value and cannot win a match (defect D1)."""
+    a = f"{axis.name}." if axis.name else ""
+    S = axis.S
+    layout.add(f"{a}move")  # σ̃: −1, 0, +1
+    layout.add(f"{a}x1")  # layer-1 output z_t / N
+    bits = [f"b{j}" for j in range(sc.B)]
+    layout.add(f"{a}zkey", sc.B, labels=bits)
+    for k in range(-S, S + 1):
+        layout.add(f"{a}zq{k:+d}", sc.B, labels=bits)
+    head = prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N")
+    for z in range(-sc.n_pos, sc.n_pos + 1):
+        write = sc.code(f"{a}zkey", z)
+        for k in range(-S, S + 1):
+            write.update(sc.code(f"{a}zq{k:+d}", z + k))
+        trapezoid(mlp1, {f"{a}x1": 1.0, "bos": 2.0}, x0=z / sc.N, spacing=1.0 / sc.N, write=write)
+    return head
+
+
+def _layer2(layout: Layout, mlp2: MLP, axis: GridAxis, sc: _Scales) -> tuple[list[Head], str]:
+    """Layer 2 for one axis: one boundary-detector head per offset k = −S..S (the latest i with
+    z_i = z_t + k, or BOS when there is none), and MLP 2's windows: the most recent complete window
+    [p_lo, p_hi] ends the walk at a wall, scored by its oldest endpoint. Returns the heads and the
+    window subspace the read-out uses."""
+    a = f"{axis.name}." if axis.name else ""
+    S = axis.S
+    heads = []
+    for k in range(-S, S + 1):
+        layout.add(f"{a}head{k:+d}", 2, labels=["unmatched", "pos"])
+        head = Head(layout, f"{a}latest z_i = z_t{k:+d}")
+        for j in range(sc.B):  # γ·(B − 2·Hamming(bits(z_t + k), bits(z_i)))
+            head.qk((f"{a}zq{k:+d}", j), (f"{a}zkey", j), sc.gamma)
+        head.copy("mark", f"{a}head{k:+d}")
+        head.qk("one", ("mark", 1), sc.c)
+        head.qk("one", ("mark", 0), sc.sink)
+        heads.append(head)
+    window = f"{a}window"
+    layout.add(window, S + 1, labels=[f"s{s}->q{S - s}" for s in range(S + 1)])
+    for k in range(-S, S + 1):  # each unmatched endpoint costs Λ in every window it ends
+        windows = {(window, s): -sc.Lambda for s in range(S + 1) if k in (s - S, s)}
+        mlp2.unit((f"{a}head{k:+d}", 0), 0.0, windows)
+    for s in range(S + 1):  # min(p_lo, p_hi) = p_hi − ReLU(p_hi − p_lo), in units of positions
+        lo, hi = f"{a}head{s - S:+d}", f"{a}head{s:+d}"
+        mlp2.unit({(hi, 1): sc.n_pos}, 0.0, {(window, s): 1.0})
+        mlp2.unit({(hi, 1): sc.n_pos, (lo, 1): -sc.n_pos}, 0.0, {(window, s): -1.0})
+    return heads, window
+
+
+def _embeddings(layout: Layout, automaton: Semiautomaton, axes: list[GridAxis], sc: _Scales) -> tuple[np.ndarray, np.ndarray]:
+    d = layout.d_model
+    W_E = np.zeros((1 + automaton.n_symbols, d))
+    W_E[0, layout.index("bos")] = 1.0
+    W_E[0, layout.index("mark", 0)] = 1.0
+    W_E[:, layout.index("one")] = 1.0
+    for axis in axes:
+        a = f"{axis.name}." if axis.name else ""
+        for s, step in enumerate(axis.step):
+            W_E[1 + s, layout.index(f"{a}move")] = step
+    W_pos = np.zeros((sc.n_pos, d))
+    i = np.arange(sc.n_pos, dtype=np.float64)
+    W_pos[:, layout.index("log_sink")] = np.log(sc.N - i)
+    W_pos[:, layout.index("mark", 1)] = i / sc.n_pos
+    return W_E, W_pos
+
+
+def _readout(layout: Layout, automaton: Semiautomaton, windows: list[tuple[str, GridAxis]]) -> np.ndarray:
+    """logit(cell) = α·Σ_axes the window logit of the window that yields that coordinate."""
+    W_U = np.zeros((layout.d_model, automaton.n_states))
+    for q in range(automaton.n_states):
+        coords = [q] if len(windows) == 1 else [int(v) for v in automaton.states[q].split(",")]
+        for (space, axis), x in zip(windows, coords):
+            W_U[layout.index(space, axis.S - x), q] = READOUT_ALPHA
+    return W_U
+
+
 def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "") -> ConstructionSpec:
     """Theorem 12's two-attention-layer simulator for ``grid<n>`` and ``grid<a>x<b>``."""
     axes = grid_axes(automaton)
@@ -142,89 +245,26 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         raise ConstructionError(f"gridworld: unknown as_printed defect(s) {sorted(defects - set(PRINTED_DEFECTS))} "
                                 f"(choose from {', '.join(PRINTED_DEFECTS)})")
     pads = [] if "no_padding" in defects else _padding(automaton, axes)
-    n_pos = 1 + len(pads) + length  # BOS, padding, real moves
-    tokens = ["BOS", *automaton.alphabet]
+    sc = _Scales.of(1 + len(pads) + length)  # BOS, padding, real moves
 
     layout = Layout()
     layout.add("bos")
     layout.add("one")
     layout.add("log_sink")  # positional log(N − i): the counting head's sink score
     layout.add("mark", 2, labels=["bos", "pos"])  # what layer-2 heads copy: BOS flag, position i/n_pos
-    N = 2 ** math.ceil(math.log2(2 * n_pos))  # counting normaliser, a power of two > positions
-
-    heads_l1: list[Head] = []
     mlp1 = MLP(layout, "Lemma 10 trapezoids: z/N -> ±1 bit codes of z and of z + k")
-    heads_l2: list[Head] = []
     mlp2 = MLP(layout, "windows: N·min(endpoint positions) − Λ·unmatched")
-    readout: list[tuple[str, GridAxis]] = []
-    B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))  # bits: 2^B > every z + k + bias
-    c = n_pos * math.log(16.0 * n_pos**2)  # recency: the latest match leads the next by c/n_pos
-    gamma = 2.0 * c  # a wrong value loses ≥ 2γ
-    sink = gamma * (B - 1) + c  # between a match (≥ γB) and a mismatch (≤ γ(B − 2) + c)
-    Lambda = 2.0 * n_pos  # an unmatched endpoint costs more than any position spread
+    heads_l1: list[Head] = []
+    heads_l2: list[Head] = []
+    windows: list[tuple[str, GridAxis]] = []
+    for axis in axes:  # axis by axis, so that each axis's subspaces stay together
+        heads_l1.append(_layer1(layout, mlp1, axis, sc))
+        heads, window = _layer2(layout, mlp2, axis, sc)
+        heads_l2 += heads
+        windows.append((window, axis))
+    W_E, W_pos = _embeddings(layout, automaton, axes, sc)
+    W_U = _readout(layout, automaton, windows)
 
-    for axis in axes:
-        a = f"{axis.name}." if axis.name else ""
-        layout.add(f"{a}move")  # σ̃: −1, 0, +1
-        layout.add(f"{a}x1")  # layer-1 output z_t / N
-        S = axis.S
-        bits = [f"b{j}" for j in range(B)]
-        layout.add(f"{a}zkey", B, labels=bits)  # ±1 bits of z_i (what a key offers)
-        for k in range(-S, S + 1):
-            layout.add(f"{a}zq{k:+d}", B, labels=bits)  # ±1 bits of z_t + k (what head k asks for)
-        # layer 1: exact prefix sum (Lemma 15), then the codes; BOS is pushed off the grid
-        # (x1 + 2 > 1/2), so it holds no value and cannot win a match (defect D1)
-        heads_l1.append(prefix_average_head(layout, f"{a}move", f"{a}x1", label=f"{a}prefix sum z/N"))
-        bias = n_pos + MAX_CELLS  # z + k + bias ≥ 0
-
-        def code(space: str, value: int) -> dict:
-            return {(space, j): 1.0 if (value + bias) >> j & 1 else -1.0 for j in range(B)}
-
-        for z in range(-n_pos, n_pos + 1):
-            write = code(f"{a}zkey", z)
-            for k in range(-S, S + 1):
-                write.update(code(f"{a}zq{k:+d}", z + k))
-            trapezoid(mlp1, {f"{a}x1": 1.0, "bos": 2.0}, x0=z / N, spacing=1.0 / N, write=write)
-        # layer 2: the boundary detector heads, one per offset k = −S..S
-        for k in range(-S, S + 1):
-            layout.add(f"{a}head{k:+d}", 2, labels=["unmatched", "pos"])
-            head = Head(layout, f"{a}latest z_i = z_t{k:+d}")
-            for j in range(B):  # γ·(B − 2·Hamming(bits(z_t + k), bits(z_i)))
-                head.qk((f"{a}zq{k:+d}", j), (f"{a}zkey", j), gamma)
-            head.copy("mark", f"{a}head{k:+d}")
-            head.qk("one", ("mark", 1), c)
-            head.qk("one", ("mark", 0), sink)
-            heads_l2.append(head)
-        layout.add(f"{a}window", S + 1, labels=[f"s{s}->q{S - s}" for s in range(S + 1)])
-        for k in range(-S, S + 1):  # each unmatched endpoint costs Λ in every window it ends
-            windows = {(f"{a}window", s): -Lambda for s in range(S + 1) if k in (s - S, s)}
-            mlp2.unit((f"{a}head{k:+d}", 0), 0.0, windows)
-        for s in range(S + 1):  # min(p_lo, p_hi) = p_hi − ReLU(p_hi − p_lo), in units of positions
-            lo, hi = f"{a}head{s - S:+d}", f"{a}head{s:+d}"
-            mlp2.unit({(hi, 1): n_pos}, 0.0, {(f"{a}window", s): 1.0})
-            mlp2.unit({(hi, 1): n_pos, (lo, 1): -n_pos}, 0.0, {(f"{a}window", s): -1.0})
-        readout.append((f"{a}window", axis))
-
-    d = layout.d_model
-    W_E = np.zeros((len(tokens), d))
-    W_E[0, layout.index("bos")] = 1.0
-    W_E[0, layout.index("mark", 0)] = 1.0
-    W_E[:, layout.index("one")] = 1.0
-    for axis in axes:
-        a = f"{axis.name}." if axis.name else ""
-        for s, step in enumerate(axis.step):
-            W_E[1 + s, layout.index(f"{a}move")] = step
-    W_pos = np.zeros((n_pos, d))
-    i = np.arange(n_pos, dtype=np.float64)
-    W_pos[:, layout.index("log_sink")] = np.log(N - i)
-    W_pos[:, layout.index("mark", 1)] = i / n_pos
-
-    # unembedding: logit(cell) = α·Σ_axes window logit of the window that yields that coordinate
-    W_U = np.zeros((d, automaton.n_states))
-    for q in range(automaton.n_states):
-        coords = [q] if len(axes) == 1 else [int(v) for v in automaton.states[q].split(",")]
-        for (space, axis), x in zip(readout, coords):
-            W_U[layout.index(space, axis.S - x), q] = READOUT_ALPHA
     heads_note = " + ".join(f"{2 * ax.S + 1} ({ax.name or 'axis'})" for ax in axes)
     return ConstructionSpec(
         name="gridworld",
@@ -236,12 +276,12 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
                 Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window")],
         W_U=W_U,
         b_U=np.zeros(automaton.n_states),
-        input_tokens=tokens,
+        input_tokens=["BOS", *automaton.alphabet],
         output_names=list(automaton.states),
         io=TokenIO(prefix=(0, *[1 + s for s in pads]), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
         max_length=length,
         task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
-                 "code_bits": B, "normaliser": N},
-        notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {c:.1f}, γ = {gamma:.1f}",
+                 "code_bits": sc.B, "normaliser": sc.N},
+        notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {sc.c:.1f}, γ = {sc.gamma:.1f}",
     )

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.counter import build_modular_counter
 from constructions.ffl import MAX_LENGTH, build_ffl
 from interp.tasks.catalogue import get_automaton
 from interp.cli import main
@@ -17,7 +16,6 @@ from interp.compare.ffl import FFLComparison
 from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.train import ModelShape, TrainConfig, train
-from interp.verify import verify
 from interp.tasks.ffl import all_ffl_prefixes, read_targets
 from interp.verify import verify
 from interp.model.hooked import to_hooked

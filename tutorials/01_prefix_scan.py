@@ -34,8 +34,9 @@ import torch
 
 from constructions import build
 from interp.tasks.catalogue import get_automaton
+from interp.model.hooked import to_hooked
 from interp.verify import verify
-from interp.model.run import attention_patterns
+from interp.model.run import attention_patterns, hook_name
 from interp.viz import heatmap_png
 
 s5 = get_automaton("S5")
@@ -104,7 +105,6 @@ display(Image(png))
 from IPython.display import HTML
 
 from interp.viz import circuitsvis_heads
-from interp.model.hooked import to_hooked
 
 HTML(circuitsvis_heads(patterns, tokens))
 
@@ -117,7 +117,7 @@ HTML(circuitsvis_heads(patterns, tokens))
 
 # %%
 with torch.inference_mode():
-    _, cache = model.run_with_cache(torch.tensor([ids]))
+    _, cache = model.run_with_cache(torch.from_numpy(ids), names_filter=lambda name: name.endswith("hook_resid_post"))
 R = spec.layout["R"]
 maps = [tuple(s5.delta[s]) for s in word]
 const_q0 = tuple([s5.initial] * s5.n_states)
@@ -133,7 +133,7 @@ def window_map(t: int, width: int) -> tuple:
 
 
 for l in range(1, spec.attention_layers + 1):
-    resid = cache[f"blocks.{2 * l - 1}.hook_resid_post"][0].numpy()
+    resid = cache[hook_name("resid_post", 2 * l - 1)][0].numpy()
     held = [tuple(int(v) - 1 for v in resid[P + t, R]) for t in range(T)]
     print(f"after layer {l}: every position holds its 2^{l}-window map: {held == [window_map(t, 2 ** l) for t in range(T)]}")
 

@@ -39,6 +39,7 @@ import matplotlib.pyplot as plt
 from constructions import build
 from constructions.solvable import plan_solvable_group
 from interp.tasks.catalogue import get_automaton
+from interp.model.hooked import to_hooked
 from interp.verify import verify
 
 d8, q8 = get_automaton("D8"), get_automaton("Q8")
@@ -189,7 +190,6 @@ for name in ("C2^3", "D8", "S3", "A4", "S4", "Q8"):
 
 # %%
 from interp.errors import ConstructionError
-from interp.model.hooked import to_hooked
 
 for name in ("A5", "S5"):
     try:

@@ -54,7 +54,7 @@ models = {v: build_dyck(lang, N, v, seed=0) for v in ("stack", "uniform", "balan
 for v, spec in models.items():
     r = verify(spec, samples=20, seed=1)
     bands = ", ".join(f"{b}: {x['accuracy']:.3f}" for b, x in r.details["bands"].items())
-    print(f"{v:9s} accuracy {r.accuracy:.3f}  max TV {r.details["max_tv"]:.1e}  ({bands})")
+    print(f"{v:9s} accuracy {r.accuracy:.3f}  max TV {r.details['max_tv']:.1e}  ({bands})")
     assert r.exact and r.details["max_tv"] < 1e-5
 
 # %% [markdown]

@@ -16,7 +16,7 @@ and 900–1000 when the model's maximum length allows them.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
