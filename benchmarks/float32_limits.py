@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from constructions import build  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
-from interp.model.run import predict as predict_states  # noqa: E402
+from interp.model.run import predict  # noqa: E402
 from interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
 from interp.model.hooked import to_hooked
 
@@ -74,7 +74,7 @@ def prefix_scan_rows(samples: int) -> list[dict]:
             model = to_hooked(build("prefix_scan", a, T, code=code), "float32")
             stats = lookback_stats(model, T)
             words = a.sample(samples, T, seed=T)
-            acc = float((predict_states(model, words) == a.run(words)).mean())
+            acc = float((predict(model, words) == a.run(words)).mean())
             rows.append({"construction": "prefix_scan", "option": f"code={code}", "automaton": "S5", "T": T,
                          **stats, "accuracy": acc, "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
             print(rows[-1], flush=True)
@@ -104,7 +104,7 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
             words = a.sample(samples, T, seed=T)
             incs = np.asarray(spec.options["increments"])[words]
             err = head_error(model, words, "s", np.cumsum(incs, axis=1), spec.options["N"])
-            acc = float((predict_states(model, words) == a.run(words)).mean())
+            acc = float((predict(model, words) == a.run(words)).mean())
             rows.append({"construction": "modular_counter", "option": f"N={spec.options['N']}", "automaton": name, "T": T,
                          "max_head_error": err, "tolerance": 0.25, "accuracy": acc, "samples": samples,
                          "seconds": round(time.perf_counter() - t0, 1)})
@@ -117,7 +117,7 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
             words = a.sample(samples, T, seed=T)
             truth = a.run(words)  # the state is the last written value (or q0)
             err = head_error(model, words, "mem", truth, 1.0)
-            acc = float((predict_states(model, words) == truth).mean())
+            acc = float((predict(model, words) == truth).mean())
             rows.append({"construction": "memory", "option": "", "automaton": name, "T": T, "max_head_error": err,
                          "tolerance": 0.25, "accuracy": acc, "samples": samples,
                          "seconds": round(time.perf_counter() - t0, 1)})

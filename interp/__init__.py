@@ -1,10 +1,24 @@
 """sandbox-lens: exact transformer constructions for automata, as TransformerLens models.
 
-The flow is one-way: automaton/task -> construction (a framework-neutral
-:class:`~interp.model.spec.ConstructionSpec`) -> ``HookedTransformer`` -> analyses -> report.
+The code stands on floors; a module imports only from its own floor and the ones below it
+(``tests/test_layers.py`` reads every import and keeps it so):
 
-Light modules (automata, groups, spec) import without torch or TransformerLens; the
-heavy imports happen only where a model is built.
+floor 0  ``interp.errors``, ``interp.files``, ``interp.viz`` — no project imports.
+floor 1  ``interp.tasks``  — what is true: automata, the catalogue, groups, cascades, gridworld
+                             facts, Dyck, the flip-flop language, training batches (numpy; sympy
+                             lazily for groups).
+         ``interp.model``  — how weights are held and run: the spec (named residual subspaces),
+                             the card (token layout, one task dict with a ``kind``), the
+                             TransformerLens export, saved models, exact forward helpers.
+floor 2  ``constructions``, ``probes`` — import ``interp.tasks``, ``interp.model``, ``interp.errors``
+                             only; ``interp.verify`` (one ``verify``, one ``Verification``),
+                             ``interp.train``.
+floor 3  ``interp.compare`` — the only part of ``interp`` that imports constructions and probes;
+                             its report is rebuilt from files and never imports the analysis.
+floor 4  ``interp.demo``, ``interp.cli``.
+
+The same three task names everywhere: ``automaton``, ``dyck``, ``ffl``. Light modules import
+without torch or TransformerLens; the heavy imports happen only where a model is built or run.
 """
 
 from interp.errors import SandboxError

@@ -120,12 +120,12 @@ def test_each_printed_defect_alone_breaks_the_scan(defect):
 
 
 def test_printed_readout_fails_exactly_at_t_equal_T_power_of_two():
-    from interp.model.run import predict as predict_states
+    from interp.model.run import predict
 
     a = get_automaton("S5")
     words = a.sample(200, 16, seed=0)
     truth = a.run(words)
-    wrong = predict_states(to_hooked(build("prefix_scan", a, 16, as_printed="readout")), words) != truth
+    wrong = predict(to_hooked(build("prefix_scan", a, 16, as_printed="readout")), words) != truth
     assert wrong[:, -1].all()  # t = T = 2^L: coordinate q0+1 of a permutation never gives q_t
     assert not wrong[:, :-1].any()  # every earlier window still contains the padding's constant map
     with pytest.raises(ConstructionError, match="as_printed"):
@@ -208,9 +208,9 @@ def test_memory_with_sparse_writes_and_initial_state():
     spec = build("memory", a, 300)
     # mostly no-ops, so the latest write is often far back (or only BOS)
     words = a.sample(64, 300, seed=0, probs=[0.01, 0.01, 0.01, 0.97])
-    from interp.model.run import predict as predict_states
+    from interp.model.run import predict
 
-    assert np.array_equal(predict_states(to_hooked(spec), words), a.run(words))
+    assert np.array_equal(predict(to_hooked(spec), words), a.run(words))
 
 
 @pytest.mark.parametrize("name", ["flipflop", "memory3"])
