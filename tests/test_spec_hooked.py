@@ -13,6 +13,7 @@ from interp.model.saved import load_model, save_model
 from interp.model.card import TokenIO
 from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 from interp.model.hooked import to_hooked
+from interp.verify import verify
 
 
 def test_layout_names_and_labels():
@@ -155,3 +156,25 @@ def test_attention_patterns_skip_blocks_and_heads_that_write_nothing():
     patterns = {head: p[0] for head, p in attention_patterns(model, [0, 1, 2]).items()}
     assert set(patterns) == {(0, 0), (0, 1)}
     assert all(p.shape == (3, 3) for p in patterns.values())
+
+
+def test_models_saved_in_the_first_format_still_load(tmp_path):
+    """Format 1 kept the automaton beside an empty task (and called the flip-flop language "flipflop")."""
+    import json
+
+    from constructions import build_model
+
+    for name, source, kind in (("memory", get_automaton("flipflop"), "automaton"), ("ffl", None, "ffl")):
+        save_model(build_model(name, source, 8), tmp_path / name)
+        meta_path = tmp_path / name / "model.json"
+        meta = json.loads(meta_path.read_text())
+        card = meta["card"]
+        if kind == "automaton":
+            card["automaton"], card["task"] = card["task"]["automaton"], {}
+        else:
+            card["automaton"], card["task"] = {}, {"kind": "flipflop"}
+        meta["format_version"] = 1
+        meta_path.write_text(json.dumps(meta))
+        model = load_model(tmp_path / name)
+        assert model.card.kind == kind
+        assert verify(model, samples=20).exact

@@ -69,3 +69,19 @@ def test_plan_is_canonical() -> None:
         plans.append([(lv.elements, lv.orders, lv.lifts) for lv in plan.levels])
     sympy_random.seed()
     assert all(p == plans[0] for p in plans)
+
+
+@pytest.mark.parametrize("old, new, construction, source", [
+    ({"control": "zeroed", "variant": "uniform"}, {"as_printed": "zeroed", "variant": "uniform"}, "dyck", "dyck"),
+    ({"wiring": "current"}, {"as_printed": "wiring"}, "krohn_rhodes", "grid4"),
+    ({"wiring": "previous"}, {}, "krohn_rhodes", "grid4"),
+])
+def test_old_option_spellings_build_the_same_weights_with_a_warning(old, new, construction, source):
+    from constructions import build
+    from interp.tasks.catalogue import get_automaton
+    from interp.tasks.dyck import Dyck
+
+    src = Dyck(2, 4) if source == "dyck" else get_automaton(source)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        before = build(construction, src, 16, **old)
+    assert _digest(before) == _digest(build(construction, src, 16, **new))

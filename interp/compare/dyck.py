@@ -9,6 +9,7 @@ import numpy as np
 
 from interp.compare.canonical import AfterBos, ModelInputs, canonical_lookback, canonical_prefix, canonical_uniform
 from interp.errors import ConstructionError
+from interp.model.card import TokenIO
 from interp.model.hooked import to_hooked
 from interp.tasks.batches import DyckTask, step_rng
 from interp.tasks.dyck import Dyck
@@ -28,6 +29,7 @@ class DyckComparison(AfterBos):
     def __init__(self, lang: Dyck, length: int = 28) -> None:
         self.lang, self.length = lang, int(length)
         self.task = DyckTask(lang, length)
+        self.io = TokenIO((0,), tuple(range(1, lang.n_brackets + 1)))
 
     @property
     def title(self) -> str:
@@ -59,7 +61,7 @@ class DyckComparison(AfterBos):
 
     def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
         words = np.atleast_2d(np.asarray(words, dtype=np.int64))
-        tokens = np.concatenate([np.zeros((len(words), 1), dtype=np.int64), words + 1], axis=1)
+        tokens = self.io.encode(words)  # every Dyck model reads BOS, then the brackets
         # Targets: the next bracket where the word goes on; the last position's target is not
         # known from the word alone, so it is left unscored.
         targets = np.zeros_like(tokens)
