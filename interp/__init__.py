@@ -13,8 +13,10 @@ floor 1  ``interp.tasks``  — what is true: automata, the catalogue, groups, ca
 floor 2  ``constructions``, ``probes`` — import ``interp.tasks``, ``interp.model``, ``interp.errors``
                              only; ``interp.verify`` (one ``verify``, one ``Verification``),
                              ``interp.train``.
-floor 3  ``interp.compare`` — the only part of ``interp`` that imports constructions and probes;
-                             its report is rebuilt from files and never imports the analysis.
+floor 3  ``interp.compare`` — constructed vs trained; its report is rebuilt from files and never
+                             imports the analysis. ``interp.evaluate`` — models under shift beside
+                             the exact construction. The only parts of ``interp`` that import
+                             constructions (and, for compare, probes).
 floor 4  ``interp.demo``, ``interp.cli``.
 
 The same three task names everywhere: ``automaton``, ``dyck``, ``ffl``. Light modules import

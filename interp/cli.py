@@ -88,7 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
     s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
     s.add_argument("--d-head", type=int), s.add_argument("--d-mlp", type=int)
-    s.add_argument("--norm", choices=["LN", "none"]), s.add_argument("--pos", choices=["learned", "sinusoidal", "none"])
+    s.add_argument("--norm", choices=["LN", "none"])
+    s.add_argument("--pos", choices=["learned", "sinusoidal", "none", "linear"],
+                   help="position embedding (default learned; the others are fixed, so longer inputs can be evaluated)")
+    s.add_argument("--n-ctx", type=int, metavar="N",
+                   help="model context (default: the training length's); larger, with --pos other than learned, "
+                        "lets `interp evaluate --length` go past the training length")
     s.add_argument("--steps", type=int, default=2000), s.add_argument("--batch", type=int, default=32)
     s.add_argument("--lr", type=float, default=1e-3), s.add_argument("--weight-decay", type=float, default=0.01)
     s.add_argument("--warmup", type=int, default=100), s.add_argument("--clip", type=float, default=1.0)
@@ -120,6 +125,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
+
+    s = sub.add_parser("evaluate", help="a twin or a model under distribution and length shifts, beside the exact construction")
+    s.add_argument("run", nargs="?", metavar="RUN_DIR", help="a run directory of `interp train`")
+    s.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of RUN_DIR)")
+    s.add_argument("--probs", nargs="+", metavar="P", default=[],
+                   help="automata: symbol distributions, each comma-separated over the alphabet (e.g. 0.95,0.05)")
+    s.add_argument("--counts", nargs="+", type=int, metavar="N", default=[],
+                   help="automata: words with exactly N occurrences of --count-symbol (e.g. 0 2 14 16)")
+    s.add_argument("--count-symbol", metavar="SYM", help="automata: the symbol --counts counts (default: the second)")
+    s.add_argument("--length", "-T", type=int, help="input length (default: the training length)")
+    s.add_argument("--ffl", metavar="P,P,...", help="ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)")
+    s.add_argument("--bands", nargs="+", metavar="LO-HI", help="dyck: length bands (default: as `verify dyck`)")
+    s.add_argument("--q", nargs="+", type=float, default=[], metavar="Q", help="dyck: other open-bracket probabilities")
+    s.add_argument("--samples", type=int, default=500, help="inputs per shift (default 500)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--no-skyline", action="store_true", help="leave out the exact construction's rows")
+    s.add_argument("--json", action="store_true", help="print one JSON object (rows: one per model and shift)")
+    s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
     s = sub.add_parser("report", help="rebuild report.html of `interp compare` from its files (no model run)")
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp compare`")
@@ -353,7 +376,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     base = default_shape(task)
     shape = replace(base, **{k: v for k, v in {
         "n_layers": args.layers, "d_model": args.d_model, "n_heads": args.heads, "d_head": args.d_head,
-        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos}.items() if v is not None})
+        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx}.items()
+        if v is not None})
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
                          warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
                          eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes)
@@ -392,6 +416,86 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from interp.evaluate import automaton_shifts, dyck_shifts, evaluate, ffl_shifts, parse_probs, skyline, task_of
+    from interp.files import atomic_write
+
+    if bool(args.run) == bool(args.model):
+        raise SandboxError("evaluate needs a run directory of `interp train` or --model DIR (one of them)")
+    if args.model:
+        from interp.model.saved import load_model
+
+        model, name = load_model(args.model), None
+        name = model.card.construction
+    else:
+        from interp.train import load_trained
+
+        model, name = load_trained(args.run), "twin"
+    kind, source = task_of(model)
+    card = model.card
+    trained = card.options.get("trained_length", card.max_length)
+    default_length = min(trained, model.cfg.n_ctx - len(card.io.prefix))
+    length = default_length if args.length is None else args.length
+    given = {"automaton": ("probs", "counts", "count_symbol"), "ffl": ("ffl",), "dyck": ("bands", "q")}
+    for other, opts in given.items():
+        for opt in opts if other != kind else ():
+            if getattr(args, opt):
+                raise SandboxError(f"--{opt.replace('_', '-')} applies to {other} models; this one models {kind}")
+    if kind == "automaton":
+        sym = 1 if source.n_symbols > 1 else 0
+        if args.count_symbol is not None:
+            if args.count_symbol not in source.alphabet:
+                raise SandboxError(f"--count-symbol {args.count_symbol!r} is not a symbol of {source.name} "
+                                   f"({', '.join(source.alphabet)})")
+            sym = source.alphabet.index(args.count_symbol)
+        shifts = automaton_shifts(source, length, [parse_probs(p, source.n_symbols) for p in args.probs],
+                                  args.counts, sym)
+    elif kind == "ffl":
+        try:
+            ps = [float(x) for x in args.ffl.split(",")] if args.ffl else [0.8, 0.98, 0.1]
+        except ValueError:
+            raise SandboxError(f"--ffl takes comma-separated probabilities, got {args.ffl!r}") from None
+        shifts = ffl_shifts(length, ps)
+    else:
+        from interp.verify.dyck import default_bands
+
+        if args.bands:
+            bands = []
+            for b in args.bands:
+                lo, sep, hi = b.partition("-")
+                if not (lo.isdigit() and hi.isdigit() and sep):
+                    raise SandboxError(f"--bands takes LO-HI, got {b!r}")
+                bands.append((int(lo), int(hi)))
+        else:
+            bands = default_bands(length)
+        shifts = dyck_shifts(source, bands, args.q)
+    models = {name: model}
+    if not args.no_skyline:
+        top = max(s.length() for s in shifts)
+        exact = skyline(model, top)
+        if exact is not None:
+            models[f"{exact.card.construction} (exact)"] = exact
+    rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=sys.stderr.isatty())
+    result = {"source": str(args.run or args.model), "kind": kind, "task": card.task, "samples": args.samples,
+              "seed": args.seed, "rows": rows}
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise SandboxError(f"--out {out} is a directory; give a file name")
+        if not out.parent.is_dir():
+            raise SandboxError(f"--out: folder {out.parent} does not exist")
+        atomic_write(out, (json.dumps(result, indent=1) + "\n").encode())
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    width = max(len(r["shift"]) for r in rows)
+    print(f"{'model':28s} {'shift':{width}s} {'accuracy':>9s} {'final':>7s}" + ("  string errors" if kind == "ffl" else ""))
+    for r in rows:
+        extra = f"  {r['strings_with_error']}/{r['inputs']}" if kind == "ffl" else ""
+        print(f"{r['model'][:28]:28s} {r['shift']:{width}s} {r['accuracy']:9.4f} {r['final_accuracy']:7.4f}{extra}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from interp.compare.report import write_report
 
@@ -414,7 +518,8 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo,
-               "train": _cmd_train, "compare": _cmd_compare, "report": _cmd_report}[args.command]
+               "train": _cmd_train, "compare": _cmd_compare, "report": _cmd_report,
+               "evaluate": _cmd_evaluate}[args.command]
     warnings.showwarning = _one_line_warning
     try:
         return handler(args)

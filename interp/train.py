@@ -36,6 +36,12 @@ from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, tas
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicates", "load_trained",
            "default_shape", "evaluate"]
 
+#: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
+#: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
+#: twin with a context longer than its training length can be evaluated on longer inputs.
+POSITIONAL = ("learned", "sinusoidal", "none", "linear")
+MAX_N_CTX = 8192
+
 FORMAT = "sandbox-lens-training"
 FORMAT_VERSION = 1
 CKPT_WEIGHTS, CKPT_META, METRICS = "checkpoint.safetensors", "checkpoint.json", "metrics.json"
@@ -49,15 +55,26 @@ class ModelShape:
     d_head: int | None = None  # default d_model // n_heads
     d_mlp: int | None = None  # default 4 · d_model
     normalization: str = "LN"  # "LN" or "none"
-    positional: str = "learned"  # "learned", "sinusoidal" or "none"
+    positional: str = "learned"  # see POSITIONAL
+    n_ctx: int | None = None  # default: the task's training context; larger to evaluate longer inputs
 
     def __post_init__(self) -> None:
         if self.normalization not in ("LN", "none"):
             raise SandboxError(f"normalization must be LN or none, got {self.normalization!r}")
-        if self.positional not in ("learned", "sinusoidal", "none"):
-            raise SandboxError(f"positional must be learned, sinusoidal or none, got {self.positional!r}")
+        if self.positional not in POSITIONAL:
+            raise SandboxError(f"positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}")
         if min(self.n_layers, self.d_model, self.n_heads) < 1:
             raise SandboxError("layers, d_model and heads must be ≥ 1")
+        if self.n_ctx is not None and not 1 <= self.n_ctx <= MAX_N_CTX:
+            raise SandboxError(f"n_ctx must be between 1 and {MAX_N_CTX}, got {self.n_ctx}")
+
+    def context(self, task) -> int:
+        """The model's context: ``n_ctx`` when given (at least the task's), else the task's."""
+        if self.n_ctx is None:
+            return task.n_ctx
+        if self.n_ctx < task.n_ctx:
+            raise SandboxError(f"--n-ctx {self.n_ctx} is shorter than the task's context ({task.n_ctx} tokens)")
+        return self.n_ctx
 
 
 @dataclass(frozen=True)
@@ -109,16 +126,21 @@ def build_model(task, shape: ModelShape, seed: int = 0):
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
     torch.manual_seed(seed)
+    n_ctx = shape.context(task)
     cfg = HookedTransformerConfig(
         n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
         d_head=shape.d_head or max(1, shape.d_model // shape.n_heads), d_mlp=shape.d_mlp or 4 * shape.d_model,
-        n_ctx=task.n_ctx, d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, act_fn="relu",
+        n_ctx=n_ctx, d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, act_fn="relu",
         normalization_type="LN" if shape.normalization == "LN" else None, default_prepend_bos=False, seed=seed,
     )
     model = HookedTransformer(cfg)
     if shape.positional != "learned":
+        values = np.zeros((n_ctx, shape.d_model))
+        if shape.positional == "sinusoidal":
+            values = _sinusoid(n_ctx, shape.d_model)
+        elif shape.positional == "linear":
+            values[:, 0] = np.arange(n_ctx) / n_ctx
         with torch.no_grad():
-            values = _sinusoid(task.n_ctx, shape.d_model) if shape.positional == "sinusoidal" else 0.0
             model.pos_embed.W_pos.copy_(torch.as_tensor(values, dtype=model.pos_embed.W_pos.dtype))
         model.pos_embed.W_pos.requires_grad_(False)
     return model
@@ -187,6 +209,11 @@ def _read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CheckpointError(f"{out / CKPT_WEIGHTS}: unreadable ({e})") from None
     if isinstance(meta.get("task"), dict):
         meta["task"] = normalise_task(meta["task"])  # checkpoints written when FFL was "flipflop"
+    if isinstance(meta.get("shape"), dict):
+        try:  # fields added since (e.g. n_ctx) take their defaults
+            meta["shape"] = asdict(ModelShape(**meta["shape"]))
+        except TypeError as e:
+            raise CheckpointError(f"{out / CKPT_META}: unreadable model shape ({e})") from None
     return meta, tensors
 
 
@@ -225,12 +252,19 @@ def _card(task, meta: dict[str, Any]):
         outputs, tokens = task.lang.bracket_names, ["BOS", *task.lang.bracket_names]
     else:
         outputs, tokens = list(FFLTask.VOCAB), list(FFLTask.VOCAB)
+    io = TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FFLTask) else TokenIO((), (0, 1, 2, 3, 4))
+    shape = ModelShape(**meta["shape"])
+    # Learned positions past the training context never received a gradient: such a twin is only
+    # defined up to its training length. Fixed codes (sinusoidal, linear, none) reach n_ctx.
+    capacity = shape.context(task) - len(io.prefix)
+    max_length = task.length if shape.positional == "learned" else max(task.length, capacity)
     return ModelCard(
-        construction="trained", theorem="", task=task.to_dict(),
-        io=TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FFLTask) else TokenIO((), (0, 1, 2, 3, 4)),
-        max_length=task.length, verified_dtypes=("float32",),
+        construction="trained", theorem="", task=task.to_dict(), io=io,
+        max_length=max_length, verified_dtypes=("float32",),
         input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
-        attention_blocks=list(range(meta["shape"]["n_layers"])), options={"step": meta["step"]},
+        attention_blocks=list(range(meta["shape"]["n_layers"])),
+        options={"step": meta["step"], "trained_length": task.length, "positional": shape.positional,
+                 "n_ctx": shape.context(task)},
         notes="trained model",
     )
 

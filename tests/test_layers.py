@@ -5,7 +5,7 @@ floor 1  interp.tasks.*  (what is true)                      floor 0 only
          interp.model.*  (how weights are held and run)      floor 0 only — tasks and model do not know each other
 floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
          interp.verify.*, interp.train                       floors 0-1
-floor 3  interp.compare.*                                    the only part of interp that imports constructions / probes
+floor 3  interp.compare.*, interp.evaluate                   the only parts of interp that import constructions / probes
 floor 4  interp.demo, interp.cli, interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare report never imports the analysis.
@@ -70,7 +70,7 @@ def floor(module: str) -> tuple[int, str]:
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
                           ("interp.verify", (2, "verify")), ("interp.train", (2, "train")),
-                          ("interp.compare", (3, "compare"))):
+                          ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__"):
@@ -84,7 +84,8 @@ ALLOWED = {
     "constructions": {"tasks", "model"}, "probes": {"tasks", "model"},
     "verify": {"tasks", "model"}, "train": {"tasks", "model"},
     "compare": {"tasks", "model", "verify", "train", "constructions", "probes"},
-    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare"},
+    "evaluate": {"tasks", "model", "verify", "train", "constructions"},
+    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate"},
     "base": set(),
 }
 

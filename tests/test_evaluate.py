@@ -1,0 +1,106 @@
+"""`interp evaluate`: models under distribution and length shifts, beside the exact construction."""
+
+import json
+
+import numpy as np
+import pytest
+
+from interp.cli import main
+from interp.evaluate import automaton_shifts, evaluate, ffl_shifts, skyline
+from interp.model.saved import load_model
+from interp.tasks.batches import AutomatonTask
+from interp.tasks.catalogue import get_automaton
+from interp.train import ModelShape, TrainConfig, load_trained, train
+
+TINY = dict(n_layers=1, d_model=16, n_heads=1)
+FEW = TrainConfig(steps=20, batch=16, eval_every=20, eval_size=64, warmup=5)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A parity twin with fixed (sinusoidal) positions and context 65, one with learned positions
+    and the same context, and a saved modular_counter."""
+    d = tmp_path_factory.mktemp("evaluate")
+    task = AutomatonTask(get_automaton("parity"), 16)
+    train(task, ModelShape(**TINY, positional="sinusoidal", n_ctx=65), FEW, d / "fixed", progress=False)
+    train(task, ModelShape(**TINY, positional="learned", n_ctx=65), FEW, d / "learned", progress=False)
+    assert main(["build", "modular_counter", "--automaton", "parity", "-T", "32", "--out", str(d / "counter")]) == 0
+    return d
+
+
+def run_json(capsys, *argv):
+    code = main(["evaluate", *argv, "--json", "--samples", "40"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_a_saved_construction_is_exact_under_every_shift(runs, capsys):
+    code, data, _ = run_json(capsys, "--model", str(runs / "counter"), "--probs", "0.95,0.05", "0.5,0.5", "0.05,0.95",
+                             "--counts", "0", "2", "30")
+    assert code == 0
+    rows = data["rows"]
+    assert len(rows) == 1 + 3 + 3 and {r["model"] for r in rows} == {"modular_counter"}  # no second skyline
+    assert all(r["accuracy"] == 1.0 and r["final_accuracy"] == 1.0 for r in rows)
+    assert [r.get("probs") for r in rows[1:4]] == [[0.95, 0.05], [0.5, 0.5], [0.05, 0.95]]
+    assert [r.get("count") for r in rows[4:]] == [0, 2, 30]
+
+
+def test_a_twin_is_evaluated_beside_its_exact_skyline_on_the_same_words(runs, capsys, tmp_path):
+    out = tmp_path / "rows.json"
+    code, data, _ = run_json(capsys, str(runs / "fixed"), "--probs", "0.95,0.05", "0.05,0.95", "--out", str(out))
+    assert code == 0 and json.loads(out.read_text()) == data
+    twin = [r for r in data["rows"] if r["model"] == "twin"]
+    exact = [r for r in data["rows"] if r["model"] == "modular_counter (exact)"]
+    assert len(twin) == len(exact) == 3
+    assert all(r["accuracy"] == 1.0 for r in exact)
+    assert all(0.0 <= r["accuracy"] <= 1.0 and len(r["per_position"]) == 16 for r in twin)
+
+
+def test_fixed_positions_reach_past_the_training_length_and_learned_ones_are_refused(runs, capsys):
+    code, data, _ = run_json(capsys, str(runs / "fixed"), "--length", "64")
+    assert code == 0 and all(len(r["per_position"]) == 64 for r in data["rows"])
+    code, _, err = run_json(capsys, str(runs / "learned"), "--length", "64")
+    assert code == 2 and err.count("\n") == 1 and "learned positions trained up to length 16" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--probs", "0.5,0.3"], "sum to 1"),
+    (["--probs", "0.2,0.3,0.5"], "has 3 entries"),
+    (["--probs=-0.5,1.5"], "non-negative"),
+    (["--counts", "17"], "0..16"),
+    (["--count-symbol", "7", "--counts", "1"], "not a symbol"),
+    (["--ffl", "0.1"], "applies to ffl models"),
+    (["--bands", "2-28"], "applies to dyck models"),
+    (["--length", "0"], "≥ 1"),
+])
+def test_shifts_that_make_no_sense_are_refused_in_one_line(runs, capsys, argv, message):
+    code = main(["evaluate", str(runs / "fixed"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_neither_or_both_sources_are_refused(runs, capsys):
+    assert main(["evaluate"]) == 2
+    assert main(["evaluate", str(runs / "fixed"), "--model", str(runs / "counter")]) == 2
+    assert "one of them" in capsys.readouterr().err
+
+
+def test_ffl_errors_are_counted_per_read_and_per_string():
+    """The exact construction makes no error on sparse or dense strings; the counts add up."""
+    from constructions import build_model
+
+    model = build_model("ffl", None, 64)
+    rows = evaluate({"ffl": model}, ffl_shifts(64, [0.8, 0.98, 0.1]), samples=50)
+    assert [r["p"] for r in rows] == [0.8, 0.98, 0.1]
+    assert all(r["accuracy"] == 1.0 and r["read_errors"] == 0 and r["strings_with_error"] == 0 for r in rows)
+    assert rows[2]["scored"] > rows[0]["scored"] > rows[1]["scored"]  # dense strings read more often
+
+
+def test_the_skyline_of_an_automaton_twin_is_its_exact_construction(runs):
+    twin = load_trained(runs / "fixed")
+    exact = skyline(twin, 40)
+    assert exact.card.construction == "modular_counter" and exact.card.max_length == 40
+    assert skyline(load_model(runs / "counter"), 40) is None  # a construction is its own skyline
+    rows = evaluate({"exact": exact}, automaton_shifts(get_automaton("parity"), 40, [[0.9, 0.1]], [0, 40]), samples=20)
+    assert all(r["accuracy"] == 1.0 for r in rows) and len(rows) == 4
+    assert np.all(np.asarray(rows[0]["per_position"]) == 1.0)
