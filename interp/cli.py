@@ -50,6 +50,9 @@ def _construction_args(p: argparse.ArgumentParser, saved_model: bool = False) ->
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="interp", description="sandbox-lens: exact transformer constructions for automata.")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch CPU threads (default: torch's choice; small models on a busy machine often run "
+                        "several times faster with 1)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("list", help="list constructions and catalogue automata")
@@ -91,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--norm", choices=["LN", "none"])
     s.add_argument("--pos", choices=["learned", "sinusoidal", "none", "linear"],
                    help="position embedding (default learned; the others are fixed, so longer inputs can be evaluated)")
+    s.add_argument("--arch", choices=["transformer", "lstm"], default="transformer",
+                   help="transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer)")
+    s.add_argument("--hidden", type=int, metavar="H", help="lstm: hidden width (default 128)")
     s.add_argument("--n-ctx", type=int, metavar="N",
                    help="model context (default: the training length's); larger, with --pos other than learned, "
                         "lets `interp evaluate --length` go past the training length")
@@ -373,10 +379,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from interp.train import TrainConfig, default_shape, train_replicates
 
     task = _training_task(args)
-    base = default_shape(task)
+    base = default_shape(task, args.arch)
+    if args.arch == "lstm" and any(getattr(args, k) is not None for k in ("heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
+        raise SandboxError("--heads, --d-head, --d-mlp, --norm, --pos and --n-ctx describe a transformer; "
+                           "an LSTM takes --layers, --d-model (embedding) and --hidden")
     shape = replace(base, **{k: v for k, v in {
         "n_layers": args.layers, "d_model": args.d_model, "n_heads": args.heads, "d_head": args.d_head,
-        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx}.items()
+        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx,
+        "hidden": args.hidden}.items()
         if v is not None})
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
                          warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
@@ -521,6 +531,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                "train": _cmd_train, "compare": _cmd_compare, "report": _cmd_report,
                "evaluate": _cmd_evaluate}[args.command]
     warnings.showwarning = _one_line_warning
+    if args.threads is not None:
+        if args.threads < 1:
+            print("interp: error: --threads must be ≥ 1", file=sys.stderr)
+            return 2
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         return handler(args)
     except SandboxError as e:

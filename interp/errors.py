@@ -26,3 +26,7 @@ class VocabularyError(SandboxError, ValueError):
 
 class CheckpointError(SandboxError, OSError):
     """A saved model is missing, corrupt, or does not match what it claims to be."""
+
+
+class ModelKindError(SandboxError, TypeError):
+    """An analysis was asked of a model that lacks what it needs (e.g. attention, on an LSTM)."""

@@ -41,6 +41,7 @@ __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicate
 #: twin with a context longer than its training length can be evaluated on longer inputs.
 POSITIONAL = ("learned", "sinusoidal", "none", "linear")
 MAX_N_CTX = 8192
+ARCHS = ("transformer", "lstm")
 
 FORMAT = "sandbox-lens-training"
 FORMAT_VERSION = 1
@@ -57,6 +58,8 @@ class ModelShape:
     normalization: str = "LN"  # "LN" or "none"
     positional: str = "learned"  # see POSITIONAL
     n_ctx: int | None = None  # default: the task's training context; larger to evaluate longer inputs
+    arch: str = "transformer"  # or "lstm": d_model = embedding width, hidden = LSTM width, n_layers = LSTM layers
+    hidden: int | None = None  # lstm only (default 128)
 
     def __post_init__(self) -> None:
         if self.normalization not in ("LN", "none"):
@@ -67,6 +70,10 @@ class ModelShape:
             raise SandboxError("layers, d_model and heads must be ≥ 1")
         if self.n_ctx is not None and not 1 <= self.n_ctx <= MAX_N_CTX:
             raise SandboxError(f"n_ctx must be between 1 and {MAX_N_CTX}, got {self.n_ctx}")
+        if self.arch not in ARCHS:
+            raise SandboxError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
+        if self.hidden is not None and (self.arch != "lstm" or self.hidden < 1):
+            raise SandboxError("hidden is the LSTM's width (≥ 1); it goes with arch lstm")
 
     def context(self, task) -> int:
         """The model's context: ``n_ctx`` when given (at least the task's), else the task's."""
@@ -105,8 +112,11 @@ class TrainConfig:
         return self.lr * (0.5 * (1 + math.cos(math.pi * frac)) if self.schedule == "cosine" else 1 - frac)
 
 
-def default_shape(task) -> ModelShape:
-    """The thesis's Dyck models (2 layers, 1 head, width 50); small GPT-style models otherwise."""
+def default_shape(task, arch: str = "transformer") -> ModelShape:
+    """The thesis's Dyck models (2 layers, 1 head, width 50); small GPT-style models otherwise;
+    the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer) for ``arch="lstm"``."""
+    if arch == "lstm":
+        return ModelShape(n_layers=1, d_model=64, n_heads=1, arch="lstm", hidden=128)
     if isinstance(task, DyckTask):
         return ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50)
     return ModelShape()
@@ -123,9 +133,15 @@ def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
 
 def build_model(task, shape: ModelShape, seed: int = 0):
     import torch
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
 
     torch.manual_seed(seed)
+    if shape.arch == "lstm":
+        from interp.model.lstm import LSTMConfig, LSTMModel
+
+        return LSTMModel(LSTMConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_model=shape.d_model,
+                                    hidden=shape.hidden or 128, n_layers=shape.n_layers, n_ctx=MAX_N_CTX))
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
     n_ctx = shape.context(task)
     cfg = HookedTransformerConfig(
         n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
@@ -256,15 +272,16 @@ def _card(task, meta: dict[str, Any]):
     shape = ModelShape(**meta["shape"])
     # Learned positions past the training context never received a gradient: such a twin is only
     # defined up to its training length. Fixed codes (sinusoidal, linear, none) reach n_ctx.
-    capacity = shape.context(task) - len(io.prefix)
-    max_length = task.length if shape.positional == "learned" else max(task.length, capacity)
+    capacity = (MAX_N_CTX if shape.arch == "lstm" else shape.context(task)) - len(io.prefix)
+    max_length = task.length if shape.positional == "learned" and shape.arch != "lstm" else max(task.length, capacity)
     return ModelCard(
         construction="trained", theorem="", task=task.to_dict(), io=io,
         max_length=max_length, verified_dtypes=("float32",),
         input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
-        attention_blocks=list(range(meta["shape"]["n_layers"])),
-        options={"step": meta["step"], "trained_length": task.length, "positional": shape.positional,
-                 "n_ctx": shape.context(task)},
+        attention_blocks=list(range(meta["shape"]["n_layers"])) if shape.arch == "transformer" else [],
+        options={"step": meta["step"], "trained_length": task.length, "arch": shape.arch,
+                 "positional": shape.positional if shape.arch == "transformer" else "none (recurrent)",
+                 "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX},
         notes="trained model",
     )
 

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
-from interp.model.run import Head, hook_name, live_heads
+from interp.model.run import Head, hook_name, live_heads, require_hooked
 
 __all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune"]
 
@@ -23,6 +23,7 @@ def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask:
     """Argmax accuracy on ``mask`` with the heads in ``ablate`` zeroed or mean-ablated on hook_z."""
     import torch
 
+    require_hooked(model, "head ablation")
     if kind not in ("zero", "mean"):
         raise VocabularyError(f"ablation kind must be zero or mean, got {kind!r}")
     tokens_t = torch.from_numpy(np.asarray(tokens, dtype=np.int64))

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
-from interp.model.run import hook_name
+from interp.model.run import hook_name, require_hooked
 
 __all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data"]
 
@@ -62,6 +62,7 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     """
     import torch
 
+    require_hooked(model, "linear probes on residual hooks")
     if method not in ("logistic", "ridge"):
         raise VocabularyError(f"probe method must be logistic or ridge, got {method!r}")
     tokens, labels, mask = (np.asarray(x) for x in (tokens, labels, mask))

@@ -104,3 +104,30 @@ def test_the_skyline_of_an_automaton_twin_is_its_exact_construction(runs):
     rows = evaluate({"exact": exact}, automaton_shifts(get_automaton("parity"), 40, [[0.9, 0.1]], [0, 40]), samples=20)
     assert all(r["accuracy"] == 1.0 for r in rows) and len(rows) == 4
     assert np.all(np.asarray(rows[0]["per_position"]) == 1.0)
+
+
+def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path, capsys):
+    """`--arch lstm`: the thesis's recurrent baseline, trained, checkpointed and evaluated like a twin."""
+    from interp.errors import ModelKindError
+    from interp.model.run import attention_patterns
+    from probes.linear import probe_accuracy
+
+    out = tmp_path / "lstm"
+    assert main(["--threads", "1", "train", "automaton", "--automaton", "parity", "-T", "12", "--arch", "lstm",
+                 "--steps", "150", "--lr", "3e-3", "--batch", "64", "--eval-every", "50", "--target", "0.99",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["best_accuracy"] >= 0.99 and metrics["shape"]["arch"] == "lstm"
+    model = load_trained(out)
+    assert model.card.options["arch"] == "lstm" and model.card.attention_blocks == []
+    code, data, _ = run_json(capsys, str(out), "--length", "48", "--probs", "0.9,0.1")  # recurrent: any length
+    assert code == 0 and all(r["accuracy"] >= 0.9 for r in data["rows"])
+    with pytest.raises(ModelKindError, match="lstm"):
+        attention_patterns(model, [[0, 1, 2]])
+    with pytest.raises(ModelKindError, match="no attention"):
+        probe_accuracy(model, np.zeros((4, 3), dtype=np.int64), np.zeros((4, 3), dtype=np.int64),
+                       np.ones((4, 3), dtype=bool))
+    code = main(["train", "automaton", "--automaton", "parity", "--arch", "lstm", "--heads", "2", "--out",
+                 str(tmp_path / "x")])
+    assert code == 2 and "an LSTM takes" in capsys.readouterr().err

@@ -40,7 +40,7 @@ from interp.compare.dyck import DyckComparison
 from interp.compare.ffl import FFLComparison
 from interp.errors import SandboxError
 from interp.files import atomic_write
-from interp.model.run import attention_patterns, live_heads
+from interp.model.run import attention_patterns, live_heads, require_hooked
 from interp.tasks.batches import FFLTask, step_rng
 from interp.tasks.dyck import Dyck
 
@@ -170,6 +170,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     models = dict(comparison.constructions(constructions, seed))  # an unknown name fails before OUT is made
     out.mkdir(parents=True, exist_ok=True)
     twin, twin_dir = _twin(comparison, out, trained, train_steps, train_minutes, seed, progress)
+    require_hooked(twin, "interp compare (probes, attention, ablation)")
     models[TWIN] = twin
     eval_words = comparison.words(samples, seed)
     example_words = comparison.words(examples, seed + 1)

@@ -13,10 +13,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from interp.errors import LengthError
+from interp.errors import LengthError, ModelKindError
 
 __all__ = ["exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
-           "BATCH_BYTES"]
+           "BATCH_BYTES", "require_hooked"]
 
 Head = tuple[int, int]  # (layer, head)
 
@@ -100,11 +100,19 @@ def predict(model, words: Any, batch_size: int | None = None, progress: bool = F
     return out
 
 
+def require_hooked(model, what: str) -> None:
+    """Refuse, in one line, a model without attention and hook points (the LSTM baseline)."""
+    if not hasattr(model, "run_with_cache") or not hasattr(model, "blocks"):
+        kind = getattr(model.cfg, "model_kind", type(model).__name__) if hasattr(model, "cfg") else type(model).__name__
+        raise ModelKindError(f"{what} needs a transformer with hook points; this model is an {kind} (no attention)")
+
+
 def live_heads(model) -> list[Head]:
     """Heads whose OV circuit is non-zero: padded heads of constructions (and blocks without
     attention) attend uniformly and write nothing, so they mean nothing."""
     import torch
 
+    require_hooked(model, "finding attention heads")
     return [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)
             if torch.any(model.blocks[l].attn.W_V[h] @ model.blocks[l].attn.W_O[h] != 0)]
 
@@ -114,6 +122,7 @@ def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) 
     on a token batch; one sequence of token ids gives ``[1, query, key]``."""
     import torch
 
+    require_hooked(model, "attention patterns")
     tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
     _check_context(model, tokens)
     heads = live_heads(model) if heads is None else list(heads)
