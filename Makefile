@@ -12,7 +12,7 @@ TORCH_INSTALL ?= torch==2.13.0
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_INSTALL)
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,ray]"
 	@touch $(STAMP)
 
 # The main job: three exact Dyck constructions vs a twin trained here, one report.

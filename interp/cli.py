@@ -108,8 +108,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
     s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
-    s.add_argument("--workers", type=int, help="processes for several seeds (default: CPU cores)")
-    s.add_argument("--resume", action="store_true", help="continue the runs in --out from their checkpoints")
+    s.add_argument("--workers", type=int,
+                   help="several runs: processes of the local pool, or CPUs of a local Ray runtime (default: CPU cores)")
+    s.add_argument("--grid", nargs="+", default=[], metavar="KEY=V1,V2",
+                   help="a sweep over settings, e.g. lr=1e-3,3e-3 layers=1,2 (one run directory per cell and seed)")
+    s.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="several runs: a local process pool, or Ray tasks (a local runtime, or the cluster in RAY_ADDRESS)")
+    s.add_argument("--resume", action="store_true",
+                   help="one run: continue it from its checkpoint (sweeps always skip finished runs and resume the rest)")
     s.add_argument("--out", required=True, metavar="DIR")
 
     s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
@@ -376,7 +382,7 @@ def _training_task(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from interp.train import TrainConfig, default_shape, train_replicates
+    from interp.train import TrainConfig, default_shape
 
     task = _training_task(args)
     base = default_shape(task, args.arch)
@@ -393,17 +399,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
                          eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes)
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
-    if len(seeds) == 1:
+    if len(seeds) == 1 and not args.grid and args.backend == "local":
         from interp.train import train
 
         m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty())
         print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
               f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
         return 0
-    s = train_replicates(task, shape, config, out, seeds, workers=args.workers, resume=args.resume,
-                         progress=sys.stderr.isatty())
-    print(f"{task.name}, {len(seeds)} seeds: best accuracy {s['best_accuracy']:.4f} (seed {s['best_seed']}), "
-          f"median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
+    from interp.sweep import parse_grid, run_sweep
+
+    s = run_sweep(task, shape, config, out, seeds, grid=parse_grid(args.grid), backend=args.backend,
+                  workers=args.workers, progress=sys.stderr.isatty())
+    runs = len(s["runs"])
+    print(f"{task.name}: {len(s['cells'])} cell(s) × {len(seeds)} seed(s), {s['trained_now']} of {runs} runs trained now; "
+          f"best accuracy {s['best_accuracy']:.4f}, median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
+    for c in s["cells"] if len(s["cells"]) > 1 else []:
+        print(f"  {c['cell']:40s} best {c['best_accuracy']:.4f}  median {c['median_best_accuracy']:.4f}  "
+              f"at target {c['runs_at_target']}/{len(seeds)}")
     return 0
 
 

@@ -7,7 +7,7 @@
   set, early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint (safetensors +
   JSON, written atomically) at every evaluation. ``resume=True`` continues from the checkpoint and
   ends with the same weights as an uninterrupted run.
-* :func:`train_replicates` — several seeds in a local process pool, one summary.
+* several seeds and a grid of settings: :mod:`interp.sweep`.
 
 Output directory: ``checkpoint.safetensors`` + ``checkpoint.json`` (model and optimizer state,
 task, shape, config, step, history) and ``metrics.json`` (task, final_accuracy, best_accuracy,
@@ -33,8 +33,7 @@ from interp.files import atomic_write
 from interp.model.card import normalise_task
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
 
-__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "train_replicates", "load_trained",
-           "default_shape", "evaluate"]
+__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate"]
 
 #: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
 #: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
@@ -379,46 +378,3 @@ def _resumable(config: TrainConfig) -> dict[str, Any]:
     d.pop("max_minutes")
     d.pop("target_accuracy")
     return d
-
-
-def _train_one(args: tuple) -> dict[str, Any]:
-    task_dict, shape, config, out, resume, threads = args
-    import torch
-
-    torch.set_num_threads(threads)
-    return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False)
-
-
-def train_replicates(task, shape: ModelShape, config: TrainConfig, out: str | Path, seeds: Sequence[int],
-                     workers: int | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train one model per seed (``out/seed_<s>/``) in a process pool; write ``out/summary.json``."""
-    from concurrent.futures import ProcessPoolExecutor
-    from dataclasses import replace
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    seeds = list(dict.fromkeys(int(s) for s in seeds))
-    workers = max(1, min(workers or (os.cpu_count() or 1), len(seeds)))
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    jobs = [(task.to_dict(), shape, replace(config, seed=s), out / f"seed_{s}", resume, threads) for s in seeds]
-    if workers == 1:
-        results = [train(task, shape, replace(config, seed=s), out / f"seed_{s}", resume=resume, progress=progress)
-                   for s in seeds]
-    else:
-        from tqdm import tqdm
-
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(tqdm(pool.map(_train_one, jobs), total=len(jobs), disable=not progress,
-                                desc=f"{len(seeds)} seeds", unit="run"))
-    final = [r["final_accuracy"] for r in results]
-    best = [r["best_accuracy"] for r in results]
-    summary = {
-        "task": task.to_dict(), "task_name": task.name, "seeds": seeds,
-        "best_accuracy": max(best), "median_best_accuracy": float(np.median(best)),
-        "best_final_accuracy": max(final), "median_final_accuracy": float(np.median(final)),
-        "best_seed": seeds[int(np.argmax(best))],
-        "runs": [{k: r[k] for k in ("seed", "final_accuracy", "best_accuracy", "steps", "wall_seconds", "stopped_by")}
-                 for r in results],
-    }
-    atomic_write(out / "summary.json", json.dumps(summary, indent=1).encode())
-    return summary

@@ -69,7 +69,7 @@ def floor(module: str) -> tuple[int, str]:
         return 0, "base"
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
-                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")),
+                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate"))):
         if module == prefix or module.startswith(prefix + "."):
             return where

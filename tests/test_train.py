@@ -13,7 +13,8 @@ from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, SandboxError
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
-from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train, train_replicates
+from interp.sweep import run_sweep
+from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
@@ -102,8 +103,8 @@ def test_checkpoint_errors(tmp_path):
 
 def test_replicates_write_a_summary(tmp_path):
     task = DyckTask(Dyck(1, 2), 8)
-    s = train_replicates(task, TINY, TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16), tmp_path, [0, 1],
-                         workers=2, progress=False)
+    s = run_sweep(task, TINY, TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16), tmp_path, [0, 1],
+                  workers=2, progress=False)
     assert s["seeds"] == [0, 1] and len(s["runs"]) == 2
     assert s["best_accuracy"] == max(r["best_accuracy"] for r in s["runs"])
     for seed in (0, 1):
