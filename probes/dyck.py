@@ -3,9 +3,9 @@
 * :func:`stack_top_mass` — per head, the mean attention on the last unmatched open bracket (BOS
   when the stack is empty): ≈ 1 for a stack-like head.
 * :func:`attention_variation` — ‖A₁ − A₂‖²_F between two heads' patterns on one probe input
-  (the thesis compares seeds this way) and :func:`random_attention_baseline`, the same quantity
-  for random causal row-stochastic patterns (rows uniform on the simplex), from this project's
-  own sampler.
+  (the thesis compares seeds this way) and :func:`random_attention_baseline`, its exact
+  expectation for random causal row-stochastic patterns (rows uniform on the simplex), in closed
+  form (:func:`random_attention_baseline_mc` samples it).
 * :func:`balance_violation` — Theorem 1/2's balance condition for a construction's second layer:
   the mean over closing queries ρ and matched pairs (i, d′) of ‖u(close) + u(open)‖ / P(ρ),
   where u(κ, ρ) = exp(score(κ, ρ))·value(κ) is a key's unnormalised contribution and P(ρ) the
@@ -24,6 +24,7 @@ from interp.errors import ConstructionError, VocabularyError
 from interp.model.run import attention_patterns
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
+           "random_attention_baseline_mc",
            "balance_violation", "layer_patterns"]
 
 #: The thesis's probe input for attention variation (dyck.md §5.2: "[[[[]]]](((())))").
@@ -64,8 +65,17 @@ def attention_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(((a - b) ** 2).sum())
 
 
-def random_attention_baseline(n: int, samples: int = 2000, seed: int = 0) -> float:
-    """Mean ‖A₁ − A₂‖²_F for random causal n×n patterns whose rows are uniform on the simplex."""
+def random_attention_baseline(n: int) -> float:
+    """E‖A₁ − A₂‖²_F for independent random causal n×n patterns whose rows are uniform on the simplex,
+    in closed form: row m is Dirichlet(1, …, 1) on m keys, E‖a‖² = 2/(m+1) and E[a·b] = 1/m, so
+    E‖a − b‖² = 2(2/(m+1) − 1/m), summed over the rows m = 1..n."""
+    if n < 1:
+        raise VocabularyError(f"a pattern needs at least one position, got {n}")
+    return float(2.0 * sum(2.0 / (m + 1) - 1.0 / m for m in range(1, n + 1)))
+
+
+def random_attention_baseline_mc(n: int, samples: int = 2000, seed: int = 0) -> float:
+    """The same quantity by Monte Carlo (to check the closed form)."""
     rng = np.random.default_rng(seed)
 
     def pattern() -> np.ndarray:

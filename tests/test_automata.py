@@ -160,3 +160,17 @@ def test_semiautomaton_validation():
         get_automaton("parity").encode(["2"])
     with pytest.raises(AutomatonError, match="out of range"):
         get_automaton("parity").run([0, 2])
+
+
+def test_the_thesis_groups_act_on_themselves():
+    """S5-thesis (120 states, 8 generators), D8-regular (8), A5-regular (60): the thesis's tasks;
+    plain D8 / S5 act on points (4 / 5 states)."""
+    from interp.tasks.groups import transformation_semigroup
+
+    s5 = get_automaton("S5-thesis")
+    assert (s5.n_states, s5.n_symbols) == (120, 8) and s5.alphabet[:3] == ("e", "(0 1 2 3 4)", "(0 1)")
+    assert (s5.delta[0] == np.arange(120)).all()  # the identity generator
+    assert transformation_semigroup(s5).group_order == 120
+    assert get_automaton("D8-regular").n_states == 8 and get_automaton("D8").n_states == 4
+    assert get_automaton("A5-regular").n_states == 60 and get_automaton("A5-regular").n_symbols == 3
+    assert get_automaton("S4-thesis").n_symbols == 8

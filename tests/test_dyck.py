@@ -19,6 +19,7 @@ from probes.dyck import (
     balance_violation,
     layer_patterns,
     random_attention_baseline,
+    random_attention_baseline_mc,
     stack_top_mass,
 )
 
@@ -148,8 +149,11 @@ def test_attention_variation_and_random_baseline():
     assert attention_variation(pats["stack"], pats["stack"]) == 0.0
     assert attention_variation(pats["stack"], pats["uniform"]) == attention_variation(pats["uniform"], pats["stack"])
     assert attention_variation(pats["stack"], pats["uniform"]) > 5.0
-    baseline = random_attention_baseline(len(probe) + 1, samples=300, seed=0)
-    assert 2.5 < baseline < 3.5
+    baseline = random_attention_baseline(len(probe) + 1)
+    assert baseline == pytest.approx(3.1013272675, abs=1e-9)  # 2 Σ_{m=1..17} (2/(m+1) − 1/m)
+    assert random_attention_baseline(1) == 0.0  # one key: every pattern is the same
+    mc = random_attention_baseline_mc(len(probe) + 1, samples=3000, seed=0)
+    assert abs(mc - baseline) < 0.03  # Monte Carlo agrees within its error (sd ≈ 0.01 at 3000 samples)
     with pytest.raises(VocabularyError):
         attention_variation(np.zeros((2, 2)), np.zeros((3, 3)))
 

@@ -97,7 +97,7 @@ for v, m in hooked.items():
 print("uniform share of attention:", np.mean([1 / (t + 1) for t in range(29)]).round(3))
 for a, b in (("stack", "uniform"), ("stack", "balanced"), ("uniform", "balanced")):
     print(f"variation {a}–{b}: {attention_variation(patterns[a], patterns[b]):.2f}")
-print(f"random causal patterns (n = {len(tokens)}): {random_attention_baseline(len(tokens), 1000):.2f}")
+print(f"random causal patterns (n = {len(tokens)}, exact): {random_attention_baseline(len(tokens)):.2f}")
 
 # %% [markdown]
 # The stack head is perfectly stack-like (mass 1.0) yet is *not* balanced (β > 0): it is exact

@@ -52,6 +52,8 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry("D<2n>", "dihedral group of order 2n on the n-gon's vertices, generators r = rotation, s = reflection", ("D8", "D6")),
     CatalogueEntry("Q8", "quaternion group acting on itself by right multiplication, generators i, j", ("Q8",)),
     CatalogueEntry("<group>-regular", "a permutation group acting on itself (state = σ_t∘…∘σ_1, q0 = e)", ("S3-regular", "D8-regular")),
+    CatalogueEntry("S<n>-thesis", "the thesis's S_n: acting on itself with 8 generators (identity, the n-cycle, (0 1), "
+                   "then permutations in lexicographic order)", ("S5-thesis", "S4-thesis")),
     CatalogueEntry("flipflop", "Example 2: Q = {0, 1}, Σ = {w0, w1, noop}", ("flipflop",)),
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
     CatalogueEntry("grid<n>[+noop]", "1-D gridworld with n cells, Σ = {L, R} (clamped at the walls), q0 = 0", ("grid5", "grid9+noop")),
@@ -118,6 +120,39 @@ def symmetric(n: int, regular: bool = False) -> Semiautomaton:
         gens["(" + " ".join(map(str, range(n))) + ")"] = _cycle(*range(n), degree=n)
     kind = "on itself" if regular else f"on points 0..{n - 1}"
     return permutation_automaton(f"S{n}" + ("-regular" if regular else ""), n, gens, regular, f"symmetric group S_{n} {kind}")
+
+
+def symmetric_thesis(n: int) -> Semiautomaton:
+    """S_n as the thesis's experiments use it (automata-and-gridworld.md, rows 17 and 19): the group acting
+    on itself, with 8 generators — the identity, the n-cycle i ↦ i + 1, the swap (0 1), then further
+    permutations in ``itertools.permutations`` order until there are 8."""
+    import itertools
+
+    _bound("S<n>-thesis", n, 3, 6)
+    arrays = [list(range(n)), [(i + 1) % n for i in range(n)], _cycle(0, 1, degree=n)]
+    for perm in itertools.permutations(range(n)):
+        if len(arrays) == 8:
+            break
+        if list(perm) not in arrays:
+            arrays.append(list(perm))
+    gens = {_array_name(a): a for a in arrays}
+    return permutation_automaton(f"S{n}-thesis", n, gens, True,
+                                 f"symmetric group S_{n} acting on itself, the thesis's 8 generators")
+
+
+def _array_name(arr: list[int]) -> str:
+    """Cycle notation of a permutation array (``e`` for the identity)."""
+    seen, cycles = set(), []
+    for start in range(len(arr)):
+        if start in seen or arr[start] == start:
+            continue
+        cycle, x = [], start
+        while x not in seen:
+            seen.add(x)
+            cycle.append(x)
+            x = arr[x]
+        cycles.append("(" + " ".join(map(str, cycle)) + ")")
+    return "".join(cycles) or "e"
 
 
 def alternating(n: int, regular: bool = False) -> Semiautomaton:
@@ -233,6 +268,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[..., Semiautomaton]]] = [
     (re.compile(r"parity"), lambda: cyclic(2)),
     (re.compile(r"c(\d+)"), lambda n: cyclic(int(n))),
     (re.compile(r"s(\d+)(-regular)?"), lambda n, r: symmetric(int(n), bool(r))),
+    (re.compile(r"s(\d+)-thesis"), lambda n: symmetric_thesis(int(n))),
     (re.compile(r"a(\d+)(-regular)?"), lambda n, r: alternating(int(n), bool(r))),
     (re.compile(r"d(\d+)(-regular)?"), lambda n, r: dihedral(int(n), bool(r))),
     (re.compile(r"q8(?:-regular)?"), lambda: quaternion()),
