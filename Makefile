@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/float32_limits.py
 	$(PY) benchmarks/krohn_rhodes_depth.py
 	$(PY) benchmarks/training.py
+	$(PY) benchmarks/sweeps.py
 
 clean-venv:
 	rm -rf $(VENV)
