@@ -85,8 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--automaton", metavar="NAME", help="automaton task: catalogue name")
     g.add_argument("--automaton-file", metavar="PATH", help="automaton task: JSON automaton file")
     g.add_argument("--dyck", metavar="K,D", help="dyck task: Dyck_{K,D}")
-    g.add_argument("--ffl", "--flipflop", dest="ffl", metavar="P", type=float,
-                   help="ffl task: FFL(P), P = p_i (default 0.8)")
+    g.add_argument("--ffl", "--flipflop", dest="ffl", metavar="P[,P...]",
+                   help="ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1")
     s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, ffl 64)")
     s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
     s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--warmup", type=int, default=100), s.add_argument("--clip", type=float, default=1.0)
     s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine")
     s.add_argument("--eval-every", type=int, default=100), s.add_argument("--eval-size", type=int, default=512)
+    s.add_argument("--dropout", type=float, default=0.0, help="dropout on every block's attention and MLP output")
+    s.add_argument("--embed-dropout", type=float, default=0.0, help="dropout on the embeddings")
+    s.add_argument("--sharpen", type=float, default=0.0, metavar="λ",
+                   help="attention sharpening: λ × mean attention entropy (nats) added to the loss")
+    s.add_argument("--ema", type=float, default=0.0, metavar="γ",
+                   help="keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9)")
     s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
     s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
@@ -376,7 +382,13 @@ def _training_task(args: argparse.Namespace):
         return DyckTask(Dyck(k, D, args.q), args.length or 28)
     if args.dyck:
         raise SandboxError("--dyck goes with `train dyck`")
-    return FFLTask(0.8 if args.ffl is None else args.ffl, args.length or 64)
+    if args.ffl is None:
+        return FFLTask(0.8, args.length or 64)
+    try:
+        ps = [float(x) for x in args.ffl.split(",")]
+    except ValueError:
+        raise SandboxError(f"--ffl takes probabilities separated by commas, got {args.ffl!r}") from None
+    return FFLTask(ps if len(ps) > 1 else ps[0], args.length or 64)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -396,7 +408,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if v is not None})
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
                          warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
-                         eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes)
+                         eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes,
+                         dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema)
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     if len(seeds) == 1 and not args.grid and args.backend == "local":

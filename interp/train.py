@@ -20,11 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,12 +96,28 @@ class TrainConfig:
     target_accuracy: float | None = None
     max_minutes: float | None = None
     seed: int = 0
+    dropout: float = 0.0  # on every block's attention and MLP output, during training
+    embed_dropout: float = 0.0  # on the embeddings entering block 0
+    sharpen: float = 0.0  # λ: nats of attention entropy added to the loss (thesis §3.5's sharpening)
+    ema: float = 0.0  # decay γ of a moving average of the weights (0: off); evaluated and kept
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
             raise SandboxError("steps, batch, eval_every and eval_size must be ≥ 1")
         if self.schedule not in ("cosine", "linear"):
             raise SandboxError(f"schedule must be cosine or linear, got {self.schedule!r}")
+        for name in ("dropout", "embed_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise SandboxError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.ema < 1.0:
+            raise SandboxError(f"ema (a decay) must be in [0, 1), got {self.ema}")
+        if not self.sharpen >= 0.0:
+            raise SandboxError(f"sharpen (λ) must be ≥ 0, got {self.sharpen}")
+
+    @property
+    def hooked_training(self) -> bool:
+        """True when a training step needs forward hooks (dropout or the entropy penalty)."""
+        return bool(self.dropout or self.embed_dropout or self.sharpen)
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -161,12 +176,26 @@ def build_model(task, shape: ModelShape, seed: int = 0):
     return model
 
 
-def _loss(model, batch) -> tuple[Any, Any]:
+def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0) -> tuple[Any, Any]:
+    """Cross-entropy on the batch's loss mask; with ``config``, the training-time regularisers too."""
     import torch
 
-    logits = model(torch.from_numpy(batch.tokens), return_type="logits")
+    tokens = torch.from_numpy(batch.tokens)
+    patterns: list = []
+    if config is not None and config.hooked_training:
+        from interp.regularise import training_hooks
+
+        logits = model.run_with_hooks(tokens, return_type="logits",
+                                      fwd_hooks=training_hooks(model, config, step, patterns))
+    else:
+        logits = model(tokens, return_type="logits")
     mask = torch.from_numpy(batch.loss_mask)
-    return torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets)[mask]), logits
+    loss = torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets)[mask])
+    if patterns:
+        from interp.regularise import attention_entropy
+
+        loss = loss + config.sharpen * attention_entropy(patterns)
+    return loss, logits
 
 
 def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
@@ -190,11 +219,13 @@ def evaluate(model, task, size: int = 512, seed: int = 0) -> dict[str, float]:
 
 
 # -- checkpoints -----------------------------------------------------------------------------------
-def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any]) -> None:
+def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> None:
     import torch
     from safetensors.torch import save
 
     tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    if ema is not None:
+        tensors.update({f"ema.{k}": v.detach().contiguous().clone() for k, v in ema.state.items()})
     for i, state in opt.state_dict()["state"].items():
         for name, value in state.items():
             tensors[f"optim.{i}.{name}"] = torch.as_tensor(value).contiguous().clone()
@@ -241,7 +272,9 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
                               f"({_task_label(meta.get('task'))}), not on the requested task")
     task = task_from_dict(meta["task"])
     model = build_model(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
-    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    # a run with a moving average keeps the averaged weights (the ones it was evaluated with)
+    prefix = "ema." if any(k.startswith("ema.") for k in tensors) else "model."
+    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:
@@ -294,9 +327,16 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if shape.arch != "transformer" and config.hooked_training:
+        raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
     model = build_model(task, shape, config.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    ema = None
+    if config.ema:
+        from interp.regularise import EMA
+
+        ema = EMA(model, config.ema)
     step, history, wall_before = 0, [], 0.0
     identity = {"task": task.to_dict(), "shape": asdict(shape), "config": _resumable(config)}
     if resume and (out / CKPT_META).exists():
@@ -314,6 +354,8 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         sd = opt.state_dict()
         sd["state"] = state
         opt.load_state_dict(sd)
+        if ema is not None:
+            ema.state = {k[4:]: v.clone() for k, v in tensors.items() if k.startswith("ema.")}
         step, history, wall_before = meta["step"], meta["history"], meta["wall_seconds"]
     elif not resume and (out / CKPT_META).exists():
         raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
@@ -328,22 +370,27 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         return wall_before + time.perf_counter() - start
 
     def checkpoint() -> None:
-        _save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall()})
+        _save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall()}, ema)
+
+    def evaluated():  # the weights a run is judged by: the moving average when there is one
+        return ema.averaged(model) if ema is not None else model
 
     while step < config.steps:
         for group in opt.param_groups:
             group["lr"] = config.lr_at(step)
         batch = task.batch(step_rng(config.seed, step), config.batch)
-        loss, _ = _loss(model, batch)
+        loss, _ = _loss(model, batch, config, step)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if config.clip:
             torch.nn.utils.clip_grad_norm_(params, config.clip)
         opt.step()
+        if ema is not None:
+            ema.update(model)
         step += 1
         bar.update(1)
         if step % config.eval_every == 0 or step == config.steps:
-            ev = evaluate(model, task, config.eval_size, config.seed)
+            ev = evaluate(evaluated(), task, config.eval_size, config.seed)
             history.append({"step": step, "train_loss": loss.item(), "loss": ev["loss"], "accuracy": ev["accuracy"],
                             "wall_seconds": round(wall(), 3)})
             best = max(best, ev["accuracy"])
@@ -357,7 +404,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
                 break
     bar.close()
     if not history or history[-1]["step"] != step:
-        ev = evaluate(model, task, config.eval_size, config.seed)
+        ev = evaluate(evaluated(), task, config.eval_size, config.seed)
         history.append({"step": step, "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
         best = max(best, ev["accuracy"])
         checkpoint()

@@ -130,3 +130,61 @@ def test_cli_train(tmp_path):
                           (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds")):
         r = run(*argv)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_regularised_runs_resume_exactly(tmp_path):
+    """Dropout (on blocks and embeddings), attention sharpening and a moving average: an interrupted
+    run resumes onto the same masks and the same average, and ends with the same weights."""
+    task = AutomatonTask(get_automaton("parity"), 8)
+    config = TrainConfig(steps=30, batch=8, eval_every=10, eval_size=64, seed=3, dropout=0.1, embed_dropout=0.1,
+                         sharpen=0.05, ema=0.9)
+    full = train(task, TINY, config, tmp_path / "full", progress=False)
+    train(task, TINY, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), tmp_path / "cut", progress=False)
+    resumed = train(task, TINY, config, tmp_path / "cut", resume=True, progress=False)
+    a, b = load_trained(tmp_path / "full"), load_trained(tmp_path / "cut")
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(x, y), name
+    assert resumed["final_accuracy"] == full["final_accuracy"]
+    # the kept model is the moving average: its held-out accuracy is the one the run reported
+    assert evaluate(a, task, 64, 3)["accuracy"] == full["final_accuracy"]
+
+
+def test_sharpening_lowers_attention_entropy(tmp_path):
+    from interp.model.run import attention_patterns
+
+    task = DyckTask(Dyck(1, 3), 12)
+    words = task.batch(step_rng(9, 0), 32).tokens
+
+    def entropy(directory):
+        pats = attention_patterns(load_trained(directory), words)
+        return float(np.mean([-(p * np.log(np.clip(p, 1e-12, 1))).sum(-1).mean() for p in pats.values()]))
+
+    base = TrainConfig(steps=80, batch=16, eval_every=80, eval_size=32, lr=3e-3)
+    train(task, TINY, base, tmp_path / "plain", progress=False)
+    train(task, TINY, TrainConfig(**{**base.__dict__, "sharpen": 1.0}), tmp_path / "sharp", progress=False)
+    assert entropy(tmp_path / "sharp") < 0.8 * entropy(tmp_path / "plain")
+
+
+def test_a_mixture_of_flip_flop_distributions():
+    task = FFLTask([0.9, 0.98, 0.1], 64)
+    assert task.name == "FFL(0.9|0.98|0.1) (T=64)"
+    again = task_from_dict(json.loads(json.dumps(task.to_dict())))
+    assert again.to_dict() == task.to_dict() == {"kind": "ffl", "p": [0.9, 0.98, 0.1], "length": 64}
+    reads = (task.sequences(step_rng(0, 0), 600)[:, 0::2] == 1).sum(1)
+    assert reads.min() <= 3 and reads.max() >= 20  # sparse (0.98) and dense (0.1) strings both occur
+    with pytest.raises(SandboxError):
+        FFLTask([0.9, 1.5], 64)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dropout", "1.2"], "dropout must be in [0, 1)"),
+    (["--ema", "-0.1"], "ema (a decay) must be in [0, 1)"),
+    (["--sharpen", "-1"], "sharpen (λ) must be ≥ 0"),
+    (["--arch", "lstm", "--sharpen", "1"], "an LSTM has none"),
+])
+def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
+    from interp.cli import main
+
+    code = main(["train", "automaton", "--automaton", "parity", "--steps", "2", "--out", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1

@@ -14,7 +14,7 @@ exactly the batches it would have seen.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -95,26 +95,43 @@ class DyckTask:
 
 
 class FFLTask:
-    """Language modelling of FFL(T, p) (:mod:`interp.tasks.ffl`); loss and accuracy at the reads."""
+    """Language modelling of FFL(T, p) (:mod:`interp.tasks.ffl`); loss and accuracy at the reads.
+
+    ``p`` may be a list: a mixture of training distributions, each string drawing its p uniformly
+    from it (the thesis's fix for glitches: FFL(0.9), FFL(0.98) and FFL(0.1) mixed).
+    """
 
     kind = "ffl"
     VOCAB = ffl.VOCAB
 
-    def __init__(self, p: float = 0.8, length: int = 64) -> None:
+    def __init__(self, p: "float | Sequence[float]" = 0.8, length: int = 64) -> None:
         if length < 4 or length % 2:
             raise AutomatonError(f"flip-flop sequences have an even length ≥ 4, got {length}")
-        self.p, self.length = ffl.check_p(p), int(length)
+        ps = [float(x) for x in p] if isinstance(p, (list, tuple)) else [float(p)]
+        if not ps:
+            raise AutomatonError("a mixture of flip-flop distributions needs at least one p")
+        self.ps = tuple(ffl.check_p(x) for x in ps)
+        self.p: "float | tuple[float, ...]" = self.ps[0] if len(self.ps) == 1 else self.ps
+        self.length = int(length)
 
     @property
     def name(self) -> str:
-        return f"FFL({self.p}) (T={self.length})"
+        return f"FFL({'|'.join(f'{x:g}' for x in self.ps)}) (T={self.length})"
 
     d_vocab = property(lambda self: len(ffl.VOCAB))
     d_vocab_out = property(lambda self: len(ffl.VOCAB))
     n_ctx = property(lambda self: self.length - 1)
 
     def sequences(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return ffl.sample_strings(self.p, size, self.length, rng)
+        if len(self.ps) == 1:
+            return ffl.sample_strings(self.ps[0], size, self.length, rng)
+        which = rng.integers(len(self.ps), size=size)
+        out = np.empty((size, self.length), dtype=np.int64)
+        for i, p in enumerate(self.ps):
+            rows = np.flatnonzero(which == i)
+            if len(rows):
+                out[rows] = ffl.sample_strings(p, len(rows), self.length, rng)
+        return out
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
         seq = self.sequences(rng, size)
@@ -123,7 +140,7 @@ class FFLTask:
         return Batch(tokens, targets, reads, reads)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "p": self.p, "length": self.length}
+        return {"kind": self.kind, "p": self.ps[0] if len(self.ps) == 1 else list(self.ps), "length": self.length}
 
 
 def task_from_dict(d: dict[str, Any]):
