@@ -162,6 +162,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object (rows: one per model and shift)")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
+    s = sub.add_parser("population", help="how the seeds of a sweep agree: attention variation, references, probes")
+    s.add_argument("directory", metavar="DIR", help="the --out directory of `interp train --seeds ... [--grid ...]`")
+    s.add_argument("--samples", type=int, default=64, help="words for the probes and reference scores (default 64)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
+
     s = sub.add_parser("report", help="rebuild report.html of `interp compare` from its files (no model run)")
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp compare`")
 
@@ -531,6 +538,30 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_population(args: argparse.Namespace) -> int:
+    from interp.compare.population import population
+
+    if args.samples < 8:
+        raise SandboxError("--samples must be ≥ 8 (the probes split them into train and test)")
+    result = population(Path(args.directory), samples=args.samples, seed=args.seed, out=args.out)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for name, cell in result["cells"].items():
+        print(f"{name}: {len(cell['runs'])} runs" + (f" — {cell['skipped']}" if "skipped" in cell else ""))
+        if "skipped" in cell:
+            continue
+        print(f"  probe input: {cell['probe_text']}  (random causal patterns: {cell['random_baseline']:.2f})")
+        for head, v in cell["attention_variation"].items():
+            refs = cell["best_reference"].get(head, {})
+            common = max(refs, key=lambda r: refs[r]["heads"]) if refs else "—"
+            print(f"  {head:6s} variation between seeds {v['mean']:.2f} ({v['ratio_to_random']:.2f} × random); "
+                  f"closest reference: {common} in {refs.get(common, {}).get('heads', 0)} of {len(cell['seeds'])} seeds")
+        for latent, p in cell["probes"].items():
+            print(f"  probe {latent}: median {p['median']:.3f} (min {p['min']:.3f}, max {p['max']:.3f})")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from interp.compare.report import write_report
 
@@ -554,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify, "demo": _cmd_demo,
                "train": _cmd_train, "compare": _cmd_compare, "report": _cmd_report,
-               "evaluate": _cmd_evaluate}[args.command]
+               "evaluate": _cmd_evaluate, "population": _cmd_population}[args.command]
     warnings.showwarning = _one_line_warning
     if args.threads is not None:
         if args.threads < 1:

@@ -98,3 +98,25 @@ def test_ray_without_ray_installed_is_a_one_line_error(tmp_path):
              f"'--backend', 'ray', '--out', {str(tmp_path / 'r')!r}]))")
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "needs Ray" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_population_analyses_of_a_sweep(tmp_path, capsys):
+    """Per cell: attention variation between seeds beside the exact random baseline, the references
+    heads match, and the probes' spread."""
+    from interp.compare.population import population
+    from probes.dyck import random_attention_baseline
+
+    grid = parse_grid(["layers=1,2"])
+    run_sweep(TASK, TINY, FEW, tmp_path, [0, 1, 2], grid=grid, workers=1, progress=False)
+    result = population(tmp_path, samples=16, out=tmp_path / "population.json")
+    assert set(result["cells"]) == {"n_layers=1", "n_layers=2"}
+    two = result["cells"]["n_layers=2"]
+    assert two["seeds"] == [0, 1, 2] and set(two["attention_variation"]) == {"L0H0", "L1H0"}
+    v = two["attention_variation"]["L1H0"]
+    assert v["pairs"] == 3 and v["min"] <= v["mean"] <= v["max"]
+    assert two["random_baseline"] == random_attention_baseline(two["positions"])
+    assert sum(r["heads"] for r in two["best_reference"]["L0H0"].values()) == 3
+    assert set(two["probes"]) == {"depth", "stack-top type"} and len(two["probes"]["depth"]["per_seed"]) == 3
+    assert json.loads((tmp_path / "population.json").read_text()) == json.loads(json.dumps(result))
+    assert main(["population", str(tmp_path / "nothing")]) == 2
+    assert "no training runs" in capsys.readouterr().err

@@ -44,7 +44,7 @@ from interp.model.run import attention_patterns, live_heads, require_hooked
 from interp.tasks.batches import FFLTask, step_rng
 from interp.tasks.dyck import Dyck
 
-__all__ = ["compare", "compare_dyck", "comparison_for", "PATTERNS_FILE"]
+__all__ = ["compare", "compare_dyck", "comparison_for", "comparison_of_task", "attention_scores", "PATTERNS_FILE"]
 
 PROBE_TARGET = 0.99  # "the hook where the latent is readable": first hook at this probe accuracy
 PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact accuracy
@@ -71,7 +71,7 @@ def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: 
     return load_trained(directory, expect_task=task.to_dict()), directory
 
 
-def _attention(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
+def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
     """Mean reference scores per head over ``words``, and the canonical pattern rows for matching
     (``probes.attention.match_heads``: Hungarian on the mean TV distance over those rows).
 
@@ -111,7 +111,7 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
         first = next((hook for hook, a in acc.items() if a >= PROBE_TARGET), None)
         best = max(acc, key=acc.get)
         probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best}
-    attention, canon = _attention(comparison, model, heads, example_words)
+    attention, canon = attention_scores(comparison, model, heads, example_words)
     scored = data.targets[data.score_mask]
     chance = float(np.bincount(scored).max() / len(scored)) if len(scored) else float("nan")
     ablation = {"chance": chance}
@@ -269,6 +269,18 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
     raise TypeError(type(x))
+
+
+def comparison_of_task(task: dict[str, Any]) -> Comparison:
+    """The adapter for a training task's description (``task.to_dict()``, e.g. from a run's checkpoint)."""
+    from interp.tasks.batches import task_from_dict
+
+    t = task_from_dict(task)
+    if t.kind == "dyck":
+        return DyckComparison(t.lang, t.length)
+    if t.kind == "ffl":
+        return FFLComparison(t)
+    return AutomatonComparison(t.automaton, t.length)
 
 
 def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None,

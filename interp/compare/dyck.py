@@ -54,7 +54,10 @@ class DyckComparison(AfterBos):
     def example_word(self, seed: int) -> np.ndarray:
         from probes.dyck import PROBE_INPUT
 
-        return self.lang.encode(PROBE_INPUT) if self.lang.k == 2 else self.lang.sample(1, 16, seed=seed)[0]
+        fits = self.length - 1  # the twin reads BOS + the word
+        if self.lang.k == 2 and self.lang.D >= 4 and len(PROBE_INPUT) <= fits:
+            return self.lang.encode(PROBE_INPUT)
+        return self.lang.sample(1, min(16, fits), seed=seed)[0]
 
     def display_tokens(self, model, word: Sequence[int]) -> list[str]:
         return ["BOS", *(self.lang.bracket_names[b] for b in word)]
