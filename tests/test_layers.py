@@ -4,9 +4,10 @@ floor 0  interp.errors, interp.files, interp.viz           no project imports
 floor 1  interp.tasks.*  (what is true)                      floor 0 only
          interp.model.*  (how weights are held and run)      floor 0 only — tasks and model do not know each other
 floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
-         interp.verify.*, interp.train                       floors 0-1
+         interp.verify.*, interp.train, interp.sweep,        floors 0-1
+         interp.regularise
 floor 3  interp.compare.*, interp.evaluate                   the only parts of interp that import constructions / probes
-floor 4  interp.demo, interp.cli, interp.__main__
+floor 4  interp.demo, interp.cli.*, interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare report never imports the analysis.
 """
@@ -69,11 +70,11 @@ def floor(module: str) -> tuple[int, str]:
         return 0, "base"
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
-                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")),
+                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
-    if module in ("interp.demo", "interp.cli", "interp.__main__"):
+    if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
         return 4, "cli"
     raise AssertionError(f"{module} has no floor: place it in tests/test_layers.py and the README")
 

@@ -1,0 +1,64 @@
+"""The ``interp`` command (also ``python -m interp``).
+
+Every error a user can cause prints one line on stderr and exits with status 2; ``verify``
+exits 1 when the model is not exact. Heavy imports (torch, TransformerLens) happen only in
+the commands that build or run models, so ``interp list`` starts fast. Each module registers
+its commands: :mod:`~interp.cli.constructions` (list, info, build, verify),
+:mod:`~interp.cli.training` (train, population), :mod:`~interp.cli.analysis` (compare, evaluate,
+report, demo).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from typing import Callable, Sequence
+
+from interp.cli import analysis, constructions, training
+from interp.cli.common import Parser
+from interp.errors import SandboxError
+
+__all__ = ["main"]
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
+    p = Parser(prog="interp", description="sandbox-lens: exact transformer constructions for automata.")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch CPU threads (default: torch's choice; small models on a busy machine often run "
+                        "several times faster with 1)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for module in (constructions, training, analysis):
+        handlers.update(module.register(sub))
+    return p, handlers
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"interp: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, handlers = _parser()
+    args = parser.parse_args(argv)
+    handler = handlers[args.command]
+    warnings.showwarning = _one_line_warning
+    if args.threads is not None:
+        if args.threads < 1:
+            print("interp: error: --threads must be ≥ 1", file=sys.stderr)
+            return 2
+        import torch
+
+        torch.set_num_threads(args.threads)
+    try:
+        return handler(args)
+    except SandboxError as e:
+        print(f"interp: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interp: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `interp list | head`: the reader left, nothing to report
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - keep Python's exit flush quiet
+        return 0

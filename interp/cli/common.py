@@ -1,0 +1,70 @@
+"""What the commands share: a parser that fails in one line, the automaton and construction
+arguments, ``-O KEY=VALUE`` options."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Sequence
+
+from interp.errors import SandboxError
+
+__all__ = ["Parser", "automaton_args", "construction_args", "parse_options", "load_automaton"]
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2 (argparse's default status)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascade: bool = False) -> None:
+    # Constructions check for themselves (ffl needs no automaton); `info` always needs one.
+    g = p.add_mutually_exclusive_group(required=not cascade)
+    g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
+    g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
+    if cascade:
+        g.add_argument("--cascade-file", metavar="PATH",
+                       help="krohn_rhodes: a cascade JSON file (see README), simulated instead of an automaton")
+        g.add_argument("--dyck", metavar="K,D", help="dyck: the language Dyck_{K,D} (K bracket types, depth ≤ D)")
+    if saved_model:
+        g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")
+
+
+def construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
+    p.add_argument("construction", nargs="?" if saved_model else None, help="construction name (see `interp list`)")
+    automaton_args(p, saved_model, cascade=True)
+    p.add_argument("--length", "-T", type=int, required=not saved_model, metavar="T",
+                   help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""))
+    p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
+                   help="construction option, e.g. -O code=circle (repeatable)")
+    p.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SandboxError(f"option {pair!r} must look like KEY=VALUE")
+        opts[key.replace("-", "_")] = _number(value)
+    return opts
+
+
+def _number(value: str) -> Any:
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def load_automaton(args: argparse.Namespace):
+    if args.automaton_file:
+        from interp.tasks.automata import load_automaton_file
+
+        return load_automaton_file(args.automaton_file)
+    from interp.tasks.catalogue import get_automaton
+
+    return get_automaton(args.automaton)

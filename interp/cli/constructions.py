@@ -1,0 +1,188 @@
+"""`interp list`, `info`, `build`, `verify`: the catalogue and the constructions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
+from interp.errors import SandboxError
+
+__all__ = ["register"]
+
+
+def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the `interp` parser; return their handlers."""
+    s = sub.add_parser("list", help="list constructions and catalogue automata")
+    s.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("info", help="describe an automaton and its transformation semigroup")
+    automaton_args(s)
+    s.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("build", help="build a construction and save it (safetensors + JSON)")
+    construction_args(s)
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--seed", type=int, default=0, help="dyck: seed of the balanced variant's random scores")
+
+    s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
+    construction_args(s, saved_model=True)
+    s.add_argument("--samples", type=int, default=None,
+                   help="random inputs: automaton words at the full length (default 1000); Dyck prefixes or FFL strings per band (default 200)")
+    s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
+                   help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--seed", type=int, default=0, help="seed of the random samples (dyck: also of the balanced scores)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+
+    return {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify}
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from constructions.registry import REGISTRY
+    from interp.tasks.catalogue import CATALOGUE
+
+    if args.json:
+        print(json.dumps({
+            "constructions": {n: e.describe() for n, e in REGISTRY.items()},
+            "automata": [{"name": e.pattern, "doc": e.doc, "examples": list(e.examples)} for e in CATALOGUE],
+        }, indent=2))
+        return 0
+    print("Constructions:")
+    for name, e in REGISTRY.items():
+        opts = [f"{n}={'|'.join(map(str, o.choices)) if o.choices else o.type.__name__}" for n, o in e.options.items()
+                if o.cli and n != "seed"]
+        print(f"  {name:16s} {e.theorem:13s} {e.summary}" + (f" (options: {', '.join(opts)})" if opts else ""))
+    print("\nAutomata (catalogue names):")
+    for e in CATALOGUE:
+        print(f"  {e.pattern:20s} {e.doc}  e.g. {', '.join(e.examples)}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from constructions.krohn_rhodes import describe_path
+    from interp.tasks.groups import transformation_semigroup
+
+    a = load_automaton(args)
+    sg = transformation_semigroup(a)
+    info = {
+        "name": a.name,
+        "states": a.n_states,
+        "symbols": a.n_symbols,
+        "initial": a.states[a.initial],
+        "description": a.description,
+        "semigroup_size": sg.size,
+        "is_group": sg.is_group,
+        "group_order": sg.group_order,
+        "solvable": sg.is_solvable,
+        "krohn_rhodes": describe_path(a),
+    }
+    if args.json:
+        print(json.dumps({**info, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        for k, v in info.items():
+            print(f"{k:15s} {v}")
+    return 0
+
+
+def _build_spec(args: argparse.Namespace):
+    from constructions.registry import REGISTRY, build
+
+    options = parse_options(args.option)
+    entry = REGISTRY.get(args.construction)
+    if entry is not None:
+        settable = {n for n, o in entry.options.items() if o.cli} | set(entry.deprecated) | ({"q"} if entry.takes == "dyck" else set())
+        hidden = sorted(set(options) - settable)
+        if hidden:
+            raise SandboxError(f"{args.construction}: unknown option(s) {', '.join(hidden)} "
+                               f"(allowed: {', '.join(sorted(settable)) or 'none'})")
+    sources = [a for a in ("automaton", "automaton_file", "cascade_file", "dyck") if getattr(args, a, None)]
+    if args.variant and args.construction != "dyck":
+        raise SandboxError("--variant goes with the dyck construction")
+    if entry is not None and entry.takes == "ffl":
+        if sources:
+            raise SandboxError(f"the {args.construction} construction models the flip-flop language and takes no automaton "
+                               "(for the flip-flop automaton: `memory --automaton flipflop`)")
+        return None, build(args.construction, None, args.length, **options)
+    if not sources:
+        raise SandboxError("one of --automaton NAME, --automaton-file PATH, --cascade-file PATH, --dyck K,D is required"
+                           + (" (or --model DIR)" if hasattr(args, "model") else ""))
+    if getattr(args, "dyck", None) or (entry is not None and entry.takes == "dyck"):
+        from interp.tasks.dyck import Dyck, parse_dyck_spec
+
+        if entry is None or entry.takes != "dyck" or not args.dyck:
+            raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
+        k, D = parse_dyck_spec(args.dyck)
+        try:
+            q = float(options.pop("q", 0.5))
+        except ValueError:
+            raise SandboxError("dyck: option q must be a number in (0, 1)") from None
+        lang = Dyck(k, D, q)
+        options.setdefault("variant", args.variant or "stack")
+        options.setdefault("seed", args.seed)
+        return lang, build(args.construction, lang, args.length, **options)
+    if args.cascade_file:
+        from interp.tasks.cascade import load_cascade_file
+
+        if args.construction != "krohn_rhodes":
+            raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
+        options["cascade"] = load_cascade_file(args.cascade_file)
+        automaton = options["cascade"].automaton()
+    else:
+        automaton = load_automaton(args)
+    return automaton, build(args.construction, automaton, args.length, **options)
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from interp.model.hooked import to_hooked
+    from interp.model.saved import save_model
+
+    automaton, spec = _build_spec(args)
+    if args.dtype not in spec.verified_dtypes:
+        raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
+    out = save_model(to_hooked(spec, dtype=args.dtype), args.out)
+    shape = spec.shape_summary()
+    target = automaton.name if automaton is not None else "the flip-flop language"
+    print(f"built {spec.name} for {target} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
+    print("  " + ", ".join(f"{k}={v}" for k, v in shape.items()))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from interp.verify import verify
+
+    if args.model:
+        from interp.model.saved import load_model
+
+        if args.option:
+            raise SandboxError("--option applies when building; a saved model already has its options")
+        target, automaton = load_model(args.model, expect_construction=args.construction), None
+    else:
+        if not args.construction or args.length is None:
+            raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
+        source, target = _build_spec(args)
+        automaton = source if target.task["kind"] == "automaton" else None  # a language travels with its spec
+    r = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
+               seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(r.to_dict()))
+        return 0 if r.exact else 1
+    verdict = "EXACT" if r.exact else "NOT EXACT"
+    print(f"{verdict}: {r.construction} on {r.task}, T ≤ {r.length}, {r.dtype}: accuracy {r.accuracy:.6f} over "
+          f"{r.checked} {r.checked_unit} ({r.sequences} inputs; exhaustive up to length {r.exhaustive_upto}, "
+          f"{r.samples} sampled{' per band' if r.kind != 'automaton' else f' at T={r.length}'})")
+    if "max_tv" in r.details:
+        print(f"  max total-variation distance to the exact next-token distribution {r.details['max_tv']:.2e} "
+              f"({r.details['accuracy_rule']})")
+    for band, v in r.details.get("bands", {}).items():
+        n = v.get("prefixes", v.get("reads"))
+        extra = f", max TV {v['max_tv']:.2e}" if "max_tv" in v else ""
+        print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({n} {r.checked_unit}{extra})")
+    print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
+    for mm in r.mismatches:
+        print(f"  mismatch at output {mm.position}: expected {mm.expected}, got {mm.predicted}; "
+              f"after ...{' '.join(mm.inputs[-12:])}")
+    return 0 if r.exact else 1

@@ -1,0 +1,180 @@
+"""`interp train` (one run, or a sweep of seeds × a grid) and `interp population`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from interp.cli.common import load_automaton
+from interp.errors import SandboxError
+
+__all__ = ["register"]
+
+
+def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the `interp` parser; return their handlers."""
+    s = sub.add_parser("train", help="train a HookedTransformer on a task (checkpoints, resume, replicates)")
+    s.add_argument("task", choices=["automaton", "dyck", "ffl", "flipflop"],
+                   help="automaton, dyck or ffl (the flip-flop language; `flipflop` is its old name)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--automaton", metavar="NAME", help="automaton task: catalogue name")
+    g.add_argument("--automaton-file", metavar="PATH", help="automaton task: JSON automaton file")
+    g.add_argument("--dyck", metavar="K,D", help="dyck task: Dyck_{K,D}")
+    g.add_argument("--ffl", "--flipflop", dest="ffl", metavar="P[,P...]",
+                   help="ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1")
+    s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, ffl 64)")
+    s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
+    s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
+    s.add_argument("--d-head", type=int), s.add_argument("--d-mlp", type=int)
+    s.add_argument("--norm", choices=["LN", "none"])
+    s.add_argument("--pos", choices=["learned", "sinusoidal", "none", "linear"],
+                   help="position embedding (default learned; the others are fixed, so longer inputs can be evaluated)")
+    s.add_argument("--arch", choices=["transformer", "lstm"], default="transformer",
+                   help="transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer)")
+    s.add_argument("--hidden", type=int, metavar="H", help="lstm: hidden width (default 128)")
+    s.add_argument("--n-ctx", type=int, metavar="N",
+                   help="model context (default: the training length's); larger, with --pos other than learned, "
+                        "lets `interp evaluate --length` go past the training length")
+    s.add_argument("--steps", type=int, default=2000), s.add_argument("--batch", type=int, default=32)
+    s.add_argument("--lr", type=float, default=1e-3), s.add_argument("--weight-decay", type=float, default=0.01)
+    s.add_argument("--warmup", type=int, default=100), s.add_argument("--clip", type=float, default=1.0)
+    s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine")
+    s.add_argument("--eval-every", type=int, default=100), s.add_argument("--eval-size", type=int, default=512)
+    s.add_argument("--dropout", type=float, default=0.0, help="dropout on every block's attention and MLP output")
+    s.add_argument("--embed-dropout", type=float, default=0.0, help="dropout on the embeddings")
+    s.add_argument("--sharpen", type=float, default=0.0, metavar="λ",
+                   help="attention sharpening: λ × mean attention entropy (nats) added to the loss")
+    s.add_argument("--ema", type=float, default=0.0, metavar="γ",
+                   help="keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9)")
+    s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
+    s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
+    s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
+    s.add_argument("--workers", type=int,
+                   help="several runs: processes of the local pool, or CPUs of a local Ray runtime (default: CPU cores)")
+    s.add_argument("--grid", nargs="+", default=[], metavar="KEY=V1,V2",
+                   help="a sweep over settings, e.g. lr=1e-3,3e-3 layers=1,2 (one run directory per cell and seed)")
+    s.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="several runs: a local process pool, or Ray tasks (a local runtime, or the cluster in RAY_ADDRESS)")
+    s.add_argument("--resume", action="store_true",
+                   help="one run: continue it from its checkpoint (sweeps always skip finished runs and resume the rest)")
+    s.add_argument("--out", required=True, metavar="DIR")
+
+    s = sub.add_parser("population", help="how the seeds of a sweep agree: attention variation, references, probes")
+    s.add_argument("directory", metavar="DIR", help="the --out directory of `interp train --seeds ... [--grid ...]`")
+    s.add_argument("--samples", type=int, default=64, help="words for the probes and reference scores (default 64)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
+
+    return {"train": _cmd_train, "population": _cmd_population}
+
+
+def _parse_seeds(text: str) -> list[int]:
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise SandboxError(f"--seeds expects numbers and ranges like 0-9 or 1,3,5; got {text!r}")
+        seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    if not seeds or len(seeds) > 1000:
+        raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
+    return seeds
+
+
+def _training_task(args: argparse.Namespace):
+    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
+
+    if args.task == "flipflop":
+        warnings.warn("`interp train flipflop` is now `interp train ffl` (the flip-flop language)", FutureWarning)
+        args.task = "ffl"
+    if args.task == "automaton":
+        if not (args.automaton or args.automaton_file):
+            raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
+        return AutomatonTask(load_automaton(args), args.length or 32)
+    if args.automaton or args.automaton_file:
+        raise SandboxError(f"--automaton goes with `train automaton`, not `train {args.task}`")
+    if args.task == "dyck":
+        from interp.tasks.dyck import Dyck, parse_dyck_spec
+
+        if not args.dyck or args.ffl is not None:
+            raise SandboxError("train dyck needs --dyck K,D")
+        k, D = parse_dyck_spec(args.dyck)
+        return DyckTask(Dyck(k, D, args.q), args.length or 28)
+    if args.dyck:
+        raise SandboxError("--dyck goes with `train dyck`")
+    if args.ffl is None:
+        return FFLTask(0.8, args.length or 64)
+    try:
+        ps = [float(x) for x in args.ffl.split(",")]
+    except ValueError:
+        raise SandboxError(f"--ffl takes probabilities separated by commas, got {args.ffl!r}") from None
+    return FFLTask(ps if len(ps) > 1 else ps[0], args.length or 64)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from interp.train import TrainConfig, default_shape
+
+    task = _training_task(args)
+    base = default_shape(task, args.arch)
+    if args.arch == "lstm" and any(getattr(args, k) is not None for k in ("heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
+        raise SandboxError("--heads, --d-head, --d-mlp, --norm, --pos and --n-ctx describe a transformer; "
+                           "an LSTM takes --layers, --d-model (embedding) and --hidden")
+    shape = replace(base, **{k: v for k, v in {
+        "n_layers": args.layers, "d_model": args.d_model, "n_heads": args.heads, "d_head": args.d_head,
+        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx,
+        "hidden": args.hidden}.items()
+        if v is not None})
+    config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
+                         warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
+                         eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes,
+                         dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema)
+    seeds = _parse_seeds(args.seeds)
+    out = Path(args.out)
+    if len(seeds) == 1 and not args.grid and args.backend == "local":
+        from interp.train import train
+
+        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty())
+        print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
+              f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
+        return 0
+    from interp.sweep import parse_grid, run_sweep
+
+    s = run_sweep(task, shape, config, out, seeds, grid=parse_grid(args.grid), backend=args.backend,
+                  workers=args.workers, progress=sys.stderr.isatty())
+    runs = len(s["runs"])
+    print(f"{task.name}: {len(s['cells'])} cell(s) × {len(seeds)} seed(s), {s['trained_now']} of {runs} runs trained now; "
+          f"best accuracy {s['best_accuracy']:.4f}, median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
+    for c in s["cells"] if len(s["cells"]) > 1 else []:
+        print(f"  {c['cell']:40s} best {c['best_accuracy']:.4f}  median {c['median_best_accuracy']:.4f}  "
+              f"at target {c['runs_at_target']}/{len(seeds)}")
+    return 0
+
+
+def _cmd_population(args: argparse.Namespace) -> int:
+    from interp.compare.population import population
+
+    if args.samples < 8:
+        raise SandboxError("--samples must be ≥ 8 (the probes split them into train and test)")
+    result = population(Path(args.directory), samples=args.samples, seed=args.seed, out=args.out)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for name, cell in result["cells"].items():
+        print(f"{name}: {len(cell['runs'])} runs" + (f" — {cell['skipped']}" if "skipped" in cell else ""))
+        if "skipped" in cell:
+            continue
+        print(f"  probe input: {cell['probe_text']}  (random causal patterns: {cell['random_baseline']:.2f})")
+        for head, v in cell["attention_variation"].items():
+            refs = cell["best_reference"].get(head, {})
+            common = max(refs, key=lambda r: refs[r]["heads"]) if refs else "—"
+            print(f"  {head:6s} variation between seeds {v['mean']:.2f} ({v['ratio_to_random']:.2f} × random); "
+                  f"closest reference: {common} in {refs.get(common, {}).get('heads', 0)} of {len(cell['seeds'])} seeds")
+        for latent, p in cell["probes"].items():
+            print(f"  probe {latent}: median {p['median']:.3f} (min {p['min']:.3f}, max {p['max']:.3f})")
+    return 0
