@@ -1,5 +1,6 @@
 """Training options the thesis uses beyond plain AdamW: dropout (also on the embeddings), an
-attention-entropy penalty that sharpens attention, and an exponential moving average of the weights.
+attention-entropy penalty that sharpens attention, random position shifts (length
+generalisation), and an exponential moving average of the weights.
 
 Dropout masks come from a generator seeded by (seed, step), like the batches, so an interrupted run
 resumes onto the very masks it would have drawn; the moving average is part of the checkpoint.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["training_hooks", "attention_entropy", "EMA"]
+__all__ = ["training_hooks", "attention_entropy", "contrastive_penalty", "EMA"]
 
 
 def _dropout(p: float, generator) -> Callable:
@@ -18,6 +19,19 @@ def _dropout(p: float, generator) -> Callable:
     def hook(x, hook):
         keep = torch.rand(x.shape, generator=generator, dtype=x.dtype) >= p
         return x * keep / (1.0 - p)
+
+    return hook
+
+
+def _shifted_positions(model, config, step: int) -> Callable:
+    """The thesis's random position shift: one offset in 0..pos_shift per batch, from (seed, step)."""
+    from interp.tasks.batches import step_rng
+
+    offset = int(step_rng(config.seed, step, stream=6).integers(0, config.pos_shift + 1))
+
+    def hook(pos_embed, hook):  # [batch, pos, d_model]: rows offset..offset+pos of W_pos
+        n = pos_embed.shape[1]
+        return model.pos_embed.W_pos[offset: offset + n].unsqueeze(0).expand_as(pos_embed)
 
     return hook
 
@@ -33,6 +47,8 @@ def training_hooks(model, config, step: int, patterns: list) -> list[tuple[str, 
 
     hooks: list[tuple[str, Callable]] = []
     generator = torch.Generator().manual_seed(int(config.seed) * 1_000_003 + int(step))
+    if config.pos_shift:
+        hooks.append(("hook_pos_embed", _shifted_positions(model, config, step)))
     if config.embed_dropout:
         hooks.append((hook_name("resid_pre", 0), _dropout(config.embed_dropout, generator)))
     if config.dropout:
@@ -53,6 +69,26 @@ def attention_entropy(patterns: list) -> Any:
 
     rows = [-(p * torch.log(p.clamp_min(1e-12))).sum(-1).mean() for p in patterns]
     return torch.stack(rows).mean()
+
+
+def contrastive_penalty(model, tokens, logits, lang, seed: int, step: int) -> Any:
+    """The Dyck balance regulariser (thesis eq. 3.40): the squared change of the logits on a batch
+    when r nested matched pairs are put before it, r ~ U{1..D} with uniformly random types (one draw
+    per step, from (seed, step)); BOS stays first; the mean over positions of the sum over the
+    vocabulary. A model that generalises in length perfectly pays nothing."""
+    import numpy as np
+    import torch
+
+    from interp.tasks.batches import step_rng
+
+    rng = step_rng(seed, step, stream=7)
+    r = int(rng.integers(1, lang.D + 1))
+    types = rng.integers(lang.k, size=r)
+    pairs = np.concatenate([2 * types, (2 * types + 1)[::-1]]) + 1  # tokens: 1 + bracket index
+    B = tokens.shape[0]
+    shifted = np.concatenate([tokens[:, :1], np.broadcast_to(pairs, (B, 2 * r)), tokens[:, 1:]], axis=1)
+    moved = model(torch.from_numpy(np.ascontiguousarray(shifted)), return_type="logits")[:, 1 + 2 * r:]
+    return ((moved - logits[:, 1:]) ** 2).sum(-1).mean()
 
 
 class EMA:

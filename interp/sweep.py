@@ -96,13 +96,13 @@ def cells(shape: ModelShape, config: TrainConfig, grid: dict[str, list[Any]]) ->
 
 def _job(args: tuple) -> dict[str, Any]:
     """One run, in whatever process the backend chose: one thread, resume if a checkpoint exists."""
-    task_dict, shape, config, out = args
+    task_dict, shape, config, out, init_spec = args
     import torch
 
     torch.set_num_threads(1)
     out = Path(out)
     resume = (out / "checkpoint.json").exists()
-    return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False)
+    return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False, init_spec=init_spec)
 
 
 def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig) -> dict[str, Any] | None:
@@ -113,9 +113,10 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
         m = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None  # half-written by a killed run: train it again from its checkpoint
-    same = (m.get("task") == task_dict and m.get("shape") == asdict(shape)
+    as_json = json.loads(json.dumps({"shape": asdict(shape), "config": asdict(config)}))  # tuples are lists there
+    same = (m.get("task") == task_dict and m.get("shape") == as_json["shape"]
             and {k: v for k, v in m.get("config", {}).items() if k not in ("max_minutes", "target_accuracy")}
-            == {k: v for k, v in asdict(config).items() if k not in ("max_minutes", "target_accuracy")})
+            == {k: v for k, v in as_json["config"].items() if k not in ("max_minutes", "target_accuracy")})
     if not same:
         raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
     return m
@@ -173,7 +174,7 @@ def _figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, seeds: Sequence[int],
               grid: dict[str, list[Any]] | None = None, backend: str = "local", workers: int | None = None,
-              progress: bool = True) -> dict[str, Any]:
+              progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
     """Train every (cell, seed) that has not finished; write and return ``OUT/summary.json``."""
     if backend not in BACKENDS:
         raise SweepError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -193,7 +194,7 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
     done = {i: _finished(d, task_dict, s, c) for i, (_, _, _, d, s, c) in enumerate(plan)}
     todo = [i for i, m in done.items() if m is None]
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3])) for i in todo]
+    jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
     desc = f"{len(todo)} of {len(plan)} runs"
     if jobs:
         if backend == "ray":

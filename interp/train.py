@@ -100,6 +100,11 @@ class TrainConfig:
     embed_dropout: float = 0.0  # on the embeddings entering block 0
     sharpen: float = 0.0  # λ: nats of attention entropy added to the loss (thesis §3.5's sharpening)
     ema: float = 0.0  # decay γ of a moving average of the weights (0: off); evaluated and kept
+    pos_shift: int = 0  # each batch adds a random 0..pos_shift to the position indices (length generalisation)
+    contrastive: float = 0.0  # λ of the Dyck balance regulariser (eq. 3.40); needs n_ctx ≥ length + 2D
+    init: str = ""  # what the initial weights of ``init_layers`` came from (e.g. "dyck variant=stack")
+    init_layers: tuple[str, ...] = ()  # parameter-name prefixes copied from that construction
+    freeze: tuple[str, ...] = ()  # parameter-name prefixes left untrained (e.g. "embed", "blocks.0")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
@@ -113,11 +118,19 @@ class TrainConfig:
             raise SandboxError(f"ema (a decay) must be in [0, 1), got {self.ema}")
         if not self.sharpen >= 0.0:
             raise SandboxError(f"sharpen (λ) must be ≥ 0, got {self.sharpen}")
+        if not self.contrastive >= 0.0:
+            raise SandboxError(f"contrastive (λ) must be ≥ 0, got {self.contrastive}")
+        if self.pos_shift < 0:
+            raise SandboxError(f"pos_shift must be ≥ 0, got {self.pos_shift}")
+        if bool(self.init) != bool(self.init_layers):
+            raise SandboxError("init (where weights come from) and init_layers (which ones) go together")
+        object.__setattr__(self, "init_layers", tuple(self.init_layers))
+        object.__setattr__(self, "freeze", tuple(self.freeze))
 
     @property
     def hooked_training(self) -> bool:
         """True when a training step needs forward hooks (dropout or the entropy penalty)."""
-        return bool(self.dropout or self.embed_dropout or self.sharpen)
+        return bool(self.dropout or self.embed_dropout or self.sharpen or self.pos_shift)
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -176,7 +189,7 @@ def build_model(task, shape: ModelShape, seed: int = 0):
     return model
 
 
-def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0) -> tuple[Any, Any]:
+def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task: Any = None) -> tuple[Any, Any]:
     """Cross-entropy on the batch's loss mask; with ``config``, the training-time regularisers too."""
     import torch
 
@@ -195,6 +208,10 @@ def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0) -> t
         from interp.regularise import attention_entropy
 
         loss = loss + config.sharpen * attention_entropy(patterns)
+    if config is not None and config.contrastive:
+        from interp.regularise import contrastive_penalty
+
+        loss = loss + config.contrastive * contrastive_penalty(model, batch.tokens, logits, task.lang, config.seed, step)
     return loss, logits
 
 
@@ -320,8 +337,12 @@ def _card(task, meta: dict[str, Any]):
 
 # -- training ------------------------------------------------------------------------------------
 def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
-          progress: bool = True) -> dict[str, Any]:
-    """Train one model; returns (and writes) its metrics. See the module docstring."""
+          progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
+    """Train one model; returns (and writes) its metrics. See the module docstring.
+
+    ``init_spec`` (a construction's :class:`~interp.model.spec.ConstructionSpec` of the same shape)
+    supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
+    """
     import torch
     from tqdm import tqdm
 
@@ -330,7 +351,19 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     if shape.arch != "transformer" and config.hooked_training:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
     model = build_model(task, shape, config.seed)
+    if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
+        raise SandboxError(f"--pos-shift {config.pos_shift} needs a context of at least "
+                           f"{task.n_ctx + config.pos_shift} positions (--n-ctx)")
+    if config.contrastive:
+        if task.kind != "dyck":
+            raise SandboxError("the contrastive (balance) regulariser is defined for Dyck tasks")
+        if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + 2 * task.lang.D:
+            raise SandboxError(f"--contrastive puts up to {task.lang.D} matched pairs before each input: it needs a "
+                               f"transformer with --n-ctx ≥ {task.n_ctx + 2 * task.lang.D}")
+    _initialise_and_freeze(model, config, init_spec)
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise SandboxError("every parameter is frozen: nothing to train")
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     ema = None
     if config.ema:
@@ -338,7 +371,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
 
         ema = EMA(model, config.ema)
     step, history, wall_before = 0, [], 0.0
-    identity = {"task": task.to_dict(), "shape": asdict(shape), "config": _resumable(config)}
+    identity = {"task": task.to_dict(), "shape": json.loads(json.dumps(asdict(shape))), "config": _resumable(config)}
     if resume and (out / CKPT_META).exists():
         meta, tensors = _read_checkpoint(out)
         for key, value in identity.items():
@@ -379,7 +412,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         for group in opt.param_groups:
             group["lr"] = config.lr_at(step)
         batch = task.batch(step_rng(config.seed, step), config.batch)
-        loss, _ = _loss(model, batch, config, step)
+        loss, _ = _loss(model, batch, config, step, task)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if config.clip:
@@ -419,9 +452,39 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     return metrics
 
 
+def _initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
+    """Copy ``config.init_layers`` from the construction ``init_spec`` (its exact TransformerLens
+    weights, same shapes) and freeze ``config.freeze``; a prefix that names no parameter is refused."""
+    import torch
+
+    names = [n for n, _ in model.named_parameters()]
+    for prefix in (*config.init_layers, *config.freeze):
+        if not any(n == prefix or n.startswith(prefix + ".") for n in names):
+            raise SandboxError(f"{prefix!r} names no parameter of the model (e.g. embed, pos_embed, blocks.0, "
+                               f"blocks.1.attn, unembed)")
+    if config.init_layers:
+        if init_spec is None:
+            raise SandboxError(f"the config starts from {config.init!r}, but no construction was given")
+        from interp.model.hooked import state_dict_arrays
+
+        arrays = state_dict_arrays(init_spec)
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, p in params.items():
+                if any(name == x or name.startswith(x + ".") for x in config.init_layers):
+                    if name not in arrays or tuple(arrays[name].shape) != tuple(p.shape):
+                        got = tuple(arrays[name].shape) if name in arrays else "nothing"
+                        raise SandboxError(f"cannot start {name} {tuple(p.shape)} from {config.init} ({got}): "
+                                           f"the twin needs the construction's shape")
+                    p.copy_(torch.as_tensor(arrays[name], dtype=p.dtype))
+    for name, p in model.named_parameters():
+        if any(name == x or name.startswith(x + ".") for x in config.freeze):
+            p.requires_grad_(False)
+
+
 def _resumable(config: TrainConfig) -> dict[str, Any]:
-    """The config fields that must match to resume (a new time budget or target is fine)."""
-    d = asdict(config)
+    """The config fields that must match to resume (a new time budget or target is fine), as JSON has them."""
+    d = json.loads(json.dumps(asdict(config)))
     d.pop("max_minutes")
     d.pop("target_accuracy")
     return d

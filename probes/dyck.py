@@ -25,7 +25,7 @@ from interp.model.run import attention_patterns
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
            "random_attention_baseline_mc",
-           "balance_violation", "layer_patterns"]
+           "balance_violation", "balance_violation_of_model", "layer_patterns"]
 
 #: The thesis's probe input for attention variation (dyck.md §5.2: "[[[[]]]](((())))").
 PROBE_INPUT = "[[[[]]]](((())))"
@@ -99,8 +99,7 @@ def balance_violation(spec) -> float:
         raise ConstructionError("balance_violation needs a dyck construction's spec")
     lang = Dyck(spec.task["k"], spec.task["D"], spec.task["q"])
     layout = spec.layout
-    slots = lang.token_depth_pairs()
-    index = {s: i for i, s in enumerate(slots)}
+    index = {s: i for i, s in enumerate(lang.token_depth_pairs())}
     w_q, w_k, w_v, w_o = spec.blocks[1].heads[0].matrices()
 
     def e(token: int, depth: int) -> np.ndarray:  # layer-1 output, position features left out
@@ -108,11 +107,59 @@ def balance_violation(spec) -> float:
         x[layout.index("joint", index[(token, depth)])] = 1.0
         return x
 
-    keys = [e(t, d) for t, d in slots]
+    return _beta(lang, e, lambda q, k: float((q @ w_q) @ (k @ w_k)), lambda k: k @ w_v @ w_o)
+
+
+def balance_violation_of_model(model, lang: Dyck, head: int = 0) -> float:
+    """β read off a trained two-layer model (Theorem 2 for twins, thesis Fig. 3.40): e(token, depth)
+    is the model's own input to its last layer at an occurrence of that token at that depth, minus
+    the position embedding there; scores and values are the last layer's head ``head`` as trained
+    (biases and the 1/√d_head scale included). Meaningful for a minimal first layer (a twin started
+    from the construction's first layer, ``interp train --init-from dyck``); LayerNorm is refused."""
+    import torch
+
+    from interp.model.run import hook_name, require_hooked
+
+    require_hooked(model, "balance violation")
+    cfg = model.cfg
+    if cfg.normalization_type is not None:
+        raise ConstructionError("balance_violation_of_model needs a model without LayerNorm (the score must be "
+                                "bilinear in the layer-2 input); train with --norm none or --init-from dyck")
+    last = cfg.n_layers - 1
+    attn = model.blocks[last].attn
+    W_Q, W_K, W_V, W_O = (x[head].detach().double().numpy() for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
+    b_Q, b_K, b_V = (x[head].detach().double().numpy() for x in (attn.b_Q, attn.b_K, attn.b_V))
+    scale = 1.0 / np.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
+    W_pos = model.pos_embed.W_pos.detach().double().numpy()
+    cache: dict[tuple[int, int], np.ndarray] = {}
+    for token, depth in lang.token_depth_pairs():
+        if token == 0:
+            word: list[int] = []
+        elif (token - 1) % 2 == 0:  # open bracket of type i at depth d: d opens of type i
+            word = [token - 1] * depth
+        else:  # close of type i landing at depth d: d + 1 opens, the last of type i, then its close
+            word = [0] * depth + [token - 2, token - 1]
+        if len(word) + 1 > cfg.n_ctx:
+            raise ConstructionError(f"the model's context ({cfg.n_ctx}) is too short for depth {depth}")
+        ids = model.card.io.encode(np.asarray(word, dtype=np.int64))
+        with torch.inference_mode():
+            _, c = model.run_with_cache(torch.from_numpy(ids), names_filter=[hook_name("resid_pre", last)])
+        pos = ids.shape[1] - 1
+        cache[(token, depth)] = c[hook_name("resid_pre", last)][0, pos].double().numpy() - W_pos[pos]
+
+    return _beta(lang, lambda t, d: cache[(t, d)],
+                 lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),
+                 lambda k: (k @ W_V + b_V) @ W_O)
+
+
+def _beta(lang: Dyck, e, score, value) -> float:
+    """β = mean over closing queries ρ and matched pairs of ‖u(close) + u(open)‖ / P(ρ), with
+    u(κ, ρ) = exp(score(ρ, κ))·value(κ) (dyck.md §3.5–3.6)."""
+    keys = [e(t, d) for t, d in lang.token_depth_pairs()]
 
     def u(key: np.ndarray, query: np.ndarray) -> np.ndarray:
         # every ratio below has u(·, ρ) for one ρ on both sides, so shift the scores by their max
-        return np.exp(float((query @ w_q) @ (key @ w_k)) - shift) * (key @ w_v @ w_o)
+        return np.exp(score(query, key) - shift) * value(key)
 
     opn = lambda i, d: e(1 + 2 * i, d)  # noqa: E731 - tiny local helpers read like the paper
     cls = lambda i, d: e(2 + 2 * i, d)  # noqa: E731
@@ -121,7 +168,7 @@ def balance_violation(spec) -> float:
     for j in range(lang.k):
         for dq in range(1, lang.D):
             rho = cls(j, dq)  # a closing query at depth dq
-            shift = max(float((rho @ w_q) @ (key @ w_k)) for key in keys)
+            shift = max(score(rho, key) for key in keys)
             # P(ρ): the attention output on BOS, a stack t̃ of depth dq, then open_j close_j (eq. 3.34–3.35)
             Qs = {}
             for stack in itertools.product(range(lang.k), repeat=dq):

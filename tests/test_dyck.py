@@ -180,3 +180,30 @@ def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_exact_with_many_samples_at_long_lengths(variant):
     assert_exact(verify(build_dyck(Dyck(2, 4), 1000, variant), samples=200, seed=9))
+
+
+def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty():
+    """β from a model's own weights equals β from the spec on the constructions; the contrastive
+    regulariser (eq. 3.40) costs an exact construction nothing and a random network something."""
+    import torch
+
+    from constructions import build, build_model
+    from interp.regularise import contrastive_penalty
+    from interp.tasks.batches import DyckTask, step_rng
+    from interp.train import ModelShape, build_model as twin_model
+    from probes.dyck import balance_violation_of_model
+
+    lang = Dyck(2, 4)
+    for variant, control in (("uniform", ""), ("balanced", ""), ("stack", ""), ("balanced", "unscaled")):
+        spec = build("dyck", lang, 40, variant=variant, as_printed=control)
+        assert balance_violation_of_model(to_hooked(spec), lang) == pytest.approx(balance_violation(spec), abs=1e-6)  # float32
+    task = DyckTask(lang, 28)
+    batch = task.batch(step_rng(0, 0), 16)
+    exact = build_model("dyck", lang, 40, variant="balanced")
+    random = twin_model(task, ModelShape(n_layers=2, d_model=32, n_heads=1, n_ctx=40), seed=0)
+    with torch.inference_mode():
+        costs = {}
+        for name, model in (("exact", exact), ("random", random)):
+            logits = model(torch.from_numpy(batch.tokens), return_type="logits")
+            costs[name] = float(contrastive_penalty(model, batch.tokens, logits, lang, seed=0, step=3))
+    assert costs["exact"] < 1e-6 < 1e-2 < costs["random"]

@@ -188,3 +188,42 @@ def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
     code = main(["train", "automaton", "--automaton", "parity", "--steps", "2", "--out", str(tmp_path / "r"), *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_twin_started_from_a_construction_keeps_its_frozen_first_layer(tmp_path, capsys):
+    """--init-from dyck: the twin takes the construction's shape and its exact first layer, frozen;
+    only layer 2 and the read-out learn. Resuming needs no construction (the checkpoint has it all)."""
+    from constructions import build
+    from interp.cli import main
+    from interp.model.hooked import state_dict_arrays
+
+    argv = ["train", "dyck", "--dyck", "2,4", "-T", "12", "--init-from", "dyck", "--steps", "20", "--eval-every", "10",
+            "--out", str(tmp_path / "t")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    model = load_trained(tmp_path / "t")
+    exact = state_dict_arrays(build("dyck", Dyck(2, 4), 11))
+    trained = dict(model.named_parameters())
+    for name in ("embed.W_E", "pos_embed.W_pos", "blocks.0.attn.W_Q", "blocks.0.mlp.W_in"):
+        assert np.array_equal(trained[name].detach().double().numpy(), np.float32(exact[name])), name
+    assert not np.array_equal(trained["blocks.1.attn.W_Q"].detach().numpy(), np.float32(exact["blocks.1.attn.W_Q"]))
+    config = json.loads((tmp_path / "t" / "metrics.json").read_text())["config"]
+    assert config["init"] == "dyck T=11" and config["freeze"] == ["embed", "pos_embed", "blocks.0"]
+    assert main(["train", "dyck", "--dyck", "2,4", "-T", "12", "--init-from", "dyck", "--layers", "3",
+                 "--out", str(tmp_path / "u")]) == 2
+    assert "construction's shape" in capsys.readouterr().err
+    assert main(["train", "dyck", "--dyck", "2,4", "-T", "12", "--freeze", "blocks.9", "--steps", "2",
+                 "--out", str(tmp_path / "v")]) == 2
+    assert "names no parameter" in capsys.readouterr().err
+
+
+def test_random_position_shifts_train_and_resume_exactly(tmp_path):
+    task = AutomatonTask(get_automaton("parity"), 8)
+    shape = ModelShape(n_layers=1, d_model=16, n_heads=2, positional="sinusoidal", n_ctx=9 + 20)
+    config = TrainConfig(steps=20, batch=8, eval_every=10, eval_size=32, seed=2, pos_shift=20)
+    full = train(task, shape, config, tmp_path / "full", progress=False)
+    train(task, shape, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), tmp_path / "cut", progress=False)
+    resumed = train(task, shape, config, tmp_path / "cut", resume=True, progress=False)
+    assert resumed["final_accuracy"] == full["final_accuracy"]
+    with pytest.raises(SandboxError, match="needs a context of at least 29"):
+        train(task, ModelShape(n_layers=1, d_model=16, n_heads=2, n_ctx=20), config, tmp_path / "short", progress=False)

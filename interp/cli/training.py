@@ -50,6 +50,17 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="attention sharpening: λ × mean attention entropy (nats) added to the loss")
     s.add_argument("--ema", type=float, default=0.0, metavar="γ",
                    help="keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9)")
+    s.add_argument("--contrastive", type=float, default=0.0, metavar="λ",
+                   help="dyck: the balance regulariser (thesis eq. 3.40) with weight λ; needs --n-ctx ≥ length + 2D")
+    s.add_argument("--pos-shift", type=int, default=0, metavar="S",
+                   help="add a random 0..S to the position indices of each batch (needs --n-ctx ≥ length + S)")
+    s.add_argument("--init-from", metavar="NAME[:VARIANT]",
+                   help="start from a construction's exact weights (e.g. dyck, dyck:uniform, ffl, modular_counter); "
+                        "the twin takes the construction's shape")
+    s.add_argument("--init-layers", nargs="+", metavar="PREFIX", default=["embed", "pos_embed", "blocks.0"],
+                   help="with --init-from: the parameters copied (default: embed pos_embed blocks.0)")
+    s.add_argument("--freeze", nargs="+", metavar="PREFIX",
+                   help="parameters left untrained, e.g. embed pos_embed blocks.0 (default with --init-from: the copied ones)")
     s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
     s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
@@ -133,20 +144,25 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
                          warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
                          eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes,
-                         dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema)
+                         dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema,
+                         pos_shift=args.pos_shift, freeze=tuple(args.freeze or ()), contrastive=args.contrastive)
+    init_spec = None
+    if args.init_from:
+        shape, config, init_spec = _init_from(args, task, shape, config)
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     if len(seeds) == 1 and not args.grid and args.backend == "local":
         from interp.train import train
 
-        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty())
+        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty(),
+                  init_spec=init_spec)
         print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
               f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
         return 0
     from interp.sweep import parse_grid, run_sweep
 
     s = run_sweep(task, shape, config, out, seeds, grid=parse_grid(args.grid), backend=args.backend,
-                  workers=args.workers, progress=sys.stderr.isatty())
+                  workers=args.workers, progress=sys.stderr.isatty(), init_spec=init_spec)
     runs = len(s["runs"])
     print(f"{task.name}: {len(s['cells'])} cell(s) × {len(seeds)} seed(s), {s['trained_now']} of {runs} runs trained now; "
           f"best accuracy {s['best_accuracy']:.4f}, median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
@@ -154,6 +170,40 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"  {c['cell']:40s} best {c['best_accuracy']:.4f}  median {c['median_best_accuracy']:.4f}  "
               f"at target {c['runs_at_target']}/{len(seeds)}")
     return 0
+
+
+def _init_from(args: argparse.Namespace, task, shape, config):
+    """The construction a twin starts from, the twin's shape (the construction's), and the config."""
+    from dataclasses import replace
+
+    from constructions import build
+    from interp.train import ModelShape
+
+    if args.arch != "transformer":
+        raise SandboxError("--init-from starts a transformer from a construction's weights")
+    if any(getattr(args, k) is not None for k in ("layers", "d_model", "heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
+        raise SandboxError("--init-from takes the construction's shape; leave out --layers, --d-model, --heads, "
+                           "--d-head, --d-mlp, --norm, --pos and --n-ctx")
+    name, _, variant = args.init_from.partition(":")
+    # room for what the regularisers put before an input: position shifts, the contrastive pairs
+    extra = max(args.pos_shift, 2 * task.lang.D if args.contrastive and task.kind == "dyck" else 0)
+    if task.kind == "dyck":
+        spec = build(name, task.lang, task.length - 1 + extra, **({"variant": variant} if variant else {}))
+    elif task.kind == "ffl":
+        spec = build(name, None, task.length - 1 + extra)
+    else:
+        spec = build(name, task.automaton, task.length + extra)
+        if spec.io.prefix != (0,) or spec.io.symbol_tokens != tuple(range(1, task.automaton.n_symbols + 1)):
+            raise SandboxError(f"{name} reads its inputs with another token layout than the twin (BOS, then the "
+                               f"symbols); it cannot be a starting point")
+    if variant and name != "dyck":
+        raise SandboxError(f"--init-from {args.init_from}: only dyck has variants")
+    twin = ModelShape(n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, d_head=spec.d_head,
+                      d_mlp=spec.d_mlp, normalization="none", positional="learned", n_ctx=spec.n_ctx)
+    layers = tuple(args.init_layers)
+    config = replace(config, init=f"{spec.name}" + (f" variant={variant}" if variant else "") + f" T={spec.max_length}",
+                     init_layers=layers, freeze=config.freeze or layers)
+    return twin, config, spec
 
 
 def _cmd_population(args: argparse.Namespace) -> int:
