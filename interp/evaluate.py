@@ -7,8 +7,9 @@ A :class:`Shift` is one evaluation set, drawn from the task with one thing chang
   ones), the length (``length``: beyond the training length needs a twin with fixed positions);
 * the flip-flop language — the ignore probability p of FFL(p) (sparse 0.98, dense 0.1, …) and the
   length; errors are counted per read and per string (the thesis's "any glitch" criterion);
-* Dyck — the length band of the prefixes (2–28, 400–500, 900–1000 as `verify dyck` uses) and the
-  open-bracket probability q.
+* Dyck — the length band of the prefixes (2–28, 400–500, 900–1000 as `verify dyck` uses), the
+  open-bracket probability q, and a smaller maximum depth D' (the closing bracket is still the
+  one that matches the stack top).
 
 :func:`evaluate` runs every model on the *same* words of every shift and reports, per model and
 shift, ``accuracy`` (over the scored outputs), ``final_accuracy`` (the last scored output of each
@@ -132,15 +133,23 @@ def ffl_shifts(length: int, ps: Sequence[float] = (0.8, 0.98, 0.1)) -> list[Shif
     return out
 
 
-def dyck_shifts(lang: Dyck, bands: Sequence[tuple[int, int]], qs: Sequence[float] = ()) -> list[Shift]:
+def dyck_shifts(lang: Dyck, bands: Sequence[tuple[int, int]], qs: Sequence[float] = (),
+                depths: Sequence[int] = ()) -> list[Shift]:
+    """Per length band: the training law, then each other open-bracket probability ``qs``, then each
+    maximum depth in ``depths`` (prefixes of Dyck_{k,D'} with D' ≤ D: deeper words are not in the
+    model's language)."""
+    settings = [(lang.q, lang.D), *((float(q), lang.D) for q in qs), *((lang.q, int(d)) for d in depths)]
     out = []
-    for q in [lang.q, *qs]:
+    for q, D in settings:
         if not 0.0 < float(q) < 1.0:
             raise ShiftError(f"q must lie in (0, 1), got {q}")
+        if not 1 <= D <= lang.D:
+            raise ShiftError(f"a depth shift D' must lie in 1..{lang.D} (the model's language has depth ≤ {lang.D}), got {D}")
         for lo, hi in bands:
             if not 2 <= lo <= hi:
                 raise ShiftError(f"a length band needs 2 ≤ lo ≤ hi, got {lo}-{hi}")
-            out.append(Shift(f"{lo}-{hi}, q={float(q):g}", "dyck", {"band": (int(lo), int(hi)), "q": float(q)}))
+            label = f"{lo}-{hi}, q={float(q):g}" + (f", D={D}" if D != lang.D else "")
+            out.append(Shift(label, "dyck", {"band": (int(lo), int(hi)), "q": float(q), "D": int(D)}))
     return out
 
 
@@ -230,7 +239,7 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
         elif kind == "ffl":
             inputs = ffl.sample_ffl(shift.params["p"], samples, shift.params["length"], step_rng(seed + i, 0, stream=5))
         else:
-            lang = Dyck(source.k, source.D, shift.params["q"])
+            lang = Dyck(source.k, shift.params.get("D", source.D), shift.params["q"])
             inputs = lang.closing_prefixes(samples, shift.params["band"], seed=seed + i)
         for name, model in models.items():
             if kind == "automaton":
@@ -238,7 +247,7 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
             elif kind == "ffl":
                 row = _evaluate_ffl(model, shift, inputs)
             else:
-                row = _evaluate_dyck(model, Dyck(source.k, source.D, shift.params["q"]), shift, inputs)
+                row = _evaluate_dyck(model, Dyck(source.k, shift.params.get("D", source.D), shift.params["q"]), shift, inputs)
             rows.append({"model": name, **row})
     return rows
 

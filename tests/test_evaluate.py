@@ -131,3 +131,18 @@ def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path
     code = main(["train", "automaton", "--automaton", "parity", "--arch", "lstm", "--heads", "2", "--out",
                  str(tmp_path / "x")])
     assert code == 2 and "an LSTM takes" in capsys.readouterr().err
+
+
+def test_dyck_shifts_of_band_q_and_depth_are_exact_for_the_construction():
+    from constructions import build_model
+    from interp.evaluate import dyck_shifts
+    from interp.tasks.dyck import Dyck
+
+    lang = Dyck(2, 4)
+    shifts = dyck_shifts(lang, [(2, 28), (90, 100)], qs=[0.3], depths=[2])
+    assert [s.label for s in shifts] == ["2-28, q=0.5", "90-100, q=0.5", "2-28, q=0.3", "90-100, q=0.3",
+                                         "2-28, q=0.5, D=2", "90-100, q=0.5, D=2"]
+    rows = evaluate({"stack": build_model("dyck", lang, 100)}, shifts, samples=40)
+    assert all(r["accuracy"] == 1.0 and r["inputs"] == 40 for r in rows)
+    with pytest.raises(Exception, match="depth shift"):
+        dyck_shifts(lang, [(2, 28)], depths=[5])

@@ -47,6 +47,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--ffl", metavar="P,P,...", help="ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)")
     s.add_argument("--bands", nargs="+", metavar="LO-HI", help="dyck: length bands (default: as `verify dyck`)")
     s.add_argument("--q", nargs="+", type=float, default=[], metavar="Q", help="dyck: other open-bracket probabilities")
+    s.add_argument("--depths", nargs="+", type=int, default=[], metavar="D",
+                   help="dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)")
     s.add_argument("--samples", type=int, default=500, help="inputs per shift (default 500)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--no-skyline", action="store_true", help="leave out the exact construction's rows")
@@ -102,7 +104,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     trained = card.options.get("trained_length", card.max_length)
     default_length = min(trained, model.cfg.n_ctx - len(card.io.prefix))
     length = default_length if args.length is None else args.length
-    given = {"automaton": ("probs", "counts", "count_symbol"), "ffl": ("ffl",), "dyck": ("bands", "q")}
+    given = {"automaton": ("probs", "counts", "count_symbol"), "ffl": ("ffl",), "dyck": ("bands", "q", "depths")}
     for other, opts in given.items():
         for opt in opts if other != kind else ():
             if getattr(args, opt):
@@ -134,7 +136,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 bands.append((int(lo), int(hi)))
         else:
             bands = default_bands(length)
-        shifts = dyck_shifts(source, bands, args.q)
+        shifts = dyck_shifts(source, bands, args.q, args.depths)
     models = {name: model}
     if not args.no_skyline:
         top = max(s.length() for s in shifts)
