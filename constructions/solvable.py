@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from interp.errors import ConstructionError
-from interp.tasks.groups import compose
+from interp.tasks.groups import compose, cycle_notation  # noqa: F401 - cycle_notation: public here too
 
 __all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power",
            "cycle_notation"]
@@ -53,21 +53,6 @@ def power(f: Map, k: int) -> Map:
     for _ in range(k):
         out = compose(f, out)
     return out
-
-
-def cycle_notation(g: Map) -> str:
-    """Cycle notation, e.g. "(0 1 2)(3 4)"; "e" for the identity."""
-    seen, cycles = set(), []
-    for start in range(len(g)):
-        if start in seen or g[start] == start:
-            continue
-        cycle, q = [], start
-        while q not in seen:
-            seen.add(q)
-            cycle.append(q)
-            q = g[q]
-        cycles.append("(" + " ".join(map(str, cycle)) + ")")
-    return "".join(cycles) or "e"
 
 
 def _closure(generators: Sequence[Map], identity: Map) -> list[Map]:

@@ -128,6 +128,8 @@ def symmetric_thesis(n: int) -> Semiautomaton:
     permutations in ``itertools.permutations`` order until there are 8."""
     import itertools
 
+    from interp.tasks.groups import cycle_notation
+
     _bound("S<n>-thesis", n, 3, 6)
     arrays = [list(range(n)), [(i + 1) % n for i in range(n)], _cycle(0, 1, degree=n)]
     for perm in itertools.permutations(range(n)):
@@ -135,24 +137,9 @@ def symmetric_thesis(n: int) -> Semiautomaton:
             break
         if list(perm) not in arrays:
             arrays.append(list(perm))
-    gens = {_array_name(a): a for a in arrays}
+    gens = {cycle_notation(a): a for a in arrays}
     return permutation_automaton(f"S{n}-thesis", n, gens, True,
                                  f"symmetric group S_{n} acting on itself, the thesis's 8 generators")
-
-
-def _array_name(arr: list[int]) -> str:
-    """Cycle notation of a permutation array (``e`` for the identity)."""
-    seen, cycles = set(), []
-    for start in range(len(arr)):
-        if start in seen or arr[start] == start:
-            continue
-        cycle, x = [], start
-        while x not in seen:
-            seen.add(x)
-            cycle.append(x)
-            x = arr[x]
-        cycles.append("(" + " ".join(map(str, cycle)) + ")")
-    return "".join(cycles) or "e"
 
 
 def alternating(n: int, regular: bool = False) -> Semiautomaton:

@@ -21,7 +21,7 @@ from functools import cached_property
 from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError
 
-__all__ = ["TransformationSemigroup", "transformation_semigroup", "compose"]
+__all__ = ["TransformationSemigroup", "transformation_semigroup", "compose", "cycle_notation"]
 
 Map = tuple[int, ...]
 
@@ -111,3 +111,18 @@ def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIG
                         )
         frontier = nxt
     return TransformationSemigroup(automaton.n_states, gens, frozenset(seen))
+
+
+def cycle_notation(g: tuple[int, ...] | list[int]) -> str:
+    """Cycle notation of a permutation given as an array, e.g. "(0 1 2)(3 4)"; "e" for the identity."""
+    seen, cycles = set(), []
+    for start in range(len(g)):
+        if start in seen or g[start] == start:
+            continue
+        cycle, q = [], start
+        while q not in seen:
+            seen.add(q)
+            cycle.append(q)
+            q = g[q]
+        cycles.append("(" + " ".join(map(str, cycle)) + ")")
+    return "".join(cycles) or "e"
