@@ -34,7 +34,7 @@ from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
 from interp.model.run import predict  # noqa: E402
 from interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
-from interp.model.hooked import to_hooked
+from interp.model.hooked import to_hooked  # noqa: E402
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)
