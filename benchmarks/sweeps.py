@@ -3,8 +3,9 @@
 The same runs (a small Dyck_{1,2} model, every run from scratch) through :func:`interp.sweep.run_sweep`
 three ways in one process, so the ratios compare like with like on this machine at this moment:
 the local pool with 1 worker, with 2 workers, and Ray tasks on a local runtime of 2 CPUs. Prints
-runs per minute and the ratios 2 workers / 1 worker and Ray / local pool (2 each); Ray's figure
-includes starting its runtime, as a user's first sweep would.
+runs per minute and the ratios 2 workers / 1 worker and Ray / local pool (2 each). Imports are
+warmed up first (the local pool forks a warm process); Ray's figure includes starting its runtime and
+its workers' imports, as a user's first sweep would.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--steps", type=int, default=100)
     args = ap.parse_args()
+    timed("local", 1, 1, 5)  # warm-up: imports (TransformerLens) happen once, outside every timing
     rows = {}
     for label, backend, workers in (("local, 1 worker", "local", 1), ("local, 2 workers", "local", 2),
                                     ("ray, 2 CPUs", "ray", 2)):
