@@ -53,8 +53,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         return 0
     print("Constructions:")
     for name, e in REGISTRY.items():
-        opts = [f"{n}={'|'.join(map(str, o.choices)) if o.choices else o.type.__name__}" for n, o in e.options.items()
-                if o.cli and n != "seed"]
+        opts = [f"{n}={'|'.join(str(c) for c in o.choices if c != '') if o.choices else o.type.__name__}"
+                for n, o in e.options.items() if o.cli and n != "seed"]
         print(f"  {name:16s} {e.theorem:13s} {e.summary}" + (f" (options: {', '.join(opts)})" if opts else ""))
     print("\nAutomata (catalogue names):")
     for e in CATALOGUE:
