@@ -170,7 +170,7 @@ def one_hot_readout(layout: Layout, subspace: str, alpha: float = READOUT_ALPHA)
 
 def bos_token_io(n_symbols: int) -> TokenIO:
     """Token 0 is BOS (the attention sink / the write of q0); symbol σ is token 1 + σ."""
-    return TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, n_symbols + 1)))
+    return TokenIO.after_bos(n_symbols)
 
 
 def previous_token_head(layout: Layout, length: int, copies: Sequence[tuple[str, str]],

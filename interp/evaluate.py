@@ -202,15 +202,12 @@ def _evaluate_ffl(model, shift: Shift, strings: np.ndarray) -> dict[str, Any]:
 
 
 def _evaluate_dyck(model, lang: Dyck, shift: Shift, prefixes: list[np.ndarray]) -> dict[str, Any]:
-    from interp.verify.dyck import next_token_probabilities
+    from interp.verify.dyck import closing_only, next_token_probabilities, predicted_bracket
 
-    probs = next_token_probabilities(model, prefixes)
-    lenient = 1.0 - lang.q <= lang.q / lang.k  # the thesis's argmax would tie with an open bracket
-    ok = []
-    for w, p in zip(prefixes, probs):  # the thesis's accuracy: the last (closing) bracket of each prefix
-        row = p[len(w) - 1]
-        pred = 2 * int(np.argmax(row[1::2])) + 1 if lenient else int(np.argmax(row))
-        ok.append(pred == int(w[-1]))
+    lenient = closing_only(lang)
+    # the thesis's accuracy: the last (closing) bracket of each prefix, predicted after the rest
+    ok = [predicted_bracket(p[len(w) - 1], lenient) == int(w[-1])
+          for w, p in zip(prefixes, next_token_probabilities(model, prefixes))]
     ok_arr = np.asarray(ok)
     return _row(shift.label, shift.params, ok_arr[:, None], np.ones((len(ok_arr), 1), dtype=bool), ok_arr)
 
@@ -226,8 +223,8 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
         raise ShiftError("nothing to evaluate")
     kind, source = task_of(next(iter(models.values())))
     for name, model in models.items():
-        if task_of(model)[0] != kind:
-            raise ShiftError(f"{name} models another task ({task_of(model)[0]}, not {kind})")
+        if model.card.kind != kind:
+            raise ShiftError(f"{name} models another task ({model.card.kind}, not {kind})")
         for shift in shifts:
             if shift.kind != kind:
                 raise ShiftError(f"a {shift.kind} shift ({shift.label}) does not apply to a {kind} model")

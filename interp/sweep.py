@@ -26,7 +26,7 @@ import numpy as np
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
 from interp.tasks.batches import task_from_dict
-from interp.train import METRICS, ModelShape, TrainConfig, train
+from interp.train import METRICS, ModelShape, TrainConfig, run_identity, train
 
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 
@@ -113,11 +113,8 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
         m = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None  # half-written by a killed run: train it again from its checkpoint
-    as_json = json.loads(json.dumps({"shape": asdict(shape), "config": asdict(config)}))  # tuples are lists there
-    same = (m.get("task") == task_dict and m.get("shape") == as_json["shape"]
-            and {k: v for k, v in m.get("config", {}).items() if k not in ("max_minutes", "target_accuracy")}
-            == {k: v for k, v in as_json["config"].items() if k not in ("max_minutes", "target_accuracy")})
-    if not same:
+    recorded = run_identity(m.get("task"), m.get("shape", {}), m.get("config", {}))
+    if recorded != run_identity(task_dict, shape, config):
         raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
     return m
 

@@ -317,7 +317,7 @@ def _card(task, meta: dict[str, Any]):
         outputs, tokens = task.lang.bracket_names, ["BOS", *task.lang.bracket_names]
     else:
         outputs, tokens = list(FFLTask.VOCAB), list(FFLTask.VOCAB)
-    io = TokenIO((0,), tuple(range(1, n_sym + 1))) if not isinstance(task, FFLTask) else TokenIO((), (0, 1, 2, 3, 4))
+    io = TokenIO.after_bos(n_sym) if not isinstance(task, FFLTask) else TokenIO((), tuple(range(len(FFLTask.VOCAB))))
     shape = ModelShape(**meta["shape"])
     # Learned positions past the training context never received a gradient: such a twin is only
     # defined up to its training length. Fixed codes (sinusoidal, linear, none) reach n_ctx.
@@ -371,7 +371,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
 
         ema = EMA(model, config.ema)
     step, history, wall_before = 0, [], 0.0
-    identity = {"task": task.to_dict(), "shape": json.loads(json.dumps(asdict(shape))), "config": _resumable(config)}
+    identity = run_identity(task.to_dict(), shape, config)
     if resume and (out / CKPT_META).exists():
         meta, tensors = _read_checkpoint(out)
         for key, value in identity.items():
@@ -482,9 +482,14 @@ def _initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
             p.requires_grad_(False)
 
 
-def _resumable(config: TrainConfig) -> dict[str, Any]:
-    """The config fields that must match to resume (a new time budget or target is fine), as JSON has them."""
-    d = json.loads(json.dumps(asdict(config)))
-    d.pop("max_minutes")
-    d.pop("target_accuracy")
-    return d
+#: Settings a continued run may change: a new time budget or target does not make it another run.
+FREE_TO_CHANGE = ("max_minutes", "target_accuracy")
+
+
+def run_identity(task_dict: dict[str, Any], shape: Any, config: Any) -> dict[str, Any]:
+    """What makes two runs the same run, as JSON holds it (``shape``/``config``: dataclasses or the
+    dicts a checkpoint or ``metrics.json`` recorded): resuming or skipping a run needs all of it equal."""
+    as_json = json.loads(json.dumps({"shape": shape if isinstance(shape, dict) else asdict(shape),
+                                     "config": config if isinstance(config, dict) else asdict(config)}))
+    config_d = {k: v for k, v in as_json["config"].items() if k not in FREE_TO_CHANGE}
+    return {"task": task_dict, "shape": as_json["shape"], "config": config_d}

@@ -177,6 +177,7 @@ def _init_from(args: argparse.Namespace, task, shape, config):
     from dataclasses import replace
 
     from constructions import build
+    from interp.model.card import TokenIO
     from interp.train import ModelShape
 
     if args.arch != "transformer":
@@ -193,7 +194,7 @@ def _init_from(args: argparse.Namespace, task, shape, config):
         spec = build(name, None, task.length - 1 + extra)
     else:
         spec = build(name, task.automaton, task.length + extra)
-        if spec.io.prefix != (0,) or spec.io.symbol_tokens != tuple(range(1, task.automaton.n_symbols + 1)):
+        if spec.io != TokenIO.after_bos(task.automaton.n_symbols):
             raise SandboxError(f"{name} reads its inputs with another token layout than the twin (BOS, then the "
                                f"symbols); it cannot be a starting point")
     if variant and name != "dyck":

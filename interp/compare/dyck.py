@@ -29,7 +29,7 @@ class DyckComparison(AfterBos):
     def __init__(self, lang: Dyck, length: int = 28) -> None:
         self.lang, self.length = lang, int(length)
         self.task = DyckTask(lang, length)
-        self.io = TokenIO((0,), tuple(range(1, lang.n_brackets + 1)))
+        self.io = TokenIO.after_bos(lang.n_brackets)
 
     @property
     def title(self) -> str:

@@ -45,6 +45,11 @@ class TokenIO:
     prefix: tuple[int, ...]
     symbol_tokens: tuple[int, ...]
 
+    @staticmethod
+    def after_bos(n_symbols: int) -> "TokenIO":
+        """Token 0 is BOS (the attention sink / the write of q0); symbol σ is token 1 + σ."""
+        return TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, n_symbols + 1)))
+
     @property
     def n_symbols(self) -> int:
         return len(self.symbol_tokens)

@@ -50,9 +50,8 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
         if length is not None and int(length) != card.max_length:
             raise LengthError(f"this {kind} model was built for length {card.max_length}; the length must match "
                               f"(or be left out)")
-    if kind == "dyck" or bands is not None:
-        if kind != "dyck":
-            raise ConstructionError("length bands apply to Dyck models")
+    if bands is not None and kind != "dyck":
+        raise ConstructionError("length bands apply to Dyck models")
     n = DEFAULT_SAMPLES.get(kind, 0) if samples is None else int(samples)
     common = dict(samples=n, exhaustive_upto=exhaustive_upto, seed=seed, max_mismatches=max_mismatches)
     if kind == "automaton":

@@ -25,7 +25,7 @@ from interp.errors import ConstructionError, LengthError
 from interp.model.run import logits
 from interp.verify.result import Mismatch, Verification, model_shape
 
-__all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "dyck_of"]
+__all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "dyck_of", "closing_only", "predicted_bracket"]
 
 #: Exhaustive checks enumerate every valid prefix of length K; refuse beyond this many.
 MAX_EXHAUSTIVE_PREFIXES = 1 << 18
@@ -36,6 +36,17 @@ def dyck_of(card) -> Dyck:
     if task.get("kind") != "dyck":
         raise ConstructionError(f"{card.construction} is not a Dyck model")
     return Dyck(task["k"], task["D"], task["q"])
+
+
+def closing_only(lang: Dyck) -> bool:
+    """True when the thesis's argmax must run over the closing brackets only: when 1 − q ≤ q/k the
+    exact distribution ties an open bracket with the close."""
+    return 1.0 - lang.q <= lang.q / lang.k
+
+
+def predicted_bracket(probs: np.ndarray, lenient: bool) -> int:
+    """The bracket a next-token distribution predicts (over the closes only when ``lenient``)."""
+    return 2 * int(np.argmax(probs[1::2])) + 1 if lenient else int(np.argmax(probs))
 
 
 def default_bands(max_length: int) -> list[tuple[int, int]]:
@@ -93,7 +104,7 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
     if not checks:
         raise ConstructionError("nothing to check: no exhaustive length and no length band")
 
-    lenient = 1.0 - lang.q <= lang.q / lang.k  # the thesis's argmax would tie with an open bracket
+    lenient = closing_only(lang)
     rule = "argmax over the closing brackets" if lenient else "argmax over all brackets"
     total_ok = total = prefixes = 0
     max_tv = 0.0
@@ -107,7 +118,7 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
             tv_band = max(tv_band, float(0.5 * np.abs(probs - exact).sum(axis=1).max()))
             positions = [len(w)] if last_only else [t for t in range(1, len(w) + 1) if w[t - 1] % 2 == 1]
             for t in positions:  # predict w_t from the model's output after w_{t−1}
-                pred = 2 * int(np.argmax(probs[t - 1][1::2])) + 1 if lenient else int(np.argmax(probs[t - 1]))
+                pred = predicted_bracket(probs[t - 1], lenient)
                 ok = pred == int(w[t - 1])
                 ok_band += ok
                 n_band += 1
