@@ -17,6 +17,8 @@ floor 3  ``interp.compare`` — constructed vs trained; its report is rebuilt fr
                              imports the analysis. ``interp.evaluate`` — models under shift beside
                              the exact construction. The only parts of ``interp`` that import
                              constructions (and, for compare, probes).
+         ``interp.experiments`` — the thesis's learning claims, one command each: populations,
+                             shifts, probes and the construction, a report from files.
 floor 4  ``interp.demo``, ``interp.cli``.
 
 The same three task names everywhere: ``automaton``, ``dyck``, ``ffl``. Light modules import

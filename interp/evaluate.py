@@ -188,8 +188,11 @@ def _evaluate_automaton(model, a: Semiautomaton, shift: Shift, words: np.ndarray
 
 
 def _evaluate_ffl(model, shift: Shift, strings: np.ndarray) -> dict[str, Any]:
+    # the last token is the final read's answer: nothing is predicted after it, and a twin's context
+    # (T − 1 tokens, as it was trained) does not hold it
     written, reads = ffl.read_targets(strings)
-    pred = predict(model, strings)
+    written, reads = written[:, :-1], reads[:, :-1]
+    pred = predict(model, strings[:, :-1])
     ok = (pred == written) & reads
     wrong = reads & ~ok
     last_read = np.where(reads.any(axis=1), reads.shape[1] - 1 - np.argmax(reads[:, ::-1], axis=1), -1)

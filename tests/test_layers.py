@@ -6,10 +6,12 @@ floor 1  interp.tasks.*  (what is true)                      floor 0 only
 floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
          interp.verify.*, interp.train, interp.sweep,        floors 0-1
          interp.regularise
-floor 3  interp.compare.*, interp.evaluate                   the only parts of interp that import constructions / probes
+floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
+         interp.experiments.*
 floor 4  interp.demo, interp.cli.*, interp.__main__
 
-Nothing imports upward, there is no import cycle, and the compare report never imports the analysis.
+Nothing imports upward, there is no import cycle, and the compare and experiment reports never import
+the analyses.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def floor(module: str) -> tuple[int, str]:
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
                           ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
-                          ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate"))):
+                          ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
+                          ("interp.experiments", (3, "experiments"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
@@ -86,7 +89,8 @@ ALLOWED = {
     "verify": {"tasks", "model"}, "train": {"tasks", "model"},
     "compare": {"tasks", "model", "verify", "train", "constructions", "probes"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
-    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate"},
+    "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate"},
+    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments"},
     "base": set(),
 }
 
@@ -136,8 +140,9 @@ def test_no_import_cycles():
             visit(m)
 
 
-def test_the_report_does_not_import_the_analysis():
-    reachable, todo = set(), ["interp.compare.report"]
+@pytest.mark.parametrize("report", ["interp.compare.report", "interp.experiments.report"])
+def test_the_report_does_not_import_the_analysis(report):
+    reachable, todo = set(), [report]
     while todo:
         m = todo.pop()
         for t in GRAPH[m]:
@@ -145,7 +150,8 @@ def test_the_report_does_not_import_the_analysis():
                 reachable.add(t)
                 todo.append(t)
     assert not reachable & {"interp.compare.analyse", "interp.compare.automaton", "interp.compare.dyck",
-                            "interp.compare.ffl", "interp.model.run", "interp.train"}
+                            "interp.compare.ffl", "interp.model.run", "interp.train", "interp.experiments.base",
+                            "interp.evaluate", "interp.sweep"}
     assert not any(t.startswith(("constructions", "probes")) for t in reachable), reachable
 
 

@@ -1,0 +1,135 @@
+"""An experiment's report: ``OUT/report.html`` rendered from ``OUT/results.json`` and its PNG figures
+alone (no model is run, nothing outside floor 0 is imported), self-contained (figures inlined), and
+the index page of several experiments."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from interp.errors import CheckpointError
+from interp.files import atomic_write
+from interp.viz import png_data_uri
+
+__all__ = ["write_report", "write_index", "read_results"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.text{text-align:left}img{max-width:100%}
+code{background:#f5f5f5;padding:1px 3px}.note{color:#555;font-size:0.92em}
+.v-reproduced{background:#e3f4e3}.v-differs{background:#fdf3d7}.v-not-reproduced{background:#f9dede}
+.v-not-tested{background:#eee}figure{margin:1.5em 0}figcaption{color:#444;font-size:0.92em}
+"""
+
+
+def read_results(out: str | Path) -> dict[str, Any]:
+    path = Path(out) / "results.json"
+    if not path.is_file():
+        raise CheckpointError(f"no experiment results in {out} (results.json missing; run `interp experiment` first)")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e})") from None
+
+
+def _cell(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.3e}"
+    return html.escape(str(x))
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _claims(claims: list[dict[str, Any]]) -> str:
+    rows = []
+    for c in claims:
+        cls = "v-" + c["verdict"].replace(" ", "-")
+        why = f"<br><span class='note'>{html.escape(c['why'])}</span>" if c.get("why") else ""
+        rows.append(f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
+                    f"<td class='text'>{html.escape(c['measured'])}</td><td class='text {cls}'><b>{html.escape(c['verdict'])}"
+                    f"</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>")
+    head = "<tr><th>claim</th><th>thesis</th><th>measured here</th><th>verdict</th></tr>"
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _settings(settings: dict[str, Any]) -> str:
+    rows = []
+    for name, s in settings.items():
+        shape = ", ".join(f"{k}={v}" for k, v in s["shape"].items() if v is not None)
+        config = ", ".join(f"{k}={v}" for k, v in s["config"].items() if v not in (None, 0, 0.0, "", [], ()))
+        rows.append([name, s["task_name"], shape, config, ", ".join(map(str, s["seeds"]))])
+    return _table(["population", "task", "shape", "training", "seeds"], rows)
+
+
+def write_report(out: str | Path) -> Path:
+    """Render ``out/report.html`` from ``out/results.json`` and the figures it lists; returns its path."""
+    out = Path(out)
+    r = read_results(out)
+    parts = [f"<h1>{html.escape(r['title'])}</h1>",
+             f"<p><b>Thesis</b> {html.escape(r['section'])}: {html.escape(r['thesis_claim'])}</p>",
+             f"<p class='note'>Experiment <code>{html.escape(r['experiment'])}</code> · scale: {html.escape(r['scale'])} · "
+             f"seeds {html.escape(', '.join(map(str, r['seeds'])))} · {r['runs']} training runs ({r['trained_now']} trained "
+             f"by this invocation, the rest reused) · {r['minutes']:.1f} minutes · backend {html.escape(r['backend'])}"
+             + (f" · task options {html.escape(json.dumps(r['options']))}" if r["options"] else "") + "</p>"]
+    if r["quick"]:
+        parts.append("<p><b>Quick run</b>: a seconds-scale version that exercises the pipeline. Its verdicts are "
+                     "computed by the same rules but at this scale they do not test the thesis's claims.</p>")
+    parts += ["<h2>Thesis vs measured</h2>", _claims(r["claims"])]
+    parts += ["<h2>What we conclude</h2>", "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["conclusions"]) + "</ul>"]
+    for f in r["figures"]:
+        path = out / f["file"]
+        if not path.is_file():
+            raise CheckpointError(f"{out}: figure {f['file']} is missing (rerun the experiment)")
+        parts.append(f"<figure><img src='{png_data_uri(path.read_bytes())}' alt='{html.escape(f['caption'])}'>"
+                     f"<figcaption>{html.escape(f['caption'])}</figcaption></figure>")
+    for t in r["tables"]:
+        parts += [f"<h3>{html.escape(t['title'])}</h3>", _table(t["columns"], t["rows"])]
+        if t.get("note"):
+            parts.append(f"<p class='note'>{html.escape(t['note'])}</p>")
+    if r["caveats"]:
+        parts += ["<h2>Caveats</h2>", "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["caveats"]) + "</ul>"]
+    if r["settings"]:
+        parts += ["<h2>Settings</h2>", _settings(r["settings"])]
+    env = r.get("environment", {})
+    parts.append(f"<p class='note'>Every number on this page is in <code>results.json</code>; the runs are under "
+                 f"<code>runs/</code>. sandbox-lens {html.escape(str(env.get('sandbox_lens', '?')))}, torch "
+                 f"{html.escape(str(env.get('torch', '?')))}, Python {html.escape(str(env.get('python', '?')))}, one torch "
+                 f"thread per run.</p>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(r['title'])}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
+    path = out / "report.html"
+    atomic_write(path, page.encode())
+    return path
+
+
+def write_index(out: str | Path, names: Sequence[str]) -> Path:
+    """``out/index.html``: one row per experiment directory ``out/<name>`` with its verdicts and a link."""
+    out = Path(out)
+    rows = []
+    for name in names:
+        try:
+            r = read_results(out / name)
+        except CheckpointError:
+            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='4' class='text'>not run</td></tr>")
+            continue
+        counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in ("reproduced", "differs", "not reproduced",
+                                                                           "not tested")}
+        summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        rows.append(f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
+                    f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
+                    f"<td>{r['minutes']:.1f}</td><td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>")
+    table = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>minutes</th><th>scale</th></tr>"
+             + "".join(rows) + "</table>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>sandbox-lens: reproducing the thesis</title>"
+            f"<style>{_CSS}</style></head><body><h1>Reproducing the thesis's learning claims</h1>{table}</body></html>")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "index.html"
+    atomic_write(path, page.encode())
+    return path

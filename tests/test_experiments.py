@@ -1,0 +1,169 @@
+"""`interp experiment`: every reproduction runs end to end at its quick scale, its report renders
+offline, a rerun reuses its runs, and bad requests get one line and lose nothing."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from interp.cli import main
+from interp.experiments import EXPERIMENTS, get_experiment, run_experiment
+from interp.experiments.report import write_index, write_report
+
+
+def quick(name, tmp_path_factory, **options):
+    out = tmp_path_factory.mktemp(name) / "out"
+    return out, run_experiment(get_experiment(name), out, quick=True, options=options)
+
+
+def claim(results, start):
+    found = [c for c in results["claims"] if c["claim"].startswith(start)]
+    assert len(found) == 1, [c["claim"] for c in results["claims"]]
+    return found[0]
+
+
+def check_files(out, results):
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["experiment"] == results["experiment"] and on_disk["quick"] is True
+    assert on_disk["claims"] and on_disk["conclusions"] and on_disk["figures"]
+    for c in on_disk["claims"]:
+        assert c["verdict"] in ("reproduced", "differs", "not reproduced", "not tested") and c["rule"]
+    for f in on_disk["figures"]:
+        assert (out / f["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / "report.html").read_text()
+    assert "Thesis vs measured" in page and "What we conclude" in page and "data:image/png;base64," in page
+    assert "http://" not in page and "https://" not in page  # self-contained
+
+
+@pytest.fixture(scope="module")
+def parity(tmp_path_factory):
+    return quick("parity-ood", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def ffl(tmp_path_factory):
+    return quick("ffl-glitches", tmp_path_factory)
+
+
+def test_parity_ood_quick(parity):
+    out, r = parity
+    check_files(out, r)
+    assert claim(r, "The construction (modular_counter)")["verdict"] == "reproduced"  # exact on every shift
+    rows = r["data"]["evaluation"]
+    twin = min(x["accuracy"] for x in rows if x["model"].startswith("twin "))
+    lstm = min(x["accuracy"] for x in rows if x["model"].startswith("lstm "))
+    assert lstm >= twin  # the direction of the claim: the LSTM degrades no more than the twin
+    hooks = r["data"]["count_probe"]["per_model"]["modular_counter"]
+    assert len(hooks) == 3 and all(0 <= v <= 1 for v in hooks.values())
+
+
+def test_a_rerun_reuses_every_run_and_rerenders_the_same_claims(parity):
+    out, first = parity
+    again = run_experiment(get_experiment("parity-ood"), out, quick=True)
+    assert again["trained_now"] == 0 and again["runs"] == first["runs"]
+    assert [c["measured"] for c in again["claims"]] == [c["measured"] for c in first["claims"]]
+
+
+def test_parity_ood_takes_another_counter(tmp_path_factory):
+    out, r = quick("parity-ood", tmp_path_factory, automaton="C3")
+    assert r["options"] == {"automaton": "C3"}
+    assert any(x["shift"] == "Pr[1] = 0.05" for x in r["data"]["evaluation"])
+    assert claim(r, "The construction (modular_counter)")["verdict"] == "reproduced"
+
+
+def test_ffl_glitches_quick(ffl):
+    out, r = ffl
+    check_files(out, r)
+    assert claim(r, "Proposition 3's construction")["verdict"] == "reproduced"
+    errors = r["data"]["errors"]
+    assert errors["ffl (construction)"]["ood_errors"] == [0]
+    # the direction of R2: the LSTM makes no more OOD read errors than the twin
+    assert max(errors["lstm"]["ood_errors"]) <= min(errors["twin"]["ood_errors"])
+    assert set(r["data"]["heads"]) == {"twin", "mixture", "sharpened"}
+
+
+def test_dyck_seeds_quick(tmp_path_factory):
+    out, r = quick("dyck-seeds", tmp_path_factory)
+    check_files(out, r)
+    probe = r["data"]["probe"]
+    assert probe["input"] == "[[[[]]]](((())))" and probe["positions"] == 17
+    built = r["data"]["constructions"]["stack_top_mass"]
+    assert built["stack"] > 0.99 and built["uniform"] < 0.5  # the stack construction attends to the top
+    for pos in ("linear", "none", "learned"):
+        assert r["data"]["per_position"][pos]["pairs"] == 1  # two quick seeds: one pair
+
+
+def test_report_renders_in_headless_chromium(ffl, tmp_path):
+    from browser import find_chromium, render
+
+    if find_chromium() is None:
+        if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):
+            pytest.fail("Chromium is required here (make test installs Debian's chromium)")
+        pytest.skip("no Chromium (make test installs it)")
+    out, _ = ffl
+    r = render(out / "report.html", tmp_path / "report.png", height=3000)
+    assert r.external_requests == []
+    assert "Attention glitches on the flip-flop language" in r.dom and "Thesis vs measured" in r.dom
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(r.screenshot)[..., :3]
+    assert pixels.std() > 0.05 and (pixels.mean(-1) < 0.5).mean() > 0.01  # not blank
+
+
+def test_the_report_is_rebuilt_from_the_files_alone(parity, tmp_path):
+    out, _ = parity
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("runs"))
+    (copy / "report.html").unlink()
+    write_report(copy)
+    assert "Thesis vs measured" in (copy / "report.html").read_text()
+
+
+def test_the_index_links_every_experiment(parity, tmp_path):
+    out, _ = parity
+    shutil.copytree(out, tmp_path / "parity-ood", ignore=shutil.ignore_patterns("runs"))
+    page = write_index(tmp_path, ["parity-ood", "ffl-glitches"]).read_text()
+    assert "parity-ood/report.html" in page and "not run" in page
+
+
+def test_list_names_every_experiment(capsys):
+    assert main(["experiment", "list"]) == 0
+    out = capsys.readouterr().out
+    for name, e in EXPERIMENTS.items():
+        assert name in out and e.section in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["experiment", "no-such", "--out", "{d}"], "unknown experiment"),
+    (["experiment", "parity-ood", "--dyck", "2,4", "--out", "{d}"], "parity-ood takes no --dyck"),
+    (["experiment", "dyck-seeds", "--automaton", "parity", "--out", "{d}"], "dyck-seeds takes no --automaton"),
+    (["experiment", "parity-ood", "--automaton", "nonsense", "--quick", "--out", "{d}"], "nonsense"),
+    (["experiment", "parity-ood"], "needs --out"),
+    (["experiment", "all", "--automaton", "C3", "--out", "{d}"], "default task"),
+])
+def test_bad_requests_get_one_line(argv, message, tmp_path, capsys):
+    code = main([a.replace("{d}", str(tmp_path / "out")) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_out_holding_something_else_is_refused_and_kept(parity, tmp_path, capsys):
+    out, _ = parity
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert main(["experiment", "ffl-glitches", "--quick", "--out", str(out)]) == 2
+    assert "holds the runs of experiment 'parity-ood'" in capsys.readouterr().err
+    assert main(["experiment", "parity-ood", "--out", str(out)]) == 2  # full scale over a quick run
+    assert "holds a --quick run" in capsys.readouterr().err
+    assert main(["experiment", "parity-ood", "--quick", "--automaton", "C3", "--out", str(out)]) == 2
+    assert "task options" in capsys.readouterr().err
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert main(["experiment", "parity-ood", "--quick", "--out", str(other)]) == 2
+    assert "not empty" in capsys.readouterr().err and (other / "notes.txt").read_text() == "mine"
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    assert main(["experiment", "parity-ood", "--quick", "--out", str(afile)]) == 2
+    assert "is a file" in capsys.readouterr().err
