@@ -19,6 +19,7 @@ floor 3  ``interp.compare`` — constructed vs trained; its report is rebuilt fr
                              constructions (and, for compare, probes).
          ``interp.experiments`` — the thesis's learning claims, one command each: populations,
                              shifts, probes and the construction, a report from files.
+         ``interp.init_from`` — twins started from a construction's weights.
 floor 4  ``interp.demo``, ``interp.cli``.
 
 The same three task names everywhere: ``automaton``, ``dyck``, ``ffl``. Light modules import

@@ -13,7 +13,8 @@ A :class:`Shift` is one evaluation set, drawn from the task with one thing chang
 
 :func:`evaluate` runs every model on the *same* words of every shift and reports, per model and
 shift, ``accuracy`` (over the scored outputs), ``final_accuracy`` (the last scored output of each
-input), accuracy per position (automata), and the error counts (FFL). :func:`skyline` picks the
+input), ``any_error_rate`` (the ℓ∞ view: inputs with any wrong output), accuracy per position
+(automata), and the error counts (FFL). :func:`skyline` picks the
 exact construction of a twin's task, evaluated beside it on the same words.
 """
 
@@ -72,10 +73,10 @@ def _check_length(model, length: int) -> None:
     card = model.card
     if length <= card.max_length:
         return
-    trained = card.options.get("trained_length")
     if card.construction == "trained" and card.options.get("positional") == "learned":
-        raise LengthError(f"this twin has learned positions trained up to length {trained}; positions past it were never "
-                          f"trained (train with --pos sinusoidal|linear|none and --n-ctx to evaluate longer inputs)")
+        raise LengthError(f"this twin has learned positions trained up to length {card.max_length}; positions past it "
+                          f"were never trained (train with --pos sinusoidal|linear|none, or --pos-shift, and --n-ctx "
+                          f"to evaluate longer inputs)")
     if card.construction == "trained":
         raise LengthError(f"length {length} does not fit this twin's context ({card.max_length}; train with a larger --n-ctx)")
     raise LengthError(f"{card.construction} was built for inputs of up to {card.max_length}; got {length} "
@@ -184,6 +185,7 @@ def _evaluate_automaton(model, a: Semiautomaton, shift: Shift, words: np.ndarray
     ok = pred == a.run(words)
     row = _row(shift.label, shift.params, ok, np.ones_like(ok, dtype=bool), ok[:, -1])
     row["per_position"] = [round(float(x), 6) for x in ok.mean(axis=0)]
+    row["any_error_rate"] = float((~ok).any(axis=1).mean())  # the ℓ∞ view: words with any wrong state
     return row
 
 
@@ -200,7 +202,7 @@ def _evaluate_ffl(model, shift: Shift, strings: np.ndarray) -> dict[str, Any]:
     final_ok = ok[np.arange(len(ok))[has_read], last_read[has_read]]
     row = _row(shift.label, shift.params, ok, reads, final_ok)
     row.update(read_errors=int(wrong.sum()), strings_with_error=int(wrong.any(axis=1).sum()),
-               string_error_rate=float(wrong.any(axis=1).mean()))
+               string_error_rate=float(wrong.any(axis=1).mean()), any_error_rate=float(wrong.any(axis=1).mean()))
     return row
 
 
@@ -209,10 +211,13 @@ def _evaluate_dyck(model, lang: Dyck, shift: Shift, prefixes: list[np.ndarray]) 
 
     lenient = closing_only(lang)
     # the thesis's accuracy: the last (closing) bracket of each prefix, predicted after the rest
-    ok = [predicted_bracket(p[len(w) - 1], lenient) == int(w[-1])
-          for w, p in zip(prefixes, next_token_probabilities(model, prefixes))]
+    # (the last bracket is only a target: the model reads BOS and the n − 1 brackets before it)
+    ok = [predicted_bracket(p[-1], lenient) == int(w[-1])
+          for w, p in zip(prefixes, next_token_probabilities(model, [w[:-1] for w in prefixes]))]
     ok_arr = np.asarray(ok)
-    return _row(shift.label, shift.params, ok_arr[:, None], np.ones((len(ok_arr), 1), dtype=bool), ok_arr)
+    row = _row(shift.label, shift.params, ok_arr[:, None], np.ones((len(ok_arr), 1), dtype=bool), ok_arr)
+    row["any_error_rate"] = float(1 - ok_arr.mean())  # one scored bracket per prefix
+    return row
 
 
 def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEFAULT_SAMPLES,

@@ -322,14 +322,24 @@ def _card(task, meta: dict[str, Any]):
     # Learned positions past the training context never received a gradient: such a twin is only
     # defined up to its training length. Fixed codes (sinusoidal, linear, none) reach n_ctx.
     capacity = (MAX_N_CTX if shape.arch == "lstm" else shape.context(task)) - len(io.prefix)
-    max_length = task.length if shape.positional == "learned" and shape.arch != "lstm" else max(task.length, capacity)
+    if isinstance(task, (FFLTask, DyckTask)):
+        capacity += 1  # the last token (a read's answer, the closing bracket) is predicted, never read
+    config = meta.get("config", {})
+    # positions copied from a construction and frozen are the construction's: defined over the whole context
+    frozen_positions = any(p in ("pos_embed", "pos_embed.W_pos") for p in config.get("freeze", ())) and any(
+        p in ("pos_embed", "pos_embed.W_pos") for p in config.get("init_layers", ()))
+    positional = "construction (frozen)" if frozen_positions else shape.positional
+    trained_positions = positional == "learned" and shape.arch != "lstm"
+    # learned positions are trained up to the training length, plus the random shifts when there are any
+    reach = task.length + int(config.get("pos_shift", 0) or 0)
+    max_length = min(max(task.length, capacity), reach) if trained_positions else max(task.length, capacity)
     return ModelCard(
         construction="trained", theorem="", task=task.to_dict(), io=io,
         max_length=max_length, verified_dtypes=("float32",),
         input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
         attention_blocks=list(range(meta["shape"]["n_layers"])) if shape.arch == "transformer" else [],
         options={"step": meta["step"], "trained_length": task.length, "arch": shape.arch,
-                 "positional": shape.positional if shape.arch == "transformer" else "none (recurrent)",
+                 "positional": positional if shape.arch == "transformer" else "none (recurrent)",
                  "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX},
         notes="trained model",
     )

@@ -146,3 +146,39 @@ def test_dyck_shifts_of_band_q_and_depth_are_exact_for_the_construction():
     assert all(r["accuracy"] == 1.0 and r["inputs"] == 40 for r in rows)
     with pytest.raises(Exception, match="depth shift"):
         dyck_shifts(lang, [(2, 28)], depths=[5])
+
+
+def test_twins_are_evaluated_at_their_own_training_length(tmp_path):
+    """An FFL twin reads T − 1 tokens and a Dyck twin BOS + N − 1 brackets: the last token is only a target."""
+    from interp.evaluate import dyck_shifts
+    from interp.tasks.batches import DyckTask, FFLTask
+    from interp.tasks.dyck import Dyck
+
+    train(FFLTask(0.8, 16), ModelShape(**TINY), FEW, tmp_path / "ffl", progress=False)
+    ffl_twin = load_trained(tmp_path / "ffl")
+    assert ffl_twin.cfg.n_ctx == 15 and ffl_twin.card.max_length == 16
+    rows = evaluate({"twin": ffl_twin}, ffl_shifts(16, [0.8]), samples=20)
+    assert rows[0]["scored"] > 0 and 0 <= rows[0]["any_error_rate"] <= 1
+    lang = Dyck(2, 4)
+    train(DyckTask(lang, 12), ModelShape(**TINY), FEW, tmp_path / "dyck", progress=False)
+    dyck_twin = load_trained(tmp_path / "dyck")
+    assert dyck_twin.cfg.n_ctx == 12 and dyck_twin.card.max_length == 12
+    rows = evaluate({"twin": dyck_twin}, dyck_shifts(lang, [(10, 12)]), samples=20)
+    assert rows[0]["inputs"] == 20
+
+
+def test_position_shifts_and_frozen_construction_positions_reach_further(tmp_path):
+    from dataclasses import replace
+
+    from interp.init_from import start_from
+    from interp.tasks.batches import DyckTask
+    from interp.tasks.dyck import Dyck
+
+    task = AutomatonTask(get_automaton("parity"), 8)
+    train(task, ModelShape(**TINY, n_ctx=33), replace(FEW, pos_shift=24), tmp_path / "shift", progress=False)
+    assert load_trained(tmp_path / "shift").card.max_length == 32  # trained positions: 8 + the shifts
+    dyck = DyckTask(Dyck(2, 4), 12)
+    shape, config, spec = start_from("dyck", dyck, FEW, length=40)
+    train(dyck, shape, config, tmp_path / "minimal", progress=False, init_spec=spec)
+    twin = load_trained(tmp_path / "minimal")
+    assert twin.card.options["positional"] == "construction (frozen)" and twin.card.max_length == twin.cfg.n_ctx

@@ -94,6 +94,41 @@ def test_dyck_seeds_quick(tmp_path_factory):
         assert r["data"]["per_position"][pos]["pairs"] == 1  # two quick seeds: one pair
 
 
+def test_dyck_balance_quick(tmp_path_factory):
+    out, r = quick("dyck-balance", tmp_path_factory)
+    check_files(out, r)
+    models = r["data"]["models"]
+    assert {m["contrastive"] for m in models} == {0.0, 1.0} and all(m["beta"] >= 0 for m in models)
+    shape = r["settings"]["minimal"]["shape"]
+    assert shape["normalization"] == "none" and shape["n_ctx"] >= 80 + 8  # the long band plus the contrastive pairs
+    config = r["settings"]["minimal"]["config"]
+    assert list(config["freeze"]) == ["embed", "pos_embed", "blocks.0"] and config["init"].startswith("dyck")
+
+
+def test_grid_boundary_quick(tmp_path_factory):
+    out, r = quick("grid-boundary", tmp_path_factory)
+    check_files(out, r)
+    built = r["data"]["construction"]
+    assert built["name"] == "gridworld" and built["any_head"] == 1.0  # Theorem 12: some head finds the wall, always
+    twin = r["data"]["twins"]["2x2"]["0"]
+    assert 0 < twin["always_bos"] < 1 and 0 < twin["always_self"] < 1
+    assert claim(r, "Theorem 12's construction")["verdict"] == "reproduced"
+
+
+def test_grid_boundary_refuses_a_non_grid(tmp_path, capsys):
+    assert main(["experiment", "grid-boundary", "--automaton", "parity", "--quick", "--out", str(tmp_path / "o")]) == 2
+    assert "needs a 1-D gridworld" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_length_generalisation_quick(tmp_path_factory):
+    out, r = quick("length-generalisation", tmp_path_factory)
+    check_files(out, r)
+    assert {x["task"] for x in r["data"]["twins"]} == {"ffl", "parity", "dyck"}
+    assert {x["multiple"] for x in r["data"]["twins"]} == {1, 2}
+    assert all(x["accuracy"] == 1.0 for x in r["data"]["constructions"])  # exact at every length
+    assert claim(r, "The constructions are exact")["verdict"] == "reproduced"
+
+
 def test_report_renders_in_headless_chromium(ffl, tmp_path):
     from browser import find_chromium, render
 

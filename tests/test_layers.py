@@ -7,7 +7,7 @@ floor 2  constructions.*, probes.*                           interp.tasks, inter
          interp.verify.*, interp.train, interp.sweep,        floors 0-1
          interp.regularise
 floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
-         interp.experiments.*
+         interp.experiments.*, interp.init_from
 floor 4  interp.demo, interp.cli.*, interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare and experiment reports never import
@@ -74,7 +74,7 @@ def floor(module: str) -> tuple[int, str]:
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
                           ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
-                          ("interp.experiments", (3, "experiments"))):
+                          ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
@@ -89,8 +89,10 @@ ALLOWED = {
     "verify": {"tasks", "model"}, "train": {"tasks", "model"},
     "compare": {"tasks", "model", "verify", "train", "constructions", "probes"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
-    "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate"},
-    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments"},
+    "init_from": {"tasks", "model", "train", "constructions"},
+    "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "init_from"},
+    "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments",
+            "init_from"},
     "base": set(),
 }
 

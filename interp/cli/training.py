@@ -174,36 +174,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _init_from(args: argparse.Namespace, task, shape, config):
     """The construction a twin starts from, the twin's shape (the construction's), and the config."""
-    from dataclasses import replace
-
-    from constructions import build
-    from interp.model.card import TokenIO
-    from interp.train import ModelShape
+    from interp.init_from import start_from
 
     if args.arch != "transformer":
         raise SandboxError("--init-from starts a transformer from a construction's weights")
     if any(getattr(args, k) is not None for k in ("layers", "d_model", "heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
         raise SandboxError("--init-from takes the construction's shape; leave out --layers, --d-model, --heads, "
                            "--d-head, --d-mlp, --norm, --pos and --n-ctx")
-    name, _, variant = args.init_from.partition(":")
-    # room for what the regularisers put before an input: position shifts, the contrastive pairs
     extra = max(args.pos_shift, 2 * task.lang.D if args.contrastive and task.kind == "dyck" else 0)
-    if task.kind == "dyck":
-        spec = build(name, task.lang, task.length - 1 + extra, **({"variant": variant} if variant else {}))
-    elif task.kind == "ffl":
-        spec = build(name, None, task.length - 1 + extra)
-    else:
-        spec = build(name, task.automaton, task.length + extra)
-        if spec.io != TokenIO.after_bos(task.automaton.n_symbols):
-            raise SandboxError(f"{name} reads its inputs with another token layout than the twin (BOS, then the "
-                               f"symbols); it cannot be a starting point")
-    if variant and name != "dyck":
-        raise SandboxError(f"--init-from {args.init_from}: only dyck has variants")
-    twin = ModelShape(n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, d_head=spec.d_head,
-                      d_mlp=spec.d_mlp, normalization="none", positional="learned", n_ctx=spec.n_ctx)
-    layers = tuple(args.init_layers)
-    config = replace(config, init=f"{spec.name}" + (f" variant={variant}" if variant else "") + f" T={spec.max_length}",
-                     init_layers=layers, freeze=config.freeze or layers)
+    twin, config, spec = start_from(args.init_from, task, config, args.init_layers, extra)
     return twin, config, spec
 
 

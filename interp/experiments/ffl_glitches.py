@@ -72,19 +72,26 @@ def run(ctx: Context) -> None:
             strings = [of(m, p)["strings_with_error"] for m in names]
             entry[p] = {"read_errors": errs, "strings_with_error": strings, "reads": of(names[0], p)["scored"],
                         "strings": of(names[0], p)["inputs"], "accuracy": [of(m, p)["accuracy"] for m in names]}
-        ood = [entry[0.98]["read_errors"][i] + entry[0.1]["read_errors"][i] for i in range(len(names))]
-        entry["ood_errors"] = ood
-        entry["zero_ood"] = sum(e == 0 for e in ood)
+        # Only models that learned the training law say anything about glitches out of it (seeds of
+        # this size sometimes plateau near 0.86); a quick run keeps them all.
+        keep = [i for i, a in enumerate(entry[0.8]["accuracy"]) if a >= LEARNED or ctx.quick]
+        entry["learned"] = [names[i] for i in keep]
+        entry["sparse_errors"] = [entry[0.98]["read_errors"][i] for i in keep]
+        entry["dense_errors"] = [entry[0.1]["read_errors"][i] for i in keep]
+        entry["ood_errors"] = [a + b for a, b in zip(entry["sparse_errors"], entry["dense_errors"])]
+        entry["zero_ood"] = sum(e == 0 for e in entry["ood_errors"])
+        entry["in_distribution"] = float(np.mean([entry[0.8]["accuracy"][i] for i in keep])) if keep else float("nan")
         per_pop[pop] = entry
-        table.append([label, len(names)] + [f"{np.median(entry[p]['read_errors']):g} ({min(entry[p]['read_errors'])}–"
-                                             f"{max(entry[p]['read_errors'])})" for p in sc["strings"]]
-                     + [f"{entry['zero_ood']}/{len(names)}"])
+        table.append([label, len(names), len(keep)] + [f"{np.median(entry[p]['read_errors']):g} ({min(entry[p]['read_errors'])}–"
+                                                       f"{max(entry[p]['read_errors'])})" for p in sc["strings"]]
+                     + [f"{entry['zero_ood']}/{len(keep)}"])
     ctx.data("errors", {pop: {str(k): v for k, v in e.items()} for pop, e in per_pop.items()})
     reads = {p: per_pop["twin"][p]["reads"] for p in sc["strings"]}
     ctx.table("Read errors per model: median (min–max) over seeds",
-              ["population", "models"] + [f"FFL({p:g}): {sc['strings'][p]} strings, {reads[p]} reads" for p in sc["strings"]]
-              + ["models with 0 OOD errors"], table,
-              note="The same strings for every model. OOD = FFL(0.98) and FFL(0.1).")
+              ["population", "models", f"learned (≥ {LEARNED} in distribution)"]
+              + [f"FFL({p:g}): {sc['strings'][p]} strings, {reads[p]} reads" for p in sc["strings"]]
+              + ["learned models with 0 OOD errors"], table,
+              note="The same strings for every model; the error columns cover every model. OOD = FFL(0.98) and FFL(0.1).")
     _strip_figure(ctx, per_pop, sc["strings"])
     heads = _heads(ctx, models, T, sc["attention_strings"])
     _claims(ctx, per_pop, runs, heads, sc)
@@ -150,42 +157,48 @@ def _heads(ctx: Context, models: dict, T: int, n: int) -> dict[str, Any]:
     return out
 
 
+def _median(values: list) -> float:
+    return float(np.median(values)) if len(values) else float("nan")
+
+
 def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> None:
-    n = {pop: len(per_pop[pop]["models"]) for pop in per_pop}
-    indist = {pop: float(np.mean(per_pop[pop][0.8]["accuracy"])) for pop in per_pop}
-    ok = {pop: indist[pop] >= LEARNED for pop in per_pop}
+    n = {pop: len(per_pop[pop]["learned"]) for pop in per_pop}
+    total = {pop: len(per_pop[pop]["models"]) for pop in per_pop}
+    indist = {pop: per_pop[pop]["in_distribution"] for pop in per_pop}
+    ok = {pop: n[pop] > 0 for pop in per_pop}
     twin = per_pop["twin"]
     glitching = n["twin"] - twin["zero_ood"]
-    learned_rule = f"a population counts only if its mean FFL(0.8) read accuracy is ≥ {LEARNED}"
+    learned_rule = f"only models with FFL(0.8) read accuracy ≥ {LEARNED} count"
     if not ok["twin"]:
-        v, why = "not tested", f"the twins did not learn FFL(0.8) (read accuracy {indist['twin']:.4f})"
+        v, why = "not tested", "no twin learned FFL(0.8)"
     else:
         v, why = ("reproduced" if glitching > n["twin"] / 2 else "not reproduced" if glitching == 0 else "differs"), ""
     ctx.claim("Twins trained on FFL(0.8) make out-of-distribution read errors (R1)",
               "most runs fail to reach 0 OOD error (Fig. 3.27, 3 seeds per architecture; baseline 500 replicates)",
-              f"{glitching} of {n['twin']} twins have ≥ 1 read error on FFL(0.98) or FFL(0.1) (in distribution "
-              f"{indist['twin']:.4f})", v, learned_rule + "; reproduced if more than half the twins have an OOD error, "
+              f"{glitching} of the {n['twin']} twins that learned ({total['twin']} trained) have ≥ 1 read error on "
+              f"FFL(0.98) or FFL(0.1) (in distribution {indist['twin']:.4f})", v, learned_rule + "; reproduced if more than half the twins have an OOD error, "
               "not reproduced if none has", why)
-    sparse = sum(e > 0 for e in twin[0.98]["read_errors"])
-    dense = sum(e > 0 for e in twin[0.1]["read_errors"])
+    sparse = sum(e > 0 for e in twin["sparse_errors"])
+    dense = sum(e > 0 for e in twin["dense_errors"])
     both = sparse > 0 and dense > 0
     ctx.claim("The errors occur on both sparse and dense strings (R1)",
               "errors on both sparse and dense sequences (sparse: long-range, dense: short-range failures)",
-              f"twins with errors: {sparse} of {n['twin']} on FFL(0.98) (median {np.median(twin[0.98]['read_errors']):g} "
-              f"errors), {dense} on FFL(0.1) (median {np.median(twin[0.1]['read_errors']):g})",
+              f"learned twins with errors: {sparse} of {n['twin']} on FFL(0.98) (median "
+              f"{_median(twin['sparse_errors']):g} errors), {dense} on FFL(0.1) (median "
+              f"{_median(twin['dense_errors']):g})",
               "not tested" if not ok["twin"] else "reproduced" if both else "differs" if sparse or dense else "not reproduced",
               "reproduced if some twin errs on each; differs if only one kind of string shows errors")
     lstm = per_pop["lstm"]
     ctx.claim("A 1-layer LSTM makes no read errors (R2)", "0 final-iterate OOD errors in 100/100 replicates "
               "(hidden 128, 500 steps, T = 512)",
               f"{lstm['zero_ood']} of {n['lstm']} LSTMs with 0 OOD errors (in distribution {indist['lstm']:.4f}; worst OOD "
-              f"{max(lstm['ood_errors'])} errors)",
+              f"{max(lstm['ood_errors'], default=0)} errors)",
               "not tested" if not ok["lstm"] else "reproduced" if lstm["zero_ood"] == n["lstm"] else "not reproduced",
               learned_rule + "; reproduced if every LSTM has 0 errors on FFL(0.98) and FFL(0.1)")
     mix = per_pop["mixture"]
-    med_t, med_m = float(np.median(twin["ood_errors"])), float(np.median(mix["ood_errors"]))
+    med_t, med_m = _median(twin["ood_errors"]), _median(mix["ood_errors"])
     if not (ok["twin"] and ok["mixture"]):
-        v, why = "not tested", "a population did not learn FFL(0.8)"
+        v, why = "not tested", "no model of a population learned FFL(0.8)"
     elif med_t == 0:
         v, why = "not tested", "the FFL(0.8) twins made no OOD errors, so there was nothing to reduce"
     else:
@@ -200,10 +213,10 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
               "(Fig. 3.34b, 3.38)", f"mean largest weight at the reads {s_sharp:.3f} (sharpened) vs {t_sharp:.3f}",
               "reproduced" if s_sharp > t_sharp + 0.02 else "not reproduced",
               "reproduced if the sharpened last-layer heads' mean largest weight exceeds the plain twins' by > 0.02")
-    med_s = float(np.median(sh["ood_errors"]))
+    med_s = _median(sh["ood_errors"])
     persist = n["sharpened"] - sh["zero_ood"]
     if not ok["sharpened"]:
-        v, why = "not tested", f"the sharpened twins did not learn FFL(0.8) ({indist['sharpened']:.4f})"
+        v, why = "not tested", "no sharpened twin learned FFL(0.8)"
     elif med_t == 0:
         v, why = "not tested", "the FFL(0.8) twins made no OOD errors"
     else:
@@ -212,10 +225,10 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
               "across all runs", f"{persist} of {n['sharpened']} sharpened twins still err; median OOD errors {med_s:g} vs "
               f"{med_t:g}", v, "reproduced if at least one sharpened twin still has an OOD error", why)
     exact = per_pop["ffl (construction)"]
-    total = sum(exact[p]["read_errors"][0] for p in sc["strings"])
+    wrong = sum(exact[p]["read_errors"][0] for p in sc["strings"])
     ctx.claim("Proposition 3's construction reads every bit correctly", "exact on FFL(p) for every p",
-              f"{total} read errors over {sum(exact[p]['reads'] for p in sc['strings'])} reads",
-              "reproduced" if total == 0 else "not reproduced", "reproduced if it makes no read error")
+              f"{wrong} read errors over {sum(exact[p]['reads'] for p in sc['strings'])} reads",
+              "reproduced" if wrong == 0 else "not reproduced", "reproduced if it makes no read error")
     refs = heads["twin"]["references"]
     top = max(refs, key=refs.get) if refs else "—"
     ctx.conclude(f"Plain twins' last-layer heads most often match “{top}” ({refs.get(top, 0)} of {heads['twin']['heads']} "
@@ -223,7 +236,8 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
                  + ". The thesis's unregularised 1L1H model found the dense “all writes” solution; "
                    "Proposition 3's layer 2 attends to the latest write.")
     ctx.conclude(f"OOD read errors (FFL(0.98) + FFL(0.1)), median over seeds: FFL(0.8) twins {med_t:g}, mixture {med_m:g}, "
-                 f"sharpened {med_s:g}, LSTM {np.median(lstm['ood_errors']):g}, construction {total}.")
+                 f"sharpened {med_s:g}, LSTM {_median(lstm['ood_errors']):g}, construction {wrong} (learned models only: "
+                 + ", ".join(f"{pop} {n[pop]}/{total[pop]}" for pop in POPULATIONS) + ").")
     if not ctx.quick:
         ctx.caveat(f"Scale: T = {sc['length']} and 2-layer, width-64 twins trained for {sc['steps']} steps × 32 strings "
                    f"(the thesis: T = 512, 6 layers, width 512, 10⁴ steps × 16, 500 replicates). R1 is a statistical "

@@ -1,0 +1,49 @@
+"""Twins that start from a construction: the construction's exact weights for some layers (copied
+and, by default, frozen), the rest trained — e.g. the Dyck construction's minimal first layer with
+a trained second layer (thesis §3.6.3, Fig. 3.40).
+
+Floor 3: it builds constructions for the training engine (which does not know them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+from interp.errors import SandboxError
+
+__all__ = ["start_from", "DEFAULT_LAYERS"]
+
+DEFAULT_LAYERS = ("embed", "pos_embed", "blocks.0")
+
+
+def start_from(construction: str, task, config, layers: Sequence[str] = DEFAULT_LAYERS, extra: int = 0,
+               length: int | None = None) -> tuple[Any, Any, Any]:
+    """(twin shape, config, spec) for a twin of ``task`` started from ``construction`` (``NAME[:VARIANT]``).
+
+    The twin takes the construction's shape, built for ``length`` inputs (default: the task's) plus
+    ``extra`` positions (room for what the regularisers put before an input: position shifts, the
+    contrastive pairs); ``layers`` are copied, and frozen unless ``config.freeze`` says otherwise.
+    """
+    from constructions import build
+    from interp.model.card import TokenIO
+    from interp.train import ModelShape
+
+    name, _, variant = construction.partition(":")
+    if variant and name != "dyck":
+        raise SandboxError(f"--init-from {construction}: only dyck has variants")
+    if task.kind == "dyck":
+        spec = build(name, task.lang, (length or task.length - 1) + extra, **({"variant": variant} if variant else {}))
+    elif task.kind == "ffl":
+        spec = build(name, None, (length or task.length - 1) + extra)
+    else:
+        spec = build(name, task.automaton, (length or task.length) + extra)
+        if spec.io != TokenIO.after_bos(task.automaton.n_symbols):
+            raise SandboxError(f"{name} reads its inputs with another token layout than the twin (BOS, then the "
+                               f"symbols); it cannot be a starting point")
+    twin = ModelShape(n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, d_head=spec.d_head,
+                      d_mlp=spec.d_mlp, normalization="none", positional="learned", n_ctx=spec.n_ctx)
+    layers = tuple(layers)
+    config = replace(config, init=f"{spec.name}" + (f" variant={variant}" if variant else "") + f" T={spec.max_length}",
+                     init_layers=layers, freeze=config.freeze or layers)
+    return twin, config, spec
