@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # multi-GB CUDA build. Override elsewhere, e.g. TORCH_INSTALL="torch --index-url <cpu index>".
 TORCH_INSTALL ?= torch==2.13.0
 
-.PHONY: demo test test-slow bench browser clean-venv
+.PHONY: demo test test-slow bench reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/krohn_rhodes_depth.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/sweeps.py
+
+# The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
+# and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes).
+reproduce: $(STAMP)
+	$(VENV)/bin/interp --threads 1 experiment all --out reports/reproduce
 
 clean-venv:
 	rm -rf $(VENV)

@@ -7,7 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "read_text_limited", "MAX_TEXT_BYTES"]
+
+#: the largest JSON or text input read whole (automaton and cascade files, cards): far above any real one
+MAX_TEXT_BYTES = 16 * 2**20
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -26,3 +29,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def read_text_limited(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of ``path``, refusing (ValueError) a file longer than ``limit`` bytes before
+    reading more than that (``/dev/zero`` included). OSError and UnicodeDecodeError pass through."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit // 2**20} MiB")
+    return data.decode("utf-8")

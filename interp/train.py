@@ -66,6 +66,9 @@ class ModelShape:
             raise SandboxError(f"positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}")
         if min(self.n_layers, self.d_model, self.n_heads) < 1:
             raise SandboxError("layers, d_model and heads must be ≥ 1")
+        for name in ("d_head", "d_mlp"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise SandboxError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.n_ctx is not None and not 1 <= self.n_ctx <= MAX_N_CTX:
             raise SandboxError(f"n_ctx must be between 1 and {MAX_N_CTX}, got {self.n_ctx}")
         if self.arch not in ARCHS:
@@ -109,6 +112,18 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
             raise SandboxError("steps, batch, eval_every and eval_size must be ≥ 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise SandboxError(f"the learning rate must be a positive number, got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise SandboxError(f"weight_decay must be ≥ 0, got {self.weight_decay}")
+        if self.warmup < 0:
+            raise SandboxError(f"warmup must be ≥ 0 steps, got {self.warmup}")
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise SandboxError(f"clip (the gradient-norm bound; 0 = none) must be ≥ 0, got {self.clip}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise SandboxError(f"the target accuracy must lie in (0, 1], got {self.target_accuracy}")
+        if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes >= 0):
+            raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
         if self.schedule not in ("cosine", "linear"):
             raise SandboxError(f"schedule must be cosine or linear, got {self.schedule!r}")
         for name in ("dropout", "embed_dropout"):
@@ -346,6 +361,34 @@ def _card(task, meta: dict[str, Any]):
 
 
 # -- training ------------------------------------------------------------------------------------
+#: the most memory one training step (or the held-out evaluation) may ask for, by the estimate below
+MAX_STEP_BYTES = 8 * 2**30
+
+
+def step_bytes(task, shape: ModelShape, batch: int) -> int:
+    """A generous estimate of the activations one forward and backward pass over ``batch`` inputs
+    keep: per token and layer about 16 vectors of d_model (or the LSTM's gates) and every head's
+    n_ctx scores twice, in float32, plus the logits."""
+    n_ctx = task.n_ctx
+    if shape.arch == "lstm":
+        per_token = shape.n_layers * 8 * (shape.hidden or 128) + 2 * shape.d_model
+    else:
+        per_token = shape.n_layers * (16 * shape.d_model + 2 * shape.n_heads * n_ctx + 2 * (shape.d_mlp or 4 * shape.d_model))
+    return 4 * batch * n_ctx * (per_token + 2 * task.d_vocab_out)
+
+
+def check_resources(task, shape: ModelShape, config: TrainConfig) -> None:
+    """Refuse, in one line, a run whose inputs or activations cannot fit (before allocating any)."""
+    if task.n_ctx > MAX_N_CTX:
+        raise SandboxError(f"a training length of {task.length} needs {task.n_ctx} positions; at most {MAX_N_CTX} "
+                           f"are supported")
+    for what, n in (("--batch", config.batch), ("--eval-size", config.eval_size)):
+        need = step_bytes(task, shape, n)
+        if need > MAX_STEP_BYTES:
+            raise SandboxError(f"{what} {n} at {task.n_ctx} positions would need about {need / 2**30:,.0f} GiB of "
+                               f"activations (limit {MAX_STEP_BYTES // 2**30} GiB); use a smaller {what}")
+
+
 def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
           progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
     """Train one model; returns (and writes) its metrics. See the module docstring.
@@ -356,8 +399,14 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     import torch
     from tqdm import tqdm
 
+    check_resources(task, shape, config)  # before anything is allocated or written
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise SandboxError(f"--out {out} is a file or lies under one") from None
+    except PermissionError:
+        raise SandboxError(f"--out {out}: permission denied") from None
     if shape.arch != "transformer" and config.hooked_training:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
     model = build_model(task, shape, config.seed)

@@ -134,3 +134,63 @@ def test_console_script_and_module_entry_points(tmp_path):
                           "--length", "8", "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     assert not (tmp_path / "x").exists()  # nothing written on error
+
+
+def test_version_and_a_bare_interp_print_and_exit_0(capsys):
+    import interp
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"sandbox-lens {interp.__version__}"
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: interp") and "experiment" in out
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    (tmp_path / "afile").write_text("x")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["verify", "prefix_scan", "--automaton-file", "{d}/deep.json", "-T", "8"], "nested too deeply"),
+    (["verify", "prefix_scan", "--automaton-file", "/dev/zero", "-T", "8"], "larger than 16 MiB"),
+    (["train", "automaton", "--automaton", "parity", "--batch", "100000000", "--out", "{d}/t"], "use a smaller --batch"),
+    (["train", "automaton", "--automaton", "parity", "--eval-size", "100000000", "--out", "{d}/t"], "smaller --eval-size"),
+    (["train", "automaton", "--automaton", "parity", "-T", "1000000000", "--out", "{d}/t"], "at most 8192"),
+    (["train", "automaton", "--automaton", "parity", "--lr", "nan", "--out", "{d}/t"], "learning rate"),
+    (["train", "automaton", "--automaton", "parity", "--lr", "-1", "--out", "{d}/t"], "learning rate"),
+    (["train", "automaton", "--automaton", "parity", "--d-mlp", "-4", "--out", "{d}/t"], "d_mlp must be ≥ 1"),
+    (["train", "automaton", "--automaton", "parity", "--target", "2", "--out", "{d}/t"], "target accuracy"),
+    (["train", "automaton", "--automaton", "parity", "--warmup", "-5", "--out", "{d}/t"], "warmup"),
+    (["train", "automaton", "--automaton", "parity", "--clip", "-1", "--out", "{d}/t"], "clip"),
+    (["train", "automaton", "--automaton", "parity", "--max-minutes", "-1", "--out", "{d}/t"], "max_minutes"),
+    (["train", "automaton", "--automaton", "parity", "--steps", "1", "--out", "{d}/afile"], "is a file"),
+    (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile"], "File exists"),
+    (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile/sub"], "Not a directory"),
+    (["verify", "dyck", "--dyck", "2,4", "-T", "16", "-O", "q=abc"], "option q"),
+])
+def test_hostile_requests_get_one_line_and_write_nothing(argv, message, hostile, capsys):
+    before = sorted(hostile.rglob("*"))
+    code = main([a.replace("{d}", str(hostile)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(hostile.rglob("*")) == before
+
+
+def test_sampled_verification_streams_its_words(monkeypatch):
+    """--samples is limited by time, not memory: words are drawn and checked chunk by chunk."""
+    import interp.verify.automaton as va
+    from constructions import build_model
+    from interp.tasks.catalogue import get_automaton
+    from interp.verify import verify
+
+    monkeypatch.setattr(va, "CHUNK_POSITIONS", 64)  # 8 words of length 8 per chunk
+    model = build_model("modular_counter", get_automaton("parity"), 8)
+    sizes = []
+    real = va.predict
+    monkeypatch.setattr(va, "predict", lambda m, w, **kw: sizes.append(len(w)) or real(m, w, **kw))
+    r = verify(model, samples=20, exhaustive_upto=0)
+    assert r.accuracy == 1.0 and r.sequences == 20 and sizes == [8, 8, 4]

@@ -202,3 +202,12 @@ def test_an_out_holding_something_else_is_refused_and_kept(parity, tmp_path, cap
     afile.write_text("x")
     assert main(["experiment", "parity-ood", "--quick", "--out", str(afile)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_ray_backend_gives_the_local_pool_s_numbers(parity, tmp_path):
+    pytest.importorskip("ray")
+    out, local = parity
+    r = run_experiment(get_experiment("parity-ood"), tmp_path / "ray", quick=True, backend="ray", workers=2)
+    assert r["backend"] == "ray" and r["trained_now"] == local["runs"]
+    assert [c["measured"] for c in r["claims"]] == [c["measured"] for c in local["claims"]]

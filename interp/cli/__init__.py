@@ -25,6 +25,9 @@ __all__ = ["main"]
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
     p = Parser(prog="interp", description="sandbox-lens: exact transformer constructions for automata.")
+    from interp import __version__
+
+    p.add_argument("--version", action="version", version=f"sandbox-lens {__version__}")
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (default: torch's choice; small models on a busy machine often run "
                         "several times faster with 1)")
@@ -41,6 +44,9 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, handlers = _parser()
+    if not (sys.argv[1:] if argv is None else list(argv)):
+        parser.print_help()  # a bare `interp` shows what it can do
+        return 0
     args = parser.parse_args(argv)
     handler = handlers[args.command]
     warnings.showwarning = _one_line_warning
@@ -55,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except SandboxError as e:
         print(f"interp: error: {e}", file=sys.stderr)
+        return 2
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+        # an output path that is a file, lies under one, or may not be written: the user's to fix
+        print(f"interp: error: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interp: interrupted", file=sys.stderr)

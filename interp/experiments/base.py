@@ -81,6 +81,7 @@ class Context:
     settings: dict[str, Any] = field(default_factory=dict)
     trained_now: int = 0
     runs_total: int = 0
+    training_minutes: float = 0.0  # summed over every run, reused or not (one CPU each)
 
     # -- training -------------------------------------------------------------------------------
     def sweep(self, name: str, task, shape, config, seeds: Sequence[int] | None = None, init_spec: Any = None,
@@ -93,6 +94,7 @@ class Context:
                             workers=self.workers, progress=self.progress, init_spec=init_spec)
         self.trained_now += summary["trained_now"]
         self.runs_total += len(summary["runs"])
+        self.training_minutes += sum(r["wall_seconds"] for r in summary["runs"]) / 60
         self.settings[name] = {"task": summary["task"], "task_name": summary["task_name"], "shape": summary["shape"],
                                "config": summary["config"], "seeds": summary["seeds"], "grid": summary["grid"]}
         return summary
@@ -190,6 +192,7 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
         "thesis_claim": experiment.claim, "quick": quick, "seeds": seeds, "backend": backend,
         "options": options, "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
         "minutes": round((time.time() - started) / 60, 2), "trained_now": ctx.trained_now, "runs": ctx.runs_total,
+        "training_cpu_minutes": round(ctx.training_minutes, 2),
         "settings": ctx.settings, "claims": ctx.claims, "tables": ctx.tables, "figures": ctx.figures,
         "conclusions": ctx.conclusions, "caveats": ctx.caveats, "data": ctx.numbers,
         "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),

@@ -38,26 +38,19 @@ def check(options: dict[str, Any]) -> None:
         raise ExperimentError(f"grid-boundary needs a 1-D gridworld (e.g. grid9), not {a.name}")
 
 
-def boundary_scores(model, comparison, words: np.ndarray) -> dict[str, Any]:
-    """Per head: argmax agreement and mass on the last wall position (canonical coordinates), and the
-    per-query "any head" agreement."""
-    from interp.compare.canonical import canonical
-    from interp.model.run import attention_patterns, live_heads
+def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
+    """Per head the boundary-detector score (:func:`probes.boundary.boundary_detector_scores`), the best
+    block's "any head" score, and the two free baselines on the same words."""
+    from interp.tasks.gridworld import last_boundary_positions
+    from probes.boundary import boundary_detector_scores
 
-    data = comparison.inputs(model, words, with_latents=False)
-    heads = live_heads(model)
-    raw = attention_patterns(model, data.tokens, heads)
-    refs = np.stack([comparison.references(w)["last boundary"] for w in words])  # [B, T, T+1]
-    target = refs.argmax(-1)
-    hits, mass = {}, {}
-    for head, pats in raw.items():
-        canon = np.stack([canonical(p, data.prefix) for p in pats])
-        hits[head] = canon.argmax(-1) == target
-        mass[head] = float(np.take_along_axis(canon, target[..., None], -1).mean())
-    any_head = np.any(np.stack(list(hits.values())), axis=0) if hits else np.zeros(target.shape, dtype=bool)
+    scores = boundary_detector_scores(model, words, automaton)
+    # baselines in word coordinates: position 0 is BOS (the start, a wall), t is the t-th symbol
+    states = np.concatenate([np.full((len(words), 1), automaton.initial), automaton.run(words)], axis=1)
+    target = np.stack([last_boundary_positions(row, automaton.n_states)[1:] for row in states])
     T = target.shape[1]
-    return {"heads": {f"L{l}H{h}": {"score": float(hits[(l, h)].mean()), "mass": mass[(l, h)]} for l, h in heads},
-            "any_head": float(any_head.mean()),
+    return {"heads": {f"L{b}H{h}": v for (b, h), v in scores.heads.items()},
+            "any_head": max(scores.blocks.values(), default=0.0),
             "always_bos": float((target == 0).mean()), "always_self": float((target == np.arange(1, T + 1)).mean())}
 
 
@@ -72,8 +65,7 @@ def run(ctx: Context) -> None:
     a = get_automaton(ctx.options["automaton"])
     T = sc["length"]
     task = AutomatonTask(a, T)
-    comparison = AutomatonComparison(a, T)
-    words = comparison.words(sc["words"], seed=5000)
+    words = AutomatonComparison(a, T).words(sc["words"], seed=5000)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)
     results: dict[str, Any] = {}
     for label, (layers, heads) in sc["shapes"].items():
@@ -81,11 +73,11 @@ def run(ctx: Context) -> None:
         acc = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
         per_seed = {}
         for s, d in ctx.run_dirs(label).items():
-            per_seed[s] = {"accuracy": acc[s], **boundary_scores(load_trained(d), comparison, words)}
+            per_seed[s] = {"accuracy": acc[s], **boundary_scores(load_trained(d), a, words)}
         results[label] = per_seed
     first_run = next(iter(ctx.run_dirs(next(iter(sc["shapes"]))).values()))
     exact = skyline(load_trained(first_run), T)
-    built = boundary_scores(exact, comparison, words)
+    built = boundary_scores(exact, a, words)
     ctx.data("twins", {k: {str(s): v for s, v in per.items()} for k, per in results.items()})
     ctx.data("construction", {"name": exact.card.construction, **built})
     any_seed = next(iter(next(iter(results.values())).values()))
@@ -94,15 +86,14 @@ def run(ctx: Context) -> None:
     rows = []
     for label, per in results.items():
         for s, r in per.items():
-            best = max(r["heads"], key=lambda h: r["heads"][h]["score"])
-            layer_of_best = int(best[1:].split("H")[0])
-            rows.append([f"{label} seed {s}", r["accuracy"], best, r["heads"][best]["score"], r["heads"][best]["mass"],
-                         layer_of_best, r["any_head"]])
-    best_c = max(built["heads"], key=lambda h: built["heads"][h]["score"])
-    rows.append([f"construction ({exact.card.construction})", 1.0, best_c, built["heads"][best_c]["score"],
-                 built["heads"][best_c]["mass"], int(best_c[1:].split("H")[0]), built["any_head"]])
+            best = max(r["heads"], key=r["heads"].get)
+            rows.append([f"{label} seed {s}", r["accuracy"], best, r["heads"][best], int(best[1:].split("H")[0]),
+                         r["any_head"]])
+    best_c = max(built["heads"], key=built["heads"].get)
+    rows.append([f"construction ({exact.card.construction})", 1.0, best_c, built["heads"][best_c],
+                 int(best_c[1:].split("H")[0]), built["any_head"]])
     ctx.table("Boundary-detector scores (fraction of queries whose argmax is the last wall position)",
-              ["model", "held-out accuracy", "best head", "its score", "its mass there", "its layer", "any head"], rows,
+              ["model", "held-out accuracy", "best head", "its score", "its layer", "any head of one layer"], rows,
               note=f"{len(words)} words of length {T}; baselines: always-BOS {bos:.3f}, always-self {self_:.3f}. "
                    f"Layers count TransformerLens blocks from 0.")
     _figure(ctx, results, built, bos, self_, exact.card.construction)
@@ -118,12 +109,12 @@ def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     for i, (label, per) in enumerate(results.items()):
         for s, r in per.items():
             names = list(r["heads"])
-            ax.scatter([x + j * 0.8 / max(1, len(names)) for j in range(len(names))], [r["heads"][h]["score"] for h in names],
+            ax.scatter([x + j * 0.8 / max(1, len(names)) for j in range(len(names))], [r["heads"][h] for h in names],
                        color=f"C{i}", s=14)
             labels.append((x + 0.4, f"{label}\nseed {s}"))
             x += 1
     names = list(built["heads"])
-    ax.scatter([x + j * 0.8 / len(names) for j in range(len(names))], [built["heads"][h]["score"] for h in names],
+    ax.scatter([x + j * 0.8 / len(names) for j in range(len(names))], [built["heads"][h] for h in names],
                color="k", s=14)
     labels.append((x + 0.4, "construction"))
     ax.axhline(bos, color="C3", ls="--", lw=1, label=f"always BOS ({bos:.2f})")
@@ -143,9 +134,9 @@ def _claims(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     margin = 0.2
     for label, per in results.items():
         learned = {s: r for s, r in per.items() if r["accuracy"] >= LEARNED or ctx.quick}
-        best = {s: max(h["score"] for h in r["heads"].values()) for s, r in learned.items()}
+        best = {s: max(r["heads"].values()) for s, r in learned.items()}
         detectors = sum(b >= floor + margin for b in best.values())
-        layers = sorted({int(max(r["heads"], key=lambda h: r["heads"][h]["score"])[1:].split("H")[0])
+        layers = sorted({int(max(r["heads"], key=r["heads"].get)[1:].split("H")[0])
                          for r in learned.values()})
         if not learned:
             v, why = "not tested", f"no {label} twin reached {LEARNED} held-out accuracy"

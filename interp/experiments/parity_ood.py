@@ -23,6 +23,7 @@ COUNT_SYMBOL = 1
 PS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 #: the verdict rules (stated in the report beside each verdict)
 LEARNED, DROP_REPRODUCED, DROP_NONE = 0.95, 0.10, 0.02
+READABLE = 0.9  # a latent is "readable" at a hook where the twins' mean probe accuracy reaches this
 
 
 def _scale(quick: bool) -> dict[str, Any]:
@@ -175,8 +176,14 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
               note=f"Probe words: {n_words} uniform words of length {T} (70% train, 30% test), logistic regression. "
                    f"Chance for the count (majority class) {chance:.3f}.")
     best = {n: max(v.values()) for n, v in per_model.items()}
-    ctx.data("count_probe", {"per_model": per_model, "state_probe": state, "chance": chance, "best": best})
-    return {"best": best, "chance": chance, "twins": twin_names}
+
+    def first(table: dict[str, dict[str, float]]) -> str | None:  # first hook where the twins' mean reaches 0.9
+        return next((h for h in hooks if np.mean([table[n][h] for n in twin_names]) >= READABLE), None)
+
+    order = {"count": first(per_model), "state": first(state)}
+    ctx.data("count_probe", {"per_model": per_model, "state_probe": state, "chance": chance, "best": best,
+                             "first_readable": order, "readable_at": READABLE})
+    return {"best": best, "chance": chance, "twins": twin_names, "order": order, "hooks": hooks}
 
 
 def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, lstms, rows, exact, probe,
@@ -226,8 +233,17 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
                   f"{np.mean(twin_best):.3f} on average (min {np.min(twin_best):.3f}; chance {probe['chance']:.3f})")
     if exact is not None:
         count_text += f"; from {exact.card.construction}'s at {best[exact.card.construction]:.3f}"
-    ctx.conclude(count_text + (". A twin that reads the count linearly could compute parity as count-then-mod, like "
-                               "Lemma 15; one that does not has found another route." if a.name == "parity" else "."))
+    order, hooks = probe["order"], probe["hooks"]
+    if order["count"] and order["state"] and hooks.index(order["count"]) < hooks.index(order["state"]):
+        how = (f" The count is readable (mean ≥ {READABLE}) from {order['count']}, the state only from "
+               f"{order['state']}: the twins count first and reduce later, the order of Lemma 15's count-then-mod.")
+    elif order["count"] and order["state"]:
+        how = (f" The count (from {order['count']}) is not readable before the state (from {order['state']}): the "
+               f"probes do not show a count-then-mod order.")
+    else:
+        how = (f" The count is readable (mean ≥ {READABLE}) at {order['count'] or 'no hook'}, the state at "
+               f"{order['state'] or 'no hook'}.")
+    ctx.conclude(count_text + "." + how)
     if learned:
         ctx.conclude(f"Trained at the uniform law, the twins lose {ctx.numbers['drop_by_p']:.3f} of accuracy at the "
                      f"worst tested probability and {ctx.numbers['drop_by_count']:.3f} at the worst count, while the "

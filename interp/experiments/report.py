@@ -18,7 +18,7 @@ __all__ = ["write_report", "write_index", "read_results"]
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.text{text-align:left}img{max-width:100%}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.text,th.text{text-align:left}img{max-width:100%}
 code{background:#f5f5f5;padding:1px 3px}.note{color:#555;font-size:0.92em}
 .v-reproduced{background:#e3f4e3}.v-differs{background:#fdf3d7}.v-not-reproduced{background:#f9dede}
 .v-not-tested{background:#eee}figure{margin:1.5em 0}figcaption{color:#444;font-size:0.92em}
@@ -55,7 +55,7 @@ def _claims(claims: list[dict[str, Any]]) -> str:
         rows.append(f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
                     f"<td class='text'>{html.escape(c['measured'])}</td><td class='text {cls}'><b>{html.escape(c['verdict'])}"
                     f"</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>")
-    head = "<tr><th>claim</th><th>thesis</th><th>measured here</th><th>verdict</th></tr>"
+    head = "<tr><th>claim</th><th class='text'>thesis</th><th class='text'>measured here</th><th class='text'>verdict</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -76,7 +76,8 @@ def write_report(out: str | Path) -> Path:
              f"<p><b>Thesis</b> {html.escape(r['section'])}: {html.escape(r['thesis_claim'])}</p>",
              f"<p class='note'>Experiment <code>{html.escape(r['experiment'])}</code> · scale: {html.escape(r['scale'])} · "
              f"seeds {html.escape(', '.join(map(str, r['seeds'])))} · {r['runs']} training runs ({r['trained_now']} trained "
-             f"by this invocation, the rest reused) · {r['minutes']:.1f} minutes · backend {html.escape(r['backend'])}"
+             f"by this invocation, the rest reused; {r.get('training_cpu_minutes', 0):.1f} CPU-minutes of training in all) · "
+             f"{r['minutes']:.1f} minutes for this invocation · backend {html.escape(r['backend'])}"
              + (f" · task options {html.escape(json.dumps(r['options']))}" if r["options"] else "") + "</p>"]
     if r["quick"]:
         parts.append("<p><b>Quick run</b>: a seconds-scale version that exercises the pipeline. Its verdicts are "

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.files import atomic_write
+from interp.files import atomic_write, read_text_limited
 from interp.model.card import ModelCard
 from interp.model.hooked import load_strict, new_model
 
@@ -59,9 +59,9 @@ def load_model(directory: str | Path, expect_construction: str | None = None):
     if not meta_path.is_file():
         raise CheckpointError(f"no saved model in {d} ({META_FILE} missing)")
     try:
-        meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{meta_path} is corrupt: {e}") from None
+        meta = json.loads(read_text_limited(meta_path))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError, OSError) as e:
+        raise CheckpointError(f"{meta_path} is corrupt: {type(e).__name__}: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{meta_path} is not a sandbox-lens model file")
     if meta.get("format_version") not in READABLE_VERSIONS:

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.errors import AutomatonError
+from interp.files import read_text_limited
 
 __all__ = ["Semiautomaton", "load_automaton_file", "parse_automaton_json"]
 
@@ -207,6 +208,8 @@ def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
         data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
     except json.JSONDecodeError as e:
         raise AutomatonError(f"{source}: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise AutomatonError(f"{source}: JSON nested too deeply to be an automaton") from None
     if not isinstance(data, dict):
         raise AutomatonError(f"{source}: the top level must be a JSON object")
     missing = [k for k in ("states", "alphabet", "delta") if k not in data]
@@ -262,9 +265,9 @@ def load_automaton_file(path: str | Path) -> Semiautomaton:
     """Load an automaton from a JSON file (``--automaton-file``)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_limited(p)
     except FileNotFoundError:
         raise AutomatonError(f"automaton file not found: {p}") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise AutomatonError(f"cannot read automaton file {p}: {e}") from None
     return parse_automaton_json(text, str(p))

@@ -34,6 +34,7 @@ import numpy as np
 
 from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.errors import AutomatonError
+from interp.files import read_text_limited
 
 __all__ = ["Cascade", "CascadeLevel", "parse_cascade_json", "load_cascade_file", "grid_cascade", "known_cascade"]
 
@@ -138,6 +139,8 @@ def parse_cascade_json(text: str, source: str = "<json>") -> Cascade:
         d = json.loads(text)
     except json.JSONDecodeError as e:
         raise AutomatonError(f"{source}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise AutomatonError(f"{source}: JSON nested too deeply to be a cascade") from None
     if not isinstance(d, dict):
         raise AutomatonError(f"{source}: a cascade must be a JSON object")
     unknown = set(d) - {"name", "alphabet", "levels", "simulates", "output", "description"}
@@ -271,9 +274,11 @@ def _parse_wiring(ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ..
 def load_cascade_file(path: str | Path) -> Cascade:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_limited(p)
     except OSError as e:
         raise AutomatonError(f"cannot read cascade file {str(p)!r}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise AutomatonError(f"cannot read cascade file {str(p)!r}: {e}") from None
     return parse_cascade_json(text, str(p))
 
 

@@ -45,6 +45,10 @@ def card_automaton(card) -> Semiautomaton:
     return parse_automaton_json(json.dumps(card.task["automaton"]), f"<{card.construction} model>")
 
 
+#: sampled words are drawn and checked in chunks of at most this many positions
+CHUNK_POSITIONS = 1 << 21
+
+
 def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, length: int | None = None, *,
                      samples: int = 1000, exhaustive_upto: int | None = None, seed: int = 0,
                      batch_size: int | None = None, progress: bool = False, max_mismatches: int = 5) -> Verification:
@@ -73,14 +77,19 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
     if m**K > MAX_EXHAUSTIVE_WORDS:
         raise LengthError(f"exhaustive check up to {K} needs {m}^{K} words, more than {MAX_EXHAUSTIVE_WORDS}")
 
-    word_sets = []
-    if K > 0:
-        word_sets.append(automaton.all_words(K))
-    if samples > 0:
-        word_sets.append(automaton.sample(samples, length, seed=seed))
+    def word_sets():
+        if K > 0:
+            yield automaton.all_words(K)
+        # Sampled words come in chunks of at most CHUNK_POSITIONS positions, so that --samples is
+        # limited by time, not memory; one chunk (the usual case) draws exactly the words of `seed`.
+        per_chunk = max(1, CHUNK_POSITIONS // length)
+        for i, start in enumerate(range(0, samples, per_chunk)):
+            chunk_seed = seed if i == 0 else int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+            yield automaton.sample(min(per_chunk, samples - start), length, seed=chunk_seed)
+
     correct = checked = sequences = 0
     mismatches: list[Mismatch] = []
-    for words in word_sets:
+    for words in word_sets():
         pred = predict(model, words, batch_size=batch_size, progress=progress)
         truth = automaton.run(words)
         ok = pred == truth
