@@ -190,3 +190,23 @@ def test_the_twin_is_trained_once_and_reused(tmp_path):
     before = weights.stat().st_mtime_ns
     compare(comp, tmp_path, constructions=["modular_counter"], train_steps=30, **FAST)
     assert weights.stat().st_mtime_ns == before
+
+
+def test_a_twin_below_its_target_is_flagged_and_more_minutes_continue_it(tmp_path, monkeypatch):
+    """An under-trained twin is named as such in metrics.json and the report; a larger budget resumes it."""
+    import interp.compare.analyse as analyse
+
+    comp = comparison_for("parity", length=8)
+    monkeypatch.setattr(comp, "train_defaults", lambda: {"steps": 400, "lr": 3e-3, "target_accuracy": 1.0})
+    compare(comp, tmp_path, constructions=["modular_counter"], train_minutes=0.0, masks=False, **{
+        k: v for k, v in FAST.items() if k != "mask_steps"})
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    t = m["twin_training"]
+    assert t["stopped_by"] == "time" and t["reached_target"] is False and t["steps"] < 400
+    assert "The twin did not reach its target" in (tmp_path / "report.html").read_text()
+    first_steps = t["steps"]
+    compare(comp, tmp_path, constructions=["modular_counter"], train_minutes=0.05, masks=False, **{
+        k: v for k, v in FAST.items() if k != "mask_steps"})
+    again = json.loads((tmp_path / "metrics.json").read_text())["twin_training"]
+    assert again["steps"] > first_steps  # the same run, continued
+    assert analyse.twin_training(tmp_path / "nowhere") == {"known": False}

@@ -80,6 +80,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                      mask_sparsities=args.mask_sparsity, theorem3_steps=args.theorem3_steps,
                      corollary3_steps=args.corollary3_steps,
                      seed=args.seed, progress=sys.stderr.isatty())
+    t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
+    if t.get("reached_target") is False:
+        print(f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "
+              f"(stopped by {t['stopped_by']}); the report says so. More --train-minutes continues it.", file=sys.stderr)
     print(f"report: {report}")
     return 0
 

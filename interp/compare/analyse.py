@@ -62,13 +62,37 @@ def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: 
     if trained is not None:
         return load_trained(trained, expect_task=task.to_dict()), Path(trained)
     directory = out / "twin"
-    if not (directory / "metrics.json").exists():
-        d = comparison.train_defaults()
-        config = TrainConfig(steps=steps or d["steps"], batch=32, lr=d["lr"], warmup=100, eval_every=50,
-                             target_accuracy=d["target_accuracy"], max_minutes=minutes, seed=seed)
+    d = comparison.train_defaults()
+    config = TrainConfig(steps=steps or d["steps"], batch=32, lr=d["lr"], warmup=100, eval_every=50,
+                         target_accuracy=d["target_accuracy"], max_minutes=minutes, seed=seed)
+    done = _twin_record(directory)
+    # a twin that ran out of minutes continues when more are given (the same run, resumed)
+    more_time = (done is not None and done["stopped_by"] == "time" and minutes is not None
+                 and minutes > (done["config"].get("max_minutes") or 0))
+    if done is None or more_time:
         train(task, default_shape(task), config, directory, resume=(directory / "checkpoint.json").exists(),
               progress=progress)
     return load_trained(directory, expect_task=task.to_dict()), directory
+
+
+def _twin_record(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(directory) / "metrics.json").read_text())
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def twin_training(directory: Path) -> dict[str, Any]:
+    """How the twin's training ended, and whether it reached its target (an under-trained twin's
+    circuits are not those of a model that learned the task)."""
+    m = _twin_record(directory)
+    if m is None:
+        return {"known": False}
+    target = m.get("config", {}).get("target_accuracy")
+    return {"known": True, "final_accuracy": m["final_accuracy"], "best_accuracy": m["best_accuracy"],
+            "target_accuracy": target, "stopped_by": m["stopped_by"], "steps": m["steps"], "seed": m["seed"],
+            "minutes": round(m["wall_seconds"] / 60, 2),
+            "reached_target": None if target is None else m["final_accuracy"] >= target}
 
 
 def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
@@ -176,6 +200,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     example_words = comparison.words(examples, seed + 1)
 
     metrics: dict[str, Any] = {"task": comparison.title, "kind": comparison.kind, "twin": str(twin_dir),
+                               "twin_training": twin_training(twin_dir),
                                "prefix_label": comparison.prefix_label, "scored_positions": comparison.scored_positions,
                                "latents": list(comparison.latent_names),
                                "samples": samples, "examples": examples, "seed": seed,

@@ -28,7 +28,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}code{background:#f5f5f5;padding:1px 3px}
-.note{color:#555;font-size:0.92em}
+.note{color:#555;font-size:0.92em}.warn{background:#fdf3d7;border-left:4px solid #d9a400;padding:6px 10px}
 """
 
 
@@ -120,6 +120,17 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _twin_warning(t: dict[str, Any]) -> str:
+    """A visible note when the twin stopped below its target: its circuits are not a learned model's."""
+    if not t.get("known") or t.get("reached_target") is not False:
+        return ""
+    return (f"<p class='warn'><b>The twin did not reach its target</b>: held-out accuracy {t['final_accuracy']:.3f} "
+            f"of {t['target_accuracy']:g} after {t['steps']} steps ({t['minutes']:.1f} min, stopped by "
+            f"{html.escape(t['stopped_by'])}). What follows describes a model that has not learned the task. Give it "
+            f"more time (<code>--train-minutes</code> larger than before continues the same run) or another "
+            f"<code>--seed</code> with another <code>--out</code>.</p>")
+
+
 def write_report(out: str | Path) -> Path:
     """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
     out = Path(out)
@@ -141,6 +152,7 @@ def write_report(out: str | Path) -> Path:
     latents = list(metrics["latents"])
     summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
                             "greedy pruning keeps", "learned masks keep"], summary)
+    summary_table = _twin_warning(metrics.get("twin_training", {})) + summary_table
 
     if max(len(p) for p in patterns.values()) <= SIDE_BY_SIDE_HEADS:
         png = _side_by_side_png(patterns, tokens)
