@@ -210,3 +210,13 @@ def test_a_twin_below_its_target_is_flagged_and_more_minutes_continue_it(tmp_pat
     again = json.loads((tmp_path / "metrics.json").read_text())["twin_training"]
     assert again["steps"] > first_steps  # the same run, continued
     assert analyse.twin_training(tmp_path / "nowhere") == {"known": False}
+
+
+def test_the_theorem3_headings_say_what_the_numbers_show(dyck_report):
+    """30 mask steps do not reproduce the construction: the heading must not claim it was found."""
+    report, m = dyck_report
+    page = report.read_text()
+    t3 = m["pruning"]["theorem3"]
+    found = t3["accuracy"] >= t3["target_accuracy"] - 0.02
+    assert ("construction found inside a random network" in page) == found
+    assert ("did <b>not</b> reproduce" in page) == (not found)
