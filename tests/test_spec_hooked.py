@@ -178,3 +178,37 @@ def test_models_saved_in_the_first_format_still_load(tmp_path):
         model = load_model(tmp_path / name)
         assert model.card.kind == kind
         assert verify(model, samples=20).exact
+
+
+PLAIN_TL = """
+import json, sys, torch
+from safetensors.torch import load_file
+from transformer_lens import HookedTransformer, HookedTransformerConfig
+cfg = json.load(open(sys.argv[1] + "/model.json"))["config"]
+model = HookedTransformer(HookedTransformerConfig(**{**cfg, "dtype": getattr(torch, cfg["dtype"])}))
+model.load_state_dict(load_file(sys.argv[1] + "/model.safetensors"), strict=False)  # buffers: TL's own
+tokens = torch.tensor(json.loads(sys.argv[2]))
+print(json.dumps({"pred": model(tokens).argmax(-1).tolist(), "interp": any(m.startswith("interp") for m in sys.modules)}))
+"""
+
+
+def test_a_saved_model_loads_in_plain_transformer_lens(tmp_path):
+    """The README's lines: no sandbox-lens import, the same predictions (not load_and_process_state_dict,
+    which folds and centres the weights)."""
+    import json
+    import subprocess
+    import sys
+
+    from interp.cli import main
+    from interp.model.saved import load_model
+    from interp.model.run import logits
+
+    assert main(["build", "modular_counter", "--automaton", "parity", "-T", "8", "--out", str(tmp_path / "m")]) == 0
+    model = load_model(tmp_path / "m")
+    tokens = model.card.io.encode(np.random.default_rng(0).integers(2, size=(3, 8)))
+    out = subprocess.run([sys.executable, "-c", PLAIN_TL, str(tmp_path / "m"), json.dumps(tokens.tolist())],
+                         capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["interp"] is False
+    expected = next(iter(logits(model, tokens)))[1].argmax(-1).tolist()
+    assert got["pred"] == expected

@@ -32,11 +32,14 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 def _list() -> int:
     from interp.experiments import EXPERIMENTS
 
+    import textwrap
+
+    pad = " " * 23
     for e in EXPERIMENTS.values():
-        takes = f"  options: --{' --'.join(e.takes)}" if e.takes else ""
+        takes = f"; options --{', --'.join(e.takes)}" if e.takes else ""
         print(f"{e.name:22s} {e.section}; ~{e.minutes:g} min on 2 cores{takes}")
-        print(f"{'':22s} {e.claim}")
-        print(f"{'':22s} scale: {e.scale}")
+        for text in (e.claim, f"scale: {e.scale}"):
+            print(textwrap.fill(text, 100, initial_indent=pad, subsequent_indent=pad))
     return 0
 
 

@@ -44,7 +44,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "2.27 without, against 2.85).",
         scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 20 seeds "
               "× {linear, none, learned} positions",
-        minutes=12.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_seeds"),
+        minutes=9.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_seeds"),
     Experiment(
         name="dyck-balance", title="Balance violation and length generalisation with a minimal first layer",
         section="§3.6.3, Fig. 3.40 (Theorems 1–2)",
@@ -53,7 +53,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "regulariser lowers β and raises that accuracy.",
         scale="Dyck_{2,4}, trained on prefixes of ≤ 28 tokens, models of 508 positions; 1000 steps × batch 32; "
               "lr {1e-3, 3e-3} × contrastive λ {0, 1} × 5 seeds; 200 prefixes of 400–500 tokens",
-        minutes=15.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_balance"),
+        minutes=3.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_balance"),
     Experiment(
         name="grid-boundary", title="Nearest-boundary detectors in trained gridworld models",
         section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",
@@ -61,7 +61,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "position — the detector Theorem 12's construction builds.",
         scale="grid9, T = 64; 2 layers × 2 heads and 4 layers × 4 heads, width 64; up to 3000 steps × batch 32; "
               "3 seeds each; 200 words",
-        minutes=15.0, takes=("automaton",), defaults={"automaton": "grid9"}, module="interp.experiments.grid_boundary"),
+        minutes=16.0, takes=("automaton",), defaults={"automaton": "grid9"}, module="interp.experiments.grid_boundary"),
     Experiment(
         name="length-generalisation", title="Length generalisation: training length and position code",
         section="§3.4.5.2.4, Fig. 3.21",

@@ -23,6 +23,8 @@ MIXTURE = (0.9, 0.98, 0.1)
 SHARPEN = 0.01  # λ of the entropy penalty (flipflop.md §7.2 item 11: the thesis's 1L1H setting)
 LEARNED = 0.99  # in-distribution read accuracy a model must reach for its OOD errors to count
 MIN_COMPARED = 3  # learned models a population needs before its errors are compared with another's
+SHORT = {"twin": "FFL(0.8)", "mixture": "mixture", "sharpened": "sharpened", "lstm": "LSTM",
+         "ffl (construction)": "exact"}
 POPULATIONS = {"twin": "twins, FFL(0.8)", "mixture": "twins, mixture {0.9, 0.98, 0.1}",
                "sharpened": f"twins, FFL(0.8) + sharpening λ={SHARPEN}", "lstm": "LSTMs, FFL(0.8)"}
 
@@ -110,11 +112,7 @@ def _strip_figure(ctx: Context, per_pop: dict, strings: dict) -> None:
             jitter = np.linspace(-0.15, 0.15, len(errs)) if len(errs) > 1 else np.zeros(1)
             ax.scatter(i + jitter, errs + 1, s=18, color=f"C{i}")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(pops)), [POPULATIONS.get(q, "construction").split(",")[0] if q != "ffl (construction)"
-                                         else "exact" for q in pops], fontsize=8)
-        for i, pop in enumerate(pops):  # the population's setting, under its name
-            if pop in ("mixture", "sharpened"):
-                ax.text(i, 0.75, pop, ha="center", va="top", fontsize=7, transform=ax.get_xaxis_transform())
+        ax.set_xticks(range(len(pops)), [SHORT.get(q, q) for q in pops], fontsize=8, rotation=20)
         ax.set_title(f"FFL({p:g}): {strings[p]} strings, {per_pop[pops[0]][p]['reads']} reads", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("read errors + 1 (log scale; 1 = none)")

@@ -155,6 +155,11 @@ def _claims(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
               "reproduced" if built["any_head"] == 1.0 else "not reproduced", "reproduced if the any-head score is 1.0")
     ctx.conclude(f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
                  f"boundary score well above both means the head tracks the walls, not a fixed position.")
+    twin_best = max(max(r["heads"].values()) for per in results.values() for r in per.values())
+    ctx.conclude(f"The construction spreads detection over {len(built['heads'])} heads indexed by offset: its best "
+                 f"single head scores {max(built['heads'].values()):.3f}, yet for {built['any_head']:.3f} of queries one "
+                 f"head of its second layer is exactly on the wall. The twins concentrate it instead (best single "
+                 f"head {twin_best:.3f}) — a per-head score alone would rank the exact circuit below the learned ones.")
     if not ctx.quick:
         ctx.caveat(f"Scale: T = {T} and width 64 (the thesis: T = 100 for training, length-128 probes, width 512, 8 heads); "
                    f"{len(ctx.seeds)} seeds per shape.")
