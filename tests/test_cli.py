@@ -11,7 +11,7 @@ from interp.model.saved import load_model
 # One --json schema for every task (issue: automata, Dyck and FFL print the same keys).
 VERIFY_KEYS = {"construction", "kind", "task", "length", "dtype", "accuracy", "exact", "checked", "checked_unit",
                "sequences", "exhaustive_upto", "samples", "seed", "n_layers", "attention_layers", "d_model", "n_heads",
-               "d_mlp", "mismatches", "details"}
+               "d_mlp", "mismatches", "details", "backend"}
 
 
 def run(capsys, *argv):

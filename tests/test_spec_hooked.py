@@ -212,3 +212,18 @@ def test_a_saved_model_loads_in_plain_transformer_lens(tmp_path):
     assert got["interp"] is False
     expected = next(iter(logits(model, tokens)))[1].argmax(-1).tolist()
     assert got["pred"] == expected
+
+
+def test_the_back_end_follows_the_installed_transformer_lens(monkeypatch):
+    import importlib.metadata
+
+    from interp.errors import ConstructionError
+    from interp.model.hooked import backend
+
+    assert backend() == "HookedTransformer"  # this venv pins TransformerLens 3.9
+    for version, expected in (("4.3.0", "TransformerBridge"), ("3.9.1", "HookedTransformer")):
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, v=version: v)
+        assert backend() == expected
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.16.0")
+    with pytest.raises(ConstructionError, match="not supported"):
+        backend()

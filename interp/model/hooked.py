@@ -22,7 +22,8 @@ import numpy as np
 from interp.errors import CheckpointError, ConstructionError
 from interp.model.spec import ConstructionSpec
 
-__all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES"]
+__all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES",
+           "backend"]
 
 DTYPES = ("float32", "float64")
 
@@ -99,7 +100,44 @@ def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> di
     return sd
 
 
+def backend() -> str:
+    """The model back end the installed TransformerLens has: ``"HookedTransformer"`` (3.9) or
+    ``"TransformerBridge"`` (4.x). Read from the package metadata, without importing TransformerLens."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("transformer-lens")
+    except PackageNotFoundError:
+        raise ConstructionError("TransformerLens is not installed (pip install 'transformer-lens>=3.9,<5')") from None
+    major, minor = (int(x) for x in v.split(".")[:2])
+    if (major, minor) >= (3, 9) and major < 4:
+        return "HookedTransformer"
+    if major == 4:
+        return "TransformerBridge"
+    raise ConstructionError(f"TransformerLens {v} is not supported: sandbox-lens runs on 3.9 (HookedTransformer) "
+                            f"or 4.x (TransformerBridge)")
+
+
+def _bridge(cfg: dict[str, Any]):
+    """A native TransformerBridge (TransformerLens 4.x) of the same shape; it always scales scores by
+    1/√d_head, which the exported W_Q already compensates when ``use_attn_scale`` is true."""
+    from transformer_lens import TransformerBridge, TransformerBridgeConfig
+
+    if not cfg.get("use_attn_scale", True):
+        raise ConstructionError("TransformerLens 4's bridge always divides attention scores by √d_head; build with "
+                                "use_attn_scale=True (the default) to run on it")
+    keep = ("n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_mlp", "d_vocab", "d_vocab_out", "act_fn",
+            "normalization_type", "seed")
+    kw = {k: cfg[k] for k in keep if k in cfg}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TransformerBridge.boot_native(TransformerBridgeConfig(**kw, dtype=_torch_dtype(cfg["dtype"])))
+
+
 def new_model(cfg: dict[str, Any]):
+    """An empty model of config ``cfg`` on the installed back end (see :func:`backend`)."""
+    if backend() == "TransformerBridge":
+        return _bridge(cfg)
     from transformer_lens import HookedTransformer
 
     with warnings.catch_warnings():
@@ -109,7 +147,19 @@ def new_model(cfg: dict[str, Any]):
 
 
 def load_strict(model, tensors: dict[str, Any]) -> None:
-    """Load parameters strictly; buffers (causal mask, IGNORE) come from the fresh model."""
+    """Load parameters strictly; buffers (causal mask, IGNORE) come from the fresh model. Weights are
+    held in HookedTransformer state-dict names; on the bridge they are converted first."""
+    if type(model).__name__ == "TransformerBridge":
+        from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
+
+        try:  # the bridge maps its own parameter names; it reports what it could not place
+            result = model.load_state_dict(convert_tl_checkpoint(dict(tensors), model.cfg), strict=False)
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise CheckpointError(f"weights do not fit the model: {str(e).splitlines()[0]}") from None
+        if result.missing_keys or result.unexpected_keys:
+            raise CheckpointError(f"weights do not match the model: missing {result.missing_keys[:3]}, "
+                                  f"unexpected {result.unexpected_keys[:3]}")
+        return
     full = dict(tensors)
     params = {name for name, _ in model.named_parameters()}
     missing = sorted(params - set(tensors))
