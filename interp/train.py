@@ -182,16 +182,16 @@ def build_model(task, shape: ModelShape, seed: int = 0):
 
         return LSTMModel(LSTMConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_model=shape.d_model,
                                     hidden=shape.hidden or 128, n_layers=shape.n_layers, n_ctx=MAX_N_CTX))
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from interp.model.hooked import new_model
 
     n_ctx = shape.context(task)
-    cfg = HookedTransformerConfig(
-        n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
-        d_head=shape.d_head or max(1, shape.d_model // shape.n_heads), d_mlp=shape.d_mlp or 4 * shape.d_model,
-        n_ctx=n_ctx, d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, act_fn="relu",
-        normalization_type="LN" if shape.normalization == "LN" else None, default_prepend_bos=False, seed=seed,
-    )
-    model = HookedTransformer(cfg)
+    # the installed TransformerLens's model: a HookedTransformer (3.9) or a native TransformerBridge (4.x)
+    model = new_model({
+        "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
+        "d_head": shape.d_head or max(1, shape.d_model // shape.n_heads), "d_mlp": shape.d_mlp or 4 * shape.d_model,
+        "n_ctx": n_ctx, "d_vocab": task.d_vocab, "d_vocab_out": task.d_vocab_out, "act_fn": "relu",
+        "normalization_type": "LN" if shape.normalization == "LN" else None, "default_prepend_bos": False,
+        "seed": seed, "dtype": "float32"})
     if shape.positional != "learned":
         values = np.zeros((n_ctx, shape.d_model))
         if shape.positional == "sinusoidal":
