@@ -69,7 +69,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "perfect; removing the position encoding helps too; the constructions are exact at every length.",
         scale="FFL(0.8), parity, Dyck_{4,2}; N ∈ {8, 16, 32, 64}; positions none / sinusoidal / learned + random "
               "shift; 2 seeds; up to 1000 steps; tested at 1, 4, 8, 16 × N (200 inputs each)",
-        minutes=25.0, takes=("automaton", "dyck"), defaults={"automaton": "parity", "dyck": "4,2"},
+        minutes=28.0, takes=("automaton", "dyck"), defaults={"automaton": "parity", "dyck": "4,2"},
         module="interp.experiments.length_generalisation"),
 )}
 

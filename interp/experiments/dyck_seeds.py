@@ -30,7 +30,7 @@ STACK_LIKE = 0.5  # a head is called stack-like when its mean stack-top mass exc
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"steps": 150, "length": 28, "words": 32}
+        return {"steps": 60, "length": 28, "words": 24}
     return {"steps": 1500, "length": 28, "words": 200}
 
 

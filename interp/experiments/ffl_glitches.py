@@ -31,7 +31,7 @@ POPULATIONS = {"twin": "twins, FFL(0.8)", "mixture": "twins, mixture {0.9, 0.98,
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"length": 24, "steps": 150, "lstm_steps": 100, "strings": {0.8: 100, 0.98: 200, 0.1: 50},
+        return {"length": 24, "steps": 100, "lstm_steps": 60, "strings": {0.8: 100, 0.98: 200, 0.1: 50},
                 "attention_strings": 16}
     return {"length": 64, "steps": 1000, "lstm_steps": 500, "strings": {0.8: 2000, 0.98: 10000, 0.1: 1000},
             "attention_strings": 64}

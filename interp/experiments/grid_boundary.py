@@ -156,7 +156,10 @@ def _claims(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     ctx.conclude(f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
                  f"boundary score well above both means the head tracks the walls, not a fixed position.")
     twin_best = max(max(r["heads"].values()) for per in results.values() for r in per.values())
-    ctx.conclude(f"The construction spreads detection over {len(built['heads'])} heads indexed by offset: its best "
+    best_layer = max(built["heads"], key=built["heads"].get).split("H")[0]
+    n_layer = sum(h.startswith(best_layer + "H") for h in built["heads"])
+    ctx.conclude(f"The construction spreads detection over the {n_layer} heads of its block {best_layer[1:]}, indexed by "
+                 f"offset: its best "
                  f"single head scores {max(built['heads'].values()):.3f}, yet for {built['any_head']:.3f} of queries one "
                  f"head of its second layer is exactly on the wall. The twins concentrate it instead (best single "
                  f"head {twin_best:.3f}) — a per-head score alone would rank the exact circuit below the learned ones.")

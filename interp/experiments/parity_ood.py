@@ -28,7 +28,7 @@ READABLE = 0.9  # a latent is "readable" at a hook where the twins' mean probe a
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"length": 8, "steps": 200, "lstm_steps": 100, "samples": 64, "probe_words": 48, "counts": 3}
+        return {"length": 8, "steps": 100, "lstm_steps": 60, "samples": 48, "probe_words": 32, "counts": 3}
     return {"length": 20, "steps": 2000, "lstm_steps": 300, "samples": 400, "probe_words": 300, "counts": 11}
 
 
