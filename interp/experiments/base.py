@@ -198,9 +198,23 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
         "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),
                         "torch_threads_per_run": 1},
     }
-    atomic_write(out / RESULTS, (json.dumps(results, indent=1, default=_jsonable) + "\n").encode())
+    # strict JSON: a number that could not be measured (no learned seed, no pair) is null, not NaN
+    results = _strict(json.loads(json.dumps(results, default=_jsonable)))
+    atomic_write(out / RESULTS, (json.dumps(results, indent=1, allow_nan=False) + "\n").encode())
     write_report(out)
     return results
+
+
+def _strict(x: Any) -> Any:
+    import math
+
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_strict(v) for v in x]
+    return x
 
 
 def _jsonable(x: Any) -> Any:

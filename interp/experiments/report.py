@@ -36,6 +36,8 @@ def read_results(out: str | Path) -> dict[str, Any]:
 
 
 def _cell(x: Any) -> str:
+    if x is None:
+        return "—"  # not measured (see the table's note)
     if isinstance(x, float):
         return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.3e}"
     return html.escape(str(x))
