@@ -120,15 +120,17 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
         try:
             r = read_results(out / name)
         except CheckpointError:
-            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='4' class='text'>not run</td></tr>")
+            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>not run</td></tr>")
             continue
         counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in ("reproduced", "differs", "not reproduced",
                                                                            "not tested")}
         summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         rows.append(f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
                     f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
-                    f"<td>{r['minutes']:.1f}</td><td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>")
-    table = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>minutes</th><th>scale</th></tr>"
+                    f"<td>{r.get('training_cpu_minutes', 0):.1f}</td><td>{r['minutes']:.1f}</td>"
+                    f"<td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>")
+    table = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
+             "<th>minutes of the last invocation</th><th>scale</th></tr>"
              + "".join(rows) + "</table>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>sandbox-lens: reproducing the thesis</title>"
             f"<style>{_CSS}</style></head><body><h1>Reproducing the thesis's learning claims</h1>{table}</body></html>")
