@@ -7,6 +7,7 @@ instead of going out. Used by the report test and to take the README's screensho
 
 from __future__ import annotations
 
+import os
 import shutil
 import socketserver
 import subprocess
@@ -38,6 +39,17 @@ def find_chromium() -> str | None:
         if path:
             return path
     return None
+
+
+def require_chromium() -> None:
+    """Skip the calling test when no Chromium is installed, or fail where `make test` promised one
+    (SANDBOX_LENS_REQUIRE_BROWSER)."""
+    import pytest
+
+    if find_chromium() is None:
+        if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):
+            pytest.fail("Chromium is required here (make test installs Debian's chromium)")
+        pytest.skip("no Chromium (make test installs it)")
 
 
 @dataclass

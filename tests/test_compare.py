@@ -1,7 +1,6 @@
 """`interp compare`: canonical coordinates, the comparison's findings, the report, the CLI."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -128,12 +127,9 @@ def test_interp_report_rebuilds_the_page_from_files_without_a_model(dyck_report,
 
 
 def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
-    from browser import find_chromium, render
+    from browser import render, require_chromium
 
-    if find_chromium() is None:
-        if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):
-            pytest.fail("Chromium is required here (make test installs Debian's chromium)")
-        pytest.skip("no Chromium (make test installs it)")
+    require_chromium()
     report, _ = dyck_report
     r = render(report, tmp_path / "report.png", height=1600)
     assert r.external_requests == []

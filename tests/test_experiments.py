@@ -2,7 +2,6 @@
 offline, a rerun reuses its runs, and bad requests get one line and lose nothing."""
 
 import json
-import os
 import shutil
 
 import pytest
@@ -130,12 +129,9 @@ def test_length_generalisation_quick(tmp_path_factory):
 
 
 def test_report_renders_in_headless_chromium(ffl, tmp_path):
-    from browser import find_chromium, render
+    from browser import render, require_chromium
 
-    if find_chromium() is None:
-        if os.environ.get("SANDBOX_LENS_REQUIRE_BROWSER"):
-            pytest.fail("Chromium is required here (make test installs Debian's chromium)")
-        pytest.skip("no Chromium (make test installs it)")
+    require_chromium()
     out, _ = ffl
     r = render(out / "report.html", tmp_path / "report.png", height=3000)
     assert r.external_requests == []

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from interp.experiments.base import Context
-from interp.experiments.dyck_seeds import check, parse_dyck  # noqa: F401 - the same --dyck option
+from interp.experiments.dyck_seeds import check  # noqa: F401 - the same --dyck check, run before OUT is claimed
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0, 1)
 CONTRASTIVE = 1.0  # λ of eq. 3.40 (the thesis gives none; fixed before any run, not tuned)
@@ -36,12 +36,12 @@ def run(ctx: Context) -> None:
     from interp.evaluate import dyck_shifts, evaluate
     from interp.init_from import start_from
     from interp.tasks.batches import DyckTask
-    from interp.tasks.dyck import Dyck
+    from interp.tasks.dyck import Dyck, parse_dyck_spec
     from interp.train import TrainConfig, load_trained
     from probes.dyck import PROBE_INPUT, balance_violation_of_model, layer_patterns, random_attention_baseline
 
     sc = _scale(ctx.quick)
-    k, D = parse_dyck(ctx.options["dyck"])
+    k, D = parse_dyck_spec(ctx.options["dyck"])
     lang = Dyck(k, D)
     task = DyckTask(lang, 28)
     base = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, warmup=min(100, sc["steps"] // 4))

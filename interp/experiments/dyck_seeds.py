@@ -34,14 +34,10 @@ def _scale(quick: bool) -> dict[str, Any]:
     return {"steps": 1500, "length": 28, "words": 200}
 
 
-def parse_dyck(text: str) -> tuple[int, int]:
+def check(options: dict[str, Any]) -> None:
     from interp.tasks.dyck import parse_dyck_spec
 
-    return parse_dyck_spec(text)
-
-
-def check(options: dict[str, Any]) -> None:
-    parse_dyck(options["dyck"])
+    parse_dyck_spec(options["dyck"])
 
 
 def run(ctx: Context) -> None:
@@ -49,12 +45,12 @@ def run(ctx: Context) -> None:
 
     from constructions import build_model
     from interp.tasks.batches import DyckTask
-    from interp.tasks.dyck import Dyck
+    from interp.tasks.dyck import Dyck, parse_dyck_spec
     from interp.train import TrainConfig, default_shape, load_trained
     from probes.dyck import PROBE_INPUT, layer_patterns, random_attention_baseline, stack_top_mass
 
     sc = _scale(ctx.quick)
-    k, D = parse_dyck(ctx.options["dyck"])
+    k, D = parse_dyck_spec(ctx.options["dyck"])
     lang = Dyck(k, D)
     task = DyckTask(lang, sc["length"])
     probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=0)[0]

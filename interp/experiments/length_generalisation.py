@@ -33,24 +33,23 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def check(options: dict[str, Any]) -> None:
-    from interp.experiments.dyck_seeds import parse_dyck
     from interp.tasks.catalogue import get_automaton
+    from interp.tasks.dyck import parse_dyck_spec
 
     get_automaton(options["automaton"])
-    parse_dyck(options["dyck"])
+    parse_dyck_spec(options["dyck"])
 
 
 def _task(kind: str, N: int, options: dict[str, Any]):
-    from interp.experiments.dyck_seeds import parse_dyck
     from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
     from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
+    from interp.tasks.dyck import Dyck, parse_dyck_spec
 
     if kind == "ffl":
         return FFLTask(0.8, N)
     if kind == "parity":
         return AutomatonTask(get_automaton(options["automaton"]), N)
-    return DyckTask(Dyck(*parse_dyck(options["dyck"])), N)
+    return DyckTask(Dyck(*parse_dyck_spec(options["dyck"])), N)
 
 
 def _shift(task, L: int):

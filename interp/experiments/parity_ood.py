@@ -194,11 +194,11 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
     rule = (f"only twins with held-out accuracy ≥ {LEARNED} count; drop = their mean accuracy on the training law "
             f"minus the worst shifted mean; reproduced if drop ≥ {DROP_REPRODUCED}, not reproduced if < {DROP_NONE}, "
             f"differs between")
+    # the in-distribution value for both comparisons: the twins' accuracy on the training (uniform) law
+    ps, accs, _ = curves["twin"]["p"]
+    base = accs[int(np.argmin([abs(x - uniform) for x in ps]))]
     for by, what in (("p", f"the test Pr[{sym}]"), ("count", f"the number of {sym}s")):
         xs, m, _ = curves["twin"][by]
-        base = next((v for x, v in zip(xs, m) if (by == "p" and np.isclose(x, uniform))), None)
-        if base is None:  # by count: the in-distribution value is the uniform-law row
-            base = curves["twin"]["p"][1][int(np.argmin([abs(x - uniform) for x in curves["twin"]["p"][0]]))]
         worst_i = int(np.argmin(m))
         drop = base - m[worst_i]
         measured = (f"{len(seeds)} of {len(twins['runs'])} twins learned (held-out {trained:.3f}): {base:.3f} on "
@@ -247,7 +247,7 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
     if learned:
         ctx.conclude(f"Trained at the uniform law, the twins lose {ctx.numbers['drop_by_p']:.3f} of accuracy at the "
                      f"worst tested probability and {ctx.numbers['drop_by_count']:.3f} at the worst count, while the "
-                     f"LSTM's worst is {lstm_worst:.3f}" + (f" and the construction is exact." if exact else "."))
+                     f"LSTM's worst is {lstm_worst:.3f}" + (" and the construction is exact." if exact else "."))
     else:
         ctx.conclude(f"The twins did not learn {a.name} at this scale (held-out {trained:.3f}); their behaviour under "
                      f"shift says nothing about shortcuts.")
