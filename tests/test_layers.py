@@ -7,7 +7,8 @@ floor 2  constructions.*, probes.*                           interp.tasks, inter
          interp.verify.*, interp.train, interp.sweep,        floors 0-1
          interp.regularise
 floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
-         interp.experiments.*, interp.init_from
+         interp.experiments.*, interp.init_from,
+         interp.circuits.*
 floor 4  interp.demo, interp.cli.*, interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare and experiment reports never import
@@ -74,7 +75,8 @@ def floor(module: str) -> tuple[int, str]:
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
                           ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
-                          ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from"))):
+                          ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from")),
+                          ("interp.circuits", (3, "circuits"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
@@ -90,9 +92,10 @@ ALLOWED = {
     "compare": {"tasks", "model", "verify", "train", "constructions", "probes"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
     "init_from": {"tasks", "model", "train", "constructions"},
+    "circuits": {"tasks", "model", "verify", "constructions"},
     "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "init_from"},
     "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments",
-            "init_from"},
+            "init_from", "circuits"},
     "base": set(),
 }
 

@@ -5,7 +5,7 @@ exits 1 when the model is not exact. Heavy imports (torch, TransformerLens) happ
 the commands that build or run models, so ``interp list`` starts fast. Each module registers
 its commands: :mod:`~interp.cli.constructions` (list, info, build, verify),
 :mod:`~interp.cli.training` (train, population), :mod:`~interp.cli.analysis` (compare, evaluate,
-report, demo), :mod:`~interp.cli.experiments` (experiment).
+report, demo), :mod:`~interp.cli.circuits` (circuit), :mod:`~interp.cli.experiments` (experiment).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from interp.cli import analysis, constructions, experiments, training
+from interp.cli import analysis, circuits, constructions, experiments, training
 from interp.cli.common import Parser
 from interp.errors import SandboxError
 
@@ -33,7 +33,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
                         "several times faster with 1)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
-    for module in (constructions, training, analysis, experiments):
+    for module in (constructions, training, analysis, circuits, experiments):
         handlers.update(module.register(sub))
     return p, handlers
 

@@ -1,0 +1,250 @@
+"""Counterfactual pairs drawn from a model's task, and the task's metric on them.
+
+A pair is a clean word and a corrupted one that differs from it in one controlled way:
+
+* automata — ``symbol``: one symbol replaced by another (position and symbol uniform);
+  ``resample``: an independent word;
+* Dyck — ``bracket-type``: one open bracket and its matching close change type together (the prefix
+  stays valid and its depths do not change); ``resample``;
+* flip-flop — ``bit``: the bit of one write flipped; ``instruction``: one later instruction turned
+  from write into ignore or back; ``resample``: every write/ignore instruction and bit drawn afresh.
+  The reads stay where they were (the metric compares answers at reads) and repeat the latest
+  written bit, so the string stays in the language.
+
+The model's outputs are read where the task scores them (every symbol for automata; every
+position with an open bracket on the stack, over the closing brackets, for Dyck — the close that
+must come is the one the stack top decides; every read for the flip-flop language). The clean
+run's prediction there is the label. The metrics count only the *affected* outputs, where the clean
+and the corrupted runs predict differently:
+
+* ``logit_diff`` — the logit of the clean label minus that of the corrupted label, averaged;
+* ``kl`` — minus the KL divergence of the output from the clean run's, over the readout outputs
+  (ACDC's metric, Conmy et al. 2023: it notices a flipped argmax that a mean logit difference
+  dominated by large margins hides);
+* ``accuracy`` — the share of affected outputs whose argmax is still the clean label.
+
+``normalised(m, metric)`` maps the corrupted run's value to 0 and the clean run's to 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from interp.errors import SandboxError
+
+__all__ = ["Pairs", "make_pairs", "CORRUPTIONS", "CorruptionError", "METRICS"]
+
+METRICS = ("logit_diff", "kl")
+
+CORRUPTIONS = {"automaton": ("symbol", "resample"), "dyck": ("bracket-type", "resample"),
+               "ffl": ("bit", "instruction", "resample")}
+
+
+class CorruptionError(SandboxError, ValueError):
+    """A corruption the task cannot produce (a bracket swap on an automaton, on Dyck with one type, ...)."""
+
+
+@dataclass
+class Pairs:
+    """Clean and corrupted token batches ``[n, n_ctx_used]`` and where the metric reads the outputs."""
+
+    kind: str
+    corruption: str
+    clean: np.ndarray
+    corrupt: np.ndarray
+    outputs: np.ndarray  # the output indices the readout ranges over (Dyck: the closing brackets)
+    affected: np.ndarray  # bool [n, positions]: read here, and the two runs disagree
+    clean_label: np.ndarray  # [n, positions], index into ``outputs``
+    corrupt_label: np.ndarray
+    clean_metric: float = float("nan")  # logit_diff of the unpatched clean run
+    corrupt_metric: float = float("nan")  # ... of the corrupted run
+    corrupt_kl: float = float("nan")  # kl of the corrupted run (the clean run's is 0)
+    clean_probs: Any = None  # the clean run's log-probabilities over the readout outputs (for kl)
+
+    @property
+    def n_affected(self) -> int:
+        return int(self.affected.sum())
+
+    def _gathered(self, logits: Any):
+        import torch
+
+        lg = logits[..., torch.as_tensor(self.outputs)]
+        mask = torch.as_tensor(self.affected)
+        return lg[mask], torch.as_tensor(self.clean_label)[mask], torch.as_tensor(self.corrupt_label)[mask]
+
+    def logit_diff(self, logits: Any):
+        """Mean over affected outputs of logit[clean label] − logit[corrupted label] (a torch scalar)."""
+        lg, yc, yx = self._gathered(logits)
+        if not len(lg):
+            return lg.sum()
+        return (lg.gather(-1, yc[:, None]) - lg.gather(-1, yx[:, None])).mean()
+
+    def kl(self, logits: Any):
+        """−mean KL(clean ‖ patched) over the affected outputs (a torch scalar; 0 for the clean run)."""
+        import torch
+
+        lg = logits[..., torch.as_tensor(self.outputs)][torch.as_tensor(self.affected)].double()
+        logp = torch.log_softmax(lg, -1)
+        ref = self.clean_probs
+        return -(ref.exp() * (ref - logp)).sum(-1).mean() if len(lg) else lg.sum()
+
+    def value(self, logits: Any, metric: str = "logit_diff") -> float:
+        if metric not in METRICS:
+            raise CorruptionError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
+        return float(self.kl(logits)) if metric == "kl" else float(self.logit_diff(logits))
+
+    def accuracy(self, logits: Any) -> float:
+        lg, yc, _ = self._gathered(logits)
+        return float((lg.argmax(-1) == yc).double().mean()) if len(lg) else 1.0
+
+    def normalised(self, value: float, metric: str = "logit_diff") -> float:
+        clean, corrupt = (0.0, self.corrupt_kl) if metric == "kl" else (self.clean_metric, self.corrupt_metric)
+        span = clean - corrupt
+        return float((value - corrupt) / span) if span else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "corruption": self.corruption, "pairs": int(len(self.clean)),
+                "tokens": int(self.clean.shape[1]), "affected_outputs": self.n_affected,
+                "clean_logit_diff": self.clean_metric, "corrupt_logit_diff": self.corrupt_metric,
+                "corrupt_kl": -self.corrupt_kl}
+
+
+def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: int | None = None,
+               seed: int = 0) -> Pairs:
+    """``n`` counterfactual pairs for ``model``'s task (see the module docstring); the default corruption is
+    the task's first (symbol / bracket-type / bit). ``length`` defaults to the model's length."""
+    import torch
+
+    card = model.card
+    kind = card.kind
+    choices = CORRUPTIONS[kind]
+    corruption = corruption or choices[0]
+    if corruption not in choices:
+        raise CorruptionError(f"a {kind} task cannot produce the corruption {corruption!r} "
+                              f"(it has: {', '.join(choices)})")
+    if n < 1:
+        raise CorruptionError(f"need at least one pair, got {n}")
+    T = int(length or card.options.get("trained_length") or card.task.get("length") or card.max_length)
+    if not 1 <= T <= card.max_length:
+        raise CorruptionError(f"pairs of length {T} do not fit the model (1..{card.max_length})")
+    rng = np.random.default_rng(seed)
+    outputs = np.arange(model.cfg.d_vocab_out)
+    P = len(card.io.prefix)
+    if kind == "automaton":
+        from interp.verify.automaton import card_automaton
+
+        a = card_automaton(card)
+        clean_w = a.sample(n, T, rng)
+        corrupt_w = _corrupt_symbol(clean_w, a.n_symbols, rng) if corruption == "symbol" else a.sample(n, T, rng)
+        clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
+        read = np.zeros(clean.shape, dtype=bool)
+        read[:, P:] = True
+        read_x = read
+    elif kind == "dyck":
+        from interp.verify.dyck import dyck_of
+
+        lang = dyck_of(card)
+        clean_w = lang.sample(n, T, seed=int(rng.integers(2**31)))
+        if corruption == "bracket-type":
+            if lang.k < 2:
+                raise CorruptionError(f"{lang.name} has one bracket type: no bracket-type swap (use --corrupt resample)")
+            corrupt_w = _swap_bracket_type(clean_w, lang.k, rng)
+        else:
+            corrupt_w = lang.sample(n, T, seed=int(rng.integers(2**31)))
+        clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
+        outputs = np.arange(1, 2 * lang.k, 2)  # the closing brackets
+        read, read_x = _open_stack(clean_w, P), _open_stack(corrupt_w, P)
+    else:
+        from interp.tasks.ffl import R, sample_ffl
+
+        clean = sample_ffl(0.8, n, T, rng)
+        corrupt = _corrupt_ffl(clean, corruption, rng)
+        read = read_x = clean == R
+    from interp.model.run import exact_precision
+
+    with exact_precision():
+        full_c = model(torch.from_numpy(clean), return_type="logits")
+        full_x = model(torch.from_numpy(corrupt), return_type="logits")
+    yc = full_c[..., torch.as_tensor(outputs)].argmax(-1).numpy()
+    yx = full_x[..., torch.as_tensor(outputs)].argmax(-1).numpy()
+    affected = read & read_x & (yc != yx)
+    pairs = Pairs(kind, corruption, clean, corrupt, outputs, affected, yc, yx)
+    if not pairs.n_affected:
+        raise CorruptionError(f"no output differs between the clean and the {corruption} words "
+                              f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption")
+    pairs.clean_metric = float(pairs.logit_diff(full_c))
+    pairs.corrupt_metric = float(pairs.logit_diff(full_x))
+    pairs.clean_probs = torch.log_softmax(full_c[..., torch.as_tensor(outputs)][torch.as_tensor(affected)].double(), -1)
+    pairs.corrupt_kl = float(pairs.kl(full_x))
+    return pairs
+
+
+def _corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) -> np.ndarray:
+    if n_symbols < 2:
+        raise CorruptionError("the automaton has one symbol: no word differs from another in one symbol")
+    out = words.copy()
+    rows = np.arange(len(words))
+    pos = rng.integers(words.shape[1], size=len(words))
+    out[rows, pos] = (words[rows, pos] + rng.integers(1, n_symbols, size=len(words))) % n_symbols
+    return out
+
+
+def _swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    out = words.copy()
+    for b, w in enumerate(words):
+        opens = np.flatnonzero(w % 2 == 0)
+        if not len(opens):
+            continue
+        i = int(rng.choice(opens))
+        new = (w[i] // 2 + int(rng.integers(1, k))) % k
+        depth, j = 0, None
+        for t in range(i, len(w)):  # the close that matches the open at i, if the prefix has it
+            depth += 1 if w[t] % 2 == 0 else -1
+            if depth == 0:
+                j = t
+                break
+        out[b, i] = 2 * new
+        if j is not None:
+            out[b, j] = 2 * new + 1
+    return out
+
+
+def _open_stack(words: np.ndarray, P: int) -> np.ndarray:
+    """[n, P + T]: True at the token positions after which an open bracket is on the stack."""
+    depth = np.cumsum(np.where(words % 2 == 0, 1, -1), axis=1)
+    out = np.zeros((len(words), P + words.shape[1]), dtype=bool)
+    out[:, P:] = depth > 0
+    return out
+
+
+def _corrupt_ffl(tokens: np.ndarray, corruption: str, rng: np.random.Generator) -> np.ndarray:
+    from interp.tasks.ffl import I, ONE, R, W, ZERO
+
+    out = tokens.copy()
+    for s in out:
+        instr = list(range(0, len(s) - 1, 2))  # instruction positions that have their data bit
+        if corruption == "bit":
+            writes = [t for t in instr if s[t] == W]
+            t = int(rng.choice(writes))
+            s[t + 1] = ZERO + ONE - s[t + 1]
+        elif corruption == "instruction":
+            movable = [t for t in instr[1:] if s[t] in (W, I)]  # the first instruction is always w
+            if movable:
+                t = int(rng.choice(movable))
+                s[t] = W + I - s[t]
+        else:
+            for t in instr:
+                if t and s[t] != R:
+                    s[t] = W if rng.random() < 0.5 else I
+                if s[t] != R:
+                    s[t + 1] = ZERO + int(rng.integers(2))
+        last = None
+        for u in instr:  # reads repeat the latest written bit
+            if s[u] == W:
+                last = s[u + 1]
+            elif s[u] == R and last is not None:
+                s[u + 1] = last
+    return out

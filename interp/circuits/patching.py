@@ -1,0 +1,359 @@
+"""Edge patching on TransformerLens hooks, and the methods built on it.
+
+Every method here is one use of a single operation: run the clean words while some edges deliver
+another value to their receiver. Patching edge s → r (channel c) replaces, in r's channel-c input
+only, s's output *in this run* by s's output from a *source* (ACDC's convention): the corrupted
+run (``resample``, the interchange intervention), zeros (``zero``) or the clean batch's mean per
+position (``mean``). Every other reader still sees s's own output. Patching every outgoing edge of
+a node is activation patching of that node.
+
+The hooks TransformerLens has for this (enabled for the duration of a call, restored after):
+``hook_result`` (one head's output, ``use_attn_result``), ``hook_q_input``/``k``/``v``
+(one head's inputs, ``use_split_qkv_input``), ``hook_mlp_in`` and ``hook_mlp_out``; the logits
+read ``blocks.<last>.hook_resid_post``, the embeddings write ``hook_embed`` and ``hook_pos_embed``.
+
+* :func:`path_patching` — each edge alone, resampled (Wang et al.'s path patching, sender →
+  receiver through the residual stream); several edges run side by side in one batch;
+* :func:`node_patching` — each node (optionally at each position), with any source;
+* :func:`attribution` — gradient × activation difference for every edge and node from two forward
+  passes and one backward pass (attribution patching / EAP), the fast linear approximation;
+* :func:`acdc` — ACDC-style discovery: from the logits backwards, remove each edge whose removal
+  moves the metric by less than a threshold;
+* :func:`faithfulness` — the metric of a circuit: everything outside it patched.
+
+Effects are reported as the fraction of the clean-vs-corrupted gap in the task's logit difference
+that patching removes: 1 − normalised metric (0 = no effect, 1 = as if the word were the corrupted one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from interp.circuits.graph import Edge, Graph, Node
+from interp.circuits.pairs import Pairs
+from interp.errors import ModelKindError
+
+__all__ = ["Patcher", "path_patching", "node_patching", "attribution", "acdc", "faithfulness", "SOURCES",
+           "AcdcResult"]
+
+SOURCES = ("resample", "zero", "mean")
+
+
+def _sender_hook(node: Node) -> str:
+    if node.kind == "embed":
+        return "hook_embed"
+    if node.kind == "pos":
+        return "hook_pos_embed"
+    if node.kind == "head":
+        return f"blocks.{node.layer}.attn.hook_result"
+    return f"blocks.{node.layer}.hook_mlp_out"
+
+
+def _receiver_hook(node: Node, channel: str, n_layers: int) -> str:
+    if node.kind == "head":
+        return f"blocks.{node.layer}.hook_{channel}_input"
+    if node.kind == "mlp":
+        return f"blocks.{node.layer}.hook_mlp_in"
+    return f"blocks.{n_layers - 1}.hook_resid_post"
+
+
+@contextlib.contextmanager
+def _precise(grad: bool = False) -> Iterator[None]:
+    """Full float32 matmuls (TF32 would blur exact margins); autograd only when asked for."""
+    import torch
+
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with (torch.enable_grad() if grad else torch.inference_mode()):
+            yield
+    finally:
+        torch.set_float32_matmul_precision(prev)
+
+
+class Patcher:
+    """Runs one model with edges of its :class:`~interp.circuits.graph.Graph` patched."""
+
+    def __init__(self, model: Any, graph: Graph | None = None) -> None:
+        if not hasattr(model, "run_with_hooks") or not hasattr(model, "set_use_split_qkv_input"):
+            raise ModelKindError("circuit analyses need a TransformerLens HookedTransformer (per-head input and output "
+                                 f"hooks); this model is a {type(model).__name__}")
+        self.model = model
+        self.graph = graph or Graph.of_model(model)
+        self.L = model.cfg.n_layers
+
+    @contextlib.contextmanager
+    def hooks_on(self) -> Iterator[None]:
+        cfg = self.model.cfg
+        before = (cfg.use_attn_result, cfg.use_split_qkv_input, cfg.use_hook_mlp_in)
+        self.model.set_use_attn_result(True)
+        self.model.set_use_split_qkv_input(True)
+        self.model.set_use_hook_mlp_in(True)
+        try:
+            yield
+        finally:
+            self.model.set_use_attn_result(before[0])
+            self.model.set_use_split_qkv_input(before[1])
+            self.model.set_use_hook_mlp_in(before[2])
+
+    # -- sender outputs of an unpatched run ---------------------------------------------------------
+    def outputs(self, tokens: np.ndarray) -> dict[str, Any]:
+        """Every sender's output ``[batch, pos, d_model]`` on ``tokens`` (no patching)."""
+        import torch
+
+        names = sorted({_sender_hook(n) for n in self.graph.senders})
+        with self.hooks_on(), _precise():
+            _, cache = self.model.run_with_cache(torch.from_numpy(tokens), names_filter=names, return_type="logits")
+            return {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders}
+
+    def source(self, pairs: Pairs, kind: str = "resample") -> dict[str, Any]:
+        """What patched edges deliver: the corrupted run's outputs, zeros, or the clean batch's mean."""
+        import torch
+
+        if kind not in SOURCES:
+            raise ModelKindError(f"unknown patching source {kind!r} (choose from {', '.join(SOURCES)})")
+        if kind == "resample":
+            return self.outputs(pairs.corrupt)
+        clean = self.outputs(pairs.clean)
+        if kind == "zero":
+            return {k: torch.zeros_like(v[:1]) for k, v in clean.items()}
+        return {k: v.mean(0, keepdim=True) for k, v in clean.items()}
+
+    @staticmethod
+    def _pick(x: Any, node: Node) -> Any:
+        return x[:, :, node.head] if node.kind == "head" else x
+
+    # -- patched runs -------------------------------------------------------------------------------
+    def run(self, tokens: np.ndarray, patched: Iterable[Edge], source: dict[str, Any],
+            positions: np.ndarray | None = None) -> Any:
+        """Logits of ``tokens`` with ``patched`` edges delivering ``source`` (at ``positions`` only, if given)."""
+        return self.run_many(tokens, [(list(patched), positions)], source)
+
+    def run_many(self, tokens: np.ndarray, settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
+                 source: dict[str, Any]) -> Any:
+        """One forward pass over ``len(settings)`` copies of the batch, copy i patched as ``settings[i]``
+        says (edges, and optionally a boolean mask over positions); logits ``[copies, batch, pos, vocab]``."""
+        import torch
+
+        k, n = len(settings), len(tokens)
+        groups: dict[str, dict[tuple[int, int], list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
+        needed: set[str] = set()
+        for i, (edges, _) in enumerate(settings):
+            for e in edges:
+                r = self.graph.by_name[e.receiver]
+                groups[_receiver_hook(r, e.channel, self.L)][(i, r.head)].append((i, e.sender))
+                needed.add(e.sender)
+        masks = [None if m is None else torch.as_tensor(np.asarray(m, dtype=bool)) for _, m in settings]
+        current: dict[str, Any] = {}
+        by_hook: dict[str, list[Node]] = defaultdict(list)
+        for name in needed:
+            node = self.graph.by_name[name]
+            by_hook[_sender_hook(node)].append(node)
+
+        def record(x, hook):
+            for node in by_hook[hook.name]:
+                current[node.name] = self._pick(x, node).view(k, n, *x.shape[1:2], x.shape[-1])
+            return x
+
+        def patch(x, hook):
+            x = x.clone()
+            view = x.view(k, n, *x.shape[1:])
+            for (i, head), items in groups[hook.name].items():
+                delta = sum(source[s] - current[s][i] for _, s in items)
+                if masks[i] is not None:
+                    delta = delta * masks[i].reshape(-1, 1).to(delta.dtype)
+                if head >= 0:
+                    view[i, :, :, head] += delta
+                else:
+                    view[i] += delta
+            return x
+
+        hooks = [(h, record) for h in by_hook] + [(h, patch) for h in groups]
+        batch = torch.from_numpy(np.tile(tokens, (k, 1)))
+        with self.hooks_on():
+            logits = self.model.run_with_hooks(batch, fwd_hooks=hooks, return_type="logits")
+        return logits.view(k, n, *logits.shape[1:])
+
+    @staticmethod
+    def effect(pairs: Pairs, logits: Any, metric: str = "logit_diff") -> float:
+        """1 − the normalised metric: 0 when nothing changed, 1 when the clean word answers as the corrupted one."""
+        return 1.0 - pairs.normalised(pairs.value(logits, metric), metric)
+
+
+def _chunk(total: int, model: Any, tokens: np.ndarray) -> int:
+    """Copies per forward pass: about 2**22 activations of the widest hook."""
+    cfg = model.cfg
+    per_copy = tokens.size * max(cfg.d_model * max(cfg.n_heads, 1) * 3, cfg.d_mlp) * 4
+    return int(max(1, min(total, 64, (256 << 20) // max(per_copy, 1))))
+
+
+def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None = None,
+                  source: dict[str, Any] | None = None, metric: str = "logit_diff", progress: bool = False) -> np.ndarray:
+    """The effect of patching each edge alone (resampled from the corrupted word), in ``edges`` order."""
+    from tqdm import tqdm
+
+    edges = list(patcher.graph.edges if edges is None else edges)
+    source = patcher.source(pairs, "resample") if source is None else source
+    out = np.zeros(len(edges))
+    step = _chunk(len(edges), patcher.model, pairs.clean)
+    with _precise():
+        for start in tqdm(range(0, len(edges), step), disable=not progress, desc="path patching", unit="batch", leave=False):
+            part = edges[start: start + step]
+            logits = patcher.run_many(pairs.clean, [([e], None) for e in part], source)
+            for j in range(len(part)):
+                out[start + j] = patcher.effect(pairs, logits[j], metric)
+    return out
+
+
+def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_position: bool = False,
+                  metric: str = "logit_diff", progress: bool = False) -> dict[str, Any]:
+    """The effect of patching each node's output (all its outgoing edges) with ``kind``; with
+    ``per_position``, also at each token position alone (``[node, position]``)."""
+    from tqdm import tqdm
+
+    g = patcher.graph
+    source = patcher.source(pairs, kind)
+    senders = g.senders
+    outgoing = {n.name: [e for e in g.edges if e.sender == n.name] for n in senders}
+    settings = [(outgoing[n.name], None) for n in senders]
+    T = pairs.clean.shape[1]
+    if per_position:
+        for n in senders:
+            for p in range(T):
+                mask = np.zeros(T, dtype=bool)
+                mask[p] = True
+                settings.append((outgoing[n.name], mask))
+    effects = np.zeros(len(settings))
+    step = _chunk(len(settings), patcher.model, pairs.clean)
+    with _precise():
+        for start in tqdm(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
+            logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
+            for j in range(len(logits)):
+                effects[start + j] = patcher.effect(pairs, logits[j], metric)
+    out: dict[str, Any] = {"nodes": {n.name: float(effects[i]) for i, n in enumerate(senders)}}
+    if per_position:
+        out["per_position"] = {n.name: [float(x) for x in effects[len(senders) + i * T: len(senders) + (i + 1) * T]]
+                               for i, n in enumerate(senders)}
+    return out
+
+
+def attribution(patcher: Patcher, pairs: Pairs) -> tuple[np.ndarray, dict[str, float]]:
+    """Attribution patching: effect(s → r) ≈ −Σ (s_corrupt − s_clean)·∂m/∂(r's input), normalised like
+    the other effects; the same for nodes with ∂m/∂(s's output). Returns (edge effects in graph order, node effects)."""
+    import torch
+
+    g = patcher.graph
+    corrupt = patcher.outputs(pairs.corrupt)
+    senders: dict[str, Any] = {}
+    receivers: dict[str, Any] = {}
+    sender_hooks: dict[str, list[Node]] = defaultdict(list)
+    for node in g.senders:
+        sender_hooks[_sender_hook(node)].append(node)
+    receiver_hooks = {_receiver_hook(r, c, patcher.L) for r in g.receivers for c in _channels(r)}
+
+    def record_sender(x, hook):
+        if not x.requires_grad:  # frozen embeddings: a leaf that gradients can reach
+            x = x.detach().requires_grad_(True)
+        senders[hook.name] = x
+        return x
+
+    def record_receiver(x, hook):
+        receivers[hook.name] = x
+        return x
+
+    with patcher.hooks_on(), _precise(grad=True):
+        logits = patcher.model.run_with_hooks(torch.from_numpy(pairs.clean), return_type="logits",
+                                              fwd_hooks=[(h, record_sender) for h in sender_hooks]
+                                              + [(h, record_receiver) for h in receiver_hooks])
+        m = pairs.logit_diff(logits)
+        names = list(senders) + list(receivers)
+        tensors = [senders[k] for k in senders] + [receivers[k] for k in receivers]
+        grads = dict(zip(names, torch.autograd.grad(m, tensors, allow_unused=True)))
+        span = pairs.clean_metric - pairs.corrupt_metric or 1.0
+        diff = {n.name: (corrupt[n.name] - Patcher._pick(senders[_sender_hook(n)], n)).detach() for n in g.senders}
+        node_fx = {}
+        for n in g.senders:
+            grad = grads[_sender_hook(n)]
+            node_fx[n.name] = 0.0 if grad is None else float(-(diff[n.name] * Patcher._pick(grad, n)).sum() / span)
+        edge_fx = np.zeros(len(g.edges))
+        for i, e in enumerate(g.edges):
+            r = g.by_name[e.receiver]
+            grad = grads[_receiver_hook(r, e.channel, patcher.L)]
+            if grad is not None:
+                edge_fx[i] = float(-(diff[e.sender] * Patcher._pick(grad, r)).sum() / span)
+    return edge_fx, node_fx
+
+
+def _channels(node: Node) -> tuple[str, ...]:
+    from interp.circuits.graph import CHANNELS
+
+    return CHANNELS[node.kind]
+
+
+@dataclass
+class AcdcResult:
+    kept: list[Edge]
+    effects: np.ndarray  # per graph edge: the metric change measured when its removal was tried
+    tried: int
+    threshold: float
+    metric: str
+    seconds: float = 0.0
+    order: list[str] = field(default_factory=list)
+
+
+def acdc(patcher: Patcher, pairs: Pairs, threshold: float = 0.01, metric: str = "kl",
+         progress: bool = False) -> AcdcResult:
+    """ACDC-style discovery (Conmy et al. 2023) on the task's normalised ``metric``: visit receivers
+    from the logits backwards; remove each incoming edge (resampled) whose removal moves the metric by
+    less than ``threshold`` from the current circuit's; keep the rest. A node with no kept way to the
+    logits loses its incoming edges without a test."""
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    g = patcher.graph
+    source = patcher.source(pairs, "resample")
+    removed: set[Edge] = set()
+    effects = np.zeros(len(g.edges))
+    tried = 0
+    with _precise():
+        current = 1.0 - patcher.effect(pairs, patcher.run(pairs.clean, [], source)[0], metric)
+        receivers = sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True)
+        bar = tqdm(total=len(g.edges), disable=not progress, desc="ACDC", unit="edge", leave=False)
+        for r in receivers:
+            incoming = sorted(g.incoming(r.name), key=lambda e: (g.by_name[e.sender].order, e.sender), reverse=True)
+            alive = r.name == "logits" or any(e.sender == r.name and e not in removed for e in g.edges)
+            for e in incoming:
+                bar.update(1)
+                if not alive:
+                    removed.add(e)
+                    continue
+                trial = removed | {e}
+                value = 1.0 - patcher.effect(pairs, patcher.run(pairs.clean, trial, source)[0], metric)
+                tried += 1
+                effects[g.index[e]] = current - value
+                if abs(current - value) < threshold:
+                    removed, current = trial, value
+        bar.close()
+    kept = [e for e in g.edges if e not in removed]
+    return AcdcResult(kept=kept, effects=effects, tried=tried, threshold=threshold, metric=metric,
+                      seconds=time.perf_counter() - t0)
+
+
+def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],
+                 source: dict[str, Any] | None = None) -> dict[str, float]:
+    """The circuit's metric with every edge outside it patched from the corrupted word: its accuracy on
+    the affected outputs (the full model's is 1 by definition: labels are its own answers) and its
+    normalised logit difference (the full model's is 1, the corrupted word's 0)."""
+    keep = set(circuit)
+    outside = [e for e in patcher.graph.edges if e not in keep]
+    source = patcher.source(pairs, "resample") if source is None else source
+    with _precise():
+        logits = patcher.run(pairs.clean, outside, source)[0]
+        return {"accuracy": pairs.accuracy(logits), "logit_diff": 1.0 - Patcher.effect(pairs, logits, "logit_diff"),
+                "kl": 1.0 - Patcher.effect(pairs, logits, "kl"), "edges": len(keep), "patched": len(outside)}

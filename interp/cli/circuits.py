@@ -1,0 +1,128 @@
+"""`interp circuit`: a circuit method on a construction (scored against its ground truth) or a twin."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from interp.errors import SandboxError
+
+__all__ = ["register"]
+
+
+def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    from interp.cli.common import automaton_args
+
+    s = sub.add_parser("circuit", help="find a circuit (patching, path, attribution, ACDC) and score it against a "
+                                       "construction's ground truth: circuit.json + circuit.png")
+    s.add_argument("construction", nargs="?", help="construction name (see `interp list`), or none with --model/--run")
+    automaton_args(s, saved_model=True, cascade=True)
+    s.add_argument("--run", metavar="DIR", help="a run directory of `interp train` (a trained twin)")
+    s.add_argument("--length", "-T", type=int, metavar="T", help="the construction's length (and the pairs')")
+    s.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE", help="construction option")
+    s.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
+    s.add_argument("--method", default="acdc", choices=["patching", "path", "attribution", "acdc"],
+                   help="activation patching of nodes, path patching of edges, attribution patching, or ACDC (default)")
+    s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "
+                                                     "bracket-type|resample (dyck), bit|resample (ffl); default the first")
+    s.add_argument("--pairs", type=int, default=64, help="counterfactual pairs (default 64)")
+    s.add_argument("--pair-length", type=int, metavar="T", help="length of the pairs' words (default: the model's)")
+    s.add_argument("--threshold", type=float, default=0.01, help="effect below which an edge or node is left out (default 0.01)")
+    s.add_argument("--metric", choices=["logit_diff", "kl"], help="default: kl for acdc, logit_diff otherwise")
+    s.add_argument("--source", default="resample", choices=["resample", "zero", "mean"],
+                   help="patching: what a patched node delivers (default: the corrupted word's value)")
+    s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
+    s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="print circuit.json's summary as one JSON object")
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory (circuit.json, circuit.png)")
+    return {"circuit": _cmd_circuit}
+
+
+def _model(args: argparse.Namespace):
+    """(model, ground truth or None, title)."""
+    from interp.circuits.truth import ground_truth, ground_truth_of_model
+
+    sources = [a for a in ("model", "run") if getattr(args, a)]
+    if len(sources) > 1:
+        raise SandboxError("give one of CONSTRUCTION, --model DIR, --run DIR")
+    if args.run:
+        from interp.train import load_trained
+
+        if args.construction or args.length is not None or args.option:
+            raise SandboxError("--run loads a trained twin: it takes no construction, --length or --option")
+        model = load_trained(args.run)
+        return model, None, f"twin ({model.card.task.get('kind')}) from {args.run}"
+    if args.model:
+        from interp.model.saved import load_model
+
+        if args.option:
+            raise SandboxError("--option applies when building; a saved model already has its options")
+        model = load_model(args.model, expect_construction=args.construction)
+        trained = model.card.construction == "trained" or not model.card.theorem
+        return model, None if trained else ground_truth_of_model(model), f"{model.card.construction} from {args.model}"
+    if not args.construction or args.length is None:
+        raise SandboxError("circuit needs CONSTRUCTION and --length (or --model DIR, or --run DIR)")
+    from interp.cli.constructions import _build_spec
+    from interp.model.hooked import to_hooked
+
+    _, spec = _build_spec(args)
+    return to_hooked(spec), ground_truth(spec), f"{spec.name} ({spec.theorem}), T = {args.length}"
+
+
+def _cmd_circuit(args: argparse.Namespace) -> int:
+    from interp.circuits.analyse import analyse, check_settings
+    from interp.circuits.draw import circuit_png
+    from interp.files import atomic_write
+    from interp.model.run import require_hooked
+
+    if args.pairs < 1:
+        raise SandboxError(f"--pairs must be ≥ 1, got {args.pairs}")
+    if not args.threshold > 0:
+        raise SandboxError(f"--threshold must be positive, got {args.threshold}")
+    check_settings(args.method, args.metric, args.source, args.threshold)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SandboxError(f"--out {out} is a file")
+    model, truth, title = _model(args)
+    require_hooked(model, "circuit analysis")
+    if args.score and truth is None:
+        raise SandboxError("--score needs a ground truth, and a trained twin has none: score the method on the "
+                           "construction (interp circuit CONSTRUCTION ...) and set the twin's circuit beside it")
+    result = analyse(model, args.method, truth, pairs=args.pairs, corruption=args.corrupt, length=args.pair_length,
+                     threshold=args.threshold, metric=args.metric, source=args.source,
+                     per_position=args.per_position, seed=args.seed, progress=sys.stderr.isatty())
+    result["model"] = {"title": title, "construction": model.card.construction, "task": model.card.task,
+                       "shape": {k: getattr(model.cfg, k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp")}}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "circuit.json", (json.dumps(result, indent=1, allow_nan=False) + "\n").encode())
+    atomic_write(out / "circuit.png", circuit_png(result, f"{title}: {args.method}"))
+    summary = {k: result.get(k) for k in ("method", "level", "auroc", "edge_precision", "edge_recall", "wall_seconds")}
+    summary["faithfulness"] = result["faithfulness"]
+    summary["circuit_edges"] = len(result["circuit"]["edges"])
+    summary["graph_edges"] = len(result["graph"]["edges"])
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    f = result["faithfulness"]
+    print(f"{args.method} on {title}: {summary['circuit_edges']} of {summary['graph_edges']} edges kept "
+          f"({result['wall_seconds']:.1f} s); faithfulness: accuracy {f['accuracy']:.3f}, "
+          f"logit difference {f['logit_diff']:.3f}, KL {f['kl']:.3f} (full model 1)")
+    if truth is not None:
+        a = result.get("auroc")
+        print(f"  against the task-relevant ground truth ({len(truth.relevant)} edges): AUROC "
+              f"{'—' if a is None else f'{a:.3f}'} ({result['level']}s), precision {_fmt(result['edge_precision'])}, "
+              f"recall {_fmt(result['edge_recall'])}; missed {len(result['missed'])}")
+    if "agreement" in result:
+        g = result["agreement"]
+        print(f"  agreement with real patching: edges ρ = {_fmt(g['edges_spearman_vs_path_patching'])}, nodes ρ = "
+              f"{_fmt(g['nodes_spearman_vs_activation_patching'])}; {g['speedup_vs_path_patching']:.0f}× faster than path patching")
+    print(f"  wrote {out / 'circuit.json'} and {out / 'circuit.png'}")
+    return 0
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.3f}"
