@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/krohn_rhodes_depth.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/sweeps.py
+	$(PY) benchmarks/circuits.py
 
 # The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
 # and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes).

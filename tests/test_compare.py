@@ -71,7 +71,7 @@ def dyck_report(tmp_path_factory):
 
 def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
     _, m = dyck_report
-    assert set(m) >= {"probes", "attention", "ablation", "pruning"}
+    assert set(m) >= {"probes", "attention", "ablation", "pruning", "circuits"}
     assert set(m["models"]) == {"stack", "uniform", "balanced", TWIN}
     for name in ("stack", "uniform", "balanced"):
         assert m["models"][name]["accuracy"] == 1.0
@@ -157,6 +157,14 @@ def test_automaton_comparison_on_parity(tmp_path):
     assert all(r["surviving"] == ["L0H0", "L2H0", "L4H0"] and r["kept_accuracy"] for r in runs)  # all essential
     assert len(m["attention"]["matching"]["prefix_scan"]) == 2  # the twin has 2 heads
     assert "theorem3" not in m["pruning"]
+    circuits = m["circuits"]["models"]
+    for name in ("modular_counter", "prefix_scan"):  # ACDC on a proof: no spurious edge, faithful
+        assert circuits[name]["precision"] == 1.0 and circuits[name]["faithfulness"] == 1.0
+    assert circuits["modular_counter"]["heads"] == ["L0H0"] and circuits["modular_counter"]["recall"] == 1.0
+    assert circuits["prefix_scan"]["heads"] == ["L0H0", "L2H0", "L4H0"]
+    assert circuits[TWIN]["relevant_edges"] is None and 0 <= circuits[TWIN]["faithfulness"] <= 1
+    overlap = m["circuits"]["overlap"]["prefix_scan"]
+    assert set(overlap["mapped"]) <= {"L0H0", "L2H0", "L4H0"} and set(overlap["shared"]) <= set(overlap["mapped"])
 
 
 def test_bad_requests_get_clear_errors(tmp_path):

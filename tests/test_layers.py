@@ -89,7 +89,7 @@ ALLOWED = {
     "tasks": set(), "model": set(),
     "constructions": {"tasks", "model"}, "probes": {"tasks", "model"},
     "verify": {"tasks", "model"}, "train": {"tasks", "model"},
-    "compare": {"tasks", "model", "verify", "train", "constructions", "probes"},
+    "compare": {"tasks", "model", "verify", "train", "constructions", "probes", "circuits"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
     "init_from": {"tasks", "model", "train", "constructions"},
     "circuits": {"tasks", "model", "verify", "constructions"},

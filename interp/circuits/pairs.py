@@ -127,12 +127,13 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
                               f"(it has: {', '.join(choices)})")
     if n < 1:
         raise CorruptionError(f"need at least one pair, got {n}")
-    T = int(length or card.options.get("trained_length") or card.task.get("length") or card.max_length)
-    if not 1 <= T <= card.max_length:
-        raise CorruptionError(f"pairs of length {T} do not fit the model (1..{card.max_length})")
+    P = len(card.io.prefix)
+    longest = min(card.max_length, model.cfg.n_ctx - P)  # a twin trained on T tokens reads T − 1 before its last target
+    T = int(length or min(card.options.get("trained_length") or card.task.get("length") or longest, longest))
+    if not 1 <= T <= longest:
+        raise CorruptionError(f"pairs of length {T} do not fit the model (1..{longest})")
     rng = np.random.default_rng(seed)
     outputs = np.arange(model.cfg.d_vocab_out)
-    P = len(card.io.prefix)
     if kind == "automaton":
         from interp.verify.automaton import card_automaton
 

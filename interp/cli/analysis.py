@@ -32,6 +32,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--theorem3-steps", type=int, default=1000, help="dyck: steps of the random-network weight mask (0: skip)")
     s.add_argument("--corollary3-steps", type=int, default=400,
                    help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
+    s.add_argument("--circuit-pairs", type=int, default=64,
+                   help="counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, metavar="DIR")
 
@@ -71,6 +73,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.task != "dyck" and args.dyck != "2,4":
         raise SandboxError("--dyck goes with `compare dyck`")
+    if args.circuit_pairs < 0:
+        raise SandboxError(f"--circuit-pairs must be ≥ 0, got {args.circuit_pairs}")
     if args.task != "ffl" and args.ffl != 0.8:
         raise SandboxError("--ffl goes with `compare ffl`")
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
@@ -78,7 +82,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                      samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
                      masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps),
                      mask_sparsities=args.mask_sparsity, theorem3_steps=args.theorem3_steps,
-                     corollary3_steps=args.corollary3_steps,
+                     corollary3_steps=args.corollary3_steps, circuit_pairs=args.circuit_pairs,
                      seed=args.seed, progress=sys.stderr.isatty())
     t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
     if t.get("reached_target") is False:

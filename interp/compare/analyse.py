@@ -12,6 +12,10 @@ defaults, reused from ``out/twin``, or loaded from ``trained``) on the same word
   (``interp.compare.canonical``);
 * **ablation** — zero- and mean-ablation of every head on ``hook_z`` (others fixed), with a
   majority-class chance level;
+* **circuits** — ACDC (``interp.circuits``) on every model with the task's counterfactual pairs:
+  the recovered circuit's size and faithfulness, for constructions its precision, recall and AUROC
+  against the ground truth their weights imply, and the overlap of the twin's circuit heads with each
+  construction's after the Hungarian head matching;
 * **pruning** — greedy head pruning at 95% of the intact accuracy, learned hard-concrete head
   masks with an L0 penalty of 0.1, 0.3 and 1 nat per open head (others adapt, ``probes.masks``), and for Dyck the Theorem-3 demo: a
   mask on a larger random transformer learned to reproduce the stack construction
@@ -173,14 +177,15 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
             trained: str | Path | None = None, samples: int = 200, examples: int = 20, train_steps: int | None = None,
             train_minutes: float = 5.0,
             masks: bool = True, mask_steps: int = 150, mask_sparsities: Sequence[float] = MASK_SPARSITIES,
-            theorem3_steps: int | None = 1000, corollary3_steps: int | None = 400, seed: int = 0,
-            progress: bool = True) -> Path:
+            theorem3_steps: int | None = 1000, corollary3_steps: int | None = 400, circuit_pairs: int = 64,
+            seed: int = 0, progress: bool = True) -> Path:
     """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
 
     ``train_steps``/``train_minutes`` bound the twin's training when it is trained here (default
     steps: the task's); ``theorem3_steps`` (Dyck only; ``None`` or 0 skips it) is the length of
     the weight-mask run; ``corollary3_steps`` (Dyck, with the stack and uniform constructions) the
-    length of the two-target run with one shared matrix.
+    length of the two-target run with one shared matrix; ``circuit_pairs`` (0 skips) the counterfactual
+    pairs of the circuits section.
     """
     from tqdm import tqdm
 
@@ -220,6 +225,8 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
             metrics["attention"]["matching"][name] = [
                 {**pair, "trained": head_name(pair["trained"]), "constructed": head_name(pair["constructed"])}
                 for pair in match_heads(canon[TWIN], canon[name])]
+    if circuit_pairs:
+        metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], circuit_pairs, seed)
     if comparison.kind == "dyck" and theorem3_steps:
         metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
                                                    seed, progress)
@@ -227,6 +234,43 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
     metrics["seconds"] = round(time.time() - started, 1)
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=1, default=_jsonable) + "\n").encode())
     return write_report(out)
+
+
+def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: int) -> dict[str, Any]:
+    """ACDC on every model; constructions scored against their ground truth; the twin's circuit heads
+    mapped through the head matching onto each construction's."""
+    from interp.circuits.analyse import analyse
+    from interp.circuits.truth import ground_truth_of_model
+
+    out: dict[str, Any] = {"method": "acdc", "pairs": pairs, "models": {}, "overlap": {}}
+    heads: dict[str, set[str]] = {}
+    for name, model in models.items():
+        try:
+            r = analyse(model, "acdc", None if name == TWIN else ground_truth_of_model(model), pairs=pairs, seed=seed)
+        except SandboxError as e:  # e.g. a twin that answers every pair alike: nothing to explain
+            out["models"][name] = {"error": str(e)}
+            continue
+        circuit_heads = sorted(n for n in r["circuit"]["nodes"] if n.startswith("a"))
+        heads[name] = {head_name(tuple(int(x) for x in n[1:].split("."))) for n in circuit_heads}
+        out["models"][name] = {
+            "edges": len(r["circuit"]["edges"]), "graph_edges": len(r["graph"]["edges"]),
+            "heads": sorted(heads[name]), "nodes": r["circuit"]["nodes"],
+            "faithfulness": r["faithfulness"]["accuracy"], "faithfulness_kl": r["faithfulness"]["kl"],
+            "corruption": r["pairs"]["corruption"], "affected_outputs": r["pairs"]["affected_outputs"],
+            "auroc": r.get("auroc"), "precision": r.get("edge_precision"), "recall": r.get("edge_recall"),
+            "relevant_edges": len(r["ground_truth"]["relevant"]) if "ground_truth" in r else None,
+            "seconds": r["wall_seconds"]}
+    for construction, pairs_ in matching.items():
+        if TWIN not in heads or construction not in heads:
+            continue
+        partner = {m["trained"]: m["constructed"] for m in pairs_}
+        mapped = {partner[h] for h in heads[TWIN] if h in partner}
+        union = mapped | heads[construction]
+        out["overlap"][construction] = {
+            "twin_heads": sorted(heads[TWIN]), "mapped": sorted(mapped), "construction_heads": sorted(heads[construction]),
+            "shared": sorted(mapped & heads[construction]),
+            "jaccard": len(mapped & heads[construction]) / len(union) if union else None}
+    return out
 
 
 def _write_example_patterns(out: Path, comparison: Comparison, models: dict, seed: int) -> dict[str, Any]:

@@ -132,6 +132,32 @@ def _twin_warning(t: dict[str, Any]) -> str:
             f"<code>--seed</code> with another <code>--out</code>.</p>")
 
 
+def _circuits_section(c: dict[str, Any] | None) -> str:
+    if not c:
+        return ""
+    rows = []
+    for name, r in c["models"].items():
+        if "error" in r:
+            rows.append([name, r["error"], "", "", "", "", ""])
+            continue
+        truth = (f"{_fmt(r['precision'])} / {_fmt(r['recall'])} / {_fmt(r['auroc'])} ({r['relevant_edges']} edges)"
+                 if r.get("relevant_edges") is not None else "no ground truth (trained)")
+        rows.append([name, f"{r['edges']} of {r['graph_edges']}", ", ".join(r["heads"]) or "none", r["faithfulness"],
+                     r["faithfulness_kl"], truth, f"{r['seconds']:.1f} s"])
+    overlap = [[c_name, ", ".join(o["twin_heads"]) or "none", ", ".join(o["mapped"]) or "none",
+                ", ".join(o["construction_heads"]) or "none", o["jaccard"]] for c_name, o in c["overlap"].items()]
+    return (f"""<h2>Circuits (ACDC, {c['pairs']} counterfactual pairs)</h2>
+<p class="note">Edges kept by ACDC (KL threshold 0.01) on pairs that differ in one controlled way; faithfulness is the
+circuit's accuracy on the outputs the corruption changes with every other edge patched (the full model's is 1), and
+its normalised KL. Constructions are scored against the task-relevant ground truth their weights imply
+(precision / recall / AUROC of the edge ranking); a twin has none. `interp circuit` runs one method on one model.</p>"""
+            + _table(["model", "edges kept", "heads in the circuit", "faithfulness (accuracy)", "faithfulness (KL)",
+                      "vs ground truth: P / R / AUROC", "time"], rows)
+            + ("<h3>The twin's circuit heads, through the head matching</h3>"
+               + _table(["construction", "twin's circuit heads", "matched to", "construction's circuit heads",
+                         "Jaccard"], overlap) if overlap else ""))
+
+
 def write_report(out: str | Path) -> Path:
     """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
     out = Path(out)
@@ -229,6 +255,7 @@ with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cann
                 ["target", "accuracy of its pruning", "mean TV", "max TV"],
                 [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()])
 
+    circuits_html = _circuits_section(metrics.get("circuits"))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(metrics['task'])}</title>
 <style>{_CSS}</style></head><body>
@@ -259,7 +286,8 @@ no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
 {_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "λ", "learned gates", "learned masks keep",
          "accuracy as trained", "accuracy, original weights"], prune_rows)}
 {theorem3}
-<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning); {metrics['seconds']:.0f} s.</p>
+{circuits_html}
+<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits); {metrics['seconds']:.0f} s.</p>
 </body></html>
 """
     report = out / "report.html"
