@@ -87,7 +87,7 @@ def scorecard(pairs: int) -> list[dict]:
             rows.append({"construction": name, "method": method, "level": r["level"], "auroc": r.get("auroc"),
                          "precision": r["edge_precision"] if r["level"] == "edge" else r.get("node_precision"),
                          "recall": r["edge_recall"] if r["level"] == "edge" else r.get("node_recall"),
-                         "faithfulness": r["faithfulness"]["accuracy"], "faithfulness_kl": r["faithfulness"]["kl"],
+                         "faithfulness": r["faithfulness"], "faithfulness_kl": r["faithfulness_metrics"]["kl"],
                          "edges": len(truth.graph.edges), "relevant": len(truth.relevant),
                          "circuit_edges": len(r["circuit"]["edges"]), "seconds": r["wall_seconds"]})
             print(f"  {name:24s} {method:12s} AUROC {_f(rows[-1]['auroc'])}  P {_f(rows[-1]['precision'])}  "

@@ -135,7 +135,7 @@ def test_acdc_is_faithful_on_the_prefix_scan_and_keeps_no_spurious_edge():
     spec = build("prefix_scan", get_automaton("S5"), 8)
     truth = ground_truth(spec)
     r = analyse(to_hooked(spec), "acdc", truth, pairs=32)
-    assert r["faithfulness"]["kl"] >= 1.0 - r["threshold"] - 1e-6
+    assert r["faithfulness_metrics"]["kl"] >= 1.0 - r["threshold"] - 1e-6 and r["faithfulness"] == 1.0
     assert r["edge_precision"] == 1.0 and r["spurious"] == []
     assert r["auroc"] > 0.9
 
@@ -155,7 +155,7 @@ def test_ffl_bit_flip_cannot_see_the_write_detector():
     model = to_hooked(spec)
     flip = analyse(model, "acdc", truth, pairs=48)
     detector = {"embed->a0.0.k", "embed->a0.0.v", "a0.0->m0", "m0->a1.0.k"}
-    assert set(flip["missed"]) == detector and flip["faithfulness"]["accuracy"] == 1.0
+    assert set(flip["missed"]) == detector and flip["faithfulness"] == 1.0
     fresh = analyse(model, "acdc", truth, pairs=48, corruption="resample")
     assert fresh["missed"] == {} and fresh["edge_precision"] == 1.0
 

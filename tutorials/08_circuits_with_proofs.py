@@ -90,7 +90,7 @@ print(f"{'method':12s} {'AUROC':>6s} {'precision':>9s} {'recall':>6s} {'faithful
 for m, r in results.items():
     p = r["edge_precision"] if r["level"] == "edge" else r.get("node_precision")
     rc = r["edge_recall"] if r["level"] == "edge" else r.get("node_recall")
-    print(f"{m:12s} {r['auroc']:6.3f} {p:9.3f} {rc:6.3f} {r['faithfulness']['accuracy']:8.3f} {r['wall_seconds']:7.2f}")
+    print(f"{m:12s} {r['auroc']:6.3f} {p:9.3f} {rc:6.3f} {r['faithfulness']:8.3f} {r['wall_seconds']:7.2f}")
 
 # %%
 display(Image(circuit_png(results["acdc"], "prefix scan, S5, T = 8: ACDC")))
@@ -170,5 +170,5 @@ train(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=2, d_model=
 twin = load_trained(run)
 r = analyse(twin, "acdc", None, pairs=48)
 print(f"twin: {len(r['circuit']['edges'])} of {len(r['graph']['edges'])} edges kept, "
-      f"faithfulness {r['faithfulness']['accuracy']:.3f}")
+      f"faithfulness {r['faithfulness']:.3f}")
 display(Image(circuit_png(r, "parity twin: ACDC")))

@@ -89,8 +89,8 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     ax.set_ylim(min(ys) - 0.8, max(ys) + 0.8)
     ax.set_aspect("equal")
     ax.axis("off")
-    faith = result.get("faithfulness", {})
-    sub = f"{len(result.get('circuit', {}).get('edges', []))} edges kept; faithfulness: accuracy {faith.get('accuracy', float('nan')):.3f}"
+    sub = (f"{len(result.get('circuit', {}).get('edges', []))} edges kept; faithfulness (accuracy) "
+           f"{result.get('faithfulness', float('nan')):.3f}")
     if result.get("auroc") is not None:
         sub += f"; AUROC vs ground truth {result['auroc']:.3f}"
     ax.set_title(f"{title}\n{sub}", fontsize=9)

@@ -102,12 +102,13 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     atomic_write(out / "circuit.png", circuit_png(result, f"{title}: {args.method}"))
     summary = {k: result.get(k) for k in ("method", "level", "auroc", "edge_precision", "edge_recall", "wall_seconds")}
     summary["faithfulness"] = result["faithfulness"]
+    summary["faithfulness_metrics"] = result["faithfulness_metrics"]
     summary["circuit_edges"] = len(result["circuit"]["edges"])
     summary["graph_edges"] = len(result["graph"]["edges"])
     if args.json:
         print(json.dumps(summary))
         return 0
-    f = result["faithfulness"]
+    f = result["faithfulness_metrics"]
     print(f"{args.method} on {title}: {summary['circuit_edges']} of {summary['graph_edges']} edges kept "
           f"({result['wall_seconds']:.1f} s); faithfulness: accuracy {f['accuracy']:.3f}, "
           f"logit difference {f['logit_diff']:.3f}, KL {f['kl']:.3f} (full model 1)")

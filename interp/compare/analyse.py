@@ -255,7 +255,7 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
         out["models"][name] = {
             "edges": len(r["circuit"]["edges"]), "graph_edges": len(r["graph"]["edges"]),
             "heads": sorted(heads[name]), "nodes": r["circuit"]["nodes"],
-            "faithfulness": r["faithfulness"]["accuracy"], "faithfulness_kl": r["faithfulness"]["kl"],
+            "faithfulness": r["faithfulness"], "faithfulness_kl": r["faithfulness_metrics"]["kl"],
             "corruption": r["pairs"]["corruption"], "affected_outputs": r["pairs"]["affected_outputs"],
             "auroc": r.get("auroc"), "precision": r.get("edge_precision"), "recall": r.get("edge_recall"),
             "relevant_edges": len(r["ground_truth"]["relevant"]) if "ground_truth" in r else None,
