@@ -7,13 +7,25 @@ STAMP  := $(VENV)/.installed-stamp
 # multi-GB CUDA build. Override elsewhere, e.g. TORCH_INSTALL="torch --index-url <cpu index>".
 TORCH_INSTALL ?= torch==2.13.0
 
-.PHONY: demo test test-slow bench reproduce browser clean-venv
+# TransformerLens 4.x (TransformerBridge) lives in its own venv, beside 3.9's.
+VENV4  := .venv-tl4
+PY4    := $(VENV4)/bin/python
+STAMP4 := $(VENV4)/.installed-stamp
+BACKEND_REF := .backend-reference
+
+.PHONY: demo test test-slow test-tl4 bench reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_INSTALL)
-	$(PY) -m pip install -q -e ".[dev,ray]"
+	$(PY) -m pip install -q -e ".[dev,ray]" "transformer-lens>=3.9,<3.10"
 	@touch $(STAMP)
+
+$(STAMP4): pyproject.toml
+	@test -x $(PY4) || $(PYTHON) -m venv $(VENV4)
+	@$(PY4) -c "import torch" 2>/dev/null || $(PY4) -m pip install -q $(TORCH_INSTALL)
+	$(PY4) -m pip install -q -e ".[dev]" "transformer-lens>=4,<5"
+	@touch $(STAMP4)
 
 # The main job: three exact Dyck constructions vs a twin trained here, one report.
 demo: $(STAMP)
@@ -26,6 +38,14 @@ browser:
 
 test: $(STAMP) browser
 	SANDBOX_LENS_REQUIRE_BROWSER=1 $(PY) -m pytest -q
+
+# The suite's back-end subset on TransformerLens 4.x: 3.9 writes reference logits, activations and a
+# saved model; 4.x checks them, verifies every construction, probes, compares, saves; 3.9 loads that.
+test-tl4: $(STAMP) $(STAMP4)
+	$(PY) tests/backend_reference.py write $(BACKEND_REF)
+	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PY4) -m pytest -q tests/test_backends.py
+	$(PY) tests/backend_reference.py load $(BACKEND_REF)/saved-on-tl4
+	@cat $(BACKEND_REF)/measured.txt
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

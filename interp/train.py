@@ -255,7 +255,10 @@ def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> N
     import torch
     from safetensors.torch import save
 
-    tensors = {f"model.{k}": v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    from interp.model.hooked import tl_state_dict
+
+    # TransformerLens 3.9 names on either back end: a twin trained on the bridge loads under 3.9 too
+    tensors = {f"model.{k}": v.contiguous().clone() for k, v in tl_state_dict(model).items()}
     if ema is not None:
         tensors.update({f"ema.{k}": v.detach().contiguous().clone() for k, v in ema.state.items()})
     for i, state in opt.state_dict()["state"].items():
@@ -307,12 +310,25 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
     # a run with a moving average keeps the averaged weights (the ones it was evaluated with)
     prefix = "ema." if any(k.startswith("ema.") for k in tensors) else "model."
     state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise CheckpointError(f"{out}: weights do not fit the recorded shape ({str(e).splitlines()[0]})") from None
+    _load_weights(model, state, out)
     model.card = _card(task, meta)
     return model
+
+
+def _load_weights(model, state: dict[str, Any], where: Path) -> None:
+    """Checkpoint weights into ``model``: TransformerLens 3.9 names (what is saved now, from either back
+    end; older checkpoints also hold the causal-mask buffers) or the back end's own names (an EMA state)."""
+    from interp.model.hooked import load_strict
+
+    tl_names = any(k == "embed.W_E" or ".attn.W_Q" in k for k in state)
+    try:
+        if tl_names:
+            params = {k: v for k, v in state.items() if not k.endswith((".attn.mask", ".attn.IGNORE"))}
+            load_strict(model, params)
+        else:
+            model.load_state_dict(state, strict=True)
+    except (RuntimeError, CheckpointError) as e:
+        raise CheckpointError(f"{where}: weights do not fit the recorded shape ({str(e).splitlines()[0]})") from None
 
 
 def _task_label(d: Any) -> str:
@@ -437,7 +453,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
             if meta.get(key) != value:
                 raise CheckpointError(f"{out}: cannot resume, the checkpoint has a different {key} "
                                       f"({_task_label(meta.get('task')) if key == 'task' else meta.get(key)})")
-        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, strict=True)
+        _load_weights(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, out)
         state = {}
         for k, v in tensors.items():
             if k.startswith("optim."):

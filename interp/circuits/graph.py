@@ -94,7 +94,9 @@ class Graph:
     @staticmethod
     def of_model(model: Any) -> "Graph":
         """The graph of a TransformerLens model; heads and MLPs whose weights are all zero are left out."""
-        sd = {k: v.detach().cpu().double().numpy() for k, v in model.state_dict().items()
+        from interp.model.hooked import tl_state_dict
+
+        sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()
               if k.startswith("blocks.") and (".attn.W_" in k or ".mlp." in k)}
         return Graph.of_weights(sd, model.cfg.n_layers, model.cfg.n_heads)
 

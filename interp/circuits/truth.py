@@ -90,7 +90,9 @@ def ground_truth_of_model(model: Any) -> GroundTruth:
     if card is None or card.construction == "trained" or not card.theorem:
         raise ModelKindError("a trained twin has no ground-truth circuit: only constructions have one "
                              "(score a method on the construction, then compare the twin's recovered circuit with it)")
-    sd = {k: v.detach().cpu().double().numpy() for k, v in model.state_dict().items()}
+    from interp.model.hooked import tl_state_dict
+
+    sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()}
     return _derive(card.construction, sd, model.cfg.n_layers, model.cfg.n_heads, list(card.residual_labels),
                    prefix=card.io.prefix, symbols=card.io.symbol_tokens)
 

@@ -23,7 +23,7 @@ from interp.errors import CheckpointError, ConstructionError
 from interp.model.spec import ConstructionSpec
 
 __all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES",
-           "backend"]
+           "backend", "tl_state_dict", "is_bridge"]
 
 DTYPES = ("float32", "float64")
 
@@ -146,10 +146,40 @@ def new_model(cfg: dict[str, Any]):
     return model
 
 
+def is_bridge(model) -> bool:
+    return type(model).__name__ == "TransformerBridge"
+
+
+_ATTN = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+_MLP = ("W_in", "b_in", "W_out", "b_out")
+
+
+def tl_state_dict(model) -> dict[str, Any]:
+    """The model's parameters under TransformerLens 3.9 state-dict names (``blocks.0.attn.W_Q`` ...), on
+    either back end: what sandbox-lens saves, so a file written under one back end loads under the other.
+    (The bridge's own ``state_dict`` uses its component names, ``blocks.0.attn.q.weight``.)"""
+    if not is_bridge(model):
+        return {name: p.detach() for name, p in model.named_parameters()}
+    cfg = model.cfg
+    sd: dict[str, Any] = {"embed.W_E": model.W_E, "pos_embed.W_pos": model.W_pos,
+                          "unembed.W_U": model.W_U, "unembed.b_U": model.b_U}
+    for l, block in enumerate(model.blocks):
+        for k in _ATTN:
+            sd[f"blocks.{l}.attn.{k}"] = getattr(block.attn, k)
+        for k in _MLP:
+            sd[f"blocks.{l}.mlp.{k}"] = getattr(block.mlp, k)
+        if cfg.normalization_type == "LN":
+            for ln in ("ln1", "ln2"):
+                sd[f"blocks.{l}.{ln}.w"], sd[f"blocks.{l}.{ln}.b"] = getattr(block, ln).w, getattr(block, ln).b
+    if cfg.normalization_type == "LN":
+        sd["ln_final.w"], sd["ln_final.b"] = model.ln_final.w, model.ln_final.b
+    return {k: v.detach().clone() for k, v in sd.items()}
+
+
 def load_strict(model, tensors: dict[str, Any]) -> None:
     """Load parameters strictly; buffers (causal mask, IGNORE) come from the fresh model. Weights are
     held in HookedTransformer state-dict names; on the bridge they are converted first."""
-    if type(model).__name__ == "TransformerBridge":
+    if is_bridge(model):
         from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
         try:  # the bridge maps its own parameter names; it reports what it could not place

@@ -36,7 +36,9 @@ def save_model(model, directory: str | Path) -> Path:
         raise CheckpointError("only models built by sandbox-lens (to_hooked / load_model) can be saved here")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    params = {name: p.detach().contiguous() for name, p in model.named_parameters()}
+    from interp.model.hooked import tl_state_dict
+
+    params = {name: p.contiguous() for name, p in tl_state_dict(model).items()}  # 3.9 names on either back end
     blob = save(params)
     atomic_write(out / WEIGHTS_FILE, blob)
     meta = {
