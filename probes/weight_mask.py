@@ -49,6 +49,13 @@ def random_transformer(d_vocab: int, d_vocab_out: int, n_ctx: int, shape: Random
     per-matrix scale, which a pruning cannot create but LayerNorm largely absorbs).
     """
     import torch
+
+    from interp.errors import ModelKindError
+    from interp.model.hooked import backend
+
+    if backend() != "HookedTransformer":  # the masks are keyed by 3.9's parameter names (W_Q, W_in, ...)
+        raise ModelKindError("Theorem 3's weight masks need TransformerLens 3.9's HookedTransformer; this environment "
+                             f"has the {backend()}")
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
     cfg = HookedTransformerConfig(n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,

@@ -115,6 +115,16 @@ def test_forward_pass_time_beside_hooked_transformer():
     assert mine > 0
 
 
+def test_float64_is_float64_here():
+    import torch
+
+    model = to_hooked(build_case("dyck", "2,3", {"variant": "stack"}, 16), dtype="float64")
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    assert model(torch.zeros((1, 4), dtype=torch.int64)).dtype == torch.float64
+    r = verify(model, samples=20, dtype="float64")
+    assert r.exact and r.details["max_tv"] < 1e-10  # float32 would leave ~1e-7
+
+
 def test_a_twin_trains_saves_and_loads_here(tmp_path):
     from interp.tasks.batches import AutomatonTask
     from interp.tasks.catalogue import get_automaton

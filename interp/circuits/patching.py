@@ -40,9 +40,14 @@ from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
 
 __all__ = ["Patcher", "path_patching", "node_patching", "attribution", "acdc", "faithfulness", "SOURCES",
-           "AcdcResult"]
+           "AcdcResult", "BRIDGE_UNSUPPORTED"]
 
 SOURCES = ("resample", "zero", "mean")
+#: TransformerLens 4.3's native bridge refuses ``use_attn_result`` and ``use_split_qkv_input`` for its
+#: plain attention, and edge patching needs both (one head's output, one head's inputs).
+BRIDGE_UNSUPPORTED = ("circuit analyses need per-head output and input hooks (use_attn_result, "
+                      "use_split_qkv_input), which TransformerLens 4's native TransformerBridge does not offer; "
+                      "run them under TransformerLens 3.9 (models saved under 4.x load there)")
 
 
 def _sender_hook(node: Node) -> str:
@@ -84,6 +89,8 @@ class Patcher:
     """Runs one model with edges of its :class:`~interp.circuits.graph.Graph` patched."""
 
     def __init__(self, model: Any, graph: Graph | None = None) -> None:
+        if type(model).__name__ == "TransformerBridge":
+            raise ModelKindError(BRIDGE_UNSUPPORTED)
         if not hasattr(model, "run_with_hooks") or not hasattr(model, "set_use_split_qkv_input"):
             raise ModelKindError("circuit analyses need a TransformerLens HookedTransformer (per-head input and output "
                                  f"hooks); this model is a {type(model).__name__}")

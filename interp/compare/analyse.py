@@ -44,6 +44,7 @@ from interp.compare.dyck import DyckComparison
 from interp.compare.ffl import FFLComparison
 from interp.errors import SandboxError
 from interp.files import atomic_write
+from interp.model.hooked import backend
 from interp.model.run import attention_patterns, live_heads, require_hooked
 from interp.tasks.batches import FFLTask, step_rng
 from interp.tasks.dyck import Dyck
@@ -227,7 +228,10 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
                 for pair in match_heads(canon[TWIN], canon[name])]
     if circuit_pairs:
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], circuit_pairs, seed)
-    if comparison.kind == "dyck" and theorem3_steps:
+    if comparison.kind == "dyck" and theorem3_steps and backend() == "TransformerBridge":
+        metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
+                                                  "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
+    elif comparison.kind == "dyck" and theorem3_steps:
         metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
                                                    seed, progress)
     metrics["example"] = _write_example_patterns(out, comparison, models, seed)
@@ -240,9 +244,13 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
     """ACDC on every model; constructions scored against their ground truth; the twin's circuit heads
     mapped through the head matching onto each construction's."""
     from interp.circuits.analyse import analyse
+    from interp.circuits.patching import BRIDGE_UNSUPPORTED
     from interp.circuits.truth import ground_truth_of_model
+    from interp.model.hooked import backend
 
     out: dict[str, Any] = {"method": "acdc", "pairs": pairs, "models": {}, "overlap": {}}
+    if backend() == "TransformerBridge":
+        return {**out, "skipped": BRIDGE_UNSUPPORTED}
     heads: dict[str, set[str]] = {}
     for name, model in models.items():
         try:

@@ -135,6 +135,8 @@ def _twin_warning(t: dict[str, Any]) -> str:
 def _circuits_section(c: dict[str, Any] | None) -> str:
     if not c:
         return ""
+    if c.get("skipped"):
+        return f"<h2>Circuits</h2><p class='note'>Not run: {html.escape(c['skipped'])}.</p>"
     rows = []
     for name, r in c["models"].items():
         if "error" in r:
@@ -224,6 +226,8 @@ def write_report(out: str | Path) -> Path:
                                          f"{r['accuracy_masked']:.3f}" + ("" if r["kept_accuracy"] else " ✗"),
                                          r["accuracy_masked_original_weights"]] if r else ["—"] * 5))
     theorem3 = ""
+    if metrics["pruning"].get("theorem3_skipped"):
+        theorem3 = f"<h3>Theorem 3</h3><p class='note'>Not run: {html.escape(metrics['pruning']['theorem3_skipped'])}.</p>"
     t3 = metrics["pruning"].get("theorem3")
     if t3:
         rs = t3["random_shape"]

@@ -13,6 +13,8 @@ spec's scores.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import warnings
 from typing import Any
@@ -129,9 +131,16 @@ def _bridge(cfg: dict[str, Any]):
     keep = ("n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_mlp", "d_vocab", "d_vocab_out", "act_fn",
             "normalization_type", "seed")
     kw = {k: cfg[k] for k in keep if k in cfg}
-    with warnings.catch_warnings():
+    dtype = _torch_dtype(cfg["dtype"])
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        return TransformerBridge.boot_native(TransformerBridgeConfig(**kw, dtype=_torch_dtype(cfg["dtype"])))
+        model = TransformerBridge.boot_native(TransformerBridgeConfig(**kw, dtype=dtype))
+        # 4.3's boot_native builds float32 whatever the config says: cast, or float64 would silently be float32
+        if next(model.parameters()).dtype != dtype:
+            model = model.to(dtype)
+    if next(model.parameters()).dtype != dtype:
+        raise ConstructionError(f"the TransformerBridge did not take dtype {cfg['dtype']}")
+    return model
 
 
 def new_model(cfg: dict[str, Any]):
