@@ -27,6 +27,9 @@ __all__ = ["build_modular_counter", "counter_increments", "MAX_LENGTH"]
 #: Longest verified length. (The float32 limit of the construction itself is ~2²¹/(n−1);
 #: the MLP width 4((n−1)T+1) is what makes longer models impractical.)
 MAX_LENGTH = 4096
+#: On TransformerLens 4's bridge the MLP's F.linear rounds the staircase's large cancelling sums
+#: differently: C3 verified exact to 2048 there (300 words), 0.9997 at 4096 (README, "TransformerLens 3.9 and 4.x").
+BRIDGE_FLOAT32_MAX_LENGTH = 2048
 
 
 def counter_increments(automaton: Semiautomaton) -> list[int] | None:
@@ -90,4 +93,5 @@ def build_modular_counter(automaton: Semiautomaton, length: int) -> Construction
         task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"N": N, "increments": incs},
         notes=f"BOS sink with score log({N} - t); grid spacing 1/{N}.",
+        bridge_float32_max_length=BRIDGE_FLOAT32_MAX_LENGTH,
     )

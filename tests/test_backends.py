@@ -115,6 +115,17 @@ def test_forward_pass_time_beside_hooked_transformer():
     assert mine > 0
 
 
+def test_lengths_past_the_bridge_float32_limit_are_refused():
+    from constructions.counter import BRIDGE_FLOAT32_MAX_LENGTH
+    from interp.errors import LengthError
+
+    spec = build_case("modular_counter", "C3", {}, BRIDGE_FLOAT32_MAX_LENGTH + 1)
+    if backend() == "TransformerBridge":
+        with pytest.raises(LengthError, match="float64"):
+            to_hooked(spec)
+    assert to_hooked(spec, dtype="float64").cfg.n_ctx == spec.n_ctx
+
+
 def test_float64_is_float64_here():
     import torch
 

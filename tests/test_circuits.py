@@ -219,6 +219,9 @@ def _interp(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, capsys):
+    import matplotlib
+
+    backend_before = matplotlib.get_backend()
     path = tmp_path / "random.json"
     path.write_text(json.dumps(_random_automaton().to_dict()))
     code, _, err = _interp(capsys, "circuit", "prefix_scan", "--automaton-file", str(path), "-T", "8", "--method", "path",
@@ -228,6 +231,7 @@ def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, capsys):
     assert data["ground_truth"]["relevant"] and 0.5 < data["auroc"] <= 1.0
     assert set(data["edges"]) == set(data["graph"]["edges"]) and "faithfulness" in data
     assert (tmp_path / "a" / "circuit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert matplotlib.get_backend() == backend_before  # a notebook keeps its inline plots
     r = subprocess.run([sys.executable, "-m", "interp", "--threads", "1", "circuit", "krohn_rhodes", "--cascade-file",
                         str(CASCADE), "-T", "8", "--pairs", "16", "--json", "--out", str(tmp_path / "b")],
                        capture_output=True, text=True, timeout=600)

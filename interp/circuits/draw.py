@@ -45,10 +45,8 @@ def _ends(edge: str, pos: dict[str, Any]) -> tuple[str, str]:
 
 def circuit_png(result: dict[str, Any], title: str) -> bytes:
     """PNG bytes of ``result`` (what :func:`interp.circuits.analyse.analyse` returns)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
+    from matplotlib.patches import Circle
 
     from interp.viz import figure_png
 
@@ -66,7 +64,8 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     top = max(weight.values(), default=0.0) or 1.0
     width = max(6.0, 1.1 * (max(x for x, _ in pos.values()) + 1))
     height = max(3.5, 0.9 * (max(abs(y) for _, y in pos.values()) * 2 + 2))
-    fig, ax = plt.subplots(figsize=(min(width, 22), min(height, 12)))
+    fig = Figure(figsize=(min(width, 22), min(height, 12)))
+    ax = fig.subplots()
     for e in result["graph"]["edges"]:
         s, r = _ends(e, pos)
         w = weight.get(e, 0.0) / top
@@ -81,7 +80,7 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
                                     mutation_scale=6 + 6 * w, **style))
     chosen = set(result.get("circuit", {}).get("nodes", []))
     for n, (x, y) in pos.items():
-        ax.add_patch(plt.Circle((x, y), 0.2, facecolor="#f4f4f4" if n not in chosen else "#d7e6f7",
+        ax.add_patch(Circle((x, y), 0.2, facecolor="#f4f4f4" if n not in chosen else "#d7e6f7",
                                 edgecolor="#555" if n in chosen else "#bbb", lw=1.2, zorder=3))
         ax.text(x, y, n, ha="center", va="center", fontsize=7, zorder=4)
     ax.set_xlim(-0.7, max(x for x, _ in pos.values()) + 0.7)
@@ -101,6 +100,4 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
                            Line2D([], [], color="#1f5fbf", lw=0.8, ls="--", label="ground truth, no effect found"),
                            Line2D([], [], color="#e07b00", lw=2, label="not in the ground truth")],
                   loc="lower center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=7, frameon=False)
-    data = figure_png(fig)
-    plt.close(fig)
-    return data
+    return figure_png(fig)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from interp.errors import CheckpointError, ConstructionError
+from interp.errors import CheckpointError, ConstructionError, LengthError
 from interp.model.spec import ConstructionSpec
 
 __all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES",
@@ -226,6 +226,10 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
     import torch
 
     tdtype = _torch_dtype(dtype)
+    limit = spec.bridge_float32_max_length
+    if dtype == "float32" and limit is not None and spec.max_length > limit and backend() == "TransformerBridge":
+        raise LengthError(f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
+                          f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}")
     cfg = config_dict(spec, dtype, use_attn_scale)
     model = new_model(cfg)
     arrays = state_dict_arrays(spec, use_attn_scale)

@@ -275,6 +275,9 @@ class ConstructionSpec:
     task: dict[str, Any]  # the task modelled, with its "kind" (see interp.model.card)
     verified_dtypes: tuple[str, ...] = ("float32", "float64")
     options: dict[str, Any] = field(default_factory=dict)
+    #: Where float32 rounding on TransformerLens 4's bridge (other kernels than 3.9's) is measured to
+    #: break exactness sooner: the longest length verified there, or None for "as on 3.9".
+    bridge_float32_max_length: int | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:
