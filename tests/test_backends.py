@@ -145,7 +145,21 @@ def test_a_twin_trains_saves_and_loads_here(tmp_path):
               TrainConfig(steps=40, batch=32, eval_every=20, warmup=5), tmp_path / "t", progress=False)
     twin = load_trained(tmp_path / "t")
     assert twin.card.kind == "automaton" and 0.0 <= m["final_accuracy"] <= 1.0
-    from interp.evaluate import automaton_shifts, evaluate  # noqa: F401 - the analyses import on this back end
+    from interp.model.run import predict
+
+    words = np.random.default_rng(0).integers(2, size=(64, 8))
+    accuracy = float((predict(twin, words) == np.cumsum(words, 1) % 2).mean())
+    assert abs(accuracy - m["final_accuracy"]) < 0.15
+    import torch
+
+    from interp.model.hooked import tl_state_dict
+    from interp.train import build_model
+
+    fresh = tl_state_dict(build_model(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16,
+                                                                                         n_heads=2), seed=0))
+    loaded = tl_state_dict(twin)
+    assert set(fresh) == set(loaded)
+    assert not torch.equal(fresh["blocks.0.attn.W_Q"], loaded["blocks.0.attn.W_Q"])  # trained weights, not a fresh init
 
 
 def test_probes_and_ablation_run_here():
