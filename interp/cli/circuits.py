@@ -27,7 +27,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--method", default="acdc", choices=["patching", "path", "attribution", "acdc"],
                    help="activation patching of nodes, path patching of edges, attribution patching, or ACDC (default)")
     s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "
-                                                     "bracket-type|resample (dyck), bit|resample (ffl); default the first")
+                                                     "bracket-type|resample (dyck), bit|instruction|resample (ffl); default the first")
     s.add_argument("--pairs", type=int, default=64, help="counterfactual pairs (default 64)")
     s.add_argument("--pair-length", type=int, metavar="T", help="length of the pairs' words (default: the model's)")
     s.add_argument("--threshold", type=float, default=0.01, help="effect below which an edge or node is left out (default 0.01)")
