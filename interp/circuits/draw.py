@@ -1,7 +1,7 @@
 """The picture of a circuit analysis: nodes by layer, edges weighted by effect, the ground truth marked.
 
 Columns follow the residual stream (embeddings, then each block's heads and its MLP, then the
-logits). An edge's width grows with its effect (or, for node methods, both ends' effects); blue
+logits); a head's query, key and value inputs from one writer are three arcs of different curvature. An edge's width grows with its effect (or, for node methods, both ends' effects); blue
 edges are in the task-relevant ground truth, orange ones are not; a dashed thin blue edge is a
 ground-truth edge the method gave (almost) no effect — a miss to explain. Grey outlines mark the
 recovered circuit's nodes.
@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["circuit_png"]
+
+#: The arc of an edge by the reader's channel, so that a head's q, k and v inputs from one writer stay apart.
+RAD = {"q": 0.35, "k": 0.2, "v": 0.05, "in": 0.15}
 
 
 def _positions(nodes: list[str]) -> dict[str, tuple[float, float]]:
@@ -75,8 +78,9 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
         (x0, y0), (x1, y1) = pos[s], pos[r]
         style = dict(color="#1f5fbf" if in_truth else "#e07b00", alpha=0.25 + 0.7 * w,
                      lw=0.4 + 4.0 * w, ls="--" if in_truth and w < 0.01 else "-")
+        rad = RAD.get(e.rsplit(".", 1)[-1] if e.split("->")[1] != r else "in", 0.15)  # q, k, v: three arcs
         ax.annotate("", xy=(x1 - 0.12, y1), xytext=(x0 + 0.12, y0),
-                    arrowprops=dict(arrowstyle="-|>", connectionstyle="arc3,rad=0.15", shrinkA=0, shrinkB=0,
+                    arrowprops=dict(arrowstyle="-|>", connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0,
                                     mutation_scale=6 + 6 * w, **style))
     chosen = set(result.get("circuit", {}).get("nodes", []))
     for n, (x, y) in pos.items():
