@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/sweeps.py
 	$(PY) benchmarks/circuits.py
+	$(PY) benchmarks/threads.py
 
 # The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
 # and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes).
