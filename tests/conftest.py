@@ -5,3 +5,17 @@ from hypothesis import HealthCheck, settings
 # Model builds are slow-ish compared with hypothesis's default deadline.
 settings.register_profile("sandbox", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sandbox"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """Commands run in-process set torch's threads (one, by default, for training and analyses); the
+    rest of the suite keeps the process's own setting."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)

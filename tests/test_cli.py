@@ -194,3 +194,12 @@ def test_sampled_verification_streams_its_words(monkeypatch):
     monkeypatch.setattr(va, "predict", lambda m, w, **kw: sizes.append(len(w)) or real(m, w, **kw))
     r = verify(model, samples=20, exhaustive_upto=0)
     assert r.accuracy == 1.0 and r.sequences == 20 and sizes == [8, 8, 4]
+
+
+def test_threads_default_to_one_for_small_model_work_and_can_be_set():
+    from interp.cli import default_threads
+
+    for command in ("train", "compare", "demo", "experiment", "circuit", "population", "evaluate"):
+        assert default_threads(command, None) == 1
+    assert default_threads("verify", None) is None  # long single forwards: torch's choice
+    assert default_threads("train", 2) == 2

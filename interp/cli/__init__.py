@@ -29,13 +29,27 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
 
     p.add_argument("--version", action="version", version=f"sandbox-lens {__version__}")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (default: torch's choice; small models on a busy machine often run "
-                        "several times faster with 1)")
+                   help="torch CPU threads (default: 1 for the commands that train or analyse small models — "
+                        f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, experiments):
         handlers.update(module.register(sub))
     return p, handlers
+
+
+#: Commands whose work is many small models' steps and forward passes. Measured (benchmarks/threads.py,
+#: 2 cores): 2 threads train a Dyck twin only 7% faster on an idle machine and 3.7× slower beside one
+#: busy core, so these default to one thread; verify and build (long single forwards: 2 threads 35%
+#: faster when idle) keep torch's choice.
+ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", "circuit", "evaluate"})
+
+
+def default_threads(command: str, requested: int | None) -> int | None:
+    """The torch thread count a command runs with (None: torch's own choice)."""
+    if requested is not None:
+        return requested
+    return 1 if command in ONE_THREAD else None
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -50,13 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = handlers[args.command]
     warnings.showwarning = _one_line_warning
-    if args.threads is not None:
-        if args.threads < 1:
-            print("interp: error: --threads must be ≥ 1", file=sys.stderr)
-            return 2
+    if args.threads is not None and args.threads < 1:
+        print("interp: error: --threads must be ≥ 1", file=sys.stderr)
+        return 2
+    threads = default_threads(args.command, args.threads)
+    if threads is not None:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     try:
         return handler(args)
     except SandboxError as e:
