@@ -142,8 +142,6 @@ def _scores(truth: GroundTruth, edges: list[Edge], edge_fx: np.ndarray | None, n
             chosen_nodes = {e.sender for e in circuit}
             out["node_precision"], out["node_recall"] = precision_recall(
                 [n in chosen_nodes for n in names], [node_truth[n] for n in names])
-    missed = [e.name for e, y, c in zip(edges, labels, chosen) if y and not c]
-    extra = [e.name for e, y, c in zip(edges, labels, chosen) if c and not y]
-    out["missed"] = {name: truth.relevant[next(e for e in edges if e.name == name)] for name in missed}
-    out["spurious"] = extra
+    out["missed"] = {e.name: truth.relevant[e] for e, y, c in zip(edges, labels, chosen) if y and not c}
+    out["spurious"] = [e.name for e, y, c in zip(edges, labels, chosen) if c and not y]
     return out

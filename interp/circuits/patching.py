@@ -38,6 +38,7 @@ import numpy as np
 from interp.circuits.graph import Edge, Graph, Node
 from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
+from interp.model.run import exact_precision
 
 __all__ = ["Patcher", "path_patching", "node_patching", "attribution", "acdc", "faithfulness", "SOURCES",
            "AcdcResult", "BRIDGE_UNSUPPORTED"]
@@ -66,23 +67,6 @@ def _receiver_hook(node: Node, channel: str, n_layers: int) -> str:
     if node.kind == "mlp":
         return f"blocks.{node.layer}.hook_mlp_in"
     return f"blocks.{n_layers - 1}.hook_resid_post"
-
-
-@contextlib.contextmanager
-def _precise(grad: bool = False) -> Iterator[None]:
-    """Full float32 matmuls (TF32 would blur exact margins) and flushed subnormals (attention weights
-    of e^-40 are far below float32's resolution and very slow on CPUs); autograd only when asked for."""
-    import torch
-
-    prev = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    torch.set_flush_denormal(True)
-    try:
-        with (torch.enable_grad() if grad else torch.inference_mode()):
-            yield
-    finally:
-        torch.set_float32_matmul_precision(prev)
-        torch.set_flush_denormal(False)
 
 
 class Patcher:
@@ -118,7 +102,7 @@ class Patcher:
         import torch
 
         names = sorted({_sender_hook(n) for n in self.graph.senders})
-        with self.hooks_on(), _precise():
+        with self.hooks_on(), exact_precision():
             _, cache = self.model.run_with_cache(torch.from_numpy(tokens), names_filter=names, return_type="logits")
             return {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders}
 
@@ -214,7 +198,7 @@ def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None =
     source = patcher.source(pairs, "resample") if source is None else source
     out = np.zeros(len(edges))
     step = _chunk(len(edges), patcher.model, pairs.clean)
-    with _precise():
+    with exact_precision():
         for start in tqdm(range(0, len(edges), step), disable=not progress, desc="path patching", unit="batch", leave=False):
             part = edges[start: start + step]
             logits = patcher.run_many(pairs.clean, [([e], None) for e in part], source)
@@ -243,7 +227,7 @@ def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_po
                 settings.append((outgoing[n.name], mask))
     effects = np.zeros(len(settings))
     step = _chunk(len(settings), patcher.model, pairs.clean)
-    with _precise():
+    with exact_precision():
         for start in tqdm(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
             logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
             for j in range(len(logits)):
@@ -279,7 +263,7 @@ def attribution(patcher: Patcher, pairs: Pairs) -> tuple[np.ndarray, dict[str, f
         receivers[hook.name] = x
         return x
 
-    with patcher.hooks_on(), _precise(grad=True):
+    with patcher.hooks_on(), exact_precision(grad=True):
         logits = patcher.model.run_with_hooks(torch.from_numpy(pairs.clean), return_type="logits",
                                               fwd_hooks=[(h, record_sender) for h in sender_hooks]
                                               + [(h, record_receiver) for h in receiver_hooks])
@@ -333,7 +317,7 @@ def acdc(patcher: Patcher, pairs: Pairs, threshold: float = 0.01, metric: str = 
     removed: set[Edge] = set()
     effects = np.zeros(len(g.edges))
     tried = 0
-    with _precise():
+    with exact_precision():
         current = 1.0 - patcher.effect(pairs, patcher.run(pairs.clean, [], source)[0], metric)
         receivers = sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True)
         bar = tqdm(total=len(g.edges), disable=not progress, desc="ACDC", unit="edge", leave=False)
@@ -365,7 +349,7 @@ def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],
     keep = set(circuit)
     outside = [e for e in patcher.graph.edges if e not in keep]
     source = patcher.source(pairs, "resample") if source is None else source
-    with _precise():
+    with exact_precision():
         logits = patcher.run(pairs.clean, outside, source)[0]
         return {"accuracy": pairs.accuracy(logits), "logit_diff": 1.0 - Patcher.effect(pairs, logits, "logit_diff"),
                 "kl": 1.0 - Patcher.effect(pairs, logits, "kl"), "edges": len(keep), "patched": len(outside)}

@@ -41,15 +41,16 @@ def hook_name(name: str, layer: int) -> str:
 
 
 @contextlib.contextmanager
-def exact_precision() -> Iterator[None]:
-    """Full float32 matmuls and flushed subnormals, restored afterwards; no autograd."""
+def exact_precision(grad: bool = False) -> Iterator[None]:
+    """Full float32 matmuls and flushed subnormals, restored afterwards; no autograd unless ``grad``
+    (attribution patching differentiates the clean run)."""
     import torch
 
     prev = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     torch.set_flush_denormal(True)
     try:
-        with torch.inference_mode():
+        with (torch.enable_grad() if grad else torch.inference_mode()):
             yield
     finally:
         torch.set_float32_matmul_precision(prev)
