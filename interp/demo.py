@@ -1,6 +1,6 @@
 """``make demo``: build and verify the prefix scan for parity and S5, and write a report.
 
-The report (``index.html``) is one self-contained file: a verification table, PNG heatmaps
+The report (``report.html``, the name `interp compare` writes too) is one self-contained file: a verification table, PNG heatmaps
 of every attention layer on one example (embedded as data URIs and also written next to
 it) and circuitsvis views of the same patterns (``local_src``, no CDN).
 """
@@ -87,6 +87,6 @@ plus {samples} random words of length {VERIFY_LENGTH}, in float32.</p>
 </body></html>
 """
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
-    index = out / "index.html"
+    index = out / "report.html"
     atomic_write(index, page.encode())
     return index

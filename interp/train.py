@@ -10,8 +10,9 @@
 * several seeds and a grid of settings: :mod:`interp.sweep`.
 
 Output directory: ``checkpoint.safetensors`` + ``checkpoint.json`` (model and optimizer state,
-task, shape, config, step, history) and ``metrics.json`` (task, final_accuracy, best_accuracy,
-steps, wall_seconds, seed, history). :func:`load_trained` gives the model back with a ``card``,
+task, shape, config, step, history; what ``resume`` reads), ``model.safetensors`` + ``model.json``
+(a transformer's final weights, config and card in :mod:`interp.model.saved`'s format, no optimizer
+state) and ``metrics.json`` (task, final_accuracy, best_accuracy, steps, wall_seconds, seed, history). :func:`load_trained` gives the model back with a ``card``,
 so the probes and visualisers work on it like on a construction.
 """
 
@@ -30,9 +31,11 @@ import numpy as np
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
 from interp.model.card import normalise_task
+from interp.train_defaults import TASK_DEFAULTS, task_defaults
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
 
-__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate"]
+__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
+           "TASK_DEFAULTS", "task_defaults"]
 
 #: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
 #: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
@@ -186,12 +189,14 @@ def build_model(task, shape: ModelShape, seed: int = 0):
 
     n_ctx = shape.context(task)
     # the installed TransformerLens's model: a HookedTransformer (3.9) or a native TransformerBridge (4.x)
-    model = new_model({
+    cfg = {
         "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
         "d_head": shape.d_head or max(1, shape.d_model // shape.n_heads), "d_mlp": shape.d_mlp or 4 * shape.d_model,
         "n_ctx": n_ctx, "d_vocab": task.d_vocab, "d_vocab_out": task.d_vocab_out, "act_fn": "relu",
         "normalization_type": "LN" if shape.normalization == "LN" else None, "default_prepend_bos": False,
-        "seed": seed, "dtype": "float32"})
+        "seed": seed, "dtype": "float32"}
+    model = new_model(cfg)
+    model.sandbox_config = cfg  # what save_model writes: a trained twin saves like a construction
     if shape.positional != "learned":
         values = np.zeros((n_ctx, shape.d_model))
         if shape.positional == "sinusoidal":
@@ -312,7 +317,9 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
     state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
     _load_weights(model, state, out)
     model.card = _card(task, meta)
-    return model
+    from interp.model.tokens import attach_tokenizer
+
+    return attach_tokenizer(model)
 
 
 def _load_weights(model, state: dict[str, Any], where: Path) -> None:
@@ -516,6 +523,12 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         history.append({"step": step, "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
         best = max(best, ev["accuracy"])
         checkpoint()
+    if shape.arch == "transformer":
+        # the weights it was evaluated with (the moving average when kept), config and card, apart from
+        # the optimizer state: `load_model(out)`, `interp verify --model out`, or plain TransformerLens
+        from interp.model.saved import save_model
+
+        save_model(load_trained(out), out)
     metrics = {
         "task": task.to_dict(), "task_name": task.name, "seed": config.seed, "steps": step,
         "final_accuracy": history[-1]["accuracy"], "best_accuracy": best,

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png"]
+__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "token_ticks"]
 
 
 def figure_png(fig) -> bytes:
@@ -23,11 +23,22 @@ def figure_png(fig) -> bytes:
     return buf.getvalue()
 
 
+def token_ticks(ax, tokens: Sequence[str], fontsize: float = 7, most: int = 32) -> None:
+    """Token labels on both axes of an attention heatmap, every k-th one past ``most`` tokens (readable)."""
+    n = len(tokens)
+    step = max(1, -(-n // most))
+    where = list(range(0, n, step))
+    ax.set_xticks(where, [tokens[i] for i in where], rotation=90, fontsize=fontsize)
+    ax.set_yticks(where, [tokens[i] for i in where], fontsize=fontsize)
+
+
 def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str], title: str,
-                path: Path | None = None, head_labels: dict[int, str] | None = None) -> bytes:
+                path: Path | None = None, head_labels: dict[int, str] | None = None,
+                titles: dict[tuple[int, int], str] | None = None) -> bytes:
     """One heatmap per (block, head); returns the PNG bytes and writes ``path`` if given.
 
-    ``head_labels`` maps a block index to a caption (e.g. the block's label).
+    ``head_labels`` maps a block index to a caption (e.g. the block's label); ``titles`` replaces a
+    panel's whole title (e.g. heads of different models side by side).
     """
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
@@ -40,15 +51,17 @@ def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[st
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
+    image = None
     for ax, (b, h) in zip(axes.flat, panels):
         ax.axis("on")
-        ax.imshow(patterns[(b, h)], vmin=0, vmax=1, cmap="Blues")
+        image = ax.imshow(patterns[(b, h)], vmin=0, vmax=1, cmap="Blues")
         label = (head_labels or {}).get(b, "")
-        ax.set_title(f"block {b} head {h}\n{label}", fontsize=8)
-        ax.set_xticks(range(n), tokens, rotation=90, fontsize=6)
-        ax.set_yticks(range(n), tokens, fontsize=6)
+        ax.set_title((titles or {}).get((b, h), f"block {b} head {h}\n{label}"), fontsize=8)
+        token_ticks(ax, tokens)
         ax.set_xlabel("key (source)", fontsize=7)
         ax.set_ylabel("query (destination)", fontsize=7)
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     fig.suptitle(title, fontsize=10)
     data = figure_png(fig)
     if path is not None:

@@ -203,3 +203,31 @@ def test_threads_default_to_one_for_small_model_work_and_can_be_set():
         assert default_threads(command, None) == 1
     assert default_threads("verify", None) is None  # long single forwards: torch's choice
     assert default_threads("train", 2) == 2
+
+
+def _subparsers():
+    import argparse
+
+    from interp.cli import _parser
+
+    parser, _ = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [("interp", parser)] + list(sub.choices.items())
+
+
+def test_every_option_has_help_and_its_default_is_shown():
+    import argparse
+
+    missing, no_default = [], []
+    for name, p in _subparsers():
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
+                continue
+            label = f"{name} {'/'.join(a.option_strings) or a.dest}"
+            if not (a.help or "").strip():
+                missing.append(label)
+            if a.option_strings and a.default not in (None, False, [], argparse.SUPPRESS):
+                if "default" not in p.formatter_class(prog="x")._get_help_string(a):
+                    no_default.append(label)
+    assert missing == [], missing
+    assert no_default == [], no_default

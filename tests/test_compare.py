@@ -131,13 +131,20 @@ def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
 
     require_chromium()
     report, _ = dyck_report
-    r = render(report, tmp_path / "report.png", height=1600)
+    # a window taller than the page: the screenshot holds all of it, down to the last line
+    r = render(report, tmp_path / "report.png", height=16000)
     assert r.external_requests == []
     assert "Constructed vs trained circuits" in r.dom and "<canvas" in r.dom  # circuitsvis drew its view
     import matplotlib.image
 
     pixels = matplotlib.image.imread(r.screenshot)[..., :3]
-    assert pixels.std() > 0.05 and (pixels.mean(-1) < 0.5).mean() > 0.01  # not blank: text and heatmaps
+    ink = (pixels.mean(-1) < 0.9).any(1)  # rows with anything drawn on them
+    last = int(np.nonzero(ink)[0].max())
+    assert last < pixels.shape[0] - 200, "the page is longer than the screenshot"
+    # every part of the page has content: no section rendered blank (images failing to decode, an empty plot)
+    for part in np.array_split(ink[: last + 1], 8):
+        assert part.mean() > 0.2, "a stretch of the page is blank"
+    assert pixels[: last + 1].std() > 0.05 and (pixels[: last + 1].mean(-1) < 0.5).mean() > 0.01
 
 
 def test_automaton_comparison_on_parity(tmp_path):
@@ -224,3 +231,44 @@ def test_the_theorem3_headings_say_what_the_numbers_show(dyck_report):
     found = t3["accuracy"] >= t3["target_accuracy"] - 0.02
     assert ("construction found inside a random network" in page) == found
     assert ("did <b>not</b> reproduce" in page) == (not found)
+
+
+def test_what_we_conclude_follows_the_numbers(dyck_report, tmp_path):
+    """The conclusions, the Theorem 3 heading and the twin's flag change when the numbers do."""
+    import copy
+    import shutil
+
+    from interp.compare.report import conclusions, write_report
+
+    report, m = dyck_report
+    said = " ".join(conclusions(m))
+    assert "Every construction is exact" in said
+    t3 = m["pruning"]["theorem3"]
+    found = t3["accuracy"] >= t3["target_accuracy"] - 0.02
+    assert ("does NOT reproduce" in said) == (not found)
+    worse = copy.deepcopy(m)
+    worse["models"]["stack"]["accuracy"] = 0.9
+    worse["twin_training"].update(reached_target=False, final_accuracy=0.5, target_accuracy=0.97)
+    worse["pruning"]["theorem3"]["accuracy"] = 0.1
+    worse["pruning"]["stack"]["learned_masks"]["runs"][0]["kept_accuracy"] = False
+    said = " ".join(conclusions(worse))
+    assert "below accuracy 1 on these words: stack 0.900" in said
+    assert "The twin did NOT reach its target" in said and "does NOT reproduce" in said
+    assert "Learned head masks lost accuracy for stack at λ" in said
+    for name in ("patterns.npz",):
+        shutil.copy(report.parent / name, tmp_path / name)
+    (tmp_path / "metrics.json").write_text(json.dumps(worse))
+    page = write_report(tmp_path).read_text()
+    assert "did <b>not</b> reproduce" in page and "The twin did not reach its target" in page
+    assert page.count("stack 0.900") == 1
+
+
+def test_the_report_shows_chance_the_learning_curve_and_no_uniform_mass(dyck_report):
+    report, m = dyck_report
+    page = report.read_text()
+    for name in m["models"]:
+        for latent, p in m["probes"][name].items():
+            assert 0 < p["chance"] < 1  # the commonest value's share, drawn on the probe plot
+        assert "mass" not in m["attention"][name]["L0H0"]["references"]["uniform"]
+    assert [h["step"] for h in m["twin_training"]["history"]] == sorted(h["step"] for h in m["twin_training"]["history"])
+    assert "learning curve of the trained twin" in page and "What we conclude" in page

@@ -4,7 +4,7 @@ floor 0  interp.errors, interp.files, interp.viz           no project imports
 floor 1  interp.tasks.*  (what is true)                      floor 0 only
          interp.model.*  (how weights are held and run)      floor 0 only — tasks and model do not know each other
 floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
-         interp.verify.*, interp.train, interp.sweep,        floors 0-1
+         interp.verify.*, interp.train(_defaults), interp.sweep, floors 0-1
          interp.regularise
 floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
          interp.experiments.*, interp.init_from,
@@ -73,7 +73,7 @@ def floor(module: str) -> tuple[int, str]:
         return 0, "base"
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
-                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
+                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.train_defaults", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
                           ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from")),
                           ("interp.circuits", (3, "circuits"))):

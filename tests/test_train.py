@@ -81,6 +81,26 @@ def test_training_learns_and_metrics_are_written(tmp_path):
     assert model.card.construction == "trained" and model.card.output_names == ["0", "1", "2"]
 
 
+def test_a_finished_twin_is_saved_apart_from_its_optimizer_state(tmp_path):
+    """model.safetensors + model.json: the evaluated weights (here the moving average), no optimizer state,
+    loadable by load_model with the twin's card, giving load_trained's logits."""
+    from safetensors.torch import load_file
+
+    from interp.model.saved import load_model
+
+    task = AutomatonTask(get_automaton("parity"), 8)
+    train(task, TINY, TrainConfig(steps=20, batch=8, eval_every=10, eval_size=64, ema=0.9, seed=1), tmp_path, progress=False)
+    weights = load_file(tmp_path / "model.safetensors")
+    assert not any(k.startswith(("optim.", "model.", "ema.")) for k in weights)
+    assert any(k.startswith("optim.") for k in load_file(tmp_path / "checkpoint.safetensors"))
+    saved, trained = load_model(tmp_path), load_trained(tmp_path)
+    assert saved.card.to_dict() == trained.card.to_dict() and saved.card.construction == "trained"
+    tokens = torch.from_numpy(task.batch(step_rng(9, 0), 4).tokens)
+    assert torch.equal(saved(tokens), trained(tokens))
+    meta = json.loads((tmp_path / "model.json").read_text())
+    assert meta["dtype"] == "float32" and "dtype" not in meta["config"]
+
+
 def test_checkpoint_errors(tmp_path):
     task = AutomatonTask(get_automaton("parity"), 8)
     config = TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16)

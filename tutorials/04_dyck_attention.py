@@ -74,10 +74,11 @@ probe = lang.encode(PROBE_INPUT)
 tokens = ["BOS", *PROBE_INPUT]
 hooked = {v: to_hooked(spec) for v, spec in models.items()}
 patterns = {v: layer_patterns(m, probe, layer=1)[0] for v, m in hooked.items()}
-display(Image(heatmap_png({(i, 0): p for i, p in enumerate(patterns.values())}, tokens,
-                          "layer-2 attention on " + PROBE_INPUT,
-                          head_labels={i: v for i, v in enumerate(patterns)})))
-HTML(circuitsvis_heads({(i, 0): p for i, p in enumerate(patterns.values())}, tokens))
+panels = {(i, 0): p for i, p in enumerate(patterns.values())}  # one panel per model, each its block 1 head 0
+names = [f"{v}: block 1 head 0" for v in patterns]
+display(Image(heatmap_png(panels, tokens, "layer-2 attention on " + PROBE_INPUT,
+                          titles={key: name for key, name in zip(panels, names)})))
+HTML(circuitsvis_heads(panels, tokens, names=names))
 
 # %% [markdown]
 # ## Metrics

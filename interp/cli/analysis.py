@@ -34,8 +34,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
     s.add_argument("--circuit-pairs", type=int, default=64,
                    help="counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--seed", type=int, default=0, help="seed of the sampled words, the twin and the masks")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="where report.html, metrics.json, patterns.npz (and the twin, OUT/twin) go")
 
     s = sub.add_parser("evaluate", help="a twin or a model under distribution and length shifts, beside the exact construction")
     s.add_argument("run", nargs="?", metavar="RUN_DIR", help="a run directory of `interp train`")
@@ -51,8 +52,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--q", nargs="+", type=float, default=[], metavar="Q", help="dyck: other open-bracket probabilities")
     s.add_argument("--depths", nargs="+", type=int, default=[], metavar="D",
                    help="dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)")
-    s.add_argument("--samples", type=int, default=500, help="inputs per shift (default 500)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--samples", type=int, default=500, help="inputs per shift")
+    s.add_argument("--seed", type=int, default=0, help="seed of the sampled inputs")
     s.add_argument("--no-skyline", action="store_true", help="leave out the exact construction's rows")
     s.add_argument("--json", action="store_true", help="print one JSON object (rows: one per model and shift)")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
@@ -60,9 +61,10 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("report", help="rebuild report.html of `interp compare` from its files (no model run)")
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp compare`")
 
-    s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5")
-    s.add_argument("--out", default="reports/demo", metavar="DIR")
-    s.add_argument("--samples", type=int, default=500)
+    s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5 (`make demo` is "
+                                    "`interp compare dyck`)")
+    s.add_argument("--out", default="reports/prefix-scan", metavar="DIR", help="where report.html goes")
+    s.add_argument("--samples", type=int, default=500, help="sampled words per verification")
 
     return {"compare": _cmd_compare, "evaluate": _cmd_evaluate, "report": _cmd_report, "demo": _cmd_demo}
 

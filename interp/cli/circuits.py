@@ -28,15 +28,15 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="activation patching of nodes, path patching of edges, attribution patching, or ACDC (default)")
     s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "
                                                      "bracket-type|resample (dyck), bit|instruction|resample (ffl); default the first")
-    s.add_argument("--pairs", type=int, default=64, help="counterfactual pairs (default 64)")
+    s.add_argument("--pairs", type=int, default=64, help="counterfactual pairs")
     s.add_argument("--pair-length", type=int, metavar="T", help="length of the pairs' words (default: the model's)")
-    s.add_argument("--threshold", type=float, default=0.01, help="effect below which an edge or node is left out (default 0.01)")
+    s.add_argument("--threshold", type=float, default=0.01, help="effect below which an edge or node is left out")
     s.add_argument("--metric", choices=["logit_diff", "kl"], help="default: kl for acdc, logit_diff otherwise")
     s.add_argument("--source", default="resample", choices=["resample", "zero", "mean"],
                    help="patching: what a patched node delivers (default: the corrupted word's value)")
     s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the counterfactual pairs")
     s.add_argument("--json", action="store_true", help="print circuit.json's summary as one JSON object")
     s.add_argument("--out", required=True, metavar="DIR", help="output directory (circuit.json, circuit.png)")
     return {"circuit": _cmd_circuit}

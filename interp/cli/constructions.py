@@ -25,7 +25,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("build", help="build a construction and save it (safetensors + JSON)")
     construction_args(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="weights' precision (float64 where a construction's float32 limit is below T)")
     s.add_argument("--seed", type=int, default=0, help="dyck: seed of the balanced variant's random scores")
 
     s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
@@ -34,7 +35,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="random inputs: automaton words at the full length (default 1000); Dyck prefixes or FFL strings per band (default 200)")
     s.add_argument("--exhaustive-upto", type=int, default=None, metavar="K",
                    help="check every word of length K (default: largest K with at most 4096 words, fewer for long-context models)")
-    s.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="weights' precision (float64 where a construction's float32 limit is below T)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random samples (dyck: also of the balanced scores)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
 

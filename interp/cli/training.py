@@ -28,9 +28,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1")
     s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, ffl 64)")
     s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
-    s.add_argument("--layers", type=int), s.add_argument("--d-model", type=int), s.add_argument("--heads", type=int)
-    s.add_argument("--d-head", type=int), s.add_argument("--d-mlp", type=int)
-    s.add_argument("--norm", choices=["LN", "none"])
+    shape = "default: dyck 2 layers, 1 head, width 50, MLP 50 (the thesis's); others 2 layers, 2 heads, width 64"
+    s.add_argument("--layers", type=int, help=f"transformer blocks (lstm: LSTM layers; {shape})")
+    s.add_argument("--d-model", type=int, help="residual width (lstm: embedding width, default 64)")
+    s.add_argument("--heads", type=int, help="attention heads per block")
+    s.add_argument("--d-head", type=int, help="width of a head (default d_model / heads)")
+    s.add_argument("--d-mlp", type=int, help="MLP hidden units (default 4 × d_model; dyck 50)")
+    s.add_argument("--norm", choices=["LN", "none"], help="LayerNorm before each sublayer, or none (default LN)")
     s.add_argument("--pos", choices=["learned", "sinusoidal", "none", "linear"],
                    help="position embedding (default learned; the others are fixed, so longer inputs can be evaluated)")
     s.add_argument("--arch", choices=["transformer", "lstm"], default="transformer",
@@ -39,11 +43,19 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--n-ctx", type=int, metavar="N",
                    help="model context (default: the training length's); larger, with --pos other than learned, "
                         "lets `interp evaluate --length` go past the training length")
-    s.add_argument("--steps", type=int, default=2000), s.add_argument("--batch", type=int, default=32)
-    s.add_argument("--lr", type=float, default=1e-3), s.add_argument("--weight-decay", type=float, default=0.01)
-    s.add_argument("--warmup", type=int, default=100), s.add_argument("--clip", type=float, default=1.0)
-    s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine")
-    s.add_argument("--eval-every", type=int, default=100), s.add_argument("--eval-size", type=int, default=512)
+    from interp.train_defaults import TASK_DEFAULTS
+
+    by_kind = lambda key: ", ".join(f"{k} {v[key]:g}" for k, v in TASK_DEFAULTS.items())  # noqa: E731
+    s.add_argument("--steps", type=int, help=f"optimizer steps at most (default: {by_kind('steps')})")
+    s.add_argument("--batch", type=int, default=32, help="words per step")
+    s.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default: {by_kind('lr')})")
+    s.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's decoupled weight decay")
+    s.add_argument("--warmup", type=int, default=100, help="steps of linear warm-up to the peak learning rate")
+    s.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping")
+    s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine", help="decay after the warm-up")
+    s.add_argument("--eval-every", type=int, default=100,
+                   help="steps between held-out evaluations (each writes a checkpoint)")
+    s.add_argument("--eval-size", type=int, default=512, help="words in the fixed held-out set")
     s.add_argument("--dropout", type=float, default=0.0, help="dropout on every block's attention and MLP output")
     s.add_argument("--embed-dropout", type=float, default=0.0, help="dropout on the embeddings")
     s.add_argument("--sharpen", type=float, default=0.0, metavar="λ",
@@ -61,7 +73,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="with --init-from: the parameters copied (default: embed pos_embed blocks.0)")
     s.add_argument("--freeze", nargs="+", metavar="PREFIX",
                    help="parameters left untrained, e.g. embed pos_embed blocks.0 (default with --init-from: the copied ones)")
-    s.add_argument("--target", type=float, metavar="ACC", help="stop once held-out accuracy reaches ACC")
+    s.add_argument("--target", type=_target, metavar="ACC",
+                   help=f"stop once held-out accuracy reaches ACC; `none` trains every step "
+                        f"(default: {by_kind('target_accuracy')})")
     s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
     s.add_argument("--workers", type=int,
@@ -72,16 +86,26 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="several runs: a local process pool, or Ray tasks (a local runtime, or the cluster in RAY_ADDRESS)")
     s.add_argument("--resume", action="store_true",
                    help="one run: continue it from its checkpoint (sweeps always skip finished runs and resume the rest)")
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="the run directory (checkpoints, model, metrics); several runs: one subdirectory each")
 
     s = sub.add_parser("population", help="how the seeds of a sweep agree: attention variation, references, probes")
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp train --seeds ... [--grid ...]`")
     s.add_argument("--samples", type=int, default=64, help="words for the probes and reference scores (default 64)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the probe words")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
     return {"train": _cmd_train, "population": _cmd_population}
+
+
+def _target(text: str) -> float | str:
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return float(text)  # its range is TrainConfig's to check, like every setting's
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an accuracy in (0, 1] or none, got {text!r}") from None
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -129,9 +153,10 @@ def _training_task(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from interp.train import TrainConfig, default_shape
+    from interp.train import TrainConfig, default_shape, task_defaults
 
     task = _training_task(args)
+    defaults = task_defaults(task)  # the same as `interp compare`'s twin
     base = default_shape(task, args.arch)
     if args.arch == "lstm" and any(getattr(args, k) is not None for k in ("heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
         raise SandboxError("--heads, --d-head, --d-mlp, --norm, --pos and --n-ctx describe a transformer; "
@@ -141,9 +166,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx,
         "hidden": args.hidden}.items()
         if v is not None})
-    config = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
-                         warmup=args.warmup, schedule=args.schedule, clip=args.clip, eval_every=args.eval_every,
-                         eval_size=args.eval_size, target_accuracy=args.target, max_minutes=args.max_minutes,
+    target = defaults["target_accuracy"] if args.target is None else None if args.target == "none" else args.target
+    config = TrainConfig(steps=defaults["steps"] if args.steps is None else args.steps, batch=args.batch, lr=defaults["lr"] if args.lr is None else args.lr,
+                         weight_decay=args.weight_decay, warmup=args.warmup, schedule=args.schedule, clip=args.clip,
+                         eval_every=args.eval_every, eval_size=args.eval_size, target_accuracy=target,
+                         max_minutes=args.max_minutes,
                          dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema,
                          pos_shift=args.pos_shift, freeze=tuple(args.freeze or ()), contrastive=args.contrastive)
     init_spec = None

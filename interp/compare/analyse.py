@@ -97,7 +97,8 @@ def twin_training(directory: Path) -> dict[str, Any]:
     return {"known": True, "final_accuracy": m["final_accuracy"], "best_accuracy": m["best_accuracy"],
             "target_accuracy": target, "stopped_by": m["stopped_by"], "steps": m["steps"], "seed": m["seed"],
             "minutes": round(m["wall_seconds"] / 60, 2),
-            "reached_target": None if target is None else m["final_accuracy"] >= target}
+            "reached_target": None if target is None else m["final_accuracy"] >= target,
+            "history": [{k: h[k] for k in ("step", "loss", "accuracy") if k in h} for h in m.get("history", [])]}
 
 
 def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
@@ -121,6 +122,8 @@ def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) ->
         for name in comparison.reference_names:
             s = [score_head(c, r[name], q) for c, r, q in zip(rows, refs, queries)]
             per_ref[name] = {key: float(np.mean([x[key] for x in s])) for key in s[0]}
+            if name == "uniform":  # its target is every key: the mass on it is 1 for any pattern, not a finding
+                per_ref[name].pop("mass", None)
         best = min(per_ref, key=lambda n: per_ref[n]["tv_distance"])
         scores[head_name(head)] = {"references": per_ref, "best_reference": best}
     return scores, canon
@@ -139,7 +142,10 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
         acc = probe_accuracy(model, data.tokens, labels, mask, seed=seed)
         first = next((hook for hook, a in acc.items() if a >= PROBE_TARGET), None)
         best = max(acc, key=acc.get)
-        probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best}
+        _, counts = np.unique(labels[mask], return_counts=True)
+        # chance: always answering the commonest value (a probe below it has learned nothing)
+        probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best,
+                          "chance": float(counts.max() / counts.sum()) if counts.size else float("nan")}
     attention, canon = attention_scores(comparison, model, heads, example_words)
     scored = data.targets[data.score_mask]
     chance = float(np.bincount(scored).max() / len(scored)) if len(scored) else float("nan")

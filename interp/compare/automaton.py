@@ -46,7 +46,9 @@ class AutomatonComparison(AfterBos):
         return f"{self.automaton.name}, state at every position (T = {self.length})"
 
     def train_defaults(self) -> dict[str, Any]:
-        return {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.99}
+        from interp.train import task_defaults
+
+        return task_defaults(self.task)  # the same as `interp train`'s
 
     def constructions(self, names: Sequence[str] | None, seed: int) -> dict[str, Any]:
         from constructions import build

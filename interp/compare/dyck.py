@@ -36,7 +36,9 @@ class DyckComparison(AfterBos):
         return f"{self.lang.name}, next-token prediction (N = {self.length})"
 
     def train_defaults(self) -> dict[str, Any]:
-        return {"steps": 1500, "lr": 3e-3, "target_accuracy": 0.97}
+        from interp.train import task_defaults
+
+        return task_defaults(self.task)  # the same as `interp train`'s
 
     def constructions(self, names: Sequence[str] | None, seed: int) -> dict[str, Any]:
         from constructions.dyck import VARIANTS, build_dyck

@@ -37,7 +37,9 @@ class FFLComparison:
         return f"flip-flop language {self.task.name}, the bit after every r"
 
     def train_defaults(self) -> dict[str, Any]:
-        return {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.999}
+        from interp.train import task_defaults
+
+        return task_defaults(self.task)  # the same as `interp train`'s
 
     def constructions(self, names: Sequence[str] | None, seed: int) -> dict[str, Any]:
         from constructions.ffl import build_ffl

@@ -18,12 +18,12 @@ import numpy as np
 from interp.compare.names import TWIN
 from interp.errors import CheckpointError
 from interp.files import atomic_write
-from interp.viz import circuitsvis_heads, figure_png, heatmap_png, png_data_uri
+from interp.viz import circuitsvis_heads, figure_png, heatmap_png, png_data_uri, token_ticks
 
-__all__ = ["write_report", "read_results"]
+__all__ = ["write_report", "read_results", "conclusions"]
 
-SIDE_BY_SIDE_HEADS = 6
-FOUND_MARGIN = 0.02  # a pruning "reproduces" a construction within this much accuracy of it  # up to this many live heads per model, all models go in one figure
+SIDE_BY_SIDE_HEADS = 6  # up to this many live heads per model, all models go in one figure
+FOUND_MARGIN = 0.02  # a pruning "reproduces" a construction within this much accuracy of it
 
 _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
@@ -68,43 +68,98 @@ def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
-    n = len(tokens)
+    image = None
     for c, (name, pats) in enumerate(patterns.items()):
         for r, ((layer, head), p) in enumerate(pats.items()):
             ax = axes[r][c]
             ax.axis("on")
-            ax.imshow(p, vmin=0, vmax=1, cmap="Blues")
+            image = ax.imshow(p, vmin=0, vmax=1, cmap="Blues")
             ax.set_title(f"{name}: L{layer}H{head}", fontsize=8)
-            ax.set_xticks(range(n), tokens, rotation=90, fontsize=5)
-            ax.set_yticks(range(n), tokens, fontsize=5)
-    fig.tight_layout()
-    data = figure_png(fig)
-    return data
+            token_ticks(ax, tokens, fontsize=6, most=24)
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention weight (query row → key column)")
+    return figure_png(fig)
 
 
-def _panels_png(series: dict[str, dict[str, dict[str, float]]], title: str, ylabel: str,
-                hlines: dict[str, dict[str, float]] | None = None) -> bytes:
-    """One panel per model; in each, one line per named series over that model's x labels."""
+def _probe_png(probes: dict[str, dict[str, dict[str, Any]]], latents: list[str]) -> bytes:
+    """One panel per latent, one line per model over its residual hooks on a common x-axis (the fraction of
+    the way from the embeddings to the last block's output), and the chance line."""
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
-    n = len(series)
-    fig = Figure(figsize=(max(4.0, 3.6 * n), 3.4))
-    axes = fig.subplots(1, n, squeeze=False)
-    for ax, (model, lines) in zip(axes[0], series.items()):
-        for label, values in lines.items():
-            ax.plot(list(values), list(values.values()), marker="o", ms=3, label=label)
-        for label, y in (hlines or {}).get(model, {}).items():
-            ax.axhline(y, ls="--", lw=0.8, color="grey")
-            ax.text(0, y, f" {label}", fontsize=7, va="bottom", color="grey")
-        ax.set_title(model, fontsize=9)
+    fig = Figure(figsize=(max(4.5, 4.6 * len(latents)), 3.6))
+    axes = fig.subplots(1, len(latents), squeeze=False, sharey=True)[0]
+    for ax, latent in zip(axes, latents):
+        chance = None
+        for model, per in probes.items():
+            acc = per[latent]["accuracy"]
+            xs = np.linspace(0, 1, len(acc)) if len(acc) > 1 else np.zeros(1)
+            ax.plot(xs, list(acc.values()), marker="o", ms=3, label=model)
+            chance = per[latent].get("chance", chance)
+        if chance is not None:
+            ax.axhline(chance, ls="--", lw=0.9, color="grey")
+            ax.text(1.0, chance, "chance (commonest value)", fontsize=7, color="grey", ha="right", va="bottom")
+        ax.set_title(latent, fontsize=9)
+        ax.set_xticks([0, 0.5, 1], ["embeddings", "middle", "last block's output"], fontsize=7)
+        ax.set_xlabel("depth through the model (each model's residual hooks, evenly spaced)", fontsize=7)
         ax.set_ylim(-0.02, 1.05)
-        ax.tick_params(axis="x", labelrotation=60, labelsize=6)
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(ylabel)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    data = figure_png(fig)
-    return data
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("held-out probe accuracy")
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle("where each latent is linearly readable", fontsize=10)
+    return figure_png(fig)
+
+
+def _ablation_png(ablation: dict[str, dict[str, Any]]) -> bytes:
+    """One panel per model: a pair of bars per head (zero- and mean-ablated), the intact and chance lines."""
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
+
+    models = list(ablation)
+    fig = Figure(figsize=(max(4.5, 3.4 * len(models)), 3.4))
+    axes = fig.subplots(1, len(models), squeeze=False, sharey=True)[0]
+    for ax, model in zip(axes, models):
+        a = ablation[model]
+        heads = list(a["zero"])
+        xs = np.arange(len(heads))
+        ax.bar(xs - 0.2, [a["zero"][h] for h in heads], width=0.4, label="zero-ablated", color="#4c72b0")
+        ax.bar(xs + 0.2, [a["mean"][h] for h in heads], width=0.4, label="mean-ablated", color="#dd8452")
+        ax.axhline(a["baseline"], ls="-", lw=0.9, color="black")
+        ax.axhline(a["chance"], ls="--", lw=0.9, color="grey")
+        ax.text(len(heads) - 0.5, a["baseline"], "intact", fontsize=7, ha="right", va="bottom")
+        ax.text(len(heads) - 0.5, a["chance"], "chance", fontsize=7, ha="right", va="bottom", color="grey")
+        ax.set_xticks(xs, heads, rotation=60 if len(heads) > 6 else 0, fontsize=7)
+        ax.set_title(model, fontsize=9)
+        ax.set_ylim(0, 1.08)
+    axes[0].set_ylabel("task accuracy")
+    axes[0].legend(fontsize=7, loc="lower left")
+    fig.suptitle("accuracy with one head ablated (others fixed)", fontsize=10)
+    return figure_png(fig)
+
+
+def _learning_curve_png(t: dict[str, Any]) -> bytes | None:
+    """The twin's held-out accuracy and loss by step, with its target."""
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
+
+    history = t.get("history") or []
+    if not history:
+        return None
+    steps = [h["step"] for h in history]
+    fig = Figure(figsize=(7.5, 3.0))
+    acc_ax, loss_ax = fig.subplots(1, 2)
+    acc_ax.plot(steps, [h["accuracy"] for h in history], marker="o", ms=3)
+    if t.get("target_accuracy") is not None:
+        acc_ax.axhline(t["target_accuracy"], ls="--", lw=0.9, color="grey")
+        acc_ax.text(steps[0], t["target_accuracy"], " target", fontsize=7, color="grey", va="bottom")
+    acc_ax.set_ylim(min(0.0, min(h["accuracy"] for h in history)), 1.02)
+    acc_ax.set_xlabel("step", fontsize=8)
+    acc_ax.set_ylabel("held-out accuracy", fontsize=8)
+    loss_ax.plot(steps, [h["loss"] for h in history], marker="o", ms=3, color="#dd8452")
+    loss_ax.set_yscale("log")
+    loss_ax.set_xlabel("step", fontsize=8)
+    loss_ax.set_ylabel("held-out loss (log scale)", fontsize=8)
+    for ax in (acc_ax, loss_ax):
+        ax.grid(alpha=0.3)
+    fig.suptitle("the trained twin's learning curve", fontsize=10)
+    return figure_png(fig)
 
 
 def _short_hook(hook: str) -> str:
@@ -130,6 +185,91 @@ def _twin_warning(t: dict[str, Any]) -> str:
             f"{html.escape(t['stopped_by'])}). What follows describes a model that has not learned the task. Give it "
             f"more time (<code>--train-minutes</code> larger than before continues the same run) or another "
             f"<code>--seed</code> with another <code>--out</code>.</p>")
+
+
+def _theorem3_found(metrics: dict[str, Any]) -> bool | None:
+    t3 = metrics["pruning"].get("theorem3")
+    return None if not t3 else t3["accuracy"] >= t3["target_accuracy"] - FOUND_MARGIN
+
+
+def _corollary3_shown(metrics: dict[str, Any]) -> bool | None:
+    c3 = (metrics["pruning"].get("theorem3") or {}).get("corollary3")
+    if not c3:
+        return None
+    return c3["shared_identical"] and all(t["accuracy"] >= metrics["models"].get(n, {}).get("accuracy", 1.0) - FOUND_MARGIN
+                                          for n, t in c3["targets"].items())
+
+
+def conclusions(metrics: dict[str, Any]) -> list[str]:
+    """What the numbers of ``metrics.json`` support, each sentence computed by a stated rule (no hopes)."""
+    models = metrics["models"]
+    built = [n for n, i in models.items() if i.get("kind") == "construction"]
+    twin = TWIN if TWIN in models else None
+    out = []
+    below = {n: models[n]["accuracy"] for n in built if models[n]["accuracy"] < 1.0}
+    if built:
+        out.append(f"Every construction is exact on these {metrics['samples']} words (accuracy 1.000)." if not below else
+                   "Constructions below accuracy 1 on these words: "
+                   + ", ".join(f"{n} {a:.3f}" for n, a in below.items()) + " — check the length and dtype.")
+    t = metrics.get("twin_training", {})
+    if twin:
+        acc = models[twin]["accuracy"]
+        if t.get("reached_target") is False:
+            out.append(f"The twin did NOT reach its target (held-out {t['final_accuracy']:.3f} of {t['target_accuracy']:g} "
+                       f"after {t['steps']} steps): every statement about it below describes a model that has not "
+                       "learned the task.")
+        elif t.get("reached_target"):
+            out.append(f"The twin reached its target ({t['final_accuracy']:.3f} ≥ {t['target_accuracy']:g} after "
+                       f"{t['steps']} steps, seed {t['seed']}); on these words it scores {acc:.3f}.")
+        else:
+            out.append(f"The twin scores {acc:.3f} on these words (no training record with a target).")
+    for latent in metrics["latents"]:
+        probes = {n: metrics["probes"][n][latent] for n in models}
+        readable = [n for n in built if probes[n]["first_readable"]]
+        text = f"{latent}: linearly readable (probe ≥ 0.99) in {len(readable)} of {len(built)} constructions"
+        if twin:
+            p = probes[twin]
+            chance = p.get("chance")
+            text += (f"; in the twin from {_short_hook(p['first_readable'])}" if p["first_readable"] else
+                     f"; in the twin nowhere (best {p['best']:.3f} at {_short_hook(p['best_hook'])}"
+                     + (f", chance {chance:.3f})" if chance is not None else ")"))
+        out.append(text + ".")
+    matching = metrics["attention"].get("matching", {})
+    if matching:
+        mean_tv = {c: float(np.mean([m["tv_distance"] for m in ms])) for c, ms in matching.items() if ms}
+        if mean_tv:
+            order = sorted(mean_tv, key=mean_tv.get)
+            out.append(f"The twin's attention is closest to the {order[0]} construction's (mean TV distance of the head "
+                       f"matching {mean_tv[order[0]]:.2f}; " + ", ".join(f"{c} {mean_tv[c]:.2f}" for c in order[1:])
+                       + "). TV 0 is the same pattern, 1 disjoint; attention alone does not show the same mechanism.")
+    necessary = {}
+    for n, a in metrics["ablation"].items():
+        margin = a["baseline"] - a["chance"]
+        necessary[n] = [h for h, acc in a["zero"].items() if margin > 0 and a["baseline"] - acc > margin / 2]
+    if necessary:
+        out.append("Heads whose zero-ablation costs more than half the margin over chance: "
+                   + "; ".join(f"{n}: {', '.join(hs) or 'none'}" for n, hs in necessary.items()) + ".")
+    lost = [f"{n} at λ = {r['sparsity']:g}" for n in models
+            for r in metrics["pruning"].get(n, {}).get("learned_masks", {}).get("runs", []) if not r["kept_accuracy"]]
+    if any("learned_masks" in metrics["pruning"].get(n, {}) for n in models):
+        out.append("Learned head masks lost accuracy for " + ", ".join(lost) + "." if lost else
+                   "Every learned head mask kept its model's accuracy.")
+    found, shown = _theorem3_found(metrics), _corollary3_shown(metrics)
+    if found is not None:
+        t3 = metrics["pruning"]["theorem3"]
+        out.append(f"Theorem 3 at this scale: the pruned random network {'reproduces' if found else 'does NOT reproduce'} "
+                   f"the {t3['target']} construction (accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f}, "
+                   f"within {FOUND_MARGIN} counts).")
+    if shown is not None:
+        out.append("Corollary 3 " + ("shown: two mechanisms pruned from one random network share one identical matrix."
+                                     if shown else "not shown at this scale (see its section)."))
+    c = metrics.get("circuits") or {}
+    scored = {n: r for n, r in c.get("models", {}).items() if r.get("relevant_edges") is not None}
+    if scored:
+        out.append("ACDC against the constructions' proofs: precision " + ", ".join(
+            f"{n} {r['precision']:.2f}" for n, r in scored.items()) + "; recall " + ", ".join(
+            f"{n} {r['recall']:.2f}" for n, r in scored.items()) + ".")
+    return out
 
 
 def _circuits_section(c: dict[str, Any] | None) -> str:
@@ -183,6 +323,12 @@ def write_report(out: str | Path) -> Path:
     summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
                             "greedy pruning keeps", "learned masks keep"], summary)
     summary_table = _twin_warning(metrics.get("twin_training", {})) + summary_table
+    conclude = ("<h2>What we conclude</h2><p class='note'>Computed from the numbers on this page by the rules each "
+                "sentence states; nothing here is written in advance.</p><ul>"
+                + "".join(f"<li>{html.escape(c)}</li>" for c in conclusions(metrics)) + "</ul>")
+    curve = _learning_curve_png(metrics.get("twin_training", {}))
+    curve_html = (f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
+                  if curve else "")
 
     if max(len(p) for p in patterns.values()) <= SIDE_BY_SIDE_HEADS:
         png = _side_by_side_png(patterns, tokens)
@@ -199,20 +345,15 @@ def write_report(out: str | Path) -> Path:
         for head, s in metrics["attention"][name].items():
             best = s["best_reference"]
             r = s["references"][best]
-            score_rows.append([name, head, best, r["mass"], r["argmax_agreement"], r["tv_distance"]])
+            score_rows.append([name, head, best, r.get("mass", "—"), r["argmax_agreement"], r["tv_distance"]])
     match_html = "".join(
         f"<h3>{html.escape(TWIN)} ↔ {html.escape(c)}</h3>"
         + _table(["trained head", "constructed head", "mean TV distance"],
                  [[m["trained"], m["constructed"], m["tv_distance"]] for m in ms])
         for c, ms in metrics["attention"]["matching"].items())
 
-    probe_png = _panels_png({n: {lat: {_short_hook(h): a for h, a in p["accuracy"].items()} for lat, p in probes.items()}
-                             for n, probes in metrics["probes"].items()},
-                            "held-out accuracy of a linear probe, by residual hook", "probe accuracy")
-    ablation_png = _panels_png(
-        {n: {"zero-ablated": a["zero"], "mean-ablated": a["mean"]} for n, a in metrics["ablation"].items()},
-        "accuracy with one head ablated (others fixed)", "task accuracy",
-        hlines={n: {"intact": a["baseline"], "chance": a["chance"]} for n, a in metrics["ablation"].items()})
+    probe_png = _probe_png(metrics["probes"], latents)
+    ablation_png = _ablation_png(metrics["ablation"])
 
     prune_rows = []
     for name in models:
@@ -232,7 +373,7 @@ def write_report(out: str | Path) -> Path:
     if t3:
         rs = t3["random_shape"]
         # the heading states what the numbers show: found only if the pruning matches the construction
-        found = t3["accuracy"] >= t3["target_accuracy"] - FOUND_MARGIN
+        found = _theorem3_found(metrics)
         heading = (f"the {html.escape(t3['target'])} construction found inside a random network" if found else
                    f"the pruned random network did <b>not</b> reproduce the {html.escape(t3['target'])} construction "
                    f"(accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f})")
@@ -245,9 +386,7 @@ construction's next-token distribution.</p>""" + _table(
             [[t3["kept_fraction"], t3["accuracy"], t3["target_accuracy"], t3["mean_tv"], t3["max_tv"], t3["epsilon_hat"]]])
         c3 = t3.get("corollary3")
         if c3:
-            both = c3["shared_identical"] and all(
-                t["accuracy"] >= metrics["models"].get(n, {}).get("accuracy", 1.0) - FOUND_MARGIN
-                for n, t in c3["targets"].items())
+            both = _corollary3_shown(metrics)
             c3_heading = ("two mechanisms, one identical pruned matrix" if both else
                           "not shown at this scale: " + ("a pruning missed its target" if c3["shared_identical"]
                                                          else "the shared matrices differ"))
@@ -269,14 +408,16 @@ with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cann
 ({metrics['examples']} for the attention scores).
 Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
 {summary_table}
+{conclude}
+{curve_html}
 <h2>Attention on <code>{html.escape(word_text)}</code></h2>
 <p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.
 Only heads whose OV circuit writes are shown.</p>
 {''.join(heat)}
 <h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(', '.join(tile_names))}.</p>{cv}
 <h2>Heads against reference patterns</h2>
-<p class="note">Averaged over example words: mass on the reference's target, argmax agreement, mean total-variation
-distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
+<p class="note">Averaged over example words: mass on the reference's target (— for uniform, whose target is every
+key, so any pattern puts all its mass there), argmax agreement, mean total-variation distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
 {_table(["model", "head", "best reference", "mass", "argmax agreement", "TV distance"], score_rows)}
 <h2>Matching the twin's heads to each construction's (Hungarian, mean TV)</h2>{match_html}
 <h2>Where the latents are linearly readable</h2><img alt="probe accuracy by hook" src="{png_data_uri(probe_png)}">

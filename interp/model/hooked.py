@@ -239,4 +239,6 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
     model.card = card
     model.sandbox_config = cfg
-    return model
+    from interp.model.tokens import attach_tokenizer
+
+    return attach_tokenizer(model)

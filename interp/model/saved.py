@@ -1,7 +1,9 @@
 """Saving and loading built models: ``model.safetensors`` (weights) + ``model.json`` (config, card, checksum).
 
-Format 2 holds the card's task as one dict with a ``kind``; format 1 (an ``automaton`` field beside
-the task) is still read.
+Format 3 keeps ``config`` to what ``HookedTransformerConfig(**config)`` accepts — the dtype, a string
+in JSON, sits beside it — so plain TransformerLens loads a saved model in three lines (README,
+"Loading a saved model without sandbox-lens"). Format 2 (dtype inside ``config``) and format 1 (an
+``automaton`` field beside the task) are still read.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from interp.model.hooked import load_strict, new_model
 __all__ = ["save_model", "load_model", "WEIGHTS_FILE", "META_FILE"]
 
 FORMAT = "sandbox-lens-model"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
 
@@ -44,7 +46,9 @@ def save_model(model, directory: str | Path) -> Path:
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "config": model.sandbox_config,
+        # TransformerLens's config takes a torch.dtype; JSON holds its name, so it goes beside the config
+        "config": {k: v for k, v in model.sandbox_config.items() if k != "dtype"},
+        "dtype": str(model.sandbox_config.get("dtype", "float32")).removeprefix("torch."),
         "card": model.card.to_dict(),
         "weights_sha256": hashlib.sha256(blob).hexdigest(),
     }
@@ -71,6 +75,8 @@ def load_model(directory: str | Path, expect_construction: str | None = None):
     try:
         card = ModelCard.from_dict(meta["card"])
         cfg = dict(meta["config"])
+        if meta["format_version"] >= 3:
+            cfg["dtype"] = meta["dtype"]
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{meta_path} is incomplete: {e}") from None
     if expect_construction is not None and card.construction != expect_construction:
@@ -92,4 +98,6 @@ def load_model(directory: str | Path, expect_construction: str | None = None):
     model.eval()
     model.card = card
     model.sandbox_config = cfg
-    return model
+    from interp.model.tokens import attach_tokenizer
+
+    return attach_tokenizer(model)
