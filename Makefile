@@ -57,6 +57,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/sweeps.py
 	$(PY) benchmarks/circuits.py
 	$(PY) benchmarks/threads.py
+	$(PY) benchmarks/verify_speed.py
+	$(PY) benchmarks/sizes.py
 
 # The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
 # and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes).

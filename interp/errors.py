@@ -30,3 +30,11 @@ class CheckpointError(SandboxError, OSError):
 
 class ModelKindError(SandboxError, TypeError):
     """An analysis was asked of a model that lacks what it needs (e.g. attention, on an LSTM)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT or SIGTERM after saving what it had; ``signum`` says which, ``str()`` what to do next."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum

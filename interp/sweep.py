@@ -26,7 +26,7 @@ import numpy as np
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
 from interp.tasks.batches import task_from_dict
-from interp.train import METRICS, ModelShape, TrainConfig, run_identity, train
+from interp.train import METRICS, ModelShape, TrainConfig, has_checkpoint, run_identity, train
 
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 
@@ -101,7 +101,7 @@ def _job(args: tuple) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     out = Path(out)
-    resume = (out / "checkpoint.json").exists()
+    resume = has_checkpoint(out)
     return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False, init_spec=init_spec)
 
 
@@ -126,8 +126,14 @@ def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> li
         return [_job(j) for j in tqdm(jobs, disable=not progress, desc=desc, unit="run")]
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(tqdm(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        results = list(tqdm(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
+    except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
 
 
 def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:

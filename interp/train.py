@@ -4,13 +4,14 @@
   LayerNorm or none, learned / sinusoidal / no positional embedding) for a task.
 * :func:`train` — AdamW with linear warm-up and cosine (or linear) decay, gradient clipping,
   online batches (a pure function of (seed, step)), evaluation every k steps on a fixed held-out
-  set, early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint (safetensors +
-  JSON, written atomically) at every evaluation. ``resume=True`` continues from the checkpoint and
-  ends with the same weights as an uninterrupted run.
+  set, early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint at every evaluation
+  and on SIGINT / SIGTERM (after the current step). ``resume=True`` continues from the checkpoint
+  and ends with the same bits as an uninterrupted run (with the same number of torch threads).
 * several seeds and a grid of settings: :mod:`interp.sweep`.
 
-Output directory: ``checkpoint.safetensors`` + ``checkpoint.json`` (model and optimizer state,
-task, shape, config, step, history; what ``resume`` reads), ``model.safetensors`` + ``model.json``
+Output directory: ``checkpoint.safetensors`` (model and optimizer state, with task, shape, config,
+step and history in its header: one atomic file, so a kill at any instant leaves a whole checkpoint;
+what ``resume`` reads) + ``checkpoint.json`` (a readable copy of the header), ``model.safetensors`` + ``model.json``
 (a transformer's final weights, config and card in :mod:`interp.model.saved`'s format, no optimizer
 state) and ``metrics.json`` (task, final_accuracy, best_accuracy, steps, wall_seconds, seed, history). :func:`load_trained` gives the model back with a ``card``,
 so the probes and visualisers work on it like on a construction.
@@ -18,9 +19,12 @@ so the probes and visualisers work on it like on a construction.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from interp.errors import CheckpointError, SandboxError
+from interp.errors import CheckpointError, Interrupted, SandboxError
 from interp.files import atomic_write
 from interp.model.card import normalise_task
 from interp.train_defaults import TASK_DEFAULTS, task_defaults
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
-           "TASK_DEFAULTS", "task_defaults"]
+           "TASK_DEFAULTS", "task_defaults", "has_checkpoint"]
 
 #: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
 #: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
@@ -45,7 +49,8 @@ MAX_N_CTX = 8192
 ARCHS = ("transformer", "lstm")
 
 FORMAT = "sandbox-lens-training"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the metadata also travels in the safetensors header, with a digest of the tensors
+HEADER_KEY = "sandbox_lens_checkpoint"
 CKPT_WEIGHTS, CKPT_META, METRICS = "checkpoint.safetensors", "checkpoint.json", "metrics.json"
 
 
@@ -256,7 +261,22 @@ def evaluate(model, task, size: int = 512, seed: int = 0) -> dict[str, float]:
 
 
 # -- checkpoints -----------------------------------------------------------------------------------
+def _tensor_digest(tensors: dict[str, Any]) -> str:
+    """sha256 over the names and bytes of ``tensors`` in name order (what a checkpoint's header vouches for)."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().reshape(-1)
+        h.update(f"{name}:{t.dtype}:{tuple(tensors[name].shape)};".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> None:
+    """One atomic file holds the weights, the optimizer state and the metadata (in the safetensors header),
+    so a kill at any instant leaves either the previous checkpoint or this one, never half of each.
+    ``checkpoint.json`` is a readable copy of the metadata, written after."""
     import torch
     from safetensors.torch import save
 
@@ -269,30 +289,52 @@ def _save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> N
     for i, state in opt.state_dict()["state"].items():
         for name, value in state.items():
             tensors[f"optim.{i}.{name}"] = torch.as_tensor(value).contiguous().clone()
-    data = save(tensors)
-    atomic_write(out / CKPT_WEIGHTS, data)
-    meta = dict(meta, format=FORMAT, version=FORMAT_VERSION, sha256=hashlib.sha256(data).hexdigest())
+    meta = dict(meta, format=FORMAT, version=FORMAT_VERSION, tensors_sha256=_tensor_digest(tensors))
+    atomic_write(out / CKPT_WEIGHTS, save(tensors, metadata={HEADER_KEY: json.dumps(meta)}))
     atomic_write(out / CKPT_META, json.dumps(meta, indent=1).encode())
+
+
+def has_checkpoint(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a training checkpoint to resume."""
+    return (Path(directory) / CKPT_WEIGHTS).exists() or (Path(directory) / CKPT_META).exists()
+
+
+def _header_meta(data: bytes) -> dict[str, Any] | None:
+    """The metadata a checkpoint carries in its safetensors header (None for version-1 checkpoints)."""
+    try:
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + n]) if 0 < n <= len(data) - 8 else {}
+        text = (header.get("__metadata__") or {}).get(HEADER_KEY) if isinstance(header, dict) else None
+        return json.loads(text) if text else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
 
 
 def _read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from safetensors.torch import load
 
     try:
-        meta = json.loads((out / CKPT_META).read_text())
         data = (out / CKPT_WEIGHTS).read_bytes()
     except FileNotFoundError as e:
         raise CheckpointError(f"{out}: no checkpoint ({Path(e.filename).name} missing)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{out / CKPT_META}: corrupt checkpoint metadata ({e})") from None
+    meta = _header_meta(data)
+    if meta is None:  # version 1: the metadata lives only in checkpoint.json, with the file's sha256
+        try:
+            meta = json.loads((out / CKPT_META).read_text())
+        except FileNotFoundError as e:
+            raise CheckpointError(f"{out}: no checkpoint ({Path(e.filename).name} missing)") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{out / CKPT_META}: corrupt checkpoint metadata ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{out}: not a sandbox-lens training checkpoint")
-    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+    if "tensors_sha256" not in meta and hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         raise CheckpointError(f"{out / CKPT_WEIGHTS}: checksum mismatch (corrupt or partly written file)")
     try:
         tensors = load(data)
     except Exception as e:  # safetensors raises its own error types
         raise CheckpointError(f"{out / CKPT_WEIGHTS}: unreadable ({e})") from None
+    if "tensors_sha256" in meta and _tensor_digest(tensors) != meta["tensors_sha256"]:
+        raise CheckpointError(f"{out / CKPT_WEIGHTS}: checksum mismatch (corrupt or partly written file)")
     if isinstance(meta.get("task"), dict):
         meta["task"] = normalise_task(meta["task"])  # checkpoints written when FFL was "flipflop"
     if isinstance(meta.get("shape"), dict):
@@ -454,7 +496,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         ema = EMA(model, config.ema)
     step, history, wall_before = 0, [], 0.0
     identity = run_identity(task.to_dict(), shape, config)
-    if resume and (out / CKPT_META).exists():
+    if resume and has_checkpoint(out):
         meta, tensors = _read_checkpoint(out)
         for key, value in identity.items():
             if meta.get(key) != value:
@@ -472,7 +514,13 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         if ema is not None:
             ema.state = {k[4:]: v.clone() for k, v in tensors.items() if k.startswith("ema.")}
         step, history, wall_before = meta["step"], meta["history"], meta["wall_seconds"]
-    elif not resume and (out / CKPT_META).exists():
+        if meta.get("threads", torch.get_num_threads()) != torch.get_num_threads():
+            import warnings
+
+            warnings.warn(f"{out} was trained with {meta['threads']} torch thread(s), resumed with "
+                          f"{torch.get_num_threads()}: sums split differently, so the weights will not match an "
+                          f"uninterrupted run bit for bit (use --threads {meta['threads']})", stacklevel=2)
+    elif not resume and has_checkpoint(out):
         raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
 
     start = time.perf_counter()
@@ -485,38 +533,45 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         return wall_before + time.perf_counter() - start
 
     def checkpoint() -> None:
-        _save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall()}, ema)
+        _save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
+                                           "threads": torch.get_num_threads()}, ema)
 
     def evaluated():  # the weights a run is judged by: the moving average when there is one
         return ema.averaged(model) if ema is not None else model
 
-    while step < config.steps:
-        for group in opt.param_groups:
-            group["lr"] = config.lr_at(step)
-        batch = task.batch(step_rng(config.seed, step), config.batch)
-        loss, _ = _loss(model, batch, config, step, task)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.clip:
-            torch.nn.utils.clip_grad_norm_(params, config.clip)
-        opt.step()
-        if ema is not None:
-            ema.update(model)
-        step += 1
-        bar.update(1)
-        if step % config.eval_every == 0 or step == config.steps:
-            ev = evaluate(evaluated(), task, config.eval_size, config.seed)
-            history.append({"step": step, "train_loss": loss.item(), "loss": ev["loss"], "accuracy": ev["accuracy"],
-                            "wall_seconds": round(wall(), 3)})
-            best = max(best, ev["accuracy"])
-            bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
-            checkpoint()
-            if config.target_accuracy is not None and ev["accuracy"] >= config.target_accuracy:
-                stop_reason = "target"
-                break
-            if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
-                stop_reason = "time"
-                break
+    with _stop_requests() as stop:
+        while step < config.steps:
+            for group in opt.param_groups:
+                group["lr"] = config.lr_at(step)
+            batch = task.batch(step_rng(config.seed, step), config.batch)
+            loss, _ = _loss(model, batch, config, step, task)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.clip:
+                torch.nn.utils.clip_grad_norm_(params, config.clip)
+            opt.step()
+            if ema is not None:
+                ema.update(model)
+            step += 1
+            bar.update(1)
+            if step % config.eval_every == 0 or step == config.steps:
+                ev = evaluate(evaluated(), task, config.eval_size, config.seed)
+                history.append({"step": step, "train_loss": loss.item(), "loss": ev["loss"], "accuracy": ev["accuracy"],
+                                "wall_seconds": round(wall(), 3)})
+                best = max(best, ev["accuracy"])
+                bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
+                checkpoint()
+                if config.target_accuracy is not None and ev["accuracy"] >= config.target_accuracy:
+                    stop_reason = "target"
+                    break
+                if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
+                    stop_reason = "time"
+                    break
+            if stop:  # SIGINT / SIGTERM: keep this step's state, then stop (resume continues bit for bit)
+                checkpoint()
+                bar.close()
+                raise Interrupted(stop[0], f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
+                                           "is saved: the same command with --resume continues it")
     bar.close()
     if not history or history[-1]["step"] != step:
         ev = evaluate(evaluated(), task, config.eval_size, config.seed)
@@ -538,6 +593,29 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     }
     atomic_write(out / METRICS, json.dumps(metrics, indent=1).encode())
     return metrics
+
+
+@contextlib.contextmanager
+def _stop_requests():
+    """SIGINT and SIGTERM while training ask the loop to stop after the step it is in (the list it yields
+    fills with the signal); a second signal stops at once, keeping the last checkpoint. Only the main
+    thread can take signals: elsewhere (a Ray worker's thread) the list stays empty."""
+    requested: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def ask(signum: int, frame: Any) -> None:
+        if requested:
+            raise Interrupted(signum, "interrupted twice: stopped at once; the last checkpoint is kept (--resume)")
+        requested.append(signum)
+
+    previous = {sig: signal.signal(sig, ask) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield requested
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:

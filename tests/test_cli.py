@@ -151,6 +151,9 @@ def test_version_and_a_bare_interp_print_and_exit_0(capsys):
 def hostile(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
     (tmp_path / "afile").write_text("x")
+    big = [f"s{i}" for i in range(5000)]
+    (tmp_path / "big.json").write_text(json.dumps({"name": "big", "states": ["a", "b"], "alphabet": big,
+                                                   "delta": {x: ["b", "a"] for x in big}}))
     return tmp_path
 
 
@@ -171,6 +174,10 @@ def hostile(tmp_path):
     (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile"], "File exists"),
     (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile/sub"], "Not a directory"),
     (["verify", "dyck", "--dyck", "2,4", "-T", "16", "-O", "q=abc"], "option q"),
+    # sizes refused from the sparse spec, before any dense weight (these once ran out of memory or minutes)
+    (["verify", "dyck", "--dyck", "64,64", "-T", "64"], "parameters"),
+    (["build", "prefix_scan", "--automaton", "C64", "-T", "16", "--out", "{d}/m"], "parameters"),
+    (["verify", "prefix_scan", "--automaton-file", "{d}/big.json", "-T", "8"], "at most 4,096 are supported"),
 ])
 def test_hostile_requests_get_one_line_and_write_nothing(argv, message, hostile, capsys):
     before = sorted(hostile.rglob("*"))

@@ -87,3 +87,15 @@ def test_any_word_round_trips_with_or_without_spaces(word, spaces):
 
 
 _S3 = build_model("prefix_scan", get_automaton("S3"), 16)
+
+
+def test_the_lstm_baseline_keeps_its_plain_forward():
+    """An LSTM has no TransformerLens string methods: attaching the tokenizer leaves it as it was."""
+    from interp.model.lstm import LSTMConfig, LSTMModel
+    from interp.model.tokens import attach_tokenizer
+
+    model = LSTMModel(LSTMConfig(d_vocab=5, d_vocab_out=5, d_model=8, hidden=8, n_layers=1, n_ctx=16))
+    model.card = build_model("ffl", None, 16).card
+    assert attach_tokenizer(model) is model
+    assert not hasattr(model, "generate") and not hasattr(model, "tokenizer")
+    assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 5)

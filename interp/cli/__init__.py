@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import warnings
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from interp.cli import analysis, circuits, constructions, experiments, training
 from interp.cli.common import Parser
-from interp.errors import SandboxError
+from interp.errors import Interrupted, SandboxError
 
 __all__ = ["main"]
 
@@ -72,8 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(threads)
+    previous_term = _terminate_like_interrupt()
     try:
         return handler(args)
+    except Interrupted as e:
+        print(f"interp: {e}", file=sys.stderr)
+        return 128 + e.signum
     except SandboxError as e:
         print(f"interp: error: {e}", file=sys.stderr)
         return 2
@@ -87,3 +93,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `interp list | head`: the reader left, nothing to report
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - keep Python's exit flush quiet
         return 0
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+
+
+def _terminate_like_interrupt() -> Any:
+    """SIGTERM unwinds like Ctrl-C (temporary files removed, a training run checkpointed); the previous
+    handler is returned for restoring (None off the main thread, where signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Interrupted(signum, "terminated")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    return previous if previous is not None else signal.SIG_DFL

@@ -38,6 +38,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="weights' precision (float64 where a construction's float32 limit is below T)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random samples (dyck: also of the balanced scores)")
+    s.add_argument("--forward", choices=["bare", "model"], default="bare",
+                   help="bare: a plain PyTorch forward on the same weights (faster), cross-checked against the "
+                        "model on a sample of every input set; model: TransformerLens's forward throughout")
     s.add_argument("--json", action="store_true", help="print one JSON object")
 
     return {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify}
@@ -168,7 +171,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         source, target = _build_spec(args)
         automaton = source if target.task["kind"] == "automaton" else None  # a language travels with its spec
     r = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
-               seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty())
+               seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty(), forward=args.forward)
     if args.json:
         print(json.dumps(r.to_dict()))
         return 0 if r.exact else 1
@@ -184,6 +187,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         extra = f", max TV {v['max_tv']:.2e}" if "max_tv" in v else ""
         print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({n} {r.checked_unit}{extra})")
     print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
+    f = r.details["forward"]
+    print(f"  forward: {f['path']}" + (f"; cross-checked against the model on {f['cross_checked_positions']} positions "
+                                       f"(largest logit difference {f['max_logit_difference']:.1e})"
+                                       if f["cross_checked_positions"] else ""))
     for mm in r.mismatches:
         print(f"  mismatch at output {mm.position}: expected {mm.expected}, got {mm.predicted}; "
               f"after ...{' '.join(mm.inputs[-12:])}")

@@ -61,7 +61,7 @@ Comparison = DyckComparison | AutomatonComparison | FFLComparison
 
 def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: int | None, minutes: float, seed: int,
           progress: bool):
-    from interp.train import TrainConfig, default_shape, load_trained, train
+    from interp.train import TrainConfig, default_shape, has_checkpoint, load_trained, train
 
     task = comparison.task
     if trained is not None:
@@ -75,7 +75,7 @@ def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: 
     more_time = (done is not None and done["stopped_by"] == "time" and minutes is not None
                  and minutes > (done["config"].get("max_minutes") or 0))
     if done is None or more_time:
-        train(task, default_shape(task), config, directory, resume=(directory / "checkpoint.json").exists(),
+        train(task, default_shape(task), config, directory, resume=has_checkpoint(directory),
               progress=progress)
     return load_trained(directory, expect_task=task.to_dict()), directory
 

@@ -37,9 +37,9 @@ __all__ = ["population", "run_directories"]
 def run_directories(directory: str | Path) -> dict[str, list[Path]]:
     """The runs of a sweep directory, by cell (``""`` for a sweep without a grid)."""
     root = Path(directory)
-    runs = sorted(p.parent for p in root.glob("**/checkpoint.json") if p.parent.name.startswith("seed_"))
+    runs = sorted(p.parent for p in root.glob("**/checkpoint.safetensors") if p.parent.name.startswith("seed_"))
     if not runs:
-        raise CheckpointError(f"no training runs under {root} (expected <cell>/seed_<s>/checkpoint.json)")
+        raise CheckpointError(f"no training runs under {root} (expected <cell>/seed_<s>/checkpoint.safetensors)")
     cells: dict[str, list[Path]] = {}
     for run in runs:
         rel = run.parent.relative_to(root)

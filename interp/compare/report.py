@@ -86,20 +86,22 @@ def _probe_png(probes: dict[str, dict[str, dict[str, Any]]], latents: list[str])
     the way from the embeddings to the last block's output), and the chance line."""
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
 
-    fig = Figure(figsize=(max(4.5, 4.6 * len(latents)), 3.6))
+    fig = Figure(figsize=(max(4.5, 4.6 * len(latents)), 3.6), layout="constrained")
     axes = fig.subplots(1, len(latents), squeeze=False, sharey=True)[0]
     for ax, latent in zip(axes, latents):
         chance = None
-        for model, per in probes.items():
+        for i, (model, per) in enumerate(probes.items()):
             acc = per[latent]["accuracy"]
             xs = np.linspace(0, 1, len(acc)) if len(acc) > 1 else np.zeros(1)
-            ax.plot(xs, list(acc.values()), marker="o", ms=3, label=model)
+            # constructions often read identically: earlier lines wider and hollow, so none hides another
+            ax.plot(xs, list(acc.values()), marker="os^Dv"[i % 5], ms=7 - 1.2 * min(i, 4), mfc="none",
+                    lw=max(0.8, 3.2 - 0.8 * i), ls=("-", "--", "-.", ":")[i % 4], label=model)
             chance = per[latent].get("chance", chance)
         if chance is not None:
             ax.axhline(chance, ls="--", lw=0.9, color="grey")
             ax.text(1.0, chance, "chance (commonest value)", fontsize=7, color="grey", ha="right", va="bottom")
         ax.set_title(latent, fontsize=9)
-        ax.set_xticks([0, 0.5, 1], ["embeddings", "middle", "last block's output"], fontsize=7)
+        ax.set_xticks([0, 0.5, 1], ["embeddings", "middle", "last block"], fontsize=7)
         ax.set_xlabel("depth through the model (each model's residual hooks, evenly spaced)", fontsize=7)
         ax.set_ylim(-0.02, 1.05)
         ax.grid(alpha=0.3)
@@ -143,7 +145,7 @@ def _learning_curve_png(t: dict[str, Any]) -> bytes | None:
     if not history:
         return None
     steps = [h["step"] for h in history]
-    fig = Figure(figsize=(7.5, 3.0))
+    fig = Figure(figsize=(7.5, 3.0), layout="constrained")
     acc_ax, loss_ax = fig.subplots(1, 2)
     acc_ax.plot(steps, [h["accuracy"] for h in history], marker="o", ms=3)
     if t.get("target_accuracy") is not None:
@@ -153,9 +155,9 @@ def _learning_curve_png(t: dict[str, Any]) -> bytes | None:
     acc_ax.set_xlabel("step", fontsize=8)
     acc_ax.set_ylabel("held-out accuracy", fontsize=8)
     loss_ax.plot(steps, [h["loss"] for h in history], marker="o", ms=3, color="#dd8452")
-    loss_ax.set_yscale("log")
+    loss_ax.set_ylim(bottom=0)
     loss_ax.set_xlabel("step", fontsize=8)
-    loss_ax.set_ylabel("held-out loss (log scale)", fontsize=8)
+    loss_ax.set_ylabel("held-out loss (nats per scored position)", fontsize=8)
     for ax in (acc_ax, loss_ax):
         ax.grid(alpha=0.3)
     fig.suptitle("the trained twin's learning curve", fontsize=10)

@@ -70,6 +70,7 @@ def hooked_config(cfg: dict[str, Any]):
 
 def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> dict[str, np.ndarray]:
     """The spec's weights under TransformerLens 3.9 state-dict names, padded to common sizes."""
+    spec.check_size()  # before the first dense matrix
     n_heads, d_head, d_mlp, d = spec.n_heads, spec.d_head, spec.d_mlp, spec.d_model
     q_scale = math.sqrt(d_head) if use_attn_scale else 1.0
     sd: dict[str, np.ndarray] = {"embed.W_E": spec.W_E, "pos_embed.W_pos": spec.W_pos}
@@ -230,6 +231,7 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
     if dtype == "float32" and limit is not None and spec.max_length > limit and backend() == "TransformerBridge":
         raise LengthError(f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
                           f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}")
+    spec.check_size()  # before TransformerLens allocates (and initialises) the model
     cfg = config_dict(spec, dtype, use_attn_scale)
     model = new_model(cfg)
     arrays = state_dict_arrays(spec, use_attn_scale)

@@ -9,7 +9,7 @@ are very slow on CPUs while far below float32's resolution of 1, so they are flu
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -69,8 +69,10 @@ def _check_context(model, tokens: np.ndarray) -> None:
         raise LengthError(f"inputs of {tokens.shape[1]} tokens do not fit the model's context ({model.cfg.n_ctx})")
 
 
-def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = False) -> Iterator[tuple[int, Any]]:
-    """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision."""
+def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = False,
+           forward: Callable[[Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
+    ``forward`` (tokens → logits, e.g. :func:`interp.model.bare.bare_forward`) runs instead of ``model``."""
     import torch
     from tqdm import tqdm
 
@@ -80,10 +82,11 @@ def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = F
     with exact_precision():
         for start in tqdm(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
             batch = torch.from_numpy(np.ascontiguousarray(tokens[start: start + bs]))
-            yield start, model(batch, return_type="logits")
+            yield start, (forward(batch) if forward is not None else model(batch, return_type="logits"))
 
 
-def predict(model, words: Any, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+def predict(model, words: Any, batch_size: int | None = None, progress: bool = False,
+            forward: Callable[[Any], Any] | None = None) -> np.ndarray:
     """Argmax predictions ``[batch, T]`` of a sandbox-lens model on symbol-index words ``[batch, T]``.
 
     The model's card says how words become tokens (``card.io``); the prediction for position t is
@@ -96,7 +99,7 @@ def predict(model, words: Any, batch_size: int | None = None, progress: bool = F
         raise LengthError(f"inputs of length {tokens.shape[1] - P} do not fit the model's context "
                           f"({model.cfg.n_ctx - P} symbols)")
     out = np.empty((len(tokens), tokens.shape[1] - P), dtype=np.int64)
-    for start, lg in logits(model, tokens, batch_size, progress):
+    for start, lg in logits(model, tokens, batch_size, progress, forward):
         out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).numpy()
     return out
 

@@ -251,6 +251,11 @@ class Block:
         return any(h.writes for h in self.heads)
 
 
+#: The largest construction built (about 7 GiB at the peak of building, on machines with 24 GB).
+MAX_PARAMETERS = 300_000_000
+BUILD_BYTES_PER_PARAMETER = 24  # float64 spec arrays + their padded copies + the model's float32 tensors (+ init)
+
+
 @dataclass
 class ConstructionSpec:
     """Everything needed to build a model: layout, embeddings, blocks, unembedding, metadata.
@@ -347,6 +352,24 @@ class ConstructionSpec:
     @property
     def d_vocab_out(self) -> int:
         return len(self.output_names)
+
+    @property
+    def parameters(self) -> int:
+        """TransformerLens parameters of the built model (every head padded to d_head, every MLP to d_mlp),
+        counted from the sparse spec before any dense weight exists."""
+        d, h, dh, m = self.d_model, self.n_heads, self.d_head, self.d_mlp
+        per_block = 4 * h * d * dh + 3 * h * dh + d + 2 * d * m + m + d
+        return self.n_layers * per_block + (self.d_vocab + self.n_ctx + self.d_vocab_out) * d + self.d_vocab_out
+
+    def check_size(self) -> None:
+        """Refuse, before allocating, a model whose dense weights would not fit: building keeps float64
+        arrays, their padded copies and the model's own tensors at once (about 24 bytes a parameter)."""
+        n = self.parameters
+        if n > MAX_PARAMETERS:
+            raise ConstructionError(
+                f"{self.name} at this size has {n:,} parameters (d_model {self.d_model:,}, d_mlp {self.d_mlp:,}, "
+                f"{self.n_layers} blocks): building it would need about {n * BUILD_BYTES_PER_PARAMETER / 2**30:.0f} GiB; "
+                f"the limit is {MAX_PARAMETERS:,} parameters (a smaller language, alphabet or length fits)")
 
     def shape_summary(self) -> dict[str, int]:
         return {

@@ -93,7 +93,7 @@ def _refuse_generate(card: Any):
 
 def attach_tokenizer(model: Any) -> Any:
     """Give ``model`` (with a ``card``) the card's tokenizer; refuse ``generate`` where outputs are not inputs."""
-    if not hasattr(model, "cfg"):  # the LSTM baseline: no TransformerLens string methods to serve
+    if not hasattr(type(model), "to_tokens"):  # the LSTM baseline: no TransformerLens string methods to serve
         return model
     card = model.card
     model.tokenizer = tokenizer_for(card)

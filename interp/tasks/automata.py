@@ -53,6 +53,9 @@ class Semiautomaton:
         object.__setattr__(self, "alphabet", alphabet)
         _check_names("state", states, self.name)
         _check_names("symbol", alphabet, self.name)
+        if len(alphabet) > MAX_SYMBOLS:
+            raise AutomatonError(f"automaton {self.name!r}: {len(alphabet):,} symbols; at most {MAX_SYMBOLS:,} are "
+                                 "supported (every symbol is a token: embeddings, exhaustive checks and probes grow with it)")
         delta = np.asarray(self.delta)
         if delta.shape != (len(alphabet), len(states)):
             raise AutomatonError(
@@ -179,6 +182,10 @@ class Semiautomaton:
 
     def __repr__(self) -> str:
         return f"Semiautomaton({self.name!r}, |Q|={self.n_states}, |Σ|={self.n_symbols}, q0={self.states[self.initial]!r})"
+
+
+#: The largest alphabet accepted (measured: the prefix scan verifies 5,000 symbols in 9 s, 50,000 in 53 s).
+MAX_SYMBOLS = 4096
 
 
 def _check_names(kind: str, names: tuple[str, ...], automaton: str) -> None:

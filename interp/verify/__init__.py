@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from interp.errors import ConstructionError, LengthError
+from interp.verify.forward import FORWARDS, CheckedForward
 from interp.verify.result import Mismatch, Verification, resolve_model
 
 __all__ = ["verify", "Verification", "Mismatch", "resolve_model"]
@@ -23,7 +24,7 @@ DEFAULT_SAMPLES = {"automaton": 1000, "dyck": 200, "ffl": 200}
 def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None, *, samples: int | None = None,
            exhaustive_upto: int | None = None, seed: int = 0, dtype: str = "float32",
            bands: Sequence[tuple[int, int]] | None = None, batch_size: int | None = None, progress: bool = False,
-           max_mismatches: int = 5) -> Verification:
+           max_mismatches: int = 5, forward: str = "bare") -> Verification:
     """Check a model (or a spec, built here in ``dtype``) against the exact task.
 
     Args:
@@ -40,6 +41,10 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
         dtype: dtype to build a spec in (a model is checked in its own).
         bands: Dyck only — length bands of the random prefixes (default: in distribution and the
             out-of-distribution bands that fit).
+        forward: ``"bare"`` (default) runs :mod:`interp.model.bare`'s forward on the model's weights,
+            cross-checked against the model on a sample of every input set (falling back to the model
+            on any disagreement); ``"model"`` runs the model itself throughout. ``details["forward"]``
+            says what ran.
     """
     model, dtype = resolve_model(model_or_spec, dtype)
     card = model.card
@@ -53,17 +58,24 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
     if bands is not None and kind != "dyck":
         raise ConstructionError("length bands apply to Dyck models")
     n = DEFAULT_SAMPLES.get(kind, 0) if samples is None else int(samples)
-    common = dict(samples=n, exhaustive_upto=exhaustive_upto, seed=seed, max_mismatches=max_mismatches)
+    if forward not in FORWARDS:
+        raise ConstructionError(f"forward must be one of {', '.join(FORWARDS)}; got {forward!r}")
+    checker = CheckedForward(model, forward)
+    common = dict(samples=n, exhaustive_upto=exhaustive_upto, seed=seed, max_mismatches=max_mismatches,
+                  checker=checker)
     if kind == "automaton":
         from interp.verify.automaton import verify_automaton
 
-        return verify_automaton(model, dtype, automaton, length, batch_size=batch_size, progress=progress, **common)
-    if kind == "dyck":
+        result = verify_automaton(model, dtype, automaton, length, batch_size=batch_size, progress=progress, **common)
+    elif kind == "dyck":
         from interp.verify.dyck import verify_dyck
 
-        return verify_dyck(model, dtype, bands=bands, **common)
-    if kind == "ffl":
+        result = verify_dyck(model, dtype, bands=bands, **common)
+    elif kind == "ffl":
         from interp.verify.ffl import verify_ffl
 
-        return verify_ffl(model, dtype, **common)
-    raise ConstructionError(f"{card.construction}: unknown task kind {kind!r}")
+        result = verify_ffl(model, dtype, **common)
+    else:
+        raise ConstructionError(f"{card.construction}: unknown task kind {kind!r}")
+    result.details["forward"] = checker.details()
+    return result

@@ -14,6 +14,7 @@ import numpy as np
 from interp.errors import ConstructionError, LengthError, VocabularyError
 from interp.model.run import predict
 from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_automaton", "default_exhaustive_length", "card_automaton"]
@@ -51,7 +52,8 @@ CHUNK_POSITIONS = 1 << 21
 
 def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, length: int | None = None, *,
                      samples: int = 1000, exhaustive_upto: int | None = None, seed: int = 0,
-                     batch_size: int | None = None, progress: bool = False, max_mismatches: int = 5) -> Verification:
+                     batch_size: int | None = None, progress: bool = False, max_mismatches: int = 5,
+                     checker: CheckedForward | None = None) -> Verification:
     """Check an automaton model against exact simulation (see :func:`interp.verify.verify`)."""
     card = model.card
     automaton = automaton or card_automaton(card)
@@ -90,7 +92,10 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
     correct = checked = sequences = 0
     mismatches: list[Mismatch] = []
     for words in word_sets():
-        pred = predict(model, words, batch_size=batch_size, progress=progress)
+        if checker is not None:
+            checker.cross_check(card.io.encode(words))
+        pred = predict(model, words, batch_size=batch_size, progress=progress,
+                       forward=checker.forward if checker is not None else None)
         truth = automaton.run(words)
         ok = pred == truth
         correct += int(ok.sum())

@@ -23,6 +23,7 @@ import numpy as np
 from interp.tasks.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import logits
+from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "dyck_of", "closing_only", "predicted_bracket"]
@@ -58,8 +59,10 @@ def default_bands(max_length: int) -> list[tuple[int, int]]:
     return bands
 
 
-def next_token_probabilities(model, words: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The model's next-token distribution over the brackets after BOS, w_1, …, w_n, per word."""
+def next_token_probabilities(model, words: Sequence[np.ndarray],
+                             checker: CheckedForward | None = None) -> list[np.ndarray]:
+    """The model's next-token distribution over the brackets after BOS, w_1, …, w_n, per word
+    (through ``checker``'s forward when given, cross-checked on each length's first words)."""
     import torch
 
     io = model.card.io
@@ -72,7 +75,10 @@ def next_token_probabilities(model, words: Sequence[np.ndarray]) -> list[np.ndar
             raise LengthError(f"a prefix of length {n} does not fit the model ({model.cfg.n_ctx - 1} brackets)")
         tokens = io.encode(np.stack([np.asarray(words[i], dtype=np.int64) for i in idx]))
         batch_size = max(1, (1 << 22) // max(1, (n + 1) ** 2 * model.cfg.n_heads))
-        for start, lg in logits(model, tokens, batch_size=batch_size):
+        if checker is not None:
+            checker.cross_check(tokens)
+        forward = checker.forward if checker is not None else None
+        for start, lg in logits(model, tokens, batch_size=batch_size, forward=forward):
             probs = torch.softmax(lg.double(), dim=-1).numpy()
             for row, i in enumerate(idx[start: start + len(lg)]):
                 results[i] = probs[row, len(io.prefix) - 1:]
@@ -80,7 +86,8 @@ def next_token_probabilities(model, words: Sequence[np.ndarray]) -> list[np.ndar
 
 
 def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[int, int]] | None = None,
-                exhaustive_upto: int | None = None, seed: int = 0, max_mismatches: int = 5) -> Verification:
+                exhaustive_upto: int | None = None, seed: int = 0, max_mismatches: int = 5,
+                checker: CheckedForward | None = None) -> Verification:
     """Prove a Dyck model exact (see the module docstring and :func:`interp.verify.verify`)."""
     card = model.card
     lang = dyck_of(card)
@@ -113,7 +120,7 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
     for label, words, last_only in checks:
         ok_band = n_band = 0
         tv_band = 0.0
-        for w, probs in zip(words, next_token_probabilities(model, words)):
+        for w, probs in zip(words, next_token_probabilities(model, words, checker)):
             exact = lang.distributions(w)
             tv_band = max(tv_band, float(0.5 * np.abs(probs - exact).sum(axis=1).max()))
             positions = [len(w)] if last_only else [t for t in range(1, len(w) + 1) if w[t - 1] % 2 == 1]

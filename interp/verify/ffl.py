@@ -19,6 +19,7 @@ import numpy as np
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import predict
 from interp.tasks.ffl import BANDS, VOCAB, all_ffl_prefixes, hard_cases, read_targets, sample_ffl
+from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_ffl"]
@@ -28,7 +29,7 @@ DEFAULT_EXHAUSTIVE = 14
 
 
 def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | None = None, seed: int = 0,
-               max_mismatches: int = 5) -> Verification:
+               max_mismatches: int = 5, checker: CheckedForward | None = None) -> Verification:
     """Prove a flip-flop-language model exact (see the module docstring); ``samples`` strings per band."""
     card = model.card
     if card.kind != "ffl":
@@ -56,7 +57,10 @@ def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | 
     ok_total = reads_total = strings = 0
     for label, tokens in checks:
         written, reads = read_targets(tokens)
-        pred = predict(model, tokens)  # the model's symbols are its tokens (no prefix)
+        if checker is not None:
+            checker.cross_check(tokens)
+        # the model's symbols are its tokens (no prefix)
+        pred = predict(model, tokens, forward=checker.forward if checker is not None else None)
         ok = (pred == written) & reads
         bad = np.argwhere(reads & ~ok)
         for b, t in bad[: max(0, max_mismatches - len(mismatches))]:

@@ -1,0 +1,67 @@
+"""Verification throughput: the bare forward against TransformerLens's (``make bench``; alone:
+``python benchmarks/verify_speed.py [--quick]``).
+
+The same model, the same words, one thread: ``verify(..., forward="model")`` runs TransformerLens's
+forward throughout, ``forward="bare"`` runs :mod:`interp.model.bare` after the cross-check (whose
+TransformerLens run is counted in its time). Sampled words only (no exhaustive set), so positions/s
+is the long-input throughput. The two are alternated and the median of the rounds is printed, with
+the ratio bare / model measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from constructions import build_model  # noqa: E402
+from interp.tasks.catalogue import get_automaton  # noqa: E402
+from interp.verify import verify  # noqa: E402
+
+CASES = [  # (construction, automaton, T, sampled words); the cross-check takes 4 words at T = 1024
+    ("prefix_scan", "S3", 1024, 40),
+    ("krohn_rhodes", "S4", 1024, 40),
+    ("modular_counter", "C5", 1024, 40),
+    ("gridworld", "grid5", 1024, 40),
+]
+QUICK = [("prefix_scan", "S3", 256, 96), ("krohn_rhodes", "S4", 256, 96)]
+
+
+def timed(model, T: int, samples: int, forward: str) -> tuple[float, dict]:
+    start = time.perf_counter()
+    r = verify(model, length=T, samples=samples, exhaustive_upto=0, forward=forward)
+    assert r.exact, (model.card.construction, r.mismatches)
+    return time.perf_counter() - start, r.details["forward"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two small cases, one round")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cases, rounds = (QUICK, 1) if args.quick else (CASES, args.rounds)
+    print(f"{'construction':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}  "
+          "cross-check (positions, largest logit difference)")
+    for construction, automaton, T, samples in cases:
+        model = build_model(construction, get_automaton(automaton), T)
+        times: dict[str, list[float]] = {"model": [], "bare": []}
+        for _ in range(rounds):
+            for forward in ("model", "bare"):
+                seconds, details = timed(model, T, samples, forward)
+                times[forward].append(seconds)
+        positions = samples * T
+        model_rate, bare_rate = (positions / statistics.median(times[f]) for f in ("model", "bare"))
+        print(f"{construction + ' ' + automaton:28s} {T:5d} {samples:5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
+              f"{bare_rate / model_rate:5.1f}x  {details['path']}, {details['cross_checked_positions']} positions, "
+              f"{details['max_logit_difference']:.1e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""A bare PyTorch forward on a model's TransformerLens weights: the verifier's fast path.
+
+The same arithmetic as TransformerLens's standard forward — token and position embeddings, then per
+block causal attention and a ReLU MLP added to the residual stream (with LayerNorm before each when
+the model has it), then the unembedding — without hook points, per-head einsums or the mask tensor:
+one matmul for Q, K and V of every head, torch's ``scaled_dot_product_attention`` and fused
+bias-matmuls. It reads the weights once (:func:`interp.model.hooked.tl_state_dict`, so a
+``HookedTransformer`` and a 4.x ``TransformerBridge`` give the same one).
+
+Summation order differs from TransformerLens's, so logits agree to rounding, not bit for bit: the
+verifier runs both on a sample of every check and refuses to go on if a prediction differs
+(:func:`interp.verify.automaton.verify_automaton`). :func:`bare_forward` returns None for
+configurations it does not cover; callers then use the model itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+__all__ = ["bare_forward", "bare_unsupported"]
+
+
+def bare_unsupported(model: Any) -> str | None:
+    """Why the bare forward cannot run ``model`` (None when it can)."""
+    cfg = getattr(model, "cfg", None)
+    if cfg is None or not hasattr(type(model), "run_with_hooks"):  # e.g. the LSTM baseline
+        return f"{type(model).__name__} is not a TransformerLens model"
+    checks = {
+        "positional_embedding_type": ("standard",), "act_fn": ("relu",), "normalization_type": (None, "LN"),
+        "attn_only": (False,), "parallel_attn_mlp": (False,), "gated_mlp": (False,), "n_key_value_heads": (None,),
+        "attention_dir": ("causal",),
+    }
+    for name, allowed in checks.items():
+        value = getattr(cfg, name, allowed[0])
+        if value not in allowed:
+            return f"{name} = {value!r}"
+    return None
+
+
+def bare_forward(model: Any) -> Callable[[Any], Any] | None:
+    """``tokens [batch, pos] → logits [batch, pos, d_vocab_out]`` on ``model``'s weights, or None."""
+    if bare_unsupported(model) is not None:
+        return None
+    import torch
+    import torch.nn.functional as F
+
+    from interp.model.hooked import tl_state_dict
+
+    cfg = model.cfg
+    sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
+    n_heads, d_head = cfg.n_heads, cfg.d_head
+    scale = 1.0 / (math.sqrt(d_head) if getattr(cfg, "use_attn_scale", True) else 1.0)
+    ln = getattr(cfg, "normalization_type", None) == "LN"
+    eps = getattr(cfg, "eps", 1e-5)
+
+    def fused(prefix: str) -> tuple[Any, Any]:  # [d_model, 3·heads·d_head] and its bias
+        ws = [sd[f"{prefix}.W_{x}"].permute(1, 0, 2).reshape(cfg.d_model, n_heads * d_head) for x in "QKV"]
+        bs = [sd[f"{prefix}.b_{x}"].reshape(n_heads * d_head) for x in "QKV"]
+        return torch.cat(ws, 1).contiguous(), torch.cat(bs)
+
+    blocks = []
+    for l in range(cfg.n_layers):
+        p = f"blocks.{l}"
+        W_qkv, b_qkv = fused(f"{p}.attn")
+        W_O = sd[f"{p}.attn.W_O"].reshape(n_heads * d_head, cfg.d_model).contiguous()
+        norms = [(sd[f"{p}.{n}.w"], sd[f"{p}.{n}.b"]) if ln else None for n in ("ln1", "ln2")]
+        blocks.append((W_qkv, b_qkv, W_O, sd[f"{p}.attn.b_O"], sd[f"{p}.mlp.W_in"].contiguous(), sd[f"{p}.mlp.b_in"],
+                       sd[f"{p}.mlp.W_out"].contiguous(), sd[f"{p}.mlp.b_out"], norms))
+    final = (sd["ln_final.w"], sd["ln_final.b"]) if ln else None
+    W_E, W_pos, W_U, b_U = sd["embed.W_E"], sd["pos_embed.W_pos"], sd["unembed.W_U"].contiguous(), sd["unembed.b_U"]
+
+    def norm(x: Any, wb: Any) -> Any:
+        return x if wb is None else F.layer_norm(x, (x.shape[-1],), wb[0], wb[1], eps)
+
+    def forward(tokens: Any) -> Any:
+        batch, n = tokens.shape
+        x = W_E[tokens] + W_pos[:n]
+        for W_qkv, b_qkv, W_O, b_O, W_in, b_in, W_out, b_out, (ln1, ln2) in blocks:
+            qkv = torch.addmm(b_qkv, norm(x, ln1).reshape(batch * n, -1), W_qkv)
+            q, k, v = qkv.view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            x = x + torch.addmm(b_O, z.transpose(1, 2).reshape(batch * n, -1), W_O).view(batch, n, -1)
+            hidden = torch.addmm(b_in, norm(x, ln2).reshape(batch * n, -1), W_in).relu_()
+            x = x + torch.addmm(b_out, hidden, W_out).view(batch, n, -1)
+        return torch.addmm(b_U, norm(x, final).reshape(batch * n, -1), W_U).view(batch, n, -1)
+
+    return forward

@@ -1,0 +1,98 @@
+"""The verifier's fast path: a bare forward on the same weights computes what TransformerLens computes."""
+
+import numpy as np
+import pytest
+import torch
+
+from constructions import build_model
+from interp.model.bare import bare_forward, bare_unsupported
+from interp.model.run import exact_precision
+from interp.tasks.batches import AutomatonTask, step_rng
+from interp.tasks.catalogue import get_automaton
+from interp.tasks.dyck import Dyck
+from interp.train import ModelShape, build_model as build_twin
+from interp.verify import verify
+from interp.verify.forward import CheckedForward
+
+MODELS = {
+    "prefix_scan/S3": lambda: build_model("prefix_scan", get_automaton("S3"), 64),
+    "prefix_scan/S3 circle": lambda: build_model("prefix_scan", get_automaton("S3"), 64, code="circle"),
+    "modular_counter/C5": lambda: build_model("modular_counter", get_automaton("C5"), 64),
+    "krohn_rhodes/S4": lambda: build_model("krohn_rhodes", get_automaton("S4"), 32),
+    "gridworld/grid4": lambda: build_model("gridworld", get_automaton("grid4"), 32),
+    "dyck/balanced": lambda: build_model("dyck", Dyck(2, 4), 40, variant="balanced"),
+    "ffl": lambda: build_model("ffl", None, 64),
+}
+
+
+def _tokens(model, rng, batch=16):
+    """Random words over the model's symbols at its full length, encoded as its card says."""
+    io = model.card.io
+    words = rng.integers(0, len(io.symbol_tokens), size=(batch, model.card.max_length))
+    return torch.as_tensor(io.encode(words))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_bare_forward_matches_transformer_lens_on_every_construction(name):
+    model = MODELS[name]()
+    forward = bare_forward(model)
+    assert forward is not None, bare_unsupported(model)
+    tokens = _tokens(model, np.random.default_rng(0))
+    with exact_precision():
+        ours, theirs = forward(tokens), model(tokens)
+    assert ours.shape == theirs.shape
+    scale = float(theirs.abs().max()) or 1.0
+    assert float((ours - theirs).abs().max()) <= 1e-5 * max(1.0, scale)
+    assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
+
+
+@pytest.mark.parametrize("shape", [ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
+                                   ModelShape(n_layers=1, d_model=16, n_heads=4, normalization="none",
+                                              positional="sinusoidal")])
+def test_bare_forward_matches_a_twin_with_and_without_layernorm(shape):
+    task = AutomatonTask(get_automaton("S3"), 12)
+    model = build_twin(task, shape, 3)
+    tokens = torch.from_numpy(task.batch(step_rng(0, 0), 8).tokens)
+    with exact_precision():
+        assert torch.allclose(bare_forward(model)(tokens), model(tokens), atol=1e-5, rtol=1e-5)
+
+
+def test_verification_says_which_forward_ran_and_agrees_with_the_model():
+    model = build_model("prefix_scan", get_automaton("S3"), 32)
+    fast, slow = (verify(model, samples=50, forward=f) for f in ("bare", "model"))
+    assert fast.accuracy == slow.accuracy == 1.0 and fast.checked == slow.checked
+    assert fast.details["forward"]["path"] == "bare" and fast.details["forward"]["cross_checked_positions"] > 0
+    assert slow.details["forward"] == {"path": "model", "cross_checked_positions": 0, "max_logit_difference": 0.0}
+
+
+def test_a_bare_forward_that_disagrees_hands_the_check_back_to_the_model(monkeypatch):
+    """A wrong fast path must never decide a verdict: one differing argmax and the model runs the rest."""
+    import interp.verify.forward as fwd
+
+    real = fwd.bare_forward
+
+    def broken(model):
+        good = real(model)
+        return lambda tokens: good(tokens).flip(-1)  # every prediction reversed
+
+    monkeypatch.setattr(fwd, "bare_forward", broken)
+    model = build_model("prefix_scan", get_automaton("S3"), 16)
+    r = verify(model, samples=20)
+    assert r.exact and r.details["forward"]["path"].startswith("model (the bare forward disagreed")
+
+
+def test_models_the_bare_forward_does_not_cover_run_on_themselves():
+    from interp.model.lstm import LSTMConfig, LSTMModel
+
+    lstm = LSTMModel(LSTMConfig(d_vocab=5, d_vocab_out=5, d_model=8, hidden=8, n_layers=1, n_ctx=16))
+    lstm.card = build_model("ffl", None, 16).card
+    assert bare_unsupported(lstm) is not None and bare_forward(lstm) is None
+    assert CheckedForward(lstm).details()["path"].startswith("model (no bare forward: ")
+    with pytest.raises(ValueError, match="forward must be one of"):
+        CheckedForward(lstm, "fast")
+
+
+def test_a_verification_leaves_autograd_and_precision_as_it_found_them():
+    before = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_float32_matmul_precision())
+    verify(build_model("prefix_scan", get_automaton("S3"), 16), samples=10)
+    assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_float32_matmul_precision()) == before
