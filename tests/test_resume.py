@@ -118,3 +118,28 @@ def test_resuming_with_another_thread_count_warns(tmp_path):
             train(task, shape, config, tmp_path, resume=True, progress=False)
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_version_1_checkpoint_still_loads_and_resumes(tmp_path):
+    """Checkpoints written before the metadata moved into the safetensors header: checkpoint.json
+    holds it, with the whole file's sha256."""
+    import hashlib
+
+    from safetensors.torch import load, save
+
+    from interp.train import load_trained
+
+    task = AutomatonTask(get_automaton("parity"), 8)
+    shape = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
+    config = TrainConfig(steps=20, batch=8, eval_every=10, eval_size=64, seed=5)
+    train(task, shape, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), tmp_path / "v1", progress=False)
+    weights, meta_path = tmp_path / "v1" / "checkpoint.safetensors", tmp_path / "v1" / "checkpoint.json"
+    data = save(load(weights.read_bytes()))  # no header metadata
+    weights.write_bytes(data)
+    meta = json.loads(meta_path.read_text())
+    meta.pop("tensors_sha256")
+    meta_path.write_text(json.dumps(dict(meta, version=1, sha256=hashlib.sha256(data).hexdigest())))
+    assert load_trained(tmp_path / "v1").card.construction == "trained"
+    assert train(task, shape, config, tmp_path / "v1", resume=True, progress=False)["steps"] == 20
+    train(task, shape, config, tmp_path / "whole", progress=False)
+    _same_run(tmp_path / "whole", tmp_path / "v1")
