@@ -7,6 +7,12 @@ one matmul for Q, K and V of every head, torch's ``scaled_dot_product_attention`
 bias-matmuls. It reads the weights once (:func:`interp.model.hooked.tl_state_dict`, so a
 ``HookedTransformer`` and a 4.x ``TransformerBridge`` give the same one).
 
+Constructions read and write few residual coordinates (a counter's MLP reads one count and writes a
+few state coordinates, whatever its width), so every projection keeps only the rows its input
+actually reads and the columns it writes (:class:`_Projection`): the dropped terms are exact zeros,
+so this changes rounding only, and on the constructions whose MLP grows with T it is most of the
+work saved.
+
 Summation order differs from TransformerLens's, so logits agree to rounding, not bit for bit: the
 verifier runs both on a sample of every check and refuses to go on if a prediction differs
 (:func:`interp.verify.automaton.verify_automaton`). :func:`bare_forward` returns None for
@@ -19,6 +25,36 @@ import math
 from typing import Any, Callable
 
 __all__ = ["bare_forward", "bare_unsupported"]
+
+
+class _Projection:
+    """``x @ W + b`` restricted to the rows of ``W`` that are not all zero (the coordinates read) and,
+    with ``restrict_out``, to the output columns that are not all zero in ``W`` and ``b``
+    (added into those columns of the residual stream by :meth:`add_into`)."""
+
+    def __init__(self, W: Any, b: Any, restrict_out: bool = False) -> None:
+        import torch
+
+        rows = torch.nonzero(W.ne(0).any(1)).flatten()
+        self.rows = None if len(rows) == W.shape[0] else rows
+        W = W if self.rows is None else W[rows]
+        cols = torch.nonzero(W.ne(0).any(0) | b.ne(0)).flatten() if restrict_out else None
+        self.cols = None if cols is None or len(cols) == W.shape[1] else cols
+        if self.cols is not None:
+            W, b = W[:, self.cols], b[self.cols]
+        self.W, self.b = W.contiguous(), b.contiguous()
+
+    def __call__(self, x: Any) -> Any:  # x: [rows, d_in]
+        import torch
+
+        return torch.addmm(self.b, x if self.rows is None else x.index_select(1, self.rows), self.W)
+
+    def add_into(self, resid: Any, x: Any) -> Any:
+        """``resid + (x @ W + b)`` with the full output width; ``resid`` is [rows, d_out]."""
+        out = self(x)
+        if self.cols is None:
+            return resid + out
+        return resid.index_add(1, self.cols, out)
 
 
 def bare_unsupported(model: Any) -> str | None:
@@ -63,26 +99,29 @@ def bare_forward(model: Any) -> Callable[[Any], Any] | None:
     for l in range(cfg.n_layers):
         p = f"blocks.{l}"
         W_qkv, b_qkv = fused(f"{p}.attn")
-        W_O = sd[f"{p}.attn.W_O"].reshape(n_heads * d_head, cfg.d_model).contiguous()
+        W_O = sd[f"{p}.attn.W_O"].reshape(n_heads * d_head, cfg.d_model)
+        W_in, b_in, W_out = sd[f"{p}.mlp.W_in"], sd[f"{p}.mlp.b_in"], sd[f"{p}.mlp.W_out"]
+        used = W_out.ne(0).any(1)  # hidden units whose output is read at all
+        if not bool(used.all()):
+            W_in, b_in, W_out = W_in[:, used], b_in[used], W_out[used]
         norms = [(sd[f"{p}.{n}.w"], sd[f"{p}.{n}.b"]) if ln else None for n in ("ln1", "ln2")]
-        blocks.append((W_qkv, b_qkv, W_O, sd[f"{p}.attn.b_O"], sd[f"{p}.mlp.W_in"].contiguous(), sd[f"{p}.mlp.b_in"],
-                       sd[f"{p}.mlp.W_out"].contiguous(), sd[f"{p}.mlp.b_out"], norms))
+        blocks.append((_Projection(W_qkv, b_qkv), _Projection(W_O, sd[f"{p}.attn.b_O"], restrict_out=True),
+                       _Projection(W_in, b_in), _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True), norms))
     final = (sd["ln_final.w"], sd["ln_final.b"]) if ln else None
-    W_E, W_pos, W_U, b_U = sd["embed.W_E"], sd["pos_embed.W_pos"], sd["unembed.W_U"].contiguous(), sd["unembed.b_U"]
+    W_E, W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
+    unembed = _Projection(sd["unembed.W_U"], sd["unembed.b_U"])
 
     def norm(x: Any, wb: Any) -> Any:
         return x if wb is None else F.layer_norm(x, (x.shape[-1],), wb[0], wb[1], eps)
 
     def forward(tokens: Any) -> Any:
         batch, n = tokens.shape
-        x = W_E[tokens] + W_pos[:n]
-        for W_qkv, b_qkv, W_O, b_O, W_in, b_in, W_out, b_out, (ln1, ln2) in blocks:
-            qkv = torch.addmm(b_qkv, norm(x, ln1).reshape(batch * n, -1), W_qkv)
-            q, k, v = qkv.view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
+        x = (W_E[tokens] + W_pos[:n]).reshape(batch * n, -1)
+        for qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2) in blocks:
+            q, k, v = qkv_in(norm(x, ln1)).view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-            x = x + torch.addmm(b_O, z.transpose(1, 2).reshape(batch * n, -1), W_O).view(batch, n, -1)
-            hidden = torch.addmm(b_in, norm(x, ln2).reshape(batch * n, -1), W_in).relu_()
-            x = x + torch.addmm(b_out, hidden, W_out).view(batch, n, -1)
-        return torch.addmm(b_U, norm(x, final).reshape(batch * n, -1), W_U).view(batch, n, -1)
+            x = attn_out.add_into(x, z.transpose(1, 2).reshape(batch * n, -1))
+            x = mlp_out.add_into(x, mlp_in(norm(x, ln2)).relu_())
+        return unembed(norm(x, final)).view(batch, n, -1)
 
     return forward
