@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
-from interp.model.run import hook_name, require_hooked
+from interp.model.run import hook_name, require_hooked, residual_stream
 
 __all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data"]
 
@@ -60,8 +60,6 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     least-squares probe already classifies the whole training split correctly, that one is used)
     or ``"ridge"`` (least squares on one-hot targets, ridge ``l2`` × rows, default 1e-3).
     """
-    import torch
-
     require_hooked(model, "linear probes on residual hooks")
     if method not in ("logistic", "ridge"):
         raise VocabularyError(f"probe method must be logistic or ridge, got {method!r}")
@@ -77,8 +75,7 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     classes = np.unique(labels[mask])
     if tokens.shape[1] > model.cfg.n_ctx:
         raise VocabularyError(f"inputs of {tokens.shape[1]} tokens do not fit the model's context ({model.cfg.n_ctx})")
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=hooks)
+    cache, _ = residual_stream(model, tokens, hooks)  # the bare forward where it agrees with the model
     out = {}
     for hook in hooks:
         acts = cache[hook].double().numpy()

@@ -96,3 +96,41 @@ def test_a_verification_leaves_autograd_and_precision_as_it_found_them():
     before = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_float32_matmul_precision())
     verify(build_model("prefix_scan", get_automaton("S3"), 16), samples=10)
     assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_float32_matmul_precision()) == before
+
+
+# -- the residual stream (what the probes read) --------------------------------------------------
+@pytest.mark.parametrize("name", ["krohn_rhodes/S4", "gridworld/grid4", "dyck/balanced"])
+def test_the_bare_residual_stream_is_what_run_with_cache_records(name):
+    from interp.model.run import residual_stream
+    from probes.linear import residual_hooks
+
+    model = MODELS[name]()
+    tokens = _tokens(model, np.random.default_rng(1), batch=6).numpy()
+    hooks = residual_hooks(model.cfg.n_layers)
+    ours, path = residual_stream(model, tokens, hooks)
+    theirs, slow_path = residual_stream(model, tokens, hooks, forward="model")
+    assert (path, slow_path) == ("bare", "model") and list(ours) == hooks
+    for hook in hooks:
+        assert ours[hook].shape == theirs[hook].shape == (6, tokens.shape[1], model.cfg.d_model)
+        assert float((ours[hook] - theirs[hook]).abs().max()) <= 1e-5 * max(1.0, float(theirs[hook].abs().max())), hook
+
+
+def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(monkeypatch):
+    import interp.model.bare as bare
+    from interp.model.run import residual_stream
+
+    model = build_twin(AutomatonTask(get_automaton("S3"), 12), ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), 0)
+    tokens = AutomatonTask(get_automaton("S3"), 12).batch(step_rng(0, 0), 8).tokens
+    assert residual_stream(model, tokens, ["blocks.1.hook_resid_mid"])[1] == "bare"  # LayerNorm twins too
+    assert residual_stream(model, tokens, ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"])[1] == "model"
+    real = bare.bare_forward
+
+    def broken(model, residuals=False):
+        good = real(model, residuals)
+        return lambda tokens: (lambda out: (out[0], {k: v + 1.0 for k, v in out[1].items()}))(good(tokens))
+
+    monkeypatch.setattr(bare, "bare_forward", broken)
+    stream, path = residual_stream(model, tokens, ["blocks.1.hook_resid_mid"])
+    assert path == "model"
+    _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=["blocks.1.hook_resid_mid"])
+    assert torch.equal(stream["blocks.1.hook_resid_mid"], cache["blocks.1.hook_resid_mid"])

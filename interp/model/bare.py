@@ -74,8 +74,12 @@ def bare_unsupported(model: Any) -> str | None:
     return None
 
 
-def bare_forward(model: Any) -> Callable[[Any], Any] | None:
-    """``tokens [batch, pos] → logits [batch, pos, d_vocab_out]`` on ``model``'s weights, or None."""
+def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | None:
+    """``tokens [batch, pos] → logits [batch, pos, d_vocab_out]`` on ``model``'s weights, or None.
+
+    With ``residuals`` the forward returns ``(logits, stream)``, ``stream`` holding the residual stream
+    under TransformerLens's names (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``), each
+    ``[batch, pos, d_model]``."""
     if bare_unsupported(model) is not None:
         return None
     import torch
@@ -116,12 +120,19 @@ def bare_forward(model: Any) -> Callable[[Any], Any] | None:
 
     def forward(tokens: Any) -> Any:
         batch, n = tokens.shape
+        stream = {}
         x = (W_E[tokens] + W_pos[:n]).reshape(batch * n, -1)
-        for qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2) in blocks:
+        for l, (qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2)) in enumerate(blocks):
+            stream[f"blocks.{l}.hook_resid_pre"] = x
             q, k, v = qkv_in(norm(x, ln1)).view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
             x = attn_out.add_into(x, z.transpose(1, 2).reshape(batch * n, -1))
+            stream[f"blocks.{l}.hook_resid_mid"] = x
             x = mlp_out.add_into(x, mlp_in(norm(x, ln2)).relu_())
-        return unembed(norm(x, final)).view(batch, n, -1)
+            stream[f"blocks.{l}.hook_resid_post"] = x
+        out = unembed(norm(x, final)).view(batch, n, -1)
+        if not residuals:
+            return out
+        return out, {name: value.view(batch, n, -1) for name, value in stream.items()}
 
     return forward
