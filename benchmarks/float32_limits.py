@@ -12,7 +12,13 @@ that decides exactness, next to the tolerance the construction's MLP allows:
 * memory unit: the largest error |mem_t − last write| of the latest-write head (tolerance 1/4);
 * flip-flop language (Proposition 3): the largest error of each layer's head output before its
   Lemma 12 threshold — layer 1's flag 1[x_{t−1} = w ∨ x_t = w], layer 2's copied bit — on
-  FFL(0.8) and the dense FFL(0.1) (tolerance 1/4 each).
+  FFL(0.8) and the dense FFL(0.1) (tolerance 1/4 each);
+* Krohn–Rhodes, the gridworld detector and Dyck: the largest error of any MLP pre-activation
+  against the same weights run in float64, over every block. Their MLPs are Lemma 10 trapezoids
+  (pre-activation scaled so that the tolerance is exactly 1), one-hot lookups (integer
+  pre-activations, margin 1), the gridworld's windows (integer positions: tolerance 1/2) and
+  Dyck's stack-top clamps (threshold 1), so an error below 1/2 cannot change a unit's verdict; the
+  largest logit error and the float64 logits' smallest top-2 margin (automata) are printed too.
 
 Timings are printed for information only. Results go to ``reports/bench/float32_limits.json``.
 """
@@ -125,6 +131,72 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
     return rows
 
 
+def preactivation_error(spec, tokens: np.ndarray) -> tuple[float, float, float]:
+    """(max |pre-activation float32 − float64| over every MLP unit, max |logit error|, min float64 top-2
+    logit margin) on ``tokens``, one sequence at a time; the float32 activations are cached, the
+    float64 run compares as it goes (both caches at once would need 12 GB for S4 at T = 4096)."""
+    m32, m64 = to_hooked(spec, "float32"), to_hooked(spec, "float64")
+    names = [f"blocks.{l}.mlp.hook_pre" for l in range(m32.cfg.n_layers)]
+    P = len(m32.card.io.prefix)
+    worst, logit_err, margin = 0.0, 0.0, float("inf")
+    for row in tokens:
+        tok = torch.from_numpy(row[None])
+        with torch.inference_mode():
+            l32, cache = m32.run_with_cache(tok, names_filter=names)
+            errors = []
+
+            def compare(x, hook):
+                errors.append(float((cache[hook.name].double() - x).abs().max()))
+
+            l64 = m64.run_with_hooks(tok, fwd_hooks=[(n, compare) for n in names])
+        worst = max([worst, *errors])
+        logit_err = max(logit_err, float((l32.double() - l64).abs().max()))
+        top2 = l64[0, P:].topk(2, -1).values
+        margin = min(margin, float((top2[:, 0] - top2[:, 1]).min()))
+        del cache
+    return worst, logit_err, margin
+
+
+def dyck_walks(lang, n: int, T: int, rng: np.random.Generator) -> np.ndarray:
+    """Bracket words that open with probability 1/2 below depth D: long stretches near the bound."""
+    words = np.empty((n, T), dtype=np.int64)
+    for w in range(n):
+        stack: list[int] = []
+        for t in range(T):
+            if not stack or (len(stack) < lang.D and rng.random() < 0.5):
+                stack.append(int(rng.integers(lang.k)))
+                words[w, t] = 2 * stack[-1]
+            else:
+                words[w, t] = 2 * stack.pop() + 1
+    return words
+
+
+def preactivation_rows(samples: int) -> list[dict]:
+    from interp.tasks.dyck import Dyck
+
+    rows = []
+    cases = [("krohn_rhodes", "S4", {}), ("krohn_rhodes", "Q8", {}), ("gridworld", "grid5", {}),
+             ("gridworld", "grid3x4", {}), *(("dyck", "Dyck_{2,4}", {"variant": v}) for v in ("stack", "uniform", "balanced"))]
+    for construction, name, opts in cases:
+        for T in (1024, 4096):
+            t0 = time.perf_counter()
+            if construction == "dyck":
+                lang = Dyck(2, 4)
+                spec = build("dyck", lang, T, **opts)
+                tokens = spec.card().io.encode(dyck_walks(lang, samples, T, np.random.default_rng(T)))
+            else:
+                a = get_automaton(name)
+                spec = build(construction, a, T)
+                tokens = spec.card().io.encode(a.sample(samples, T, seed=T))
+            err, logit_err, margin = preactivation_error(spec, tokens)
+            rows.append({"construction": construction, "option": ", ".join(f"{k}={v}" for k, v in opts.items()),
+                         "automaton": name, "T": T, "max_preactivation_error": err, "max_logit_error": logit_err,
+                         "min_float64_logit_margin": None if construction == "dyck" else margin, "tolerance": 0.5,
+                         "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            print(rows[-1], flush=True)
+    return rows
+
+
 def ffl_rows(samples: int) -> list[dict]:
     rows = []
     for p in (0.8, 0.1):
@@ -156,21 +228,31 @@ def ffl_rows(samples: int) -> list[dict]:
 
 def main() -> None:
     samples = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    rows = prefix_scan_rows(samples) + counter_and_memory_rows(samples) + ffl_rows(samples)
+    sections = {"prefix_scan": lambda: prefix_scan_rows(samples), "counter_memory": lambda: counter_and_memory_rows(samples),
+                "ffl": lambda: ffl_rows(samples), "preactivation": lambda: preactivation_rows(min(samples, 2))}
+    chosen = sys.argv[2:] or list(sections)  # e.g. `python benchmarks/float32_limits.py 2 preactivation`
+    rows = [row for name in chosen for row in sections[name]()]
     out = Path("reports/bench")
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "float32_limits.json", (json.dumps(rows, indent=2) + "\n").encode())
+    target = out / ("float32_limits.json" if chosen == list(sections) else f"float32_limits_{'_'.join(chosen)}.json")
+    atomic_write(target, (json.dumps(rows, indent=2) + "\n").encode())
     print("\n| construction | option | automaton | T | decisive quantity | accuracy |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         if r["construction"] == "prefix_scan":
             q = f"min gap {r['min_gap']:.3g}, min target weight {r['min_target_weight']:.3g}, wrong argmax {r['wrong_argmax']}"
+        elif "max_preactivation_error" in r:
+            margin = "" if r["min_float64_logit_margin"] is None else f", float64 logit margin {r['min_float64_logit_margin']:.3g}"
+            q = (f"max MLP pre-activation error {r['max_preactivation_error']:.2e} (tolerance 0.5), max logit error "
+                 f"{r['max_logit_error']:.2e}{margin}")
+            print(f"| {r['construction']} | {r['option']} | {r['automaton']} | {r['T']} | {q} | |")
+            continue
         elif r["construction"] == "ffl":
             q = f"max flag error {r['max_flag_error']:.2e}, max bit error {r['max_bit_error']:.2e} (tolerance 0.25)"
         else:
             q = f"max head error {r['max_head_error']:.2e} (tolerance 0.25)"
         print(f"| {r['construction']} | {r['option']} | {r['automaton']} | {r['T']} | {q} | {r['accuracy']:.5f} |")
-    print(f"\nwritten to {out / 'float32_limits.json'}")
+    print(f"\nwritten to {target}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ The same model, the same words, one thread: ``verify(..., forward="model")`` run
 forward throughout, ``forward="bare"`` runs :mod:`interp.model.bare` after the cross-check (whose
 TransformerLens run is counted in its time). Sampled words only (no exhaustive set), so positions/s
 is the long-input throughput. The two are alternated and the median of the rounds is printed, with
-the ratio bare / model measured in this run.
+the ratio bare / model measured in this run. Then the same for the probes' residual-stream caching
+(:func:`interp.model.run.residual_stream`, its one-sequence check counted).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import torch  # noqa: E402
 
 from constructions import build_model  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
+from interp.model.run import residual_stream  # noqa: E402
 from interp.verify import verify  # noqa: E402
+from probes.linear import automaton_probe_data, residual_hooks  # noqa: E402
 
 CASES = [  # (construction, automaton, T, sampled words); the cross-check takes 4 words at T = 1024
     ("prefix_scan", "S3", 1024, 40),
@@ -31,6 +34,8 @@ CASES = [  # (construction, automaton, T, sampled words); the cross-check takes 
     ("gridworld", "grid5", 1024, 40),
 ]
 QUICK = [("prefix_scan", "S3", 256, 96), ("krohn_rhodes", "S4", 256, 96)]
+#: the probes' residual-stream caching (every resid hook of every block), 64 words at T = 256
+PROBE_CASES = [("prefix_scan", "S5", 256), ("krohn_rhodes", "S4", 256), ("gridworld", "grid5", 256)]
 
 
 def timed(model, T: int, samples: int, forward: str) -> tuple[float, dict]:
@@ -61,6 +66,23 @@ def main() -> None:
         print(f"{construction + ' ' + automaton:28s} {T:5d} {samples:5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
               f"{bare_rate / model_rate:5.1f}x  {details['path']}, {details['cross_checked_positions']} positions, "
               f"{details['max_logit_difference']:.1e}", flush=True)
+
+    print(f"\n{'residual caching (probes)':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}")
+    for construction, automaton, T in PROBE_CASES[:1] if args.quick else PROBE_CASES:
+        a = get_automaton(automaton)
+        model = build_model(construction, a, T)
+        tokens, _, _ = automaton_probe_data(model, a, a.sample(64, T, seed=0))
+        hooks = residual_hooks(model.cfg.n_layers)
+        times = {"model": [], "bare": []}
+        for _ in range(max(rounds, 2)):
+            for forward in ("model", "bare"):
+                start = time.perf_counter()
+                _, path = residual_stream(model, tokens, hooks, forward=forward)
+                times[forward].append(time.perf_counter() - start)
+                assert path == forward
+        model_rate, bare_rate = (tokens.size / statistics.median(times[f]) for f in ("model", "bare"))
+        print(f"{construction + ' ' + automaton:28s} {T:5d} {len(tokens):5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
+              f"{bare_rate / model_rate:5.1f}x", flush=True)
 
 
 if __name__ == "__main__":

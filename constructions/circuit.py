@@ -16,6 +16,11 @@ from constructions.gadgets import bos_token_io, one_hot_readout
 from interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
 from interp.tasks.automata import Semiautomaton
 
+#: Krohn–Rhodes's counters are Lemma 15 heads + staircases like ``modular_counter``'s, and round the same
+#: way on TransformerLens 4's bridge: krohn_rhodes C3 at T = 4096 there, its own forward, 0.99986 of
+#: 103 words; exact at 2048 (README, "TransformerLens 3.9 and 4.x"). 3.9 is exact to 4096.
+BRIDGE_FLOAT32_MAX_LENGTH = 2048
+
 __all__ = ["Circuit", "direction_sum", "finish"]
 
 
@@ -101,4 +106,5 @@ def finish(c: "Circuit", automaton: Semiautomaton, state: str, length: int, theo
         task={"kind": "automaton", "automaton": automaton.to_dict()},
         options=options,
         notes=notes,
+        bridge_float32_max_length=BRIDGE_FLOAT32_MAX_LENGTH,
     )

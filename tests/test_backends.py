@@ -115,11 +115,13 @@ def test_forward_pass_time_beside_hooked_transformer():
     assert mine > 0
 
 
-def test_lengths_past_the_bridge_float32_limit_are_refused():
+@pytest.mark.parametrize("construction", ["modular_counter", "krohn_rhodes"])
+def test_lengths_past_the_bridge_float32_limit_are_refused(construction):
     from constructions.counter import BRIDGE_FLOAT32_MAX_LENGTH
     from interp.errors import LengthError
 
-    spec = build_case("modular_counter", "C3", {}, BRIDGE_FLOAT32_MAX_LENGTH + 1)
+    spec = build_case(construction, "C3", {}, BRIDGE_FLOAT32_MAX_LENGTH + 1)
+    assert spec.bridge_float32_max_length == BRIDGE_FLOAT32_MAX_LENGTH
     if backend() == "TransformerBridge":
         with pytest.raises(LengthError, match="float64"):
             to_hooked(spec)

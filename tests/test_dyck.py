@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from constructions import build
-from constructions.dyck import build_dyck
+from constructions.dyck import MAX_LENGTH, build_dyck
 from interp.tasks.dyck import Dyck, parse_dyck_spec
 from interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
 from interp.verify import verify
@@ -177,9 +177,10 @@ def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("T, samples", [(1000, 200), (MAX_LENGTH, 100)])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_exact_with_many_samples_at_long_lengths(variant):
-    assert_exact(verify(build_dyck(Dyck(2, 4), 1000, variant), samples=200, seed=9))
+def test_exact_with_many_samples_at_long_lengths(variant, T, samples):
+    assert_exact(verify(build_dyck(Dyck(2, 4), T, variant), samples=samples, seed=9))
 
 
 def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty():

@@ -14,8 +14,9 @@ so this changes rounding only, and on the constructions whose MLP grows with T i
 work saved.
 
 Summation order differs from TransformerLens's, so logits agree to rounding, not bit for bit: the
-verifier runs both on a sample of every check and refuses to go on if a prediction differs
-(:func:`interp.verify.automaton.verify_automaton`). :func:`bare_forward` returns None for
+verifier runs both on a sample of every check and runs the model itself if a prediction differs
+(:class:`interp.verify.forward.CheckedForward`); the probes' :func:`interp.model.run.residual_stream`
+does the same with the residual stream. :func:`bare_forward` returns None for
 configurations it does not cover; callers then use the model itself.
 """
 
