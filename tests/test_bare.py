@@ -134,3 +134,16 @@ def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(mon
     assert path == "model"
     _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=["blocks.1.hook_resid_mid"])
     assert torch.equal(stream["blocks.1.hook_resid_mid"], cache["blocks.1.hook_resid_mid"])
+
+
+def test_wide_mlps_in_row_chunks_compute_what_one_pass_computes(monkeypatch):
+    import interp.model.bare as bare
+
+    model = MODELS["modular_counter/C5"]()
+    tokens = _tokens(model, np.random.default_rng(2))  # 16 × 65 rows, chunks of 64
+    with exact_precision():
+        monkeypatch.setattr(bare, "HIDDEN_CHUNK", 1 << 40)
+        whole = bare.bare_forward(model)(tokens)
+        monkeypatch.setattr(bare, "HIDDEN_CHUNK", 1)
+        chunked = bare.bare_forward(model)(tokens)
+    assert torch.allclose(whole, chunked, rtol=0, atol=1e-4) and torch.equal(whole.argmax(-1), chunked.argmax(-1))

@@ -11,7 +11,8 @@ Constructions read and write few residual coordinates (a counter's MLP reads one
 few state coordinates, whatever its width), so every projection keeps only the rows its input
 actually reads and the columns it writes (:class:`_Projection`): the dropped terms are exact zeros,
 so this changes rounding only, and on the constructions whose MLP grows with T it is most of the
-work saved.
+work saved. Those wide MLPs also run in chunks of rows whose hidden units fit a CPU cache
+(:data:`HIDDEN_CHUNK`; 2.0–2.6× on the counter and Krohn–Rhodes at T = 1024, measured alternating).
 
 Summation order differs from TransformerLens's, so logits agree to rounding, not bit for bit: the
 verifier runs both on a sample of every check and runs the model itself if a prediction differs
@@ -26,6 +27,9 @@ import math
 from typing import Any, Callable
 
 __all__ = ["bare_forward", "bare_unsupported"]
+
+#: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
+HIDDEN_CHUNK = 1 << 18
 
 
 class _Projection:
@@ -129,7 +133,12 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
             x = attn_out.add_into(x, z.transpose(1, 2).reshape(batch * n, -1))
             stream[f"blocks.{l}.hook_resid_mid"] = x
-            x = mlp_out.add_into(x, mlp_in(norm(x, ln2)).relu_())
+            h = norm(x, ln2)
+            rows = max(64, HIDDEN_CHUNK // max(1, mlp_in.W.shape[1]))
+            if len(h) <= rows:
+                x = mlp_out.add_into(x, mlp_in(h).relu_())
+            else:  # wide MLPs (a counter's staircase) in row chunks whose hidden units stay in cache
+                x = torch.cat([mlp_out.add_into(xc, mlp_in(hc).relu_()) for xc, hc in zip(x.split(rows), h.split(rows))])
             stream[f"blocks.{l}.hook_resid_post"] = x
         out = unembed(norm(x, final)).view(batch, n, -1)
         if not residuals:
