@@ -498,6 +498,8 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     identity = run_identity(task.to_dict(), shape, config)
     if resume and has_checkpoint(out):
         meta, tensors = _read_checkpoint(out)
+        for stale in out.glob(".checkpoint.*.tmp"):  # a write cut short by SIGKILL; the checkpoint itself is whole
+            stale.unlink(missing_ok=True)
         for key, value in identity.items():
             if meta.get(key) != value:
                 raise CheckpointError(f"{out}: cannot resume, the checkpoint has a different {key} "

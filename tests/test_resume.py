@@ -53,7 +53,7 @@ def _stop_with(sig: signal.Signals, out: Path, after_step: int, resume: bool) ->
         assert proc.returncode == 128 + sig, err
         assert f"interrupted at step {stopped_at} of {STEPS}" in err and "--resume" in err
         assert "Traceback" not in err and err.count("\n") == 1
-    assert not list(out.glob(".*.tmp")), "a temporary file was left behind"
+        assert not list(out.glob(".*.tmp")), "a temporary file was left behind"
     return stopped_at
 
 
@@ -74,6 +74,7 @@ def test_a_run_stopped_by_sigint_sigterm_and_sigkill_resumes_to_the_same_bits(tm
         step = _stop_with(sig, out, step, resume=i > 0)
     r = subprocess.run([*ARGV, "--out", str(out), "--resume"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
+    assert not list(out.glob(".*.tmp")), "a write cut short by SIGKILL was not cleaned up on resume"
     assert whole.wait(timeout=120) == 0, whole.stderr.read()
     _same_run(tmp_path / "whole", out)
 
@@ -100,7 +101,10 @@ def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeyp
         train(task, shape, config, tmp_path / "cut", progress=False)
     monkeypatch.setattr(training, "atomic_write", real)
     assert json.loads((tmp_path / "cut" / "checkpoint.json").read_text())["step"] == 10  # the stale copy
+    torn = tmp_path / "cut" / ".checkpoint.safetensors.x1y2.tmp"  # what a SIGKILL mid-write leaves
+    torn.write_bytes(b"half a file")
     train(task, shape, config, tmp_path / "cut", resume=True, progress=False)
+    assert not torn.exists()
     _same_run(tmp_path / "full", tmp_path / "cut")
 
 
