@@ -157,20 +157,6 @@ def preactivation_error(spec, tokens: np.ndarray) -> tuple[float, float, float]:
     return worst, logit_err, margin
 
 
-def dyck_walks(lang, n: int, T: int, rng: np.random.Generator) -> np.ndarray:
-    """Bracket words that open with probability 1/2 below depth D: long stretches near the bound."""
-    words = np.empty((n, T), dtype=np.int64)
-    for w in range(n):
-        stack: list[int] = []
-        for t in range(T):
-            if not stack or (len(stack) < lang.D and rng.random() < 0.5):
-                stack.append(int(rng.integers(lang.k)))
-                words[w, t] = 2 * stack[-1]
-            else:
-                words[w, t] = 2 * stack.pop() + 1
-    return words
-
-
 def preactivation_rows(samples: int) -> list[dict]:
     from interp.tasks.dyck import Dyck
 
@@ -183,7 +169,7 @@ def preactivation_rows(samples: int) -> list[dict]:
             if construction == "dyck":
                 lang = Dyck(2, 4)
                 spec = build("dyck", lang, T, **opts)
-                tokens = spec.card().io.encode(dyck_walks(lang, samples, T, np.random.default_rng(T)))
+                tokens = spec.card().io.encode(lang.sample(samples, T, seed=T))  # q = 1/2: long stretches near D
             else:
                 a = get_automaton(name)
                 spec = build(construction, a, T)

@@ -114,8 +114,10 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
         if not bool(used.all()):
             W_in, b_in, W_out = W_in[:, used], b_in[used], W_out[used]
         norms = [(sd[f"{p}.{n}.w"], sd[f"{p}.{n}.b"]) if ln else None for n in ("ln1", "ln2")]
+        chunk = max(64, HIDDEN_CHUNK // max(1, W_in.shape[1]))  # rows per MLP pass
         blocks.append((_Projection(W_qkv, b_qkv), _Projection(W_O, sd[f"{p}.attn.b_O"], restrict_out=True),
-                       _Projection(W_in, b_in), _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True), norms))
+                       _Projection(W_in, b_in), _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True), norms,
+                       chunk))
     final = (sd["ln_final.w"], sd["ln_final.b"]) if ln else None
     W_E, W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
     unembed = _Projection(sd["unembed.W_U"], sd["unembed.b_U"])
@@ -127,14 +129,13 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
         batch, n = tokens.shape
         stream = {}
         x = (W_E[tokens] + W_pos[:n]).reshape(batch * n, -1)
-        for l, (qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2)) in enumerate(blocks):
+        for l, (qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2), rows) in enumerate(blocks):
             stream[f"blocks.{l}.hook_resid_pre"] = x
             q, k, v = qkv_in(norm(x, ln1)).view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
             z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
             x = attn_out.add_into(x, z.transpose(1, 2).reshape(batch * n, -1))
             stream[f"blocks.{l}.hook_resid_mid"] = x
             h = norm(x, ln2)
-            rows = max(64, HIDDEN_CHUNK // max(1, mlp_in.W.shape[1]))
             if len(h) <= rows:
                 x = mlp_out.add_into(x, mlp_in(h).relu_())
             else:  # wide MLPs (a counter's staircase) in row chunks whose hidden units stay in cache

@@ -1,7 +1,7 @@
 """Which forward pass a verification runs: the bare one, cross-checked, or the model's own.
 
 :func:`interp.model.bare.bare_forward` computes the same function as TransformerLens on the same
-weights, 1.5–8× faster in verification at T = 1024 (``make bench``), but sums in another order. So every input
+weights, 3–7× faster in verification at T = 1024 (``make bench``), but sums in another order. So every input
 set a verification checks starts with a sample run through both: the predictions (argmax at every
 position) must be identical, and the largest logit difference is recorded. One disagreement and the
 rest of the verification runs on the model itself, and the result says so.
