@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from interp.errors import CheckpointError, Interrupted, SandboxError
-from interp.files import atomic_write
+from interp.files import atomic_write, remove_torn_writes
 from interp.model.card import normalise_task
 from interp.train_defaults import TASK_DEFAULTS, task_defaults
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
@@ -498,8 +498,8 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     identity = run_identity(task.to_dict(), shape, config)
     if resume and has_checkpoint(out):
         meta, tensors = _read_checkpoint(out)
-        for stale in out.glob(".checkpoint.*.tmp"):  # a write cut short by SIGKILL; the checkpoint itself is whole
-            stale.unlink(missing_ok=True)
+        for name in (CKPT_WEIGHTS, CKPT_META):  # a save that SIGKILL cut short; the checkpoint itself is whole
+            remove_torn_writes(out / name)
         for key, value in identity.items():
             if meta.get(key) != value:
                 raise CheckpointError(f"{out}: cannot resume, the checkpoint has a different {key} "
