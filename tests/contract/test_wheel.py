@@ -1,0 +1,72 @@
+"""The package installs from a wheel, not only editable: the wheel holds every module of the source
+tree, and the installed copy runs from a directory outside the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("interp", "constructions", "probes")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Built from a copy of what a clone holds: a ``build/`` folder left in the checkout would hand an old
+    build's files to the new wheel (and hide a package list that misses some)."""
+    out, src = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                        "-w", str(out), str(src)], capture_output=True, text=True, cwd=out, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (path,) = out.glob("sandbox_lens-*.whl")
+    return path
+
+
+def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
+    source = {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    packaged = {n for n in names if n.split("/")[0] in PACKAGES}
+    assert source - packaged == set(), f"missing from the wheel: {sorted(source - packaged)[:10]}"
+    assert packaged - source == set(), f"in the wheel but not in the tree: {sorted(packaged - source)[:10]}"
+    assert "interp = interp.cli:main" in entry_points
+
+
+def test_the_installed_wheel_runs_from_another_directory(wheel, tmp_path):
+    """Installed apart from the checkout (its dependencies from this environment), imported and run
+    from a folder that is not the repository: `interp verify` is exact."""
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
+                        str(target), str(wheel)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    # this environment may also hold the checkout as an editable install: its import hook goes, so every
+    # project module must come from the wheel
+    script = elsewhere / "run.py"
+    script.write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith('__editable__')]\n"
+        "import constructions, probes, interp\n"
+        "from interp.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "mine = [m for name, m in sys.modules.items() if name.split('.')[0] in ('interp', 'constructions', 'probes')]\n"
+        "print('FROM', sorted({str(getattr(m, '__file__', '') or '').split('/site/')[0] for m in mine}))\n"
+        "sys.exit(code)\n")
+    r = subprocess.run([sys.executable, str(script), "verify", "prefix_scan", "--automaton", "parity", "--length",
+                        "16", "--samples", "50"], capture_output=True, text=True, cwd=elsewhere, env=env, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    assert r.stdout.startswith("EXACT"), r.stdout
+    assert f"FROM ['{tmp_path}']" in r.stdout, r.stdout
