@@ -28,6 +28,7 @@ import numpy as np
 
 from interp.errors import ConstructionError, LengthError
 from interp.tasks import ffl
+from interp.tasks.kinds import FFL
 from interp.model.card import TokenIO
 from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 
@@ -83,9 +84,7 @@ def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
     ``task`` may be ``None`` or an ``interp.tasks.batches.FFLTask``: the output at a read is exact
     for every p, so the weights do not depend on it.
     """
-    if task is not None and getattr(task, "kind", None) != "ffl":
-        raise ConstructionError("ffl models the flip-flop language (interp.tasks.batches.FFLTask); "
-                                "for the flip-flop automaton use the memory construction")
+    FFL.check_source("ffl", task)
     if not isinstance(length, int) or not 2 <= length <= MAX_LENGTH:
         raise LengthError(f"ffl is verified for inputs of 2..{MAX_LENGTH} tokens, got {length}")
 

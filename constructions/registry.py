@@ -20,10 +20,9 @@ from typing import Any, Callable
 
 from interp.errors import ConstructionError
 from interp.model.spec import ConstructionSpec
+from interp.tasks.kinds import task_kind
 
-__all__ = ["REGISTRY", "build", "Entry", "Option", "INPUTS"]
-
-INPUTS = ("automaton", "dyck", "ffl")
+__all__ = ["REGISTRY", "build", "Entry", "Option"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class Entry:
     function: str
     theorem: str
     summary: str
-    takes: str  # one of INPUTS
+    takes: str  # the task kind it models (interp.tasks.kinds)
     options: dict[str, Option] = field(default_factory=dict)
     # old option spellings: name -> function(value) -> {new name: new value}
     deprecated: dict[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict)
@@ -160,22 +159,8 @@ def validate(name: str, source: Any, options: dict[str, Any]) -> tuple[Entry, di
 
 
 def _check_source(name: str, takes: str, source: Any) -> None:
-    if takes == "ffl":
-        if source is not None and getattr(source, "kind", None) != "ffl":
-            raise ConstructionError(f"{name} models the flip-flop language and takes no automaton "
-                                    "(for the flip-flop automaton: the memory construction)")
-        return
-    if takes == "dyck":
-        from interp.tasks.dyck import Dyck
-
-        if not isinstance(source, Dyck):
-            raise ConstructionError(f"{name} needs a Dyck language (--dyck K,D), not {type(source).__name__}")
-        return
-    from interp.tasks.automata import Semiautomaton
-
-    if not isinstance(source, Semiautomaton):
-        what = "a Dyck language" if type(source).__name__ == "Dyck" else type(source).__name__
-        raise ConstructionError(f"{name} needs an automaton, not {what}")
+    """The construction's task kind refuses a source it cannot be built from (one line)."""
+    task_kind(takes).check_source(name, source)
 
 
 def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSpec:

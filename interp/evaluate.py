@@ -20,53 +20,28 @@ exact construction of a twin's task, evaluated beside it on the same words.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from interp.errors import ConstructionError, LengthError, SandboxError
-from interp.model.run import predict
+from interp.errors import ConstructionError, LengthError
+from interp.model.run import logits, predict
 from interp.tasks import ffl
-from interp.tasks.automata import Semiautomaton, parse_automaton_json
-from interp.tasks.batches import step_rng
-from interp.tasks.dyck import Dyck
+from interp.tasks.kinds import resolve, task_kind
+from interp.tasks.shifts import (Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts,  # noqa: F401
+                                 parse_probs)
 
-__all__ = ["Shift", "evaluate", "automaton_shifts", "ffl_shifts", "dyck_shifts", "skyline", "task_of",
-           "parse_probs", "DEFAULT_SAMPLES"]
+__all__ = ["Shift", "ShiftError", "evaluate", "automaton_shifts", "ffl_shifts", "dyck_shifts", "skyline", "task_of",
+           "parse_probs", "DEFAULT_SAMPLES", "score_automaton", "score_ffl", "score_dyck", "score_batch"]
 
 DEFAULT_SAMPLES = 500
 
 
-class ShiftError(SandboxError, ValueError):
-    """A shift that makes no sense for the task (probabilities of the wrong length, p outside [0, 1), ...)."""
-
-
-@dataclass
-class Shift:
-    """One evaluation set: ``label`` for the report, ``params`` for the record, and what draws it."""
-
-    label: str
-    kind: str  # automaton | ffl | dyck
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def length(self) -> int:
-        return int(self.params.get("length") or self.params.get("band", (0, 0))[1])
-
-
 # -- the task a model is about -------------------------------------------------------------------
 def task_of(model) -> tuple[str, Any]:
-    """(kind, the automaton / Dyck language / None) that a sandbox-lens model's card names."""
-    task = model.card.task
-    kind = task.get("kind")
-    if kind == "automaton":
-        return kind, parse_automaton_json(json.dumps(task["automaton"]), "<model card>")
-    if kind == "dyck":
-        return kind, Dyck(task["k"], task["D"], task["q"])
-    if kind == "ffl":
-        return kind, None
-    raise ConstructionError(f"cannot evaluate a model of task kind {kind!r}")
+    """(kind, what the task is about: the automaton / Dyck language / None) that a model's card names."""
+    kind = model.card.task_kind
+    return kind.name, kind.source(model.card.task)
 
 
 def _check_length(model, length: int) -> None:
@@ -83,95 +58,7 @@ def _check_length(model, length: int) -> None:
                       f"(rebuild it with --length {length})")
 
 
-# -- shifts ------------------------------------------------------------------------------------
-def parse_probs(text: str, n_symbols: int) -> list[float]:
-    """``"0.95,0.05"`` → a distribution over the alphabet (it must have one entry per symbol)."""
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ShiftError(f"--probs takes comma-separated numbers, got {text!r}") from None
-    if len(values) != n_symbols:
-        raise ShiftError(f"--probs {text!r} has {len(values)} entries; the alphabet has {n_symbols} symbols")
-    if any(not np.isfinite(v) or v < 0 for v in values) or not np.isclose(sum(values), 1.0, atol=1e-6):
-        raise ShiftError(f"--probs {text!r} must be non-negative and sum to 1")
-    return values
-
-
-def automaton_shifts(automaton: Semiautomaton, length: int, probs: Sequence[Sequence[float]] = (),
-                     counts: Sequence[int] = (), count_symbol: int = 1) -> list[Shift]:
-    """Uniform words at ``length``, then one shift per distribution in ``probs`` and per count in ``counts``."""
-    if length < 1:
-        raise ShiftError(f"the length must be ≥ 1, got {length}")
-    shifts = [Shift(f"uniform, T={length}", "automaton", {"length": length})]
-    for p in probs:
-        p = [float(x) for x in p]
-        if len(p) != automaton.n_symbols:
-            raise ShiftError(f"a distribution over {automaton.name}'s {automaton.n_symbols} symbols needs "
-                             f"{automaton.n_symbols} probabilities, got {len(p)}")
-        label = "Pr = (" + ", ".join(f"{x:g}" for x in p) + f"), T={length}"
-        shifts.append(Shift(label, "automaton", {"length": length, "probs": p}))
-    if counts and not 0 <= count_symbol < automaton.n_symbols:
-        raise ShiftError(f"--count-symbol must name one of {automaton.n_symbols} symbols")
-    for c in counts:
-        if not 0 <= c <= length:
-            raise ShiftError(f"a count must lie in 0..{length}, got {c}")
-        sym = automaton.alphabet[count_symbol]
-        shifts.append(Shift(f"#{sym} = {c}, T={length}", "automaton",
-                            {"length": length, "count": int(c), "count_symbol": int(count_symbol)}))
-    return shifts
-
-
-def ffl_shifts(length: int, ps: Sequence[float] = (0.8, 0.98, 0.1)) -> list[Shift]:
-    if length < 2:
-        raise ShiftError(f"flip-flop inputs have at least 2 tokens, got {length}")
-    out = []
-    for p in ps:
-        try:
-            ffl.check_p(float(p))
-        except SandboxError as e:
-            raise ShiftError(str(e)) from None
-        out.append(Shift(f"FFL({p:g}), {length} tokens", "ffl", {"length": length, "p": float(p)}))
-    return out
-
-
-def dyck_shifts(lang: Dyck, bands: Sequence[tuple[int, int]], qs: Sequence[float] = (),
-                depths: Sequence[int] = ()) -> list[Shift]:
-    """Per length band: the training law, then each other open-bracket probability ``qs``, then each
-    maximum depth in ``depths`` (prefixes of Dyck_{k,D'} with D' ≤ D: deeper words are not in the
-    model's language)."""
-    settings = [(lang.q, lang.D), *((float(q), lang.D) for q in qs), *((lang.q, int(d)) for d in depths)]
-    out = []
-    for q, D in settings:
-        if not 0.0 < float(q) < 1.0:
-            raise ShiftError(f"q must lie in (0, 1), got {q}")
-        if not 1 <= D <= lang.D:
-            raise ShiftError(f"a depth shift D' must lie in 1..{lang.D} (the model's language has depth ≤ {lang.D}), got {D}")
-        for lo, hi in bands:
-            if not 2 <= lo <= hi:
-                raise ShiftError(f"a length band needs 2 ≤ lo ≤ hi, got {lo}-{hi}")
-            label = f"{lo}-{hi}, q={float(q):g}" + (f", D={D}" if D != lang.D else "")
-            out.append(Shift(label, "dyck", {"band": (int(lo), int(hi)), "q": float(q), "D": int(D)}))
-    return out
-
-
-# -- drawing the words ---------------------------------------------------------------------------
-def _automaton_words(a: Semiautomaton, shift: Shift, n: int, seed: int) -> np.ndarray:
-    rng = step_rng(seed, 0, stream=5)
-    T = shift.params["length"]
-    if "probs" in shift.params:
-        return rng.choice(a.n_symbols, size=(n, T), p=np.asarray(shift.params["probs"]) / sum(shift.params["probs"]))
-    if "count" in shift.params:
-        c, s = shift.params["count"], shift.params["count_symbol"]
-        others = [x for x in range(a.n_symbols) if x != s]
-        if not others and c != T:
-            raise ShiftError(f"{a.name} has one symbol: every word of length {T} has {T} of it")
-        words = rng.choice(others, size=(n, T)) if others else np.full((n, T), s)
-        for row in words:  # exactly c occurrences of s at uniformly random positions
-            row[rng.choice(T, size=c, replace=False)] = s
-        return words
-    return rng.integers(a.n_symbols, size=(n, T))
-
-
+# -- scoring: one row per (model, shift) ------------------------------------------------------
 def _row(label: str, params: dict, correct: np.ndarray, scored: np.ndarray, final_ok: np.ndarray) -> dict[str, Any]:
     n_scored = int(scored.sum())
     return {"shift": label, **{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
@@ -180,7 +67,9 @@ def _row(label: str, params: dict, correct: np.ndarray, scored: np.ndarray, fina
             "scored": n_scored, "inputs": int(len(correct))}
 
 
-def _evaluate_automaton(model, a: Semiautomaton, shift: Shift, words: np.ndarray) -> dict[str, Any]:
+def score_automaton(model, task: dict[str, Any], shift: Shift, words: np.ndarray) -> dict[str, Any]:
+    """Automata: every position's state; per-position accuracy and the share of words with any wrong state."""
+    a = task_kind(task).source(task)
     pred = predict(model, words)
     ok = pred == a.run(words)
     row = _row(shift.label, shift.params, ok, np.ones_like(ok, dtype=bool), ok[:, -1])
@@ -189,7 +78,8 @@ def _evaluate_automaton(model, a: Semiautomaton, shift: Shift, words: np.ndarray
     return row
 
 
-def _evaluate_ffl(model, shift: Shift, strings: np.ndarray) -> dict[str, Any]:
+def score_ffl(model, task: dict[str, Any], shift: Shift, strings: np.ndarray) -> dict[str, Any]:
+    """The flip-flop language: every read; read errors and strings with any wrong read (the thesis's glitches)."""
     # the last token is the final read's answer: nothing is predicted after it, and a twin's context
     # (T − 1 tokens, as it was trained) does not hold it
     written, reads = ffl.read_targets(strings)
@@ -206,9 +96,13 @@ def _evaluate_ffl(model, shift: Shift, strings: np.ndarray) -> dict[str, Any]:
     return row
 
 
-def _evaluate_dyck(model, lang: Dyck, shift: Shift, prefixes: list[np.ndarray]) -> dict[str, Any]:
+def score_dyck(model, task: dict[str, Any], shift: Shift, prefixes: list[np.ndarray]) -> dict[str, Any]:
+    """Dyck: the closing bracket that ends each prefix, predicted after the rest (the thesis's accuracy)."""
+    from interp.tasks.dyck import Dyck
     from interp.verify.dyck import closing_only, next_token_probabilities, predicted_bracket
 
+    source = task_kind(task).source(task)
+    lang = Dyck(source.k, shift.params.get("D", source.D), shift.params["q"])
     lenient = closing_only(lang)
     # the thesis's accuracy: the last (closing) bracket of each prefix, predicted after the rest
     # (the last bracket is only a target: the model reads BOS and the n − 1 brackets before it)
@@ -217,6 +111,19 @@ def _evaluate_dyck(model, lang: Dyck, shift: Shift, prefixes: list[np.ndarray]) 
     ok_arr = np.asarray(ok)
     row = _row(shift.label, shift.params, ok_arr[:, None], np.ones((len(ok_arr), 1), dtype=bool), ok_arr)
     row["any_error_rate"] = float(1 - ok_arr.mean())  # one scored bracket per prefix
+    return row
+
+
+def score_batch(model, task: dict[str, Any], shift: Shift, batch: Any) -> dict[str, Any]:
+    """Any kind: argmax against the targets at the batch's scored positions (a training task's batch)."""
+    correct = np.zeros(batch.targets.shape, dtype=bool)
+    for start, lg in logits(model, batch.tokens):
+        correct[start: start + len(lg)] = lg.argmax(-1).numpy() == batch.targets[start: start + len(lg)]
+    scored = batch.score_mask
+    last = np.where(scored.any(axis=1), scored.shape[1] - 1 - np.argmax(scored[:, ::-1], axis=1), -1)
+    rows = np.flatnonzero(last >= 0)
+    row = _row(shift.label, shift.params, correct, scored, correct[rows, last[rows]])
+    row["any_error_rate"] = float((scored & ~correct).any(axis=1).mean())
     return row
 
 
@@ -229,54 +136,38 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
         raise ShiftError("--samples must be ≥ 1")
     if not models:
         raise ShiftError("nothing to evaluate")
-    kind, source = task_of(next(iter(models.values())))
+    card = next(iter(models.values())).card
+    kind, task = card.task_kind, card.task
     for name, model in models.items():
-        if model.card.kind != kind:
-            raise ShiftError(f"{name} models another task ({model.card.kind}, not {kind})")
+        if model.card.task_kind is not kind:
+            raise ShiftError(f"{name} models another task ({model.card.kind}, not {kind.name})")
         for shift in shifts:
-            if shift.kind != kind:
-                raise ShiftError(f"a {shift.kind} shift ({shift.label}) does not apply to a {kind} model")
+            if shift.kind != kind.name:
+                raise ShiftError(f"a {shift.kind} shift ({shift.label}) does not apply to a {kind.name} model")
             _check_length(model, shift.length())
+    score = resolve(kind.evaluator or "interp.evaluate:score_batch")
     rows = []
     for i, shift in enumerate(tqdm(shifts, disable=not progress, desc="shifts", unit="shift", leave=False)):
-        if kind == "automaton":
-            inputs: Any = _automaton_words(source, shift, samples, seed + i)
-        elif kind == "ffl":
-            inputs = ffl.sample_ffl(shift.params["p"], samples, shift.params["length"], step_rng(seed + i, 0, stream=5))
-        else:
-            lang = Dyck(source.k, shift.params.get("D", source.D), shift.params["q"])
-            inputs = lang.closing_prefixes(samples, shift.params["band"], seed=seed + i)
+        inputs = kind.draw(task, shift, samples, seed + i)
         for name, model in models.items():
-            if kind == "automaton":
-                row = _evaluate_automaton(model, source, shift, inputs)
-            elif kind == "ffl":
-                row = _evaluate_ffl(model, shift, inputs)
-            else:
-                row = _evaluate_dyck(model, Dyck(source.k, shift.params.get("D", source.D), shift.params["q"]), shift, inputs)
-            rows.append({"model": name, **row})
+            rows.append({"model": name, **score(model, task, shift, inputs)})
     return rows
 
 
 # -- the exact skyline ---------------------------------------------------------------------------
-#: Tried in this order for an automaton twin; the first that accepts the automaton is the skyline.
-SKYLINE_ORDER = ("modular_counter", "memory", "gridworld", "krohn_rhodes", "prefix_scan")
-
-
 def skyline(model, length: int):
     """The exact construction of the model's task, built for inputs of up to ``length`` (or None
-    when the model is itself a construction, or none applies at that length)."""
+    when the model is itself a construction, or none applies at that length): the first of the kind's
+    constructions (the registry's order) that accepts the task."""
     from constructions import build_model
 
     if model.card.construction != "trained":
         return None
-    kind, source = task_of(model)
-    if kind == "ffl":
-        return build_model("ffl", None, max(2, length))
-    if kind == "dyck":
-        return build_model("dyck", source, max(1, length), variant="stack")
-    for name in SKYLINE_ORDER:
+    kind = model.card.task_kind
+    source = kind.source(model.card.task)
+    for name in kind.constructions:
         try:
-            return build_model(name, source, length)
+            return build_model(name, source, max(kind.min_length, length), **kind.skyline_options)
         except ConstructionError:
             continue
     return None

@@ -27,20 +27,19 @@ def start_from(construction: str, task, config, layers: Sequence[str] = DEFAULT_
     """
     from constructions import build
     from interp.model.card import TokenIO
+    from interp.tasks.kinds import task_kind
     from interp.train import ModelShape
 
     name, _, variant = construction.partition(":")
     if variant and name != "dyck":
         raise SandboxError(f"--init-from {construction}: only dyck has variants")
-    if task.kind == "dyck":
-        spec = build(name, task.lang, (length or task.length - 1) + extra, **({"variant": variant} if variant else {}))
-    elif task.kind == "ffl":
-        spec = build(name, None, (length or task.length - 1) + extra)
-    else:
-        spec = build(name, task.automaton, (length or task.length) + extra)
-        if spec.io != TokenIO.after_bos(task.automaton.n_symbols):
-            raise SandboxError(f"{name} reads its inputs with another token layout than the twin (BOS, then the "
-                               f"symbols); it cannot be a starting point")
+
+    source, covered = task_kind(task).construction_input(task)
+    spec = build(name, source, (length or covered) + extra, **({"variant": variant} if variant else {}))
+    layout = task.token_layout()
+    if spec.io != TokenIO(layout.prefix, layout.symbol_tokens):
+        raise SandboxError(f"{name} reads its inputs with another token layout than the twin "
+                           f"({' '.join(layout.input_names[:3])} ...); it cannot be a starting point")
     twin = ModelShape(n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, d_head=spec.d_head,
                       d_mlp=spec.d_mlp, normalization="none", positional="learned", n_ctx=spec.n_ctx)
     layers = tuple(layers)

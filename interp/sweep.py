@@ -25,7 +25,7 @@ import numpy as np
 
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
-from interp.tasks.batches import task_from_dict
+from interp.tasks.kinds import task_from_dict
 from interp.train import METRICS, ModelShape, TrainConfig, has_checkpoint, run_identity, train
 
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]

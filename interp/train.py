@@ -35,11 +35,11 @@ import numpy as np
 from interp.errors import CheckpointError, Interrupted, SandboxError
 from interp.files import atomic_write, remove_torn_writes
 from interp.model.card import normalise_task
-from interp.train_defaults import TASK_DEFAULTS, task_defaults
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
+from interp.tasks.batches import step_rng
+from interp.tasks.kinds import task_from_dict, task_kind
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
-           "TASK_DEFAULTS", "task_defaults", "has_checkpoint"]
+           "task_defaults", "has_checkpoint"]
 
 #: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
 #: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
@@ -162,14 +162,18 @@ class TrainConfig:
         return self.lr * (0.5 * (1 + math.cos(math.pi * frac)) if self.schedule == "cosine" else 1 - frac)
 
 
+def task_defaults(task) -> dict[str, Any]:
+    """Steps, learning rate and target accuracy of a twin of ``task``'s kind (`interp train` and `interp
+    compare`'s twin share them; the registry holds them)."""
+    return dict(task_kind(task).train_defaults)
+
+
 def default_shape(task, arch: str = "transformer") -> ModelShape:
-    """The thesis's Dyck models (2 layers, 1 head, width 50); small GPT-style models otherwise;
-    the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer) for ``arch="lstm"``."""
+    """The kind's twin shape (the thesis's Dyck models: 2 layers, 1 head, width 50; small GPT-style
+    models otherwise); the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer) for ``arch="lstm"``."""
     if arch == "lstm":
         return ModelShape(n_layers=1, d_model=64, n_heads=1, arch="lstm", hidden=128)
-    if isinstance(task, DyckTask):
-        return ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50)
-    return ModelShape()
+    return ModelShape(**task_kind(task).twin_shape)
 
 
 def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
@@ -390,19 +394,13 @@ def _task_label(d: Any) -> str:
 def _card(task, meta: dict[str, Any]):
     from interp.model.card import ModelCard, TokenIO
 
-    n_sym = task.d_vocab - 1
-    if isinstance(task, AutomatonTask):
-        outputs, tokens = list(task.automaton.states), ["BOS", *task.automaton.alphabet]
-    elif isinstance(task, DyckTask):
-        outputs, tokens = task.lang.bracket_names, ["BOS", *task.lang.bracket_names]
-    else:
-        outputs, tokens = list(FFLTask.VOCAB), list(FFLTask.VOCAB)
-    io = TokenIO.after_bos(n_sym) if not isinstance(task, FFLTask) else TokenIO((), tuple(range(len(FFLTask.VOCAB))))
+    layout = task.token_layout()
+    io = TokenIO(layout.prefix, layout.symbol_tokens)
     shape = ModelShape(**meta["shape"])
     # Learned positions past the training context never received a gradient: such a twin is only
     # defined up to its training length. Fixed codes (sinusoidal, linear, none) reach n_ctx.
     capacity = (MAX_N_CTX if shape.arch == "lstm" else shape.context(task)) - len(io.prefix)
-    if isinstance(task, (FFLTask, DyckTask)):
+    if task_kind(task).next_token:
         capacity += 1  # the last token (a read's answer, the closing bracket) is predicted, never read
     config = meta.get("config", {})
     # positions copied from a construction and frozen are the construction's: defined over the whole context
@@ -416,7 +414,7 @@ def _card(task, meta: dict[str, Any]):
     return ModelCard(
         construction="trained", theorem="", task=task.to_dict(), io=io,
         max_length=max_length, verified_dtypes=("float32",),
-        input_tokens=tokens, output_names=outputs, residual_labels=[], block_labels=[],
+        input_tokens=layout.input_names, output_names=layout.output_names, residual_labels=[], block_labels=[],
         attention_blocks=list(range(meta["shape"]["n_layers"])) if shape.arch == "transformer" else [],
         options={"step": meta["step"], "trained_length": task.length, "arch": shape.arch,
                  "positional": positional if shape.arch == "transformer" else "none (recurrent)",
@@ -479,11 +477,12 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         raise SandboxError(f"--pos-shift {config.pos_shift} needs a context of at least "
                            f"{task.n_ctx + config.pos_shift} positions (--n-ctx)")
     if config.contrastive:
-        if task.kind != "dyck":
+        room = getattr(task, "contrastive_room", None)
+        if room is None:
             raise SandboxError("the contrastive (balance) regulariser is defined for Dyck tasks")
-        if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + 2 * task.lang.D:
-            raise SandboxError(f"--contrastive puts up to {task.lang.D} matched pairs before each input: it needs a "
-                               f"transformer with --n-ctx ≥ {task.n_ctx + 2 * task.lang.D}")
+        if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + room:
+            raise SandboxError(f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
+                               f"transformer with --n-ctx ≥ {task.n_ctx + room}")
     _initialise_and_freeze(model, config, init_spec)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -20,8 +20,9 @@ import numpy as np
 
 from interp.errors import AutomatonError, VocabularyError
 from interp.model.run import attention_patterns
-from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.automata import Semiautomaton
 from interp.tasks.gridworld import last_boundary_positions
+from interp.tasks.kinds import AUTOMATON
 
 __all__ = ["BoundaryScores", "boundary_detector_scores"]
 
@@ -53,13 +54,11 @@ def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton 
     layout); ``automaton`` defaults to the card's. ``words`` are symbol-index sequences of
     equal length.
     """
-    import json
-
     card = model.card
     if automaton is None:
-        if card.kind != "automaton":
+        if card.task_kind is not AUTOMATON:
             raise AutomatonError(f"the boundary detector score needs an automaton model, not a {card.kind} one")
-        automaton = parse_automaton_json(json.dumps(card.task["automaton"]), "<model card>")
+        automaton = card.source
     if any("," in s for s in automaton.states) or automaton.states != tuple(str(q) for q in range(automaton.n_states)):
         raise AutomatonError("the boundary detector score is defined for 1-D gridworlds (states 0..S)")
     words = np.atleast_2d(np.asarray(words, dtype=np.int64))

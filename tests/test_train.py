@@ -12,7 +12,8 @@ import torch
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, SandboxError
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng, task_from_dict
+from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
+from interp.tasks.kinds import task_from_dict
 from interp.sweep import run_sweep
 from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 
@@ -146,7 +147,7 @@ def test_cli_train(tmp_path):
             "--d-model", "16", "--out", str(tmp_path / "old"))
     assert r.returncode == 0 and "interp: warning: `interp train flipflop` is now `interp train ffl`" in r.stderr
     assert json.loads((tmp_path / "old" / "metrics.json").read_text())["task"]["kind"] == "ffl"
-    for argv, message in ((("dyck", "--out", "x"), "--dyck"), (("automaton", "--dyck", "2,4", "--out", "x"), "--automaton"),
+    for argv, message in ((("dyck", "--out", "x"), "--dyck"), (("automaton", "--dyck", "2,4", "--out", "x"), "--dyck goes with `train dyck`"),
                           (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds")):
         r = run(*argv)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr

@@ -59,7 +59,10 @@ print("skyline:", exact.card.construction)
 # ## Under shift
 #
 # The same words for both models: other symbol distributions, words with a given number of ones,
-# and a longer length. The twin's final position fails on words whose count of ones it rarely saw.
+# and a longer length. The construction is exact on every one. The twin is not: 400 steps leave it
+# short of parity, and its accuracy at the last position depends on how many ones the word holds —
+# which counts it gets right differs from seed to seed (and, through rounding during training, from
+# one CPU to another), so the cell checks only what holds for any such twin.
 
 # %%
 shifts = automaton_shifts(parity, 16, probs=[[0.95, 0.05], [0.5, 0.5], [0.05, 0.95]], counts=[0, 2, 8, 14, 16])
@@ -69,7 +72,9 @@ for r in rows:
     print(f"{r['model']:16s} {r['shift']:26s} accuracy {r['accuracy']:.3f}  final {r['final_accuracy']:.3f}")
 assert all(r["accuracy"] == 1.0 for r in rows if r["model"] == "modular_counter")
 twin_rows = {r["shift"]: r for r in rows if r["model"] == "twin"}
-assert twin_rows["#1 = 16, T=16"]["final_accuracy"] < twin_rows["Pr = (0.5, 0.5), T=16"]["final_accuracy"]
+by_count = [twin_rows[f"#1 = {c}, T=16"]["final_accuracy"] for c in (0, 2, 8, 14, 16)]
+assert min(r["accuracy"] for r in twin_rows.values()) < 1.0  # not exact under shift
+assert max(by_count) - min(by_count) > 0.1  # what it computes depends on the count of ones: not parity
 
 # %%
 counts = [0, 2, 8, 14, 16]

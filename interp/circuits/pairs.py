@@ -35,12 +35,16 @@ import numpy as np
 
 from interp.errors import SandboxError
 
-__all__ = ["Pairs", "make_pairs", "CORRUPTIONS", "CorruptionError", "METRICS"]
+__all__ = ["Pairs", "make_pairs", "corruptions", "CorruptionError", "METRICS"]
 
 METRICS = ("logit_diff", "kl")
 
-CORRUPTIONS = {"automaton": ("symbol", "resample"), "dyck": ("bracket-type", "resample"),
-               "ffl": ("bit", "instruction", "resample")}
+
+def corruptions(kind: str) -> tuple[str, ...]:
+    """The corruptions a task kind can produce (the registry's; the first is the default)."""
+    from interp.tasks.kinds import task_kind
+
+    return task_kind(kind).corruptions
 
 
 class CorruptionError(SandboxError, ValueError):
@@ -119,11 +123,11 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     import torch
 
     card = model.card
-    kind = card.kind
-    choices = CORRUPTIONS[kind]
+    kind = card.task_kind
+    choices = kind.corruptions
     corruption = corruption or choices[0]
     if corruption not in choices:
-        raise CorruptionError(f"a {kind} task cannot produce the corruption {corruption!r} "
+        raise CorruptionError(f"a {kind.name} task cannot produce the corruption {corruption!r} "
                               f"(it has: {', '.join(choices)})")
     if n < 1:
         raise CorruptionError(f"need at least one pair, got {n}")
@@ -133,37 +137,13 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     if not 1 <= T <= longest:
         raise CorruptionError(f"pairs of length {T} do not fit the model (1..{longest})")
     rng = np.random.default_rng(seed)
-    outputs = np.arange(model.cfg.d_vocab_out)
-    if kind == "automaton":
-        from interp.verify.automaton import card_automaton
-
-        a = card_automaton(card)
-        clean_w = a.sample(n, T, rng)
-        corrupt_w = _corrupt_symbol(clean_w, a.n_symbols, rng) if corruption == "symbol" else a.sample(n, T, rng)
-        clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
-        read = np.zeros(clean.shape, dtype=bool)
-        read[:, P:] = True
-        read_x = read
-    elif kind == "dyck":
-        from interp.verify.dyck import dyck_of
-
-        lang = dyck_of(card)
-        clean_w = lang.sample(n, T, seed=int(rng.integers(2**31)))
-        if corruption == "bracket-type":
-            if lang.k < 2:
-                raise CorruptionError(f"{lang.name} has one bracket type: no bracket-type swap (use --corrupt resample)")
-            corrupt_w = _swap_bracket_type(clean_w, lang.k, rng)
-        else:
-            corrupt_w = lang.sample(n, T, seed=int(rng.integers(2**31)))
-        clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
-        outputs = np.arange(1, 2 * lang.k, 2)  # the closing brackets
-        read, read_x = _open_stack(clean_w, P), _open_stack(corrupt_w, P)
-    else:
-        from interp.tasks.ffl import R, sample_ffl
-
-        clean = sample_ffl(0.8, n, T, rng)
-        corrupt = _corrupt_ffl(clean, corruption, rng)
-        read = read_x = clean == R
+    try:
+        clean_w, corrupt_w, read_w, read_xw, readout = kind.pair_words(card.source, n, T, corruption, rng)
+    except SandboxError as e:  # the kind's own refusal (one symbol, one bracket type, ...)
+        raise CorruptionError(str(e)) from None
+    clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
+    outputs = np.arange(model.cfg.d_vocab_out) if readout is None else readout
+    read, read_x = (np.concatenate([np.zeros((n, P), dtype=bool), r], axis=1) for r in (read_w, read_xw))
     from interp.model.run import exact_precision
 
     with exact_precision():
@@ -172,7 +152,7 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     yc = full_c[..., torch.as_tensor(outputs)].argmax(-1).numpy()
     yx = full_x[..., torch.as_tensor(outputs)].argmax(-1).numpy()
     affected = read & read_x & (yc != yx)
-    pairs = Pairs(kind, corruption, clean, corrupt, outputs, affected, yc, yx)
+    pairs = Pairs(kind.name, corruption, clean, corrupt, outputs, affected, yc, yx)
     if not pairs.n_affected:
         raise CorruptionError(f"no output differs between the clean and the {corruption} words "
                               f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption")
@@ -181,71 +161,3 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     pairs.clean_probs = torch.log_softmax(full_c[..., torch.as_tensor(outputs)][torch.as_tensor(affected)].double(), -1)
     pairs.corrupt_kl = float(pairs.kl(full_x))
     return pairs
-
-
-def _corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) -> np.ndarray:
-    if n_symbols < 2:
-        raise CorruptionError("the automaton has one symbol: no word differs from another in one symbol")
-    out = words.copy()
-    rows = np.arange(len(words))
-    pos = rng.integers(words.shape[1], size=len(words))
-    out[rows, pos] = (words[rows, pos] + rng.integers(1, n_symbols, size=len(words))) % n_symbols
-    return out
-
-
-def _swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    out = words.copy()
-    for b, w in enumerate(words):
-        opens = np.flatnonzero(w % 2 == 0)
-        if not len(opens):
-            continue
-        i = int(rng.choice(opens))
-        new = (w[i] // 2 + int(rng.integers(1, k))) % k
-        depth, j = 0, None
-        for t in range(i, len(w)):  # the close that matches the open at i, if the prefix has it
-            depth += 1 if w[t] % 2 == 0 else -1
-            if depth == 0:
-                j = t
-                break
-        out[b, i] = 2 * new
-        if j is not None:
-            out[b, j] = 2 * new + 1
-    return out
-
-
-def _open_stack(words: np.ndarray, P: int) -> np.ndarray:
-    """[n, P + T]: True at the token positions after which an open bracket is on the stack."""
-    depth = np.cumsum(np.where(words % 2 == 0, 1, -1), axis=1)
-    out = np.zeros((len(words), P + words.shape[1]), dtype=bool)
-    out[:, P:] = depth > 0
-    return out
-
-
-def _corrupt_ffl(tokens: np.ndarray, corruption: str, rng: np.random.Generator) -> np.ndarray:
-    from interp.tasks.ffl import I, ONE, R, W, ZERO
-
-    out = tokens.copy()
-    for s in out:
-        instr = list(range(0, len(s) - 1, 2))  # instruction positions that have their data bit
-        if corruption == "bit":
-            writes = [t for t in instr if s[t] == W]
-            t = int(rng.choice(writes))
-            s[t + 1] = ZERO + ONE - s[t + 1]
-        elif corruption == "instruction":
-            movable = [t for t in instr[1:] if s[t] in (W, I)]  # the first instruction is always w
-            if movable:
-                t = int(rng.choice(movable))
-                s[t] = W + I - s[t]
-        else:
-            for t in instr:
-                if t and s[t] != R:
-                    s[t] = W if rng.random() < 0.5 else I
-                if s[t] != R:
-                    s[t + 1] = ZERO + int(rng.integers(2))
-        last = None
-        for u in instr:  # reads repeat the latest written bit
-            if s[u] == W:
-                last = s[u + 1]
-            elif s[u] == R and last is not None:
-                s[u + 1] = last
-    return out

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from interp.cli.common import add_kind_options, refuse_other_kinds_options
 from interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -19,8 +20,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("task", metavar="TASK", help="dyck, ffl (the flip-flop language), or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
     s.add_argument("--construction", nargs="+", metavar="NAME",
                    help="constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)")
-    s.add_argument("--dyck", default="2,4", metavar="K,D", help="dyck: the language (default 2,4)")
-    s.add_argument("--ffl", type=float, default=0.8, metavar="P", help="ffl: the language FFL(P), P = p_i (default 0.8)")
+    add_kind_options(s, "compare_options")
     s.add_argument("--length", "-T", type=int, help="length (defaults: dyck 28, ffl 64 = the FFL string, automata 16)")
     s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train` on the same task (default: train a twin in OUT/twin)")
     s.add_argument("--samples", type=int, default=200, help="sampled words for probes, ablation and pruning")
@@ -41,17 +41,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("evaluate", help="a twin or a model under distribution and length shifts, beside the exact construction")
     s.add_argument("run", nargs="?", metavar="RUN_DIR", help="a run directory of `interp train`")
     s.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of RUN_DIR)")
-    s.add_argument("--probs", nargs="+", metavar="P", default=[],
-                   help="automata: symbol distributions, each comma-separated over the alphabet (e.g. 0.95,0.05)")
-    s.add_argument("--counts", nargs="+", type=int, metavar="N", default=[],
-                   help="automata: words with exactly N occurrences of --count-symbol (e.g. 0 2 14 16)")
-    s.add_argument("--count-symbol", metavar="SYM", help="automata: the symbol --counts counts (default: the second)")
     s.add_argument("--length", "-T", type=int, help="input length (default: the training length)")
-    s.add_argument("--ffl", metavar="P,P,...", help="ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)")
-    s.add_argument("--bands", nargs="+", metavar="LO-HI", help="dyck: length bands (default: as `verify dyck`)")
-    s.add_argument("--q", nargs="+", type=float, default=[], metavar="Q", help="dyck: other open-bracket probabilities")
-    s.add_argument("--depths", nargs="+", type=int, default=[], metavar="D",
-                   help="dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)")
+    add_kind_options(s, "shift_options")
     s.add_argument("--samples", type=int, default=500, help="inputs per shift")
     s.add_argument("--seed", type=int, default=0, help="seed of the sampled inputs")
     s.add_argument("--no-skyline", action="store_true", help="leave out the exact construction's rows")
@@ -72,13 +63,12 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from interp.compare.analyse import compare, comparison_for
     from interp.tasks.dyck import parse_dyck_spec
+    from interp.tasks.kinds import AUTOMATON, kind_names, task_kind
 
-    if args.task != "dyck" and args.dyck != "2,4":
-        raise SandboxError("--dyck goes with `compare dyck`")
+    kind = task_kind(args.task) if args.task in kind_names() else AUTOMATON  # else: a catalogue automaton
+    refuse_other_kinds_options(args, kind, "compare_options", "{flag} goes with `compare {other}`")
     if args.circuit_pairs < 0:
         raise SandboxError(f"--circuit-pairs must be ≥ 0, got {args.circuit_pairs}")
-    if args.task != "ffl" and args.ffl != 0.8:
-        raise SandboxError("--ffl goes with `compare ffl`")
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
     report = compare(comparison, Path(args.out), constructions=args.construction, trained=args.trained,
                      samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
@@ -95,7 +85,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from interp.evaluate import automaton_shifts, dyck_shifts, evaluate, ffl_shifts, parse_probs, skyline, task_of
+    from interp.evaluate import evaluate, skyline
     from interp.files import atomic_write
 
     if bool(args.run) == bool(args.model):
@@ -109,44 +99,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from interp.train import load_trained
 
         model, name = load_trained(args.run), "twin"
-    kind, source = task_of(model)
     card = model.card
+    kind = card.task_kind
     trained = card.options.get("trained_length", card.max_length)
     default_length = min(trained, model.cfg.n_ctx - len(card.io.prefix))
     length = default_length if args.length is None else args.length
-    given = {"automaton": ("probs", "counts", "count_symbol"), "ffl": ("ffl",), "dyck": ("bands", "q", "depths")}
-    for other, opts in given.items():
-        for opt in opts if other != kind else ():
-            if getattr(args, opt):
-                raise SandboxError(f"--{opt.replace('_', '-')} applies to {other} models; this one models {kind}")
-    if kind == "automaton":
-        sym = 1 if source.n_symbols > 1 else 0
-        if args.count_symbol is not None:
-            if args.count_symbol not in source.alphabet:
-                raise SandboxError(f"--count-symbol {args.count_symbol!r} is not a symbol of {source.name} "
-                                   f"({', '.join(source.alphabet)})")
-            sym = source.alphabet.index(args.count_symbol)
-        shifts = automaton_shifts(source, length, [parse_probs(p, source.n_symbols) for p in args.probs],
-                                  args.counts, sym)
-    elif kind == "ffl":
-        try:
-            ps = [float(x) for x in args.ffl.split(",")] if args.ffl else [0.8, 0.98, 0.1]
-        except ValueError:
-            raise SandboxError(f"--ffl takes comma-separated probabilities, got {args.ffl!r}") from None
-        shifts = ffl_shifts(length, ps)
-    else:
-        from interp.verify.dyck import default_bands
-
-        if args.bands:
-            bands = []
-            for b in args.bands:
-                lo, sep, hi = b.partition("-")
-                if not (lo.isdigit() and hi.isdigit() and sep):
-                    raise SandboxError(f"--bands takes LO-HI, got {b!r}")
-                bands.append((int(lo), int(hi)))
-        else:
-            bands = default_bands(length)
-        shifts = dyck_shifts(source, bands, args.q, args.depths)
+    refuse_other_kinds_options(args, kind, "shift_options", "{flag} applies to {other} models; this one models {kind}")
+    shifts = kind.shifts(card.source, length, vars(args))
     models = {name: model}
     if not args.no_skyline:
         top = max(s.length() for s in shifts)
@@ -154,7 +113,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if exact is not None:
             models[f"{exact.card.construction} (exact)"] = exact
     rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=sys.stderr.isatty())
-    result = {"source": str(args.run or args.model), "kind": kind, "task": card.task, "samples": args.samples,
+    result = {"source": str(args.run or args.model), "kind": kind.name, "task": card.task, "samples": args.samples,
               "seed": args.seed, "rows": rows}
     if args.out:
         out = Path(args.out)
@@ -167,9 +126,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(result))
         return 0
     width = max(len(r["shift"]) for r in rows)
-    print(f"{'model':28s} {'shift':{width}s} {'accuracy':>9s} {'final':>7s}" + ("  string errors" if kind == "ffl" else ""))
+    errors = "strings_with_error" in rows[0]  # the flip-flop language counts strings with any wrong read
+    print(f"{'model':28s} {'shift':{width}s} {'accuracy':>9s} {'final':>7s}" + ("  string errors" if errors else ""))
     for r in rows:
-        extra = f"  {r['strings_with_error']}/{r['inputs']}" if kind == "ffl" else ""
+        extra = f"  {r['strings_with_error']}/{r['inputs']}" if errors else ""
         print(f"{r['model'][:28]:28s} {r['shift']:{width}s} {r['accuracy']:9.4f} {r['final_accuracy']:7.4f}{extra}")
     return 0
 

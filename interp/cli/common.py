@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 from interp.errors import SandboxError
 
-__all__ = ["Parser", "automaton_args", "construction_args", "parse_options", "load_automaton"]
+__all__ = ["Parser", "automaton_args", "construction_args", "parse_options", "load_automaton", "add_kind_options",
+           "refuse_other_kinds_options"]
 
 
 class _HelpWithDefaults(argparse.HelpFormatter):
@@ -85,3 +86,34 @@ def load_automaton(args: argparse.Namespace):
     from interp.tasks.catalogue import get_automaton
 
     return get_automaton(args.automaton)
+
+
+def add_kind_options(p: argparse.ArgumentParser, attribute: str) -> None:
+    """Add every task kind's options (``train_options`` or ``shift_options`` of the registry) to ``p``:
+    one argument per flag, whichever kinds read it; options of one group exclude each other."""
+    from interp.tasks.kinds import all_kinds
+
+    seen: set[str] = set()
+    groups: dict[str, Any] = {}
+    for kind in all_kinds():
+        for opt in getattr(kind, attribute):
+            if opt.flags[0] in seen:
+                continue
+            seen.add(opt.flags[0])
+            where = p
+            if opt.group:
+                where = groups.setdefault(opt.group, p.add_mutually_exclusive_group())
+            where.add_argument(*opt.flags, **opt.argparse_kwargs())
+
+
+def refuse_other_kinds_options(args: argparse.Namespace, kind: Any, attribute: str, message: str) -> None:
+    """One line for an option that only another task kind reads (set to other than its default):
+    ``message`` formatted with ``flag``, ``other`` (the kind that reads it) and ``kind``."""
+    from interp.tasks.kinds import all_kinds
+
+    mine = {opt.flags[0] for opt in getattr(kind, attribute)}
+    values = vars(args)
+    for other in all_kinds():
+        for opt in getattr(other, attribute):
+            if opt.flags[0] not in mine and opt.given(values):
+                raise SandboxError(message.format(flag=opt.flags[0], other=other.name, kind=kind.name))

@@ -9,6 +9,7 @@ from typing import Callable
 
 from interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
 from interp.errors import SandboxError
+from interp.tasks.kinds import task_kind
 
 __all__ = ["register"]
 
@@ -94,51 +95,31 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _build_spec(args: argparse.Namespace):
+    """(what the construction is built from, its spec): the construction's task kind reads the source
+    (``--automaton``, ``--dyck``, ...) and its task options (``-O q=...``); the rest are the construction's."""
     from constructions.registry import REGISTRY, build
 
     options = parse_options(args.option)
     entry = REGISTRY.get(args.construction)
-    if entry is not None:
-        settable = {n for n, o in entry.options.items() if o.cli} | set(entry.deprecated) | ({"q"} if entry.takes == "dyck" else set())
-        hidden = sorted(set(options) - settable)
-        if hidden:
-            raise SandboxError(f"{args.construction}: unknown option(s) {', '.join(hidden)} "
-                               f"(allowed: {', '.join(sorted(settable)) or 'none'})")
-    sources = [a for a in ("automaton", "automaton_file", "cascade_file", "dyck") if getattr(args, a, None)]
-    if args.variant and args.construction != "dyck":
-        raise SandboxError("--variant goes with the dyck construction")
-    if entry is not None and entry.takes == "ffl":
-        if sources:
-            raise SandboxError(f"the {args.construction} construction models the flip-flop language and takes no automaton "
-                               "(for the flip-flop automaton: `memory --automaton flipflop`)")
-        return None, build(args.construction, None, args.length, **options)
-    if not sources:
-        raise SandboxError("one of --automaton NAME, --automaton-file PATH, --cascade-file PATH, --dyck K,D is required"
-                           + (" (or --model DIR)" if hasattr(args, "model") else ""))
-    if getattr(args, "dyck", None) or (entry is not None and entry.takes == "dyck"):
-        from interp.tasks.dyck import Dyck, parse_dyck_spec
-
-        if entry is None or entry.takes != "dyck" or not args.dyck:
-            raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
-        k, D = parse_dyck_spec(args.dyck)
-        try:
-            q = float(options.pop("q", 0.5))
-        except ValueError:
-            raise SandboxError("dyck: option q must be a number in (0, 1)") from None
-        lang = Dyck(k, D, q)
-        options.setdefault("variant", args.variant or "stack")
+    if entry is None:
+        build(args.construction, None, args.length)  # refuses an unknown name in one line
+    kind = task_kind(entry.takes)
+    settable = {n for n, o in entry.options.items() if o.cli} | set(entry.deprecated) | set(kind.construction_task_options)
+    hidden = sorted(set(options) - settable)
+    if hidden:
+        raise SandboxError(f"{args.construction}: unknown option(s) {', '.join(hidden)} "
+                           f"(allowed: {', '.join(sorted(settable)) or 'none'})")
+    if args.variant and "variant" not in entry.options:
+        raise SandboxError(f"--variant goes with the dyck construction, not {args.construction}")
+    if getattr(args, "cascade_file", None) and "cascade" not in entry.options:
+        raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
+    hint = " (or --model DIR)" if hasattr(args, "model") else ""
+    source = kind.construction_source(args.construction, {**vars(args), "_source_hint": hint}, options)
+    if "variant" in entry.options:
+        options.setdefault("variant", args.variant or entry.options["variant"].default)
+    if "seed" in entry.options:
         options.setdefault("seed", args.seed)
-        return lang, build(args.construction, lang, args.length, **options)
-    if args.cascade_file:
-        from interp.tasks.cascade import load_cascade_file
-
-        if args.construction != "krohn_rhodes":
-            raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
-        options["cascade"] = load_cascade_file(args.cascade_file)
-        automaton = options["cascade"].automaton()
-    else:
-        automaton = load_automaton(args)
-    return automaton, build(args.construction, automaton, args.length, **options)
+    return source, build(args.construction, source, args.length, **options)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -169,7 +150,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not args.construction or args.length is None:
             raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")
         source, target = _build_spec(args)
-        automaton = source if target.task["kind"] == "automaton" else None  # a language travels with its spec
+        # an automaton is checked against the one it was built from; a language travels with its spec
+        accepts = task_kind(target.task).verify_accepts
+        automaton = source if "automaton" in accepts else None
     r = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
                seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty(), forward=args.forward)
     if args.json:
@@ -178,7 +161,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     verdict = "EXACT" if r.exact else "NOT EXACT"
     print(f"{verdict}: {r.construction} on {r.task}, T ≤ {r.length}, {r.dtype}: accuracy {r.accuracy:.6f} over "
           f"{r.checked} {r.checked_unit} ({r.sequences} inputs; exhaustive up to length {r.exhaustive_upto}, "
-          f"{r.samples} sampled{' per band' if r.kind != 'automaton' else f' at T={r.length}'})")
+          f"{r.samples} sampled{' per band' if 'bands' in r.details else f' at T={r.length}'})")
     if "max_tv" in r.details:
         print(f"  max total-variation distance to the exact next-token distribution {r.details['max_tv']:.2e} "
               f"({r.details['accuracy_rule']})")

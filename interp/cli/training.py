@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from interp.cli.common import load_automaton
+from interp.cli.common import add_kind_options, refuse_other_kinds_options
 from interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -18,16 +18,13 @@ __all__ = ["register"]
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the `interp` parser; return their handlers."""
     s = sub.add_parser("train", help="train a HookedTransformer on a task (checkpoints, resume, replicates)")
-    s.add_argument("task", choices=["automaton", "dyck", "ffl", "flipflop"],
-                   help="automaton, dyck or ffl (the flip-flop language; `flipflop` is its old name)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--automaton", metavar="NAME", help="automaton task: catalogue name")
-    g.add_argument("--automaton-file", metavar="PATH", help="automaton task: JSON automaton file")
-    g.add_argument("--dyck", metavar="K,D", help="dyck task: Dyck_{K,D}")
-    g.add_argument("--ffl", "--flipflop", dest="ffl", metavar="P[,P...]",
-                   help="ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1")
-    s.add_argument("--length", "-T", type=int, help="sequence length (defaults: automaton 32, dyck 28, ffl 64)")
-    s.add_argument("--q", type=float, default=0.5, help="dyck: probability of an open bracket")
+    from interp.tasks.kinds import all_kinds, kind_names, kinds_help
+
+    s.add_argument("task", choices=kind_names(aliases=True),
+                   help="; ".join(f"{k.name}: {k.summary}" + (f" (old name: {', '.join(k.aliases)})" if k.aliases else "")
+                                  for k in all_kinds()))
+    add_kind_options(s, "train_options")
+    s.add_argument("--length", "-T", type=int, help=f"sequence length (defaults: {kinds_help('default_length')})")
     shape = "default: dyck 2 layers, 1 head, width 50, MLP 50 (the thesis's); others 2 layers, 2 heads, width 64"
     s.add_argument("--layers", type=int, help=f"transformer blocks (lstm: LSTM layers; {shape})")
     s.add_argument("--d-model", type=int, help="residual width (lstm: embedding width, default 64)")
@@ -43,9 +40,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--n-ctx", type=int, metavar="N",
                    help="model context (default: the training length's); larger, with --pos other than learned, "
                         "lets `interp evaluate --length` go past the training length")
-    from interp.train_defaults import TASK_DEFAULTS
-
-    by_kind = lambda key: ", ".join(f"{k} {v[key]:g}" for k, v in TASK_DEFAULTS.items())  # noqa: E731
+    by_kind = lambda key: kinds_help("train_defaults", lambda d: f"{d[key]:g}")  # noqa: E731
     s.add_argument("--steps", type=int, help=f"optimizer steps at most (default: {by_kind('steps')})")
     s.add_argument("--batch", type=int, default=32, help="words per step")
     s.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default: {by_kind('lr')})")
@@ -121,33 +116,15 @@ def _parse_seeds(text: str) -> list[int]:
 
 
 def _training_task(args: argparse.Namespace):
-    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
+    """The training task of `interp train KIND`: the kind reads its own options; another kind's are refused."""
+    from interp.tasks.kinds import canonical_name, task_kind
 
-    if args.task == "flipflop":
-        warnings.warn("`interp train flipflop` is now `interp train ffl` (the flip-flop language)", FutureWarning)
-        args.task = "ffl"
-    if args.task == "automaton":
-        if not (args.automaton or args.automaton_file):
-            raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
-        return AutomatonTask(load_automaton(args), args.length or 32)
-    if args.automaton or args.automaton_file:
-        raise SandboxError(f"--automaton goes with `train automaton`, not `train {args.task}`")
-    if args.task == "dyck":
-        from interp.tasks.dyck import Dyck, parse_dyck_spec
-
-        if not args.dyck or args.ffl is not None:
-            raise SandboxError("train dyck needs --dyck K,D")
-        k, D = parse_dyck_spec(args.dyck)
-        return DyckTask(Dyck(k, D, args.q), args.length or 28)
-    if args.dyck:
-        raise SandboxError("--dyck goes with `train dyck`")
-    if args.ffl is None:
-        return FFLTask(0.8, args.length or 64)
-    try:
-        ps = [float(x) for x in args.ffl.split(",")]
-    except ValueError:
-        raise SandboxError(f"--ffl takes probabilities separated by commas, got {args.ffl!r}") from None
-    return FFLTask(ps if len(ps) > 1 else ps[0], args.length or 64)
+    if canonical_name(args.task) != args.task:
+        warnings.warn(f"`interp train {args.task}` is now `interp train {canonical_name(args.task)}`", FutureWarning)
+        args.task = canonical_name(args.task)
+    kind = task_kind(args.task)
+    refuse_other_kinds_options(args, kind, "train_options", "{flag} goes with `train {other}`, not `train {kind}`")
+    return kind.task_from_options(vars(args), args.length)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -208,7 +185,7 @@ def _init_from(args: argparse.Namespace, task, shape, config):
     if any(getattr(args, k) is not None for k in ("layers", "d_model", "heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
         raise SandboxError("--init-from takes the construction's shape; leave out --layers, --d-model, --heads, "
                            "--d-head, --d-mlp, --norm, --pos and --n-ctx")
-    extra = max(args.pos_shift, 2 * task.lang.D if args.contrastive and task.kind == "dyck" else 0)
+    extra = max(args.pos_shift, (getattr(task, "contrastive_room", None) or 0) if args.contrastive else 0)
     twin, config, spec = start_from(args.init_from, task, config, args.init_layers, extra)
     return twin, config, spec
 

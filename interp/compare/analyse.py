@@ -46,7 +46,7 @@ from interp.errors import SandboxError
 from interp.files import atomic_write
 from interp.model.hooked import backend
 from interp.model.run import attention_patterns, live_heads, require_hooked
-from interp.tasks.batches import FFLTask, step_rng
+from interp.tasks.batches import step_rng
 from interp.tasks.dyck import Dyck
 
 __all__ = ["compare", "compare_dyck", "comparison_for", "comparison_of_task", "attention_scores", "PATTERNS_FILE"]
@@ -234,10 +234,10 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
                 for pair in match_heads(canon[TWIN], canon[name])]
     if circuit_pairs:
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], circuit_pairs, seed)
-    if comparison.kind == "dyck" and theorem3_steps and backend() == "TransformerBridge":
+    if comparison.theorem3 and theorem3_steps and backend() == "TransformerBridge":
         metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
                                                   "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
-    elif comparison.kind == "dyck" and theorem3_steps:
+    elif comparison.theorem3 and theorem3_steps:
         metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
                                                    seed, progress)
     metrics["example"] = _write_example_patterns(out, comparison, models, seed)
@@ -355,24 +355,25 @@ def _jsonable(x: Any) -> Any:
 
 
 def comparison_of_task(task: dict[str, Any]) -> Comparison:
-    """The adapter for a training task's description (``task.to_dict()``, e.g. from a run's checkpoint)."""
-    from interp.tasks.batches import task_from_dict
+    """The adapter for a training task's description (``task.to_dict()``, e.g. from a run's checkpoint):
+    the ``comparison`` its kind names in the registry."""
+    from interp.tasks.kinds import resolve, task_kind
 
-    t = task_from_dict(task)
-    if t.kind == "dyck":
-        return DyckComparison(t.lang, t.length)
-    if t.kind == "ffl":
-        return FFLComparison(t)
-    return AutomatonComparison(t.automaton, t.length)
+    kind = task_kind(task)
+    if kind.comparison is None:
+        raise SandboxError(f"{kind.name} tasks have no `interp compare` adapter")
+    return resolve(kind.comparison).from_task(kind.task_from_dict(task))
 
 
 def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None,
                    ffl: float = 0.8) -> Comparison:
-    """The adapter for ``interp compare TASK``: ``dyck``, ``ffl`` (FFL(``ffl``)) or a catalogue automaton's name."""
-    from interp.tasks.catalogue import get_automaton
+    """The adapter for ``interp compare TASK``: a task kind's name (``dyck``: Dyck_``dyck``; ``ffl``:
+    FFL(``ffl``)) or a catalogue automaton's; ``length`` defaults to the kind's comparison length."""
+    from interp.tasks.kinds import AUTOMATON, kind_names, task_kind
 
-    if task == "dyck":
-        return DyckComparison(Dyck(*dyck), length or 28)
-    if task == "ffl":
-        return FFLComparison(FFLTask(ffl, length or 64))
-    return AutomatonComparison(get_automaton(task), length or 16)
+    if task in kind_names():
+        kind, values = task_kind(task), {"dyck": f"{dyck[0]},{dyck[1]}", "ffl": str(ffl)}
+    else:  # a catalogue automaton
+        kind, values = AUTOMATON, {"automaton": task}
+    t = kind.task_from_options(values, length or kind.compare_length or kind.default_length)
+    return comparison_of_task(t.to_dict())

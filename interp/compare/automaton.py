@@ -13,13 +13,12 @@ from interp.errors import ConstructionError
 from interp.model.hooked import to_hooked
 from interp.tasks.automata import Semiautomaton
 from interp.tasks.batches import AutomatonTask, step_rng
+from interp.tasks.kinds import AUTOMATON
 from interp.tasks.gridworld import is_line_grid, last_boundary_positions
 from probes.attention import target_reference
 
-__all__ = ["AutomatonComparison", "AUTOMATON_CONSTRUCTIONS"]
+__all__ = ["AutomatonComparison"]
 
-# Tried in this order for an automaton; those that refuse it are left out.
-AUTOMATON_CONSTRUCTIONS = ("modular_counter", "memory", "gridworld", "krohn_rhodes", "prefix_scan")
 BOUNDARY_DISTANCE_CAP = 8  # "distance to the last boundary" is probed as a class 0..8 (8 = 8 or more)
 
 
@@ -28,6 +27,13 @@ class AutomatonComparison(AfterBos):
 
     kind = "automaton"
     prefix_label, scored_positions = "prefix", "every position"
+
+    theorem3 = False  # Theorem 3's random-network mask is a Dyck demonstration
+
+    @classmethod
+    def from_task(cls, task: AutomatonTask) -> "AutomatonComparison":
+        """The adapter for a training task (the registry's ``comparison`` of the automaton kind)."""
+        return cls(task.automaton, task.length)
 
     def __init__(self, automaton: Semiautomaton, length: int = 16) -> None:
         self.automaton, self.length = automaton, int(length)
@@ -54,7 +60,7 @@ class AutomatonComparison(AfterBos):
         from constructions import build
 
         out = {}
-        for name in names or AUTOMATON_CONSTRUCTIONS:
+        for name in names or AUTOMATON.constructions:
             try:
                 out[name] = to_hooked(build(name, self.automaton, self.length))
             except ConstructionError:

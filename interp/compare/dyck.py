@@ -26,6 +26,13 @@ class DyckComparison(AfterBos):
     latent_names = ("depth", "stack-top type")
     reference_names = ("stack top", "uniform", "previous token", "BOS")
 
+    theorem3 = True  # the stack construction pruned out of a random network (thesis Theorem 3)
+
+    @classmethod
+    def from_task(cls, task: DyckTask) -> "DyckComparison":
+        """The adapter for a training task (the registry's ``comparison`` of the Dyck kind)."""
+        return cls(task.lang, task.length)
+
     def __init__(self, lang: Dyck, length: int = 28) -> None:
         self.lang, self.length = lang, int(length)
         self.task = DyckTask(lang, length)

@@ -29,6 +29,13 @@ class FFLComparison:
     latent_names = ("last written bit", "after w")
     reference_names = ("latest write", "latest w", "all writes", "previous token", "itself", "uniform")
 
+    theorem3 = False  # Theorem 3's random-network mask is a Dyck demonstration
+
+    @classmethod
+    def from_task(cls, task: FFLTask) -> "FFLComparison":
+        """The adapter for a training task (the registry's ``comparison`` of the flip-flop kind)."""
+        return cls(task)
+
     def __init__(self, task: FFLTask) -> None:
         self.task, self.length = task, task.length
 

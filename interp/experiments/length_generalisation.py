@@ -12,7 +12,8 @@ on the same inputs as the task's exact construction. Two views: the average accu
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -40,49 +41,53 @@ def check(options: dict[str, Any]) -> None:
     parse_dyck_spec(options["dyck"])
 
 
-def _task(kind: str, N: int, options: dict[str, Any]):
-    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck, parse_dyck_spec
+@dataclass(frozen=True)
+class Arm:
+    """One task of the experiment: its kind, the kind's options (from the experiment's), the peak learning rate."""
 
-    if kind == "ffl":
-        return FFLTask(0.8, N)
-    if kind == "parity":
-        return AutomatonTask(get_automaton(options["automaton"]), N)
-    return DyckTask(Dyck(*parse_dyck_spec(options["dyck"])), N)
+    kind: Any
+    options: Callable[[dict[str, Any]], dict[str, Any]]
+    lr: float
+
+    def task(self, N: int, options: dict[str, Any]):
+        return self.kind.task_from_options(self.options(options), N)
+
+    def shift(self, task, L: int):
+        """The in-distribution test set at length L (Dyck: prefixes of 0.8L..L brackets)."""
+        bands = {"bands": [f"{max(2, int(0.8 * L))}-{L}"]}
+        return self.kind.shifts(self.kind.source(task.to_dict()), L, {**self.options({}), **bands})[0]
 
 
-def _shift(task, L: int):
-    from interp.evaluate import automaton_shifts, dyck_shifts, ffl_shifts
+def _arms() -> dict[str, Arm]:
+    from interp.tasks.kinds import AUTOMATON, DYCK, FFL
 
-    if task.kind == "ffl":
-        return ffl_shifts(L, (0.8,))[0]
-    if task.kind == "automaton":
-        return automaton_shifts(task.automaton, L)[0]
-    return dyck_shifts(task.lang, [(max(2, int(0.8 * L)), L)])[0]
+    return {"ffl": Arm(FFL, lambda o: {"ffl": "0.8"}, 1e-3),
+            "parity": Arm(AUTOMATON, lambda o: {"automaton": o.get("automaton")}, 3e-3),
+            "dyck": Arm(DYCK, lambda o: {"dyck": o.get("dyck")}, 3e-3)}
 
 
 def run(ctx: Context) -> None:
     from dataclasses import replace
 
     from interp.evaluate import evaluate, skyline
-    from interp.train import ModelShape, TrainConfig, default_shape, load_trained
+    from interp.train import TrainConfig, default_shape, load_trained
 
     sc = _scale(ctx.quick)
     top = max(sc["multiples"])
     results: list[dict[str, Any]] = []
     exact_rows: list[dict[str, Any]] = []
+    arms = _arms()
     for kind in TASKS:
-        lr = 1e-3 if kind == "ffl" else 3e-3
+        arm = arms[kind]
         for N in sc["lengths"]:
-            task = _task(kind, N, ctx.options)
+            task = arm.task(N, ctx.options)
             context = task.n_ctx + (top - 1) * N  # room for the longest test input
-            base_shape = default_shape(task) if kind == "dyck" else ModelShape()
+            base_shape = default_shape(task)
             models = {}
             for pos in sc["positions"]:
                 shift = (top - 1) * N if pos == "learned+shift" else 0
                 shape = replace(base_shape, positional=pos.split("+")[0], n_ctx=context)
-                config = TrainConfig(steps=sc["steps"], batch=32, lr=lr, eval_every=100, pos_shift=shift,
+                config = TrainConfig(steps=sc["steps"], batch=32, lr=arm.lr, eval_every=100, pos_shift=shift,
                                      target_accuracy=0.999, warmup=min(100, sc["steps"] // 4))
                 name = f"{kind}/N={N}/{pos}"
                 summary = ctx.sweep(name, task, shape, config)
@@ -91,7 +96,7 @@ def run(ctx: Context) -> None:
                     models[(pos, s)] = (load_trained(d), acc[s])
             exact = skyline(next(iter(models.values()))[0], top * N)
             lengths = [m * N for m in sc["multiples"]]
-            shifts = [_shift(task, L) for L in lengths]
+            shifts = [arm.shift(task, L) for L in lengths]
             named = {f"{pos} {s}": m for (pos, s), (m, _) in models.items()}
             named["exact"] = exact
             rows = evaluate(named, shifts, samples=sc["samples"], seed=6000 + N)

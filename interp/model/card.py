@@ -1,7 +1,8 @@
 """What travels with a model: how task inputs become tokens (:class:`TokenIO`) and what the model
 is (:class:`ModelCard`: construction, the task it models, verified lengths and dtypes, labels).
 
-A card's ``task`` is one dict with a ``"kind"``, the same three names everywhere:
+A card's ``task`` is one dict with a ``"kind"`` that the task-kind registry knows
+(:mod:`interp.tasks.kinds`); the thesis's three:
 
 * ``{"kind": "automaton", "automaton": {...}}`` — predict q_t after σ_1..σ_t (the JSON automaton);
 * ``{"kind": "dyck", "k": K, "D": D, "q": q}`` — next-token prediction of Dyck_{k,D};
@@ -17,20 +18,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from interp.errors import CheckpointError, VocabularyError
+from interp.errors import VocabularyError
+from interp.tasks.kinds import TaskKind, canonical_name, task_kind
 
-__all__ = ["TokenIO", "ModelCard", "TASK_KINDS", "normalise_task"]
-
-TASK_KINDS = ("automaton", "dyck", "ffl")
-#: Older spellings of a task kind, read from saved models and checkpoints.
-KIND_ALIASES = {"flipflop": "ffl"}
+__all__ = ["TokenIO", "ModelCard", "normalise_task"]
 
 
 def normalise_task(task: Mapping[str, Any]) -> dict[str, Any]:
-    """A task dict with its kind spelled as today (``flipflop`` was the flip-flop language's old name)."""
+    """A task dict with its kind spelled as today (an older name, e.g. ``flipflop``, resolved by the registry)."""
     out = dict(task)
     if "kind" in out:
-        out["kind"] = KIND_ALIASES.get(out["kind"], out["kind"])
+        out["kind"] = canonical_name(out["kind"])
     return out
 
 
@@ -98,8 +96,18 @@ class ModelCard:
 
     @property
     def kind(self) -> str:
-        """The task kind: ``automaton``, ``dyck`` or ``ffl``."""
+        """The task kind's name: ``automaton``, ``dyck``, ``ffl`` or another registered kind's."""
         return str(self.task.get("kind", ""))
+
+    @property
+    def task_kind(self) -> TaskKind:
+        """The task kind itself (:mod:`interp.tasks.kinds`): what the task means and how it is checked."""
+        return task_kind(self.task)
+
+    @property
+    def source(self) -> Any:
+        """What the task is about: the automaton, the Dyck language, ... (the kind reads it from ``task``)."""
+        return self.task_kind.source(self.task)
 
     @property
     def attention_layers(self) -> int:
@@ -123,8 +131,7 @@ class ModelCard:
         if automaton and not d.get("task"):
             d["task"] = {"kind": "automaton", "automaton": automaton}
         d["task"] = normalise_task(d.get("task") or {})
-        if d["task"].get("kind") not in TASK_KINDS:
-            raise CheckpointError(f"unknown task kind {d['task'].get('kind')!r} in a model card")
+        task_kind(d["task"])  # an unknown kind is refused here, in one line
         d["io"] = TokenIO.from_dict(d["io"])
         d["verified_dtypes"] = tuple(d["verified_dtypes"])
         return ModelCard(**d)

@@ -25,7 +25,8 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 
 from interp.errors import ConstructionError
-from interp.model.card import TASK_KINDS, ModelCard, TokenIO
+from interp.model.card import ModelCard, TokenIO
+from interp.tasks.kinds import TaskKindError, task_kind
 
 __all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "Direction"]
 
@@ -301,8 +302,10 @@ class ConstructionSpec:
             raise ConstructionError(f"{self.name}: n_ctx {self.n_ctx} is too short for prefix + {self.max_length} tokens")
         if not self.blocks:
             raise ConstructionError(f"{self.name}: a construction needs at least one block")
-        if self.task.get("kind") not in TASK_KINDS:
-            raise ConstructionError(f"{self.name}: task kind must be one of {', '.join(TASK_KINDS)}, got {self.task.get('kind')!r}")
+        try:
+            task_kind(self.task)
+        except TaskKindError as e:
+            raise ConstructionError(f"{self.name}: {e}") from None
         for b in self.blocks:
             for part in [*b.heads, *([b.mlp] if b.mlp else [])]:
                 if part.layout is not self.layout:

@@ -21,9 +21,9 @@ import numpy as np
 from interp.tasks import ffl
 from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.tasks.dyck import Dyck
-from interp.errors import AutomatonError, CheckpointError
+from interp.errors import AutomatonError
 
-__all__ = ["Batch", "AutomatonTask", "DyckTask", "FFLTask", "task_from_dict", "step_rng"]
+__all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step_rng"]
 
 
 @dataclass
@@ -32,6 +32,17 @@ class Batch:
     targets: np.ndarray  # [B, n] target class per position
     loss_mask: np.ndarray  # [B, n] positions that enter the loss
     score_mask: np.ndarray  # [B, n] positions the accuracy is measured on
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """How a training task's inputs are tokens: ``prefix`` (e.g. BOS), the token of each input symbol,
+    the names of the input tokens and of the outputs (a twin's card is made from it)."""
+
+    prefix: tuple[int, ...]
+    symbol_tokens: tuple[int, ...]
+    input_names: list[str]
+    output_names: list[str]
 
 
 def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
@@ -67,6 +78,10 @@ class AutomatonTask:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
 
+    def token_layout(self) -> TokenLayout:
+        return TokenLayout((0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet],
+                           list(self.automaton.states))
+
 
 class DyckTask:
     kind = "dyck"
@@ -92,6 +107,15 @@ class DyckTask:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "k": self.lang.k, "D": self.lang.D, "q": self.lang.q, "length": self.length}
+
+    def token_layout(self) -> TokenLayout:
+        names = self.lang.bracket_names
+        return TokenLayout((0,), tuple(range(1, self.lang.n_brackets + 1)), ["BOS", *names], list(names))
+
+    @property
+    def contrastive_room(self) -> int:
+        """Positions the balance regulariser (eq. 3.40) puts before an input: up to D matched pairs."""
+        return 2 * self.lang.D
 
 
 class FFLTask:
@@ -142,19 +166,5 @@ class FFLTask:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "p": self.ps[0] if len(self.ps) == 1 else list(self.ps), "length": self.length}
 
-
-def task_from_dict(d: dict[str, Any]):
-    """Rebuild a task from its ``to_dict()`` (e.g. from a checkpoint)."""
-    import json
-
-    try:
-        kind = d["kind"]
-        if kind == "automaton":
-            return AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"])
-        if kind == "dyck":
-            return DyckTask(Dyck(d["k"], d["D"], d["q"]), d["length"])
-        if kind in ("ffl", "flipflop"):  # "flipflop": checkpoints written before the rename
-            return FFLTask(d["p"], d["length"])
-    except (KeyError, TypeError) as e:
-        raise CheckpointError(f"checkpoint task description is incomplete: {e}") from None
-    raise CheckpointError(f"unknown task kind {d.get('kind')!r} in checkpoint")
+    def token_layout(self) -> TokenLayout:
+        return TokenLayout((), tuple(range(len(ffl.VOCAB))), list(ffl.VOCAB), list(ffl.VOCAB))

@@ -24,7 +24,7 @@ import numpy as np
 
 from interp.errors import AutomatonError, VocabularyError
 
-__all__ = ["Dyck", "parse_dyck_spec", "IN_DISTRIBUTION", "OOD_BANDS"]
+__all__ = ["Dyck", "parse_dyck_spec", "IN_DISTRIBUTION", "OOD_BANDS", "default_bands"]
 
 #: The thesis trains on lengths < 28 and tests length generalisation at 400–500.
 IN_DISTRIBUTION = (2, 28)
@@ -202,3 +202,12 @@ class Dyck:
                 yield from rec(prefix + [2 * stack[-1] + 1], stack[:-1])
 
         yield from rec([], [])
+
+
+def default_bands(max_length: int) -> list[tuple[int, int]]:
+    """In distribution, then every standard OOD band that fits, then the top of the model's range."""
+    bands = [(IN_DISTRIBUTION[0], min(IN_DISTRIBUTION[1], max_length))] if max_length >= 2 else []
+    bands += [b for b in OOD_BANDS if b[1] <= max_length]
+    if max_length > IN_DISTRIBUTION[1] and all(hi < max_length for _, hi in bands):
+        bands.append((max(IN_DISTRIBUTION[1] + 1, max_length - 9), max_length))
+    return bands

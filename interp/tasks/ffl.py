@@ -14,7 +14,7 @@ import numpy as np
 from interp.errors import AutomatonError, LengthError
 
 __all__ = ["VOCAB", "W", "R", "I", "ZERO", "ONE", "sample_strings", "sample_ffl", "read_targets",
-           "all_ffl_prefixes", "hard_cases", "check_p", "BANDS"]
+           "all_ffl_prefixes", "hard_cases", "check_p", "BANDS", "corrupt_ffl"]
 
 VOCAB = ("w", "r", "i", "0", "1")
 W, R, I, ZERO, ONE = range(5)
@@ -115,3 +115,33 @@ def hard_cases(length: int, rng: np.random.Generator) -> np.ndarray:
     if read + 1 < n:
         out[:, read + 1] = written[:, read]
     return out[:, :length]
+
+
+def corrupt_ffl(tokens: np.ndarray, corruption: str, rng: np.random.Generator) -> np.ndarray:
+    """``corruption`` (``bit``, ``instruction`` or ``resample``) of each string; reads stay where they are and
+    repeat the latest written bit, so every string stays in the language."""
+    out = tokens.copy()
+    for s in out:
+        instr = list(range(0, len(s) - 1, 2))  # instruction positions that have their data bit
+        if corruption == "bit":
+            writes = [t for t in instr if s[t] == W]
+            t = int(rng.choice(writes))
+            s[t + 1] = ZERO + ONE - s[t + 1]
+        elif corruption == "instruction":
+            movable = [t for t in instr[1:] if s[t] in (W, I)]  # the first instruction is always w
+            if movable:
+                t = int(rng.choice(movable))
+                s[t] = W + I - s[t]
+        else:
+            for t in instr:
+                if t and s[t] != R:
+                    s[t] = W if rng.random() < 0.5 else I
+                if s[t] != R:
+                    s[t + 1] = ZERO + int(rng.integers(2))
+        last = None
+        for u in instr:  # reads repeat the latest written bit
+            if s[u] == W:
+                last = s[u + 1]
+            elif s[u] == R and last is not None:
+                s[u + 1] = last
+    return out

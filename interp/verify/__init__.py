@@ -1,9 +1,10 @@
 """Prove a model exact: compare its outputs with the task's exact answers.
 
-:func:`verify` takes a construction's spec or a sandbox-lens model and dispatches on the task kind
-its card names — ``automaton`` (:mod:`interp.verify.automaton`), ``dyck``
-(:mod:`interp.verify.dyck`), ``ffl`` (:mod:`interp.verify.ffl`) — and returns one
-:class:`Verification`, whatever the task.
+:func:`verify` takes a construction's spec or a sandbox-lens model and runs the verifier that the
+task kind its card names has in the registry (:mod:`interp.tasks.kinds`) — ``automaton``
+(:mod:`interp.verify.automaton`), ``dyck`` (:mod:`interp.verify.dyck`), ``ffl``
+(:mod:`interp.verify.ffl`), or for a kind that names none the generic check on the kind's training
+batches (:mod:`interp.verify.batches`) — and returns one :class:`Verification`, whatever the task.
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from interp.errors import ConstructionError, LengthError
+from interp.tasks.kinds import resolve
 from interp.verify.forward import FORWARDS, CheckedForward
 from interp.verify.result import Mismatch, Verification, resolve_model
 
 __all__ = ["verify", "Verification", "Mismatch", "resolve_model"]
 
-#: Random inputs per check when the caller does not say: automaton words at the full length;
-#: Dyck prefixes and FFL strings per length band.
-DEFAULT_SAMPLES = {"automaton": 1000, "dyck": 200, "ffl": 200}
+GENERIC_VERIFIER = "interp.verify.batches:verify_batches"
 
 
 def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None, *, samples: int | None = None,
@@ -48,34 +48,24 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
     """
     model, dtype = resolve_model(model_or_spec, dtype)
     card = model.card
-    kind = card.kind
-    if kind != "automaton":
-        if automaton is not None:
-            raise ConstructionError(f"{card.construction} models the {kind} task, not an automaton")
-        if length is not None and int(length) != card.max_length:
-            raise LengthError(f"this {kind} model was built for length {card.max_length}; the length must match "
-                              f"(or be left out)")
-    if bands is not None and kind != "dyck":
+    kind = card.task_kind
+    accepts = kind.verify_accepts
+    if automaton is not None and "automaton" not in accepts:
+        raise ConstructionError(f"{card.construction} models the {kind.name} task, not an automaton")
+    if length is not None and "length" not in accepts and int(length) != card.max_length:
+        raise LengthError(f"this {kind.name} model was built for length {card.max_length}; the length must match "
+                          f"(or be left out)")
+    if bands is not None and "bands" not in accepts:
         raise ConstructionError("length bands apply to Dyck models")
-    n = DEFAULT_SAMPLES.get(kind, 0) if samples is None else int(samples)
+    n = kind.verify_samples if samples is None else int(samples)
     if forward not in FORWARDS:
         raise ConstructionError(f"forward must be one of {', '.join(FORWARDS)}; got {forward!r}")
     checker = CheckedForward(model, forward)
-    common = dict(samples=n, exhaustive_upto=exhaustive_upto, seed=seed, max_mismatches=max_mismatches,
-                  checker=checker)
-    if kind == "automaton":
-        from interp.verify.automaton import verify_automaton
-
-        result = verify_automaton(model, dtype, automaton, length, batch_size=batch_size, progress=progress, **common)
-    elif kind == "dyck":
-        from interp.verify.dyck import verify_dyck
-
-        result = verify_dyck(model, dtype, bands=bands, **common)
-    elif kind == "ffl":
-        from interp.verify.ffl import verify_ffl
-
-        result = verify_ffl(model, dtype, **common)
-    else:
-        raise ConstructionError(f"{card.construction}: unknown task kind {kind!r}")
+    optional = {"automaton": automaton, "length": length, "bands": bands, "batch_size": batch_size,
+                "progress": progress}
+    verifier = resolve(kind.verifier or GENERIC_VERIFIER)
+    result = verifier(model, dtype, samples=n, exhaustive_upto=exhaustive_upto, seed=seed,
+                      max_mismatches=max_mismatches, checker=checker,
+                      **{k: v for k, v in optional.items() if k in accepts})
     result.details["forward"] = checker.details()
     return result

@@ -20,9 +20,10 @@ from typing import Sequence
 
 import numpy as np
 
-from interp.tasks.dyck import IN_DISTRIBUTION, OOD_BANDS, Dyck
+from interp.tasks.dyck import Dyck, default_bands
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import logits
+from interp.tasks.kinds import DYCK, task_kind
 from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
@@ -33,10 +34,10 @@ MAX_EXHAUSTIVE_PREFIXES = 1 << 18
 
 
 def dyck_of(card) -> Dyck:
-    task = card.task
-    if task.get("kind") != "dyck":
+    """The Dyck language a model's card says it predicts."""
+    if task_kind(card.task) is not DYCK:
         raise ConstructionError(f"{card.construction} is not a Dyck model")
-    return Dyck(task["k"], task["D"], task["q"])
+    return DYCK.source(card.task)
 
 
 def closing_only(lang: Dyck) -> bool:
@@ -48,15 +49,6 @@ def closing_only(lang: Dyck) -> bool:
 def predicted_bracket(probs: np.ndarray, lenient: bool) -> int:
     """The bracket a next-token distribution predicts (over the closes only when ``lenient``)."""
     return 2 * int(np.argmax(probs[1::2])) + 1 if lenient else int(np.argmax(probs))
-
-
-def default_bands(max_length: int) -> list[tuple[int, int]]:
-    """In distribution, then every standard OOD band that fits, then the top of the model's range."""
-    bands = [(IN_DISTRIBUTION[0], min(IN_DISTRIBUTION[1], max_length))] if max_length >= 2 else []
-    bands += [b for b in OOD_BANDS if b[1] <= max_length]
-    if max_length > IN_DISTRIBUTION[1] and all(hi < max_length for _, hi in bands):
-        bands.append((max(IN_DISTRIBUTION[1] + 1, max_length - 9), max_length))
-    return bands
 
 
 def next_token_probabilities(model, words: Sequence[np.ndarray],

@@ -18,6 +18,7 @@ import numpy as np
 
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import predict
+from interp.tasks.kinds import FFL
 from interp.tasks.ffl import BANDS, VOCAB, all_ffl_prefixes, hard_cases, read_targets, sample_ffl
 from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
@@ -32,7 +33,7 @@ def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | 
                max_mismatches: int = 5, checker: CheckedForward | None = None) -> Verification:
     """Prove a flip-flop-language model exact (see the module docstring); ``samples`` strings per band."""
     card = model.card
-    if card.kind != "ffl":
+    if card.task_kind is not FFL:
         raise ConstructionError(f"{card.construction} is not a flip-flop-language model")
     if samples < 0:
         raise ConstructionError("samples must be non-negative")
