@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from interp.tasks.dyck import Dyck
+from interp.tasks.kinds import DYCK
 from interp.errors import ConstructionError, VocabularyError
 from interp.model.run import attention_patterns
 
@@ -97,7 +98,7 @@ def balance_violation(spec) -> float:
     """
     if spec.name != "dyck":
         raise ConstructionError("balance_violation needs a dyck construction's spec")
-    lang = Dyck(spec.task["k"], spec.task["D"], spec.task["q"])
+    lang = DYCK.source(spec.task)
     layout = spec.layout
     index = {s: i for i, s in enumerate(lang.token_depth_pairs())}
     w_q, w_k, w_v, w_o = spec.blocks[1].heads[0].matrices()

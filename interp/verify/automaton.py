@@ -7,17 +7,15 @@ position) pairs whose argmax logit is the exact state q_t.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from interp.errors import ConstructionError, LengthError, VocabularyError
 from interp.model.run import predict
-from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.automata import Semiautomaton
 from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
-__all__ = ["verify_automaton", "default_exhaustive_length", "card_automaton"]
+__all__ = ["verify_automaton", "default_exhaustive_length"]
 
 #: Exhaustive checks enumerate |Σ|^K words; refuse beyond this many.
 MAX_EXHAUSTIVE_WORDS = 1 << 20
@@ -41,11 +39,6 @@ def default_exhaustive_length(n_symbols: int, length: int, prefix: int = 0) -> i
     return min(k, length)
 
 
-def card_automaton(card) -> Semiautomaton:
-    """The automaton a model's card says it simulates."""
-    return parse_automaton_json(json.dumps(card.task["automaton"]), f"<{card.construction} model>")
-
-
 #: sampled words are drawn and checked in chunks of at most this many positions
 CHUNK_POSITIONS = 1 << 21
 
@@ -56,7 +49,7 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
                      checker: CheckedForward | None = None) -> Verification:
     """Check an automaton model against exact simulation (see :func:`interp.verify.verify`)."""
     card = model.card
-    automaton = automaton or card_automaton(card)
+    automaton = automaton or card.source  # the automaton the card says the model simulates
     if automaton.n_symbols != card.io.n_symbols:
         raise VocabularyError(
             f"automaton {automaton.name!r} has {automaton.n_symbols} symbols, the model knows {card.io.n_symbols}")

@@ -23,21 +23,14 @@ import numpy as np
 from interp.tasks.dyck import Dyck, default_bands
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import logits
-from interp.tasks.kinds import DYCK, task_kind
+from interp.tasks.kinds import DYCK
 from interp.verify.forward import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
-__all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "dyck_of", "closing_only", "predicted_bracket"]
+__all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "closing_only", "predicted_bracket"]
 
 #: Exhaustive checks enumerate every valid prefix of length K; refuse beyond this many.
 MAX_EXHAUSTIVE_PREFIXES = 1 << 18
-
-
-def dyck_of(card) -> Dyck:
-    """The Dyck language a model's card says it predicts."""
-    if task_kind(card.task) is not DYCK:
-        raise ConstructionError(f"{card.construction} is not a Dyck model")
-    return DYCK.source(card.task)
 
 
 def closing_only(lang: Dyck) -> bool:
@@ -82,7 +75,9 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
                 checker: CheckedForward | None = None) -> Verification:
     """Prove a Dyck model exact (see the module docstring and :func:`interp.verify.verify`)."""
     card = model.card
-    lang = dyck_of(card)
+    if card.task_kind is not DYCK:
+        raise ConstructionError(f"{card.construction} is not a Dyck model")
+    lang = card.source
     M = card.max_length
     bands = default_bands(M) if bands is None else [tuple(b) for b in bands]
     for lo, hi in bands:
