@@ -25,7 +25,8 @@ from interp.model.run import exact_precision  # noqa: E402
 from interp.tasks.batches import DyckTask, step_rng  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import _loss, build_model, default_shape  # noqa: E402
+from interp.train import build_model, default_shape  # noqa: E402
+from interp.train.loop import _loss  # noqa: E402
 
 
 def _spin(stop) -> None:  # a busy neighbour on one core

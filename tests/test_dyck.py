@@ -189,7 +189,7 @@ def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty()
     import torch
 
     from constructions import build, build_model
-    from interp.regularise import contrastive_penalty
+    from interp.train.regularise import contrastive_penalty
     from interp.tasks.batches import DyckTask, step_rng
     from interp.train import ModelShape, build_model as twin_model
     from probes.dyck import balance_violation_of_model

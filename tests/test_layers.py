@@ -5,8 +5,7 @@ floor 1  interp.tasks.*  (what is true; the task-kind registry)  floor 0 only
          interp.model.*  (how weights are held and run)      floor 0 and interp.tasks (a card's task kind) —
                                                              tasks never imports model
 floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
-         interp.verify.*, interp.train, interp.sweep,        floors 0-1
-         interp.regularise
+         interp.verify.*, interp.train.*                     floors 0-1
 floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
          interp.experiments.*, interp.init_from,
          interp.circuits.*
@@ -74,7 +73,7 @@ def floor(module: str) -> tuple[int, str]:
         return 0, "base"
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),
-                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")), ("interp.sweep", (2, "train")), ("interp.regularise", (2, "train")),
+                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
                           ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from")),
                           ("interp.circuits", (3, "circuits"))):
@@ -157,7 +156,7 @@ def test_the_report_does_not_import_the_analysis(report):
                 todo.append(t)
     assert not reachable & {"interp.compare.analyse", "interp.compare.automaton", "interp.compare.dyck",
                             "interp.compare.ffl", "interp.model.run", "interp.train", "interp.experiments.base",
-                            "interp.evaluate", "interp.sweep"}
+                            "interp.evaluate", "interp.train.sweep", "interp.train.loop", "interp.train.twin"}
     assert not any(t.startswith(("constructions", "probes")) for t in reachable), reachable
 
 

@@ -82,7 +82,7 @@ def test_a_run_stopped_by_sigint_sigterm_and_sigkill_resumes_to_the_same_bits(tm
 def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeypatch):
     """The weights file carries its own metadata: dying before checkpoint.json is rewritten resumes
     from the newer weights, never from a mismatched pair."""
-    import interp.train as training
+    import interp.train.checkpoint as training  # where checkpoints are written
 
     task = AutomatonTask(get_automaton("parity"), 8)
     shape, config = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TrainConfig(

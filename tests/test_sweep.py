@@ -12,7 +12,7 @@ import pytest
 
 from interp.cli import main
 from interp.errors import CheckpointError
-from interp.sweep import parse_grid, run_sweep
+from interp.train.sweep import parse_grid, run_sweep
 from interp.tasks.batches import DyckTask
 from interp.tasks.dyck import Dyck
 from interp.train import ModelShape, TrainConfig

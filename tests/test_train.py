@@ -14,7 +14,7 @@ from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, SandboxError
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
 from interp.tasks.kinds import task_from_dict
-from interp.sweep import run_sweep
+from interp.train.sweep import run_sweep
 from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 
 ROOT = Path(__file__).resolve().parents[1]

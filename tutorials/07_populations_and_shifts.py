@@ -30,7 +30,7 @@ import torch
 
 from interp.compare.population import population
 from interp.evaluate import automaton_shifts, evaluate, skyline
-from interp.sweep import parse_grid, run_sweep
+from interp.train.sweep import parse_grid, run_sweep
 from interp.tasks.batches import AutomatonTask, DyckTask
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck

@@ -163,7 +163,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
               f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
         return 0
-    from interp.sweep import parse_grid, run_sweep
+    from interp.train.sweep import parse_grid, run_sweep
 
     s = run_sweep(task, shape, config, out, seeds, grid=parse_grid(args.grid), backend=args.backend,
                   workers=args.workers, progress=sys.stderr.isatty(), init_spec=init_spec)

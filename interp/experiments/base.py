@@ -87,7 +87,7 @@ class Context:
     def sweep(self, name: str, task, shape, config, seeds: Sequence[int] | None = None, init_spec: Any = None,
               grid: dict[str, list[Any]] | None = None) -> dict[str, Any]:
         """Train (or reuse) one population under ``OUT/runs/<name>``; returns the sweep summary."""
-        from interp.sweep import run_sweep
+        from interp.train.sweep import run_sweep
 
         seeds = list(self.seeds if seeds is None else seeds)
         summary = run_sweep(task, shape, config, self.out / RUNS / name, seeds, grid=grid, backend=self.backend,

@@ -26,7 +26,9 @@ import numpy as np
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
 from interp.tasks.kinds import task_from_dict
-from interp.train import METRICS, ModelShape, TrainConfig, has_checkpoint, run_identity, train
+from interp.train.checkpoint import METRICS, has_checkpoint
+from interp.train.config import ModelShape, TrainConfig, run_identity
+from interp.train.loop import train
 
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 

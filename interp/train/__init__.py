@@ -1,0 +1,30 @@
+"""Train HookedTransformers on the same tasks as the constructions: seeded, resumable, replicated.
+
+* :mod:`~interp.train.config` — :class:`ModelShape` (layers, width, heads, LayerNorm or none,
+  learned / sinusoidal / no positional embedding, or the LSTM baseline) and :class:`TrainConfig`;
+* :mod:`~interp.train.twin` — :func:`build_model` for a task, started from a construction's weights
+  and partly frozen, and :func:`load_trained`, which gives a run's model back with a ``card`` so the
+  probes and visualisers work on it like on a construction;
+* :mod:`~interp.train.loop` — :func:`train` (AdamW, warm-up and decay, clipping, online batches that are
+  a pure function of (seed, step), held-out evaluation, early stop, a time budget, checkpoints at every
+  evaluation and on SIGINT / SIGTERM; ``resume=True`` ends with the same bits as an uninterrupted run);
+* :mod:`~interp.train.checkpoint` — the one-file checkpoint format and resume;
+* :mod:`~interp.train.regularise` — dropout, attention sharpening, the moving average, the Dyck
+  balance penalty; :mod:`~interp.train.sweep` — several seeds and a grid of settings, on a local
+  process pool or Ray.
+
+A run directory holds ``checkpoint.safetensors`` (model and optimizer state, with task, shape, config,
+step and history in its header: one atomic file, so a kill at any instant leaves a whole checkpoint;
+what ``resume`` reads) + ``checkpoint.json`` (a readable copy of the header), ``model.safetensors`` +
+``model.json`` (a transformer's final weights, config and card in :mod:`interp.model.saved`'s format, no
+optimizer state) and ``metrics.json`` (task, final_accuracy, best_accuracy, steps, wall_seconds, seed,
+history).
+"""
+
+from interp.train.checkpoint import METRICS, has_checkpoint
+from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
+from interp.train.loop import evaluate, train
+from interp.train.twin import build_model, default_shape, load_trained, task_defaults
+
+__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
+           "task_defaults", "has_checkpoint", "run_identity", "METRICS", "MAX_N_CTX"]
