@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from constructions import build
+from interp.streams import Stream
 from interp.tasks.catalogue import get_automaton
 from interp.errors import VocabularyError
 from interp.model.run import live_heads
@@ -158,7 +159,7 @@ def test_corollary3_two_prunings_share_one_identical_matrix():
     task = DyckTask(lang, 16)
     stack, uniform = (to_hooked(build_dyck(lang, 32, v)) for v in ("stack", "uniform"))
     large = random_transformer(stack.cfg.d_vocab, stack.cfg.d_vocab_out, 16, RandomShape(2, 32, 2, 64), seed=1)
-    ev = task.batch(step_rng(0, 0, stream=1), 40)
+    ev = task.batch(step_rng(0, 0, Stream.HELD_OUT), 40)
     r = learn_weight_masks([stack, uniform], large, lambda s: task.batch(step_rng(0, s), 16).tokens,
                            (ev.tokens, ev.targets, ev.score_mask), steps=25, shared=["blocks.1.attn.W_K"])
     assert r["shared_identical"] and 0.0 < r["other_masks_jaccard"] < 1.0  # the rest of the prunings differ

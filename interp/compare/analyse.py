@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.compare.automaton import AutomatonComparison
 from interp.compare.canonical import canonical, square
 from interp.compare.names import PATTERNS_FILE, TWIN, head_name
@@ -329,7 +330,7 @@ def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, 
     eval_data = (data.tokens, data.targets, data.score_mask)
 
     def batches(step: int) -> np.ndarray:
-        return comparison.task.batch(step_rng(seed + 2000, step, stream=4), 32).tokens
+        return comparison.task.batch(step_rng(seed, step, Stream.THEOREM3_BATCHES), 32).tokens
 
     r = learn_weight_mask(target, large, batches, eval_data, steps=steps, seed=seed, progress=progress)
     r.update({"target": name, "random_shape": shape.__dict__})

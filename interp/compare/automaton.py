@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.compare.canonical import AfterBos, ModelInputs, canonical_lookback, canonical_prefix, canonical_uniform
 from interp.errors import ConstructionError
 from interp.model.hooked import to_hooked
@@ -71,7 +72,7 @@ class AutomatonComparison(AfterBos):
         return out
 
     def words(self, n: int, seed: int) -> np.ndarray:
-        return step_rng(seed, 0, stream=2).integers(self.automaton.n_symbols, size=(n, self.length))
+        return step_rng(seed, 0, Stream.ANALYSIS_WORDS).integers(self.automaton.n_symbols, size=(n, self.length))
 
     def example_word(self, seed: int) -> np.ndarray:
         return self.words(1, seed + 1)[0][: min(self.length, 16)]

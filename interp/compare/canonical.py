@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.tasks.batches import step_rng
 from probes.attention import lookback_reference, target_reference, uniform_reference
 
@@ -74,7 +75,7 @@ class AfterBos:
 
     def train_words(self, step: int, seed: int) -> np.ndarray:
         """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
-        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens[:, 1:] - 1
+        return self.task.batch(step_rng(seed, step, Stream.MASK_BATCHES), 32).tokens[:, 1:] - 1
 
     def scored_queries(self, word: Sequence[int]) -> np.ndarray:
         """Rows whose attention is scored against the references: all of them."""

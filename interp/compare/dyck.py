@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.compare.canonical import AfterBos, ModelInputs, canonical_lookback, canonical_prefix, canonical_uniform
 from interp.errors import ConstructionError
 from interp.model.card import TokenIO
@@ -58,7 +59,7 @@ class DyckComparison(AfterBos):
 
     def words(self, n: int, seed: int) -> np.ndarray:
         """Inputs: the first N − 1 brackets of sampled prefixes (the N-th is the last target)."""
-        return self.task.batch(step_rng(seed, 0, stream=2), n).tokens[:, 1:] - 1
+        return self.task.batch(step_rng(seed, 0, Stream.ANALYSIS_WORDS), n).tokens[:, 1:] - 1
 
     def example_word(self, seed: int) -> np.ndarray:
         from probes.dyck import PROBE_INPUT

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.compare.canonical import ModelInputs, canonical_keys
 from interp.errors import ConstructionError
 from interp.model.hooked import to_hooked
@@ -57,17 +58,17 @@ class FFLComparison:
         return {"ffl": to_hooked(build_ffl(self.task, max(64, self.task.n_ctx)))}
 
     def words(self, n: int, seed: int) -> np.ndarray:
-        return self.task.batch(step_rng(seed, 0, stream=2), n).tokens
+        return self.task.batch(step_rng(seed, 0, Stream.ANALYSIS_WORDS), n).tokens
 
     def train_words(self, step: int, seed: int) -> np.ndarray:
         """Fresh words for a mask-learning step (another stream than :meth:`words`)."""
-        return self.task.batch(step_rng(seed + 1000, step, stream=3), 32).tokens
+        return self.task.batch(step_rng(seed, step, Stream.MASK_BATCHES), 32).tokens
 
     def example_word(self, seed: int) -> np.ndarray:
         """A short string (≤ 19 tokens of FFL(0.4)) that writes both bits and reads at least three times."""
         short = FFLTask(0.4, min(20, self.length))
         for attempt in range(1000):
-            word = short.batch(step_rng(seed, attempt, stream=4), 1).tokens[0]
+            word = short.batch(step_rng(seed, attempt, Stream.EXAMPLE_SEARCH), 1).tokens[0]
             bits = word[1:][word[:-1] == 0]
             if len(set(bits.tolist())) == 2 and (word == 1).sum() >= 3:
                 return word

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.experiments.base import Context, mean_se
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
@@ -150,7 +151,7 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
     from interp.train import load_trained
     from probes.linear import automaton_probe_data, probe_accuracy
 
-    words = step_rng(7, 0, stream=9).integers(a.n_symbols, size=(n_words, T))
+    words = step_rng(7, 0, Stream.PROBE_WORDS).integers(a.n_symbols, size=(n_words, T))
     running = np.cumsum(words == COUNT_SYMBOL, axis=1)
     chance = float(np.bincount(running.ravel()).max() / running.size)
     per_model: dict[str, dict[str, float]] = {}

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.tasks import ffl
-from interp.tasks.automata import Semiautomaton, parse_automaton_json
+from interp.tasks.automata import Semiautomaton
 from interp.tasks.dyck import Dyck
 from interp.errors import AutomatonError
+from interp.streams import Stream, rng
 
 __all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step_rng"]
 
@@ -45,9 +46,10 @@ class TokenLayout:
     output_names: list[str]
 
 
-def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
-    """The generator for training step ``step`` (stream 1 is the held-out set)."""
-    return np.random.default_rng([int(seed), int(step), int(stream)])
+def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.random.Generator:
+    """The generator of ``stream`` (:class:`interp.streams.Stream`; default: the training batches) for
+    run seed ``seed`` at training step ``step``."""
+    return rng(seed, stream, step)
 
 
 class AutomatonTask:

@@ -34,6 +34,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.errors import AutomatonError, CheckpointError, ConstructionError, SandboxError
 
 __all__ = ["TaskKind", "Option", "TaskKindError", "register", "task_kind", "task_from_dict", "kind_names", "all_kinds",
@@ -164,7 +165,7 @@ class TaskKind:
         from interp.tasks.batches import step_rng
 
         at = self.task_from_dict({**task, "length": shift.length()})
-        return at.batch(step_rng(seed, 0, stream=5), n)
+        return at.batch(step_rng(seed, 0, Stream.EVALUATION), n)
 
     # -- circuits ---------------------------------------------------------------------------------
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
@@ -349,7 +350,7 @@ class AutomatonKind(TaskKind):
         from interp.tasks.batches import step_rng
         from interp.tasks.shifts import automaton_words
 
-        return automaton_words(self.source(task), shift, n, step_rng(seed, 0, stream=5))
+        return automaton_words(self.source(task), shift, n, step_rng(seed, 0, Stream.EVALUATION))
 
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
         clean = source.sample(n, length, rng)
@@ -519,7 +520,7 @@ class FFLKind(TaskKind):
         from interp.tasks.batches import step_rng
         from interp.tasks.ffl import sample_ffl
 
-        return sample_ffl(shift.params["p"], n, shift.params["length"], step_rng(seed, 0, stream=5))
+        return sample_ffl(shift.params["p"], n, shift.params["length"], step_rng(seed, 0, Stream.EVALUATION))
 
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
         from interp.tasks.ffl import R, corrupt_ffl, sample_ffl

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from interp.streams import Stream
 from interp.errors import CheckpointError, Interrupted, SandboxError
 from interp.files import atomic_write
 from interp.tasks.batches import step_rng
@@ -64,7 +65,7 @@ def evaluate(model, task, size: int = 512, seed: int = 0) -> dict[str, float]:
     """Loss and accuracy on the fixed held-out set of ``seed`` (not a training batch)."""
     import torch
 
-    batch = task.batch(step_rng(seed, 0, stream=1), size)
+    batch = task.batch(step_rng(seed, 0, Stream.HELD_OUT), size)
     with torch.inference_mode():
         loss, acc, n = _loss_and_accuracy(model, batch)
     return {"loss": float(loss), "accuracy": acc, "scored": n}

@@ -8,6 +8,7 @@ resumes onto the very masks it would have drawn; the moving average is part of t
 
 from __future__ import annotations
 
+from interp.streams import Stream, torch_seed
 from typing import Any, Callable
 
 __all__ = ["training_hooks", "attention_entropy", "contrastive_penalty", "EMA"]
@@ -27,7 +28,7 @@ def _shifted_positions(model, config, step: int) -> Callable:
     """The thesis's random position shift: one offset in 0..pos_shift per batch, from (seed, step)."""
     from interp.tasks.batches import step_rng
 
-    offset = int(step_rng(config.seed, step, stream=6).integers(0, config.pos_shift + 1))
+    offset = int(step_rng(config.seed, step, Stream.POSITION_SHIFTS).integers(0, config.pos_shift + 1))
 
     def hook(pos_embed, hook):  # [batch, pos, d_model]: rows offset..offset+pos of W_pos
         n = pos_embed.shape[1]
@@ -46,7 +47,7 @@ def training_hooks(model, config, step: int, patterns: list) -> list[tuple[str, 
     from interp.model.run import hook_name
 
     hooks: list[tuple[str, Callable]] = []
-    generator = torch.Generator().manual_seed(int(config.seed) * 1_000_003 + int(step))
+    generator = torch.Generator().manual_seed(torch_seed(config.seed, Stream.DROPOUT, step))
     if config.pos_shift:
         hooks.append(("hook_pos_embed", _shifted_positions(model, config, step)))
     if config.embed_dropout:
@@ -81,7 +82,7 @@ def contrastive_penalty(model, tokens, logits, lang, seed: int, step: int) -> An
 
     from interp.tasks.batches import step_rng
 
-    rng = step_rng(seed, step, stream=7)
+    rng = step_rng(seed, step, Stream.CONTRASTIVE_PAIRS)
     r = int(rng.integers(1, lang.D + 1))
     types = rng.integers(lang.k, size=r)
     pairs = np.concatenate([2 * types, (2 * types + 1)[::-1]]) + 1  # tokens: 1 + bracket index

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from interp.streams import Stream
 from interp.errors import ConstructionError
 from interp.model.run import logits
 from interp.tasks.batches import step_rng
@@ -29,7 +30,7 @@ def verify_batches(model, dtype: str, *, samples: int = 200, exhaustive_upto: in
     if samples < 1:
         raise ConstructionError("nothing to check: samples must be ≥ 1")
     task = kind.task_from_dict({**card.task, "length": card.task.get("length", card.max_length)})
-    batch = task.batch(step_rng(seed, 0, stream=7), samples)
+    batch = task.batch(step_rng(seed, 0, Stream.GENERIC_VERIFY), samples)
     if checker is not None:
         checker.cross_check(batch.tokens)
     pred = np.empty(batch.targets.shape, dtype=np.int64)

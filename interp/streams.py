@@ -1,0 +1,58 @@
+"""Named random streams: every purpose a random draw serves, and the seed it is drawn from.
+
+A result that must reproduce draws from a generator named here, derived from the run's seed: the
+generator of purpose ``P`` for run seed ``s`` at step ``t`` is ``numpy.random.default_rng([s + P.offset,
+t, P.number])``. Two purposes never share a generator within a run (``tests/test_streams.py``), and no
+code outside this table numbers a stream. The numbers and offsets are those the streams had before
+they were named, so training runs, checkpoints and reports keep their bits.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+__all__ = ["Stream", "rng", "entropy", "torch_seed"]
+
+
+class Stream(enum.Enum):
+    """What a random stream is for: ``(number, seed offset)``."""
+
+    TRAIN_BATCHES = (0, 0)  # the training batch of each step (interp.train)
+    HELD_OUT = (1, 0)  # the fixed held-out set a run is evaluated on
+    ANALYSIS_WORDS = (2, 0)  # `interp compare`: the words probes, ablation and pruning read
+    MASK_BATCHES = (3, 1000)  # `interp compare`: batches of the learned head masks
+    THEOREM3_BATCHES = (4, 2000)  # `interp compare dyck`: batches of Theorem 3's weight mask
+    EXAMPLE_SEARCH = (4, 0)  # `interp compare ffl`: candidate example strings
+    EVALUATION = (5, 0)  # `interp evaluate`: the inputs of each shift (seed + shift index)
+    POSITION_SHIFTS = (6, 0)  # training with --pos-shift: each step's offset
+    CONTRASTIVE_PAIRS = (7, 0)  # training with --contrastive: the matched pairs put before an input
+    GENERIC_VERIFY = (8, 0)  # verification of a kind with no verifier of its own: its task's batches
+    PROBE_WORDS = (9, 0)  # experiments: words the probes read
+    DROPOUT = (10, 0)  # training with dropout: the torch generator of each step (see torch_seed)
+
+    @property
+    def number(self) -> int:
+        return self.value[0]
+
+    @property
+    def offset(self) -> int:
+        return self.value[1]
+
+
+def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:
+    """The seed sequence of ``purpose`` for run seed ``seed`` at ``step``."""
+    if not isinstance(purpose, Stream):
+        raise TypeError(f"a random stream is named by a Stream, got {purpose!r}")
+    return [int(seed) + purpose.offset, int(step), purpose.number]
+
+
+def rng(seed: int, purpose: Stream, step: int = 0) -> np.random.Generator:
+    """The numpy generator of ``purpose`` for run seed ``seed`` at ``step``."""
+    return np.random.default_rng(entropy(seed, purpose, step))
+
+
+def torch_seed(seed: int, purpose: Stream, step: int = 0) -> int:
+    """A torch generator's seed for ``purpose`` (dropout masks), unique per (seed, step) below 10^6 steps."""
+    return int(seed) * 1_000_003 + int(step) + purpose.offset
