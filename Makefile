@@ -42,9 +42,9 @@ test: $(STAMP) browser
 # The suite's back-end subset on TransformerLens 4.x: 3.9 writes reference logits, activations and a
 # saved model; 4.x checks them, verifies every construction, probes, compares, saves; 3.9 loads that.
 test-tl4: $(STAMP) $(STAMP4)
-	$(PY) tests/backend_reference.py write $(BACKEND_REF)
-	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PY4) -m pytest -q tests/test_backends.py
-	$(PY) tests/backend_reference.py load $(BACKEND_REF)/saved-on-tl4
+	$(PY) tests/model/backend_reference.py write $(BACKEND_REF)
+	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PY4) -m pytest -q tests/model/test_backends.py
+	$(PY) tests/model/backend_reference.py load $(BACKEND_REF)/saved-on-tl4
 	@cat $(BACKEND_REF)/measured.txt
 
 test-slow: $(STAMP)

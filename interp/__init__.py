@@ -1,7 +1,7 @@
 """sandbox-lens: exact transformer constructions for automata, as TransformerLens models.
 
 The code stands on floors; a module imports only from its own floor and the ones below it
-(``tests/test_layers.py`` reads every import and keeps it so):
+(``tests/contract/test_layers.py`` reads every import and keeps it so):
 
 floor 0  ``interp.errors``, ``interp.files``, ``interp.viz`` — no project imports.
 floor 1  ``interp.tasks``  — what is true: automata, the catalogue, groups, cascades, gridworld

@@ -2,7 +2,7 @@
 
 A result that must reproduce draws from a generator named here, derived from the run's seed: the
 generator of purpose ``P`` for run seed ``s`` at step ``t`` is ``numpy.random.default_rng([s + P.offset,
-t, P.number])``. Two purposes never share a generator within a run (``tests/test_streams.py``), and no
+t, P.number])``. Two purposes never share a generator within a run (``tests/contract/test_streams.py``), and no
 code outside this table numbers a stream. The numbers and offsets are those the streams had before
 they were named, so training runs, checkpoints and reports keep their bits.
 """

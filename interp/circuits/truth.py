@@ -18,7 +18,7 @@ Two levels, both read off the weights, never written by hand:
   information.
 
 Patching every non-relevant edge leaves the output unchanged and patching every relevant one gives
-the corrupted word's output (``tests/test_circuits.py`` checks both on every construction family):
+the corrupted word's output (``tests/circuits/test_circuits.py`` checks both on every construction family):
 that is what ties this ground truth to behaviour.
 """
 

@@ -18,7 +18,7 @@ from interp.tasks.batches import AutomatonTask
 from interp.tasks.catalogue import get_automaton
 from interp.train import ModelShape, TrainConfig, train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = 600
 ARGV = [sys.executable, "-m", "interp", "train", "automaton", "--automaton", "parity", "-T", "8", "--layers", "1",
         "--d-model", "16", "--heads", "2", "--steps", str(STEPS), "--batch", "8", "--eval-every", "50",

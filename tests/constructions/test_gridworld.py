@@ -19,7 +19,7 @@ from interp.tasks.gridworld import last_boundary_positions
 from interp.model.hooked import to_hooked
 from probes.boundary import boundary_detector_scores
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def assert_exact(result):

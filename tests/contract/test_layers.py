@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("interp", "constructions", "probes")
 
 
@@ -82,7 +82,7 @@ def floor(module: str) -> tuple[int, str]:
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
         return 4, "cli"
-    raise AssertionError(f"{module} has no floor: place it in tests/test_layers.py and the README")
+    raise AssertionError(f"{module} has no floor: place it in tests/contract/test_layers.py and the README")
 
 
 #: What a group may import besides floor 0 (and itself).

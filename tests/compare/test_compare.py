@@ -20,7 +20,7 @@ from interp.tasks.dyck import Dyck
 from interp.errors import CheckpointError, ConstructionError
 from interp.train import ModelShape, TrainConfig, train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY_TRAIN = TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3)
 FAST = dict(samples=40, examples=3, mask_steps=20, progress=False)
 

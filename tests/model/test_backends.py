@@ -1,7 +1,7 @@
 """The back end at hand (TransformerBridge under `make test-tl4`) against TransformerLens 3.9's numbers.
 
 Under `make test-tl4` this runs on TransformerLens 4.x with ``SANDBOX_LENS_BACKEND_REFERENCE`` naming
-what ``tests/backend_reference.py write`` left there on 3.9: logits and probe activations of every
+what ``tests/model/backend_reference.py write`` left there on 3.9: logits and probe activations of every
 construction at two lengths, a saved model, a small `compare parity` and a forward-pass time. Without
 the reference (plain `make test`) the file is skipped: the rest of the suite covers 3.9.
 """
@@ -29,7 +29,7 @@ REFERENCE = os.environ.get("SANDBOX_LENS_BACKEND_REFERENCE")
 # `make test` covers all of this on 3.9 already; this file is `make test-tl4`'s
 pytestmark = pytest.mark.skipif(not REFERENCE, reason="the back-end suite runs under `make test-tl4`")
 needs_reference = pytest.mark.skipif(not REFERENCE, reason="no 3.9 reference (run by `make test-tl4`)")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _report(line: str) -> None:
@@ -85,7 +85,7 @@ def test_a_model_saved_under_one_backend_loads_under_the_other():
     model = load_model(Path(REFERENCE) / "saved-on-tl39")
     assert verify(model, samples=50).exact
     save_model(to_hooked(build_case("modular_counter", "C3", {}, 16)), Path(REFERENCE) / "saved-on-tl4")
-    # `make test-tl4` then loads saved-on-tl4 under 3.9 (tests/backend_reference.py load)
+    # `make test-tl4` then loads saved-on-tl4 under 3.9 (tests/model/backend_reference.py load)
 
 
 @needs_reference

@@ -8,7 +8,7 @@ import pytest
 
 from interp.cli import main
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def _json_blocks() -> list[str]:

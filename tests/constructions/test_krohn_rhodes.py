@@ -19,7 +19,7 @@ from interp.errors import AutomatonError, ConstructionError, LengthError
 from interp.tasks.groups import compose
 from interp.verify import verify
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASCADES = ROOT / "examples" / "cascades"
 
 

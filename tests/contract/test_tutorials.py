@@ -8,7 +8,7 @@ import jupytext
 import pytest
 from nbclient import NotebookClient
 
-TUTORIALS = sorted((Path(__file__).parent.parent / "tutorials").glob("[0-9]*.py"))
+TUTORIALS = sorted((Path(__file__).resolve().parents[2] / "tutorials").glob("[0-9]*.py"))
 # a cell that makes a figure: pyplot, an Image of PNG bytes, or an axes method that draws
 FIGURE = re.compile(r"\bplt\.|\bImage\(|\.imshow\(|\.subplots\(")
 

@@ -17,7 +17,7 @@ from interp.tasks.batches import DyckTask
 from interp.tasks.dyck import Dyck
 from interp.train import ModelShape, TrainConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
 FEW = TrainConfig(steps=12, batch=4, eval_every=6, eval_size=16, warmup=2)
 TASK = DyckTask(Dyck(1, 2), 8)

@@ -3,7 +3,7 @@
 ``write DIR``: for every construction at two lengths, the HookedTransformer's logits and its
 activations at the hooks the probes read, on fixed words (``DIR/<case>.npz``); a model saved under
 3.9 (``DIR/saved-on-tl39``); a small `compare parity` run (``DIR/compare-tl39/metrics.json``); and
-the forward-pass time of one model (``DIR/timing.json``). ``tests/test_backends.py``, run on 4.x,
+the forward-pass time of one model (``DIR/timing.json``). ``tests/model/test_backends.py``, run on 4.x,
 checks the bridge against all of it and saves a model into ``DIR/saved-on-tl4``.
 
 ``load DIR``: load a model saved under the other back end and verify it exact here.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 #: (case name, construction, source, options) — every construction family; each at two lengths.
 CASES = [
@@ -36,7 +36,7 @@ CASES = [
     ("ffl", "ffl", None, {}),
 ]
 LENGTHS = (16, 64)
-CASCADE = Path(__file__).resolve().parent.parent / "examples" / "cascades" / "parity_flipflop_counter.json"
+CASCADE = Path(__file__).resolve().parents[2] / "examples" / "cascades" / "parity_flipflop_counter.json"
 TIMED = ("prefix_scan", "S5", 256)
 
 

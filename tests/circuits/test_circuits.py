@@ -26,7 +26,7 @@ from interp.tasks.cascade import load_cascade_file
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASCADE = ROOT / "examples" / "cascades" / "parity_flipflop_counter.json"
 
 

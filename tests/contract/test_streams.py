@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 from interp.streams import Stream, entropy, rng, torch_seed
 from interp.tasks.batches import step_rng
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @given(seed=st.integers(0, 2**31), step=st.integers(0, 10**6))
