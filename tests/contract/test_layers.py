@@ -165,7 +165,7 @@ def test_the_checker_sees_lazy_imports():
     """A function-level import counts (the exceptions, by importlib and name: the construction registry's
     builders, and what a task kind names on a higher floor — its verifier, evaluator, compare adapter)."""
     assert "interp.model.hooked" in GRAPH["constructions"]  # build_model imports it inside the function
-    assert "interp.tasks.dyck" in GRAPH["interp.tasks.kinds"]  # DyckKind imports it inside its methods
+    assert "interp.tasks.dyck" in GRAPH["interp.tasks.kinds.dyck"]  # DyckKind imports it inside its methods
 
 
 def test_prefix_scan_verification_imports_no_other_construction(tmp_path):

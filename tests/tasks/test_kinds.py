@@ -157,7 +157,7 @@ class CopyKind(TaskKind):
     train_options = (kinds.Option(("--symbols",), "symbols", "copy: alphabet size", "M", type=int, default=3),)
 
     def task_from_dict(self, d):
-        return kinds._checked(self, lambda: CopyTask(d["m"], d["length"]))
+        return kinds.checked(self, lambda: CopyTask(d["m"], d["length"]))
 
     def task_from_options(self, values, length):
         return CopyTask(values.get("symbols", 3), length or self.default_length)
