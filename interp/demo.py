@@ -16,6 +16,7 @@ import numpy as np
 
 from constructions import build
 from interp.files import atomic_write
+from interp.html import page
 from interp.model.hooked import to_hooked
 from interp.model.run import attention_patterns
 from interp.tasks.catalogue import get_automaton
@@ -28,12 +29,6 @@ DEMO_AUTOMATA = ("parity", "S5")
 VERIFY_LENGTH = 256
 PICTURE_LENGTH = 12
 
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}
-.ok{color:#186a1d;font-weight:bold}.bad{color:#b00;font-weight:bold}code{background:#f5f5f5;padding:1px 3px}
-"""
 
 
 def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
@@ -48,7 +43,7 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
         metrics.append({**result.to_dict(), "seconds": round(seconds, 2)})
         cls = "ok" if result.exact else "bad"
         rows.append(
-            f"<tr><td>{html.escape(automaton.name)}</td><td>{html.escape(automaton.description)}</td>"
+            f"<tr><td>{html.escape(automaton.name)}</td><td class='text'>{html.escape(automaton.description)}</td>"
             f"<td class='{cls}'>{result.accuracy:.6f}</td><td>{result.checked:,}</td>"
             f"<td>{result.sequences:,}</td><td>{result.exhaustive_upto}</td>"
             f"<td>{result.n_layers}</td><td>{result.attention_layers}</td>"
@@ -72,10 +67,7 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
             f"<h3>Interactive (circuitsvis)</h3>{circuitsvis_heads(patterns, tokens)}"
         )
 
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens demo: the log-depth prefix scan</title>
-<style>{_CSS}</style></head><body>
-<h1>sandbox-lens demo: Theorem 10, the log-depth prefix scan</h1>
+    body = f"""<h1>sandbox-lens demo: Theorem 10, the log-depth prefix scan</h1>
 <p>Each model is built from exact weights (no training) and loaded into a TransformerLens
 <code>HookedTransformer</code> with a strict state-dict load. Verification compares the argmax
 of the logits at every position with exact simulation: every word up to the exhaustive length,
@@ -83,10 +75,8 @@ plus {samples} random words of length {VERIFY_LENGTH}, in float32.</p>
 <table><tr><th>automaton</th><th>description</th><th>accuracy</th><th>positions</th><th>words</th>
 <th>exhaustive up to</th><th>TL blocks</th><th>attention layers</th><th>d_model</th><th>d_mlp</th><th>seconds</th></tr>
 {''.join(rows)}</table>
-{''.join(sections)}
-</body></html>
-"""
+{''.join(sections)}"""
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
     index = out / "report.html"
-    atomic_write(index, page.encode())
+    atomic_write(index, page("sandbox-lens demo: the log-depth prefix scan", body).encode())
     return index

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import tempfile
 from glob import escape as glob_escape
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "MAX_TEXT_BYTES"]
+__all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "write_json", "jsonable", "MAX_TEXT_BYTES"]
 
 #: the largest JSON or text input read whole (automaton and cascade files, cards): far above any real one
 MAX_TEXT_BYTES = 16 * 2**20
@@ -53,3 +56,39 @@ def read_text_limited(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
     if len(data) > limit:
         raise ValueError(f"{path} is larger than {limit // 2**20} MiB")
     return data.decode("utf-8")
+
+
+def jsonable(x: Any) -> Any:
+    """``json.dumps``'s ``default``: numpy scalars and arrays as numbers and lists, paths as text, tuples as lists."""
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, tuple):
+        return list(x)
+    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> Any:
+    """Write ``obj`` as JSON, atomically; numpy values through :func:`jsonable`. ``strict``: a number that
+    could not be measured (NaN, ±inf) is written as null, so the file is standard JSON. Returns what was written."""
+    data = json.loads(json.dumps(obj, default=jsonable))
+    if strict:
+        data = _finite(data)
+    atomic_write(Path(path), (json.dumps(data, indent=indent, allow_nan=not strict) + "\n").encode())
+    return data
+

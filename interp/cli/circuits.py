@@ -76,7 +76,7 @@ def _model(args: argparse.Namespace):
 def _cmd_circuit(args: argparse.Namespace) -> int:
     from interp.circuits.analyse import analyse, check_settings
     from interp.circuits.draw import circuit_png
-    from interp.files import atomic_write
+    from interp.files import atomic_write, write_json
     from interp.model.run import require_hooked
 
     if args.pairs < 1:
@@ -98,7 +98,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     result["model"] = {"title": title, "construction": model.card.construction, "task": model.card.task,
                        "shape": {k: getattr(model.cfg, k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp")}}
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "circuit.json", (json.dumps(result, indent=1, allow_nan=False) + "\n").encode())
+    write_json(out / "circuit.json", result)
     atomic_write(out / "circuit.png", circuit_png(result, f"{title}: {args.method}"))
     summary = {k: result.get(k) for k in ("method", "level", "auroc", "edge_precision", "edge_recall", "wall_seconds")}
     summary["faithfulness"] = result["faithfulness"]

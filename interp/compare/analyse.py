@@ -44,7 +44,7 @@ from interp.compare.names import PATTERNS_FILE, TWIN, head_name
 from interp.compare.dyck import DyckComparison
 from interp.compare.ffl import FFLComparison
 from interp.errors import SandboxError
-from interp.files import atomic_write
+from interp.files import atomic_write, write_json
 from interp.model.hooked import backend
 from interp.model.run import attention_patterns, live_heads, require_hooked
 from interp.tasks.batches import step_rng
@@ -243,7 +243,7 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
                                                    seed, progress)
     metrics["example"] = _write_example_patterns(out, comparison, models, seed)
     metrics["seconds"] = round(time.time() - started, 1)
-    atomic_write(out / "metrics.json", (json.dumps(metrics, indent=1, default=_jsonable) + "\n").encode())
+    write_json(out / "metrics.json", metrics, strict=False)
     return write_report(out)
 
 
@@ -347,12 +347,6 @@ def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, 
 def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, **kwargs: Any) -> Path:
     """:func:`compare` on Dyck_{k,D} with the three constructions (the `make demo` report)."""
     return compare(DyckComparison(Dyck(k, D)), out, trained=trained, **kwargs)
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    raise TypeError(type(x))
 
 
 def comparison_of_task(task: dict[str, Any]) -> Comparison:

@@ -15,22 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from interp.compare.figures import ablation_png, learning_curve_png, probe_png, side_by_side_png
 from interp.compare.names import TWIN
 from interp.errors import CheckpointError
 from interp.files import atomic_write
-from interp.viz import circuitsvis_heads, figure_png, heatmap_png, png_data_uri, token_ticks
+from interp.html import page, table
+from interp.viz import circuitsvis_heads, heatmap_png, png_data_uri
 
 __all__ = ["write_report", "read_results", "conclusions"]
 
 SIDE_BY_SIDE_HEADS = 6  # up to this many live heads per model, all models go in one figure
 FOUND_MARGIN = 0.02  # a pruning "reproduces" a construction within this much accuracy of it
-
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3}td:first-child{text-align:left}img{max-width:100%}code{background:#f5f5f5;padding:1px 3px}
-.note{color:#555;font-size:0.92em}.warn{background:#fdf3d7;border-left:4px solid #d9a400;padding:6px 10px}
-"""
 
 
 def read_results(out: Path) -> tuple[dict, dict[str, dict[tuple[int, int], np.ndarray]]]:
@@ -58,112 +53,6 @@ def _head_key(name: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def _side_by_side_png(patterns: dict[str, dict], tokens: list[str]) -> bytes:
-    """One column per model (its heads down the column), all on the same token axes."""
-    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
-
-    rows, cols = max(len(p) for p in patterns.values()), len(patterns)
-    size = 1.6 + 0.09 * len(tokens)
-    fig = Figure(figsize=(cols * size + 1.2, rows * size))
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    image = None
-    for c, (name, pats) in enumerate(patterns.items()):
-        for r, ((layer, head), p) in enumerate(pats.items()):
-            ax = axes[r][c]
-            ax.axis("on")
-            image = ax.imshow(p, vmin=0, vmax=1, cmap="Blues")
-            ax.set_title(f"{name}: L{layer}H{head}", fontsize=8)
-            token_ticks(ax, tokens, fontsize=6, most=24)
-    if image is not None:
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention weight (query row → key column)")
-    return figure_png(fig)
-
-
-def _probe_png(probes: dict[str, dict[str, dict[str, Any]]], latents: list[str]) -> bytes:
-    """One panel per latent, one line per model over its residual hooks on a common x-axis (the fraction of
-    the way from the embeddings to the last block's output), and the chance line."""
-    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
-
-    fig = Figure(figsize=(max(4.5, 4.6 * len(latents)), 3.6), layout="constrained")
-    axes = fig.subplots(1, len(latents), squeeze=False, sharey=True)[0]
-    for ax, latent in zip(axes, latents):
-        chance = None
-        for i, (model, per) in enumerate(probes.items()):
-            acc = per[latent]["accuracy"]
-            xs = np.linspace(0, 1, len(acc)) if len(acc) > 1 else np.zeros(1)
-            # constructions often read identically: earlier lines wider and hollow, so none hides another
-            ax.plot(xs, list(acc.values()), marker="os^Dv"[i % 5], ms=7 - 1.2 * min(i, 4), mfc="none",
-                    lw=max(0.8, 3.2 - 0.8 * i), ls=("-", "--", "-.", ":")[i % 4], label=model)
-            chance = per[latent].get("chance", chance)
-        if chance is not None:
-            ax.axhline(chance, ls="--", lw=0.9, color="grey")
-            ax.text(1.0, chance, "chance (commonest value)", fontsize=7, color="grey", ha="right", va="bottom")
-        ax.set_title(latent, fontsize=9)
-        ax.set_xticks([0, 0.5, 1], ["embeddings", "middle", "last block"], fontsize=7)
-        ax.set_xlabel("depth through the model (each model's residual hooks, evenly spaced)", fontsize=7)
-        ax.set_ylim(-0.02, 1.05)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("held-out probe accuracy")
-    axes[-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle("where each latent is linearly readable", fontsize=10)
-    return figure_png(fig)
-
-
-def _ablation_png(ablation: dict[str, dict[str, Any]]) -> bytes:
-    """One panel per model: a pair of bars per head (zero- and mean-ablated), the intact and chance lines."""
-    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
-
-    models = list(ablation)
-    fig = Figure(figsize=(max(4.5, 3.4 * len(models)), 3.4))
-    axes = fig.subplots(1, len(models), squeeze=False, sharey=True)[0]
-    for ax, model in zip(axes, models):
-        a = ablation[model]
-        heads = list(a["zero"])
-        xs = np.arange(len(heads))
-        ax.bar(xs - 0.2, [a["zero"][h] for h in heads], width=0.4, label="zero-ablated", color="#4c72b0")
-        ax.bar(xs + 0.2, [a["mean"][h] for h in heads], width=0.4, label="mean-ablated", color="#dd8452")
-        ax.axhline(a["baseline"], ls="-", lw=0.9, color="black")
-        ax.axhline(a["chance"], ls="--", lw=0.9, color="grey")
-        ax.text(len(heads) - 0.5, a["baseline"], "intact", fontsize=7, ha="right", va="bottom")
-        ax.text(len(heads) - 0.5, a["chance"], "chance", fontsize=7, ha="right", va="bottom", color="grey")
-        ax.set_xticks(xs, heads, rotation=60 if len(heads) > 6 else 0, fontsize=7)
-        ax.set_title(model, fontsize=9)
-        ax.set_ylim(0, 1.08)
-    axes[0].set_ylabel("task accuracy")
-    axes[0].legend(fontsize=7, loc="lower left")
-    fig.suptitle("accuracy with one head ablated (others fixed)", fontsize=10)
-    return figure_png(fig)
-
-
-def _learning_curve_png(t: dict[str, Any]) -> bytes | None:
-    """The twin's held-out accuracy and loss by step, with its target."""
-    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
-
-    history = t.get("history") or []
-    if not history:
-        return None
-    steps = [h["step"] for h in history]
-    fig = Figure(figsize=(7.5, 3.0), layout="constrained")
-    acc_ax, loss_ax = fig.subplots(1, 2)
-    acc_ax.plot(steps, [h["accuracy"] for h in history], marker="o", ms=3)
-    if t.get("target_accuracy") is not None:
-        acc_ax.axhline(t["target_accuracy"], ls="--", lw=0.9, color="grey")
-        acc_ax.text(steps[0], t["target_accuracy"], " target", fontsize=7, color="grey", va="bottom")
-    acc_ax.set_ylim(min(0.0, min(h["accuracy"] for h in history)), 1.02)
-    acc_ax.set_xlabel("step", fontsize=8)
-    acc_ax.set_ylabel("held-out accuracy", fontsize=8)
-    loss_ax.plot(steps, [h["loss"] for h in history], marker="o", ms=3, color="#dd8452")
-    loss_ax.set_ylim(bottom=0)
-    loss_ax.set_xlabel("step", fontsize=8)
-    loss_ax.set_ylabel("held-out loss (nats per scored position)", fontsize=8)
-    for ax in (acc_ax, loss_ax):
-        ax.grid(alpha=0.3)
-    fig.suptitle("the trained twin's learning curve", fontsize=10)
-    return figure_png(fig)
-
-
 def _short_hook(hook: str) -> str:
     return hook.replace("blocks.", "").replace(".hook_resid_", " ")
 
@@ -173,9 +62,7 @@ def _fmt(x: Any) -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return table(header, rows, _fmt)
 
 
 def _twin_warning(t: dict[str, Any]) -> str:
@@ -302,14 +189,8 @@ its normalised KL. Constructions are scored against the task-relevant ground tru
                          "Jaccard"], overlap) if overlap else ""))
 
 
-def write_report(out: str | Path) -> Path:
-    """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
-    out = Path(out)
-    metrics, patterns = read_results(out)
-    tokens = metrics["example"]["tokens"]
-    word_text = " ".join(tokens[1:])
-    models = list(metrics["models"])
-
+def _summary_html(metrics: dict[str, Any]) -> str:
+    """The summary table (with the under-target warning) and what we conclude."""
     summary = []
     for name, info in metrics["models"].items():
         probes = metrics["probes"][name]
@@ -328,12 +209,14 @@ def write_report(out: str | Path) -> Path:
     conclude = ("<h2>What we conclude</h2><p class='note'>Computed from the numbers on this page by the rules each "
                 "sentence states; nothing here is written in advance.</p><ul>"
                 + "".join(f"<li>{html.escape(c)}</li>" for c in conclusions(metrics)) + "</ul>")
-    curve = _learning_curve_png(metrics.get("twin_training", {}))
-    curve_html = (f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
-                  if curve else "")
+    return summary_table + conclude
 
+
+def _attention_html(metrics: dict[str, Any], patterns: dict[str, dict], tokens: list[str]) -> str:
+    """Every model's attention on the example word, the heads against the references, the head matching."""
+    word_text, models = " ".join(tokens[1:]), list(metrics["models"])
     if max(len(p) for p in patterns.values()) <= SIDE_BY_SIDE_HEADS:
-        png = _side_by_side_png(patterns, tokens)
+        png = side_by_side_png(patterns, tokens)
         heat = [f"<img alt='attention of every model, side by side' src='{png_data_uri(png)}'>"]
     else:  # many heads (e.g. the gridworld construction's 2S + 1): one figure per model
         heat = [f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' "
@@ -354,9 +237,21 @@ def write_report(out: str | Path) -> Path:
                  [[m["trained"], m["constructed"], m["tv_distance"]] for m in ms])
         for c, ms in metrics["attention"]["matching"].items())
 
-    probe_png = _probe_png(metrics["probes"], latents)
-    ablation_png = _ablation_png(metrics["ablation"])
+    return f"""<h2>Attention on <code>{html.escape(word_text)}</code></h2>
+<p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.
+Only heads whose OV circuit writes are shown.</p>
+{''.join(heat)}
+<h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(', '.join(tile_names))}.</p>{cv}
+<h2>Heads against reference patterns</h2>
+<p class="note">Averaged over example words: mass on the reference's target (— for uniform, whose target is every
+key, so any pattern puts all its mass there), argmax agreement, mean total-variation distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
+{_table(["model", "head", "best reference", "mass", "argmax agreement", "TV distance"], score_rows)}
+<h2>Matching the twin's heads to each construction's (Hungarian, mean TV)</h2>{match_html}"""
 
+
+def _pruning_html(metrics: dict[str, Any]) -> str:
+    """Greedy pruning and learned head masks, per model."""
+    models = list(metrics["models"])
     prune_rows = []
     for name in models:
         pr = metrics["pruning"][name]
@@ -368,6 +263,18 @@ def write_report(out: str | Path) -> Path:
                                          ", ".join(r["surviving"]) or "none",
                                          f"{r['accuracy_masked']:.3f}" + ("" if r["kept_accuracy"] else " ✗"),
                                          r["accuracy_masked_original_weights"]] if r else ["—"] * 5))
+    return f"""<h2>Pruning</h2>
+<p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
+hard-concrete gates with an L0 penalty of λ nats per open head, trained with all weights (others adapt); a head survives
+when its gate is above 0.5. Accuracy as trained (adapted weights, surviving heads scaled by their gates), and with the closed heads
+zeroed in the original weights. Constructions can collapse to a constant output when a gate partly closes, which leaves
+no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
+{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "λ", "learned gates", "learned masks keep",
+         "accuracy as trained", "accuracy, original weights"], prune_rows)}"""
+
+
+def _theorem3_html(metrics: dict[str, Any]) -> str:
+    """Theorem 3 and Corollary 3 at toy scale (Dyck), or why they did not run."""
     theorem3 = ""
     if metrics["pruning"].get("theorem3_skipped"):
         theorem3 = f"<h3>Theorem 3</h3><p class='note'>Not run: {html.escape(metrics['pruning']['theorem3_skipped'])}.</p>"
@@ -400,43 +307,33 @@ with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cann
                 ["target", "accuracy of its pruning", "mean TV", "max TV"],
                 [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()])
 
-    circuits_html = _circuits_section(metrics.get("circuits"))
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>sandbox-lens: constructed vs trained — {html.escape(metrics['task'])}</title>
-<style>{_CSS}</style></head><body>
-<h1>Constructed vs trained circuits</h1>
+    return theorem3
+
+
+def write_report(out: str | Path) -> Path:
+    """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
+    out = Path(out)
+    metrics, patterns = read_results(out)
+    curve = learning_curve_png(metrics.get("twin_training", {}))
+    curve_html = (f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
+                  if curve else "")
+
+    probes = probe_png(metrics["probes"], list(metrics["latents"]))
+    ablation = ablation_png(metrics["ablation"])
+    body = f"""<h1>Constructed vs trained circuits</h1>
 <p><b>Task:</b> {html.escape(metrics['task'])}. Exact constructions and a trained twin
 (<code>{html.escape(metrics['twin'])}</code>) on the same {metrics['samples']} sampled words
 ({metrics['examples']} for the attention scores).
 Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
-{summary_table}
-{conclude}
+{_summary_html(metrics)}
 {curve_html}
-<h2>Attention on <code>{html.escape(word_text)}</code></h2>
-<p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.
-Only heads whose OV circuit writes are shown.</p>
-{''.join(heat)}
-<h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(', '.join(tile_names))}.</p>{cv}
-<h2>Heads against reference patterns</h2>
-<p class="note">Averaged over example words: mass on the reference's target (— for uniform, whose target is every
-key, so any pattern puts all its mass there), argmax agreement, mean total-variation distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
-{_table(["model", "head", "best reference", "mass", "argmax agreement", "TV distance"], score_rows)}
-<h2>Matching the twin's heads to each construction's (Hungarian, mean TV)</h2>{match_html}
-<h2>Where the latents are linearly readable</h2><img alt="probe accuracy by hook" src="{png_data_uri(probe_png)}">
-<h2>Head ablation (others fixed)</h2><img alt="head ablation" src="{png_data_uri(ablation_png)}">
-<h2>Pruning</h2>
-<p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
-hard-concrete gates with an L0 penalty of λ nats per open head, trained with all weights (others adapt); a head survives
-when its gate is above 0.5. Accuracy as trained (adapted weights, surviving heads scaled by their gates), and with the closed heads
-zeroed in the original weights. Constructions can collapse to a constant output when a gate partly closes, which leaves
-no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
-{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "λ", "learned gates", "learned masks keep",
-         "accuracy as trained", "accuracy, original weights"], prune_rows)}
-{theorem3}
-{circuits_html}
-<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits); {metrics['seconds']:.0f} s.</p>
-</body></html>
-"""
+{_attention_html(metrics, patterns, metrics["example"]["tokens"])}
+<h2>Where the latents are linearly readable</h2><img alt="probe accuracy by hook" src="{png_data_uri(probes)}">
+<h2>Head ablation (others fixed)</h2><img alt="head ablation" src="{png_data_uri(ablation)}">
+{_pruning_html(metrics)}
+{_theorem3_html(metrics)}
+{_circuits_section(metrics.get("circuits"))}
+<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits); {metrics['seconds']:.0f} s.</p>"""
     report = out / "report.html"
-    atomic_write(report, page.encode())
+    atomic_write(report, page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body).encode())
     return report

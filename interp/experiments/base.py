@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from interp.errors import SandboxError
-from interp.files import atomic_write
+from interp.files import atomic_write, write_json
 
 __all__ = ["Experiment", "Context", "ExperimentError", "VERDICTS", "RESULTS", "MARKER", "prepare_directory",
            "run_experiment", "mean_se"]
@@ -199,34 +199,9 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
                         "torch_threads_per_run": 1},
     }
     # strict JSON: a number that could not be measured (no learned seed, no pair) is null, not NaN
-    results = _strict(json.loads(json.dumps(results, default=_jsonable)))
-    atomic_write(out / RESULTS, (json.dumps(results, indent=1, allow_nan=False) + "\n").encode())
+    results = write_json(out / RESULTS, results)
     write_report(out)
     return results
-
-
-def _strict(x: Any) -> Any:
-    import math
-
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _strict(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_strict(v) for v in x]
-    return x
-
-
-def _jsonable(x: Any) -> Any:
-    import numpy as np
-
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (Path, tuple)):
-        return str(x) if isinstance(x, Path) else list(x)
-    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:

@@ -11,18 +11,11 @@ from typing import Any, Sequence
 
 from interp.errors import CheckpointError
 from interp.files import atomic_write
+from interp.html import page, table
 from interp.viz import png_data_uri
 
 __all__ = ["write_report", "write_index", "read_results"]
 
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.text,th.text{text-align:left}img{max-width:100%}
-code{background:#f5f5f5;padding:1px 3px}.note{color:#555;font-size:0.92em}
-.v-reproduced{background:#e3f4e3}.v-differs{background:#fdf3d7}.v-not-reproduced{background:#f9dede}
-.v-not-tested{background:#eee}figure{margin:1.5em 0}figcaption{color:#444;font-size:0.92em}
-"""
 
 
 def read_results(out: str | Path) -> dict[str, Any]:
@@ -35,18 +28,8 @@ def read_results(out: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{path} is not valid JSON ({e})") from None
 
 
-def _cell(x: Any) -> str:
-    if x is None:
-        return "—"  # not measured (see the table's note)
-    if isinstance(x, float):
-        return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.3e}"
-    return html.escape(str(x))
-
-
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return table(columns, rows)  # None: not measured (see the table's note)
 
 
 def _claims(claims: list[dict[str, Any]]) -> str:
@@ -105,10 +88,8 @@ def write_report(out: str | Path) -> Path:
                  f"<code>runs/</code>. sandbox-lens {html.escape(str(env.get('sandbox_lens', '?')))}, torch "
                  f"{html.escape(str(env.get('torch', '?')))}, Python {html.escape(str(env.get('python', '?')))}, one torch "
                  f"thread per run.</p>")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(r['title'])}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
     path = out / "report.html"
-    atomic_write(path, page.encode())
+    atomic_write(path, page(r["title"], "".join(parts)).encode())
     return path
 
 
@@ -129,12 +110,11 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
                     f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
                     f"<td>{r.get('training_cpu_minutes', 0):.1f}</td><td>{r['minutes']:.1f}</td>"
                     f"<td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>")
-    table = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
+    index = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
              "<th>minutes of the last invocation</th><th>scale</th></tr>"
              + "".join(rows) + "</table>")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>sandbox-lens: reproducing the thesis</title>"
-            f"<style>{_CSS}</style></head><body><h1>Reproducing the thesis's learning claims</h1>{table}</body></html>")
     out.mkdir(parents=True, exist_ok=True)
     path = out / "index.html"
-    atomic_write(path, page.encode())
+    atomic_write(path, page("sandbox-lens: reproducing the thesis",
+                            f"<h1>Reproducing the thesis's learning claims</h1>{index}").encode())
     return path
