@@ -65,14 +65,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = parser.parse_args(argv)
     handler = handlers[args.command]
-    warnings.showwarning = _one_line_warning
     if args.threads is not None and args.threads < 1:
         print("interp: error: --threads must be ≥ 1", file=sys.stderr)
         return 2
+    # process-wide settings a command changes, put back when it returns (main may run in-process:
+    # a notebook, a test, another program)
+    previous_showwarning, previous_threads = warnings.showwarning, None
+    warnings.showwarning = _one_line_warning
     threads = default_threads(args.command, args.threads)
     if threads is not None:
         import torch
 
+        previous_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
     previous_term = _terminate_like_interrupt()
     try:
@@ -96,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
+        warnings.showwarning = previous_showwarning
+        if previous_threads is not None:
+            import torch
+
+            torch.set_num_threads(previous_threads)
 
 
 def _terminate_like_interrupt() -> Any:

@@ -238,3 +238,20 @@ def test_every_option_has_help_and_its_default_is_shown():
                     no_default.append(label)
     assert missing == [], missing
     assert no_default == [], no_default
+
+
+def test_an_in_process_command_puts_back_what_it_changed(tmp_path, capsys):
+    """`main` run in-process (a notebook, a test) leaves the warning printer and the thread count as it found them."""
+    import warnings
+
+    import torch
+
+    from interp.cli import main
+
+    before_show, before_threads = warnings.showwarning, torch.get_num_threads()
+    torch.set_num_threads(2)
+    assert main(["--threads", "1", "train", "automaton", "--automaton", "C2", "-T", "4", "--steps", "2",
+                 "--eval-every", "1", "--eval-size", "8", "--batch", "4", "--out", str(tmp_path / "r")]) == 0
+    assert main(["train", "ffl", "--dyck", "2,4", "--out", str(tmp_path / "x")]) == 2  # a refusal, too
+    assert warnings.showwarning is before_show and torch.get_num_threads() == 2
+    torch.set_num_threads(before_threads)
