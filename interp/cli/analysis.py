@@ -90,15 +90,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     if bool(args.run) == bool(args.model):
         raise SandboxError("evaluate needs a run directory of `interp train` or --model DIR (one of them)")
-    if args.model:
-        from interp.model.saved import load_model
+    from interp.train import open_model
 
-        model, name = load_model(args.model), None
-        name = model.card.construction
-    else:
-        from interp.train import load_trained
-
-        model, name = load_trained(args.run), "twin"
+    model = open_model(args.run or args.model)
+    name = "twin" if model.card.construction == "trained" else model.card.construction
     card = model.card
     kind = card.task_kind
     trained = card.options.get("trained_length", card.max_length)

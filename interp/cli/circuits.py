@@ -49,21 +49,19 @@ def _model(args: argparse.Namespace):
     sources = [a for a in ("model", "run") if getattr(args, a)]
     if len(sources) > 1:
         raise SandboxError("give one of CONSTRUCTION, --model DIR, --run DIR")
-    if args.run:
-        from interp.train import load_trained
+    if args.run and (args.construction or args.length is not None or args.option):
+        raise SandboxError("--run loads a trained twin: it takes no construction, --length or --option")
+    if args.model and args.option:
+        raise SandboxError("--option applies when building; a saved model already has its options")
+    if args.run or args.model:
+        from interp.train import open_model
 
-        if args.construction or args.length is not None or args.option:
-            raise SandboxError("--run loads a trained twin: it takes no construction, --length or --option")
-        model = load_trained(args.run)
-        return model, None, f"twin ({model.card.task.get('kind')}) from {args.run}"
-    if args.model:
-        from interp.model.saved import load_model
-
-        if args.option:
-            raise SandboxError("--option applies when building; a saved model already has its options")
-        model = load_model(args.model, expect_construction=args.construction)
-        trained = model.card.construction == "trained" or not model.card.theorem
-        return model, None if trained else ground_truth_of_model(model), f"{model.card.construction} from {args.model}"
+        model = open_model(args.run or args.model, expect_construction="trained" if args.run else args.construction)
+        where = args.run or args.model
+        if model.card.construction == "trained":
+            return model, None, f"twin ({model.card.kind}) from {where}"
+        truth = ground_truth_of_model(model) if model.card.theorem else None  # no theorem: no ground truth
+        return model, truth, f"{model.card.construction} from {where}"
     if not args.construction or args.length is None:
         raise SandboxError("circuit needs CONSTRUCTION and --length (or --model DIR, or --run DIR)")
     from interp.cli.constructions import _build_spec

@@ -141,11 +141,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from interp.verify import verify
 
     if args.model:
-        from interp.model.saved import load_model
+        from interp.train import open_model
 
         if args.option:
             raise SandboxError("--option applies when building; a saved model already has its options")
-        target, automaton = load_model(args.model, expect_construction=args.construction), None
+        target, automaton = open_model(args.model, expect_construction=args.construction), None
     else:
         if not args.construction or args.length is None:
             raise SandboxError("verify needs CONSTRUCTION and --length (or --model DIR)")

@@ -24,7 +24,7 @@ history).
 from interp.train.checkpoint import METRICS, has_checkpoint
 from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
 from interp.train.loop import evaluate, train
-from interp.train.twin import build_model, default_shape, load_trained, task_defaults
+from interp.train.twin import build_model, default_shape, load_trained, open_model, task_defaults
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
-           "task_defaults", "has_checkpoint", "run_identity", "METRICS", "MAX_N_CTX"]
+           "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX"]

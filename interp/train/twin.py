@@ -16,7 +16,7 @@ from interp.tasks.kinds import task_from_dict, task_kind
 from interp.train.checkpoint import load_weights, read_checkpoint, task_label
 from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
-__all__ = ["build_model", "default_shape", "task_defaults", "load_trained", "initialise_and_freeze"]
+__all__ = ["build_model", "default_shape", "task_defaults", "load_trained", "initialise_and_freeze", "open_model"]
 
 def task_defaults(task) -> dict[str, Any]:
     """Steps, learning rate and target accuracy of a twin of ``task``'s kind (`interp train` and `interp
@@ -126,6 +126,21 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
     from interp.model.tokens import attach_tokenizer
 
     return attach_tokenizer(model)
+
+
+def open_model(directory: str | Path, expect_construction: str | None = None):
+    """The model in ``directory``, whichever wrote it: a run of `interp train` (its last checkpoint, the
+    moving average when kept) or a model saved by `interp build` (or a finished twin's ``model.json``).
+    ``expect_construction`` refuses a model of another construction (``trained`` for a twin)."""
+    from interp.train.checkpoint import has_checkpoint
+
+    if has_checkpoint(directory):
+        if expect_construction not in (None, "trained"):
+            raise CheckpointError(f"{directory} holds a trained twin, not a {expect_construction} construction")
+        return load_trained(directory)
+    from interp.model.saved import load_model
+
+    return load_model(directory, expect_construction=expect_construction)
 
 
 def _card(task, meta: dict[str, Any]):
