@@ -9,9 +9,12 @@ they were named, so training runs, checkpoints and reports keep their bits.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import enum
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Stream", "rng", "entropy", "torch_seed"]
 
@@ -50,6 +53,8 @@ def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:
 
 def rng(seed: int, purpose: Stream, step: int = 0) -> np.random.Generator:
     """The numpy generator of ``purpose`` for run seed ``seed`` at ``step``."""
+    import numpy as np
+
     return np.random.default_rng(entropy(seed, purpose, step))
 
 

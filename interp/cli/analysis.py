@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from interp.cli.common import add_kind_options, refuse_other_kinds_options
+from interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
+from interp.compare.config import CompareConfig
 from interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -18,23 +19,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the `interp` parser; return their handlers."""
     s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
     s.add_argument("task", metavar="TASK", help="dyck, ffl (the flip-flop language), or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
-    s.add_argument("--construction", nargs="+", metavar="NAME",
-                   help="constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)")
     add_kind_options(s, "compare_options")
     s.add_argument("--length", "-T", type=int, help="length (defaults: dyck 28, ffl 64 = the FFL string, automata 16)")
-    s.add_argument("--trained", metavar="DIR", help="a run directory of `interp train` on the same task (default: train a twin in OUT/twin)")
-    s.add_argument("--samples", type=int, default=200, help="sampled words for probes, ablation and pruning")
-    s.add_argument("--examples", type=int, default=20, help="example words for the attention scores")
-    s.add_argument("--train-minutes", type=float, default=5.0, help="time budget when the twin is trained here")
-    s.add_argument("--mask-steps", type=int, default=150, help="steps of learned head masks (0: skip)")
-    s.add_argument("--mask-sparsity", type=float, nargs="+", default=[0.1, 0.3, 1.0], metavar="λ",
-                   help="L0 penalties of the learned head masks, nats per open head (default 0.1 0.3 1)")
-    s.add_argument("--theorem3-steps", type=int, default=1000, help="dyck: steps of the random-network weight mask (0: skip)")
-    s.add_argument("--corollary3-steps", type=int, default=400,
-                   help="dyck: steps of the two-target mask with one shared matrix (0: skip)")
-    s.add_argument("--circuit-pairs", type=int, default=64,
-                   help="counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the sampled words, the twin and the masks")
+    add_settings(s, CompareConfig)
     s.add_argument("--out", required=True, metavar="DIR",
                    help="where report.html, metrics.json, patterns.npz (and the twin, OUT/twin) go")
 
@@ -67,15 +54,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     kind = task_kind(args.task) if args.task in kind_names() else AUTOMATON  # else: a catalogue automaton
     refuse_other_kinds_options(args, kind, "compare_options", "{flag} goes with `compare {other}`")
-    if args.circuit_pairs < 0:
-        raise SandboxError(f"--circuit-pairs must be ≥ 0, got {args.circuit_pairs}")
+    config = CompareConfig(**settings_given(args, CompareConfig))  # refuses a bad setting before any work
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
-    report = compare(comparison, Path(args.out), constructions=args.construction, trained=args.trained,
-                     samples=args.samples, examples=args.examples, train_minutes=args.train_minutes,
-                     masks=args.mask_steps > 0, mask_steps=max(1, args.mask_steps),
-                     mask_sparsities=args.mask_sparsity, theorem3_steps=args.theorem3_steps,
-                     corollary3_steps=args.corollary3_steps, circuit_pairs=args.circuit_pairs,
-                     seed=args.seed, progress=sys.stderr.isatty())
+    report = compare(comparison, Path(args.out), config, progress=sys.stderr.isatty())
     t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
     if t.get("reached_target") is False:
         print(f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "

@@ -102,7 +102,9 @@ def add_kind_options(p: argparse.ArgumentParser, attribute: str) -> None:
             seen.add(opt.flags[0])
             where = p
             if opt.group:
-                where = groups.setdefault(opt.group, p.add_mutually_exclusive_group())
+                if opt.group not in groups:
+                    groups[opt.group] = p.add_mutually_exclusive_group()
+                where = groups[opt.group]
             where.add_argument(*opt.flags, **opt.argparse_kwargs())
 
 
@@ -117,3 +119,33 @@ def refuse_other_kinds_options(args: argparse.Namespace, kind: Any, attribute: s
         for opt in getattr(other, attribute):
             if opt.flags[0] not in mine and opt.given(values):
                 raise SandboxError(message.format(flag=opt.flags[0], other=other.name, kind=kind.name))
+
+
+def add_settings(p: argparse.ArgumentParser, cls: type, unset: Sequence[str] = (), helps: dict[str, str] | None = None) -> None:
+    """One option per setting of dataclass ``cls`` (:mod:`interp.settings`): its flag, type, choices, help and
+    default come from the field. Names in ``unset`` default to None — "not given": the caller fills them
+    (e.g. from the task kind); ``helps`` adds a sentence to a field's help (e.g. the per-kind defaults)."""
+    from interp.settings import settings_of
+
+    for s in settings_of(cls):
+        kw: dict[str, Any] = {"dest": s.name, "type": s.type, "help": s.help + ((helps or {}).get(s.name, "")),
+                              "default": None if s.name in unset else (list(s.default) if s.many and s.default is not None else s.default)}
+        if s.many:
+            kw["nargs"] = "+"
+        if s.metavar:
+            kw["metavar"] = s.metavar
+        if s.choices:
+            kw["choices"] = s.choices
+        p.add_argument(s.flag, **kw)
+
+
+def settings_given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The values of ``cls``'s settings that ``args`` holds (None: not given, left out), as the field types."""
+    from interp.settings import settings_of
+
+    out = {}
+    for s in settings_of(cls):
+        value = getattr(args, s.name, None)
+        if value is not None:
+            out[s.name] = tuple(value) if s.many else value
+    return out

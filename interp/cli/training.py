@@ -6,11 +6,13 @@ import argparse
 import json
 import sys
 import warnings
+from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
-from interp.cli.common import add_kind_options, refuse_other_kinds_options
+from interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from interp.errors import SandboxError
+from interp.train.config import ModelShape, TrainConfig
 
 __all__ = ["register"]
 
@@ -25,53 +27,16 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                                   for k in all_kinds()))
     add_kind_options(s, "train_options")
     s.add_argument("--length", "-T", type=int, help=f"sequence length (defaults: {kinds_help('default_length')})")
-    shape = "default: dyck 2 layers, 1 head, width 50, MLP 50 (the thesis's); others 2 layers, 2 heads, width 64"
-    s.add_argument("--layers", type=int, help=f"transformer blocks (lstm: LSTM layers; {shape})")
-    s.add_argument("--d-model", type=int, help="residual width (lstm: embedding width, default 64)")
-    s.add_argument("--heads", type=int, help="attention heads per block")
-    s.add_argument("--d-head", type=int, help="width of a head (default d_model / heads)")
-    s.add_argument("--d-mlp", type=int, help="MLP hidden units (default 4 × d_model; dyck 50)")
-    s.add_argument("--norm", choices=["LN", "none"], help="LayerNorm before each sublayer, or none (default LN)")
-    s.add_argument("--pos", choices=["learned", "sinusoidal", "none", "linear"],
-                   help="position embedding (default learned; the others are fixed, so longer inputs can be evaluated)")
-    s.add_argument("--arch", choices=["transformer", "lstm"], default="transformer",
-                   help="transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer)")
-    s.add_argument("--hidden", type=int, metavar="H", help="lstm: hidden width (default 128)")
-    s.add_argument("--n-ctx", type=int, metavar="N",
-                   help="model context (default: the training length's); larger, with --pos other than learned, "
-                        "lets `interp evaluate --length` go past the training length")
+    add_settings(s, ModelShape, unset=[f.name for f in fields(ModelShape) if f.name != "arch"], helps=_shape_defaults())
     by_kind = lambda key: kinds_help("train_defaults", lambda d: f"{d[key]:g}")  # noqa: E731
-    s.add_argument("--steps", type=int, help=f"optimizer steps at most (default: {by_kind('steps')})")
-    s.add_argument("--batch", type=int, default=32, help="words per step")
-    s.add_argument("--lr", type=float, help=f"peak learning rate of AdamW (default: {by_kind('lr')})")
-    s.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's decoupled weight decay")
-    s.add_argument("--warmup", type=int, default=100, help="steps of linear warm-up to the peak learning rate")
-    s.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping")
-    s.add_argument("--schedule", choices=["cosine", "linear"], default="cosine", help="decay after the warm-up")
-    s.add_argument("--eval-every", type=int, default=100,
-                   help="steps between held-out evaluations (each writes a checkpoint)")
-    s.add_argument("--eval-size", type=int, default=512, help="words in the fixed held-out set")
-    s.add_argument("--dropout", type=float, default=0.0, help="dropout on every block's attention and MLP output")
-    s.add_argument("--embed-dropout", type=float, default=0.0, help="dropout on the embeddings")
-    s.add_argument("--sharpen", type=float, default=0.0, metavar="λ",
-                   help="attention sharpening: λ × mean attention entropy (nats) added to the loss")
-    s.add_argument("--ema", type=float, default=0.0, metavar="γ",
-                   help="keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9)")
-    s.add_argument("--contrastive", type=float, default=0.0, metavar="λ",
-                   help="dyck: the balance regulariser (thesis eq. 3.40) with weight λ; needs --n-ctx ≥ length + 2D")
-    s.add_argument("--pos-shift", type=int, default=0, metavar="S",
-                   help="add a random 0..S to the position indices of each batch (needs --n-ctx ≥ length + S)")
+    add_settings(s, TrainConfig, unset=("steps", "lr", "target_accuracy"),
+                 helps={"steps": f" (default: {by_kind('steps')})", "lr": f" (default: {by_kind('lr')})",
+                        "target_accuracy": f" (default: {by_kind('target_accuracy')})"})
     s.add_argument("--init-from", metavar="NAME[:VARIANT]",
                    help="start from a construction's exact weights (e.g. dyck, dyck:uniform, ffl, modular_counter); "
                         "the twin takes the construction's shape")
     s.add_argument("--init-layers", nargs="+", metavar="PREFIX", default=["embed", "pos_embed", "blocks.0"],
                    help="with --init-from: the parameters copied (default: embed pos_embed blocks.0)")
-    s.add_argument("--freeze", nargs="+", metavar="PREFIX",
-                   help="parameters left untrained, e.g. embed pos_embed blocks.0 (default with --init-from: the copied ones)")
-    s.add_argument("--target", type=_target, metavar="ACC",
-                   help=f"stop once held-out accuracy reaches ACC; `none` trains every step "
-                        f"(default: {by_kind('target_accuracy')})")
-    s.add_argument("--max-minutes", type=float, metavar="M", help="time budget per run (a checkpoint is kept)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
     s.add_argument("--workers", type=int,
                    help="several runs: processes of the local pool, or CPUs of a local Ray runtime (default: CPU cores)")
@@ -94,13 +59,17 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     return {"train": _cmd_train, "population": _cmd_population}
 
 
-def _target(text: str) -> float | str:
-    if text.strip().lower() == "none":
-        return "none"
-    try:
-        return float(text)  # its range is TrainConfig's to check, like every setting's
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an accuracy in (0, 1] or none, got {text!r}") from None
+def _shape_defaults() -> dict[str, str]:
+    """" (default: ...)" for each shape option: the field's, or per task kind where a kind's twin differs."""
+    from interp.tasks.kinds import all_kinds, kinds_help
+
+    out = {}
+    for f in fields(ModelShape):
+        if any(f.name in k.twin_shape for k in all_kinds()):
+            out[f.name] = f" (default: {kinds_help('twin_shape', lambda d, f=f: str(d.get(f.name, f.default) or 'auto'))})"
+        elif f.default is not None and f.name != "arch":
+            out[f.name] = f" (default: {f.default})"
+    return out
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -130,26 +99,19 @@ def _training_task(args: argparse.Namespace):
 def _cmd_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from interp.train import TrainConfig, default_shape, task_defaults
+    from interp.train import default_shape, task_defaults
 
     task = _training_task(args)
     defaults = task_defaults(task)  # the same as `interp compare`'s twin
-    base = default_shape(task, args.arch)
-    if args.arch == "lstm" and any(getattr(args, k) is not None for k in ("heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
+    shape_given = settings_given(args, ModelShape)
+    if args.arch == "lstm" and set(shape_given) & {"n_heads", "d_head", "d_mlp", "normalization", "positional", "n_ctx"}:
         raise SandboxError("--heads, --d-head, --d-mlp, --norm, --pos and --n-ctx describe a transformer; "
                            "an LSTM takes --layers, --d-model (embedding) and --hidden")
-    shape = replace(base, **{k: v for k, v in {
-        "n_layers": args.layers, "d_model": args.d_model, "n_heads": args.heads, "d_head": args.d_head,
-        "d_mlp": args.d_mlp, "normalization": args.norm, "positional": args.pos, "n_ctx": args.n_ctx,
-        "hidden": args.hidden}.items()
-        if v is not None})
-    target = defaults["target_accuracy"] if args.target is None else None if args.target == "none" else args.target
-    config = TrainConfig(steps=defaults["steps"] if args.steps is None else args.steps, batch=args.batch, lr=defaults["lr"] if args.lr is None else args.lr,
-                         weight_decay=args.weight_decay, warmup=args.warmup, schedule=args.schedule, clip=args.clip,
-                         eval_every=args.eval_every, eval_size=args.eval_size, target_accuracy=target,
-                         max_minutes=args.max_minutes,
-                         dropout=args.dropout, embed_dropout=args.embed_dropout, sharpen=args.sharpen, ema=args.ema,
-                         pos_shift=args.pos_shift, freeze=tuple(args.freeze or ()), contrastive=args.contrastive)
+    shape = replace(default_shape(task, args.arch), **shape_given)
+    given = settings_given(args, TrainConfig)
+    if given.get("target_accuracy") == "none":
+        given["target_accuracy"] = None  # train every step
+    config = TrainConfig(**{**defaults, **given})
     init_spec = None
     if args.init_from:
         shape, config, init_spec = _init_from(args, task, shape, config)
@@ -182,7 +144,7 @@ def _init_from(args: argparse.Namespace, task, shape, config):
 
     if args.arch != "transformer":
         raise SandboxError("--init-from starts a transformer from a construction's weights")
-    if any(getattr(args, k) is not None for k in ("layers", "d_model", "heads", "d_head", "d_mlp", "norm", "pos", "n_ctx")):
+    if settings_given(args, ModelShape).keys() - {"arch"}:
         raise SandboxError("--init-from takes the construction's shape; leave out --layers, --d-model, --heads, "
                            "--d-head, --d-mlp, --norm, --pos and --n-ctx")
     extra = max(args.pos_shift, (getattr(task, "contrastive_room", None) or 0) if args.contrastive else 0)

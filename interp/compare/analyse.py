@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -40,6 +41,7 @@ import numpy as np
 from interp.streams import Stream
 from interp.compare.automaton import AutomatonComparison
 from interp.compare.canonical import canonical, square
+from interp.compare.config import CompareConfig
 from interp.compare.names import PATTERNS_FILE, TWIN, head_name
 from interp.compare.dyck import DyckComparison
 from interp.compare.ffl import FFLComparison
@@ -54,8 +56,6 @@ __all__ = ["compare", "compare_dyck", "comparison_for", "comparison_of_task", "a
 
 PROBE_TARGET = 0.99  # "the hook where the latent is readable": first hook at this probe accuracy
 PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact accuracy
-# L0 penalties (nats of cross-entropy per open head) for the learned masks: a small pruning path.
-MASK_SPARSITIES = (0.1, 0.3, 1.0)
 
 Comparison = DyckComparison | AutomatonComparison | FFLComparison
 
@@ -181,32 +181,28 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
     return metrics, canon
 
 
-def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str] | None = None,
-            trained: str | Path | None = None, samples: int = 200, examples: int = 20, train_steps: int | None = None,
-            train_minutes: float = 5.0,
-            masks: bool = True, mask_steps: int = 150, mask_sparsities: Sequence[float] = MASK_SPARSITIES,
-            theorem3_steps: int | None = 1000, corollary3_steps: int | None = 400, circuit_pairs: int = 64,
-            seed: int = 0, progress: bool = True) -> Path:
+def compare(comparison: Comparison, out: str | Path, config: CompareConfig | None = None, *, progress: bool = True,
+            **settings: Any) -> Path:
     """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
 
-    ``train_steps``/``train_minutes`` bound the twin's training when it is trained here (default
-    steps: the task's); ``theorem3_steps`` (Dyck only; ``None`` or 0 skips it) is the length of
-    the weight-mask run; ``corollary3_steps`` (Dyck, with the stack and uniform constructions) the
-    length of the two-target run with one shared matrix; ``circuit_pairs`` (0 skips) the counterfactual
-    pairs of the circuits section.
+    ``config`` (:class:`~interp.compare.config.CompareConfig`), with any of its fields given as keywords
+    (``samples=80``, ``theorem3_steps=0``, ...): the twin's training when it is trained here
+    (``train_steps``, default the task kind's; ``train_minutes``), the probes' words, the head masks,
+    Theorem 3's weight-mask run (Dyck; 0 skips it) and Corollary 3's two-target run, the counterfactual
+    pairs of the circuits section (0 skips it).
     """
     from tqdm import tqdm
 
     from interp.compare.report import write_report
     from probes.attention import match_heads
 
-    if samples < 8 or examples < 1:
-        raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
+    c = replace(config or CompareConfig(), **settings)
+    samples, examples, seed = c.samples, c.examples, c.seed
     out = Path(out)
     started = time.time()
-    models = dict(comparison.constructions(constructions, seed))  # an unknown name fails before OUT is made
+    models = dict(comparison.constructions(c.constructions, seed))  # an unknown name fails before OUT is made
     out.mkdir(parents=True, exist_ok=True)
-    twin, twin_dir = _twin(comparison, out, trained, train_steps, train_minutes, seed, progress)
+    twin, twin_dir = _twin(comparison, out, c.trained, c.train_steps, c.train_minutes, seed, progress)
     require_hooked(twin, "interp compare (probes, attention, ablation)")
     models[TWIN] = twin
     eval_words = comparison.words(samples, seed)
@@ -221,8 +217,8 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
                                "pruning": {}}
     canon = {}
     for name, model in tqdm(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
-        m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, masks, mask_steps,
-                                   mask_sparsities)
+        m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, c.masks, max(1, c.mask_steps),
+                                   c.mask_sparsities)
         metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],
                                    "kind": "trained" if name == TWIN else "construction",
                                    "layers": model.cfg.n_layers, "d_model": model.cfg.d_model}
@@ -233,13 +229,13 @@ def compare(comparison: Comparison, out: str | Path, constructions: Sequence[str
             metrics["attention"]["matching"][name] = [
                 {**pair, "trained": head_name(pair["trained"]), "constructed": head_name(pair["constructed"])}
                 for pair in match_heads(canon[TWIN], canon[name])]
-    if circuit_pairs:
-        metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], circuit_pairs, seed)
-    if comparison.theorem3 and theorem3_steps and backend() == "TransformerBridge":
+    if c.circuit_pairs:
+        metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], c.circuit_pairs, seed)
+    if comparison.theorem3 and c.theorem3_steps and backend() == "TransformerBridge":
         metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
                                                   "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
-    elif comparison.theorem3 and theorem3_steps:
-        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, theorem3_steps, corollary3_steps,
+    elif comparison.theorem3 and c.theorem3_steps:
+        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, c.theorem3_steps, c.corollary3_steps,
                                                    seed, progress)
     metrics["example"] = _write_example_patterns(out, comparison, models, seed)
     metrics["seconds"] = round(time.time() - started, 1)

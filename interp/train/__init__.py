@@ -21,10 +21,22 @@ optimizer state) and ``metrics.json`` (task, final_accuracy, best_accuracy, step
 history).
 """
 
-from interp.train.checkpoint import METRICS, has_checkpoint
-from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
-from interp.train.loop import evaluate, train
-from interp.train.twin import build_model, default_shape, load_trained, open_model, task_defaults
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: where each public name lives; loaded on first use, so `interp --help` and the config stay light
+_WHERE = {"METRICS": "checkpoint", "has_checkpoint": "checkpoint", "MAX_N_CTX": "config", "ModelShape": "config",
+          "TrainConfig": "config", "run_identity": "config", "evaluate": "loop", "train": "loop",
+          "build_model": "twin", "default_shape": "twin", "load_trained": "twin", "open_model": "twin",
+          "task_defaults": "twin"}
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
            "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"interp.train.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'interp.train' has no attribute {name!r}")

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp.errors import SandboxError
+from interp.settings import setting
 
 __all__ = ["ModelShape", "TrainConfig", "POSITIONAL", "ARCHS", "MAX_N_CTX", "FREE_TO_CHANGE", "run_identity"]
 
@@ -21,18 +23,34 @@ MAX_N_CTX = 8192
 ARCHS = ("transformer", "lstm")
 
 
+def _target(text: str) -> float | str:
+    """``--target``: an accuracy, or ``none`` (train every step)."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return float(text)  # its range is TrainConfig's to check, like every setting's
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an accuracy in (0, 1] or none, got {text!r}") from None
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    n_layers: int = 2
-    d_model: int = 64
-    n_heads: int = 2
-    d_head: int | None = None  # default d_model // n_heads
-    d_mlp: int | None = None  # default 4 · d_model
-    normalization: str = "LN"  # "LN" or "none"
-    positional: str = "learned"  # see POSITIONAL
-    n_ctx: int | None = None  # default: the task's training context; larger to evaluate longer inputs
-    arch: str = "transformer"  # or "lstm": d_model = embedding width, hidden = LSTM width, n_layers = LSTM layers
-    hidden: int | None = None  # lstm only (default 128)
+    """The twin's architecture (a ``HookedTransformer``, or the thesis's LSTM baseline)."""
+
+    n_layers: int = setting(2, "transformer blocks (lstm: LSTM layers)", flag="--layers")
+    d_model: int = setting(64, "residual width (lstm: embedding width)")
+    n_heads: int = setting(2, "attention heads per block", flag="--heads")
+    d_head: int | None = setting(None, "width of a head (default d_model / heads)")
+    d_mlp: int | None = setting(None, "MLP hidden units (auto: 4 × d_model)")
+    normalization: str = setting("LN", "LayerNorm before each sublayer, or none", flag="--norm", choices=("LN", "none"))
+    positional: str = setting("learned", "position embedding (learned; the others are fixed, so longer inputs can "
+                              "be evaluated)", flag="--pos", choices=POSITIONAL)
+    n_ctx: int | None = setting(None, "model context (default: the training length's); larger, with --pos other "
+                                "than learned, lets `interp evaluate --length` go past the training length",
+                                metavar="N")
+    arch: str = setting("transformer", "transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding "
+                        "64, hidden 128, 1 layer)", choices=ARCHS)
+    hidden: int | None = setting(None, "lstm: hidden width (default 128)", metavar="H")
 
     def __post_init__(self) -> None:
         if self.normalization not in ("LN", "none"):
@@ -62,27 +80,35 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 2000
-    batch: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup: int = 100
-    schedule: str = "cosine"  # or "linear"
-    clip: float = 1.0
-    eval_every: int = 100
-    eval_size: int = 512
-    target_accuracy: float | None = None
-    max_minutes: float | None = None
-    seed: int = 0
-    dropout: float = 0.0  # on every block's attention and MLP output, during training
-    embed_dropout: float = 0.0  # on the embeddings entering block 0
-    sharpen: float = 0.0  # λ: nats of attention entropy added to the loss (thesis §3.5's sharpening)
-    ema: float = 0.0  # decay γ of a moving average of the weights (0: off); evaluated and kept
-    pos_shift: int = 0  # each batch adds a random 0..pos_shift to the position indices (length generalisation)
-    contrastive: float = 0.0  # λ of the Dyck balance regulariser (eq. 3.40); needs n_ctx ≥ length + 2D
-    init: str = ""  # what the initial weights of ``init_layers`` came from (e.g. "dyck variant=stack")
-    init_layers: tuple[str, ...] = ()  # parameter-name prefixes copied from that construction
-    freeze: tuple[str, ...] = ()  # parameter-name prefixes left untrained (e.g. "embed", "blocks.0")
+    """How a twin is trained: AdamW with warm-up and decay, held-out evaluation, early stop, regularisers."""
+
+    steps: int = setting(2000, "optimizer steps at most")
+    batch: int = setting(32, "words per step")
+    lr: float = setting(1e-3, "peak learning rate of AdamW")
+    weight_decay: float = setting(0.01, "AdamW's decoupled weight decay")
+    warmup: int = setting(100, "steps of linear warm-up to the peak learning rate")
+    schedule: str = setting("cosine", "decay after the warm-up", choices=("cosine", "linear"))
+    clip: float = setting(1.0, "gradient norm clipping (0: none)")
+    eval_every: int = setting(100, "steps between held-out evaluations (each writes a checkpoint)")
+    eval_size: int = setting(512, "words in the fixed held-out set")
+    target_accuracy: float | None = setting(None, "stop once held-out accuracy reaches ACC; `none` trains every step",
+                                            flag="--target", metavar="ACC", parse=_target)
+    max_minutes: float | None = setting(None, "time budget per run (a checkpoint is kept)", metavar="M")
+    seed: int = setting(0, "the run's seed (initialisation, batches, held-out set)", cli=False)
+    dropout: float = setting(0.0, "dropout on every block's attention and MLP output")
+    embed_dropout: float = setting(0.0, "dropout on the embeddings entering block 0")
+    sharpen: float = setting(0.0, "attention sharpening: λ × mean attention entropy (nats) added to the loss "
+                             "(thesis §3.5)", metavar="λ")
+    ema: float = setting(0.0, "keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9; "
+                         "0: off)", metavar="γ")
+    pos_shift: int = setting(0, "add a random 0..S to the position indices of each batch (needs --n-ctx ≥ length + S)",
+                             metavar="S")
+    contrastive: float = setting(0.0, "dyck: the balance regulariser (thesis eq. 3.40) with weight λ; needs --n-ctx ≥ "
+                                 "length + 2D", metavar="λ")
+    init: str = setting("", "what the initial weights of init_layers came from (e.g. 'dyck variant=stack')", cli=False)
+    init_layers: tuple[str, ...] = setting((), "parameter-name prefixes copied from that construction", cli=False)
+    freeze: tuple[str, ...] = setting((), "parameters left untrained, e.g. embed pos_embed blocks.0 (default with "
+                                      "--init-from: the copied ones)", metavar="PREFIX")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:

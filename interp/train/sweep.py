@@ -25,6 +25,7 @@ import numpy as np
 
 from interp.errors import CheckpointError, SandboxError
 from interp.files import atomic_write
+from interp.settings import flag_of
 from interp.tasks.kinds import task_from_dict
 from interp.train.checkpoint import METRICS, has_checkpoint
 from interp.train.config import ModelShape, TrainConfig, run_identity
@@ -33,11 +34,10 @@ from interp.train.loop import train
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 
 BACKENDS = ("local", "ray")
-#: Grid keys: ModelShape and TrainConfig fields, and the CLI's short names for some of them.
-ALIASES = {"layers": "n_layers", "heads": "n_heads", "pos": "positional", "norm": "normalization",
-           "target": "target_accuracy", "d-model": "d_model", "d-head": "d_head", "d-mlp": "d_mlp",
-           "weight-decay": "weight_decay", "n-ctx": "n_ctx", "eval-every": "eval_every", "eval-size": "eval_size",
-           "max-minutes": "max_minutes"}
+#: Grid keys: ModelShape and TrainConfig fields, and the names of their `interp train` options
+#: (``layers`` for n_layers, ``d-model`` for d_model, ...), read from the fields themselves.
+ALIASES = {flag_of(f).lstrip("-"): f.name for cls in (ModelShape, TrainConfig) for f in fields(cls)
+           if flag_of(f).lstrip("-") != f.name}
 SHAPE_KEYS = tuple(f.name for f in fields(ModelShape))
 CONFIG_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
 GRID_KEYS = SHAPE_KEYS + CONFIG_KEYS

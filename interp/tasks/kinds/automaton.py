@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Mapping
 
 from interp.errors import AutomatonError, ConstructionError, SandboxError
 from interp.streams import Stream
 from interp.tasks.kinds.base import NO_SOURCE, Option, TaskKind, checked
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["AutomatonKind", "corrupt_symbol"]
 
@@ -116,6 +117,8 @@ class AutomatonKind(TaskKind):
         return automaton_words(self.source(task), shift, n, step_rng(seed, 0, Stream.EVALUATION))
 
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
+        import numpy as np
+
         clean = source.sample(n, length, rng)
         corrupt = corrupt_symbol(clean, source.n_symbols, rng) if corruption == "symbol" else source.sample(n, length, rng)
         read = np.ones(clean.shape, dtype=bool)
@@ -124,6 +127,8 @@ class AutomatonKind(TaskKind):
 
 def corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) -> np.ndarray:
     """One symbol of each word replaced by another (position and new symbol uniform)."""
+    import numpy as np
+
     if n_symbols < 2:
         raise AutomatonError("the automaton has one symbol: no word differs from another in one symbol")
     out = words.copy()

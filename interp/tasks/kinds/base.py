@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from interp.errors import CheckpointError, SandboxError
 from interp.streams import Stream
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["TaskKind", "Option", "TaskKindError", "register", "unregister", "task_kind", "task_from_dict", "kind_names",
            "all_kinds", "canonical_name", "resolve", "kinds_help", "SOURCES", "NO_SOURCE", "checked"]

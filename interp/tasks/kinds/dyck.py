@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Mapping
 
 from interp.errors import ConstructionError, SandboxError
 from interp.tasks.kinds.base import NO_SOURCE, SOURCES, Option, TaskKind, checked
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["DyckKind", "swap_bracket_type", "open_stack"]
 
@@ -96,6 +97,8 @@ class DyckKind(TaskKind):
         return lang.closing_prefixes(n, shift.params["band"], seed=seed)
 
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
+        import numpy as np
+
         clean = source.sample(n, length, seed=int(rng.integers(2**31)))
         if corruption == "bracket-type":
             if source.k < 2:
@@ -109,6 +112,8 @@ class DyckKind(TaskKind):
 
 def swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """One open bracket of each Dyck prefix and its matching close change type together (depths unchanged)."""
+    import numpy as np
+
     out = words.copy()
     for b, w in enumerate(words):
         opens = np.flatnonzero(w % 2 == 0)
@@ -130,4 +135,6 @@ def swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np
 
 def open_stack(words: np.ndarray) -> np.ndarray:
     """[n, T]: True after the brackets that leave an open bracket on the stack."""
+    import numpy as np
+
     return np.cumsum(np.where(words % 2 == 0, 1, -1), axis=1) > 0

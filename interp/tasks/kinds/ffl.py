@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Mapping
 
 from interp.errors import ConstructionError, SandboxError
 from interp.streams import Stream
 from interp.tasks.kinds.base import SOURCES, Option, TaskKind, canonical_name, checked
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["FFLKind"]
 
