@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -45,6 +45,21 @@ def _gate_values(log_alpha, training: bool):
     else:
         s = torch.sigmoid(log_alpha)
     return (s * (ZETA - GAMMA) + GAMMA).clamp(0.0, 1.0)
+
+
+def _gate_hooks(index: dict[Head, int], gates_now: dict[str, Any]) -> list[tuple[str, Callable]]:
+    """``hook_z`` hooks that scale each masked head's output by its gate in ``gates_now["values"]``."""
+    import torch
+
+    def hook_for(layer: int):
+        def hook(z, hook):
+            values = gates_now["values"]
+            one = torch.ones((), dtype=values.dtype)
+            scale = torch.stack([values[index[(layer, h)]] if (layer, h) in index else one for h in range(z.shape[2])])
+            return z * scale.to(z.dtype)[None, None, :, None]
+        return hook
+
+    return [(hook_name("z", layer), hook_for(layer)) for layer in sorted({layer for layer, _ in index})]
 
 
 def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]],
@@ -82,20 +97,8 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     weights = [p for p in work.parameters() if p.dtype.is_floating_point] if adapt else []
     weight_opt = torch.optim.SGD(weights, lr=weight_lr) if adapt else None
     index = {hd: i for i, hd in enumerate(heads)}
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in heads:
-        by_layer.setdefault(layer, []).append(head)
-    gates_now = {"values": None}
-
-    def hook_for(layer: int):
-        def hook(z, hook):
-            values = gates_now["values"]
-            one = torch.ones((), dtype=values.dtype)
-            scale = torch.stack([values[index[(layer, h)]] if (layer, h) in index else one for h in range(z.shape[2])])
-            return z * scale.to(z.dtype)[None, None, :, None]
-        return hook
-
-    hooks = [(hook_name("z", layer), hook_for(layer)) for layer in by_layer]
+    gates_now: dict[str, Any] = {"values": None}
+    hooks = _gate_hooks(index, gates_now)
     penalty_shift = BETA * math.log(-GAMMA / ZETA)
     trace = []
     for step in range(steps):

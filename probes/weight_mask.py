@@ -91,6 +91,27 @@ def learn_weight_mask(target, large, batches: Callable[[int], np.ndarray],
     return {**result["targets"][0], "trace": result["trace"]}
 
 
+def _top_k_masks(scores: dict, names: Sequence[str], keep: float, hard_only: bool = False) -> dict:
+    """Per matrix, 1 on its ``keep`` fraction of highest scores (straight-through to the scores unless ``hard_only``)."""
+    out = {}
+    for n in names:
+        s = scores[n]
+        k = max(1, int(round(keep * s.numel())))
+        threshold = s.detach().flatten().kthvalue(s.numel() - k + 1).values
+        hard = (s.detach() >= threshold).to(s.dtype)
+        out[n] = hard if hard_only else hard + s - s.detach()
+    return out
+
+
+def _agreement(p: np.ndarray, q: np.ndarray, labels: np.ndarray, sel: np.ndarray) -> dict:
+    """How the pruned network's next-token distributions ``p`` match the target's ``q`` at the scored positions."""
+    tv = 0.5 * np.abs(p - q).sum(-1)[sel]
+    rel = (np.linalg.norm(p - q, axis=-1) / np.linalg.norm(q, axis=-1))[sel]
+    return {"accuracy": float((p.argmax(-1)[sel] == labels[sel]).mean()),
+            "target_accuracy": float((q.argmax(-1)[sel] == labels[sel]).mean()),
+            "max_tv": float(tv.max()), "mean_tv": float(tv.mean()), "epsilon_hat": float(rel.max())}
+
+
 def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.ndarray],
                        eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], keep: float = 0.5, steps: int = 400,
                        lr: float = 0.05, shared: Sequence[str] = (), seed: int = 0, progress: bool = False) -> dict:
@@ -129,18 +150,8 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
     scores = [{n: common[n] if n in common else new_scores(n) for n in names} for _ in targets]
     opt = torch.optim.Adam(list(common.values()) + [p for sc in scores for n, p in sc.items() if n not in common], lr=lr)
 
-    def masks(sc: dict, hard_only: bool = False) -> dict:
-        out = {}
-        for n in names:
-            s = sc[n]
-            k = max(1, int(round(keep * s.numel())))
-            threshold = s.detach().flatten().kthvalue(s.numel() - k + 1).values
-            hard = (s.detach() >= threshold).to(s.dtype)
-            out[n] = hard if hard_only else hard + s - s.detach()  # straight-through to the scores
-        return out
-
     def forward(sc: dict, tokens: "torch.Tensor", hard_only: bool = False) -> "torch.Tensor":
-        m = masks(sc, hard_only)
+        m = _top_k_masks(sc, names, keep, hard_only)
         params = {n: base[n] * m[n] if n in m else base[n] for n in base}
         return functional_call(large, params, (tokens,), {"return_type": "logits"})
 
@@ -174,17 +185,10 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
         with torch.inference_mode():
             p = torch.softmax(forward(sc, tokens_t, hard_only=True).double(), -1).numpy()
             q = torch.softmax(target(tokens_t, return_type="logits").double(), -1).numpy()
-            final = masks(sc, hard_only=True)
-        finals.append(final)
-        kept = sum(float(m.sum()) for m in final.values())
-        tv = 0.5 * np.abs(p - q).sum(-1)[sel]
-        rel = (np.linalg.norm(p - q, axis=-1) / np.linalg.norm(q, axis=-1))[sel]
-        results.append({
-            "keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),
-            "steps": steps, "accuracy": float((p.argmax(-1)[sel] == labels[sel]).mean()),
-            "target_accuracy": float((q.argmax(-1)[sel] == labels[sel]).mean()),
-            "max_tv": float(tv.max()), "mean_tv": float(tv.mean()), "epsilon_hat": float(rel.max()),
-        })
+            finals.append(_top_k_masks(sc, names, keep, hard_only=True))
+        kept = sum(float(m.sum()) for m in finals[-1].values())
+        results.append({"keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),
+                        "steps": steps, **_agreement(p, q, labels, sel)})
     out: dict = {"targets": results, "trace": trace, "shared": list(shared)}
     if len(targets) > 1:
         out["shared_identical"] = all(torch.equal(f[n], finals[0][n]) for f in finals for n in shared)
