@@ -6,7 +6,7 @@ forward throughout, ``forward="bare"`` runs :mod:`interp.model.bare` after the c
 TransformerLens run is counted in its time). Sampled words only (no exhaustive set), so positions/s
 is the long-input throughput. The two are alternated and the median of the rounds is printed, with
 the ratio bare / model measured in this run. Then the same for the probes' residual-stream caching
-(:func:`interp.model.run.residual_stream`, its one-sequence check counted).
+(:func:`interp.model.checked.residual_stream`, its one-sequence check counted).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from constructions import build_model  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.model.run import residual_stream  # noqa: E402
+from interp.model.checked import residual_stream  # noqa: E402
 from interp.verify import verify  # noqa: E402
 from probes.linear import automaton_probe_data, residual_hooks  # noqa: E402
 

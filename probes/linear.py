@@ -20,7 +20,8 @@ from typing import Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
-from interp.model.run import hook_name, require_hooked, residual_stream
+from interp.model.checked import residual_stream
+from interp.model.run import hook_name, require_hooked
 
 __all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data"]
 

@@ -15,9 +15,8 @@ work saved. Those wide MLPs also run in chunks of rows whose hidden units fit a 
 (:data:`HIDDEN_CHUNK`; 2.0–2.6× on the counter and Krohn–Rhodes at T = 1024, measured alternating).
 
 Summation order differs from TransformerLens's, so logits agree to rounding, not bit for bit: the
-verifier runs both on a sample of every check and runs the model itself if a prediction differs
-(:class:`interp.verify.forward.CheckedForward`); the probes' :func:`interp.model.run.residual_stream`
-does the same with the residual stream. :func:`bare_forward` returns None for
+verifier runs both on a sample of every check and runs the model itself if a prediction differs, and
+the probes do the same with the residual stream: one policy, :class:`interp.model.checked.CheckedForward`. :func:`bare_forward` returns None for
 configurations it does not cover; callers then use the model itself.
 """
 

@@ -16,7 +16,7 @@ import numpy as np
 from interp.errors import LengthError, ModelKindError
 
 __all__ = ["exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
-           "BATCH_BYTES", "require_hooked", "residual_stream", "RESIDUAL_TOLERANCE"]
+           "BATCH_BYTES", "require_hooked"]
 
 Head = tuple[int, int]  # (layer, head)
 
@@ -102,39 +102,6 @@ def predict(model, words: Any, batch_size: int | None = None, progress: bool = F
     for start, lg in logits(model, tokens, batch_size, progress, forward):
         out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).numpy()
     return out
-
-
-#: largest |bare − TransformerLens| on the cross-checked sequence, relative to max(1, largest |activation|)
-RESIDUAL_TOLERANCE = 1e-4
-
-
-def residual_stream(model, tokens: Any, names: Sequence[str], forward: str = "bare") -> tuple[dict[str, Any], str]:
-    """The residual-stream activations ``names`` (``blocks.{l}.hook_resid_pre|mid|post``) on a token
-    batch, as ``run_with_cache`` gives them, and which forward produced them.
-
-    ``forward="bare"`` runs :func:`interp.model.bare.bare_forward` after checking it against
-    ``run_with_cache`` on the first sequence (every hook within :data:`RESIDUAL_TOLERANCE`, relative);
-    any other hook, a model it does not cover or a failed check → ``run_with_cache`` itself.
-    """
-    import torch
-
-    from interp.model.bare import bare_forward
-
-    names = list(names)
-    tokens = torch.from_numpy(np.atleast_2d(np.asarray(tokens, dtype=np.int64)))
-    resid = all(n.startswith("blocks.") and n.rsplit(".", 1)[-1] in ("hook_resid_pre", "hook_resid_mid", "hook_resid_post")
-                for n in names)
-    bare = bare_forward(model, residuals=True) if forward == "bare" and resid else None
-    with exact_precision():
-        if bare is not None:
-            _, cache = model.run_with_cache(tokens[:1], names_filter=names)
-            _, ours = bare(tokens[:1])
-            if all(float((ours[n].double() - cache[n].double()).abs().max())
-                   <= RESIDUAL_TOLERANCE * max(1.0, float(cache[n].abs().max())) for n in names):
-                _, stream = bare(tokens)
-                return {n: stream[n] for n in names}, "bare"
-        _, cache = model.run_with_cache(tokens, names_filter=names)
-        return {n: cache[n] for n in names}, "model"
 
 
 def require_hooked(model, what: str) -> None:

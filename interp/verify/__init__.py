@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from interp.errors import ConstructionError, LengthError
 from interp.tasks.kinds import resolve
-from interp.verify.forward import FORWARDS, CheckedForward
+from interp.model.checked import FORWARDS, CheckedForward
 from interp.verify.result import Mismatch, Verification, resolve_model
 
 __all__ = ["verify", "Verification", "Mismatch", "resolve_model"]

@@ -12,7 +12,7 @@ import numpy as np
 from interp.errors import ConstructionError, LengthError, VocabularyError
 from interp.model.run import predict
 from interp.tasks.automata import Semiautomaton
-from interp.verify.forward import CheckedForward
+from interp.model.checked import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_automaton", "default_exhaustive_length"]

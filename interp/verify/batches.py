@@ -14,7 +14,7 @@ from interp.streams import Stream
 from interp.errors import ConstructionError
 from interp.model.run import logits
 from interp.tasks.batches import step_rng
-from interp.verify.forward import CheckedForward
+from interp.model.checked import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_batches"]

@@ -24,7 +24,7 @@ from interp.tasks.dyck import Dyck, default_bands
 from interp.errors import ConstructionError, LengthError
 from interp.model.run import logits
 from interp.tasks.kinds import DYCK
-from interp.verify.forward import CheckedForward
+from interp.model.checked import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "closing_only", "predicted_bracket"]

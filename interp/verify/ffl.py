@@ -20,7 +20,7 @@ from interp.errors import ConstructionError, LengthError
 from interp.model.run import predict
 from interp.tasks.kinds import FFL
 from interp.tasks.ffl import BANDS, VOCAB, all_ffl_prefixes, hard_cases, read_targets, sample_ffl
-from interp.verify.forward import CheckedForward
+from interp.model.checked import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_ffl"]

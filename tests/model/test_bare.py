@@ -12,7 +12,7 @@ from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 from interp.train import ModelShape, build_model as build_twin
 from interp.verify import verify
-from interp.verify.forward import CheckedForward
+from interp.model.checked import CheckedForward
 
 MODELS = {
     "prefix_scan/S3": lambda: build_model("prefix_scan", get_automaton("S3"), 64),
@@ -67,12 +67,12 @@ def test_verification_says_which_forward_ran_and_agrees_with_the_model():
 
 def test_a_bare_forward_that_disagrees_hands_the_check_back_to_the_model(monkeypatch):
     """A wrong fast path must never decide a verdict: one differing argmax and the model runs the rest."""
-    import interp.verify.forward as fwd
+    import interp.model.bare as fwd
 
     real = fwd.bare_forward
 
-    def broken(model):
-        good = real(model)
+    def broken(model, residuals=False):
+        good = real(model, residuals)
         return lambda tokens: good(tokens).flip(-1)  # every prediction reversed
 
     monkeypatch.setattr(fwd, "bare_forward", broken)
@@ -101,7 +101,7 @@ def test_a_verification_leaves_autograd_and_precision_as_it_found_them():
 # -- the residual stream (what the probes read) --------------------------------------------------
 @pytest.mark.parametrize("name", ["krohn_rhodes/S4", "gridworld/grid4", "dyck/balanced"])
 def test_the_bare_residual_stream_is_what_run_with_cache_records(name):
-    from interp.model.run import residual_stream
+    from interp.model.checked import residual_stream
     from probes.linear import residual_hooks
 
     model = MODELS[name]()
@@ -117,7 +117,7 @@ def test_the_bare_residual_stream_is_what_run_with_cache_records(name):
 
 def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(monkeypatch):
     import interp.model.bare as bare
-    from interp.model.run import residual_stream
+    from interp.model.checked import residual_stream
 
     model = build_twin(AutomatonTask(get_automaton("S3"), 12), ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), 0)
     tokens = AutomatonTask(get_automaton("S3"), 12).batch(step_rng(0, 0), 8).tokens
