@@ -16,7 +16,7 @@ import enum
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Stream", "rng", "entropy", "torch_seed"]
+__all__ = ["Stream", "ExperimentSeed", "rng", "entropy", "torch_seed"]
 
 
 class Stream(enum.Enum):
@@ -42,6 +42,23 @@ class Stream(enum.Enum):
     @property
     def offset(self) -> int:
         return self.value[1]
+
+
+class ExperimentSeed(enum.IntEnum):
+    """The fixed seeds of the reproductions' shared test sets (the same words for every model and seed of an
+    experiment, so its numbers reproduce; a run's own seed decides its training, not these)."""
+
+    PARITY_OOD_EVALUATION = 1000  # parity-ood: the shifted test sets
+    PARITY_OOD_PROBE_WORDS = 7  # parity-ood: the words the state probes read
+    FFL_GLITCH_EVALUATION = 2000  # ffl-glitches: the test sets (+ the index of the p)
+    FFL_GLITCH_ATTENTION_WORDS = 3000  # ffl-glitches: the words the attention scores read
+    DYCK_BALANCE_IN_BAND = 4000  # dyck-balance: prefixes in the training band
+    DYCK_BALANCE_OUT_OF_BAND = 4001  # dyck-balance: longer prefixes
+    GRID_BOUNDARY_WORDS = 5000  # grid-boundary: the words the boundary scores read
+    LENGTH_GENERALISATION = 6000  # length-generalisation: the test sets (+ the training length N)
+    DYCK_SEEDS_WORDS = 11  # dyck-seeds: the words the attention variation reads
+    PROBE_WORD = 0  # the one example word of a Dyck report when the thesis's does not fit
+    PROBE_SPLIT = 0  # the train/test split of a linear probe
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from interp.streams import ExperimentSeed
 from interp.experiments.base import Context
 from interp.experiments.dyck_seeds import check  # noqa: F401 - the same --dyck check, run before OUT is claimed
 
@@ -55,8 +56,8 @@ def run(ctx: Context) -> None:
             models[f"{cell['cell']} seed {s}"] = load_trained(d)
     in_band = dyck_shifts(lang, [(2, 28)])
     ood = dyck_shifts(lang, [sc["band"]])
-    rows = evaluate(models, in_band, samples=sc["id_samples"], seed=4000)
-    rows += evaluate(models, ood, samples=sc["samples"], seed=4001)
+    rows = evaluate(models, in_band, samples=sc["id_samples"], seed=ExperimentSeed.DYCK_BALANCE_IN_BAND)
+    rows += evaluate(models, ood, samples=sc["samples"], seed=ExperimentSeed.DYCK_BALANCE_OUT_OF_BAND)
     per_model = []
     for name, model in models.items():
         cell, seed = name.rsplit(" seed ", 1)
@@ -66,7 +67,7 @@ def run(ctx: Context) -> None:
                           "beta": balance_violation_of_model(model, lang), "in_distribution": acc[in_band[0].label],
                           "ood": acc[ood[0].label]})
     ctx.data("models", per_model)
-    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=0)[0]
+    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
     n = len(probe_word) + 1
     variation = {}
     for lam in grid["contrastive"]:

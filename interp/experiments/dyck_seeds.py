@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from interp.streams import ExperimentSeed
 from interp.experiments.base import Context, ExperimentError
 
 SEEDS, QUICK_SEEDS = tuple(range(20)), (0, 1)
@@ -53,11 +54,11 @@ def run(ctx: Context) -> None:
     k, D = parse_dyck_spec(ctx.options["dyck"])
     lang = Dyck(k, D)
     task = DyckTask(lang, sc["length"])
-    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=0)[0]
+    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
     probe_text = "".join(lang.bracket_names[b] for b in probe_word)
     if len(probe_word) + 1 > task.n_ctx:
         raise ExperimentError(f"the probe input {probe_text} does not fit the training length")
-    words = lang.sample(sc["words"], sc["length"] - 1, seed=11)
+    words = lang.sample(sc["words"], sc["length"] - 1, seed=ExperimentSeed.DYCK_SEEDS_WORDS)
     n = len(probe_word) + 1
     baseline = random_attention_baseline(n)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, target_accuracy=0.99)

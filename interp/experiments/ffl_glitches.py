@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from interp.streams import ExperimentSeed
 from interp.experiments.base import Context
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
@@ -59,7 +60,7 @@ def run(ctx: Context) -> None:
     models["ffl (construction)"] = exact
     rows = []
     for i, (p, n) in enumerate(sc["strings"].items()):
-        rows += evaluate(models, ffl_shifts(T, (p,)), samples=n, seed=2000 + i)
+        rows += evaluate(models, ffl_shifts(T, (p,)), samples=n, seed=ExperimentSeed.FFL_GLITCH_EVALUATION + i)
     ctx.data("evaluation", rows)
 
     def of(model: str, p: float) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def _heads(ctx: Context, models: dict, T: int, n: int) -> dict[str, Any]:
     for pop in ("twin", "mixture", "sharpened"):
         names = [m for m in models if m.startswith(pop + " ")]
         comparison = comparison_of_task(models[names[0]].card.task)
-        words = comparison.words(n, seed=3000)
+        words = comparison.words(n, seed=ExperimentSeed.FFL_GLITCH_ATTENTION_WORDS)
         last = models[names[0]].cfg.n_layers - 1
         heads = [(last, h) for h in range(models[names[0]].cfg.n_heads)]
         sharp, refs = [], {}

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from interp.streams import ExperimentSeed
 from interp.experiments.base import Context, ExperimentError
 
 SEEDS, QUICK_SEEDS = tuple(range(3)), (0,)
@@ -65,7 +66,7 @@ def run(ctx: Context) -> None:
     a = get_automaton(ctx.options["automaton"])
     T = sc["length"]
     task = AutomatonTask(a, T)
-    words = AutomatonComparison(a, T).words(sc["words"], seed=5000)
+    words = AutomatonComparison(a, T).words(sc["words"], seed=ExperimentSeed.GRID_BOUNDARY_WORDS)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)
     results: dict[str, Any] = {}
     for label, (layers, heads) in sc["shapes"].items():

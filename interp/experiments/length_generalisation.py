@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from interp.streams import ExperimentSeed
 from interp.experiments.base import Context, mean_se
 
 SEEDS, QUICK_SEEDS = (0, 1), (0,)
@@ -99,7 +100,7 @@ def run(ctx: Context) -> None:
             shifts = [arm.shift(task, L) for L in lengths]
             named = {f"{pos} {s}": m for (pos, s), (m, _) in models.items()}
             named["exact"] = exact
-            rows = evaluate(named, shifts, samples=sc["samples"], seed=6000 + N)
+            rows = evaluate(named, shifts, samples=sc["samples"], seed=ExperimentSeed.LENGTH_GENERALISATION + N)
             for (pos, s), (_, held_out) in models.items():
                 for m, sh in zip(sc["multiples"], shifts):
                     r = next(x for x in rows if x["model"] == f"{pos} {s}" and x["shift"] == sh.label)

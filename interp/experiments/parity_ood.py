@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from interp.streams import Stream
+from interp.streams import ExperimentSeed, Stream
 from interp.experiments.base import Context, mean_se
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
@@ -77,7 +77,7 @@ def run(ctx: Context) -> None:
     counts = sorted(set(np.linspace(0, T, sc["counts"]).round().astype(int).tolist()))
     shifts = [Shift(f"Pr[{sym}] = {p:g}", "automaton", {"length": T, "probs": law(p), "p": p}) for p in ps]
     shifts += automaton_shifts(a, T, counts=counts, count_symbol=COUNT_SYMBOL)[1:]
-    rows = evaluate(models, shifts, samples=sc["samples"], seed=1000)
+    rows = evaluate(models, shifts, samples=sc["samples"], seed=ExperimentSeed.PARITY_OOD_EVALUATION)
     ctx.data("evaluation", rows)
 
     def series(prefix: str, key: str, by: str) -> tuple[list[float], list[float], list[float]]:
@@ -151,7 +151,7 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
     from interp.train import load_trained
     from probes.linear import automaton_probe_data, probe_accuracy
 
-    words = step_rng(7, 0, Stream.PROBE_WORDS).integers(a.n_symbols, size=(n_words, T))
+    words = step_rng(ExperimentSeed.PARITY_OOD_PROBE_WORDS, 0, Stream.PROBE_WORDS).integers(a.n_symbols, size=(n_words, T))
     running = np.cumsum(words == COUNT_SYMBOL, axis=1)
     chance = float(np.bincount(running.ravel()).max() / running.size)
     per_model: dict[str, dict[str, float]] = {}
@@ -161,9 +161,9 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
         loaded[exact.card.construction] = exact
     for name, model in loaded.items():
         tokens, labels, mask = automaton_probe_data(model, a, words, latent=lambda states: running)
-        per_model[name] = probe_accuracy(model, tokens, labels, mask, seed=0)
+        per_model[name] = probe_accuracy(model, tokens, labels, mask, seed=ExperimentSeed.PROBE_SPLIT)
         tokens, labels, mask = automaton_probe_data(model, a, words)
-        state[name] = probe_accuracy(model, tokens, labels, mask, seed=0)
+        state[name] = probe_accuracy(model, tokens, labels, mask, seed=ExperimentSeed.PROBE_SPLIT)
     hooks = list(next(iter(per_model.values())))
     twin_names = [n for n in per_model if n.startswith("twin ")]
     rows = []

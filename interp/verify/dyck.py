@@ -27,6 +27,9 @@ from interp.tasks.kinds import DYCK
 from interp.model.checked import CheckedForward
 from interp.verify.result import Mismatch, Verification, model_shape
 
+#: band b of a check draws its prefixes with seed + BAND_SEED_STRIDE·b (distinct bands, distinct words)
+BAND_SEED_STRIDE = 1000
+
 __all__ = ["verify_dyck", "default_bands", "next_token_probabilities", "closing_only", "predicted_bracket"]
 
 #: Exhaustive checks enumerate every valid prefix of length K; refuse beyond this many.
@@ -94,7 +97,7 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
             raise LengthError(f"{len(words)} prefixes of length {K}: more than {MAX_EXHAUSTIVE_PREFIXES}")
         checks.append((f"all prefixes of length {K}", words, False))
     for b, (lo, hi) in enumerate(bands):
-        checks.append((f"{lo}-{hi}", lang.closing_prefixes(samples, (lo, hi), seed=seed + 1000 * b), True))
+        checks.append((f"{lo}-{hi}", lang.closing_prefixes(samples, (lo, hi), seed=seed + BAND_SEED_STRIDE * b), True))
     if not checks:
         raise ConstructionError("nothing to check: no exhaustive length and no length band")
 

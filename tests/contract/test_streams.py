@@ -52,3 +52,31 @@ def test_no_code_numbers_a_stream_outside_the_table():
                         and isinstance(node.args[0], ast.List)):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def _numbered(node: ast.AST) -> bool:
+    """A literal number, or arithmetic with one (``seed + 1000 * b``); an index (``seeds[0]``) is not."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.BinOp):
+        return _numbered(node.left) or _numbered(node.right)
+    return False
+
+
+def test_no_hard_coded_seeds_outside_the_tables():
+    """A call that seeds something with a number (``seed=4000``, ``step_rng(7, ...)``) names it in
+    ``interp.streams`` instead (``ExperimentSeed``, ``Stream``)."""
+    offenders = []
+    for pkg in ("interp", "constructions", "probes"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if path.name == "streams.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.Call):
+                    continue
+                seeds = [kw.value for kw in node.keywords if kw.arg == "seed"]
+                if ast.unparse(node.func).endswith(("step_rng", "default_rng", "manual_seed", "rng")) and node.args:
+                    seeds.append(node.args[0])
+                if any(_numbered(s) for s in seeds):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:60]}")
+    assert offenders == []
