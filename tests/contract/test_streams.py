@@ -37,20 +37,25 @@ def test_a_stream_is_named():
         entropy(0, 5)  # type: ignore[arg-type]
 
 
+def _package_nodes():
+    """(file, AST node) for every node of the package's modules, ``interp.streams`` (the tables) left out."""
+    for pkg in ("interp", "constructions", "probes"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            if path.name != "streams.py":
+                for node in ast.walk(ast.parse(path.read_text())):
+                    yield path.relative_to(ROOT), node
+
+
 def test_no_code_numbers_a_stream_outside_the_table():
     """No ``stream=<number>`` and no literal ``default_rng([...])`` sequence in the package: a draw that
     must reproduce names its purpose."""
     offenders = []
-    for pkg in ("interp", "constructions", "probes"):
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            if path.name == "streams.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.keyword) and node.arg == "stream" and isinstance(node.value, ast.Constant):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.value.lineno}")
-                if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "default_rng" and node.args
-                        and isinstance(node.args[0], ast.List)):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    for path, node in _package_nodes():
+        if isinstance(node, ast.keyword) and node.arg == "stream" and isinstance(node.value, ast.Constant):
+            offenders.append(f"{path}:{node.value.lineno}")
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "default_rng" and node.args
+                and isinstance(node.args[0], ast.List)):
+            offenders.append(f"{path}:{node.lineno}")
     assert offenders == []
 
 
@@ -67,16 +72,12 @@ def test_no_hard_coded_seeds_outside_the_tables():
     """A call that seeds something with a number (``seed=4000``, ``step_rng(7, ...)``) names it in
     ``interp.streams`` instead (``ExperimentSeed``, ``Stream``)."""
     offenders = []
-    for pkg in ("interp", "constructions", "probes"):
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            if path.name == "streams.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.Call):
-                    continue
-                seeds = [kw.value for kw in node.keywords if kw.arg == "seed"]
-                if ast.unparse(node.func).endswith(("step_rng", "default_rng", "manual_seed", "rng")) and node.args:
-                    seeds.append(node.args[0])
-                if any(_numbered(s) for s in seeds):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:60]}")
+    for path, node in _package_nodes():
+        if not isinstance(node, ast.Call):
+            continue
+        seeds = [kw.value for kw in node.keywords if kw.arg == "seed"]
+        if ast.unparse(node.func).endswith(("step_rng", "default_rng", "manual_seed", "rng")) and node.args:
+            seeds.append(node.args[0])
+        if any(_numbered(s) for s in seeds):
+            offenders.append(f"{path}:{node.lineno}: {ast.unparse(node)[:60]}")
     assert offenders == []

@@ -133,12 +133,9 @@ class CopyTask:
     n_ctx = property(lambda self: self.length + 1)
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
-        words = rng.integers(self.m, size=(size, self.length))
-        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
-        targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), words], axis=1)
-        mask = np.ones_like(tokens, dtype=bool)
-        mask[:, 0] = False
-        return Batch(tokens, targets, mask, mask)
+        tokens = np.pad(rng.integers(1, self.m + 1, size=(size, self.length)), ((0, 0), (1, 0)))  # BOS = 0
+        scored = tokens > 0
+        return Batch(tokens, np.maximum(tokens - 1, 0), scored, scored)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "m": self.m, "length": self.length}
