@@ -31,17 +31,10 @@ from interp.tasks.kinds import resolve, task_kind
 from interp.tasks.shifts import (Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts,  # noqa: F401
                                  parse_probs)
 
-__all__ = ["Shift", "ShiftError", "evaluate", "automaton_shifts", "ffl_shifts", "dyck_shifts", "skyline", "task_of",
+__all__ = ["Shift", "ShiftError", "evaluate", "automaton_shifts", "ffl_shifts", "dyck_shifts", "skyline",
            "parse_probs", "DEFAULT_SAMPLES", "score_automaton", "score_ffl", "score_dyck", "score_batch"]
 
 DEFAULT_SAMPLES = 500
-
-
-# -- the task a model is about -------------------------------------------------------------------
-def task_of(model) -> tuple[str, Any]:
-    """(kind, what the task is about: the automaton / Dyck language / None) that a model's card names."""
-    kind = model.card.task_kind
-    return kind.name, kind.source(model.card.task)
 
 
 def _check_length(model, length: int) -> None:

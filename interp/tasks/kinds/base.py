@@ -108,9 +108,6 @@ class TaskKind:
         """What the task is about (the automaton, the Dyck language; for a generic kind: its training task)."""
         return self.task_from_dict(task)
 
-    def source_name(self, source: Any) -> str:
-        return str(getattr(source, "name", self.name))
-
     # -- training ---------------------------------------------------------------------------------
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
         """The training task of `interp train KIND` with ``values`` (parsed :attr:`train_options`)."""

@@ -47,9 +47,6 @@ class FFLKind(TaskKind):
     def source(self, task: Mapping[str, Any]) -> Any:
         return None  # one language; p is a training setting, not what a model computes
 
-    def source_name(self, source: Any) -> str:
-        return "flip-flop language"
-
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
         from interp.tasks.batches import FFLTask
 
