@@ -1,4 +1,7 @@
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -19,3 +22,20 @@ def _keep_torch_threads():
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def interp_cli():
+    """``interp ARGS...`` in a fresh process from the checkout, as a user runs it: the CompletedProcess
+    (text output captured; ``timeout`` and other ``subprocess.run`` keywords pass through)."""
+
+    def run(*argv, **kwargs):
+        kwargs.setdefault("cwd", ROOT)
+        return subprocess.run([sys.executable, "-m", "interp", *map(str, argv)], capture_output=True, text=True,
+                              check=False, **kwargs)
+
+    return run
+

@@ -2,8 +2,6 @@
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -97,10 +95,9 @@ def test_grid_recognised_from_a_json_file_with_permuted_symbols():
     assert_exact(verify(build("gridworld", a, 24), samples=50))
 
 
-def test_cli_verify_gridworld_json():
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "gridworld", "--automaton", "grid9", "-T", "32",
-                        "--samples", "50", "--exhaustive-upto", "6", "--json"], capture_output=True, text=True, cwd=ROOT,
-                       check=False)
+def test_cli_verify_gridworld_json(interp_cli):
+    r = interp_cli("verify", "gridworld", "--automaton", "grid9", "-T", "32", "--samples", "50", "--exhaustive-upto", "6",
+                   "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accuracy"] == 1.0 and out["attention_layers"] == 2 and out["n_layers"] == 2

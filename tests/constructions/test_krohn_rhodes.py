@@ -2,8 +2,6 @@
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -102,9 +100,8 @@ def test_length_beyond_verified_range_is_refused():
         build("krohn_rhodes", get_automaton("S3"), 10**6)
 
 
-def test_cli_refuses_s5_with_exit_2_and_no_traceback():
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "krohn_rhodes", "--automaton", "S5", "-T", "8"],
-                       capture_output=True, text=True, cwd=ROOT)
+def test_cli_refuses_s5_with_exit_2_and_no_traceback(interp_cli):
+    r = interp_cli("verify", "krohn_rhodes", "--automaton", "S5", "-T", "8")
     assert r.returncode == 2
     assert "not solvable" in r.stderr and "prefix_scan" in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -241,15 +238,13 @@ def test_bad_cascade_files_get_clear_errors(edit, message):
         parse_cascade_json(json.dumps(d))
 
 
-def test_cli_verifies_a_cascade_file_and_rejects_it_for_other_constructions():
+def test_cli_verifies_a_cascade_file_and_rejects_it_for_other_constructions(interp_cli):
     path = str(CASCADES / "car_on_a_circle.json")
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "krohn_rhodes", "--cascade-file", path, "-T", "32",
-                        "--samples", "50", "--json"], capture_output=True, text=True, cwd=ROOT)
+    r = interp_cli("verify", "krohn_rhodes", "--cascade-file", path, "-T", "32", "--samples", "50", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accuracy"] == 1.0 and out["attention_layers"] == 3
-    r = subprocess.run([sys.executable, "-m", "interp", "verify", "prefix_scan", "--cascade-file", path, "-T", "8"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = interp_cli("verify", "prefix_scan", "--cascade-file", path, "-T", "8")
     assert r.returncode == 2 and "krohn_rhodes" in r.stderr
 
 

@@ -1,8 +1,6 @@
 """Training twins: tasks, the training loop, checkpoints, resume, replicates and the CLI."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -133,10 +131,9 @@ def test_replicates_write_a_summary(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["median_best_accuracy"] == s["median_best_accuracy"]
 
 
-def test_cli_train(tmp_path):
+def test_cli_train(tmp_path, interp_cli):
     def run(*argv):
-        return subprocess.run([sys.executable, "-m", "interp", "train", *argv], capture_output=True, text=True,
-                              cwd=ROOT, check=False)
+        return interp_cli("train", *argv)
 
     r = run("ffl", "--ffl", "0.5", "-T", "16", "--steps", "10", "--eval-every", "5", "--layers", "1",
             "--d-model", "16", "--out", str(tmp_path / "ff"))
