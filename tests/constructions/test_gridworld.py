@@ -2,7 +2,6 @@
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,6 @@ from interp.tasks.gridworld import last_boundary_positions
 from interp.model.hooked import to_hooked
 from probes.boundary import boundary_detector_scores
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def assert_exact(result):

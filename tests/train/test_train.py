@@ -1,7 +1,6 @@
 """Training twins: tasks, the training loop, checkpoints, resume, replicates and the CLI."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from interp.tasks.kinds import task_from_dict
 from interp.train.sweep import run_sweep
 from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
 
 
