@@ -35,16 +35,9 @@ import numpy as np
 
 from interp.errors import SandboxError
 
-__all__ = ["Pairs", "make_pairs", "corruptions", "CorruptionError", "METRICS"]
+__all__ = ["Pairs", "make_pairs", "CorruptionError", "METRICS"]
 
 METRICS = ("logit_diff", "kl")
-
-
-def corruptions(kind: str) -> tuple[str, ...]:
-    """The corruptions a task kind can produce (the registry's; the first is the default)."""
-    from interp.tasks.kinds import task_kind
-
-    return task_kind(kind).corruptions
 
 
 class CorruptionError(SandboxError, ValueError):

@@ -79,13 +79,10 @@ def _number(value: str) -> Any:
 
 
 def load_automaton(args: argparse.Namespace):
-    if args.automaton_file:
-        from interp.tasks.automata import load_automaton_file
+    """The automaton ``--automaton`` or ``--automaton-file`` names (the automaton kind reads them)."""
+    from interp.tasks.kinds import AUTOMATON
 
-        return load_automaton_file(args.automaton_file)
-    from interp.tasks.catalogue import get_automaton
-
-    return get_automaton(args.automaton)
+    return AUTOMATON.automaton(vars(args))
 
 
 def add_kind_options(p: argparse.ArgumentParser, attribute: str) -> None:

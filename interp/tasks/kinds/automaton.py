@@ -58,18 +58,23 @@ class AutomatonKind(TaskKind):
 
         return checked(self, lambda: parse_automaton_json(json.dumps(task["automaton"]), "<model card>"))
 
-    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from interp.tasks.batches import AutomatonTask
-
+    def automaton(self, values: Mapping[str, Any]) -> Any:
+        """The automaton ``--automaton-file PATH`` or ``--automaton NAME`` names (None when neither is given)."""
         if values.get("automaton_file"):
             from interp.tasks.automata import load_automaton_file
 
-            automaton = load_automaton_file(values["automaton_file"])
-        elif values.get("automaton"):
+            return load_automaton_file(values["automaton_file"])
+        if values.get("automaton"):
             from interp.tasks.catalogue import get_automaton
 
-            automaton = get_automaton(values["automaton"])
-        else:
+            return get_automaton(values["automaton"])
+        return None
+
+    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
+        from interp.tasks.batches import AutomatonTask
+
+        automaton = self.automaton(values)
+        if automaton is None:
             raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
         return AutomatonTask(automaton, length or self.default_length)
 
@@ -88,15 +93,10 @@ class AutomatonKind(TaskKind):
 
             options["cascade"] = load_cascade_file(values["cascade_file"])
             return options["cascade"].automaton()
-        if values.get("automaton_file"):
-            from interp.tasks.automata import load_automaton_file
-
-            return load_automaton_file(values["automaton_file"])
-        if values.get("automaton"):
-            from interp.tasks.catalogue import get_automaton
-
-            return get_automaton(values["automaton"])
-        raise SandboxError(NO_SOURCE + values.get("_source_hint", ""))
+        automaton = self.automaton(values)
+        if automaton is None:
+            raise SandboxError(NO_SOURCE + values.get("_source_hint", ""))
+        return automaton
 
     def shifts(self, source: Any, length: int, values: Mapping[str, Any]) -> list[Any]:
         from interp.tasks.shifts import automaton_shifts, parse_probs
