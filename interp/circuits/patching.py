@@ -170,7 +170,7 @@ class Patcher:
 
         hooks = [(h, record) for h in by_hook] + [(h, patch) for h in groups]
         batch = torch.from_numpy(np.tile(tokens, (k, 1)))
-        with self.hooks_on():
+        with self.hooks_on(), exact_precision():
             logits = self.model.run_with_hooks(batch, fwd_hooks=hooks, return_type="logits")
         return logits.view(k, n, *logits.shape[1:])
 

@@ -1,25 +1,32 @@
 """Ground-truth circuits derived from a construction's weights and named residual subspaces.
 
-Two levels, both read off the weights, never written by hand:
+Levels read off the weights, never written by hand (:mod:`interp.circuits.levels` adds the ones that
+depend on the metric, the corruption and the ablation):
 
 * **structural** — an edge writer → reader whose writer puts something nonzero in a residual
   coordinate that the reader's channel reads (a nonzero column of the head's W_V·W_O, of the MLP's
   W_out or b_out, of W_E or W_pos, met by a nonzero row of W_Q·W_Kᵀ (channel q), a nonzero
   column of it (k), a nonzero row of W_V·W_O (v), of W_in, of W_U);
-* **task-relevant** — a structural edge that carries *word information* to a reader whose output
-  reaches the logits with word information. Every coordinate a writer writes gets a level:
-  ``const`` (the same at every position of every word: e.g. a constant "one" coordinate),
-  ``pos`` (depends on the position only: the position code, the BOS token's marks), ``word``
-  (depends on the input word). The token embedding writes ``word`` where symbol tokens differ;
-  a head writes ``word`` where its value reads ``word``, or where its value reads ``pos`` and its
-  pattern depends on the word (its query or key reads ``word``); an MLP unit writes the highest
-  level it reads. A position code that every head reads is therefore structural but not
-  task-relevant; so is an edge into a part whose output never reaches the logits with word
-  information.
+* **live** — a structural edge that meets the reader in a *live* coordinate: one through which the
+  reader can change an output. Liveness runs backwards, coordinate by coordinate: the unembedding's
+  live inputs are the rows of W_U that reach an output; a reader's live outputs are the coordinates
+  it writes that a later reader takes in as live; a head's value coordinate is live when its W_V·W_O
+  row reaches a live output, its query and key coordinates when the head has any live output (the
+  pattern moves every output); an MLP's input coordinate when it feeds a unit whose W_out row reaches
+  a live output (per unit: the units are explicit);
+* **task-relevant** — a live edge that carries *word information* in a live coordinate. Every
+  coordinate a writer writes gets a level: ``const`` (the same at every position of every word: e.g.
+  a constant "one" coordinate), ``pos`` (depends on the position only: the position code, the BOS
+  token's marks), ``word`` (depends on the input word). The token embedding writes ``word`` where
+  symbol tokens differ; a head writes ``word`` where its value reads ``word``, or where its value
+  reads ``pos`` and its pattern depends on the word (its query or key reads ``word``); an MLP unit
+  writes the highest level it reads. A position code that every head reads is therefore structural
+  but not task-relevant; so is an edge whose word information lands only in coordinates that no path
+  takes to an output.
 
-Patching every non-relevant edge leaves the output unchanged and patching every relevant one gives
-the corrupted word's output (``tests/circuits/test_circuits.py`` checks both on every construction family):
-that is what ties this ground truth to behaviour.
+Patching every edge outside a level leaves the outputs the level is about unchanged
+(``tests/circuits/test_truth.py`` checks it on every construction family and on random automata):
+that is what ties the ground truth to behaviour.
 """
 
 from __future__ import annotations
@@ -29,47 +36,93 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.circuits.graph import Edge, Graph
+from interp.circuits.graph import CHANNELS, Edge, Graph
 from interp.errors import ModelKindError
 
-__all__ = ["GroundTruth", "ground_truth", "ground_truth_of_model", "LEVELS"]
+__all__ = ["GroundTruth", "Flow", "ground_truth", "ground_truth_of_model", "LEVELS"]
 
 CONST, POS, WORD = 0, 1, 2
 LEVELS = ("const", "pos", "word")
 
+Channel = tuple[str, str]  # (reader, channel)
+
+
+@dataclass
+class Flow:
+    """Coordinate-level facts of one model: what each node writes (coordinate → level) and, per reader
+    channel, which of its outputs each input coordinate can move (for the unembedding: output indices)."""
+
+    graph: Graph
+    names: list[str]  # the subspace of each residual coordinate
+    writes: dict[str, dict[int, int]]
+    reach: dict[Channel, dict[int, frozenset[int]]]
+
+    def reads(self, receiver: str, channel: str) -> set[int]:
+        return set(self.reach.get((receiver, channel), {}))
+
+    def meet(self, e: Edge) -> set[int]:
+        """The coordinates the sender writes and the receiver's channel reads."""
+        return set(self.writes[e.sender]) & self.reads(e.receiver, e.channel)
+
+    def word(self, node: str) -> set[int]:
+        """The coordinates where ``node`` writes word information."""
+        return {i for i, lev in self.writes[node].items() if lev == WORD}
+
+    def live_inputs(self, outputs: Sequence[int] | None = None) -> dict[Channel, set[int]]:
+        """Per reader channel, the input coordinates through which it can move one of ``outputs``
+        (default: every output), by backward liveness (see the module docstring)."""
+        g = self.graph
+        seed = None if outputs is None else frozenset(int(o) for o in outputs)
+        live: dict[Channel, set[int]] = {}
+        for r in sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True):
+            if r.kind == "logits":
+                targets: frozenset[int] | set[int] | None = seed
+            else:
+                later = [(r2, c) for (r2, c) in live if Graph.before(r, g.by_name[r2])]
+                targets = {j for j in self.writes[r.name] if any(j in live[k] for k in later)}
+            for c in CHANNELS[r.kind]:
+                reach = self.reach.get((r.name, c), {})
+                live[(r.name, c)] = {i for i, outs in reach.items() if targets is None or outs & targets}
+        return live
+
 
 @dataclass
 class GroundTruth:
-    """The structural and task-relevant edges of a construction, each labelled with the subspaces it goes through."""
+    """The structural, live and task-relevant edges of a construction, each with the subspaces it goes through."""
 
     construction: str
     graph: Graph
     structural: dict[Edge, list[str]]  # edge -> the subspaces it goes through
-    relevant: dict[Edge, list[str]]  # edge -> the subspaces through which it carries word information
+    relevant: dict[Edge, list[str]]  # edge -> the live subspaces through which it carries word information
     writes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> {subspace: level}
+    live: dict[Edge, list[str]] = field(default_factory=dict)  # edge -> the live subspaces it goes through
+    flow: Flow | None = None
 
     def edge_labels(self, level: str = "relevant") -> np.ndarray:
-        """0/1 per edge of :attr:`graph` (in its order): in the ``relevant`` or ``structural`` ground truth."""
+        """0/1 per edge of :attr:`graph` (in its order): in the ``structural``, ``live`` or ``relevant`` level."""
         chosen = self._level(level)
         return np.array([e in chosen for e in self.graph.edges], dtype=bool)
 
     def node_labels(self, level: str = "relevant") -> dict[str, bool]:
-        """Per node: does it send or receive an edge of the ground truth (the logits always do)."""
+        """Per node: does it send or receive an edge of the level (the logits always do)."""
         chosen = self._level(level)
         used = {e.sender for e in chosen} | {e.receiver for e in chosen}
         return {n.name: n.name in used for n in self.graph.nodes}
 
     def _level(self, level: str) -> dict[Edge, list[str]]:
-        if level not in ("relevant", "structural"):
-            raise ValueError(f"ground-truth level is 'relevant' or 'structural', not {level!r}")
-        return self.relevant if level == "relevant" else self.structural
+        table = {"structural": self.structural, "live": self.live, "relevant": self.relevant}
+        if level not in table:
+            raise ValueError(f"a weights-only ground-truth level is one of {', '.join(table)}, not {level!r}")
+        return table[level]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "construction": self.construction,
             "levels": {"structural": "every nonzero writer → reader path through the residual stream",
-                       "relevant": "structural edges that carry word information to a part that reaches the logits"},
+                       "live": "structural edges that meet the reader in a coordinate through which it can move an output",
+                       "relevant": "live edges that carry word information in such a coordinate"},
             "structural": {e.name: labs for e, labs in self.structural.items()},
+            "live": {e.name: labs for e, labs in self.live.items()},
             "relevant": {e.name: labs for e, labs in self.relevant.items()},
             "writes": self.writes,
         }
@@ -110,65 +163,76 @@ def _derive(name: str, sd: dict[str, np.ndarray], n_layers: int, n_heads: int, l
     graph = Graph.of_weights(sd, n_layers, n_heads)
     d = sd["embed.W_E"].shape[1]
     names = [_subspace(lab) for lab in labels] if len(labels) == d else [str(i) for i in range(d)]
+    flow = _flow(graph, sd, n_layers, prefix, symbols, names)
+    live_in = flow.live_inputs()
+    structural: dict[Edge, list[str]] = {}
+    live: dict[Edge, list[str]] = {}
+    relevant: dict[Edge, list[str]] = {}
+    for e in graph.edges:
+        meet = flow.meet(e)
+        if meet:
+            structural[e] = _names(names, meet)
+            used = meet & live_in[(e.receiver, e.channel)]
+            if used:
+                live[e] = _names(names, used)
+                word = flow.word(e.sender) & used
+                if word:
+                    relevant[e] = _names(names, word)
+    return GroundTruth(name, graph, structural, relevant, _summarise(names, flow.writes), live=live, flow=flow)
 
-    # -- what each node writes, coordinate by coordinate, at which level --------------------------
+
+def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequence[int], symbols: Sequence[int],
+          names: list[str]) -> Flow:
+    """What each node writes (coordinate → level, forwards) and how each reader's inputs reach its outputs."""
+    d = sd["embed.W_E"].shape[1]
     writes: dict[str, dict[int, int]] = {"embed": _embedding_levels(sd["embed.W_E"], prefix, symbols),
                                          "pos": _position_levels(sd["pos_embed.W_pos"])}
-    reads: dict[tuple[str, str], set[int]] = {}
+    reach: dict[tuple[str, str], dict[int, frozenset[int]]] = {}
     resid = np.full(d, -1)  # the highest level any writer so far put in each coordinate (-1: nothing)
     for node in ("embed", "pos"):
         for i, lev in writes[node].items():
             resid[i] = max(resid[i], lev)
-
     for l in range(n_layers):
         p = f"blocks.{l}."
-        heads = [n for n in graph.nodes if n.kind == "head" and n.layer == l]
         new = resid.copy()
-        for node in heads:
+        for node in (n for n in graph.nodes if n.kind == "head" and n.layer == l):
             h = node.head
             qk = sd[p + "attn.W_Q"][h] @ sd[p + "attn.W_K"][h].T
             ov = sd[p + "attn.W_V"][h] @ sd[p + "attn.W_O"][h]
-            q, k, v = set(_nonzero_rows(qk)), set(_nonzero_rows(qk.T)), set(_nonzero_rows(ov))
-            reads[(node.name, "q")], reads[(node.name, "k")], reads[(node.name, "v")] = q, k, v
-            pattern_word = any(resid[i] == WORD for i in q | k)
+            outs = frozenset(int(j) for j in np.flatnonzero(np.any(ov != 0, axis=0)))
+            # a query or key coordinate moves the pattern, and so every output; a value coordinate its OV row
+            reach[(node.name, "q")] = {int(i): outs for i in _nonzero_rows(qk)}
+            reach[(node.name, "k")] = {int(i): outs for i in _nonzero_rows(qk.T)}
+            reach[(node.name, "v")] = {int(i): frozenset(int(j) for j in np.flatnonzero(ov[i])) for i in _nonzero_rows(ov)}
+            pattern_word = any(resid[i] == WORD for i in set(reach[(node.name, "q")]) | set(reach[(node.name, "k")]))
             out: dict[int, int] = {}
-            for j in np.flatnonzero(np.any(ov != 0, axis=0)):
+            for j in outs:
                 lev = max((resid[i] for i in np.flatnonzero(ov[:, j])), default=CONST)
-                out[int(j)] = WORD if lev == WORD or (lev == POS and pattern_word) else max(lev, CONST)
+                out[j] = WORD if lev == WORD or (lev == POS and pattern_word) else max(lev, CONST)
             writes[node.name] = out
             for j, lev in out.items():
                 new[j] = max(new[j], lev)
         resid = new
         if f"m{l}" in graph.by_name:
             w_in, w_out, b_out = sd[p + "mlp.W_in"], sd[p + "mlp.W_out"], sd[p + "mlp.b_out"]
-            used = np.flatnonzero(np.any(w_out != 0, axis=1))
-            reads[(f"m{l}", "in")] = set(_nonzero_rows(w_in[:, used])) if len(used) else set()
+            units = [int(u) for u in np.flatnonzero(np.any(w_out != 0, axis=1))]  # a unit that writes nothing is no path
+            unit_out = {u: frozenset(int(j) for j in np.flatnonzero(w_out[u])) for u in units}
+            per_input: dict[int, set[int]] = {}
+            for u in units:
+                for i in np.flatnonzero(w_in[:, u]):
+                    per_input.setdefault(int(i), set()).update(unit_out[u])
+            reach[(f"m{l}", "in")] = {i: frozenset(o) for i, o in per_input.items()}
             out = {int(j): CONST for j in np.flatnonzero(b_out != 0)}
-            for u in used:
+            for u in units:
                 lev = max((resid[i] for i in np.flatnonzero(w_in[:, u])), default=CONST)
-                for j in np.flatnonzero(w_out[u]):
-                    out[int(j)] = max(out.get(int(j), CONST), max(lev, CONST))
+                for j in unit_out[u]:
+                    out[j] = max(out.get(j, CONST), max(lev, CONST))
             writes[f"m{l}"] = out
             for j, lev in out.items():
                 resid[j] = max(resid[j], lev)
-    reads[("logits", "in")] = set(_nonzero_rows(sd["unembed.W_U"]))
-
-    # -- edges: structural where write meets read; relevant where word information reaches a live reader
-    structural: dict[Edge, list[str]] = {}
-    carries: dict[Edge, list[str]] = {}
-    for e in graph.edges:
-        meet = sorted(set(writes[e.sender]) & reads.get((e.receiver, e.channel), set()))
-        if meet:
-            structural[e] = _names(names, meet)
-            word = [i for i in meet if writes[e.sender][i] == WORD]
-            if word:
-                carries[e] = _names(names, word)
-    live = {"logits"}
-    for node in reversed(graph.nodes):  # a node is live if word information flows from it to a live node
-        if node.writes and any(e.sender == node.name and e.receiver in live for e in carries):
-            live.add(node.name)
-    relevant = {e: labs for e, labs in carries.items() if e.receiver in live}
-    return GroundTruth(name, graph, structural, relevant, _summarise(names, writes))
+    w_u = sd["unembed.W_U"]
+    reach[("logits", "in")] = {int(i): frozenset(int(o) for o in np.flatnonzero(w_u[i])) for i in _nonzero_rows(w_u)}
+    return Flow(graph, names, writes, reach)
 
 
 def _names(names: Sequence[str], dims: Sequence[int]) -> list[str]:

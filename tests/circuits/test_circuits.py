@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,35 +20,11 @@ from interp.circuits.patching import Patcher, acdc, attribution, faithfulness, n
 from interp.circuits.score import auroc, precision_recall
 from interp.circuits.truth import ground_truth
 from interp.model.hooked import to_hooked
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.cascade import load_cascade_file
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.dyck import Dyck
 
-ROOT = Path(__file__).resolve().parents[2]
-CASCADE = ROOT / "examples" / "cascades" / "parity_flipflop_counter.json"
-
-
-def _random_automaton(n_states: int = 4, n_symbols: int = 3, seed: int = 7) -> Semiautomaton:
-    rng = np.random.default_rng(seed)
-    return Semiautomaton(f"random{n_states}x{n_symbols}", tuple(f"q{i}" for i in range(n_states)),
-                         tuple(f"s{i}" for i in range(n_symbols)), rng.integers(n_states, size=(n_symbols, n_states)))
-
-
-FAMILIES = {
-    "prefix_scan/S5": lambda: build("prefix_scan", get_automaton("S5"), 8),
-    "prefix_scan/random": lambda: build("prefix_scan", _random_automaton(), 8),
-    "modular_counter/C3": lambda: build("modular_counter", get_automaton("C3"), 8),
-    "memory/flipflop": lambda: build("memory", get_automaton("flipflop"), 8),
-    "krohn_rhodes/S4": lambda: build("krohn_rhodes", get_automaton("S4"), 8),
-    "krohn_rhodes/cascade": lambda: build("krohn_rhodes", load_cascade_file(CASCADE).automaton(), 8,
-                                          cascade=load_cascade_file(CASCADE)),
-    "gridworld/grid4": lambda: build("gridworld", get_automaton("grid4"), 8),
-    "dyck/stack": lambda: build("dyck", Dyck(2, 3), 12, variant="stack"),
-    "dyck/uniform": lambda: build("dyck", Dyck(2, 3), 12, variant="uniform"),
-    "dyck/balanced": lambda: build("dyck", Dyck(2, 3), 12, variant="balanced"),
-    "ffl": lambda: build("ffl", None, 16),
-}
+from circuit_families import CASCADE, FAMILIES
+from circuit_families import random_automaton as _random_automaton
 
 
 def _split(truth):
