@@ -119,27 +119,31 @@ for e in c_truth.relevant:
     print(f"  {e.name:16s} path patching {c_path['edges'][e.name] + 0.0:.3f}   attribution {c_attr['edges'][e.name] + 0.0:.3f}")
 
 # %% [markdown]
-# ## Why a method can miss an edge it should find: the counterfactual decides
+# ## What a method *can* find: the counterfactual and the ablation decide
 #
 # The flip-flop construction first finds the latest write (layer 1), then copies its bit (layer 2).
 # Flipping one written bit moves no write, so the edges of the write detector carry the *same* value
-# in both strings: no patching method can see them. Resampling the instructions can.
+# in both strings: no resampling method can see them. The ground truth comes in levels, and the
+# `resample` level — the one a method that patches from the corrupted word is scored against — leaves
+# such edges out, with the reason `invisible`. Resampling the instructions puts them back.
 
 # %%
 ffl = build("ffl", None, 16)
 f_truth = ground_truth(ffl)
 for corruption in ("bit", "resample"):
     r = analyse(to_hooked(ffl), "acdc", f_truth, pairs=48, corruption=corruption)
-    print(f"{corruption:9s}: recall {r['edge_recall']:.2f}, missed {sorted(r['missed']) or 'nothing'}")
+    invisible = [e for e, v in r["levels"]["edges"].items() if v["absent"].get("resample") == "invisible"]
+    print(f"{corruption:9s}: {len(r['ground_truth_edges'])} edges at the resample level; recall {r['edge_recall']:.2f}; "
+          f"invisible to this corruption: {invisible or 'nothing'}")
 
 # %% [markdown]
 # ## When the proof routes word information that the task never varies
 #
-# The ground truth is read off the weights: an edge is task-relevant when its value *can* depend on
-# the word. The Krohn–Rhodes construction for S4 routes the symbols into its first level, the sign of
-# the permutation so far. But both of this S4's generators — (0 1) and (0 1 2 3) — are odd, so that
-# sign is just t mod 2: the same for every word of a length. No counterfactual can move those edges,
-# and every method misses them (the scorecard's recall of 0.69 for `krohn_rhodes S4`).
+# The Krohn–Rhodes construction for S4 routes the symbols into its first level, the sign of the
+# permutation so far. But both of this S4's generators — (0 1) and (0 1 2 3) — are odd, so that sign
+# is just t mod 2: the same for every word of a length. The weights say those edges *could* carry
+# word information (they are task-relevant); the data say no counterfactual moves them, so the
+# `resample` level leaves them out and no method is charged for missing them.
 
 # %%
 from sympy.combinatorics import Permutation
@@ -147,7 +151,8 @@ from sympy.combinatorics import Permutation
 kr = build("krohn_rhodes", get_automaton("S4"), 16)
 k_truth = ground_truth(kr)
 r = analyse(to_hooked(kr), "acdc", k_truth, pairs=48, corruption="resample")
-print("missed:", {e: subspaces for e, subspaces in r["missed"].items()})
+print("relevant but invisible:", [e for e, v in r["levels"]["edges"].items() if v["absent"].get("resample") == "invisible"])
+print("missed:", {e: m["reason"] for e, m in r["missed"].items()} or "nothing")
 s4 = get_automaton("S4")
 print("signs of the generators:", {a: Permutation(list(s4.delta[i])).signature() for i, a in enumerate(s4.alphabet)})
 

@@ -1,21 +1,24 @@
-"""One circuit analysis of one model: the method's scores, its recovered circuit, faithfulness, and —
-on a construction — the scores against the ground truth. :func:`analyse` returns what
-``circuit.json`` holds.
+"""One circuit analysis of one model: the method's scores, its recovered circuit, faithfulness (at the
+method's threshold and over circuit sizes), and — on a construction — the scores against the ground
+truth at the level the method can see. :func:`analyse` returns what ``circuit.json`` holds.
 
-Methods (see :mod:`interp.circuits.patching`):
+Methods (see :mod:`interp.circuits.patching` and :mod:`interp.circuits.acdc`):
 
-========== ======= ====================================================================
-method     level   recovered circuit
-========== ======= ====================================================================
-patching   node    nodes whose activation patching moves the metric by ≥ threshold
-path       edge    edges whose path patching moves the metric by ≥ threshold
-attribution edge   edges whose attribution estimate is ≥ threshold
-acdc       edge    what ACDC keeps
-========== ======= ====================================================================
+=========== ======= ====================================================================
+method      level   recovered circuit
+=========== ======= ====================================================================
+patching    node    nodes whose activation patching moves the metric by ≥ threshold
+path        edge    edges whose path patching moves the metric by ≥ threshold
+attribution edge    edges whose attribution estimate is ≥ threshold
+acdc        edge    what ACDC keeps (mode ``normalised`` or ``reference``)
+=========== ======= ====================================================================
 
-Every score is an effect: the fraction of the clean-vs-corrupted gap in the metric that patching
-removes (the absolute value ranks). AUROC, precision and recall are taken at the method's level
-against the **task-relevant** ground truth (``ground_truth_level`` in the JSON).
+Every method patches with one ablation (``resample`` from the corrupted word, ``zero`` or ``mean``)
+and is scored against that ablation's ground-truth level (:data:`~interp.circuits.levels.ABLATION_LEVEL`);
+``scores_by_level`` gives the same ranking against every level. A method ranks edges by the size of
+its score (ACDC's reference mode by the signed change, as the reference's τ sweep does); edges it
+never scored rank last. Each miss carries a reason (its score, and its effect when patched alone);
+each spurious edge the ground truth's reason for leaving it out.
 """
 
 from __future__ import annotations
@@ -25,15 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from interp.circuits.graph import Edge
+from interp.circuits.acdc import ACDC_MODES, acdc
+from interp.circuits.curves import faithfulness_curve
+from interp.circuits.graph import Edge, Graph
+from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
 from interp.circuits.pairs import METRICS, make_pairs
-from interp.circuits.patching import (SOURCES, Patcher, acdc, attribution, faithfulness, node_patching,
+from interp.circuits.patching import (SOURCES, Patcher, ablated_pairs, attribution, faithfulness, node_patching,
                                       path_patching)
-from interp.circuits.score import auroc, precision_recall, spearman
+from interp.circuits.score import precision_recall, ranking_scores, spearman
 from interp.circuits.truth import GroundTruth
 from interp.errors import SandboxError
 
-__all__ = ["analyse", "check_settings", "METHODS", "DEFAULT_THRESHOLD"]
+__all__ = ["analyse", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError"]
 
 METHODS = ("patching", "path", "attribution", "acdc")
 LEVEL = {"patching": "node", "path": "edge", "attribution": "edge", "acdc": "edge"}
@@ -46,13 +52,15 @@ class MethodError(SandboxError, ValueError):
 
 def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs: int = 64,
             corruption: str | None = None, length: int | None = None, threshold: float = DEFAULT_THRESHOLD,
-            metric: str | None = None, source: str = "resample", per_position: bool = False, seed: int = 0,
-            progress: bool = False) -> dict[str, Any]:
+            metric: str | None = None, source: str = "resample", acdc_mode: str = "normalised",
+            per_position: bool = False, curve: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Run ``method`` on ``model`` and score it against ``truth`` when given (a construction's)."""
-    metric = check_settings(method, metric, source, threshold)
+    metric = check_settings(method, metric, source, threshold, acdc_mode)
     patcher = Patcher(model, truth.graph if truth is not None else None)
     g = patcher.graph
-    data = make_pairs(model, pairs, corruption, length, seed)
+    raw = make_pairs(model, pairs, corruption, length, seed)
+    src = patcher.source(raw, source)
+    data = ablated_pairs(patcher, raw, source, src)
     t0 = time.perf_counter()
     out: dict[str, Any] = {"method": method, "level": LEVEL[method], "metric": metric, "threshold": threshold,
                            "source": source, "seed": seed, "pairs": data.to_dict(), "graph": g.to_dict()}
@@ -65,45 +73,71 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
             out["per_position"] = r["per_position"]
         chosen_nodes = {n for n, v in node_fx.items() if abs(v) >= threshold} | {"logits"}
         circuit = [e for e in g.edges if e.sender in chosen_nodes and e.receiver in chosen_nodes]
-    elif method == "path":
-        edge_fx = path_patching(patcher, data, metric=metric, progress=progress)
+        rank = _edge_ranking_of_nodes(g, node_fx)
+    elif method in ("path", "attribution"):
+        if method == "path":
+            edge_fx = path_patching(patcher, data, source=src, metric=metric, progress=progress)
+        else:
+            edge_fx, node_fx = attribution(patcher, data, src)
         circuit = [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold]
-    elif method == "attribution":
-        edge_fx, node_fx = attribution(patcher, data)
-        circuit = [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold]
+        rank = np.abs(edge_fx)
     else:
-        r = acdc(patcher, data, threshold, metric=metric, progress=progress)
+        r = acdc(patcher, data, threshold, metric=metric, mode=acdc_mode, source=src, progress=progress)
         edge_fx, circuit = r.effects, r.kept
-        out["acdc"] = {"tried": r.tried, "removed": len(g.edges) - len(r.kept)}
+        rank = edge_fx if acdc_mode == "reference" else np.abs(edge_fx)
+        out["acdc"] = {"mode": acdc_mode, "metric": r.metric, "tried": r.tried, "removed": len(g.edges) - len(r.kept),
+                       "untested": int(np.isnan(edge_fx).sum()), "removal_order": r.order}
     out["wall_seconds"] = time.perf_counter() - t0
-    if method == "attribution":  # how far the linear estimate agrees with the real interventions
-        t1 = time.perf_counter()
-        exact_edges = path_patching(patcher, data, metric="logit_diff", progress=progress)
-        path_seconds = time.perf_counter() - t1
-        exact_nodes = node_patching(patcher, data, "resample", metric="logit_diff")["nodes"]
-        names = list(exact_nodes)
-        out["agreement"] = {
-            "edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
-            "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
-            "path_patching_seconds": path_seconds,
-            "speedup_vs_path_patching": path_seconds / max(out["wall_seconds"], 1e-9),
-        }
+    if method == "attribution":
+        out["agreement"] = _agreement(patcher, data, src, edge_fx, node_fx, out["wall_seconds"], progress)
     if edge_fx is not None:
-        out["edges"] = {e.name: float(v) for e, v in zip(g.edges, edge_fx)}
+        out["edges"] = {e.name: (None if np.isnan(v) else float(v)) for e, v in zip(g.edges, edge_fx)}
     if node_fx is not None:
         out["nodes"] = {n: float(v) for n, v in node_fx.items()}
+    out["ranking"] = [None if np.isnan(v) else float(v) for v in rank]
     out["circuit"] = {"edges": [e.name for e in circuit],
                       "nodes": sorted({e.sender for e in circuit} | {e.receiver for e in circuit},
                                       key=lambda n: list(g.by_name).index(n))}
-    detail = faithfulness(patcher, data, circuit)
+    detail = faithfulness(patcher, data, circuit, src)
     out["faithfulness"] = detail["accuracy"]  # a fraction of the full model's accuracy, which is 1 by definition
     out["faithfulness_metrics"] = detail
+    if curve:
+        out["curve"] = faithfulness_curve(patcher, data, rank, src, "logit_diff")
     if truth is not None:
-        out.update(_scores(truth, g.edges, edge_fx, node_fx, circuit))
+        levels = levels_of(truth, patcher, data)
+        out.update(_scores(levels, ABLATION_LEVEL[source], rank, edge_fx, node_fx, circuit))
+        out["missed"] = _miss_reasons(patcher, data, src, levels, ABLATION_LEVEL[source], rank, circuit, threshold)
     return out
 
 
-def check_settings(method: str, metric: str | None, source: str, threshold: float) -> str:
+def _agreement(patcher: Patcher, data: Any, src: dict[str, Any], edge_fx: np.ndarray, node_fx: dict[str, float],
+               seconds: float, progress: bool) -> dict[str, Any]:
+    """How far the linear estimate agrees with the real interventions (same ablation)."""
+    t1 = time.perf_counter()
+    exact_edges = path_patching(patcher, data, source=src, progress=progress)
+    path_seconds = time.perf_counter() - t1
+    exact_nodes = _node_effects(patcher, data, src)
+    names = list(exact_nodes)
+    return {"edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
+            "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
+            "path_patching_seconds": path_seconds, "speedup_vs_path_patching": path_seconds / max(seconds, 1e-9)}
+
+
+def _node_effects(patcher: Patcher, data: Any, src: dict[str, Any]) -> dict[str, float]:
+    g = patcher.graph
+    settings = [([e for e in g.edges if e.sender == n.name], None) for n in g.senders]
+    logits = patcher.run_many(data.clean, settings, src)
+    return {n.name: Patcher.effect(data, logits[i]) for i, n in enumerate(g.senders)}
+
+
+def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:
+    """An edge ranking from node scores: the smaller of its two ends' |effects| (the logits count as ∞)."""
+    size = {n: abs(v) for n, v in node_fx.items()} | {"logits": np.inf}
+    return np.array([min(size.get(e.sender, 0.0), size.get(e.receiver, np.inf)) for e in g.edges])
+
+
+def check_settings(method: str, metric: str | None, source: str, threshold: float,
+                   acdc_mode: str = "normalised") -> str:
     """Refuse settings a method cannot take (before any model is built); return the metric to use."""
     if method not in METHODS:
         raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
@@ -113,35 +147,69 @@ def check_settings(method: str, metric: str | None, source: str, threshold: floa
     if method == "attribution" and metric != "logit_diff":
         raise MethodError("attribution patching needs the logit difference: the KL's gradient is zero at the clean run")
     if source not in SOURCES:
-        raise MethodError(f"unknown patching source {source!r} (choose from {', '.join(SOURCES)})")
-    if source != "resample" and method != "patching":
-        raise MethodError(f"--source {source} goes with --method patching; path patching, attribution and ACDC "
-                          "patch from the corrupted word")
+        raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
+    if acdc_mode not in ACDC_MODES:
+        raise MethodError(f"unknown ACDC mode {acdc_mode!r} (choose from {', '.join(ACDC_MODES)})")
+    if acdc_mode != "normalised" and method != "acdc":
+        raise MethodError(f"an ACDC mode ({acdc_mode}) goes with --method acdc, not {method}")
     if not threshold > 0:
         raise MethodError(f"the threshold must be positive, got {threshold}")
     return metric
 
 
-def _scores(truth: GroundTruth, edges: list[Edge], edge_fx: np.ndarray | None, node_fx: dict[str, float] | None,
-            circuit: list[Edge]) -> dict[str, Any]:
-    labels = truth.edge_labels("relevant")
+def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | None,
+            node_fx: dict[str, float] | None, circuit: list[Edge]) -> dict[str, Any]:
+    """AUROC and average precision of the ranking, precision and recall of the circuit, at ``level``
+    (and the ranking's scores at every level); spurious edges with the ground truth's reason."""
+    truth = levels.truth
+    edges = truth.graph.edges
+    labels = levels.labels(level)
+    candidates = truth.edge_labels("structural")
     chosen = np.array([e in set(circuit) for e in edges])
-    out: dict[str, Any] = {"ground_truth_level": "relevant", "ground_truth": truth.to_dict()}
-    precision, recall = precision_recall(chosen, labels)
-    out["edge_precision"], out["edge_recall"] = precision, recall
-    if edge_fx is not None:
-        out["auroc"] = auroc(np.abs(edge_fx), labels)
-        out["auroc_structural"] = auroc(np.abs(edge_fx), truth.edge_labels("structural"))
+    out: dict[str, Any] = {"ground_truth_level": level, "ground_truth": truth.to_dict(), "levels": levels.to_dict(),
+                           "ground_truth_edges": sorted(e.name for e in levels.members[level])}
+    ranked = ranking_scores(rank, labels, candidates)
+    out["ranking_scores"] = ranked
+    out["auroc"], out["average_precision"] = ranked["auroc"], ranked["average_precision"]
+    out["edge_precision"], out["edge_recall"] = precision_recall(chosen, labels)
+    out["scores_by_level"] = {}
+    for lv in LEVEL_NAMES:
+        if levels.members[lv]:
+            y = levels.labels(lv)
+            p, r = precision_recall(chosen, y)
+            out["scores_by_level"][lv] = {**ranking_scores(rank, y, candidates), "precision": p, "recall": r}
     if node_fx is not None:
-        node_truth = truth.node_labels("relevant")
-        names = [n for n in node_fx]
-        node_auroc = auroc([abs(node_fx[n]) for n in names], [node_truth[n] for n in names])
-        out["node_auroc"] = node_auroc
+        node_truth = levels.node_labels(level)
+        names = list(node_fx)
+        node_scores = ranking_scores([abs(node_fx[n]) for n in names], [node_truth[n] for n in names])
+        out["node_auroc"] = node_scores["auroc"]
         if edge_fx is None:
-            out["auroc"] = node_auroc
             chosen_nodes = {e.sender for e in circuit}
             out["node_precision"], out["node_recall"] = precision_recall(
                 [n in chosen_nodes for n in names], [node_truth[n] for n in names])
-    out["missed"] = {e.name: truth.relevant[e] for e, y, c in zip(edges, labels, chosen) if y and not c}
-    out["spurious"] = [e.name for e, y, c in zip(edges, labels, chosen) if c and not y]
+    out["spurious"] = {e.name: levels.why_absent(e, level) for e, y, c in zip(edges, labels, chosen) if c and not y}
     return out
+
+
+def _miss_reasons(patcher: Patcher, data: Any, src: dict[str, Any], levels: Levels, level: str, rank: np.ndarray,
+                  circuit: list[Edge], threshold: float) -> dict[str, dict[str, Any]]:
+    """Per ground-truth edge the circuit left out: its score, its effect patched alone (same ablation) and
+    why it was missed — never scored, no effect alone (an interaction or a redundancy: it matters only
+    with other edges patched), or an effect alone that the method's score did not reflect."""
+    g = patcher.graph
+    kept = set(circuit)
+    missed = [e for e in g.edges if e in levels.members[level] and e not in kept]
+    alone = path_patching(patcher, data, missed, source=src) if missed else []
+    out = {}
+    for e, fx in zip(missed, alone):
+        score = rank[g.index[e]]
+        if np.isnan(score):
+            why = "never scored (its receiver was cut off first)"
+        elif abs(fx) < threshold:
+            why = "no effect alone: an interaction or a redundancy (it matters only with other edges patched)"
+        else:
+            why = "an effect alone at or above the threshold that the method's score did not reflect"
+        out[e.name] = {"score": None if np.isnan(score) else float(score), "effect_alone": float(fx), "reason": why,
+                       "subspaces": levels.truth.relevant.get(e, levels.truth.structural.get(e, []))}
+    return out
+

@@ -55,9 +55,9 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
 
     nodes: list[str] = result["graph"]["nodes"]
     pos = _positions(nodes)
-    truth = set(result.get("ground_truth", {}).get("relevant", {}))
+    truth = set(result.get("ground_truth_edges", []))
     if "edges" in result:
-        weight = {k: abs(v) for k, v in result["edges"].items()}
+        weight = {k: abs(v or 0.0) for k, v in result["edges"].items()}  # None: never scored
     else:
         fx = {n: abs(v) for n, v in result.get("nodes", {}).items()}
         weight = {}

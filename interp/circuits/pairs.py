@@ -60,6 +60,8 @@ class Pairs:
     corrupt_metric: float = float("nan")  # ... of the corrupted run
     corrupt_kl: float = float("nan")  # kl of the corrupted run (the clean run's is 0)
     clean_probs: Any = None  # the clean run's log-probabilities over the readout outputs (for kl)
+    read: Any = None  # bool [n, positions]: where the task scores an output (affected or not)
+    clean_logprobs_full: Any = None  # the clean run's log-probabilities over every output, at ``read``
 
     @property
     def n_affected(self) -> int:
@@ -87,6 +89,15 @@ class Pairs:
         logp = torch.log_softmax(lg, -1)
         ref = self.clean_probs
         return -(ref.exp() * (ref - logp)).sum(-1).mean() if len(lg) else lg.sum()
+
+    def kl_full(self, logits: Any):
+        """Mean KL(clean ‖ patched) over the model's full output distribution at every scored position
+        (ACDC's reference metric, unnormalised; 0 for the clean run)."""
+        import torch
+
+        logp = torch.log_softmax(logits[torch.as_tensor(self.read)].double(), -1)
+        ref = self.clean_logprobs_full
+        return (ref.exp() * (ref - logp)).sum(-1).mean() if len(logp) else logp.sum()
 
     def value(self, logits: Any, metric: str = "logit_diff") -> float:
         if metric not in METRICS:
@@ -145,7 +156,7 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     yc = full_c[..., torch.as_tensor(outputs)].argmax(-1).numpy()
     yx = full_x[..., torch.as_tensor(outputs)].argmax(-1).numpy()
     affected = read & read_x & (yc != yx)
-    pairs = Pairs(kind.name, corruption, clean, corrupt, outputs, affected, yc, yx)
+    pairs = Pairs(kind.name, corruption, clean, corrupt, outputs, affected, yc, yx, read=read & read_x)
     if not pairs.n_affected:
         raise CorruptionError(f"no output differs between the clean and the {corruption} words "
                               f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption")
@@ -153,4 +164,5 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     pairs.corrupt_metric = float(pairs.logit_diff(full_x))
     pairs.clean_probs = torch.log_softmax(full_c[..., torch.as_tensor(outputs)][torch.as_tensor(affected)].double(), -1)
     pairs.corrupt_kl = float(pairs.kl(full_x))
+    pairs.clean_logprobs_full = torch.log_softmax(full_c[torch.as_tensor(pairs.read)].double(), -1)
     return pairs

@@ -17,20 +17,18 @@ read ``blocks.<last>.hook_resid_post``, the embeddings write ``hook_embed`` and 
 * :func:`node_patching` — each node (optionally at each position), with any source;
 * :func:`attribution` — gradient × activation difference for every edge and node from two forward
   passes and one backward pass (attribution patching / EAP), the fast linear approximation;
-* :func:`acdc` — ACDC-style discovery: from the logits backwards, remove each edge whose removal
-  moves the metric by less than a threshold;
+* ACDC (:mod:`interp.circuits.acdc`) builds on :meth:`Patcher.run`;
 * :func:`faithfulness` — the metric of a circuit: everything outside it patched.
 
-Effects are reported as the fraction of the clean-vs-corrupted gap in the task's logit difference
-that patching removes: 1 − normalised metric (0 = no effect, 1 = as if the word were the corrupted one).
+Effects are reported as the fraction of the gap between the clean run and the fully ablated run
+(under resample: the corrupted word's run; see :func:`ablated_pairs`) that patching closes:
+1 − normalised metric (0 = no effect, 1 = as if every edge were ablated).
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -40,8 +38,8 @@ from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
 from interp.model.run import exact_precision
 
-__all__ = ["Patcher", "path_patching", "node_patching", "attribution", "acdc", "faithfulness", "SOURCES",
-           "AcdcResult", "BRIDGE_UNSUPPORTED"]
+__all__ = ["Patcher", "path_patching", "node_patching", "attribution", "faithfulness", "ablated_pairs", "SOURCES",
+           "BRIDGE_UNSUPPORTED"]
 
 SOURCES = ("resample", "zero", "mean")
 #: TransformerLens 4.3's native bridge refuses ``use_attn_result`` and ``use_split_qkv_input`` for its
@@ -180,6 +178,19 @@ class Patcher:
         return 1.0 - pairs.normalised(pairs.value(logits, metric), metric)
 
 
+def ablated_pairs(patcher: Patcher, pairs: Pairs, kind: str, source: dict[str, Any]) -> Pairs:
+    """``pairs`` normalised against the run with *every* edge ablated by ``kind`` (MIB's m(∅)): effects
+    read 0 = the clean run, 1 = everything ablated. Under resample that run is the corrupted word's,
+    which is what ``pairs`` already holds; zero and mean ablation have their own (a uniform output is far
+    from the clean run, but much nearer than a confidently wrong corrupted run)."""
+    from dataclasses import replace
+
+    if kind == "resample":
+        return pairs
+    logits = patcher.run(pairs.clean, patcher.graph.edges, source)[0]
+    return replace(pairs, corrupt_metric=float(pairs.logit_diff(logits)), corrupt_kl=float(pairs.kl(logits)))
+
+
 def _chunk(total: int, model: Any, tokens: np.ndarray) -> int:
     """Copies of the batch per forward pass. Side by side they save Python overhead on short words;
     on long ones the attention patterns outgrow the caches and one copy at a time is faster
@@ -239,13 +250,14 @@ def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_po
     return out
 
 
-def attribution(patcher: Patcher, pairs: Pairs) -> tuple[np.ndarray, dict[str, float]]:
-    """Attribution patching: effect(s → r) ≈ −Σ (s_corrupt − s_clean)·∂m/∂(r's input), normalised like
-    the other effects; the same for nodes with ∂m/∂(s's output). Returns (edge effects in graph order, node effects)."""
+def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """Attribution patching: effect(s → r) ≈ −Σ (s_source − s_clean)·∂m/∂(r's input), normalised like
+    the other effects; the same for nodes with ∂m/∂(s's output). ``source`` is what an ablated sender
+    delivers (default: the corrupted run). Returns (edge effects in graph order, node effects)."""
     import torch
 
     g = patcher.graph
-    corrupt = patcher.outputs(pairs.corrupt)
+    corrupt = patcher.outputs(pairs.corrupt) if source is None else source
     senders: dict[str, Any] = {}
     receivers: dict[str, Any] = {}
     sender_hooks: dict[str, list[Node]] = defaultdict(list)
@@ -290,55 +302,6 @@ def _channels(node: Node) -> tuple[str, ...]:
     from interp.circuits.graph import CHANNELS
 
     return CHANNELS[node.kind]
-
-
-@dataclass
-class AcdcResult:
-    kept: list[Edge]
-    effects: np.ndarray  # per graph edge: the metric change measured when its removal was tried
-    tried: int
-    threshold: float
-    metric: str
-    seconds: float = 0.0
-    order: list[str] = field(default_factory=list)
-
-
-def acdc(patcher: Patcher, pairs: Pairs, threshold: float = 0.01, metric: str = "kl",
-         progress: bool = False) -> AcdcResult:
-    """ACDC-style discovery (Conmy et al. 2023) on the task's normalised ``metric``: visit receivers
-    from the logits backwards; remove each incoming edge (resampled) whose removal moves the metric by
-    less than ``threshold`` from the current circuit's; keep the rest. A node with no kept way to the
-    logits loses its incoming edges without a test."""
-    from tqdm import tqdm
-
-    t0 = time.perf_counter()
-    g = patcher.graph
-    source = patcher.source(pairs, "resample")
-    removed: set[Edge] = set()
-    effects = np.zeros(len(g.edges))
-    tried = 0
-    with exact_precision():
-        current = 1.0 - patcher.effect(pairs, patcher.run(pairs.clean, [], source)[0], metric)
-        receivers = sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True)
-        bar = tqdm(total=len(g.edges), disable=not progress, desc="ACDC", unit="edge", leave=False)
-        for r in receivers:
-            incoming = sorted(g.incoming(r.name), key=lambda e: (g.by_name[e.sender].order, e.sender), reverse=True)
-            alive = r.name == "logits" or any(e.sender == r.name and e not in removed for e in g.edges)
-            for e in incoming:
-                bar.update(1)
-                if not alive:
-                    removed.add(e)
-                    continue
-                trial = removed | {e}
-                value = 1.0 - patcher.effect(pairs, patcher.run(pairs.clean, trial, source)[0], metric)
-                tried += 1
-                effects[g.index[e]] = current - value
-                if abs(current - value) < threshold:
-                    removed, current = trial, value
-        bar.close()
-    kept = [e for e in g.edges if e not in removed]
-    return AcdcResult(kept=kept, effects=effects, tried=tried, threshold=threshold, metric=metric,
-                      seconds=time.perf_counter() - t0)
 
 
 def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],

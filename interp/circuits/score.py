@@ -1,4 +1,12 @@
-"""Scores of a method's ranking against a ground truth: AUROC, precision and recall."""
+"""Scores of a method's ranking against a ground truth: AUROC and average precision of the ranking,
+precision and recall of the chosen set, and MIB's faithfulness areas (CPR, CMD).
+
+A ranking is a score per edge; higher ranks first. An edge a method never scored (ACDC's edges into
+a part already cut off; NaN here) ranks *last*, tied with the other unscored edges, and is counted
+(:func:`ranking_scores` reports how many). Ties count one half in AUROC (the Mann–Whitney
+statistic) and form one threshold in average precision (as scikit-learn's
+``average_precision_score``), so neither depends on the order of tied edges.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,19 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["auroc", "precision_recall", "spearman"]
+__all__ = ["auroc", "average_precision", "precision_recall", "spearman", "ranking_scores", "areas",
+           "MIB_PERCENTAGES"]
+
+#: Circuit sizes at which MIB's circuit track measures faithfulness, as fractions of the edges.
+MIB_PERCENTAGES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def _unscored_last(scores: Sequence[float]) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64).copy()
+    missing = np.isnan(s)
+    if missing.any():
+        s[missing] = (np.min(s[~missing]) if (~missing).any() else 0.0) - 1.0
+    return s
 
 
 def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
@@ -14,12 +34,50 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     None when one class is empty. Equals the Mann–Whitney U statistic over n₊·n₋."""
     from scipy.stats import rankdata
 
-    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    s, y = _unscored_last(scores), np.asarray(labels, dtype=bool)
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if not n_pos or not n_neg:
         return None
     ranks = rankdata(s)
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_precision(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """Average precision of ``scores`` ranking the positive ``labels`` first: Σ (Rₙ − Rₙ₋₁)·Pₙ over the
+    distinct score values from the highest down (tied edges enter together); None without positives."""
+    s, y = _unscored_last(scores), np.asarray(labels, dtype=bool)
+    if not y.any():
+        return None
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last_of_tie = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # the last index of each group of equal scores
+    tp = np.cumsum(y)[last_of_tie]
+    precision, recall = tp / (last_of_tie + 1), tp / y.sum()
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def ranking_scores(scores: Sequence[float], labels: Sequence[bool], candidates: Sequence[bool] | None = None) -> dict:
+    """AUROC and average precision of a ranking over every edge and, given ``candidates`` (the edges that
+    can interact at all: the structural ones), over those only; with the count of unscored edges."""
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    out = {"auroc": auroc(s, y), "average_precision": average_precision(s, y), "unscored": int(np.isnan(s).sum()),
+           "edges": int(len(s)), "positives": int(y.sum())}
+    if candidates is not None:
+        c = np.asarray(candidates, dtype=bool)
+        out.update({"auroc_candidates": auroc(s[c], y[c]), "average_precision_candidates": average_precision(s[c], y[c]),
+                    "candidates": int(c.sum()), "positives_outside_candidates": int((y & ~c).sum())})
+    return out
+
+
+def areas(percentages: Sequence[float], faithfulness: Sequence[float]) -> dict[str, float]:
+    """MIB's areas over a faithfulness curve f(k) (trapezoids on a linear axis of circuit sizes):
+    **CPR**, the area under f (higher is better), and **CMD**, the area between f and 1 (lower is better)."""
+    x, f = np.asarray(percentages, dtype=np.float64), np.asarray(faithfulness, dtype=np.float64)
+    if len(x) != len(f) or len(x) < 2 or np.any(np.diff(x) <= 0):
+        raise ValueError("a faithfulness curve needs two or more strictly increasing circuit sizes, one value each")
+    dx = np.diff(x)
+    return {"cpr": float(np.sum(dx * (f[:-1] + f[1:]) / 2)),
+            "cmd": float(np.sum(dx * (np.abs(1 - f[:-1]) + np.abs(1 - f[1:])) / 2))}
 
 
 def precision_recall(chosen: Sequence[bool], labels: Sequence[bool]) -> tuple[float | None, float | None]:

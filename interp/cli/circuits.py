@@ -32,8 +32,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--pair-length", type=int, metavar="T", help="length of the pairs' words (default: the model's)")
     s.add_argument("--threshold", type=float, default=0.01, help="effect below which an edge or node is left out")
     s.add_argument("--metric", choices=["logit_diff", "kl"], help="default: kl for acdc, logit_diff otherwise")
-    s.add_argument("--source", default="resample", choices=["resample", "zero", "mean"],
-                   help="patching: what a patched node delivers (default: the corrupted word's value)")
+    s.add_argument("--ablation", "--source", dest="source", default="resample", choices=["resample", "zero", "mean"],
+                   help="what a patched edge or node delivers: the corrupted word's value (default), zeros, or the "
+                        "clean batch's mean per position; the method is scored against this ablation's ground-truth level")
+    s.add_argument("--acdc-mode", default="normalised", choices=["normalised", "reference"],
+                   help="acdc: this project's normalised variant (|Δ| of the task's normalised metric on the changed "
+                        "outputs) or the reference implementation's (signed Δ of the full KL at every scored position)")
+    s.add_argument("--no-curve", action="store_true", help="skip the faithfulness curve over circuit sizes (CPR, CMD)")
     s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
     s.add_argument("--seed", type=int, default=0, help="seed of the counterfactual pairs")
@@ -81,7 +86,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         raise SandboxError(f"--pairs must be ≥ 1, got {args.pairs}")
     if not args.threshold > 0:
         raise SandboxError(f"--threshold must be positive, got {args.threshold}")
-    check_settings(args.method, args.metric, args.source, args.threshold)
+    check_settings(args.method, args.metric, args.source, args.threshold, args.acdc_mode)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
@@ -91,14 +96,17 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         raise SandboxError("--score needs a ground truth, and a trained twin has none: score the method on the "
                            "construction (interp circuit CONSTRUCTION ...) and set the twin's circuit beside it")
     result = analyse(model, args.method, truth, pairs=args.pairs, corruption=args.corrupt, length=args.pair_length,
-                     threshold=args.threshold, metric=args.metric, source=args.source,
-                     per_position=args.per_position, seed=args.seed, progress=sys.stderr.isatty())
+                     threshold=args.threshold, metric=args.metric, source=args.source, acdc_mode=args.acdc_mode,
+                     per_position=args.per_position, curve=not args.no_curve, seed=args.seed, progress=sys.stderr.isatty())
     result["model"] = {"title": title, "construction": model.card.construction, "task": model.card.task,
                        "shape": {k: getattr(model.cfg, k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp")}}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "circuit.json", result)
     atomic_write(out / "circuit.png", circuit_png(result, f"{title}: {args.method}"))
-    summary = {k: result.get(k) for k in ("method", "level", "auroc", "edge_precision", "edge_recall", "wall_seconds")}
+    summary = {k: result.get(k) for k in ("method", "level", "source", "ground_truth_level", "auroc", "average_precision",
+                                          "edge_precision", "edge_recall", "wall_seconds")}
+    if "curve" in result:
+        summary["cpr"], summary["cmd"] = result["curve"]["cpr"], result["curve"]["cmd"]
     summary["faithfulness"] = result["faithfulness"]
     summary["faithfulness_metrics"] = result["faithfulness_metrics"]
     summary["circuit_edges"] = len(result["circuit"]["edges"])
@@ -110,11 +118,19 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     print(f"{args.method} on {title}: {summary['circuit_edges']} of {summary['graph_edges']} edges kept "
           f"({result['wall_seconds']:.1f} s); faithfulness: accuracy {f['accuracy']:.3f}, "
           f"logit difference {f['logit_diff']:.3f}, KL {f['kl']:.3f} (full model 1)")
+    if "curve" in result:
+        c = result["curve"]
+        print(f"  faithfulness over circuit sizes (0.1%–100% of edges): CPR {c['cpr']:.3f} (higher is better), "
+              f"CMD {c['cmd']:.3f} (lower is better)")
     if truth is not None:
-        a = result.get("auroc")
-        print(f"  against the task-relevant ground truth ({len(truth.relevant)} edges): AUROC "
-              f"{'—' if a is None else f'{a:.3f}'} ({result['level']}s), precision {_fmt(result['edge_precision'])}, "
-              f"recall {_fmt(result['edge_recall'])}; missed {len(result['missed'])}")
+        print(f"  against the '{result['ground_truth_level']}' ground truth ({len(result['ground_truth_edges'])} edges, "
+              f"what {args.source} ablation under the {result['pairs']['corruption']} corruption can see): "
+              f"AUROC {_fmt(result.get('auroc'))}, AP {_fmt(result.get('average_precision'))}, "
+              f"precision {_fmt(result['edge_precision'])}, recall {_fmt(result['edge_recall'])}")
+        for name, miss in list(result["missed"].items())[:5]:
+            print(f"    missed {name}: {miss['reason']} (alone {miss['effect_alone']:+.3f})")
+        for name, why in list(result["spurious"].items())[:5]:
+            print(f"    spurious {name}: {why}")
     if "agreement" in result:
         g = result["agreement"]
         print(f"  agreement with real patching: edges ρ = {_fmt(g['edges_spearman_vs_path_patching'])}, nodes ρ = "

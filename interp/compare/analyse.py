@@ -269,7 +269,7 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
             "faithfulness": r["faithfulness"], "faithfulness_kl": r["faithfulness_metrics"]["kl"],
             "corruption": r["pairs"]["corruption"], "affected_outputs": r["pairs"]["affected_outputs"],
             "auroc": r.get("auroc"), "precision": r.get("edge_precision"), "recall": r.get("edge_recall"),
-            "relevant_edges": len(r["ground_truth"]["relevant"]) if "ground_truth" in r else None,
+            "relevant_edges": len(r["ground_truth_edges"]) if "ground_truth_edges" in r else None,
             "seconds": r["wall_seconds"]}
     for construction, pairs_ in matching.items():
         if TWIN not in heads or construction not in heads:

@@ -72,7 +72,7 @@ def _permutation_reset(n_states: int, n_symbols: int, seed: int) -> Semiautomato
        construction=st.sampled_from(["prefix_scan", "krohn_rhodes"]))
 def test_levels_of_random_automata_tie_to_behaviour(n_states, n_symbols, seed, construction):
     a = random_automaton(n_states, n_symbols, seed) if construction == "prefix_scan" else \
-        _permutation_reset(n_states, n_symbols, seed)
+        _permutation_reset(min(n_states, 4), n_symbols, seed)  # five states can make A5, which is not solvable
     try:
         spec = build(construction, a, 4)
         truth, model, pairs, patcher, lv = _setup(spec, n=16, seed=seed)
