@@ -130,6 +130,14 @@ REGISTRY: dict[str, Entry] = {
 }
 
 
+#: Every construction takes informative negatives (parts outside its circuit; constructions.negatives).
+NEGATIVES_OPTION = Option("", choices=("distractor", "cancel", "constant"), subset=True,
+                          help="informative negatives for circuit scoring: parts that keep the model exact but "
+                               "are outside its circuit (distractor, cancel, constant)")
+for _entry in REGISTRY.values():
+    _entry.options["negatives"] = NEGATIVES_OPTION
+
+
 def _unknown(name: str) -> ConstructionError:
     return ConstructionError(f"unknown construction {name!r} (choose from {', '.join(REGISTRY)})")
 
@@ -165,6 +173,13 @@ def _check_source(name: str, takes: str, source: Any) -> None:
 
 def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSpec:
     """Build construction ``name`` for ``source`` — an automaton, a Dyck language for ``dyck``,
-    ``None`` for ``ffl`` — on inputs of up to ``length`` symbols."""
+    ``None`` for ``ffl`` — on inputs of up to ``length`` symbols. ``negatives="cancel,constant"``
+    (any construction) adds informative negatives (:mod:`constructions.negatives`)."""
     entry, checked = validate(name, source, options)
-    return entry.builder(source, length, **checked)
+    negatives = checked.pop("negatives", "")
+    spec = entry.builder(source, length, **checked)
+    if negatives:
+        from constructions.negatives import add_negatives
+
+        spec = add_negatives(spec, str(negatives).split(","))
+    return spec

@@ -14,6 +14,7 @@ from interp.tasks.dyck import Dyck
 
 ROOT = Path(__file__).resolve().parents[1]
 CASCADE = ROOT / "examples" / "cascades" / "parity_flipflop_counter.json"
+ALL_NEGATIVES = "distractor,cancel,constant"
 
 
 def random_automaton(n_states: int = 4, n_symbols: int = 3, seed: int = 7) -> Semiautomaton:
@@ -36,4 +37,13 @@ FAMILIES = {
     "dyck/uniform": lambda: build("dyck", Dyck(2, 3), 12, variant="uniform"),
     "dyck/balanced": lambda: build("dyck", Dyck(2, 3), 12, variant="balanced"),
     "ffl": lambda: build("ffl", None, 16),
+}
+
+#: Families with every informative negative (constructions.negatives): parts outside the circuit.
+NEGATIVE_FAMILIES = {
+    "prefix_scan/S5+negatives": lambda: build("prefix_scan", get_automaton("S5"), 8, negatives=ALL_NEGATIVES),
+    "modular_counter/C3+negatives": lambda: build("modular_counter", get_automaton("C3"), 8, negatives=ALL_NEGATIVES),
+    "gridworld/grid4+negatives": lambda: build("gridworld", get_automaton("grid4"), 8, negatives=ALL_NEGATIVES),
+    "dyck/stack+negatives": lambda: build("dyck", Dyck(2, 3), 12, variant="stack", negatives=ALL_NEGATIVES),
+    "ffl+negatives": lambda: build("ffl", None, 16, negatives=ALL_NEGATIVES),
 }

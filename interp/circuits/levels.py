@@ -42,6 +42,7 @@ ABLATION_LEVEL = {"resample": "resample", "zero": "zero", "mean": "mean"}
 REASONS = {
     "not-connected": "not connected: nothing the writer writes is read on this channel",
     "unused": "unused: it meets the reader only in coordinates through which no output can move",
+    "cancelled": "cancelled: it leaves or enters a head whose output another head of its block cancels exactly",
     "invariant": "invariant: what it delivers where it is used is the same for every word (constant or position-only)",
     "unread-output": "unread output: it reaches only outputs the metric does not read",
     "invisible": "the corruption cannot vary it: equal on the clean and the corrupted words of every pair",
@@ -124,7 +125,7 @@ def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
     reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
     for e in g.edges:
         static = _static_reason(truth, e)
-        used = sorted(flow.meet(e) & live_read[(e.receiver, e.channel)])
+        used = sorted(flow.used(e, live_read))
         word = sorted(set(used) & flow.word(e.sender))
         x = clean[e.sender]
         checks = {
@@ -134,7 +135,7 @@ def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
             "read": static or (None if word else "unread-output"),
         }
         checks["resample"] = checks["read"] or (None if varies(x - corrupt[e.sender], word) else "invisible")
-        reach = "not-connected" if e not in truth.structural else ("unused" if e not in truth.live else "unread-output")
+        reach = "not-connected" if e not in truth.structural else (static if e not in truth.live else "unread-output")
         checks["zero"] = None if used and varies(x, used) else (reach if not used else "zero-on-data")
         checks["mean"] = checks["read"] or (None if varies(x - x.mean(0, keepdim=True), used) else "mean-on-data")
         for lv, why in checks.items():
@@ -150,7 +151,8 @@ def _static_reason(truth: GroundTruth, e: Edge) -> str | None:
     if e not in truth.structural:
         return "not-connected"
     if e not in truth.live:
-        return "unused"
+        flow = truth.flow
+        return "cancelled" if flow is not None and (e.sender in flow.cancelled or e.receiver in flow.cancelled) else "unused"
     if e not in truth.relevant:
         return "invariant"
     return None

@@ -12,8 +12,11 @@ depend on the metric, the corruption and the ablation):
   live inputs are the rows of W_U that reach an output; a reader's live outputs are the coordinates
   it writes that a later reader takes in as live; a head's value coordinate is live when its W_V·W_O
   row reaches a live output, its query and key coordinates when the head has any live output (the
-  pattern moves every output); an MLP's input coordinate when it feeds a unit whose W_out row reaches
+  pattern moves every output) and its value reads something that is not one constant (an average of
+  a constant is that constant, whatever the pattern); an MLP's input coordinate when it feeds a unit whose W_out row reaches
   a live output (per unit: the units are explicit);
+  A pair of heads of one block with equal patterns and opposite outputs (W_V·W_O of one is minus the
+  other's) sums to 0 on every input: edges into or out of either are structural but never live;
 * **task-relevant** — a live edge that carries *word information* in a live coordinate. Every
   coordinate a writer writes gets a level: ``const`` (the same at every position of every word: e.g.
   a constant "one" coordinate), ``pos`` (depends on the position only: the position code, the BOS
@@ -56,6 +59,7 @@ class Flow:
     names: list[str]  # the subspace of each residual coordinate
     writes: dict[str, dict[int, int]]
     reach: dict[Channel, dict[int, frozenset[int]]]
+    cancelled: dict[str, str] = field(default_factory=dict)  # head -> the head of its block whose output cancels it
 
     def reads(self, receiver: str, channel: str) -> set[int]:
         return set(self.reach.get((receiver, channel), {}))
@@ -63,6 +67,12 @@ class Flow:
     def meet(self, e: Edge) -> set[int]:
         """The coordinates the sender writes and the receiver's channel reads."""
         return set(self.writes[e.sender]) & self.reads(e.receiver, e.channel)
+
+    def used(self, e: Edge, live: dict[Channel, set[int]]) -> set[int]:
+        """The coordinates where the edge meets its receiver's ``live`` inputs (none if it touches a cancelled head)."""
+        if e.sender in self.cancelled or e.receiver in self.cancelled:
+            return set()
+        return self.meet(e) & live[(e.receiver, e.channel)]
 
     def word(self, node: str) -> set[int]:
         """The coordinates where ``node`` writes word information."""
@@ -77,6 +87,8 @@ class Flow:
         for r in sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True):
             if r.kind == "logits":
                 targets: frozenset[int] | set[int] | None = seed
+            elif r.name in self.cancelled:
+                targets = set()
             else:
                 later = [(r2, c) for (r2, c) in live if Graph.before(r, g.by_name[r2])]
                 targets = {j for j in self.writes[r.name] if any(j in live[k] for k in later)}
@@ -172,7 +184,7 @@ def _derive(name: str, sd: dict[str, np.ndarray], n_layers: int, n_heads: int, l
         meet = flow.meet(e)
         if meet:
             structural[e] = _names(names, meet)
-            used = meet & live_in[(e.receiver, e.channel)]
+            used = flow.used(e, live_in)
             if used:
                 live[e] = _names(names, used)
                 word = flow.word(e.sender) & used
@@ -188,6 +200,7 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
     writes: dict[str, dict[int, int]] = {"embed": _embedding_levels(sd["embed.W_E"], prefix, symbols),
                                          "pos": _position_levels(sd["pos_embed.W_pos"])}
     reach: dict[tuple[str, str], dict[int, frozenset[int]]] = {}
+    cancelled: dict[str, str] = {}
     resid = np.full(d, -1)  # the highest level any writer so far put in each coordinate (-1: nothing)
     for node in ("embed", "pos"):
         for i, lev in writes[node].items():
@@ -195,14 +208,18 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
     for l in range(n_layers):
         p = f"blocks.{l}."
         new = resid.copy()
+        cancelled.update(_cancelling_heads(sd, p, [n for n in graph.nodes if n.kind == "head" and n.layer == l]))
         for node in (n for n in graph.nodes if n.kind == "head" and n.layer == l):
             h = node.head
             qk = sd[p + "attn.W_Q"][h] @ sd[p + "attn.W_K"][h].T
             ov = sd[p + "attn.W_V"][h] @ sd[p + "attn.W_O"][h]
             outs = frozenset(int(j) for j in np.flatnonzero(np.any(ov != 0, axis=0)))
-            # a query or key coordinate moves the pattern, and so every output; a value coordinate its OV row
-            reach[(node.name, "q")] = {int(i): outs for i in _nonzero_rows(qk)}
-            reach[(node.name, "k")] = {int(i): outs for i in _nonzero_rows(qk.T)}
+            # a query or key coordinate moves the pattern, and so every output — unless every value is the
+            # same constant (averaging a constant gives it back, whatever the pattern); a value coordinate
+            # moves its OV row
+            moved = outs if any(resid[i] > CONST for i in _nonzero_rows(ov)) else frozenset()
+            reach[(node.name, "q")] = {int(i): moved for i in _nonzero_rows(qk)}
+            reach[(node.name, "k")] = {int(i): moved for i in _nonzero_rows(qk.T)}
             reach[(node.name, "v")] = {int(i): frozenset(int(j) for j in np.flatnonzero(ov[i])) for i in _nonzero_rows(ov)}
             pattern_word = any(resid[i] == WORD for i in set(reach[(node.name, "q")]) | set(reach[(node.name, "k")]))
             out: dict[int, int] = {}
@@ -232,7 +249,23 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
                 resid[j] = max(resid[j], lev)
     w_u = sd["unembed.W_U"]
     reach[("logits", "in")] = {int(i): frozenset(int(o) for o in np.flatnonzero(w_u[i])) for i in _nonzero_rows(w_u)}
-    return Flow(graph, names, writes, reach)
+    return Flow(graph, names, writes, reach, cancelled)
+
+
+def _cancelling_heads(sd: dict[str, np.ndarray], p: str, heads: list) -> dict[str, str]:
+    """Pairs of heads of one block with the same pattern (equal W_Q·W_Kᵀ) and opposite outputs
+    (W_V·W_O summing to 0): their sum is 0 on every input, so neither is part of any circuit."""
+    mats = {n.name: (sd[p + "attn.W_Q"][n.head] @ sd[p + "attn.W_K"][n.head].T,
+                     sd[p + "attn.W_V"][n.head] @ sd[p + "attn.W_O"][n.head]) for n in heads}
+    out: dict[str, str] = {}
+    for i, a in enumerate(heads):
+        for b in heads[i + 1:]:
+            if a.name in out or b.name in out:
+                continue
+            (qa, oa), (qb, ob) = mats[a.name], mats[b.name]
+            if np.array_equal(qa, qb) and np.any(oa != 0) and np.array_equal(oa, -ob):
+                out[a.name], out[b.name] = b.name, a.name
+    return out
 
 
 def _names(names: Sequence[str], dims: Sequence[int]) -> list[str]:

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from circuit_families import FAMILIES, random_automaton
+from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
 from constructions.registry import build
 from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, LevelError, levels_of
 from interp.circuits.pairs import CorruptionError, make_pairs
@@ -44,9 +44,9 @@ def _assert_exact_outside(patcher, pairs, lv, level, ablation):
                                msg=lambda m: f"{level} under {ablation}: {m}")
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES))
 def test_every_level_leaves_the_read_outputs_exact(family):
-    spec = FAMILIES[family]()
+    spec = {**FAMILIES, **NEGATIVE_FAMILIES}[family]()
     for corruption in to_hooked(spec).card.task_kind.corruptions:
         truth, model, pairs, patcher, lv = _setup(spec, corruption)
         sizes = {level: len(lv.members[level]) for level in LEVEL_NAMES}
@@ -136,3 +136,25 @@ def test_levels_describe_every_edge_and_refuse_unknown_or_empty_levels():
     lv.members["mean"] = set()
     with pytest.raises(LevelError, match="has no edge at the 'mean' level"):
         lv.labels("mean")
+
+
+@pytest.mark.parametrize("family", sorted(NEGATIVE_FAMILIES))
+def test_negatives_are_outside_every_level_that_counts(family):
+    """The cancelling pair and the distractor are structural only; the constant head is in the zero
+    ablation's level (zeroing it shifts the logits) and in no other; patching one head of the pair alone
+    moves the output, patching both does not."""
+    truth, model, pairs, patcher, lv = _setup(NEGATIVE_FAMILIES[family](), n=32)
+    a, b = sorted(truth.flow.cancelled)
+    for head in (a, b):
+        out = [e for e in truth.graph.edges if e.sender == head and e in truth.structural]
+        assert out and all(lv.why_absent(e, level) == "cancelled" for e in out for level in ("resample", "zero"))
+    pair_out = {h: [e for e in truth.graph.edges if e.sender == h] for h in (a, b)}
+    alone = path_patching(patcher, pairs, pair_out[a])
+    assert np.any(np.abs(alone) > 0.01)
+    both = patcher.run(pairs.clean, pair_out[a] + pair_out[b], patcher.source(pairs))[0]
+    assert Patcher.effect(pairs, both) == pytest.approx(0.0, abs=1e-9)
+    nodes = {n.name for n in truth.graph.nodes}
+    constant = max(n for n in nodes if n.startswith("a0."))  # added last
+    constant_out = [e for e in truth.graph.edges if e.sender == constant]
+    assert any(e in lv.members["zero"] for e in constant_out)
+    assert not any(e in lv.members[level] for e in constant_out for level in ("relevant", "resample", "mean"))
