@@ -101,8 +101,11 @@ def acdc(patcher: Patcher, pairs: Any, threshold: float = 0.01, metric: str = "k
     t0 = time.perf_counter()
     source = patcher.source(pairs, "resample") if source is None else source
 
+    state = patcher.clean_state(pairs.clean)  # each trial runs from its receiver's block on
+
     def distance(removed: set[Edge]) -> float:
-        logits = patcher.run(pairs.clean, sorted(removed, key=patcher.graph.index.get), source)[0]
+        trial = sorted(removed, key=patcher.graph.index.get)
+        logits = patcher.run_many(pairs.clean, [(trial, None)], source, state)[0]
         return float(pairs.kl_full(logits)) if mode == "reference" else patcher.effect(pairs, logits, metric)
 
     with exact_precision():

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -80,12 +81,41 @@ class Patcher:
         self.graph = graph or Graph.of_model(model)
         self.L = model.cfg.n_layers
 
+    def connected(self) -> np.ndarray:
+        """Per graph edge: can a change of the sender's output reach the receiver's channel at all? False
+        when every coordinate the sender can write (nonzero columns of W_E, W_pos, a head's W_O, an MLP's
+        W_out and b_out) meets a zero row of what the channel reads (W_Q, W_K, W_V, W_in, W_U): patching
+        such an edge leaves every output bit for bit the same. With a LayerNorm every edge is connected."""
+        edges = self.graph.edges
+        if self.model.cfg.normalization_type is not None:
+            return np.ones(len(edges), dtype=bool)
+        from interp.model.hooked import tl_state_dict
+
+        sd = {k: v.detach().cpu().numpy() for k, v in tl_state_dict(self.model).items()}
+        writes, reads = {}, {}
+        for node in self.graph.nodes:
+            p = f"blocks.{node.layer}."
+            if node.kind in ("embed", "pos"):
+                writes[node.name] = np.any(sd["embed.W_E" if node.kind == "embed" else "pos_embed.W_pos"] != 0, axis=0)
+            elif node.kind == "head":
+                writes[node.name] = np.any(sd[p + "attn.W_O"][node.head] != 0, axis=0)
+                for c, w in (("q", "W_Q"), ("k", "W_K"), ("v", "W_V")):
+                    reads[(node.name, c)] = np.any(sd[p + f"attn.{w}"][node.head] != 0, axis=1)
+            elif node.kind == "mlp":
+                writes[node.name] = np.any(sd[p + "mlp.W_out"] != 0, axis=0) | (sd[p + "mlp.b_out"] != 0)
+                reads[(node.name, "in")] = np.any(sd[p + "mlp.W_in"] != 0, axis=1)
+            else:
+                reads[(node.name, "in")] = np.any(sd["unembed.W_U"] != 0, axis=1)
+        return np.array([bool(np.any(writes[e.sender] & reads[(e.receiver, e.channel)])) for e in edges])
+
     @contextlib.contextmanager
-    def hooks_on(self) -> Iterator[None]:
+    def hooks_on(self, result: bool = True, split: bool = True) -> Iterator[None]:
+        """Switch on the hooks edge patching uses (restored after): per-head outputs (``result``), per-head
+        inputs (``split``) and the MLP's input."""
         cfg = self.model.cfg
         before = (cfg.use_attn_result, cfg.use_split_qkv_input, cfg.use_hook_mlp_in)
-        self.model.set_use_attn_result(True)
-        self.model.set_use_split_qkv_input(True)
+        self.model.set_use_attn_result(result)
+        self.model.set_use_split_qkv_input(split)
         self.model.set_use_hook_mlp_in(True)
         try:
             yield
@@ -127,13 +157,35 @@ class Patcher:
         """Logits of ``tokens`` with ``patched`` edges delivering ``source`` (at ``positions`` only, if given)."""
         return self.run_many(tokens, [(list(patched), positions)], source)
 
+    def clean_state(self, tokens: np.ndarray) -> "CleanState":
+        """The unpatched run of ``tokens``: the residual entering every block (and leaving the last) and
+        every sender's output — what a patched run that starts at a later block takes as given."""
+        import torch
+
+        L = self.L
+        resid_names = [f"blocks.{l}.hook_resid_pre" for l in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
+        names = sorted({_sender_hook(n) for n in self.graph.senders}) + resid_names
+        with self.hooks_on(), exact_precision():
+            _, cache = self.model.run_with_cache(torch.from_numpy(tokens), names_filter=names, return_type="logits")
+            return CleanState(tokens, [cache[h].clone() for h in resid_names],
+                              {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders})
+
+    def start_layer(self, edges: Iterable[Edge]) -> int:
+        """The first block a run patching ``edges`` must compute (the logits count as block L)."""
+        return min((self.graph.by_name[e.receiver].layer for e in edges), default=self.L)
+
     def run_many(self, tokens: np.ndarray, settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
-                 source: dict[str, Any]) -> Any:
+                 source: dict[str, Any], state: "CleanState | None" = None) -> Any:
         """One forward pass over ``len(settings)`` copies of the batch, copy i patched as ``settings[i]``
-        says (edges, and optionally a boolean mask over positions); logits ``[copies, batch, pos, vocab]``."""
+        says (edges, and optionally a boolean mask over positions); logits ``[copies, batch, pos, vocab]``.
+
+        With the clean run's ``state``, the pass starts at the first block a patched edge enters: the
+        blocks before it compute what the clean run computed, so their residual and outputs are taken
+        from ``state`` (ACDC and path patching save the blocks below the receiver)."""
         import torch
 
         k, n = len(settings), len(tokens)
+        start = 0 if state is None else self.start_layer(e for edges, _ in settings for e in edges)
         groups: dict[str, dict[tuple[int, int], list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
         needed: set[str] = set()
         for i, (edges, _) in enumerate(settings):
@@ -147,6 +199,13 @@ class Patcher:
         for name in needed:
             node = self.graph.by_name[name]
             by_hook[_sender_hook(node)].append(node)
+
+        if state is not None:  # senders below the start block: their clean outputs, the same in every copy
+            for name in needed:
+                node = self.graph.by_name[name]
+                if node.layer < start:
+                    current[name] = state.outputs[name].expand(k, *state.outputs[name].shape)
+                    by_hook.pop(_sender_hook(node), None)
 
         def record(x, hook):
             for node in by_hook[hook.name]:
@@ -167,15 +226,34 @@ class Patcher:
             return x
 
         hooks = [(h, record) for h in by_hook] + [(h, patch) for h in groups]
-        batch = torch.from_numpy(np.tile(tokens, (k, 1)))
-        with self.hooks_on(), exact_precision():
-            logits = self.model.run_with_hooks(batch, fwd_hooks=hooks, return_type="logits")
+        result = any(n.kind == "head" for nodes in by_hook.values() for n in nodes)  # a head's output to record
+        split = any(h.endswith(("q_input", "k_input", "v_input")) for h in groups)  # a head's input to patch
+        with self.hooks_on(result=result or state is None, split=split or state is None), exact_precision():
+            if state is None:
+                batch = torch.from_numpy(np.tile(tokens, (k, 1)))
+                logits = self.model.run_with_hooks(batch, fwd_hooks=hooks, return_type="logits")
+            else:
+                resid = state.resid[start].repeat(k, 1, 1)
+                last = f"blocks.{self.L - 1}.hook_resid_post"
+                if start == self.L and last in groups:  # no block runs: patch the final residual itself
+                    resid = patch(resid, type("Hook", (), {"name": last})())
+                logits = self.model.run_with_hooks(resid, fwd_hooks=hooks, return_type="logits",
+                                                   start_at_layer=start)
         return logits.view(k, n, *logits.shape[1:])
 
     @staticmethod
     def effect(pairs: Pairs, logits: Any, metric: str = "logit_diff") -> float:
         """1 − the normalised metric: 0 when nothing changed, 1 when the clean word answers as the corrupted one."""
         return 1.0 - pairs.normalised(pairs.value(logits, metric), metric)
+
+
+@dataclass
+class CleanState:
+    """The unpatched run of a batch (see :meth:`Patcher.clean_state`)."""
+
+    tokens: np.ndarray
+    resid: list[Any]  # [batch, pos, d_model] entering block l, for l < L; leaving the last block at L
+    outputs: dict[str, Any]  # each sender's output
 
 
 def ablated_pairs(patcher: Patcher, pairs: Pairs, kind: str, source: dict[str, Any]) -> Pairs:
@@ -201,21 +279,56 @@ def _chunk(total: int, model: Any, tokens: np.ndarray) -> int:
 
 
 def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None = None,
-                  source: dict[str, Any] | None = None, metric: str = "logit_diff", progress: bool = False) -> np.ndarray:
-    """The effect of patching each edge alone (resampled from the corrupted word), in ``edges`` order."""
+                  source: dict[str, Any] | None = None, metric: str = "logit_diff", progress: bool = False,
+                  batched: bool = True) -> np.ndarray:
+    """The effect of patching each edge alone (default: resampled from the corrupted word), in ``edges`` order.
+
+    Batched (the default), an edge whose receiver cannot read anything its sender writes scores 0 without
+    a run (:meth:`Patcher.connected`); the others are grouped by the block their receiver is in, and each
+    group runs from that block on, from the clean run's residual, many edges side by side (one copy of
+    the batch each, patched through its own delta on the receiver's input). ``batched=False`` runs one
+    full forward pass per edge: the reference the batched scores are tested against."""
     from tqdm import tqdm
 
     edges = list(patcher.graph.edges if edges is None else edges)
     source = patcher.source(pairs, "resample") if source is None else source
     out = np.zeros(len(edges))
-    step = _chunk(len(edges), patcher.model, pairs.clean)
     with exact_precision():
-        for start in tqdm(range(0, len(edges), step), disable=not progress, desc="path patching", unit="batch", leave=False):
-            part = edges[start: start + step]
-            logits = patcher.run_many(pairs.clean, [([e], None) for e in part], source)
-            for j in range(len(part)):
-                out[start + j] = patcher.effect(pairs, logits[j], metric)
+        if not batched:
+            for j, e in enumerate(tqdm(edges, disable=not progress, desc="path patching", unit="edge", leave=False)):
+                out[j] = patcher.effect(pairs, patcher.run(pairs.clean, [e], source)[0], metric)
+            return out
+        state = patcher.clean_state(pairs.clean)
+        connected = patcher.connected()
+        by_layer: dict[int, list[int]] = defaultdict(list)
+        for j, e in enumerate(edges):
+            if connected[patcher.graph.index[e]]:  # the others leave every output as it was: effect 0
+                by_layer[patcher.start_layer([e])].append(j)
+        bar = tqdm(total=len(edges), disable=not progress, desc="path patching", unit="edge", leave=False)
+        for layer, members in sorted(by_layer.items()):
+            step = _copies(patcher, pairs.clean, layer)
+            for first in range(0, len(members), step):
+                part = members[first: first + step]
+                logits = patcher.run_many(pairs.clean, [([edges[j]], None) for j in part], source, state)
+                for i, j in enumerate(part):
+                    out[j] = patcher.effect(pairs, logits[i], metric)
+                bar.update(len(part))
+        bar.close()
     return out
+
+
+def _copies(patcher: Patcher, tokens: np.ndarray, start: int) -> int:
+    """Copies of the batch per pass from block ``start`` on, within :data:`COPY_BYTES` of activations."""
+    cfg = patcher.model.cfg
+    n, T = tokens.shape
+    blocks = max(patcher.L - start, 1)
+    per_copy = 4 * n * T * (3 * cfg.n_heads * T + 4 * cfg.d_model + 2 * cfg.d_mlp + cfg.d_vocab_out) * blocks
+    return int(max(1, min(MAX_COPIES, COPY_BYTES // max(per_copy, 1))))
+
+
+#: Activation memory one batched pass may take, and the most copies it runs side by side.
+COPY_BYTES = 256 << 20
+MAX_COPIES = 256
 
 
 def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_position: bool = False,
