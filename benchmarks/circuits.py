@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from constructions.registry import build  # noqa: E402
 from interp.circuits.analyse import METHODS, analyse  # noqa: E402
 from interp.circuits.pairs import make_pairs  # noqa: E402
-from interp.circuits.patching import Patcher, attribution, path_patching  # noqa: E402
+from interp.circuits.patching import Patcher, path_patching  # noqa: E402
+from interp.circuits.effects import attribution
 from interp.circuits.truth import ground_truth  # noqa: E402
 from interp.model.hooked import to_hooked  # noqa: E402
 from interp.tasks.automata import Semiautomaton  # noqa: E402

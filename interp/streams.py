@@ -34,6 +34,7 @@ class Stream(enum.Enum):
     GENERIC_VERIFY = (8, 0)  # verification of a kind with no verifier of its own: its task's batches
     PROBE_WORDS = (9, 0)  # experiments: words the probes read
     DROPOUT = (10, 0)  # training with dropout: the torch generator of each step (see torch_seed)
+    RANDOM_BASELINE = (11, 0)  # `interp circuit --method random`: the baseline's edge scores
 
     @property
     def number(self) -> int:

@@ -22,7 +22,6 @@
 # over every construction.)
 
 # %%
-import numpy as np
 import torch
 from IPython.display import Image, display
 

@@ -1,24 +1,14 @@
 """One circuit analysis of one model: the method's scores, its recovered circuit, faithfulness (at the
 method's threshold and over circuit sizes), and — on a construction — the scores against the ground
-truth at the level the method can see. :func:`analyse` returns what ``circuit.json`` holds.
+truth at the level the method can see. :func:`analyse` returns what ``circuit.json`` holds;
+:func:`score_circuit` scores a circuit found elsewhere (a file) the same way.
 
-Methods (see :mod:`interp.circuits.patching` and :mod:`interp.circuits.acdc`):
-
-=========== ======= ====================================================================
-method      level   recovered circuit
-=========== ======= ====================================================================
-patching    node    nodes whose activation patching moves the metric by ≥ threshold
-path        edge    edges whose path patching moves the metric by ≥ threshold
-attribution edge    edges whose attribution estimate is ≥ threshold
-acdc        edge    what ACDC keeps (mode ``normalised`` or ``reference``)
-=========== ======= ====================================================================
-
-Every method patches with one ablation (``resample`` from the corrupted word, ``zero`` or ``mean``)
-and is scored against that ablation's ground-truth level (:data:`~interp.circuits.levels.ABLATION_LEVEL`);
-``scores_by_level`` gives the same ranking against every level. A method ranks edges by the size of
-its score (ACDC's reference mode by the signed change, as the reference's τ sweep does); edges it
-never scored rank last. Each miss carries a reason (its score, and its effect when patched alone);
-each spurious edge the ground truth's reason for leaving it out.
+The methods are in :mod:`interp.circuits.methods`. Every method patches with one ablation
+(``resample`` from the corrupted word, ``zero`` or ``mean``) and is scored against that ablation's
+ground-truth level (:data:`~interp.circuits.levels.ABLATION_LEVEL`); ``scores_by_level`` gives the
+same ranking against every level. Edges a method never scored rank last. Each miss carries a reason
+(its score, and its effect when patched alone); each spurious edge the ground truth's reason for
+leaving it out.
 """
 
 from __future__ import annotations
@@ -28,21 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from interp.circuits.acdc import ACDC_MODES, acdc
+from interp.circuits.acdc import ACDC_MODES
 from interp.circuits.curves import faithfulness_curve
-from interp.circuits.graph import Edge, Graph
+from interp.circuits.graph import Edge
 from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
+from interp.circuits.methods import BASELINES, LEVEL, METHODS, Found, run_method
 from interp.circuits.pairs import METRICS, make_pairs
-from interp.circuits.patching import (SOURCES, Patcher, ablated_pairs, attribution, faithfulness, node_patching,
-                                      path_patching)
+from interp.circuits.patching import SOURCES, Patcher, ablated_pairs
+from interp.circuits.effects import faithfulness, path_patching
 from interp.circuits.score import precision_recall, ranking_scores, spearman
 from interp.circuits.truth import GroundTruth
 from interp.errors import SandboxError
 
-__all__ = ["analyse", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError"]
+__all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError"]
 
-METHODS = ("patching", "path", "attribution", "acdc")
-LEVEL = {"patching": "node", "path": "edge", "attribution": "edge", "acdc": "edge"}
 DEFAULT_THRESHOLD = 0.01
 
 
@@ -50,54 +39,65 @@ class MethodError(SandboxError, ValueError):
     """An unknown method or a setting it cannot take."""
 
 
-def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs: int = 64,
-            corruption: str | None = None, length: int | None = None, threshold: float = DEFAULT_THRESHOLD,
-            metric: str | None = None, source: str = "resample", acdc_mode: str = "normalised",
-            per_position: bool = False, curve: bool = True, seed: int = 0, progress: bool = False) -> dict[str, Any]:
-    """Run ``method`` on ``model`` and score it against ``truth`` when given (a construction's)."""
-    metric = check_settings(method, metric, source, threshold, acdc_mode)
+def _prepare(model: Any, truth: GroundTruth | None, pairs: int, corruption: str | None, length: int | None,
+             seed: int, source: str) -> tuple[Patcher, Any, dict[str, Any]]:
     patcher = Patcher(model, truth.graph if truth is not None else None)
-    g = patcher.graph
     raw = make_pairs(model, pairs, corruption, length, seed)
     src = patcher.source(raw, source)
-    data = ablated_pairs(patcher, raw, source, src)
-    t0 = time.perf_counter()
+    return patcher, ablated_pairs(patcher, raw, source, src), src
+
+
+def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs: int = 64,
+            corruption: str | None = None, length: int | None = None, threshold: float = DEFAULT_THRESHOLD,
+            metric: str | None = None, source: str = "resample", acdc_mode: str = "normalised", steps: int = 16,
+            per_position: bool = False, curve: bool = True, seed: int = 0, level: str | None = None,
+            progress: bool = False) -> dict[str, Any]:
+    """Run ``method`` on ``model`` and score it against ``truth`` when given (a construction's), at ``level``
+    (default: the level of its ablation)."""
+    metric = check_settings(method, metric, source, threshold, acdc_mode, steps)
+    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source)
     out: dict[str, Any] = {"method": method, "level": LEVEL[method], "metric": metric, "threshold": threshold,
-                           "source": source, "seed": seed, "pairs": data.to_dict(), "graph": g.to_dict()}
-    edge_fx: np.ndarray | None = None
-    node_fx: dict[str, float] | None = None
-    if method == "patching":
-        r = node_patching(patcher, data, source, per_position=per_position, metric=metric, progress=progress)
-        node_fx = r["nodes"]
-        if per_position:
-            out["per_position"] = r["per_position"]
-        chosen_nodes = {n for n, v in node_fx.items() if abs(v) >= threshold} | {"logits"}
-        circuit = [e for e in g.edges if e.sender in chosen_nodes and e.receiver in chosen_nodes]
-        rank = _edge_ranking_of_nodes(g, node_fx)
-    elif method in ("path", "attribution"):
-        if method == "path":
-            edge_fx = path_patching(patcher, data, source=src, metric=metric, progress=progress)
-        else:
-            edge_fx, node_fx = attribution(patcher, data, src)
-        circuit = [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold]
-        rank = np.abs(edge_fx)
-    else:
-        r = acdc(patcher, data, threshold, metric=metric, mode=acdc_mode, source=src, progress=progress)
-        edge_fx, circuit = r.effects, r.kept
-        rank = edge_fx if acdc_mode == "reference" else np.abs(edge_fx)
-        out["acdc"] = {"mode": acdc_mode, "metric": r.metric, "tried": r.tried, "removed": len(g.edges) - len(r.kept),
-                       "untested": int(np.isnan(edge_fx).sum()), "removal_order": r.order}
+                           "source": source, "seed": seed, "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
+    t0 = time.perf_counter()
+    found = run_method(method, patcher, data, src, source, threshold=threshold, metric=metric, acdc_mode=acdc_mode,
+                       steps=steps, per_position=per_position, seed=seed, progress=progress)
     out["wall_seconds"] = time.perf_counter() - t0
+    out.update(found.extra)
     if method == "attribution":
-        out["agreement"] = _agreement(patcher, data, src, edge_fx, node_fx, out["wall_seconds"], progress)
-    if edge_fx is not None:
-        out["edges"] = {e.name: (None if np.isnan(v) else float(v)) for e, v in zip(g.edges, edge_fx)}
-    if node_fx is not None:
-        out["nodes"] = {n: float(v) for n, v in node_fx.items()}
-    out["ranking"] = [None if np.isnan(v) else float(v) for v in rank]
-    out["circuit"] = {"edges": [e.name for e in circuit],
-                      "nodes": sorted({e.sender for e in circuit} | {e.receiver for e in circuit},
-                                      key=lambda n: list(g.by_name).index(n))}
+        out["agreement"] = _agreement(patcher, data, src, found.edge_fx, found.node_fx, out["wall_seconds"], progress)
+    if found.edge_fx is not None:
+        out["edges"] = {e.name: (None if np.isnan(v) else float(v)) for e, v in zip(patcher.graph.edges, found.edge_fx)}
+    if found.node_fx is not None:
+        out["nodes"] = {n: float(v) for n, v in found.node_fx.items()}
+    out.update(_evaluate(patcher, data, src, source, truth, found, threshold, curve, level))
+    return out
+
+
+def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray, *, pairs: int = 64,
+                  corruption: str | None = None, length: int | None = None, source: str = "resample",
+                  threshold: float = DEFAULT_THRESHOLD, seed: int = 0, curve: bool = True,
+                  level: str | None = None) -> dict[str, Any]:
+    """Score a circuit found elsewhere — ``scores`` per graph edge (NaN: unscored) and ``chosen`` (bool per
+    edge) — exactly as :func:`analyse` scores a method's: faithfulness, the curve, every level."""
+    if source not in SOURCES:
+        raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
+    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source)
+    g = patcher.graph
+    found = Found(np.asarray(scores, dtype=np.float64), [e for e, c in zip(g.edges, chosen) if c])
+    out: dict[str, Any] = {"method": "file", "level": "edge", "source": source, "seed": seed, "threshold": threshold,
+                           "pairs": data.to_dict(), "graph": g.to_dict()}
+    out.update(_evaluate(patcher, data, src, source, truth, found, threshold, curve, level))
+    return out
+
+
+def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], source: str, truth: GroundTruth | None, found: Found,
+              threshold: float, curve: bool, level: str | None = None) -> dict[str, Any]:
+    g = patcher.graph
+    circuit, rank = found.circuit, found.rank
+    out: dict[str, Any] = {"ranking": [None if np.isnan(v) else float(v) for v in rank],
+                           "circuit": {"edges": [e.name for e in circuit],
+                                       "nodes": sorted({e.sender for e in circuit} | {e.receiver for e in circuit},
+                                                       key=lambda n: list(g.by_name).index(n))}}
     detail = faithfulness(patcher, data, circuit, src)
     out["faithfulness"] = detail["accuracy"]  # a fraction of the full model's accuracy, which is 1 by definition
     out["faithfulness_metrics"] = detail
@@ -105,8 +105,9 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
         out["curve"] = faithfulness_curve(patcher, data, rank, src, "logit_diff")
     if truth is not None:
         levels = levels_of(truth, patcher, data)
-        out.update(_scores(levels, ABLATION_LEVEL[source], rank, edge_fx, node_fx, circuit))
-        out["missed"] = _miss_reasons(patcher, data, src, levels, ABLATION_LEVEL[source], rank, circuit, threshold)
+        level = levels.check(level or ABLATION_LEVEL[source])
+        out.update(_scores(levels, level, rank, found.edge_fx, found.node_fx, circuit))
+        out["missed"] = _miss_reasons(patcher, data, src, levels, level, rank, circuit, threshold)
     return out
 
 
@@ -130,28 +131,28 @@ def _node_effects(patcher: Patcher, data: Any, src: dict[str, Any]) -> dict[str,
     return {n.name: Patcher.effect(data, logits[i]) for i, n in enumerate(g.senders)}
 
 
-def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:
-    """An edge ranking from node scores: the smaller of its two ends' |effects| (the logits count as ∞)."""
-    size = {n: abs(v) for n, v in node_fx.items()} | {"logits": np.inf}
-    return np.array([min(size.get(e.sender, 0.0), size.get(e.receiver, np.inf)) for e in g.edges])
-
-
 def check_settings(method: str, metric: str | None, source: str, threshold: float,
-                   acdc_mode: str = "normalised") -> str:
+                   acdc_mode: str = "normalised", steps: int = 16) -> str:
     """Refuse settings a method cannot take (before any model is built); return the metric to use."""
     if method not in METHODS:
         raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    if method in BASELINES and metric is not None:
+        raise MethodError(f"the {method} baseline measures no metric; leave out --metric")
     metric = metric or ("kl" if method == "acdc" else "logit_diff")
     if metric not in METRICS:
         raise MethodError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
-    if method == "attribution" and metric != "logit_diff":
-        raise MethodError("attribution patching needs the logit difference: the KL's gradient is zero at the clean run")
+    if method in ("attribution", "eap-ig") and metric != "logit_diff":
+        raise MethodError(f"{method} needs the logit difference: the KL's gradient is zero at the clean run")
     if source not in SOURCES:
         raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
     if acdc_mode not in ACDC_MODES:
         raise MethodError(f"unknown ACDC mode {acdc_mode!r} (choose from {', '.join(ACDC_MODES)})")
     if acdc_mode != "normalised" and method != "acdc":
         raise MethodError(f"an ACDC mode ({acdc_mode}) goes with --method acdc, not {method}")
+    if acdc_mode == "reference" and metric != "kl":
+        raise MethodError("ACDC's reference mode measures the KL over the full output distribution; leave out --metric")
+    if not 1 <= steps <= 1024:
+        raise MethodError(f"EAP-IG takes 1 to 1024 steps, got {steps}")
     if not threshold > 0:
         raise MethodError(f"the threshold must be positive, got {threshold}")
     return metric

@@ -1,6 +1,6 @@
-"""Edge patching on TransformerLens hooks, and the methods built on it.
+"""Edge patching on TransformerLens hooks: the one operation every method is a use of.
 
-Every method here is one use of a single operation: run the clean words while some edges deliver
+The operation: run the clean words while some edges deliver
 another value to their receiver. Patching edge s → r (channel c) replaces, in r's channel-c input
 only, s's output *in this run* by s's output from a *source* (ACDC's convention): the corrupted
 run (``resample``, the interchange intervention), zeros (``zero``) or the clean batch's mean per
@@ -12,13 +12,8 @@ The hooks TransformerLens has for this (enabled for the duration of a call, rest
 (one head's inputs, ``use_split_qkv_input``), ``hook_mlp_in`` and ``hook_mlp_out``; the logits
 read ``blocks.<last>.hook_resid_post``, the embeddings write ``hook_embed`` and ``hook_pos_embed``.
 
-* :func:`path_patching` — each edge alone, resampled (Wang et al.'s path patching, sender →
-  receiver through the residual stream); several edges run side by side in one batch;
-* :func:`node_patching` — each node (optionally at each position), with any source;
-* :func:`attribution` — gradient × activation difference for every edge and node from two forward
-  passes and one backward pass (attribution patching / EAP), the fast linear approximation;
-* ACDC (:mod:`interp.circuits.acdc`) builds on :meth:`Patcher.run`;
-* :func:`faithfulness` — the metric of a circuit: everything outside it patched.
+What is measured with it is in :mod:`interp.circuits.effects` (path, node and attribution patching,
+faithfulness) and :mod:`interp.circuits.acdc`.
 
 Effects are reported as the fraction of the gap between the clean run and the fully ablated run
 (under resample: the corrupted word's run; see :func:`ablated_pairs`) that patching closes:
@@ -39,8 +34,7 @@ from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
 from interp.model.run import exact_precision
 
-__all__ = ["Patcher", "path_patching", "node_patching", "attribution", "faithfulness", "ablated_pairs", "SOURCES",
-           "BRIDGE_UNSUPPORTED"]
+__all__ = ["Patcher", "CleanState", "ablated_pairs", "SOURCES", "BRIDGE_UNSUPPORTED"]
 
 SOURCES = ("resample", "zero", "mean")
 #: TransformerLens 4.3's native bridge refuses ``use_attn_result`` and ``use_split_qkv_input`` for its
@@ -276,156 +270,3 @@ def _chunk(total: int, model: Any, tokens: np.ndarray) -> int:
     n, T = tokens.shape
     per_copy = n * T * T * max(model.cfg.n_heads, 1)
     return int(max(1, min(total, 8, (1 << 20) // max(per_copy, 1))))
-
-
-def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None = None,
-                  source: dict[str, Any] | None = None, metric: str = "logit_diff", progress: bool = False,
-                  batched: bool = True) -> np.ndarray:
-    """The effect of patching each edge alone (default: resampled from the corrupted word), in ``edges`` order.
-
-    Batched (the default), an edge whose receiver cannot read anything its sender writes scores 0 without
-    a run (:meth:`Patcher.connected`); the others are grouped by the block their receiver is in, and each
-    group runs from that block on, from the clean run's residual, many edges side by side (one copy of
-    the batch each, patched through its own delta on the receiver's input). ``batched=False`` runs one
-    full forward pass per edge: the reference the batched scores are tested against."""
-    from tqdm import tqdm
-
-    edges = list(patcher.graph.edges if edges is None else edges)
-    source = patcher.source(pairs, "resample") if source is None else source
-    out = np.zeros(len(edges))
-    with exact_precision():
-        if not batched:
-            for j, e in enumerate(tqdm(edges, disable=not progress, desc="path patching", unit="edge", leave=False)):
-                out[j] = patcher.effect(pairs, patcher.run(pairs.clean, [e], source)[0], metric)
-            return out
-        state = patcher.clean_state(pairs.clean)
-        connected = patcher.connected()
-        by_layer: dict[int, list[int]] = defaultdict(list)
-        for j, e in enumerate(edges):
-            if connected[patcher.graph.index[e]]:  # the others leave every output as it was: effect 0
-                by_layer[patcher.start_layer([e])].append(j)
-        bar = tqdm(total=len(edges), disable=not progress, desc="path patching", unit="edge", leave=False)
-        for layer, members in sorted(by_layer.items()):
-            step = _copies(patcher, pairs.clean, layer)
-            for first in range(0, len(members), step):
-                part = members[first: first + step]
-                logits = patcher.run_many(pairs.clean, [([edges[j]], None) for j in part], source, state)
-                for i, j in enumerate(part):
-                    out[j] = patcher.effect(pairs, logits[i], metric)
-                bar.update(len(part))
-        bar.close()
-    return out
-
-
-def _copies(patcher: Patcher, tokens: np.ndarray, start: int) -> int:
-    """Copies of the batch per pass from block ``start`` on, within :data:`COPY_BYTES` of activations."""
-    cfg = patcher.model.cfg
-    n, T = tokens.shape
-    blocks = max(patcher.L - start, 1)
-    per_copy = 4 * n * T * (3 * cfg.n_heads * T + 4 * cfg.d_model + 2 * cfg.d_mlp + cfg.d_vocab_out) * blocks
-    return int(max(1, min(MAX_COPIES, COPY_BYTES // max(per_copy, 1))))
-
-
-#: Activation memory one batched pass may take, and the most copies it runs side by side.
-COPY_BYTES = 256 << 20
-MAX_COPIES = 256
-
-
-def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_position: bool = False,
-                  metric: str = "logit_diff", progress: bool = False) -> dict[str, Any]:
-    """The effect of patching each node's output (all its outgoing edges) with ``kind``; with
-    ``per_position``, also at each token position alone (``[node, position]``)."""
-    from tqdm import tqdm
-
-    g = patcher.graph
-    source = patcher.source(pairs, kind)
-    senders = g.senders
-    outgoing = {n.name: [e for e in g.edges if e.sender == n.name] for n in senders}
-    settings = [(outgoing[n.name], None) for n in senders]
-    T = pairs.clean.shape[1]
-    if per_position:
-        for n in senders:
-            for p in range(T):
-                mask = np.zeros(T, dtype=bool)
-                mask[p] = True
-                settings.append((outgoing[n.name], mask))
-    effects = np.zeros(len(settings))
-    step = _chunk(len(settings), patcher.model, pairs.clean)
-    with exact_precision():
-        for start in tqdm(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
-            logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
-            for j in range(len(logits)):
-                effects[start + j] = patcher.effect(pairs, logits[j], metric)
-    out: dict[str, Any] = {"nodes": {n.name: float(effects[i]) for i, n in enumerate(senders)}}
-    if per_position:
-        out["per_position"] = {n.name: [float(x) for x in effects[len(senders) + i * T: len(senders) + (i + 1) * T]]
-                               for i, n in enumerate(senders)}
-    return out
-
-
-def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Attribution patching: effect(s → r) ≈ −Σ (s_source − s_clean)·∂m/∂(r's input), normalised like
-    the other effects; the same for nodes with ∂m/∂(s's output). ``source`` is what an ablated sender
-    delivers (default: the corrupted run). Returns (edge effects in graph order, node effects)."""
-    import torch
-
-    g = patcher.graph
-    corrupt = patcher.outputs(pairs.corrupt) if source is None else source
-    senders: dict[str, Any] = {}
-    receivers: dict[str, Any] = {}
-    sender_hooks: dict[str, list[Node]] = defaultdict(list)
-    for node in g.senders:
-        sender_hooks[_sender_hook(node)].append(node)
-    receiver_hooks = {_receiver_hook(r, c, patcher.L) for r in g.receivers for c in _channels(r)}
-
-    def record_sender(x, hook):
-        if not x.requires_grad:  # frozen embeddings: a leaf that gradients can reach
-            x = x.detach().requires_grad_(True)
-        senders[hook.name] = x
-        return x
-
-    def record_receiver(x, hook):
-        receivers[hook.name] = x
-        return x
-
-    with patcher.hooks_on(), exact_precision(grad=True):
-        logits = patcher.model.run_with_hooks(torch.from_numpy(pairs.clean), return_type="logits",
-                                              fwd_hooks=[(h, record_sender) for h in sender_hooks]
-                                              + [(h, record_receiver) for h in receiver_hooks])
-        m = pairs.logit_diff(logits)
-        names = list(senders) + list(receivers)
-        tensors = [senders[k] for k in senders] + [receivers[k] for k in receivers]
-        grads = dict(zip(names, torch.autograd.grad(m, tensors, allow_unused=True)))
-        span = pairs.clean_metric - pairs.corrupt_metric or 1.0
-        diff = {n.name: (corrupt[n.name] - Patcher._pick(senders[_sender_hook(n)], n)).detach() for n in g.senders}
-        node_fx = {}
-        for n in g.senders:
-            grad = grads[_sender_hook(n)]
-            node_fx[n.name] = 0.0 if grad is None else float(-(diff[n.name] * Patcher._pick(grad, n)).sum() / span)
-        edge_fx = np.zeros(len(g.edges))
-        for i, e in enumerate(g.edges):
-            r = g.by_name[e.receiver]
-            grad = grads[_receiver_hook(r, e.channel, patcher.L)]
-            if grad is not None:
-                edge_fx[i] = float(-(diff[e.sender] * Patcher._pick(grad, r)).sum() / span)
-    return edge_fx, node_fx
-
-
-def _channels(node: Node) -> tuple[str, ...]:
-    from interp.circuits.graph import CHANNELS
-
-    return CHANNELS[node.kind]
-
-
-def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],
-                 source: dict[str, Any] | None = None) -> dict[str, float]:
-    """The circuit's metric with every edge outside it patched from the corrupted word: its accuracy on
-    the affected outputs (the full model's is 1 by definition: labels are its own answers) and its
-    normalised logit difference (the full model's is 1, the corrupted word's 0)."""
-    keep = set(circuit)
-    outside = [e for e in patcher.graph.edges if e not in keep]
-    source = patcher.source(pairs, "resample") if source is None else source
-    with exact_precision():
-        logits = patcher.run(pairs.clean, outside, source)[0]
-        return {"accuracy": pairs.accuracy(logits), "logit_diff": 1.0 - Patcher.effect(pairs, logits, "logit_diff"),
-                "kl": 1.0 - Patcher.effect(pairs, logits, "kl"), "edges": len(keep), "patched": len(outside)}

@@ -17,7 +17,8 @@ from constructions.registry import build
 from interp.circuits.analyse import analyse
 from interp.circuits.pairs import CorruptionError, make_pairs
 from interp.circuits.acdc import acdc
-from interp.circuits.patching import Patcher, attribution, faithfulness, node_patching, path_patching
+from interp.circuits.patching import Patcher
+from interp.circuits.effects import attribution, faithfulness, node_patching, path_patching
 from interp.circuits.score import auroc, precision_recall
 from interp.circuits.truth import ground_truth
 from interp.model.hooked import to_hooked

@@ -14,7 +14,8 @@ from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
 from constructions.registry import build
 from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, LevelError, levels_of
 from interp.circuits.pairs import CorruptionError, make_pairs
-from interp.circuits.patching import Patcher, path_patching
+from interp.circuits.patching import Patcher
+from interp.circuits.effects import path_patching
 from interp.circuits.truth import ground_truth
 from interp.model.hooked import to_hooked
 from interp.model.run import exact_precision

@@ -10,7 +10,8 @@ import torch
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
 from interp.circuits.pairs import make_pairs
-from interp.circuits.patching import Patcher, path_patching
+from interp.circuits.patching import Patcher
+from interp.circuits.effects import path_patching
 from interp.circuits.truth import ground_truth
 from interp.model.hooked import to_hooked
 

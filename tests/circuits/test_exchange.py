@@ -1,0 +1,138 @@
+"""Circuits other tools read: the three export formats, `interp circuit score` reproducing the run that
+wrote a file, and bad circuit files refused in one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from circuit_families import NEGATIVE_FAMILIES
+from interp.circuits.exchange import SCHEMA, CircuitFileError, read_circuit, to_auto_circuit, to_eap_ig
+from interp.circuits.truth import ground_truth
+from interp.model.hooked import to_hooked
+
+BUILD = ["modular_counter", "--automaton", "C3", "-T", "8", "-O", "negatives=distractor,cancel,constant"]
+SAME = ("auroc", "average_precision", "edge_precision", "edge_recall", "cpr", "cmd", "faithfulness", "circuit_edges")
+
+
+def _interp(capsys, *args: str) -> tuple[int, str, str]:
+    from interp.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One path-patching run on the counter with negatives, zero ablation, 24 pairs, seed 3."""
+    from interp.cli import main
+
+    out = tmp_path_factory.mktemp("run")
+    main(["circuit", *BUILD, "--method", "path", "--ablation", "zero", "--pairs", "24", "--seed", "3",
+          "--out", str(out / "a"), "--json"])
+    return out / "a"
+
+
+def test_a_run_writes_every_format_and_the_ground_truth(written):
+    own = json.loads((written / "circuit.edges.json").read_text())
+    jsonschema.validate(own, SCHEMA)
+    assert own["settings"] == {"method": "path", "ablation": "zero", "pairs": 24, "corruption": "symbol", "seed": 3,
+                               "pair_length": None, "threshold": 0.01}
+    eap = json.loads((written / "circuit.eap-ig.json").read_text())
+    L, H = eap["cfg"]["n_layers"], eap["cfg"]["n_heads"]
+    upstream, expected = 1, 0  # the complete graph: every earlier node to each head's q, k, v, each MLP, the logits
+    for _ in range(L):
+        expected, upstream = expected + 3 * H * upstream, upstream + H
+        expected, upstream = expected + upstream, upstream + 1
+    assert len(eap["edges"]) == expected + upstream
+    assert "input->a0.h0<q>" in eap["edges"] and "m0->logits" in eap["edges"]
+    ac = json.loads((written / "circuit.auto-circuit.json").read_text())
+    assert "Resid Start->A0.0.V" in ac["edges"] and "MLP 0->Resid End" in ac["edges"]
+    levels = {p.name for p in (written / "ground-truth").iterdir()}
+    assert {"zero.json", "zero.eap-ig.json", "resample.json", "structural.json"} <= levels
+    jsonschema.validate(json.loads((written / "ground-truth" / "zero.json").read_text()), SCHEMA)
+
+
+def test_scoring_the_exported_file_gives_the_numbers_of_the_run(written, tmp_path, capsys):
+    code, out, err = _interp(capsys, "circuit", "score", *BUILD, "--circuit-file", str(written / "circuit.edges.json"),
+                             "--out", str(tmp_path / "s"), "--json")
+    assert code == 0, err
+    scored = json.loads(out)
+    run = json.loads((written / "circuit.json").read_text())
+    assert scored["ground_truth_level"] == run["ground_truth_level"] == "zero"
+    for key in SAME:
+        mine = run["curve"][key] if key in ("cpr", "cmd") else (len(run["circuit"]["edges"]) if key == "circuit_edges"
+                                                                else run[key])
+        assert scored[key] == pytest.approx(mine, abs=1e-12), key
+
+
+def test_the_other_formats_read_back_onto_the_graph(written):
+    spec = NEGATIVE_FAMILIES["modular_counter/C3+negatives"]()
+    graph = ground_truth(spec).graph
+    scores, chosen, _ = read_circuit(written / "circuit.edges.json", graph)
+    for name in ("circuit.eap-ig.json", "circuit.auto-circuit.json"):
+        s2, c2, _ = read_circuit(written / name, graph)
+        merged = np.array([e.sender in ("embed", "pos") for e in graph.edges])  # one input node there, two here
+        assert np.array_equal(c2[~merged], chosen[~merged]), name
+        assert np.all(c2[merged] >= chosen[merged]), name
+        both = ~merged & ~np.isnan(scores)
+        np.testing.assert_allclose(s2[both], scores[both], rtol=1e-12)
+    model = to_hooked(spec)
+    assert to_eap_ig(graph, scores, chosen, model.cfg)["cfg"]["n_heads"] == model.cfg.n_heads
+    assert to_auto_circuit(graph, scores, chosen)["in_graph"]
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"edges": ', "is not JSON"),
+    ('[1, 2]', "is not a circuit file"),
+    ('{"format": "sandbox-lens/circuit", "version": 1, "edges": {"a9.9->logits": {"score": 1, "in_graph": true}}}',
+     "does not have, e.g. a9.9->logits"),
+    ('{"format": "sandbox-lens/circuit", "version": 1, "edges": {"m0->logits": {"score": "big", "in_graph": true}}}',
+     "needs {\\\"score\\\""),
+    ('{"cfg": {"n_layers": 1, "n_heads": 5}, "nodes": {}, "edges": {"input->a7.h0<q>": {"score": 1, "in_graph": true}}}',
+     "EAP-IG graph of this shape does not have"),
+    ('{"edges": {"Resid Start->A3.9.Q": 0.5}}', "does not have, e.g. Resid Start->A3.9.Q"),
+])
+def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, _, err = _interp(capsys, "circuit", "score", *BUILD, "--circuit-file", str(bad), "--out", str(tmp_path / "o"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message.replace('\\"', '"') in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
+    import interp.circuits.exchange as exchange
+
+    graph = ground_truth(NEGATIVE_FAMILIES["ffl+negatives"]()).graph
+    big = tmp_path / "big.json"
+    big.write_text('{"edges": {}}' + " " * 100)
+    monkeypatch.setattr(exchange, "MAX_BYTES", 64)
+    with pytest.raises(CircuitFileError, match="are read up to"):
+        read_circuit(big, graph)
+    with pytest.raises(CircuitFileError, match="no circuit file"):
+        read_circuit(tmp_path / "none.json", graph)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["circuit", "score", *BUILD, "--out", "X"], "needs --circuit-file"),
+    (["circuit", *BUILD, "--circuit-file", "f.json", "--out", "X"], "goes with interp circuit score"),
+    (["circuit", *BUILD, "--method", "acdc", "--acdc-mode", "reference", "--metric", "logit_diff", "--out", "X"],
+     "reference mode measures the KL"),
+    (["circuit", *BUILD, "--method", "random", "--metric", "kl", "--out", "X"], "measures no metric"),
+    (["circuit", *BUILD, "--level", "everything", "--out", "X"], "invalid choice"),
+    (["circuit", *BUILD, "--method", "eap-ig", "--steps", "0", "--out", "X"], "1 to 1024 steps"),
+])
+def test_bad_settings_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _interp(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "X").exists()
