@@ -13,7 +13,7 @@ PY4    := $(VENV4)/bin/python
 STAMP4 := $(VENV4)/.installed-stamp
 BACKEND_REF := .backend-reference
 
-.PHONY: demo test test-slow test-tl4 bench reproduce browser clean-venv
+.PHONY: demo test test-slow test-tl4 bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ test-tl4: $(STAMP) $(STAMP4)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# Every circuit method on six families with and without informative negatives, four settings, three
+# pair seeds (about 15 minutes): docs/circuits/leaderboard.json and leaderboard.md.
+leaderboard: $(STAMP)
+	$(PY) benchmarks/leaderboard.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/float32_limits.py
