@@ -1,107 +1,133 @@
-"""The picture of a circuit analysis: nodes by layer, edges weighted by effect, the ground truth marked.
+"""The picture of a circuit analysis, drawn as a circuit: layers from the bottom (embeddings) to the top
+(logits), each layer's heads side by side with its MLP beside them, and every head's three inputs as
+three ports (q, k, v from left to right) that edges land on.
 
-Columns follow the residual stream (embeddings, then each block's heads and its MLP, then the
-logits); a head's query, key and value inputs from one writer are three arcs of different curvature. An edge's width grows with its effect (or, for node methods, both ends' effects); blue
-edges are in the task-relevant ground truth, orange ones are not; a dashed thin blue edge is a
-ground-truth edge the method gave (almost) no effect — a miss to explain. Grey outlines mark the
-recovered circuit's nodes.
+Edge styles, against the ground truth when there is one:
+
+* **found** — in the recovered circuit and in the ground truth: solid blue, width by score;
+* **missed** — in the ground truth, not in the circuit: dashed blue;
+* **spurious** — in the circuit, not in the ground truth: solid orange;
+* without a ground truth (a trained twin), the circuit's edges in dark grey.
+
+Nodes in the circuit are shaded. The picture stays readable at the 16-block prefix scan (one row per
+block).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["circuit_png"]
+__all__ = ["circuit_png", "layout"]
 
-#: The arc of an edge by the reader's channel, so that a head's q, k and v inputs from one writer stay apart.
-RAD = {"q": 0.35, "k": 0.2, "v": 0.05, "in": 0.15}
+FOUND, MISSED, SPURIOUS, PLAIN = "#1f5fbf", "#1f5fbf", "#e07b00", "#444444"
+PORT = {"q": -0.22, "k": 0.0, "v": 0.22, "in": 0.0}
+BOX_W, BOX_H = 0.62, 0.36
 
 
-def _positions(nodes: list[str]) -> dict[str, tuple[float, float]]:
-    cols: dict[str, int] = {}
-    for n in nodes:
-        if n in ("embed", "pos"):
-            cols[n] = 0
-        elif n == "logits":
-            cols[n] = -1
-        elif n.startswith("a"):
-            cols[n] = 1 + 2 * int(n[1:].split(".")[0])
-        else:
-            cols[n] = 2 + 2 * int(n[1:])
-    last = max([c for c in cols.values() if c >= 0], default=0) + 1
-    cols = {n: (last if c == -1 else c) for n, c in cols.items()}
-    by_col: dict[int, list[str]] = {}
-    for n in nodes:
-        by_col.setdefault(cols[n], []).append(n)
+def _parse(node: str) -> tuple[str, int, int]:
+    """(kind, layer, index) of a node name: embed/pos (-1), a<l>.<h>, m<l>, logits."""
+    if node in ("embed", "pos"):
+        return node, -1, 0 if node == "embed" else 1
+    if node == "logits":
+        return "logits", 10**6, 0
+    if node.startswith("a"):
+        layer, head = node[1:].split(".")
+        return "head", int(layer), int(head)
+    return "mlp", int(node[1:]), 0
+
+
+def layout(nodes: list[str]) -> dict[str, tuple[float, float]]:
+    """Centre (x, y) of every node: row y = the block (embeddings −1, logits one above the last block),
+    heads at x = 0, 1, …, the block's MLP right of its heads."""
+    parsed = {n: _parse(n) for n in nodes}
+    layers = sorted({lay for k, lay, _ in parsed.values() if k in ("head", "mlp")})
+    row = {lay: i for i, lay in enumerate(layers)}
+    width = max([i for k, _, i in parsed.values() if k == "head"], default=-1) + 1
     pos: dict[str, tuple[float, float]] = {}
-    for c, members in by_col.items():
-        for i, n in enumerate(members):
-            pos[n] = (float(c), (len(members) - 1) / 2 - i)
+    for n, (kind, lay, i) in parsed.items():
+        if kind in ("embed", "pos"):
+            pos[n] = (float(i), -1.0)
+        elif kind == "logits":
+            pos[n] = ((width - 1 + 1.4) / 2, float(len(layers)))
+        elif kind == "head":
+            pos[n] = (float(i), float(row[lay]))
+        else:
+            pos[n] = (width + 0.4, float(row[lay]))
     return pos
 
 
-def _ends(edge: str, pos: dict[str, Any]) -> tuple[str, str]:
-    """(sender, receiver) of an edge name such as ``a0.1->a2.0.q`` or ``m1->logits``."""
+def _ends(edge: str) -> tuple[str, str, str]:
+    """(sender, receiver, channel) of an edge name such as ``a0.1->a2.0.q`` or ``m1->logits``."""
     s, rest = edge.split("->")
-    return s, rest if rest in pos else rest.rsplit(".", 1)[0]
+    if rest.startswith("a") and rest.count(".") == 2:
+        r, c = rest.rsplit(".", 1)
+        return s, r, c
+    return s, rest, "in"
 
 
 def circuit_png(result: dict[str, Any], title: str) -> bytes:
     """PNG bytes of ``result`` (what :func:`interp.circuits.analyse.analyse` returns)."""
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
-    from matplotlib.patches import Circle
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyBboxPatch
 
     from interp.viz import figure_png
 
     nodes: list[str] = result["graph"]["nodes"]
-    pos = _positions(nodes)
+    pos = layout(nodes)
     truth = set(result.get("ground_truth_edges", []))
-    if "edges" in result:
-        weight = {k: abs(v or 0.0) for k, v in result["edges"].items()}  # None: never scored
-    else:
-        fx = {n: abs(v) for n, v in result.get("nodes", {}).items()}
-        weight = {}
-        for e in result["graph"]["edges"]:
-            s, r = _ends(e, pos)
-            weight[e] = min(fx.get(s, 0.0), fx.get(r, 1.0))
-    top = max(weight.values(), default=0.0) or 1.0
-    width = max(6.0, 1.1 * (max(x for x, _ in pos.values()) + 1))
-    height = max(3.5, 0.9 * (max(abs(y) for _, y in pos.values()) * 2 + 2))
-    fig = Figure(figsize=(min(width, 22), min(height, 12)))
+    scored = truth or "ground_truth_edges" in result
+    circuit = set(result.get("circuit", {}).get("edges", []))
+    ranking = dict(zip(result["graph"]["edges"], result.get("ranking") or []))
+    top = max((abs(v) for v in ranking.values() if v is not None and v == v and abs(v) != float("inf")), default=1.0) or 1.0
+    xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
+    fig = Figure(figsize=(min(3 + 1.25 * (max(xs) - min(xs) + 1), 16), min(2.5 + 0.62 * (max(ys) - min(ys) + 1), 22)))
     ax = fig.subplots()
+    counts = {"found": 0, "missed": 0, "spurious": 0}
     for e in result["graph"]["edges"]:
-        s, r = _ends(e, pos)
-        w = weight.get(e, 0.0) / top
-        in_truth = e in truth
-        if w < 0.01 and not in_truth:
+        s, r, c = _ends(e)
+        in_truth, kept = e in truth, e in circuit
+        if not (in_truth or kept):
             continue
+        v = ranking.get(e)
+        w = 0.0 if v is None or v != v else min(abs(v) / top, 1.0)
+        if not scored:
+            style = dict(color=PLAIN, lw=0.6 + 2.4 * w, ls="-", alpha=0.8)
+        elif in_truth and kept:
+            style, counts["found"] = dict(color=FOUND, lw=0.8 + 2.6 * w, ls="-", alpha=0.85), counts["found"] + 1
+        elif in_truth:
+            style, counts["missed"] = dict(color=MISSED, lw=0.9, ls=(0, (3, 2)), alpha=0.9), counts["missed"] + 1
+        else:
+            style, counts["spurious"] = dict(color=SPURIOUS, lw=0.8 + 2.6 * w, ls="-", alpha=0.85), counts["spurious"] + 1
         (x0, y0), (x1, y1) = pos[s], pos[r]
-        style = dict(color="#1f5fbf" if in_truth else "#e07b00", alpha=0.25 + 0.7 * w,
-                     lw=0.4 + 4.0 * w, ls="--" if in_truth and w < 0.01 else "-")
-        rad = RAD.get(e.rsplit(".", 1)[-1] if e.split("->")[1] != r else "in", 0.15)  # q, k, v: three arcs
-        ax.annotate("", xy=(x1 - 0.12, y1), xytext=(x0 + 0.12, y0),
+        start, end = (x0, y0 + BOX_H / 2), (x1 + PORT[c], y1 - BOX_H / 2)
+        rad = 0.0 if abs(end[0] - start[0]) < 1e-9 else (0.25 if end[0] > start[0] else -0.25)
+        ax.annotate("", xy=end, xytext=start, zorder=2,
                     arrowprops=dict(arrowstyle="-|>", connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0,
-                                    mutation_scale=6 + 6 * w, **style))
-    chosen = set(result.get("circuit", {}).get("nodes", []))
+                                    mutation_scale=7, **style))
+    kept_nodes = set(result.get("circuit", {}).get("nodes", []))
     for n, (x, y) in pos.items():
-        ax.add_patch(Circle((x, y), 0.2, facecolor="#f4f4f4" if n not in chosen else "#d7e6f7",
-                                edgecolor="#555" if n in chosen else "#bbb", lw=1.2, zorder=3))
-        ax.text(x, y, n, ha="center", va="center", fontsize=7, zorder=4)
-    ax.set_xlim(-0.7, max(x for x, _ in pos.values()) + 0.7)
-    ys = [y for _, y in pos.values()]
-    ax.set_ylim(min(ys) - 0.8, max(ys) + 0.8)
-    ax.set_aspect("equal")
+        kind = _parse(n)[0]
+        ax.add_patch(FancyBboxPatch((x - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H, boxstyle="round,pad=0.02",
+                                    facecolor="#d7e6f7" if n in kept_nodes else "#f4f4f4",
+                                    edgecolor="#555" if n in kept_nodes else "#bbb", lw=1.0, zorder=3))
+        ax.text(x, y + 0.02, n, ha="center", va="center", fontsize=6.5, zorder=4)
+        if kind == "head":
+            for ch, dx in PORT.items():
+                if ch != "in":
+                    ax.text(x + dx, y - BOX_H / 2 + 0.05, ch, ha="center", va="bottom", fontsize=4.5, color="#777", zorder=4)
+    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.axis("off")
-    sub = (f"{len(result.get('circuit', {}).get('edges', []))} edges kept; faithfulness (accuracy) "
-           f"{result.get('faithfulness', float('nan')):.3f}")
+    sub = f"{len(circuit)} of {len(result['graph']['edges'])} edges kept; faithfulness (accuracy) {result.get('faithfulness', float('nan')):.3f}"
     if result.get("auroc") is not None:
-        sub += f"; AUROC vs ground truth {result['auroc']:.3f}"
-    ax.set_title(f"{title}\n{sub}", fontsize=9)
-    if truth:
-        from matplotlib.lines import Line2D
-
-        ax.legend(handles=[Line2D([], [], color="#1f5fbf", lw=2, label="ground-truth edge"),
-                           Line2D([], [], color="#1f5fbf", lw=0.8, ls="--", label="ground truth, no effect found"),
-                           Line2D([], [], color="#e07b00", lw=2, label="not in the ground truth")],
-                  loc="lower center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=7, frameon=False)
+        sub += (f"; vs the '{result.get('ground_truth_level')}' ground truth: {counts['found']} found, {counts['missed']} "
+                f"missed, {counts['spurious']} spurious, AUROC {result['auroc']:.3f}")
+    ax.set_title(f"{title}\n{sub}", fontsize=8.5)
+    handles = ([Line2D([], [], color=FOUND, lw=2, label="found (in the ground truth)"),
+                Line2D([], [], color=MISSED, lw=1, ls=(0, (3, 2)), label="missed"),
+                Line2D([], [], color=SPURIOUS, lw=2, label="spurious")] if scored else
+               [Line2D([], [], color=PLAIN, lw=2, label="recovered circuit (no ground truth)")])
+    ax.legend(handles=handles, loc="upper left", fontsize=6.5, frameon=False,
+              title="heads: inputs q, k, v from left to right", title_fontsize=6)
     return figure_png(fig)
