@@ -16,9 +16,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from interp.circuits.graph import Edge, Node
+from interp.circuits.graph import Edge
 from interp.circuits.pairs import Pairs
-from interp.circuits.patching import Patcher, _chunk, _receiver_hook, _sender_hook
+from interp.circuits.patching import Patcher, _chunk
 from interp.model.run import exact_precision
 
 __all__ = ["path_patching", "node_patching", "attribution", "faithfulness", "COPY_BYTES", "MAX_COPIES"]
@@ -119,66 +119,33 @@ def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = 
     gradients are averaged over m runs whose token and position embeddings lie at α = k/m, k = 1..m, of
     the way from the ablated embeddings (``source``'s ``embed`` and ``pos``) to the clean ones — α = 1 is
     the clean run, so m = 1 is attribution patching exactly."""
-    import torch
-
     if steps < 1:
         raise ValueError(f"EAP-IG needs at least one step, got {steps}")
     g = patcher.graph
     corrupt = patcher.outputs(pairs.corrupt) if source is None else source
-    sender_hooks: dict[str, list[Node]] = defaultdict(list)
-    for node in g.senders:
-        sender_hooks[_sender_hook(node)].append(node)
-    receiver_hooks = sorted({_receiver_hook(r, c, patcher.L) for r in g.receivers for c in _channels(r)})
-    total: dict[str, Any] = {}
-    senders: dict[str, Any] = {}
-    with patcher.hooks_on(), exact_precision(grad=True):
-        for k in range(1, steps + 1):
-            senders, receivers = {}, {}
-            alpha = k / steps
-
-            def interpolate(x, hook, node=None):
-                base = corrupt[node]
-                return x if alpha == 1 else base + alpha * (x - base)
-
-            def record_sender(x, hook):
-                if not x.requires_grad:  # frozen embeddings: a leaf that gradients can reach
-                    x = x.detach().requires_grad_(True)
-                senders[hook.name] = x
-                return x
-
-            def record_receiver(x, hook):
-                receivers[hook.name] = x
-                return x
-
-            hooks = [("hook_embed", lambda x, hook: interpolate(x, hook, "embed")),
-                     ("hook_pos_embed", lambda x, hook: interpolate(x, hook, "pos"))]
-            hooks += [(h, record_sender) for h in sender_hooks] + [(h, record_receiver) for h in receiver_hooks]
-            logits = patcher.model.run_with_hooks(torch.from_numpy(pairs.clean), return_type="logits", fwd_hooks=hooks)
-            names = list(senders) + list(receivers)
-            grads = torch.autograd.grad(pairs.logit_diff(logits), [senders[n] for n in senders] + [receivers[n] for n in receivers],
-                                        allow_unused=True)
-            for name, grad in zip(names, grads):
-                if grad is not None:
-                    total[name] = total.get(name, 0) + grad.detach() / steps
-        span = pairs.clean_metric - pairs.corrupt_metric or 1.0
-        diff = {n.name: (corrupt[n.name] - Patcher._pick(senders[_sender_hook(n)], n)).detach() for n in g.senders}
-        node_fx = {}
-        for n in g.senders:
-            grad = total.get(_sender_hook(n))
-            node_fx[n.name] = 0.0 if grad is None else float(-(diff[n.name] * Patcher._pick(grad, n)).sum() / span)
-        edge_fx = np.zeros(len(g.edges))
-        for i, e in enumerate(g.edges):
-            r = g.by_name[e.receiver]
-            grad = total.get(_receiver_hook(r, e.channel, patcher.L))
+    sender_grad: dict[str, Any] = {}
+    receiver_grad: dict[tuple[str, str], Any] = {}
+    outputs: dict[str, Any] = {}
+    for k in range(1, steps + 1):
+        outputs, gs, gr = patcher.gradients(pairs.clean, pairs.logit_diff, corrupt, k / steps)
+        for name, grad in gs.items():
             if grad is not None:
-                edge_fx[i] = float(-(diff[e.sender] * Patcher._pick(grad, r)).sum() / span)
+                sender_grad[name] = sender_grad.get(name, 0) + grad / steps
+        for key, grad in gr.items():
+            if grad is not None:
+                receiver_grad[key] = receiver_grad.get(key, 0) + grad / steps
+    span = pairs.clean_metric - pairs.corrupt_metric or 1.0
+    diff = {n.name: corrupt[n.name] - outputs[n.name] for n in g.senders}
+    node_fx = {n.name: (0.0 if n.name not in sender_grad else float(-(diff[n.name] * sender_grad[n.name]).sum() / span))
+               for n in g.senders}
+    edge_fx = np.zeros(len(g.edges))
+    for i, e in enumerate(g.edges):
+        grad = receiver_grad.get((e.receiver, e.channel))
+        if grad is not None:
+            edge_fx[i] = float(-(diff[e.sender] * grad).sum() / span)
     return edge_fx, node_fx
 
 
-def _channels(node: Node) -> tuple[str, ...]:
-    from interp.circuits.graph import CHANNELS
-
-    return CHANNELS[node.kind]
 
 
 def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],

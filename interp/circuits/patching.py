@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from interp.circuits.graph import Edge, Graph, Node
+from interp.circuits.graph import CHANNELS, Edge, Graph, Node
 from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
 from interp.model.run import exact_precision
@@ -234,6 +234,50 @@ class Patcher:
                 logits = self.model.run_with_hooks(resid, fwd_hooks=hooks, return_type="logits",
                                                    start_at_layer=start)
         return logits.view(k, n, *logits.shape[1:])
+
+    def gradients(self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None,
+                  alpha: float = 1.0) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
+        """One differentiated run of ``tokens`` whose token and position embeddings lie at ``alpha`` of the way
+        from ``base``'s (``embed``, ``pos``) to their own: (every sender's output, ∂metric/∂ that output,
+        ∂metric/∂ every receiver channel's input), each ``[batch, pos, d_model]``, detached."""
+        import torch
+
+        senders: dict[str, Any] = {}
+        receivers: dict[str, Any] = {}
+        sender_hooks: dict[str, list[Node]] = defaultdict(list)
+        for node in self.graph.senders:
+            sender_hooks[_sender_hook(node)].append(node)
+        channels = [(r, c) for r in self.graph.receivers for c in CHANNELS[r.kind]]
+
+        def interpolate(x, node):
+            return x if base is None or alpha == 1 else base[node] + alpha * (x - base[node])
+
+        def record_sender(x, hook):
+            if not x.requires_grad:  # frozen embeddings: a leaf that gradients can reach
+                x = x.detach().requires_grad_(True)
+            senders[hook.name] = x
+            return x
+
+        def record_receiver(x, hook):
+            receivers[hook.name] = x
+            return x
+
+        hooks = [("hook_embed", lambda x, hook: interpolate(x, "embed")),
+                 ("hook_pos_embed", lambda x, hook: interpolate(x, "pos"))]
+        hooks += [(h, record_sender) for h in sender_hooks]
+        hooks += [(h, record_receiver) for h in sorted({_receiver_hook(r, c, self.L) for r, c in channels})]
+        with self.hooks_on(), exact_precision(grad=True):
+            logits = self.model.run_with_hooks(torch.from_numpy(tokens), return_type="logits", fwd_hooks=hooks)
+            names = list(senders) + list(receivers)
+            grads = dict(zip(names, torch.autograd.grad(metric(logits), [senders[n] for n in senders]
+                                                        + [receivers[n] for n in receivers], allow_unused=True)))
+        pick = self._pick
+        outputs = {n.name: pick(senders[_sender_hook(n)], n).detach() for n in self.graph.senders}
+        sender_grads = {n.name: None if grads[_sender_hook(n)] is None else pick(grads[_sender_hook(n)], n)
+                        for n in self.graph.senders}
+        receiver_grads = {(r.name, c): None if grads.get(_receiver_hook(r, c, self.L)) is None
+                          else pick(grads[_receiver_hook(r, c, self.L)], r) for r, c in channels}
+        return outputs, sender_grads, receiver_grads
 
     @staticmethod
     def effect(pairs: Pairs, logits: Any, metric: str = "logit_diff") -> float:
