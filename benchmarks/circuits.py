@@ -1,11 +1,13 @@
-"""Circuit methods against proofs (``make bench``; alone: ``python benchmarks/circuits.py [--pairs N] [--json F]``).
+"""Circuit methods: speed, and how EAP-IG's steps must grow (``make bench``; alone:
+``python benchmarks/circuits.py [--speed-pairs N] [--json F]``). The scores are in the leaderboard
+(``make leaderboard``, docs/circuits/leaderboard.md).
 
-1. **Speed**: attribution patching against path patching over every edge of the 16-block prefix scan
-   (parity, T = 256), same pairs, same process; the ratio is what counts (timings here are noisy).
-2. **Scorecard**: each method × each construction at T = 16 (Dyck at 12): AUROC of the method's
-   ranking against the task-relevant ground truth (edges; nodes for activation patching), precision
-   and recall of its recovered circuit, that circuit's faithfulness (accuracy on the outputs the
-   corruption changes; the full model's is 1) and wall time.
+1. **Speed**: path patching over every edge of the 16-block prefix scan (parity, T = 256): one full
+   forward pass per edge (the baseline), batched on TransformerLens hooks, batched on the bare engine;
+   attribution patching beside them. Same pairs, same process; the ratios are what count.
+2. **EAP-IG on the counter's staircase**: Lemma 15's modular counter (C3) at T = 8 … 256: the fewest
+   integration steps m (powers of two) at which EAP-IG's scores of the two edges into the MLP come
+   within 0.1 of path patching's (m = 1, attribution patching, gives them 0).
 """
 
 from __future__ import annotations
@@ -22,40 +24,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from constructions.registry import build  # noqa: E402
-from interp.circuits.analyse import METHODS, analyse  # noqa: E402
 from interp.circuits.pairs import make_pairs  # noqa: E402
-from interp.circuits.patching import Patcher, path_patching  # noqa: E402
-from interp.circuits.effects import attribution
+from interp.circuits.effects import attribution, path_patching  # noqa: E402
+from interp.circuits.patching import Patcher  # noqa: E402
 from interp.circuits.truth import ground_truth  # noqa: E402
 from interp.model.hooked import to_hooked  # noqa: E402
-from interp.tasks.automata import Semiautomaton  # noqa: E402
-from interp.tasks.cascade import load_cascade_file  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def random_automaton(seed: int = 7) -> Semiautomaton:
-    rng = np.random.default_rng(seed)
-    return Semiautomaton("random4x3", tuple(f"q{i}" for i in range(4)), ("a", "b", "c"), rng.integers(4, size=(3, 4)))
-
-
-def scorecard_specs():
-    cascade = load_cascade_file(ROOT / "examples" / "cascades" / "parity_flipflop_counter.json")
-    return [
-        ("prefix_scan S5", lambda: build("prefix_scan", get_automaton("S5"), 16)),
-        ("prefix_scan random4x3", lambda: build("prefix_scan", random_automaton(), 16)),
-        ("modular_counter C3", lambda: build("modular_counter", get_automaton("C3"), 16)),
-        ("memory memory3", lambda: build("memory", get_automaton("memory3"), 16)),
-        ("krohn_rhodes S4", lambda: build("krohn_rhodes", get_automaton("S4"), 16)),
-        ("krohn_rhodes cascade", lambda: build("krohn_rhodes", cascade.automaton(), 16, cascade=cascade)),
-        ("gridworld grid4", lambda: build("gridworld", get_automaton("grid4"), 16)),
-        ("dyck stack (2,3)", lambda: build("dyck", Dyck(2, 3), 12, variant="stack")),
-        ("dyck uniform (2,3)", lambda: build("dyck", Dyck(2, 3), 12, variant="uniform")),
-        ("dyck balanced (2,3)", lambda: build("dyck", Dyck(2, 3), 12, variant="balanced")),
-        ("ffl", lambda: build("ffl", None, 16)),
-    ]
 
 
 def _timed(fn, repeats: int = 1) -> tuple[float, object]:
@@ -68,52 +44,55 @@ def _timed(fn, repeats: int = 1) -> tuple[float, object]:
 
 
 def speed(pairs: int, repeats: int = 3) -> dict:
-    """Path patching over every edge of the 16-block prefix scan: one full forward pass per edge (the
-    baseline) against batched path patching, and attribution patching beside both; same pairs, same run."""
+    """Path patching over every edge of the 16-block prefix scan, three ways, and attribution; same pairs."""
+    from interp.circuits.bare import BarePatcher
+
     spec = build("prefix_scan", get_automaton("parity"), 256)
     model = to_hooked(spec)
-    patcher = Patcher(model, ground_truth(spec).graph)
+    graph = ground_truth(spec).graph
+    hooks, bare = Patcher(model, graph), BarePatcher(model, graph)
     data = make_pairs(model, pairs, seed=0)
-    source = patcher.source(data)
-    attribution(patcher, data)  # warm-up
-    fast, _ = _timed(lambda: attribution(patcher, data), repeats)
-    one_per_pass, reference = _timed(lambda: path_patching(patcher, data, source=source, batched=False))
-    batched, scores = _timed(lambda: path_patching(patcher, data, source=source), repeats)
-    connected = int(patcher.connected().sum())
-    return {"construction": "prefix_scan parity T=256", "blocks": spec.n_layers, "edges": len(patcher.graph.edges),
-            "connected_edges": connected, "pairs": pairs, "attribution_s": fast, "path_one_per_pass_s": one_per_pass,
-            "path_batched_s": batched, "batched_speedup": one_per_pass / batched,
-            "max_score_difference": float(np.abs(np.asarray(scores) - np.asarray(reference)).max()),
-            "attribution_vs_batched_path": batched / fast}
+    source = hooks.source(data)
+    attribution(bare, data)  # warm-up
+    fast, _ = _timed(lambda: attribution(bare, data), repeats)
+    one_per_pass, reference = _timed(lambda: path_patching(hooks, data, source=source, batched=False))
+    batched, on_hooks = _timed(lambda: path_patching(hooks, data, source=source))
+    bare_s, on_bare = _timed(lambda: path_patching(bare, data, source=bare.source(data)), repeats)
+    return {"construction": "prefix_scan parity T=256", "blocks": spec.n_layers, "edges": len(graph.edges),
+            "connected_edges": int(hooks.connected().sum()), "pairs": pairs, "attribution_s": fast,
+            "path_one_per_pass_s": one_per_pass, "path_batched_hooks_s": batched, "path_batched_bare_s": bare_s,
+            "hooks_speedup": one_per_pass / batched, "bare_speedup": one_per_pass / bare_s,
+            "max_difference_hooks": float(np.abs(np.asarray(on_hooks) - reference).max()),
+            "max_difference_bare": float(np.abs(np.asarray(on_bare) - reference).max())}
 
 
-def scorecard(pairs: int) -> list[dict]:
+def staircase(lengths=(8, 32, 128, 256), pairs: int = 32, within: float = 0.1) -> list[dict]:
+    """The fewest EAP-IG steps that recover the counter's edges into its MLP, per length and corruption: one
+    symbol changed moves the count by a step or two, an independent word by about √T."""
+    from interp.circuits.bare import BarePatcher
+
     rows = []
-    for name, make in scorecard_specs():
-        spec = make()
-        truth = ground_truth(spec)
+    for T, corruption in ((T, c) for T in lengths for c in ("symbol", "resample")):
+        spec = build("modular_counter", get_automaton("C3"), T)
         model = to_hooked(spec)
-        for method in METHODS:
-            r = analyse(model, method, truth, pairs=pairs)
-            rows.append({"construction": name, "method": method, "level": r["level"], "auroc": r.get("auroc"),
-                         "precision": r["edge_precision"] if r["level"] == "edge" else r.get("node_precision"),
-                         "recall": r["edge_recall"] if r["level"] == "edge" else r.get("node_recall"),
-                         "faithfulness": r["faithfulness"], "faithfulness_kl": r["faithfulness_metrics"]["kl"],
-                         "edges": len(truth.graph.edges), "relevant": len(truth.relevant),
-                         "circuit_edges": len(r["circuit"]["edges"]), "seconds": r["wall_seconds"]})
-            print(f"  {name:24s} {method:12s} AUROC {_f(rows[-1]['auroc'])}  P {_f(rows[-1]['precision'])}  "
-                  f"R {_f(rows[-1]['recall'])}  faithful {rows[-1]['faithfulness']:.3f}  {rows[-1]['seconds']:.2f} s",
-                  flush=True)
+        graph = ground_truth(spec).graph
+        patcher = BarePatcher(model, graph)
+        data = make_pairs(model, pairs, corruption, seed=0)
+        upstream = [graph.index[e] for e in graph.edges if e.name in ("embed->a0.0.v", "a0.0->m0")]
+        exact = path_patching(patcher, data)[upstream]
+        found = None
+        for m in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            scores = attribution(patcher, data, steps=m)[0][upstream]
+            if np.all(np.abs(scores - exact) <= within):
+                found = m
+                break
+        rows.append({"T": T, "corruption": corruption, "mlp_units": int(spec.d_mlp), "path_patching": exact.tolist(),
+                     "steps_needed": found})
     return rows
-
-
-def _f(x) -> str:
-    return "  —  " if x is None else f"{x:.3f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pairs", type=int, default=64, help="counterfactual pairs per analysis (default 64)")
     ap.add_argument("--speed-pairs", type=int, default=8, help="pairs for the T = 256 speed comparison (default 8)")
     ap.add_argument("--json", metavar="FILE", help="also write every number to FILE")
     args = ap.parse_args()
@@ -124,20 +103,17 @@ def main() -> None:
     s = speed(args.speed_pairs)
     print(f"  {s['construction']}: {s['blocks']} blocks, {s['edges']} edges ({s['connected_edges']} connected), "
           f"{s['pairs']} pairs")
-    print(f"  one full pass per edge {s['path_one_per_pass_s']:.1f} s; batched {s['path_batched_s']:.2f} s "
-          f"-> {s['batched_speedup']:.1f}x (largest score difference {s['max_score_difference']:.1e})")
-    print(f"  attribution patching {s['attribution_s']:.2f} s ({s['attribution_vs_batched_path']:.0f}x faster than "
-          "batched path patching, and an estimate)")
-    print(f"Scorecard ({args.pairs} pairs, default corruption, threshold 0.01; AUROC vs the task-relevant ground truth)")
-    rows = scorecard(args.pairs)
-    print("\n| construction | " + " | ".join(f"{m} AUROC" for m in METHODS) + " | ACDC faithfulness | ACDC P / R |")
-    print("|---" * (len(METHODS) + 3) + "|")
-    for name, _ in scorecard_specs():
-        r = {x["method"]: x for x in rows if x["construction"] == name}
-        print(f"| {name} | " + " | ".join(_f(r[m]["auroc"]).strip() for m in METHODS)
-              + f" | {r['acdc']['faithfulness']:.3f} | {_f(r['acdc']['precision']).strip()} / {_f(r['acdc']['recall']).strip()} |")
+    print(f"  one full pass per edge {s['path_one_per_pass_s']:.1f} s; batched on hooks {s['path_batched_hooks_s']:.2f} s "
+          f"({s['hooks_speedup']:.1f}x); batched on the bare engine {s['path_batched_bare_s']:.2f} s "
+          f"({s['bare_speedup']:.1f}x); largest score differences {s['max_difference_hooks']:.1e} / "
+          f"{s['max_difference_bare']:.1e}")
+    print(f"  attribution patching (bare) {s['attribution_s']:.2f} s")
+    print("EAP-IG steps needed to cross the modular counter's ReLU staircase (within 0.1 of path patching)", flush=True)
+    rows = staircase()
+    for r in rows:
+        print(f"  T = {r['T']:4d} ({r['mlp_units']} MLP units), {r['corruption']:8s}: m = {r['steps_needed'] or '> 256'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"speed": s, "scorecard": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"speed": s, "staircase": rows}, indent=1))
 
 
 if __name__ == "__main__":

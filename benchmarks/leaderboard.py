@@ -63,7 +63,12 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-2", help="pair seeds, e.g. 0-2 (default)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
+    ap.add_argument("--render", action="store_true", help="only render leaderboard.md again from leaderboard.json")
     args = ap.parse_args()
+    out = Path(args.out)
+    if args.render:
+        (out / "leaderboard.md").write_text("# Circuit leaderboard\n\n" + markdown(json.loads((out / "leaderboard.json").read_text())))
+        return
     import torch
 
     torch.set_num_threads(1)
@@ -72,7 +77,6 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     board["provenance"] = {"command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]), "commit": commit,
                            "wall_seconds": round(time.time() - t0, 1), "threads": 1}
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leaderboard.json").write_text(json.dumps(board, indent=1) + "\n")
     (out / "leaderboard.md").write_text("# Circuit leaderboard\n\n" + markdown(board))

@@ -40,8 +40,10 @@ class MethodError(SandboxError, ValueError):
 
 
 def _prepare(model: Any, truth: GroundTruth | None, pairs: int, corruption: str | None, length: int | None,
-             seed: int, source: str) -> tuple[Patcher, Any, dict[str, Any]]:
-    patcher = Patcher(model, truth.graph if truth is not None else None)
+             seed: int, source: str, engine: str = "auto") -> tuple[Patcher, Any, dict[str, Any]]:
+    from interp.circuits.bare import patcher_for
+
+    patcher = patcher_for(model, truth.graph if truth is not None else None, engine)
     raw = make_pairs(model, pairs, corruption, length, seed)
     src = patcher.source(raw, source)
     return patcher, ablated_pairs(patcher, raw, source, src), src
@@ -51,13 +53,14 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
             corruption: str | None = None, length: int | None = None, threshold: float = DEFAULT_THRESHOLD,
             metric: str | None = None, source: str = "resample", acdc_mode: str = "normalised", steps: int = 16,
             per_position: bool = False, curve: bool = True, seed: int = 0, level: str | None = None,
-            progress: bool = False) -> dict[str, Any]:
+            engine: str = "auto", progress: bool = False) -> dict[str, Any]:
     """Run ``method`` on ``model`` and score it against ``truth`` when given (a construction's), at ``level``
-    (default: the level of its ablation)."""
+    (default: the level of its ablation). ``engine``: the patching engine (:func:`~interp.circuits.bare.patcher_for`)."""
     metric = check_settings(method, metric, source, threshold, acdc_mode, steps)
-    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source)
+    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source, engine)
     out: dict[str, Any] = {"method": method, "level": LEVEL[method], "metric": metric, "threshold": threshold,
-                           "source": source, "seed": seed, "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
+                           "source": source, "seed": seed, "engine": type(patcher).__name__,
+                           "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
     t0 = time.perf_counter()
     found = run_method(method, patcher, data, src, source, threshold=threshold, metric=metric, acdc_mode=acdc_mode,
                        steps=steps, per_position=per_position, seed=seed, progress=progress)
@@ -76,12 +79,12 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
 def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray, *, pairs: int = 64,
                   corruption: str | None = None, length: int | None = None, source: str = "resample",
                   threshold: float = DEFAULT_THRESHOLD, seed: int = 0, curve: bool = True,
-                  level: str | None = None) -> dict[str, Any]:
+                  level: str | None = None, engine: str = "auto") -> dict[str, Any]:
     """Score a circuit found elsewhere — ``scores`` per graph edge (NaN: unscored) and ``chosen`` (bool per
     edge) — exactly as :func:`analyse` scores a method's: faithfulness, the curve, every level."""
     if source not in SOURCES:
         raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
-    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source)
+    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source, engine)
     g = patcher.graph
     found = Found(np.asarray(scores, dtype=np.float64), [e for e, c in zip(g.edges, chosen) if c])
     out: dict[str, Any] = {"method": "file", "level": "edge", "source": source, "seed": seed, "threshold": threshold,

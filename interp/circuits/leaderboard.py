@@ -117,6 +117,21 @@ def method_orders(board: dict[str, Any], metric: str = "average_precision", sett
     return {k: [m for _, m in sorted(v, key=lambda x: -x[0])] for k, v in out.items()}
 
 
+def _order_text(board: dict[str, Any], construction: str, metric: str = "average_precision",
+                setting: str = "default/resample") -> str:
+    """``a = b > c``: methods from best to worst, equal means (to three decimals) joined by ``=``."""
+    means = {}
+    for row in board["rows"]:
+        key = row["construction"] + (" +neg" if row["negatives"] else "")
+        if key == construction and row["setting"] == setting and row[metric]["mean"] is not None:
+            means[row["method"]] = round(row[metric]["mean"], 3)
+    text, last = "", None
+    for method in method_orders(board, metric, setting)[construction]:
+        text += ("" if last is None else (" = " if means[method] == last else " > ")) + method
+        last = means[method]
+    return text
+
+
 def _cell(stat: dict[str, Any]) -> str:
     if stat["mean"] is None:
         return "—"
@@ -149,6 +164,6 @@ def markdown(board: dict[str, Any]) -> str:
                          + f" | {r['seconds']['mean']:.2f} | {_why(r)} |")
         lines.append("")
     lines += ["### The methods' order (average precision, default corruption, resample ablation)", "",
-              "| construction | best → worst |", "|---|---|"]
-    lines += [f"| {k} | {' > '.join(v)} |" for k, v in method_orders(board).items()]
+              "| construction | best → worst (= : equal to three decimals) |", "|---|---|"]
+    lines += [f"| {k} | {_order_text(board, k)} |" for k in method_orders(board)]
     return "\n".join(lines) + "\n"

@@ -53,6 +53,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--steps", type=int, default=16, help="eap-ig: integration steps m (m = 1 is attribution patching)")
     s.add_argument("--level", choices=["structural", "live", "relevant", "read", "resample", "zero", "mean"],
                    help="the ground-truth level to score against (default: the ablation's: resample, zero or mean)")
+    s.add_argument("--engine", default="auto", choices=["auto", "bare", "hooks"],
+                   help="patching engine: a bare forward over the weights (any TransformerLens version; the default "
+                        "where it runs) or TransformerLens hooks (3.9 only)")
     s.add_argument("--no-curve", action="store_true", help="skip the faithfulness curve over circuit sizes (CPR, CMD)")
     s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
@@ -134,6 +137,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
                 "source": args.source or "resample", "seed": 0 if args.seed is None else args.seed}
     result = analyse(model, args.method, truth, threshold=args.threshold, metric=args.metric, acdc_mode=args.acdc_mode,
                      steps=args.steps, per_position=args.per_position, curve=not args.no_curve, level=args.level,
+                     engine=args.engine,
                      progress=sys.stderr.isatty(), **settings)
     _write(out, model, truth, title, result, settings, f"{title}: {args.method}")
     summary = _summary(result)
@@ -166,7 +170,7 @@ def _score_file(args: argparse.Namespace, model, truth, title: str, out: Path) -
                 "source": args.source or saved.get("ablation") or "resample",
                 "seed": args.seed if args.seed is not None else int(saved.get("seed") or 0)}
     result = score_circuit(model, truth, scores, chosen, threshold=args.threshold, curve=not args.no_curve,
-                           level=args.level, **settings)
+                           level=args.level, engine=args.engine, **settings)
     result["circuit_file"] = {"path": str(args.circuit_file), "settings": saved}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "score.json", result)

@@ -247,13 +247,9 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
     """ACDC on every model; constructions scored against their ground truth; the twin's circuit heads
     mapped through the head matching onto each construction's."""
     from interp.circuits.analyse import analyse
-    from interp.circuits.patching import BRIDGE_UNSUPPORTED
     from interp.circuits.truth import ground_truth_of_model
-    from interp.model.hooked import backend
 
     out: dict[str, Any] = {"method": "acdc", "pairs": pairs, "models": {}, "overlap": {}}
-    if backend() == "TransformerBridge":
-        return {**out, "skipped": BRIDGE_UNSUPPORTED}
     heads: dict[str, set[str]] = {}
     for name, model in models.items():
         try:

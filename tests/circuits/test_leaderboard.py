@@ -1,0 +1,45 @@
+"""The committed circuit leaderboard: rendered from its JSON, with every number's interval, and showing
+what the issue asked of it — precision below 1 on families with negatives, method orders that differ."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+from interp.circuits.leaderboard import METRICS, Family, Setting, markdown, method_orders, run_leaderboard
+
+BOARD = Path(__file__).resolve().parents[2] / "docs" / "circuits"
+
+
+def test_the_committed_table_is_rendered_from_the_committed_json():
+    board = json.loads((BOARD / "leaderboard.json").read_text())
+    assert (BOARD / "leaderboard.md").read_text() == "# Circuit leaderboard\n\n" + markdown(board)
+    assert board["provenance"]["commit"] and board["settings"]["seeds"] == [0, 1, 2]
+
+
+def test_the_committed_board_separates_the_methods():
+    board = json.loads((BOARD / "leaderboard.json").read_text())
+    main = [r for r in board["rows"] if r["setting"] == "default/resample"]
+    below_one = {r["construction"] for r in main if r["negatives"] and r["method"] != "patching"
+                 and r["precision"]["mean"] is not None and r["precision"]["mean"] < 1}
+    assert len(below_one) >= 3, below_one
+    orders = method_orders(board)
+    assert len({tuple(v) for v in orders.values()}) >= 3  # no one order of the methods fits every family
+    for r in board["rows"]:
+        for m in METRICS:
+            assert len(r[m]["values"]) == 3
+        if r["precision"]["mean"] is not None and r["precision"]["mean"] < 1:
+            assert r["why"]["spurious"], r  # a low precision says why
+
+
+def test_a_small_board_runs_and_reports_intervals():
+    families = [Family("modular_counter C3", FAMILIES["modular_counter/C3"]),
+                Family("modular_counter C3", NEGATIVE_FAMILIES["modular_counter/C3+negatives"], negatives=True)]
+    board = run_leaderboard(families, ["path", "random"], [Setting(None, "resample"), Setting(None, "zero")], [0, 1],
+                            pairs=12)
+    assert len(board["rows"]) == 2 * 2 * 2
+    random = [r for r in board["rows"] if r["method"] == "random" and r["setting"] == "default/resample"]
+    assert all(r["auroc"]["interval"] is not None for r in random)  # two seeds, two different draws
+    text = markdown(board)
+    assert "### Corruption default, ablation zero" in text and "modular_counter C3 + negatives" in text
