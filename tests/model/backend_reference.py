@@ -110,6 +110,29 @@ def small_compare(out: Path) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
+#: (case, construction, source, options, method) whose circuit analyses 4.x must reproduce.
+CIRCUIT_CASES = [
+    ("modular_counter-C3-negatives", "modular_counter", "C3", {"negatives": "distractor,cancel,constant"}, "path"),
+    ("gridworld-grid5", "gridworld", "grid5", {}, "acdc"),
+    ("dyck-stack", "dyck", "2,3", {"variant": "stack"}, "eap-ig"),
+]
+
+
+def circuit_analyses(engine: str) -> dict:
+    """Each circuit case's scores at T = 16 (24 pairs, seed 1) on ``engine``."""
+    from interp.circuits.analyse import analyse
+    from interp.circuits.truth import ground_truth_of_model
+    from interp.model.hooked import to_hooked
+
+    out = {}
+    for name, construction, source, options, method in CIRCUIT_CASES:
+        model = to_hooked(build_case(construction, source, options, 16))
+        r = analyse(model, method, ground_truth_of_model(model), pairs=24, seed=1, curve=False, engine=engine)
+        out[name] = {"method": method, "edges": r.get("edges"), "circuit": r["circuit"]["edges"], "auroc": r["auroc"],
+                     "ground_truth_edges": r["ground_truth_edges"], "engine": r["engine"]}
+    return out
+
+
 def write(directory: Path) -> None:
     import torch
 
@@ -128,6 +151,7 @@ def write(directory: Path) -> None:
                                 **{f"act:{k}": v for k, v in acts.items()})
     save_model(to_hooked(build_case("memory", "memory3", {}, 16)), directory / "saved-on-tl39")
     small_compare(directory / "compare-tl39")
+    (directory / "circuits-tl39.json").write_text(json.dumps(circuit_analyses("hooks")))
     c, s, T = TIMED
     model = to_hooked(build_case(c, s, {}, T))
     timing = {"backend": backend(), "model": f"{c} {s} T={T}", "batch": 64,
