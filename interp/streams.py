@@ -35,6 +35,7 @@ class Stream(enum.Enum):
     PROBE_WORDS = (9, 0)  # experiments: words the probes read
     DROPOUT = (10, 0)  # training with dropout: the torch generator of each step (see torch_seed)
     RANDOM_BASELINE = (11, 0)  # `interp circuit --method random`: the baseline's edge scores
+    EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property
     def number(self) -> int:

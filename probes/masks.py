@@ -29,14 +29,15 @@ from interp.errors import VocabularyError
 from interp.model.run import hook_name, live_heads
 from probes.ablation import accuracy_with_ablation
 
-__all__ = ["learn_head_masks"]
+__all__ = ["learn_head_masks", "gate_values", "expected_open", "BETA", "GAMMA", "ZETA"]
 
 Head = tuple[int, int]
 # Hard-concrete constants of Louizos et al.: temperature and the stretch interval (γ, ζ).
 BETA, GAMMA, ZETA = 2.0 / 3.0, -0.1, 1.1
 
 
-def _gate_values(log_alpha, training: bool):
+def gate_values(log_alpha, training: bool):
+    """Hard-concrete gates in [0, 1]: sampled (``training``) or their deterministic value."""
     import torch
 
     if training:
@@ -45,6 +46,14 @@ def _gate_values(log_alpha, training: bool):
     else:
         s = torch.sigmoid(log_alpha)
     return (s * (ZETA - GAMMA) + GAMMA).clamp(0.0, 1.0)
+
+
+def expected_open(log_alpha):
+    """The expected number of open gates, per gate: P(gate > 0), the relaxed L0 penalty."""
+    import torch
+
+    return torch.sigmoid(log_alpha - BETA * math.log(-GAMMA / ZETA))
+
 
 
 def _gate_hooks(index: dict[Head, int], gates_now: dict[str, Any]) -> list[tuple[str, Callable]]:
@@ -99,16 +108,15 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     index = {hd: i for i, hd in enumerate(heads)}
     gates_now: dict[str, Any] = {"values": None}
     hooks = _gate_hooks(index, gates_now)
-    penalty_shift = BETA * math.log(-GAMMA / ZETA)
     trace = []
     for step in range(steps):
         tokens, targets, mask = batches(step)
-        gates_now["values"] = _gate_values(log_alpha, training=True)
+        gates_now["values"] = gate_values(log_alpha, training=True)
         logits = work.run_with_hooks(torch.from_numpy(tokens), return_type="logits", fwd_hooks=hooks)
         m = torch.from_numpy(np.asarray(mask, dtype=bool))
         ce = torch.nn.functional.cross_entropy(logits[m].float(), torch.from_numpy(targets)[m])
-        expected_open = torch.sigmoid(log_alpha - penalty_shift).sum()
-        loss = ce + sparsity * expected_open
+        open_gates = expected_open(log_alpha).sum()
+        loss = ce + sparsity * open_gates
         opt.zero_grad()
         if weight_opt is not None:
             weight_opt.zero_grad()
@@ -118,10 +126,10 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
             torch.nn.utils.clip_grad_norm_(weights, 1.0)  # a half-closed gate on a construction gives huge gradients
             weight_opt.step()
         if step % max(1, steps // 20) == 0 or step == steps - 1:
-            trace.append({"step": step, "loss": float(ce.detach()), "expected_open": float(expected_open.detach())})
+            trace.append({"step": step, "loss": float(ce.detach()), "expected_open": float(open_gates.detach())})
     work.eval()
     with torch.no_grad():
-        final = _gate_values(log_alpha, training=False)
+        final = gate_values(log_alpha, training=False)
     surviving = [hd for hd in heads if final[index[hd]] > 0.5]
     gates_now["values"] = torch.where(final > 0.5, final, torch.zeros_like(final))  # closed heads removed
     closed = [hd for hd in heads if hd not in surviving]

@@ -141,6 +141,8 @@ def check_settings(method: str, metric: str | None, source: str, threshold: floa
         raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
     if method in BASELINES and metric is not None:
         raise MethodError(f"the {method} baseline measures no metric; leave out --metric")
+    if method == "masks" and metric not in (None, "kl"):
+        raise MethodError("learned edge masks train on the KL over the full output distribution; leave out --metric")
     metric = metric or ("kl" if method == "acdc" else "logit_diff")
     if metric not in METRICS:
         raise MethodError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")

@@ -201,5 +201,24 @@ class BarePatcher(Patcher):
         receiver_grads = dict(zip(keys, grads[len(names):]))
         return outputs, sender_grads, receiver_grads
 
+    def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:
+        """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's
+        output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
+        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this)."""
+        torch = self.torch
+        incoming: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+        for i, e in enumerate(self.graph.edges):
+            incoming[(e.receiver, e.channel)].append((i, e.sender))
+        embed, pos = self._embed(torch.from_numpy(tokens))
+        current: dict[str, Any] = {"embed": embed, "pos": pos}
+
+        def inputs(receiver, channel, x):
+            items = incoming.get((receiver, channel))
+            if not items:
+                return x
+            return x + sum((1 - keep[i]) * (source[s] - current[s]) for i, s in items)
+
+        return self._forward(embed + pos, 0, inputs, {n.name for n in self.graph.senders}, current)
+
     def hooks_on(self, result: bool = True, split: bool = True):
         raise ModelKindError("the bare engine has no hooks")

@@ -9,13 +9,14 @@ path        edge    edges whose path patching moves the metric by ≥ threshold
 attribution edge    edges whose attribution-patching estimate (EAP) is ≥ threshold
 eap-ig      edge    the same with integrated gradients over m steps (``steps``)
 acdc        edge    what ACDC keeps (mode ``normalised`` or ``reference``)
+masks       edge    learned hard-concrete edge masks under an L0 penalty (edge pruning): the open gates
 random      edge    a baseline: uniform random scores; the edges scoring ≥ 1/2
 magnitude   edge    a baseline: each sender's mean activation norm, relative to the largest;
                     the edges scoring ≥ threshold
 =========== ======= ====================================================================
 
 Rankings use the size of a score (ACDC's reference mode the signed change, as the reference's τ
-sweep does); a node method ranks an edge by the smaller of its two ends' effects.
+sweep does; the masks their log α); a node method ranks an edge by the smaller of its two ends' effects.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from interp.circuits.effects import attribution, node_patching, path_patching
 
 __all__ = ["METHODS", "LEVEL", "Found", "run_method"]
 
-METHODS = ("patching", "path", "attribution", "eap-ig", "acdc", "random", "magnitude")
+METHODS = ("patching", "path", "attribution", "eap-ig", "acdc", "masks", "random", "magnitude")
 LEVEL = {m: ("node" if m == "patching" else "edge") for m in METHODS}
 #: Methods that measure no intervention: they take no metric and no ablation of their own.
 BASELINES = ("random", "magnitude")
@@ -74,6 +75,12 @@ def run_method(method: str, patcher: Patcher, data: Any, src: dict[str, Any], so
         return Found(rank, r.kept, r.effects, extra={"acdc": {
             "mode": acdc_mode, "metric": r.metric, "tried": r.tried, "removed": len(g.edges) - len(r.kept),
             "untested": int(np.isnan(r.effects).sum()), "removal_order": r.order}})
+    if method == "masks":
+        from interp.circuits.masks import learn_edge_masks
+
+        r = learn_edge_masks(patcher, data, src, seed=seed)
+        return Found(r["log_alpha"], [e for e, gate in zip(g.edges, r["gates"]) if gate > 0.5], r["log_alpha"],
+                     extra={"masks": {"trace": r["trace"], "open": int((r["gates"] > 0.5).sum())}})
     if method == "random":
         from interp.streams import Stream, rng
 

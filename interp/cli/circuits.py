@@ -35,7 +35,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
     s.add_argument("--method", default="acdc", choices=list(METHODS),
                    help="activation patching of nodes, path patching, attribution patching (EAP), EAP-IG, ACDC "
-                        "(default), or a baseline (random scores, activation magnitude)")
+                        "(default), learned edge masks (edge pruning), or a baseline (random scores, activation magnitude)")
     s.add_argument("--circuit-file", metavar="F", help="score: a circuit in the sandbox-lens, EAP-IG/MIB or "
                                                      "auto-circuit JSON format")
     s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "

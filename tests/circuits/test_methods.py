@@ -58,3 +58,19 @@ def test_baselines_are_reproducible_and_the_magnitude_one_falls_for_the_negative
     assert any(e.split("->")[0] in cancelled for e in magnitude["spurious"])
     path = analyse(model, "path", truth, pairs=16)
     assert path["auroc"] > magnitude["auroc"]
+
+
+def test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine():
+    import pytest
+
+    from interp.errors import ModelKindError
+
+    spec = FAMILIES["modular_counter/C3"]()
+    truth, model = ground_truth(spec), to_hooked(spec)
+    r = analyse(model, "masks", truth, pairs=24)
+    assert r["edge_recall"] == 1.0 and r["faithfulness"] == 1.0 and r["masks"]["open"] == len(r["circuit"]["edges"])
+    assert r["auroc"] > 0.9
+    again = analyse(model, "masks", truth, pairs=24)
+    assert again["ranking"] == r["ranking"]  # seeded noise
+    with pytest.raises(ModelKindError, match="bare patching engine"):
+        analyse(model, "masks", truth, pairs=8, engine="hooks")

@@ -95,7 +95,7 @@ ALLOWED = {
     "compare": {"tasks", "model", "verify", "train", "constructions", "probes", "circuits"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
     "init_from": {"tasks", "model", "train", "constructions"},
-    "circuits": {"tasks", "model", "verify", "constructions"},
+    "circuits": {"tasks", "model", "verify", "constructions", "probes"},
     "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "init_from"},
     "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments",
             "init_from", "circuits"},
