@@ -17,9 +17,10 @@
 # construction is different: its weights *are* a proof, so the circuit it uses can be read off them.
 # This tutorial derives that ground truth, checks that it is what the model really uses, then runs
 # four methods against it — activation patching, path patching, attribution patching and ACDC — and
-# looks at what each one misses and why. The same commands run on a trained twin, where no ground
-# truth exists. (`interp circuit` does all of this from the shell; `make bench` prints the scorecard
-# over every construction.)
+# looks at what each one misses and why; then it adds *informative negatives* to a construction, so
+# that a method can be wrong, and compares the methods that way. The same commands run on a trained
+# twin, where no ground truth exists. (`interp circuit` does all of this from the shell;
+# `make leaderboard` runs every method on every family: docs/circuits/leaderboard.md.)
 
 # %%
 import torch
@@ -154,6 +155,32 @@ print("relevant but invisible:", [e for e, v in r["levels"]["edges"].items() if 
 print("missed:", {e: m["reason"] for e, m in r["missed"].items()} or "nothing")
 s4 = get_automaton("S4")
 print("signs of the generators:", {a: Permutation(list(s4.delta[i])).signature() for i, a in enumerate(s4.alphabet)})
+
+# %% [markdown]
+# ## Making methods fail: informative negatives
+#
+# On a bare construction every edge outside the circuit has effect exactly 0 under resampling, so
+# every patching method's precision is 1 whatever it does. `negatives=` adds parts that keep the model
+# exact but are *not* in its circuit: a distractor that reads the word and writes where nothing reads,
+# a pair of heads whose outputs cancel exactly (patching one moves the logits, patching both does
+# not), and a sharp, word-dependent attention pattern over a constant value. The ground truth finds the
+# cancelling pair in the weights and leaves it out (reason `cancelled`). Now the methods differ:
+# path patching, which patches one edge at a time, keeps the pair; ACDC, which tests each removal
+# against the circuit so far, drops it here (not on every family); learned edge masks, trained
+# jointly, could close both gates together but keep most of it; the activation-magnitude baseline
+# keeps everything loud.
+
+# %%
+grid = build("gridworld", get_automaton("grid4"), 8, negatives="distractor,cancel,constant")
+g_truth, g_model = ground_truth(grid), to_hooked(grid)
+print("cancelling pair found in the weights:", g_truth.flow.cancelled)
+print(f"{'method':10s} {'AUROC':>6s} {'AP':>6s} {'precision':>9s} {'recall':>6s}  spurious (why)")
+for m in ("path", "acdc", "masks", "magnitude"):
+    r = analyse(g_model, m, g_truth, pairs=32)
+    why = sorted(set(r["spurious"].values()))
+    print(f"{m:10s} {r['auroc']:6.3f} {r['average_precision']:6.3f} {r['edge_precision']:9.3f} {r['edge_recall']:6.3f}  "
+          f"{len(r['spurious'])} ({', '.join(why) or '—'})")
+display(Image(circuit_png(analyse(g_model, "path", g_truth, pairs=32), "gridworld grid4 + negatives: path patching")))
 
 # %% [markdown]
 # ## A trained twin
