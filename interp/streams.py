@@ -35,6 +35,9 @@ class Stream(enum.Enum):
     PROBE_WORDS = (9, 0)  # experiments: words the probes read
     DROPOUT = (10, 0)  # training with dropout: the torch generator of each step (see torch_seed)
     RANDOM_BASELINE = (11, 0)  # `interp circuit --method random`: the baseline's edge scores
+    CAUSAL_PAIRS = (13, 0)  # interp.causal: the base and source words of interchange interventions
+    CAUSAL_CONTROL = (14, 0)  # interp.causal: the random subspaces of the matched-k control
+    DAS_INIT = (15, 8000)  # interp.causal: DAS's initial rotation (a torch seed, see torch_seed)
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property

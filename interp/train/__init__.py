@@ -30,9 +30,10 @@ from typing import Any
 _WHERE = {"METRICS": "checkpoint", "has_checkpoint": "checkpoint", "MAX_N_CTX": "config", "ModelShape": "config",
           "TrainConfig": "config", "run_identity": "config", "evaluate": "loop", "train": "loop",
           "build_model": "twin", "default_shape": "twin", "load_trained": "twin", "open_model": "twin",
+          "random_init": "twin",
           "task_defaults": "twin"}
 
-__all__ = ["ModelShape", "TrainConfig", "build_model", "train", "load_trained", "default_shape", "evaluate",
+__all__ = ["ModelShape", "TrainConfig", "build_model", "random_init", "train", "load_trained", "default_shape", "evaluate",
            "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX"]
 
 

@@ -16,7 +16,8 @@ from interp.tasks.kinds import task_from_dict, task_kind
 from interp.train.checkpoint import load_weights, read_checkpoint, task_label
 from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
-__all__ = ["build_model", "default_shape", "task_defaults", "load_trained", "initialise_and_freeze", "open_model"]
+__all__ = ["build_model", "default_shape", "task_defaults", "load_trained", "initialise_and_freeze", "open_model",
+           "random_init"]
 
 def task_defaults(task) -> dict[str, Any]:
     """Steps, learning rate and target accuracy of a twin of ``task``'s kind (`interp train` and `interp
@@ -125,6 +126,18 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
     model.card = _card(task, meta)
     from interp.model.tokens import attach_tokenizer
 
+    return attach_tokenizer(model)
+
+
+def random_init(task: Any, shape: ModelShape, seed: int = 0):
+    """A twin as initialised and never trained, with its card: the null every causal number sits beside."""
+    from dataclasses import asdict
+
+    from interp.model.tokens import attach_tokenizer
+
+    model = build_model(task, shape, seed)
+    model.card = _card(task, {"shape": asdict(shape), "step": 0, "config": {"seed": seed}})
+    model.card.notes = "randomly initialised, untrained (a null)"
     return attach_tokenizer(model)
 
 

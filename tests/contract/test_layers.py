@@ -10,7 +10,7 @@ floor 2  constructions.*, probes.*                           interp.tasks, inter
          interp.verify.*, interp.train.*                     floors 0-1
 floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
          interp.experiments.*, interp.init_from,
-         interp.circuits.*
+         interp.circuits.*, interp.causal.*
 floor 4  interp.demo, interp.cli.*, interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare and experiment reports never import
@@ -79,7 +79,7 @@ def floor(module: str) -> tuple[int, str]:
                           ("interp.verify", (2, "verify")), ("interp.train", (2, "train")),
                           ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
                           ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from")),
-                          ("interp.circuits", (3, "circuits"))):
+                          ("interp.circuits", (3, "circuits")), ("interp.causal", (3, "causal"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
     if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
@@ -96,6 +96,7 @@ ALLOWED = {
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
     "init_from": {"tasks", "model", "train", "constructions"},
     "circuits": {"tasks", "model", "verify", "constructions", "probes"},
+    "causal": {"tasks", "model", "verify", "constructions", "probes", "train"},
     "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "init_from"},
     "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments",
             "init_from", "circuits"},

@@ -1,0 +1,83 @@
+"""Causal alignment, first increment: the high-level state models, interchange interventions with IIA on
+changed outputs, the random-subspace control, the random-init null and DAS — on Lemma 15's counter,
+whose variables and inert sites are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from constructions.registry import build
+from interp.causal.das import das
+from interp.causal.highlevel import HighLevelError, StateModel
+from interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
+from interp.model.hooked import to_hooked
+from interp.tasks.catalogue import get_automaton
+
+POST, MID = "blocks.0.hook_resid_post", "blocks.0.hook_resid_mid"
+
+
+@pytest.fixture(scope="module")
+def counter():
+    model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
+    base, source = word_pairs(model, 600, seed=0)
+    return model, StateModel(get_automaton("C3"), "parallel"), base, source
+
+
+def test_the_rival_models_predict_different_counterfactuals():
+    c2 = get_automaton("parity")
+    base, source = np.array([[0, 1, 0, 0]]), np.array([[1, 0, 0, 0]])
+    labels, scored = StateModel(c2, "parallel").counterfactual(base, source, 1)
+    assert labels.tolist() == [[0, 1, 1, 1]] and scored.tolist() == [[False, True, False, False]]
+    labels, scored = StateModel(c2, "recurrent").counterfactual(base, source, 1)
+    assert labels.tolist() == [[0, 1, 1, 1]] and scored[0, 1:].all() and not scored[0, 0]
+    with pytest.raises(HighLevelError, match="outside words of length 4"):
+        StateModel(c2).counterfactual(base, source, 4)
+    with pytest.raises(HighLevelError, match="unknown high-level model"):
+        StateModel(c2, "magic")
+
+
+def test_the_counters_variables_live_where_the_proof_puts_them(counter):
+    """The state subspace after the MLP and the head's count before it carry the state (IIA 1 on changed
+    outputs); the count after the MLP, still there and readable, is causally inert (0)."""
+    model, high, base, source = counter
+    at = {name: iia(model, high, Site(hook, 4, subspace_basis(model, sub), name), base[:200], source[:200])
+          for name, hook, sub in (("state", POST, "state"), ("count", MID, "s"), ("count after", POST, "s"))}
+    assert at["state"]["changed"]["iia"] == 1.0 and at["count"]["changed"]["iia"] == 1.0
+    assert at["count after"]["changed"]["iia"] == 0.0 and at["count after"]["ceiling"] == 1.0
+    assert at["state"]["changed"]["outputs"] > 50 and at["state"]["changed"]["interval"][0] > 0.9
+    recurrent = iia(model, StateModel(get_automaton("C3"), "recurrent"), Site(POST, 4, subspace_basis(model, "state")),
+                    base[:200], source[:200])
+    assert recurrent["changed"]["iia"] < 0.5  # the counter counts in parallel: the recurrent reading is rejected
+    control = iia(model, high, Site(POST, 4, random_basis(model.cfg.d_model, 3)), base[:200], source[:200])
+    assert control["changed"]["iia"] < 0.9
+
+
+def test_das_finds_the_state_after_the_mlp_but_not_the_count_before_it(counter):
+    """After the MLP, k = 2 recovers the state (held-out IIA 1); before it, gradient search with k = 1 fails
+    on the staircase although the known count direction gives 1.0 — reported, not hidden."""
+    model, high, base, source = counter
+    before = [p.requires_grad for p in model.parameters()]
+    basis, trace = das(model, high, POST, 4, 2, base[:400], source[:400], steps=200)
+    assert np.allclose(basis.T @ basis, np.eye(2), atol=1e-5)
+    held = iia(model, high, Site(POST, 4, basis), base[400:], source[400:])
+    assert held["changed"]["iia"] >= 0.99 and trace[-1]["loss"] < trace[0]["loss"]
+    basis, _ = das(model, high, MID, 4, 1, base[:400], source[:400], steps=200)
+    assert iia(model, high, Site(MID, 4, basis), base[400:], source[400:])["changed"]["iia"] < 0.6
+    assert [p.requires_grad for p in model.parameters()] == before  # the caller's model is left as it was
+
+
+def test_a_random_init_twin_stays_at_chance(counter):
+    from interp.tasks.batches import AutomatonTask
+    from interp.train import ModelShape, random_init
+
+    model, high, base, source = counter
+    twin = random_init(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2), seed=0)
+    full = iia(twin, high, Site("blocks.1.hook_resid_post", 4), base[:200], source[:200])
+    assert full["changed"]["iia"] < 0.6 and full["ceiling"] < 0.6
+
+
+def test_a_subspace_the_construction_does_not_have_is_refused(counter):
+    model, *_ = counter
+    with pytest.raises(HighLevelError, match="no residual subspace 'H'"):
+        subspace_basis(model, "H")
