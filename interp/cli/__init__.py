@@ -18,7 +18,7 @@ import threading
 import warnings
 from typing import Any, Callable, Sequence
 
-from interp.cli import analysis, circuits, constructions, experiments, training
+from interp.cli import analysis, causal, circuits, constructions, experiments, training
 from interp.cli.common import Parser
 from interp.errors import Interrupted, SandboxError
 
@@ -35,7 +35,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
                         f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
-    for module in (constructions, training, analysis, circuits, experiments):
+    for module in (constructions, training, analysis, circuits, causal, experiments):
         handlers.update(module.register(sub))
     return p, handlers
 
@@ -44,7 +44,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
 #: 2 cores): 2 threads train a Dyck twin only 7% faster on an idle machine and 3.7× slower beside one
 #: busy core, so these default to one thread; verify and build (long single forwards: 2 threads 35%
 #: faster when idle) keep torch's choice.
-ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", "circuit", "evaluate"})
+ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", "circuit", "evaluate", "align"})
 
 
 def default_threads(command: str, requested: int | None) -> int | None:

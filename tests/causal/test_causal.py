@@ -81,3 +81,21 @@ def test_a_subspace_the_construction_does_not_have_is_refused(counter):
     model, *_ = counter
     with pytest.raises(HighLevelError, match="no residual subspace 'H'"):
         subspace_basis(model, "H")
+
+
+def test_the_scan_finds_the_prefix_scans_doubling_windows():
+    """Theorem 10: after its l-th attention layer, position t holds the state when t + 1 ≤ 2^l. A full swap
+    at position p reaches IIA 1 first right after the attention layer that completes p's window."""
+    from interp.causal.localise import first_sites, scan
+
+    spec = build("prefix_scan", get_automaton("C3"), 8)
+    model = to_hooked(spec)
+    base, source = word_pairs(model, 128, seed=1)
+    result = scan(model, StateModel(get_automaton("C3")), base, source)
+    attention = spec.attention_blocks
+    for p, hook in first_sites(result).items():
+        if p == 0:
+            continue  # the first state is the first symbol's image: swapping the token itself is enough
+        layer = int(np.ceil(np.log2(p + 1)))
+        assert hook == f"blocks.{attention[layer - 1]}.hook_resid_mid", (p, hook)
+    assert result["iia"].shape == (3 * spec.n_layers, 8) and result["ceiling"] == 1.0

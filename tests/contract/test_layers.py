@@ -99,7 +99,7 @@ ALLOWED = {
     "causal": {"tasks", "model", "verify", "constructions", "probes", "train"},
     "experiments": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "init_from"},
     "cli": {"tasks", "model", "verify", "train", "constructions", "probes", "compare", "evaluate", "experiments",
-            "init_from", "circuits"},
+            "init_from", "circuits", "causal"},
     "base": set(),
 }
 

@@ -1,0 +1,69 @@
+"""`interp align` from the shell: a saved construction and a twin (with the construction and the null
+beside it), and bad input in one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _interp(capsys, *args: str) -> tuple[int, str, str]:
+    from interp.cli import main
+
+    try:
+        code = main(list(args))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    from interp.cli import main
+
+    root = tmp_path_factory.mktemp("align")
+    main(["build", "modular_counter", "--automaton", "C3", "-T", "8", "--out", str(root / "counter")])
+    main(["build", "ffl", "-T", "8", "--out", str(root / "ffl")])
+    main(["train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "30", "--out", str(root / "twin")])
+    main(["train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "5", "--arch", "lstm",
+          "--out", str(root / "lstm")])
+    return root
+
+
+def test_align_a_saved_construction(saved, tmp_path, capsys):
+    code, out, err = _interp(capsys, "align", "--model", str(saved / "counter"), "--pairs", "64", "--k", "2",
+                             "--json", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["first_sites"]["4"] == "blocks.0.hook_resid_mid" and summary["ceiling"] == 1.0
+    data = json.loads((tmp_path / "a" / "align.json").read_text())
+    assert data["das"]["k"][0]["k"] == 2 and "null" not in data
+    assert (tmp_path / "a" / "align.png").stat().st_size > 10_000
+
+
+def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, capsys):
+    code, _, err = _interp(capsys, "align", "--run", str(saved / "twin"), "--construction", "modular_counter",
+                           "--pairs", "32", "--k", "1", "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    data = json.loads((tmp_path / "t" / "align.json").read_text())
+    assert data["null"]["title"] == "random init (null)" and data["construction"]["title"] == "modular_counter"
+    assert data["construction"]["first_sites"]["3"] == "blocks.0.hook_resid_mid"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["align", "--out", "X"], "give one of --run DIR"),
+    (["align", "--model", "{ffl}", "--out", "X"], "covers automaton tasks so far"),
+    (["align", "--run", "{lstm}", "--out", "X"], "has none"),
+    (["align", "--model", "{counter}", "--construction", "magic", "--out", "X"], "unknown construction"),
+    (["align", "--run", "{twin}", "--construction", "dyck", "--out", "X"], "models the dyck task"),
+    (["align", "--model", "{counter}", "--k", "two", "--out", "X"], "comma-separated integers"),
+    (["align", "--model", "{counter}", "--pairs", "2", "--out", "X"], "--pairs must be"),
+])
+def test_bad_input_is_one_line(saved, tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(ffl=saved / "ffl", counter=saved / "counter", twin=saved / "twin", lstm=saved / "lstm") for a in argv]
+    code, _, err = _interp(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "X").exists()
