@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/sweeps.py
 	$(PY) benchmarks/circuits.py
+	$(PY) benchmarks/causal.py
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
