@@ -36,12 +36,13 @@ def main() -> None:
         twin = load_trained(Path(tmp) / "twin")
     construction = to_hooked(build("modular_counter", get_automaton("C3"), 8))
     t0 = time.process_time()
-    result = align(twin, construction=construction, null=random_init(task, shape, 0))
+    result = align(twin, constructions={"modular_counter": construction}, null=random_init(task, shape, 0))
     seconds = time.process_time() - t0
     best = max(result["das"]["k"], key=lambda d: d["iia"]["iia"] or 0)
     print(f"causal section of a 2-layer C3 twin (accuracy {metrics['final_accuracy']:.3f}, trained in {trained:.0f} "
           f"CPU-s): {seconds:.1f} CPU-s (budget 120) — first sites {result['model']['first_sites']}; "
-          f"best DAS k = {best['k']}: IIA {best['iia']['iia']:.3f} (random {best['random_subspace']['iia']:.3f})")
+          f"best DAS k = {best['k']}: IIA {best['iia']['iia']:.3f} (random {best['random_subspace']['iia']:.3f}); "
+          f"verdict: {result['constructions']['modular_counter']['verdict']['verdict']}")
 
 
 if __name__ == "__main__":

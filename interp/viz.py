@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "token_ticks"]
+__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "token_ticks", "interchange_scans_png"]
 
 
 def figure_png(fig) -> bytes:
@@ -67,6 +67,27 @@ def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[st
     if path is not None:
         Path(path).write_bytes(data)
     return data
+
+
+def interchange_scans_png(result: dict) -> bytes:
+    """The interchange scans of an alignment (``interp.causal.align.align``'s result, or its JSON): one
+    heatmap per model — residual hooks down, positions across, IIA on changed outputs as colour."""
+    from matplotlib.figure import Figure
+
+    panels = [("model", result["model"])] + [("construction", r) for r in result.get("constructions", {}).values()]
+    panels += [("null", result["null"])] if "null" in result else []
+    fig = Figure(figsize=(4.2 * len(panels), 0.32 * len(result["model"]["scan"]["hooks"]) + 1.8))
+    im = None
+    for ax, (name, r) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
+        grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]], dtype=float)
+        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        hooks = [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in r["scan"]["hooks"]]
+        ax.set_yticks(range(len(hooks)), hooks, fontsize=6)
+        ax.set_xticks(range(len(r["scan"]["positions"])), r["scan"]["positions"], fontsize=6)
+        ax.set_xlabel("position p (the state S_p is swapped there)", fontsize=7)
+        ax.set_title(f"{name}: {r['title']}", fontsize=8)
+    fig.colorbar(im, ax=fig.axes, shrink=0.8, label="IIA on changed outputs")
+    return figure_png(fig)
 
 
 def png_data_uri(data: bytes) -> str:

@@ -18,6 +18,7 @@ from interp.causal.das import das
 from interp.causal.highlevel import HighLevelError, StateModel
 from interp.causal.interchange import Site, iia, random_basis, word_pairs
 from interp.causal.localise import first_sites, scan
+from interp.causal.verdict import verdict
 
 __all__ = ["align", "high_level_of"]
 
@@ -35,10 +36,12 @@ def high_level_of(model: Any, mode: str = "parallel") -> StateModel:
     return StateModel(card.source, mode)
 
 
-def align(model: Any, *, construction: Any = None, null: Any = None, mode: str = "parallel", pairs: int = 256,
-          ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",
+          pairs: int = 256, ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0,
+          progress: bool = False) -> dict[str, Any]:
     """The causal section for ``model`` (see the module docstring): its scan, first sites, DAS at the best
-    site against a random subspace of each k, the ``null``'s scan and the ``construction``'s."""
+    site against a random subspace of each k, the ``null``'s scan, each of ``constructions``' scans and,
+    beside each, the verdict (:func:`interp.causal.verdict.verdict`)."""
     t0 = time.perf_counter()
     high = high_level_of(model, mode)
     base, source = word_pairs(model, 2 * pairs, seed=seed)
@@ -56,10 +59,14 @@ def align(model: Any, *, construction: Any = None, null: Any = None, mode: str =
         control = iia(model, high, Site(hook, position, random_basis(model.cfg.d_model, k, seed)), held_b, held_s)
         out["das"]["k"].append({"k": k, "iia": learned["changed"], "random_subspace": control["changed"],
                                 "final_loss": trace[-1]["loss"]})
-    for name, other in (("null", null), ("construction", construction)):
-        if other is not None:
-            title = "random init (null)" if name == "null" else _title(other)
-            out[name] = _scanned(other, StateModel(high.automaton, mode), held_b, held_s, progress, title)
+    if null is not None:
+        out["null"] = _scanned(null, StateModel(high.automaton, mode), held_b, held_s, progress, "random init (null)")
+    out["constructions"] = {}
+    for name, other in (constructions or {}).items():
+        scanned = _scanned(other, StateModel(high.automaton, mode), held_b, held_s, progress, name)
+        scanned["verdict"] = verdict(out["model"]["best"], out["model"]["first_sites"], scanned["first_sites"],
+                                     out["null"]["best"] if null is not None else {})
+        out["constructions"][name] = scanned
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -72,8 +79,10 @@ def _title(model: Any) -> str:
 def _scanned(model: Any, high: StateModel, base: np.ndarray, source: np.ndarray, progress: bool,
              title: str) -> dict[str, Any]:
     r = scan(model, high, base, source, progress=progress)
-    return {"title": title, "ceiling": r["ceiling"],
-            "first_sites": {str(p): h for p, h in first_sites(r).items()},
+    best = {int(p): (None if np.all(np.isnan(r["iia"][:, j])) else float(np.nanmax(r["iia"][:, j])))
+            for j, p in enumerate(r["positions"])}
+    return {"title": title, "ceiling": r["ceiling"], "best": best,
+            "first_sites": {int(p): h for p, h in first_sites(r).items()},
             "scan": {"hooks": r["hooks"], "positions": r["positions"],
                      "iia": [[None if np.isnan(v) else float(v) for v in row] for row in r["iia"]],
                      "outputs": r["outputs"].tolist()}}

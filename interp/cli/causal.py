@@ -36,6 +36,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 def _cmd_align(args: argparse.Namespace) -> int:
     from interp.causal.align import align, high_level_of
     from interp.files import atomic_write, write_json
+    from interp.viz import interchange_scans_png
 
     if bool(args.run) == bool(args.model):
         raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
@@ -54,13 +55,13 @@ def _cmd_align(args: argparse.Namespace) -> int:
 
     model = open_model(args.run or args.model)
     high_level_of(model, args.high_level)  # refuses other tasks and the LSTM before any work
-    construction = _construction(args.construction, model) if args.construction else None
+    constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
     null = _null(model, args.seed) if model.card.construction == "trained" else None
-    result = align(model, construction=construction, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
+    result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
                    seed=args.seed, progress=sys.stderr.isatty())
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", result)
-    atomic_write(out / "align.png", _picture(result))
+    atomic_write(out / "align.png", interchange_scans_png(result))
     summary = {"first_sites": result["model"]["first_sites"], "ceiling": result["model"]["ceiling"],
                "das": [{"k": d["k"], "iia": d["iia"]["iia"], "random": d["random_subspace"]["iia"]} for d in result["das"]["k"]],
                "seconds": result["seconds"]}
@@ -72,9 +73,11 @@ def _cmd_align(args: argparse.Namespace) -> int:
     for d in result["das"]["k"]:
         print(f"  DAS at {result['das']['hook']} position {result['das']['position']}, k = {d['k']}: IIA "
               f"{_f(d['iia']['iia'])} on changed held-out outputs (random {d['k']}-dim subspace: {_f(d['random_subspace']['iia'])})")
-    for name in ("null", "construction"):
-        if name in result:
-            print(f"  {name}: first sites {result[name]['first_sites']}")
+    if "null" in result:
+        print(f"  null (random init): first sites {result['null']['first_sites']}")
+    for name, r in result["constructions"].items():
+        print(f"  {name}: first sites {r['first_sites']}")
+        print(f"  verdict against {name}: {r['verdict']['verdict']} (rule: {r['verdict']['rule']})")
     print(f"  wrote {out / 'align.json'} and {out / 'align.png'} ({result['seconds']:.0f} s)")
     return 0
 
@@ -98,26 +101,6 @@ def _null(model, seed: int):
 
     shape = {k: getattr(model.cfg, k) for k in ("n_layers", "d_model", "n_heads")}
     return random_init(task_from_dict(model.card.task), ModelShape(**shape), seed)
-
-
-def _picture(result: dict) -> bytes:
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    from interp.viz import figure_png
-
-    panels = [(k, result[k]) for k in ("model", "construction", "null") if k in result]
-    fig = Figure(figsize=(4.2 * len(panels), 0.32 * len(result["model"]["scan"]["hooks"]) + 1.8))
-    for ax, (name, r) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
-        grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]])
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        ax.set_yticks(range(len(r["scan"]["hooks"])), [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in r["scan"]["hooks"]],
-                      fontsize=6)
-        ax.set_xticks(range(len(r["scan"]["positions"])), r["scan"]["positions"], fontsize=6)
-        ax.set_xlabel("position p (the state S_p is swapped there)", fontsize=7)
-        ax.set_title(f"{name}: {r['title']}", fontsize=8)
-    fig.colorbar(im, ax=fig.axes, shrink=0.8, label="IIA on changed outputs")
-    return figure_png(fig)
 
 
 def _f(x) -> str:

@@ -231,6 +231,8 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
                 for pair in match_heads(canon[TWIN], canon[name])]
     if c.circuit_pairs:
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], c.circuit_pairs, seed)
+    if c.causal_pairs and comparison.kind == "automaton":
+        metrics["causal"] = _causal(models, c.causal_pairs, seed, progress)
     if comparison.theorem3 and c.theorem3_steps and backend() == "TransformerBridge":
         metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
                                                   "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
@@ -278,6 +280,20 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
             "shared": sorted(mapped & heads[construction]),
             "jaccard": len(mapped & heads[construction]) / len(union) if union else None}
     return out
+
+
+def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, Any]:
+    """Where the twin computes the state, causally, beside each construction and a random-init null, with
+    the verdict per construction (interp.causal.align)."""
+    from interp.causal.align import align
+    from interp.tasks.kinds import task_from_dict
+    from interp.train import ModelShape, random_init
+
+    twin = models[TWIN]
+    shape = ModelShape(**{k: getattr(twin.cfg, k) for k in ("n_layers", "d_model", "n_heads")})
+    null = random_init(task_from_dict(twin.card.task), shape, seed)
+    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=null, pairs=pairs,
+                 das_steps=100, seed=seed, progress=progress)
 
 
 def _write_example_patterns(out: Path, comparison: Comparison, models: dict, seed: int) -> dict[str, Any]:

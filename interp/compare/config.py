@@ -31,12 +31,13 @@ class CompareConfig:
     theorem3_steps: int = setting(1000, "dyck: steps of the random-network weight mask (0: skip)")
     corollary3_steps: int = setting(400, "dyck: steps of the two-target mask with one shared matrix (0: skip)")
     circuit_pairs: int = setting(64, "counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
+    causal_pairs: int = setting(128, "pairs (and as many held out) for the causal section: automaton tasks; 0: skip")
     seed: int = setting(0, "seed of the sampled words, the twin and the masks")
 
     def __post_init__(self) -> None:
         if self.samples < 8 or self.examples < 1:
             raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
-        for name in ("mask_steps", "theorem3_steps", "corollary3_steps", "circuit_pairs"):
+        for name in ("mask_steps", "theorem3_steps", "corollary3_steps", "circuit_pairs", "causal_pairs"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise SandboxError(f"--{name.replace('_', '-')} must be ≥ 0, got {getattr(self, name)}")
         if self.train_steps is not None and self.train_steps < 1:

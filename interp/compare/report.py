@@ -189,6 +189,37 @@ its normalised KL. Constructions are scored against the task-relevant ground tru
                          "Jaccard"], overlap) if overlap else ""))
 
 
+def _causal_section(c: dict[str, Any] | None) -> str:
+    """Where the twin computes the state (interchange interventions), beside the constructions and the null."""
+    if not c:
+        return ""
+    from interp.viz import interchange_scans_png  # the same picture `interp align` draws
+
+    verdicts = [[name, r["verdict"]["verdict"]] for name, r in c["constructions"].items()]
+    positions = list(c["model"]["first_sites"])
+    rows = [["twin", *(_short(c["model"]["first_sites"][p]) for p in positions)]]
+    rows += [[name, *(_short(r["first_sites"][p]) for p in positions)] for name, r in c["constructions"].items()]
+    if "null" in c:
+        rows.append(["random init (null)", *(_short(c["null"]["first_sites"][p]) for p in positions)])
+    das = [[d["k"], _fmt(d["iia"]["iia"]), _fmt(d["random_subspace"]["iia"])] for d in c["das"]["k"]]
+    rule = next(iter(c["constructions"].values()))["verdict"]["rule"] if c["constructions"] else ""
+    return (f"""<h2>Causal alignment: where the state is computed</h2>
+<p class="note">Interchange interventions ({c['pairs']['held_out']} held-out pairs of independent words): the whole
+residual at (hook, position p) is set to its value on another word and the outputs are scored against the
+automaton's state with S_p swapped ({c['high_level_model']} model), on the outputs the swap changes. A probe
+shows a latent is readable; this shows where it is used. Verdict rule: {html.escape(rule)}.</p>"""
+            + _table(["against", "verdict"], verdicts)
+            + "<h3>First site reaching IIA 0.99, per position</h3>"
+            + _table(["model", *[f"p = {p}" for p in positions]], rows)
+            + f"<h3>DAS at {html.escape(c['das']['hook'])}, position {c['das']['position']}</h3>"
+            + _table(["k", "IIA (changed, held out)", "random k-dim subspace"], das)
+            + f"<img alt='interchange scans' src='{png_data_uri(interchange_scans_png(c))}'>")
+
+
+def _short(hook: str | None) -> str:
+    return "—" if hook is None else hook.replace("blocks.", "").replace(".hook_resid_", " ")
+
+
 def _summary_html(metrics: dict[str, Any]) -> str:
     """The summary table (with the under-target warning) and what we conclude."""
     summary = []
@@ -333,7 +364,8 @@ Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
 {_pruning_html(metrics)}
 {_theorem3_html(metrics)}
 {_circuits_section(metrics.get("circuits"))}
-<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits); {metrics['seconds']:.0f} s.</p>"""
+{_causal_section(metrics.get("causal"))}
+<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits, causal); {metrics['seconds']:.0f} s.</p>"""
     report = out / "report.html"
     atomic_write(report, page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body).encode())
     return report

@@ -39,7 +39,7 @@ def test_align_a_saved_construction(saved, tmp_path, capsys):
     summary = json.loads(out)
     assert summary["first_sites"]["4"] == "blocks.0.hook_resid_mid" and summary["ceiling"] == 1.0
     data = json.loads((tmp_path / "a" / "align.json").read_text())
-    assert data["das"]["k"][0]["k"] == 2 and "null" not in data
+    assert data["das"]["k"][0]["k"] == 2 and "null" not in data and data["constructions"] == {}
     assert (tmp_path / "a" / "align.png").stat().st_size > 10_000
 
 
@@ -48,8 +48,9 @@ def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, caps
                            "--pairs", "32", "--k", "1", "--out", str(tmp_path / "t"))
     assert code == 0, err
     data = json.loads((tmp_path / "t" / "align.json").read_text())
-    assert data["null"]["title"] == "random init (null)" and data["construction"]["title"] == "modular_counter"
-    assert data["construction"]["first_sites"]["3"] == "blocks.0.hook_resid_mid"
+    assert data["null"]["title"] == "random init (null)"
+    counter = data["constructions"]["modular_counter"]
+    assert counter["first_sites"]["3"] == "blocks.0.hook_resid_mid" and counter["verdict"]["verdict"]
 
 
 @pytest.mark.parametrize("argv,message", [

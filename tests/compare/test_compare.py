@@ -172,6 +172,13 @@ def test_automaton_comparison_on_parity(tmp_path):
     assert circuits[TWIN]["relevant_edges"] is None and 0 <= circuits[TWIN]["faithfulness"] <= 1
     overlap = m["circuits"]["overlap"]["prefix_scan"]
     assert set(overlap["mapped"]) <= {"L0H0", "L2H0", "L4H0"} and set(overlap["shared"]) <= set(overlap["mapped"])
+    causal = m["causal"]  # where the state is computed, causally, with a verdict per construction
+    assert causal["constructions"]["modular_counter"]["first_sites"]["4"] == "blocks.0.hook_resid_mid"
+    assert causal["constructions"]["prefix_scan"]["first_sites"]["4"] == "blocks.4.hook_resid_mid"  # Theorem 10's windows
+    for name in ("modular_counter", "prefix_scan"):
+        assert causal["constructions"][name]["verdict"]["verdict"] and "IIA" in causal["constructions"][name]["verdict"]["rule"]
+    assert all(v is None or v < 0.95 for v in causal["null"]["best"].values())  # the random-init null at chance
+    assert "Causal alignment: where the state is computed" in (tmp_path / "report.html").read_text()
 
 
 def test_bad_requests_get_clear_errors(tmp_path):
