@@ -31,9 +31,12 @@ def high_level_of(model: Any, mode: str = "parallel") -> StateModel:
     if not hasattr(model, "run_with_hooks") or not hasattr(model, "blocks"):
         raise HighLevelError("causal alignment intervenes on a transformer's residual stream; this model has none "
                              f"({getattr(card, 'options', {}).get('arch', type(model).__name__)})")
-    if card.task_kind.name != "automaton":
-        raise HighLevelError(f"causal alignment covers automaton tasks so far; this model's task is {card.task_kind.name}")
-    return StateModel(card.source, mode)
+    kind = card.task_kind
+    if kind.high_level is None:
+        raise HighLevelError(f"causal alignment covers automaton tasks so far; this model's task is {kind.name}")
+    from interp.tasks.kinds import resolve
+
+    return resolve(kind.high_level)(card.source, mode)
 
 
 def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",

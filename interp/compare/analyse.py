@@ -231,7 +231,7 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
                 for pair in match_heads(canon[TWIN], canon[name])]
     if c.circuit_pairs:
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], c.circuit_pairs, seed)
-    if c.causal_pairs and comparison.kind == "automaton":
+    if c.causal_pairs and twin.card.task_kind.high_level is not None:
         metrics["causal"] = _causal(models, c.causal_pairs, seed, progress)
     if comparison.theorem3 and c.theorem3_steps and backend() == "TransformerBridge":
         metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
