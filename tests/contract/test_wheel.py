@@ -21,7 +21,7 @@ def wheel(tmp_path_factory) -> Path:
     """Built from a copy of what a clone holds: a ``build/`` folder left in the checkout would hand an old
     build's files to the new wheel (and hide a package list that misses some)."""
     out, src = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     for pkg in PACKAGES:
         shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
@@ -41,6 +41,32 @@ def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
     assert source - packaged == set(), f"missing from the wheel: {sorted(source - packaged)[:10]}"
     assert packaged - source == set(), f"in the wheel but not in the tree: {sorted(packaged - source)[:10]}"
     assert "interp = interp.cli:main" in entry_points
+    with zipfile.ZipFile(wheel) as z:
+        metadata = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        assert any(n.endswith("licenses/LICENSE") for n in z.namelist())
+    assert "License-Expression: MIT" in metadata
+
+
+def test_the_sdist_carries_what_its_tests_and_examples_need(tmp_path):
+    """Built from the files a clone holds (git's), the sdist has the tests with their conftest and data,
+    the examples, the tutorials, the docs and the LICENSE — and no build or cache debris."""
+    import tarfile
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    src = tmp_path / "clone"
+    for name in tracked:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, src / name)
+    r = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b; print(b.build_sdist('dist'))"],
+                       cwd=src, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with tarfile.open(src / "dist" / r.stdout.strip().splitlines()[-1]) as t:
+        members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
+    for needed in ("LICENSE", "tests/conftest.py", "tests/data/construction_weights.json", "tests/circuit_families.py",
+                   "examples/cascades/parity_flipflop_counter.json", "tutorials/09_causal_alignment.py",
+                   "docs/circuits/leaderboard.json", "Makefile", "interp/cli/__init__.py"):
+        assert needed in members, needed
+    assert not [m for m in members if "__pycache__" in m or m.endswith(".pyc")]
 
 
 def test_the_installed_wheel_runs_from_another_directory(wheel, tmp_path):
