@@ -11,13 +11,17 @@ written in block 0, on fresh residual coordinates, so the construction's own par
   The sum is exactly 0 on every input, so the model is unchanged; patching *one* of the two moves
   the logits. A method that patches one edge at a time sees two important heads; jointly they do
   nothing. The ground truth detects the pair from the weights (equal W_Q·W_Kᵀ, opposite W_V·W_O).
+* ``backup`` — two routes, either sufficient: two heads with one pattern copy the word into their own
+  coordinates, and block 0's MLP takes their maximum (ReLU(a) + ReLU(b − a)), which the unembedding
+  reads weakly (a twentieth of its largest weight). Zeroing either head leaves the maximum unchanged;
+  zeroing both does not — an OR under zero ablation, recorded in the options as
+  ``negative_routes`` so the ground truth scores it as one (``interp.circuits.levels``).
 * ``constant`` — the "looks important" trap: a head whose attention is sharp and depends on the
   word but whose value reads ``neg_one`` (1 at every token), so its output is the constant 1 whatever
   it attends to. It writes ``neg_bias``, which the unembedding reads, and the unembedding's bias
   takes the constant back. Resampling cannot move it; zero ablation can (it belongs to the zero
   ablation's ground truth only).
 
-Backup paths (two routes, either sufficient) are not built yet.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ from interp.model.spec import MLP, ConstructionSpec, Head
 
 __all__ = ["NEGATIVES", "add_negatives"]
 
-NEGATIVES = ("distractor", "cancel", "constant")
+NEGATIVES = ("distractor", "cancel", "constant", "backup")
 #: The attention scale of the gadgets' word-dependent patterns (sharp, not saturated).
 SHARP = 8.0
 #: How strongly the unembedding reads the gadgets' outputs, relative to its largest weight: enough that
 #: patching one head of the cancelling pair moves the logit difference by about a tenth of its range.
 GAIN = 20.0
+#: The backup routes' read-out, relative to the unembedding's largest weight: small enough to leave every
+#: answer as it was (verified), large enough to move the logit difference.
+BACKUP_GAIN = 0.05
 
 
 def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> ConstructionSpec:
@@ -72,7 +79,20 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
         block.heads.append(_constant_head(layout, word))
         spec.W_U[layout.index("neg_bias")] = readout
         spec.b_U = spec.b_U - readout  # the head writes exactly 1 (up to rounding): take it back
-    spec.options = {**spec.options, "negatives": ",".join(chosen)}
+    routes = {}
+    if "backup" in chosen:
+        first = len(block.heads)
+        for name in ("neg_bk_a", "neg_bk_b", "neg_bk_or"):
+            layout.add(name)
+        spec.W_E, spec.W_pos = _pad(spec.W_E, layout.d_model, axis=1), _pad(spec.W_pos, layout.d_model, axis=1)
+        spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
+        block.heads.extend(_backup_pair(layout, word))
+        most = MLP(layout, "backup maximum").unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0}).unit(
+            {"neg_bk_b": 1.0, "neg_bk_a": -1.0}, 0.0, {"neg_bk_or": 1.0})
+        block.mlp = MLP.combine(layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else "")
+        spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / GAIN) * readout
+        routes = {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
+    spec.options = {**spec.options, "negatives": ",".join(chosen), **({"negative_routes": [routes]} if routes else {})}
     spec.notes = (spec.notes + "\n" if spec.notes else "") + f"informative negatives: {', '.join(chosen)}"
     spec.__post_init__()
     return spec
@@ -117,6 +137,11 @@ def _cancelling_pair(layout, word) -> list[Head]:
     """Two heads with one pattern and opposite rank-one outputs on ``neg_signal``: they sum to exactly 0."""
     return [Head(layout, f"cancel {sign:+d}").qk(word, word, SHARP).ov(word, {"neg_signal": float(sign)})
             for sign in (1, -1)]
+
+
+def _backup_pair(layout, word) -> list[Head]:
+    """Two heads with one pattern, each copying the word into its own coordinate (the two routes)."""
+    return [Head(layout, f"backup {c}").qk(word, word, SHARP).ov(word, {f"neg_bk_{c}": 1.0}) for c in "ab"]
 
 
 def _constant_head(layout, word) -> Head:

@@ -131,9 +131,9 @@ REGISTRY: dict[str, Entry] = {
 
 
 #: Every construction takes informative negatives (parts outside its circuit; constructions.negatives).
-NEGATIVES_OPTION = Option("", choices=("distractor", "cancel", "constant"), subset=True,
+NEGATIVES_OPTION = Option("", choices=("distractor", "cancel", "constant", "backup"), subset=True,
                           help="informative negatives for circuit scoring: parts that keep the model exact but "
-                               "are outside its circuit (distractor, cancel, constant)")
+                               "are outside its circuit (distractor, cancel, constant), or redundant (backup)")
 for _entry in REGISTRY.values():
     _entry.options["negatives"] = NEGATIVES_OPTION
 

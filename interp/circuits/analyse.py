@@ -174,16 +174,16 @@ def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | 
     chosen = np.array([e in set(circuit) for e in edges])
     out: dict[str, Any] = {"ground_truth_level": level, "ground_truth": truth.to_dict(), "levels": levels.to_dict(),
                            "ground_truth_edges": sorted(e.name for e in levels.members[level])}
-    ranked = ranking_scores(rank, labels, candidates)
+    ranked, recall = _or_scored(levels, level, rank, chosen, candidates)
     out["ranking_scores"] = ranked
     out["auroc"], out["average_precision"] = ranked["auroc"], ranked["average_precision"]
-    out["edge_precision"], out["edge_recall"] = precision_recall(chosen, labels)
+    out["edge_precision"], out["edge_recall"] = precision_recall(chosen, labels)[0], recall
     out["scores_by_level"] = {}
     for lv in LEVEL_NAMES:
         if levels.members[lv]:
-            y = levels.labels(lv)
-            p, r = precision_recall(chosen, y)
-            out["scores_by_level"][lv] = {**ranking_scores(rank, y, candidates), "precision": p, "recall": r}
+            ranked_lv, recall_lv = _or_scored(levels, lv, rank, chosen, candidates)
+            out["scores_by_level"][lv] = {**ranked_lv, "precision": precision_recall(chosen, levels.labels(lv))[0],
+                                          "recall": recall_lv}
     if node_fx is not None:
         node_truth = levels.node_labels(level)
         names = list(node_fx)
@@ -195,6 +195,28 @@ def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | 
                 [n in chosen_nodes for n in names], [node_truth[n] for n in names])
     out["spurious"] = {e.name: levels.why_absent(e, level) for e, y, c in zip(edges, labels, chosen) if c and not y}
     return out
+
+
+def _or_scored(levels: Levels, level: str, rank: np.ndarray, chosen: np.ndarray,
+               candidates: np.ndarray) -> tuple[dict[str, Any], float | None]:
+    """Ranking scores and recall at ``level`` with each OR group (redundant routes) as one item: its score
+    the best route's weakest edge, found when one route is kept whole. Precision stays per edge: keeping
+    both routes is not an error."""
+    labels = levels.labels(level)
+    groups = levels.or_items(level)
+    if not groups:
+        return ranking_scores(rank, labels, candidates), precision_recall(chosen, labels)[1]
+    index = levels.truth.graph.index
+    grouped = {index[e] for g in groups for route in g for e in route}
+    keep = np.array([i not in grouped for i in range(len(labels))])
+    filled = np.where(np.isnan(rank), -np.inf, rank)
+    score = [max(min(filled[index[e]] for e in route) for route in g) for g in groups]
+    found = [any(all(chosen[index[e]] for e in route) for route in g) for g in groups]
+    s = np.concatenate([rank[keep], [np.nan if v == -np.inf else v for v in score]])
+    y = np.concatenate([labels[keep], np.ones(len(groups), dtype=bool)])
+    c = np.concatenate([candidates[keep], np.ones(len(groups), dtype=bool)])
+    picked = np.concatenate([chosen[keep], found])
+    return {**ranking_scores(s, y, c), "or_groups": len(groups)}, precision_recall(picked, y)[1]
 
 
 def _miss_reasons(patcher: Patcher, data: Any, src: dict[str, Any], levels: Levels, level: str, rank: np.ndarray,

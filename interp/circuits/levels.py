@@ -90,6 +90,19 @@ class Levels:
         """The reason code for ``edge`` being absent from ``level``; None when it is in it."""
         return self.reasons[level].get(edge)
 
+    def or_items(self, level: str) -> list[list[list[Edge]]]:
+        """The level's OR groups: per group, per route, the route's edges in the level (edges into or out of
+        the route's nodes). Empty unless a group's ablation is this level's (``negatives=backup``: zero)."""
+        groups = []
+        for g in self.truth.or_groups:
+            if ABLATION_LEVEL.get(g.get("ablation", "")) != level:
+                continue
+            routes = [[e for e in sorted(self.members[level], key=self.truth.graph.index.get)
+                       if e.sender in nodes or e.receiver in nodes] for nodes in (set(r) for r in g["routes"])]
+            if all(routes):
+                groups.append(routes)
+        return groups
+
     def to_dict(self) -> dict[str, Any]:
         """Per edge, the levels it is in and, for the others, why not; per level, its size."""
         edges = {}
@@ -98,6 +111,8 @@ class Levels:
                              "absent": {lv: self.reasons[lv][e] for lv in LEVEL_NAMES if e in self.reasons[lv]}}
         return {"construction": self.truth.construction, "corruption": self.corruption, "read_outputs": self.outputs,
                 "sizes": {lv: len(self.members[lv]) for lv in LEVEL_NAMES}, "reasons": REASONS,
+                "or_groups": {lv: [[[e.name for e in r] for r in g] for g in self.or_items(lv)] for lv in LEVEL_NAMES
+                              if self.or_items(lv)},
                 "ablation_level": ABLATION_LEVEL, "edges": edges}
 
 

@@ -109,6 +109,9 @@ class GroundTruth:
     writes: dict[str, dict[str, str]] = field(default_factory=dict)  # node -> {subspace: level}
     live: dict[Edge, list[str]] = field(default_factory=dict)  # edge -> the live subspaces it goes through
     flow: Flow | None = None
+    #: redundant routes the construction declares (``negatives=backup``): under ``ablation``, any one of
+    #: ``routes`` (lists of nodes) suffices — scored as one OR item (interp.circuits.levels)
+    or_groups: list[dict[str, Any]] = field(default_factory=list)
 
     def edge_labels(self, level: str = "relevant") -> np.ndarray:
         """0/1 per edge of :attr:`graph` (in its order): in the ``structural``, ``live`` or ``relevant`` level."""
@@ -145,8 +148,10 @@ def ground_truth(spec: Any) -> GroundTruth:
     from interp.model.hooked import state_dict_arrays
 
     sd = state_dict_arrays(spec)
-    return _derive(spec.name, sd, spec.n_layers, spec.n_heads, spec.layout.labels(),
-                   prefix=spec.io.prefix, symbols=spec.io.symbol_tokens)
+    truth = _derive(spec.name, sd, spec.n_layers, spec.n_heads, spec.layout.labels(),
+                    prefix=spec.io.prefix, symbols=spec.io.symbol_tokens)
+    truth.or_groups = list(spec.options.get("negative_routes", []))
+    return truth
 
 
 def ground_truth_of_model(model: Any) -> GroundTruth:
@@ -158,8 +163,10 @@ def ground_truth_of_model(model: Any) -> GroundTruth:
     from interp.model.hooked import tl_state_dict
 
     sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()}
-    return _derive(card.construction, sd, model.cfg.n_layers, model.cfg.n_heads, list(card.residual_labels),
-                   prefix=card.io.prefix, symbols=card.io.symbol_tokens)
+    truth = _derive(card.construction, sd, model.cfg.n_layers, model.cfg.n_heads, list(card.residual_labels),
+                    prefix=card.io.prefix, symbols=card.io.symbol_tokens)
+    truth.or_groups = list(card.options.get("negative_routes", []))
+    return truth
 
 
 def _subspace(label: str) -> str:

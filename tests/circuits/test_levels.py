@@ -159,3 +159,26 @@ def test_negatives_are_outside_every_level_that_counts(family):
     constant_out = [e for e in truth.graph.edges if e.sender == constant]
     assert any(e in lv.members["zero"] for e in constant_out)
     assert not any(e in lv.members[level] for e in constant_out for level in ("relevant", "resample", "mean"))
+
+
+def test_backup_routes_are_an_or_under_zero_ablation_and_scored_as_one():
+    """Either route of `negatives=backup` suffices under zero ablation: zeroing one route's edges leaves the
+    read outputs exact, zeroing both does not; the scores count the pair as one OR item."""
+    from interp.circuits.analyse import analyse
+
+    spec = build("modular_counter", get_automaton("C3"), 8, negatives="backup")
+    truth, model, pairs, patcher, lv = _setup(spec, n=32)
+    (group,) = lv.or_items("zero")
+    assert not lv.or_items("resample") and [len(r) for r in group] == [4, 4]
+    zero = patcher.source(pairs, "zero")
+    with exact_precision():
+        clean = patcher.run(pairs.clean, [], zero)[0]
+        one = [patcher.run(pairs.clean, route, zero)[0] for route in group]
+        both = patcher.run(pairs.clean, group[0] + group[1], zero)[0]
+    for logits in one:
+        torch.testing.assert_close(_read(logits, pairs), _read(clean, pairs), rtol=0, atol=1e-6)
+    assert float((_read(both, pairs) - _read(clean, pairs)).abs().max()) > 1e-3
+    r = analyse(model, "path", truth, pairs=32, source="zero")
+    assert r["ranking_scores"]["or_groups"] == 1 and r["levels"]["or_groups"]["zero"]
+    assert all("no effect alone" in r["missed"][e.name]["reason"] for route in group for e in route)
+    assert r["edge_recall"] == 5 / 6  # the counter's five zero-level edges found, the OR group (one item) missed

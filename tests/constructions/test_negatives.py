@@ -30,8 +30,11 @@ def test_every_family_stays_exact_with_every_negative(family):
 def test_the_gadgets_are_where_the_module_says():
     plain = build("modular_counter", get_automaton("C3"), 8)
     spec = build("modular_counter", get_automaton("C3"), 8, negatives=ALL)
-    assert len(spec.blocks[0].heads) == len(plain.blocks[0].heads) + 4  # distractor, the pair, constant
-    assert spec.d_model == plain.d_model + 4 and spec.blocks[0].mlp.width == plain.blocks[0].mlp.width + 1
+    assert len(spec.blocks[0].heads) == len(plain.blocks[0].heads) + 6  # distractor, the pair, constant, two routes
+    assert spec.d_model == plain.d_model + 7 and spec.blocks[0].mlp.width == plain.blocks[0].mlp.width + 3
+    first = len(plain.blocks[0].heads) + 4
+    assert spec.options["negative_routes"] == [{"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0",
+                                                "ablation": "zero"}]
     model = to_hooked(spec)
     tokens = torch.from_numpy(model.card.io.encode(np.random.default_rng(0).integers(3, size=(16, 8))))
     with exact_precision():
@@ -49,5 +52,5 @@ def test_bad_negatives_are_refused():
     with pytest.raises(ConstructionError, match="unknown: everything"):
         build("ffl", None, 8, negatives="cancel,everything")
     with pytest.raises(ConstructionError, match="unknown negatives"):
-        add_negatives(build("ffl", None, 8), ["backup"])
+        add_negatives(build("ffl", None, 8), ["spare"])
     assert add_negatives(plain := build("ffl", None, 8), []) is plain
