@@ -61,3 +61,22 @@ def test_the_bare_engine_is_the_default_and_scores_alike():
     b = analyse(model, "acdc", truth, pairs=16)
     assert b["engine"] == "BarePatcher" and a["engine"] == "Patcher"
     assert a["circuit"] == b["circuit"] and a["auroc"] == pytest.approx(b["auroc"], abs=1e-9)
+
+
+def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
+    """Twins have LayerNorm (the constructions have none): each head's, MLP's and the logits' own input is
+    normalised after its patch, in both engines."""
+    from interp.tasks.batches import AutomatonTask
+    from interp.tasks.catalogue import get_automaton
+    from interp.train import ModelShape, TrainConfig, load_trained, train
+
+    train(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2),
+          TrainConfig(steps=60, seed=0), tmp_path / "t", progress=False)
+    twin = load_trained(tmp_path / "t")
+    assert twin.cfg.normalization_type == "LN"
+    hooks = Patcher(twin)
+    bare = BarePatcher(twin, hooks.graph)
+    pairs = make_pairs(twin, 16, seed=0)
+    np.testing.assert_allclose(path_patching(bare, pairs, source=bare.source(pairs)),
+                               path_patching(hooks, pairs, source=hooks.source(pairs)), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(attribution(bare, pairs)[0], attribution(hooks, pairs)[0], rtol=0, atol=1e-5)
