@@ -18,7 +18,7 @@ from interp.causal.das import das
 from interp.causal.highlevel import HighLevelError, StateModel
 from interp.causal.interchange import Site, iia, random_basis, word_pairs
 from interp.causal.localise import first_sites, scan
-from interp.causal.verdict import verdict
+from interp.causal.verdict import IMPLEMENTS, verdict
 
 __all__ = ["align", "high_level_of"]
 
@@ -85,7 +85,7 @@ def _scanned(model: Any, high: StateModel, base: np.ndarray, source: np.ndarray,
     best = {int(p): (None if np.all(np.isnan(r["iia"][:, j])) else float(np.nanmax(r["iia"][:, j])))
             for j, p in enumerate(r["positions"])}
     return {"title": title, "ceiling": r["ceiling"], "best": best,
-            "first_sites": {int(p): h for p, h in first_sites(r).items()},
+            "first_sites": {int(p): h for p, h in first_sites(r, IMPLEMENTS).items()},
             "scan": {"hooks": r["hooks"], "positions": r["positions"],
                      "iia": [[None if np.isnan(v) else float(v) for v in row] for row in r["iia"]],
                      "outputs": r["outputs"].tolist()}}

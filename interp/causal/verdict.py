@@ -1,7 +1,8 @@
 """The verdict of a causal alignment, by a stated rule that can fail.
 
 Inputs: per position, the best IIA (on changed outputs) a full swap reaches anywhere in the twin, the
-twin's first site reaching :data:`IMPLEMENTS` and the construction's; the random-init null's best.
+twin's first site reaching :data:`IMPLEMENTS` and the construction's (the same threshold); the random-init
+null's best.
 
 * the null reaches :data:`IMPLEMENTS` at some position → "cannot tell: the random-init null reaches it too";
 * the twin reaches it at fewer than :data:`COVERAGE` of the positions → "does not implement the state";

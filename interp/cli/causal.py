@@ -68,7 +68,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    print(f"state of {model.card.construction} ({args.high_level} model), first full-swap site reaching IIA 0.99 "
+    print(f"state of {model.card.construction} ({args.high_level} model), first full-swap site reaching IIA 0.95 "
           f"per position: {result['model']['first_sites']}")
     for d in result["das"]["k"]:
         print(f"  DAS at {result['das']['hook']} position {result['das']['position']}, k = {d['k']}: IIA "

@@ -209,7 +209,7 @@ residual at (hook, position p) is set to its value on another word and the outpu
 automaton's state with S_p swapped ({c['high_level_model']} model), on the outputs the swap changes. A probe
 shows a latent is readable; this shows where it is used. Verdict rule: {html.escape(rule)}.</p>"""
             + _table(["against", "verdict"], verdicts)
-            + "<h3>First site reaching IIA 0.99, per position</h3>"
+            + "<h3>First site reaching IIA 0.95 (the verdict's threshold), per position</h3>"
             + _table(["model", *[f"p = {p}" for p in positions]], rows)
             + f"<h3>DAS at {html.escape(c['das']['hook'])}, position {c['das']['position']}</h3>"
             + _table(["k", "IIA (changed, held out)", "random k-dim subspace"], das)
