@@ -52,7 +52,10 @@ def test_the_sdist_carries_what_its_tests_and_examples_need(tmp_path):
     the examples, the tutorials, the docs and the LICENSE — and no build or cache debris."""
     import tarfile
 
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if listed.returncode != 0 or not listed.stdout.strip():
+        pytest.skip("not a git checkout: the files a clone holds are unknown")
+    tracked = listed.stdout.split()
     src = tmp_path / "clone"
     for name in tracked:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
