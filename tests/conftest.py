@@ -39,3 +39,20 @@ def interp_cli():
 
     return run
 
+
+
+@pytest.fixture
+def interp_run(capsys):
+    """``interp ARGS...`` in this process (the imports are paid once): (exit code, stdout, stderr); argparse's
+    usage errors exit 2 like the command's own."""
+    from interp.cli import main
+
+    def run(*argv):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

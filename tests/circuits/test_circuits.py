@@ -189,25 +189,13 @@ def test_auroc_of_reversed_scores_is_one_minus(items):
         assert abs(a + b - 1.0) < 1e-12 and 0.0 <= a <= 1.0
 
 
-def _interp(capsys, *args: str) -> tuple[int, str, str]:
-    """`interp ARGS` in this process (the imports are paid once); argparse errors exit 2 too."""
-    from interp.cli import main
-
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, capsys):
+def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, interp_run):
     import matplotlib
 
     backend_before = matplotlib.get_backend()
     path = tmp_path / "random.json"
     path.write_text(json.dumps(_random_automaton().to_dict()))
-    code, _, err = _interp(capsys, "circuit", "prefix_scan", "--automaton-file", str(path), "-T", "8", "--method", "path",
+    code, _, err = interp_run("circuit", "prefix_scan", "--automaton-file", str(path), "-T", "8", "--method", "path",
                            "--pairs", "16", "--out", str(tmp_path / "a"))
     assert code == 0, err
     data = json.loads((tmp_path / "a" / "circuit.json").read_text())
@@ -223,22 +211,22 @@ def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, capsys):
     assert summary["method"] == "acdc" and summary["edge_precision"] == 1.0
 
 
-def test_cli_on_a_saved_construction_and_a_twin(tmp_path, capsys):
-    assert _interp(capsys, "build", "memory", "--automaton", "flipflop", "-T", "8", "--out", str(tmp_path / "m"))[0] == 0
-    code, _, err = _interp(capsys, "circuit", "--model", str(tmp_path / "m"), "--method", "patching", "--per-position",
+def test_cli_on_a_saved_construction_and_a_twin(tmp_path, interp_run):
+    assert interp_run("build", "memory", "--automaton", "flipflop", "-T", "8", "--out", str(tmp_path / "m"))[0] == 0
+    code, _, err = interp_run("circuit", "--model", str(tmp_path / "m"), "--method", "patching", "--per-position",
                            "--pairs", "16", "--out", str(tmp_path / "mc"))
     assert code == 0, err
     data = json.loads((tmp_path / "mc" / "circuit.json").read_text())
     assert data["level"] == "node" and data["node_auroc"] == 1.0 and len(data["per_position"]["a0.0"]) == 9
-    code, _, err = _interp(capsys, "train", "automaton", "--automaton", "parity", "-T", "8", "--steps", "30",
+    code, _, err = interp_run("train", "automaton", "--automaton", "parity", "-T", "8", "--steps", "30",
                            "--out", str(tmp_path / "t"))
     assert code == 0, err
-    code, _, err = _interp(capsys, "circuit", "--run", str(tmp_path / "t"), "--method", "acdc", "--pairs", "16",
+    code, _, err = interp_run("circuit", "--run", str(tmp_path / "t"), "--method", "acdc", "--pairs", "16",
                            "--out", str(tmp_path / "tc"))
     assert code == 0, err
     data = json.loads((tmp_path / "tc" / "circuit.json").read_text())
     assert "ground_truth" not in data and "auroc" not in data and data["circuit"]["edges"]
-    code, _, err = _interp(capsys, "circuit", "--run", str(tmp_path / "t"), "--score", "--out", str(tmp_path / "x"))
+    code, _, err = interp_run("circuit", "--run", str(tmp_path / "t"), "--score", "--out", str(tmp_path / "x"))
     assert code == 2 and "twin has none" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
 
@@ -257,8 +245,8 @@ def test_cli_on_a_saved_construction_and_a_twin(tmp_path, capsys):
     (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pair-length", "99"], "do not fit"),
     (["circuit", "--model", "/no/such/dir"], "no saved model"),
 ])
-def test_cli_bad_input_is_one_line(tmp_path, capsys, argv, message):
-    code, _, err = _interp(capsys, *argv, "--out", str(tmp_path / "o"))
+def test_cli_bad_input_is_one_line(tmp_path, interp_run, argv, message):
+    code, _, err = interp_run(*argv, "--out", str(tmp_path / "o"))
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "o").exists()

@@ -18,17 +18,6 @@ BUILD = ["modular_counter", "--automaton", "C3", "-T", "8", "-O", "negatives=dis
 SAME = ("auroc", "average_precision", "edge_precision", "edge_recall", "cpr", "cmd", "faithfulness", "circuit_edges")
 
 
-def _interp(capsys, *args: str) -> tuple[int, str, str]:
-    from interp.cli import main
-
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """One path-patching run on the counter with negatives, zero ablation, 24 pairs, seed 3."""
@@ -60,8 +49,8 @@ def test_a_run_writes_every_format_and_the_ground_truth(written):
     jsonschema.validate(json.loads((written / "ground-truth" / "zero.json").read_text()), SCHEMA)
 
 
-def test_scoring_the_exported_file_gives_the_numbers_of_the_run(written, tmp_path, capsys):
-    code, out, err = _interp(capsys, "circuit", "score", *BUILD, "--circuit-file", str(written / "circuit.edges.json"),
+def test_scoring_the_exported_file_gives_the_numbers_of_the_run(written, tmp_path, interp_run):
+    code, out, err = interp_run("circuit", "score", *BUILD, "--circuit-file", str(written / "circuit.edges.json"),
                              "--out", str(tmp_path / "s"), "--json")
     assert code == 0, err
     scored = json.loads(out)
@@ -100,10 +89,10 @@ def test_the_other_formats_read_back_onto_the_graph(written):
      "EAP-IG graph of this shape does not have"),
     ('{"edges": {"Resid Start->A3.9.Q": 0.5}}', "does not have, e.g. Resid Start->A3.9.Q"),
 ])
-def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, capsys, content, message):
+def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, interp_run, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    code, _, err = _interp(capsys, "circuit", "score", *BUILD, "--circuit-file", str(bad), "--out", str(tmp_path / "o"))
+    code, _, err = interp_run("circuit", "score", *BUILD, "--circuit-file", str(bad), "--out", str(tmp_path / "o"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert message.replace('\\"', '"') in err, err
     assert not (tmp_path / "o").exists()
@@ -131,8 +120,8 @@ def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
     (["circuit", *BUILD, "--level", "everything", "--out", "X"], "invalid choice"),
     (["circuit", *BUILD, "--method", "eap-ig", "--steps", "0", "--out", "X"], "1 to 1024 steps"),
 ])
-def test_bad_settings_are_one_line(tmp_path, capsys, monkeypatch, argv, message):
+def test_bad_settings_are_one_line(tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    code, _, err = _interp(capsys, *argv)
+    code, _, err = interp_run(*argv)
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
     assert not (tmp_path / "X").exists()

@@ -8,17 +8,6 @@ import json
 import pytest
 
 
-def _interp(capsys, *args: str) -> tuple[int, str, str]:
-    from interp.cli import main
-
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     from interp.cli import main
@@ -32,8 +21,8 @@ def saved(tmp_path_factory):
     return root
 
 
-def test_align_a_saved_construction(saved, tmp_path, capsys):
-    code, out, err = _interp(capsys, "align", "--model", str(saved / "counter"), "--pairs", "64", "--k", "2",
+def test_align_a_saved_construction(saved, tmp_path, interp_run):
+    code, out, err = interp_run("align", "--model", str(saved / "counter"), "--pairs", "64", "--k", "2",
                              "--json", "--out", str(tmp_path / "a"))
     assert code == 0, err
     summary = json.loads(out)
@@ -43,8 +32,8 @@ def test_align_a_saved_construction(saved, tmp_path, capsys):
     assert (tmp_path / "a" / "align.png").stat().st_size > 10_000
 
 
-def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, capsys):
-    code, _, err = _interp(capsys, "align", "--run", str(saved / "twin"), "--construction", "modular_counter",
+def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, interp_run):
+    code, _, err = interp_run("align", "--run", str(saved / "twin"), "--construction", "modular_counter",
                            "--pairs", "32", "--k", "1", "--out", str(tmp_path / "t"))
     assert code == 0, err
     data = json.loads((tmp_path / "t" / "align.json").read_text())
@@ -62,9 +51,9 @@ def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, caps
     (["align", "--model", "{counter}", "--k", "two", "--out", "X"], "comma-separated integers"),
     (["align", "--model", "{counter}", "--pairs", "2", "--out", "X"], "--pairs must be"),
 ])
-def test_bad_input_is_one_line(saved, tmp_path, capsys, monkeypatch, argv, message):
+def test_bad_input_is_one_line(saved, tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     argv = [a.format(ffl=saved / "ffl", counter=saved / "counter", twin=saved / "twin", lstm=saved / "lstm") for a in argv]
-    code, _, err = _interp(capsys, *argv)
+    code, _, err = interp_run(*argv)
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "X").exists()
