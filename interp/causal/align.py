@@ -20,7 +20,7 @@ from interp.causal.interchange import Site, iia, random_basis, word_pairs
 from interp.causal.localise import first_sites, scan
 from interp.causal.verdict import IMPLEMENTS, verdict
 
-__all__ = ["align", "high_level_of"]
+__all__ = ["align", "high_level_of", "null_of"]
 
 
 def high_level_of(model: Any, mode: str = "parallel") -> StateModel:
@@ -37,6 +37,15 @@ def high_level_of(model: Any, mode: str = "parallel") -> StateModel:
     from interp.tasks.kinds import resolve
 
     return resolve(kind.high_level)(card.source, mode)
+
+
+def null_of(model: Any, seed: int = 0) -> Any:
+    """A random-init twin of ``model``'s task and shape (layers, width, heads): the null beside its numbers."""
+    from interp.tasks.kinds import task_from_dict
+    from interp.train import ModelShape, random_init
+
+    shape = ModelShape(**{k: getattr(model.cfg, k) for k in ("n_layers", "d_model", "n_heads")})
+    return random_init(task_from_dict(model.card.task), shape, seed)
 
 
 def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",

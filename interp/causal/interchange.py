@@ -23,7 +23,8 @@ from interp.causal.highlevel import HighLevelError, StateModel
 from interp.model.run import exact_precision
 from interp.stats import wilson_interval
 
-__all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis"]
+__all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis", "source_activations",
+           "own_predictions"]
 
 
 @dataclass(frozen=True)
@@ -71,17 +72,37 @@ def random_basis(d: int, k: int, seed: int = 0) -> np.ndarray:
     return q
 
 
-def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, rotation: Any = None) -> Any:
+def source_activations(model: Any, source: np.ndarray, hooks: list[str]) -> dict[str, Any]:
+    """The activations at ``hooks`` of the ``source`` words (one run; interchanges at many sites share it)."""
+    import torch
+
+    with exact_precision():
+        _, cache = model.run_with_cache(torch.from_numpy(model.card.io.encode(source)), names_filter=hooks)
+    return {h: cache[h].detach() for h in hooks}
+
+
+def own_predictions(model: Any, base: np.ndarray) -> np.ndarray:
+    """The model's own answers on the ``base`` words (the behavioural ceiling's numerator)."""
+    import torch
+
+    P = len(model.card.io.prefix)
+    with exact_precision():
+        return model(torch.from_numpy(model.card.io.encode(base)))[:, P: P + base.shape[1]].argmax(-1).numpy()
+
+
+def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, rotation: Any = None,
+                activations: dict[str, Any] | None = None) -> Any:
     """Logits of the ``base`` words with ``site`` set to its value on the ``source`` words. ``rotation`` (a
-    torch ``[d, k]`` with orthonormal columns, differentiable) overrides the site's basis (DAS trains it)."""
+    torch ``[d, k]`` with orthonormal columns, differentiable) overrides the site's basis (DAS trains it);
+    ``activations`` are the source words' (:func:`source_activations`) when already computed."""
     import torch
 
     card = model.card
     p = len(card.io.prefix) + site.position
-    tb, ts = torch.from_numpy(card.io.encode(base)), torch.from_numpy(card.io.encode(source))
-    with exact_precision():
-        _, cache = model.run_with_cache(ts, names_filter=[site.hook])
-    src = cache[site.hook][:, p].detach()
+    tb = torch.from_numpy(card.io.encode(base))
+    if activations is None or site.hook not in activations:
+        activations = source_activations(model, source, [site.hook])
+    src = activations[site.hook][:, p]
     B = rotation if rotation is not None else (None if site.basis is None else torch.as_tensor(site.basis, dtype=src.dtype))
 
     def hook(x, hook):
@@ -94,18 +115,17 @@ def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, ro
         return model.run_with_hooks(tb, fwd_hooks=[(site.hook, hook)], return_type="logits")
 
 
-def iia(model: Any, high: StateModel, site: Site, base: np.ndarray, source: np.ndarray) -> dict[str, Any]:
-    """IIA of ``site`` as ``high``'s variable at the site's position (see the module docstring)."""
+def iia(model: Any, high: StateModel, site: Site, base: np.ndarray, source: np.ndarray,
+        activations: dict[str, Any] | None = None, own: np.ndarray | None = None) -> dict[str, Any]:
+    """IIA of ``site`` as ``high``'s variable at the site's position (see the module docstring);
+    ``activations`` and ``own`` (:func:`source_activations`, :func:`own_predictions`) when a scan shares them."""
     P = len(model.card.io.prefix)
-    logits = interchange(model, base, source, site)
+    logits = interchange(model, base, source, site, activations=activations)
     predicted = logits[:, P: P + base.shape[1]].argmax(-1).numpy()
     labels, scored = high.counterfactual(base, source, site.position)
     plain = high.automaton.run(base)
     changed = scored & (labels != plain)
-    with exact_precision():
-        import torch
-
-        own = model(torch.from_numpy(model.card.io.encode(base)))[:, P:].argmax(-1).numpy()
+    own = own_predictions(model, base) if own is None else own
     hit = predicted == labels
     out = {"site": site.name or f"{site.hook}@{site.position}", "hook": site.hook, "position": site.position,
            "dims": site.dims, "model": high.mode}

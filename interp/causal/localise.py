@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.causal.highlevel import StateModel
-from interp.causal.interchange import Site, iia
+from interp.causal.interchange import Site, iia, own_predictions, source_activations
 
 __all__ = ["residual_hooks", "scan", "first_sites"]
 
@@ -36,13 +36,14 @@ def scan(model: Any, high: StateModel, base: np.ndarray, source: np.ndarray, hoo
 
     hooks = list(hooks or residual_hooks(model.cfg.n_layers))
     positions = list(range(base.shape[1]) if positions is None else positions)
+    activations, own = source_activations(model, source, hooks), own_predictions(model, base)  # shared by every site
     grid = np.full((len(hooks), len(positions)), np.nan)
     counts = np.zeros((len(hooks), len(positions)), dtype=int)
     ceiling = None
     bar = tqdm(total=grid.size, disable=not progress, desc="interchange scan", unit="site", leave=False)
     for i, hook in enumerate(hooks):
         for j, p in enumerate(positions):
-            r = iia(model, high, Site(hook, p), base, source)
+            r = iia(model, high, Site(hook, p), base, source, activations, own)
             if r["changed"]["iia"] is not None:
                 grid[i, j] = r["changed"]["iia"]
             counts[i, j] = r["changed"]["outputs"]

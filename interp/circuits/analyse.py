@@ -24,8 +24,8 @@ from interp.circuits.graph import Edge
 from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
 from interp.circuits.methods import BASELINES, LEVEL, METHODS, Found, run_method
 from interp.circuits.pairs import METRICS, make_pairs
+from interp.circuits.effects import faithfulness, node_patching, path_patching
 from interp.circuits.patching import SOURCES, Patcher, ablated_pairs
-from interp.circuits.effects import faithfulness, path_patching
 from interp.circuits.score import precision_recall, ranking_scores, spearman
 from interp.circuits.truth import GroundTruth
 from interp.errors import SandboxError
@@ -120,18 +120,11 @@ def _agreement(patcher: Patcher, data: Any, src: dict[str, Any], edge_fx: np.nda
     t1 = time.perf_counter()
     exact_edges = path_patching(patcher, data, source=src, progress=progress)
     path_seconds = time.perf_counter() - t1
-    exact_nodes = _node_effects(patcher, data, src)
+    exact_nodes = node_patching(patcher, data, source=src)["nodes"]
     names = list(exact_nodes)
     return {"edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
             "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
             "path_patching_seconds": path_seconds, "speedup_vs_path_patching": path_seconds / max(seconds, 1e-9)}
-
-
-def _node_effects(patcher: Patcher, data: Any, src: dict[str, Any]) -> dict[str, float]:
-    g = patcher.graph
-    settings = [([e for e in g.edges if e.sender == n.name], None) for n in g.senders]
-    logits = patcher.run_many(data.clean, settings, src)
-    return {n.name: Patcher.effect(data, logits[i]) for i, n in enumerate(g.senders)}
 
 
 def check_settings(method: str, metric: str | None, source: str, threshold: float,

@@ -35,8 +35,7 @@ def patcher_for(model: Any, graph: Graph | None = None, engine: str = "auto") ->
 
     if engine not in ("auto", "hooks", "bare"):
         raise ModelKindError(f"unknown patching engine {engine!r} (choose from auto, hooks, bare)")
-    why = bare_unsupported(model) if type(model).__name__ != "TransformerBridge" else None
-    if engine == "bare" or (engine == "auto" and why is None):
+    if engine == "bare" or (engine == "auto" and bare_unsupported(model) is None):
         return BarePatcher(model, graph)
     return Patcher(model, graph)
 
@@ -49,12 +48,12 @@ class BarePatcher(Patcher):
 
         from interp.model.hooked import tl_state_dict
 
+        from interp.model.bare import bare_unsupported
+
         cfg = model.cfg
-        problems = {"positional_embedding_type": "standard", "act_fn": "relu", "attn_only": False,
-                    "parallel_attn_mlp": False, "gated_mlp": False}
-        bad = [k for k, v in problems.items() if getattr(cfg, k, v) != v]
-        if bad or getattr(cfg, "normalization_type", None) not in (None, "LN"):
-            raise ModelKindError(f"the bare patching engine does not cover this model ({', '.join(bad) or 'its normalisation'})")
+        why = bare_unsupported(model)  # the bare forward's own coverage: the same arithmetic
+        if why is not None:
+            raise ModelKindError(f"the bare patching engine does not cover this model ({why})")
         self.model = model
         self.graph = graph or Graph.of_model(model)
         self.L = cfg.n_layers

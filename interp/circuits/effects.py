@@ -78,13 +78,14 @@ MAX_COPIES = 256
 
 
 def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_position: bool = False,
-                  metric: str = "logit_diff", progress: bool = False) -> dict[str, Any]:
-    """The effect of patching each node's output (all its outgoing edges) with ``kind``; with
-    ``per_position``, also at each token position alone (``[node, position]``)."""
+                  metric: str = "logit_diff", progress: bool = False,
+                  source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The effect of patching each node's output (all its outgoing edges) with ``kind`` (or with the values
+    in ``source``, when given); with ``per_position``, also at each token position alone (``[node, position]``)."""
     from tqdm import tqdm
 
     g = patcher.graph
-    source = patcher.source(pairs, kind)
+    source = patcher.source(pairs, kind) if source is None else source
     senders = g.senders
     outgoing = {n.name: [e for e in g.edges if e.sender == n.name] for n in senders}
     settings = [(outgoing[n.name], None) for n in senders]

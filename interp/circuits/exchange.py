@@ -150,16 +150,16 @@ def to_auto_circuit(graph: Graph, scores: Any, chosen: Any) -> dict[str, Any]:
     return {"edges": {k: v[0] for k, v in out.items()}, "in_graph": sorted(k for k, v in out.items() if v[1])}
 
 
-def ground_truth_files(levels: Any, cfg: Any) -> dict[str, dict[str, Any]]:
-    """Every non-empty ground-truth level in both graph formats: ``{file name: content}``."""
-    g = levels.truth.graph
+def ground_truth_files(graph: Graph, members: dict[str, set[Edge]], construction: str, cfg: Any) -> dict[str, dict[str, Any]]:
+    """Every non-empty ground-truth level (``members``: level → its edges) in both graph formats:
+    ``{file name: content}``."""
     out = {}
-    for level, members in levels.members.items():
-        if members:
-            chosen = [e in members for e in g.edges]
+    for level, edges in members.items():
+        if edges:
+            chosen = [e in edges for e in graph.edges]
             scores = [1.0 if c else 0.0 for c in chosen]
-            out[f"{level}.json"] = to_sandbox_lens(g, scores, chosen, construction=levels.truth.construction, level=level)
-            out[f"{level}.eap-ig.json"] = to_eap_ig(g, scores, chosen, cfg)
+            out[f"{level}.json"] = to_sandbox_lens(graph, scores, chosen, construction=construction, level=level)
+            out[f"{level}.eap-ig.json"] = to_eap_ig(graph, scores, chosen, cfg)
     return out
 
 

@@ -34,7 +34,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 
 def _cmd_align(args: argparse.Namespace) -> int:
-    from interp.causal.align import align, high_level_of
+    from interp.causal.align import align, high_level_of, null_of
     from interp.files import atomic_write, write_json
     from interp.viz import interchange_scans_png
 
@@ -56,7 +56,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     model = open_model(args.run or args.model)
     high_level_of(model, args.high_level)  # refuses other tasks and the LSTM before any work
     constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
-    null = _null(model, args.seed) if model.card.construction == "trained" else None
+    null = null_of(model, args.seed) if model.card.construction == "trained" else None
     result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
                    seed=args.seed, progress=sys.stderr.isatty())
     out.mkdir(parents=True, exist_ok=True)
@@ -93,14 +93,6 @@ def _construction(name: str, model):
     if entry.takes != model.card.task_kind.name:
         raise ConstructionError(f"{name} models the {entry.takes} task, not this model's {model.card.task_kind.name} task")
     return to_hooked(build(name, model.card.source, int(model.card.options.get("trained_length") or model.card.max_length)))
-
-
-def _null(model, seed: int):
-    from interp.tasks.kinds import task_from_dict
-    from interp.train import ModelShape, random_init
-
-    shape = {k: getattr(model.cfg, k) for k in ("n_layers", "d_model", "n_heads")}
-    return random_init(task_from_dict(model.card.task), ModelShape(**shape), seed)
 
 
 def _f(x) -> str:

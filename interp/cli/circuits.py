@@ -195,7 +195,7 @@ def _write(out: Path, model, truth, title: str, result: dict, settings: dict, ca
     from interp.circuits.draw import circuit_png
     from interp.circuits.exchange import ground_truth_files, to_auto_circuit, to_eap_ig, to_sandbox_lens
     from interp.circuits.graph import Graph
-    from interp.circuits.levels import LEVEL_NAMES, Levels
+    from interp.circuits.levels import LEVEL_NAMES
     from interp.files import atomic_write, write_json
 
     result["model"] = {"title": title, "construction": model.card.construction, "task": model.card.task,
@@ -212,8 +212,8 @@ def _write(out: Path, model, truth, title: str, result: dict, settings: dict, ca
              "circuit.auto-circuit.json": to_auto_circuit(graph, scores, chosen)}
     if truth is not None and "levels" in result:
         members = {lv: {e for e in graph.edges if lv in result["levels"]["edges"][e.name]["in"]} for lv in LEVEL_NAMES}
-        levels = Levels(truth, members, {}, result["pairs"]["corruption"], result["levels"]["read_outputs"])
-        files.update({f"ground-truth/{k}": v for k, v in ground_truth_files(levels, model.cfg).items()})
+        files.update({f"ground-truth/{k}": v
+                      for k, v in ground_truth_files(graph, members, truth.construction, model.cfg).items()})
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "circuit.json", result)
     for name, content in files.items():

@@ -285,15 +285,11 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
 def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, Any]:
     """Where the twin computes the state, causally, beside each construction and a random-init null, with
     the verdict per construction (interp.causal.align)."""
-    from interp.causal.align import align
-    from interp.tasks.kinds import task_from_dict
-    from interp.train import ModelShape, random_init
+    from interp.causal.align import align, null_of
 
     twin = models[TWIN]
-    shape = ModelShape(**{k: getattr(twin.cfg, k) for k in ("n_layers", "d_model", "n_heads")})
-    null = random_init(task_from_dict(twin.card.task), shape, seed)
-    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=null, pairs=pairs,
-                 das_steps=100, seed=seed, progress=progress)
+    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=null_of(twin, seed),
+                 pairs=pairs, das_steps=100, seed=seed, progress=progress)
 
 
 def _write_example_patterns(out: Path, comparison: Comparison, models: dict, seed: int) -> dict[str, Any]:
