@@ -13,7 +13,12 @@ PY4    := $(VENV4)/bin/python
 STAMP4 := $(VENV4)/.installed-stamp
 BACKEND_REF := .backend-reference
 
-.PHONY: demo test test-slow test-tl4 bench leaderboard reproduce browser clean-venv
+# auto-circuit (an optional extra: 22 more packages, jax and tracr among them) in its own venv.
+VENVAC  := .venv-ac
+PYAC    := $(VENVAC)/bin/python
+STAMPAC := $(VENVAC)/.installed-stamp
+
+.PHONY: demo test test-slow test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +31,12 @@ $(STAMP4): pyproject.toml
 	@$(PY4) -c "import torch" 2>/dev/null || $(PY4) -m pip install -q $(TORCH_INSTALL)
 	$(PY4) -m pip install -q -e ".[dev]" "transformer-lens>=4,<5"
 	@touch $(STAMP4)
+
+$(STAMPAC): pyproject.toml
+	@test -x $(PYAC) || $(PYTHON) -m venv $(VENVAC)
+	@$(PYAC) -c "import torch" 2>/dev/null || $(PYAC) -m pip install -q $(TORCH_INSTALL)
+	$(PYAC) -m pip install -q -e ".[dev,auto-circuit]" "transformer-lens>=3.9,<3.10"
+	@touch $(STAMPAC)
 
 # The main job: three exact Dyck constructions vs a twin trained here, one report.
 demo: $(STAMP)
@@ -47,6 +58,10 @@ test-tl4: $(STAMP) $(STAMP4)
 	$(PY) tests/model/backend_reference.py load $(BACKEND_REF)/saved-on-tl4
 	@cat $(BACKEND_REF)/measured.txt
 
+# auto-circuit's algorithms on these models: its EAP against ours, its ACDC scored and round-tripped.
+test-auto-circuit: $(STAMPAC)
+	$(PYAC) -m pytest -q tests/circuits/test_autocircuit.py
+
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
@@ -54,6 +69,10 @@ test-slow: $(STAMP)
 # pair seeds (about 15 minutes): docs/circuits/leaderboard.json and leaderboard.md.
 leaderboard: $(STAMP)
 	$(PY) benchmarks/leaderboard.py
+
+# auto-circuit's six algorithms on the same families (resample ablation): docs/circuits/auto-circuit.json, .md.
+auto-circuit-board: $(STAMPAC)
+	$(PYAC) benchmarks/leaderboard.py --auto-circuit
 
 bench: $(STAMP)
 	$(PY) benchmarks/float32_limits.py

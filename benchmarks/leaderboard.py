@@ -5,6 +5,11 @@ Every method on six construction families, each with and without informative neg
 under zero and mean ablation; each cell scored against the ground-truth level its corruption and
 ablation can see. Writes ``docs/circuits/leaderboard.json`` (every number, per seed) and
 ``docs/circuits/leaderboard.md`` (the table, rendered from the JSON).
+
+``--auto-circuit`` (``make auto-circuit-board``, in the venv with the extra): auto-circuit's six
+algorithms beside this project's counterparts on the same families, pairs and seeds, under the
+default corruption and resample ablation (auto-circuit's): ``docs/circuits/auto-circuit.json`` and
+``.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from constructions.registry import build  # noqa: E402
 from interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
+from interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
 from interp.circuits.methods import METHODS  # noqa: E402
 from interp.tasks.cascade import load_cascade_file  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
@@ -51,6 +57,8 @@ def families() -> list[Family]:
 
 
 SETTINGS = [Setting(None, "resample"), Setting("resample", "resample"), Setting(None, "zero"), Setting(None, "mean")]
+#: auto-circuit's algorithms and this project's counterparts (the same order), on the default setting.
+AUTO_CIRCUIT = AUTO_CIRCUIT_METHODS + ("acdc", "attribution", "eap-ig", "masks", "magnitude", "random")
 
 
 def _seeds(text: str) -> list[int]:
@@ -63,23 +71,34 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-2", help="pair seeds, e.g. 0-2 (default)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
-    ap.add_argument("--render", action="store_true", help="only render leaderboard.md again from leaderboard.json")
+    ap.add_argument("--render", action="store_true", help="only render the .md again from the .json")
+    ap.add_argument("--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)")
     args = ap.parse_args()
     out = Path(args.out)
+    name, title = ("auto-circuit", "auto-circuit beside sandbox-lens") if args.auto_circuit else ("leaderboard", "Circuit leaderboard")
     if args.render:
-        (out / "leaderboard.md").write_text("# Circuit leaderboard\n\n" + markdown(json.loads((out / "leaderboard.json").read_text())))
+        (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(json.loads((out / f"{name}.json").read_text())))
         return
     import torch
 
     torch.set_num_threads(1)
     t0 = time.time()
-    board = run_leaderboard(families(), METHODS, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
+    if args.auto_circuit:
+        from interp.circuits.autocircuit import load
+
+        load()
+        board = run_leaderboard(families(), AUTO_CIRCUIT, SETTINGS[:1], _seeds(args.seeds), pairs=args.pairs, progress=True)
+        from importlib.metadata import version
+
+        board["settings"]["auto_circuit"] = version("auto-circuit")
+    else:
+        board = run_leaderboard(families(), METHODS, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     board["provenance"] = {"command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]), "commit": commit,
                            "wall_seconds": round(time.time() - t0, 1), "threads": 1}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "leaderboard.json").write_text(json.dumps(board, indent=1) + "\n")
-    (out / "leaderboard.md").write_text("# Circuit leaderboard\n\n" + markdown(board))
+    (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
+    (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
     print(markdown(board))
 
 

@@ -8,5 +8,7 @@ corruption and an ablation can see, and why each edge is absent), :mod:`~interp.
 the methods), :mod:`~interp.circuits.acdc` (ACDC, reference and normalised),
 :mod:`~interp.circuits.score` (AUROC, average precision, precision, recall, CPR, CMD),
 :mod:`~interp.circuits.curves` (faithfulness over circuit sizes), :mod:`~interp.circuits.analyse`
-(one command's analysis and its JSON), :mod:`~interp.circuits.draw` (the picture).
+(one command's analysis and its JSON), :mod:`~interp.circuits.draw` (the picture),
+:mod:`~interp.circuits.exchange` (circuit files other tools read) and
+:mod:`~interp.circuits.autocircuit` (auto-circuit's algorithms on these models, an optional extra).
 """

@@ -3,7 +3,8 @@ method's threshold and over circuit sizes), and — on a construction — the sc
 truth at the level the method can see. :func:`analyse` returns what ``circuit.json`` holds;
 :func:`score_circuit` scores a circuit found elsewhere (a file) the same way.
 
-The methods are in :mod:`interp.circuits.methods`. Every method patches with one ablation
+The methods are in :mod:`interp.circuits.methods`; auto-circuit's (``auto-circuit:acdc``, ...), when
+that optional package is installed, in :mod:`interp.circuits.autocircuit`. Every method patches with one ablation
 (``resample`` from the corrupted word, ``zero`` or ``mean``) and is scored against that ablation's
 ground-truth level (:data:`~interp.circuits.levels.ABLATION_LEVEL`); ``scores_by_level`` gives the
 same ranking against every level. Edges a method never scored rank last. Each miss carries a reason
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from interp.circuits.acdc import ACDC_MODES
+from interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS
 from interp.circuits.curves import faithfulness_curve
 from interp.circuits.graph import Edge
 from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
@@ -58,6 +60,9 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
     (default: the level of its ablation). ``engine``: the patching engine (:func:`~interp.circuits.bare.patcher_for`)."""
     metric = check_settings(method, metric, source, threshold, acdc_mode, steps)
     patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source, engine)
+    if method in AUTO_CIRCUIT_METHODS:
+        return _auto_circuit(model, method, truth, patcher, data, src, threshold=threshold, seed=seed, curve=curve,
+                             level=level, progress=progress)
     out: dict[str, Any] = {"method": method, "level": LEVEL[method], "metric": metric, "threshold": threshold,
                            "source": source, "seed": seed, "engine": type(patcher).__name__,
                            "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
@@ -73,6 +78,34 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs:
     if found.node_fx is not None:
         out["nodes"] = {n: float(v) for n, v in found.node_fx.items()}
     out.update(_evaluate(patcher, data, src, source, truth, found, threshold, curve, level))
+    return out
+
+
+def _auto_circuit(model: Any, method: str, truth: GroundTruth | None, patcher: Patcher, data: Any,
+                  src: dict[str, Any], *, threshold: float, seed: int, curve: bool, level: str | None,
+                  progress: bool) -> dict[str, Any]:
+    """auto-circuit's ``method`` (:mod:`interp.circuits.autocircuit`) on the pairs this project's methods
+    get, scored as theirs are; a ranking with no circuit of its own gets no faithfulness, precision or
+    recall at a threshold."""
+    from interp.circuits.autocircuit import prune_scores
+
+    g = patcher.graph
+    t0 = time.perf_counter()
+    rank, chosen, info = prune_scores(model, g, method, data, connected=patcher.connected(), seed=seed,
+                                      quiet=not progress)
+    out: dict[str, Any] = {"method": method, "level": "edge", "metric": "auto-circuit's own (last position)",
+                           "threshold": threshold, "source": "resample", "seed": seed, "engine": type(patcher).__name__,
+                           "pairs": data.to_dict(), "graph": g.to_dict(), "wall_seconds": time.perf_counter() - t0,
+                           "auto_circuit": info}
+    own = info["circuit_of_its_own"]
+    found = Found(rank, [e for e, c in zip(g.edges, chosen) if c], rank)
+    out.update(_evaluate(patcher, data, src, "resample", truth, found, threshold, curve, level, misses=own))
+    if not own:
+        out["faithfulness"] = None
+        if truth is not None:
+            out["edge_precision"] = out["edge_recall"] = None
+            for scores in out["scores_by_level"].values():
+                scores["precision"] = scores["recall"] = None
     return out
 
 
@@ -94,7 +127,7 @@ def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np
 
 
 def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], source: str, truth: GroundTruth | None, found: Found,
-              threshold: float, curve: bool, level: str | None = None) -> dict[str, Any]:
+              threshold: float, curve: bool, level: str | None = None, misses: bool = True) -> dict[str, Any]:
     g = patcher.graph
     circuit, rank = found.circuit, found.rank
     out: dict[str, Any] = {"ranking": [None if np.isnan(v) else float(v) for v in rank],
@@ -110,7 +143,7 @@ def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], source: str, tru
         levels = levels_of(truth, patcher, data)
         level = levels.check(level or ABLATION_LEVEL[source])
         out.update(_scores(levels, level, rank, found.edge_fx, found.node_fx, circuit))
-        out["missed"] = _miss_reasons(patcher, data, src, levels, level, rank, circuit, threshold)
+        out["missed"] = _miss_reasons(patcher, data, src, levels, level, rank, circuit, threshold) if misses else {}
     return out
 
 
@@ -130,8 +163,18 @@ def _agreement(patcher: Patcher, data: Any, src: dict[str, Any], edge_fx: np.nda
 def check_settings(method: str, metric: str | None, source: str, threshold: float,
                    acdc_mode: str = "normalised", steps: int = 16) -> str:
     """Refuse settings a method cannot take (before any model is built); return the metric to use."""
+    if method in AUTO_CIRCUIT_METHODS:
+        if metric is not None:
+            raise MethodError(f"{method} measures auto-circuit's own metric at the last position; leave out --metric")
+        if source != "resample":
+            raise MethodError(f"{method} runs with resample ablation here (auto-circuit's default), not {source}")
+        if acdc_mode != "normalised":
+            raise MethodError(f"an ACDC mode ({acdc_mode}) goes with --method acdc, not {method}")
+        if not threshold > 0:
+            raise MethodError(f"the threshold must be positive, got {threshold}")
+        return "auto-circuit"
     if method not in METHODS:
-        raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+        raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS + AUTO_CIRCUIT_METHODS)})")
     if method in BASELINES and metric is not None:
         raise MethodError(f"the {method} baseline measures no metric; leave out --metric")
     if method == "masks" and metric not in (None, "kl"):

@@ -79,6 +79,10 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     scored = truth or "ground_truth_edges" in result
     circuit = set(result.get("circuit", {}).get("edges", []))
     ranking = dict(zip(result["graph"]["edges"], result.get("ranking") or []))
+    ranking_only = "faithfulness" in result and result["faithfulness"] is None  # a method with no circuit of its own
+    if ranking_only:  # draw its top k, k the ground truth's size (or 10% of the graph without one)
+        k = len(truth) or max(1, len(ranking) // 10)
+        circuit = set(sorted((e for e, v in ranking.items() if v is not None and v == v), key=lambda e: -abs(ranking[e]))[:k])
     top = max((abs(v) for v in ranking.values() if v is not None and v == v and abs(v) != float("inf")), default=1.0) or 1.0
     xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
     fig = Figure(figsize=(min(3 + 1.25 * (max(xs) - min(xs) + 1), 16), min(2.5 + 0.62 * (max(ys) - min(ys) + 1), 22)))
@@ -119,7 +123,11 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
     ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.axis("off")
-    sub = f"{len(circuit)} of {len(result['graph']['edges'])} edges kept; faithfulness (accuracy) {result.get('faithfulness', float('nan')):.3f}"
+    if ranking_only:
+        sub = f"a ranking with no circuit of its own: its top {len(circuit)} of {len(result['graph']['edges'])} edges drawn"
+    else:
+        sub = (f"{len(circuit)} of {len(result['graph']['edges'])} edges kept; "
+               f"faithfulness (accuracy) {result.get('faithfulness', float('nan')):.3f}")
     if result.get("auroc") is not None:
         sub += (f"; vs the '{result.get('ground_truth_level')}' ground truth: {counts['found']} found, {counts['missed']} "
                 f"missed, {counts['spurious']} spurious, AUROC {result['auroc']:.3f}")

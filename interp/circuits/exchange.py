@@ -35,7 +35,7 @@ from interp.circuits.graph import Edge, Graph
 from interp.errors import SandboxError
 
 __all__ = ["SCHEMA", "FORMATS", "MAX_BYTES", "CircuitFileError", "to_sandbox_lens", "to_eap_ig", "to_auto_circuit",
-           "read_circuit", "ground_truth_files"]
+           "auto_circuit_name", "auto_circuit_names", "read_circuit", "ground_truth_files"]
 
 FORMATS = ("sandbox-lens", "eap-ig", "auto-circuit")
 #: The largest circuit file read (a 16-block scan's complete graph is about 60 kB).
@@ -139,11 +139,24 @@ def _ac_node(name: str, channel: str | None = None) -> str:
     return f"A{name[1:]}" + (f".{channel.upper()}" if channel else "")
 
 
+def auto_circuit_name(e: Edge) -> str:
+    """auto-circuit's name for an edge of this project's graph (``embed`` and ``pos`` are both ``Resid Start``)."""
+    return f"{_ac_node(e.sender)}->{_ac_node(e.receiver, e.channel if e.channel != 'in' else None)}"
+
+
+def auto_circuit_names(graph: Graph) -> dict[str, list[int]]:
+    """auto-circuit's edge name → the indices of the edges of ``graph`` it stands for."""
+    ours: dict[str, list[int]] = {}
+    for i, e in enumerate(graph.edges):
+        ours.setdefault(auto_circuit_name(e), []).append(i)
+    return ours
+
+
 def to_auto_circuit(graph: Graph, scores: Any, chosen: Any) -> dict[str, Any]:
     """auto-circuit's edge names with their scores (the larger of ``embed`` and ``pos`` for ``Resid Start``)."""
     out: dict[str, tuple[float, bool]] = {}
     for e, s, c in zip(graph.edges, scores, chosen):
-        name = f"{_ac_node(e.sender)}->{_ac_node(e.receiver, e.channel if e.channel != 'in' else None)}"
+        name = auto_circuit_name(e)
         value = _score(s) or 0.0
         old = out.get(name)
         out[name] = (value if old is None or abs(value) > abs(old[0]) else old[0], bool(c) or bool(old and old[1]))
@@ -227,10 +240,7 @@ def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph) -> tuple[np.nda
 
 
 def _read_auto_circuit(path: Path, data: dict[str, Any], graph: Graph) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    ours: dict[str, list[int]] = {}
-    for i, e in enumerate(graph.edges):
-        ours.setdefault(f"{_ac_node(e.sender)}->{_ac_node(e.receiver, e.channel if e.channel != 'in' else None)}",
-                        []).append(i)
+    ours = auto_circuit_names(graph)
     unknown = sorted(set(data["edges"]) - set(ours))
     if unknown:
         raise CircuitFileError(f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]} "

@@ -19,6 +19,7 @@ import numpy as np
 
 from interp.circuits.analyse import analyse
 from interp.circuits.truth import ground_truth
+from interp.errors import SandboxError
 from interp.stats import bootstrap_interval
 
 __all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "METRICS"]
@@ -65,12 +66,16 @@ def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings
         for setting in settings:
             for method in methods:
                 runs = []
-                for seed in seeds:
-                    t0 = time.perf_counter()
-                    r = analyse(model, method, truth, pairs=pairs, corruption=setting.corruption, source=setting.ablation,
-                                threshold=threshold, steps=steps, seed=seed)
-                    runs.append((r, time.perf_counter() - t0))
-                rows.append(_row(family, setting, method, runs))
+                try:
+                    for seed in seeds:
+                        t0 = time.perf_counter()
+                        r = analyse(model, method, truth, pairs=pairs, corruption=setting.corruption,
+                                    source=setting.ablation, threshold=threshold, steps=steps, seed=seed)
+                        runs.append((r, time.perf_counter() - t0))
+                    rows.append(_row(family, setting, method, runs))
+                except SandboxError as e:  # a method that cannot run on this family (auto-circuit on FFL's words)
+                    rows.append({"construction": family.name, "negatives": family.negatives, "setting": setting.name,
+                                 "method": method, "skipped": str(e)})
                 bar.update(1)
     bar.close()
     return {"settings": {"pairs": pairs, "threshold": threshold, "eap_ig_steps": steps, "seeds": list(seeds),
@@ -109,7 +114,7 @@ def _short(reason: str) -> str:
 def method_orders(board: dict[str, Any], metric: str = "average_precision", setting: str = "default/resample") -> dict[str, list[str]]:
     """Per construction (with negatives marked ``+neg``), the methods from best to worst on ``metric``."""
     out: dict[str, list[tuple[float, str]]] = {}
-    for row in board["rows"]:
+    for row in _scored(board):
         if row["setting"] != setting or row[metric]["mean"] is None:
             continue
         key = row["construction"] + (" +neg" if row["negatives"] else "")
@@ -121,7 +126,7 @@ def _order_text(board: dict[str, Any], construction: str, metric: str = "average
                 setting: str = "default/resample") -> str:
     """``a = b > c``: methods from best to worst, equal means (to three decimals) joined by ``=``."""
     means = {}
-    for row in board["rows"]:
+    for row in _scored(board):
         key = row["construction"] + (" +neg" if row["negatives"] else "")
         if key == construction and row["setting"] == setting and row[metric]["mean"] is not None:
             means[row["method"]] = round(row[metric]["mean"], 3)
@@ -130,6 +135,11 @@ def _order_text(board: dict[str, Any], construction: str, metric: str = "average
         text += ("" if last is None else (" = " if means[method] == last else " > ")) + method
         last = means[method]
     return text
+
+
+def _scored(board: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows with scores (not those of a method that could not run on the family)."""
+    return [r for r in board["rows"] if "skipped" not in r]
 
 
 def _cell(stat: dict[str, Any]) -> str:
@@ -153,7 +163,7 @@ def markdown(board: dict[str, Any]) -> str:
              f"the mean over pair seeds {s['seeds']} with its {s['interval']} (omitted where the seeds agree). "
              "Counts in *why* are summed over the seeds.", ""]
     for setting in dict.fromkeys(r["setting"] for r in board["rows"]):
-        rows = [r for r in board["rows"] if r["setting"] == setting]
+        rows = [r for r in _scored(board) if r["setting"] == setting]
         lines += [f"### Corruption {setting.split('/')[0]}, ablation {setting.split('/')[1]}", "",
                   "| construction | method | level (edges) | AUROC | AP | CPR | CMD | precision | recall | s | why |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -162,6 +172,12 @@ def markdown(board: dict[str, Any]) -> str:
             lines.append(f"| {name} | {r['method']} | {r['level']} ({r['truth_edges']}/{r['graph_edges']}) | "
                          + " | ".join(_cell(r[m]) for m in ("auroc", "average_precision", "cpr", "cmd", "precision", "recall"))
                          + f" | {r['seconds']['mean']:.2f} | {_why(r)} |")
+        lines.append("")
+    skipped = [r for r in board["rows"] if "skipped" in r]
+    if skipped:
+        lines += ["Not run (the method cannot take the family's words):", ""]
+        lines += [f"- {r['construction']}{' + negatives' if r['negatives'] else ''}, {r['method']}: {r['skipped']}"
+                  for r in skipped]
         lines.append("")
     lines += ["### The methods' order (average precision, default corruption, resample ablation)", "",
               "| construction | best → worst (= : equal to three decimals) |", "|---|---|"]

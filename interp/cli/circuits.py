@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    from interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS
     from interp.circuits.methods import METHODS
     from interp.cli.common import automaton_args
 
@@ -33,9 +34,11 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE", help="construction option "
                    "(e.g. -O negatives=distractor,cancel,constant for informative negatives)")
     s.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
-    s.add_argument("--method", default="acdc", choices=list(METHODS),
-                   help="activation patching of nodes, path patching, attribution patching (EAP), EAP-IG, ACDC "
-                        "(default), learned edge masks (edge pruning), or a baseline (random scores, activation magnitude)")
+    s.add_argument("--method", default="acdc", choices=list(METHODS + AUTO_CIRCUIT_METHODS), metavar="METHOD",
+                   help="activation patching of nodes (patching), path patching (path), attribution patching "
+                        "(attribution), EAP-IG (eap-ig), ACDC (acdc, the default), learned edge masks (masks), a "
+                        "baseline (random, magnitude), or auto-circuit's implementation of one (auto-circuit:acdc, "
+                        ":eap, :ieg, :sep, :act-mag, :random; needs the auto-circuit extra)")
     s.add_argument("--circuit-file", metavar="F", help="score: a circuit in the sandbox-lens, EAP-IG/MIB or "
                                                      "auto-circuit JSON format")
     s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "
@@ -123,6 +126,10 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         raise SandboxError(f"--threshold must be positive, got {args.threshold}")
     if not scoring:
         check_settings(args.method, args.metric, args.source or "resample", args.threshold, args.acdc_mode, args.steps)
+        if args.method.startswith("auto-circuit:"):
+            from interp.circuits.autocircuit import load
+
+            load()  # not installed: one line, before any model is built
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
@@ -145,9 +152,17 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     f = result["faithfulness_metrics"]
-    print(f"{args.method} on {title}: {summary['circuit_edges']} of {summary['graph_edges']} edges kept "
-          f"({result['wall_seconds']:.1f} s); faithfulness: accuracy {f['accuracy']:.3f}, "
-          f"logit difference {f['logit_diff']:.3f}, KL {f['kl']:.3f} (full model 1)")
+    if result["faithfulness"] is None:  # auto-circuit's rankers: no circuit of their own
+        print(f"{args.method} on {title}: a ranking of {summary['graph_edges']} edges, no circuit of its own "
+              f"({result['wall_seconds']:.1f} s)")
+    else:
+        print(f"{args.method} on {title}: {summary['circuit_edges']} of {summary['graph_edges']} edges kept "
+              f"({result['wall_seconds']:.1f} s); faithfulness: accuracy {f['accuracy']:.3f}, "
+              f"logit difference {f['logit_diff']:.3f}, KL {f['kl']:.3f} (full model 1)")
+    if "auto_circuit" in result:
+        a = result["auto_circuit"]
+        print(f"  auto-circuit {a['version']} {a['algorithm']!r} on the {a['pairs_kept']} of {a['pairs_drawn']} pairs "
+              f"whose last output changes (it reads the last position only)")
     _print_scores(result, args.source or "resample", truth is not None)
     if "agreement" in result:
         g = result["agreement"]

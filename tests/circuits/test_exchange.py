@@ -119,6 +119,9 @@ def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
     (["circuit", *BUILD, "--method", "random", "--metric", "kl", "--out", "X"], "measures no metric"),
     (["circuit", *BUILD, "--level", "everything", "--out", "X"], "invalid choice"),
     (["circuit", *BUILD, "--method", "eap-ig", "--steps", "0", "--out", "X"], "1 to 1024 steps"),
+    (["circuit", *BUILD, "--method", "auto-circuit:acdc", "--ablation", "zero", "--out", "X"], "resample ablation here"),
+    (["circuit", *BUILD, "--method", "auto-circuit:eap", "--metric", "kl", "--out", "X"], "leave out --metric"),
+    (["circuit", *BUILD, "--method", "auto-circuit:magic", "--out", "X"], "invalid choice"),
 ])
 def test_bad_settings_are_one_line(tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)

@@ -43,3 +43,17 @@ def test_a_small_board_runs_and_reports_intervals():
     assert all(r["auroc"]["interval"] is not None for r in random)  # two seeds, two different draws
     text = markdown(board)
     assert "### Corruption default, ablation zero" in text and "modular_counter C3 + negatives" in text
+
+
+def test_a_method_that_cannot_take_a_family_is_listed_as_not_run_and_left_out_of_the_orders():
+    families = [Family("modular_counter C3", FAMILIES["modular_counter/C3"])]
+    board = run_leaderboard(families, ["random", "path"], [Setting(None, "resample")], [0, 1], pairs=8)
+    board["rows"].append({"construction": "ffl", "negatives": False, "setting": "default/resample",
+                          "method": "auto-circuit:acdc", "skipped": "the task scores no output at the last position"})
+    text = markdown(board)
+    assert "Not run (the method cannot take the family's words):" in text
+    assert "- ffl, auto-circuit:acdc: the task scores no output at the last position" in text
+    assert set(method_orders(board)) == {"modular_counter C3"}
+    # a refusal inside a cell becomes such a row instead of stopping the board
+    refused = run_leaderboard(families, ["path"], [Setting("no-such-corruption", "resample")], [0], pairs=8)
+    assert "skipped" in refused["rows"][0] and "cannot produce the corruption" in refused["rows"][0]["skipped"]
