@@ -93,9 +93,10 @@ def automaton_shifts(automaton: Any, length: int, probs: Sequence[Sequence[float
 
 
 def ffl_shifts(length: int, ps: Sequence[float] = (0.8, 0.98, 0.1)) -> list[Shift]:
-    """One flip-flop shift per ignore probability p, strings of ``length`` tokens."""
-    if length < 2:
-        raise ShiftError(f"flip-flop inputs have at least 2 tokens, got {length}")
+    """One flip-flop shift per ignore probability p: whole strings of FFL(``length``, p) (an even length ≥ 4,
+    ending with the forced read and its answer)."""
+    if length < 4 or length % 2:
+        raise ShiftError(f"flip-flop strings have an even length ≥ 4 (pairs of instruction and bit), got {length}")
     out = []
     for p in ps:
         try:

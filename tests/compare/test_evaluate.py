@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from interp.cli import main
-from interp.evaluate import automaton_shifts, evaluate, ffl_shifts, skyline
+from interp.evaluate import ShiftError, automaton_shifts, evaluate, ffl_shifts, skyline
 from interp.model.saved import load_model
 from interp.tasks.batches import AutomatonTask
 from interp.tasks.catalogue import get_automaton
@@ -94,6 +94,31 @@ def test_ffl_errors_are_counted_per_read_and_per_string():
     assert [r["p"] for r in rows] == [0.8, 0.98, 0.1]
     assert all(r["accuracy"] == 1.0 and r["read_errors"] == 0 and r["strings_with_error"] == 0 for r in rows)
     assert rows[2]["scored"] > rows[0]["scored"] > rows[1]["scored"]  # dense strings read more often
+
+
+def test_every_ffl_strings_final_read_is_scored():
+    """Evaluation strings are whole FFL(T, p) strings: reads counted = the r's of the instruction stream,
+    the forced final read included (sparse strings at T = 64 have ≈ 1.3 reads each, not ≈ 0.3)."""
+    from constructions import build_model
+    from interp.tasks.ffl import R
+    from interp.tasks.kinds.base import task_kind
+
+    model = build_model("ffl", None, 64)
+    shifts = ffl_shifts(64, [0.8, 0.98, 0.1])
+    rows = evaluate({"ffl": model}, shifts, samples=300, seed=5)
+    kind = task_kind(model.card.task)
+    for i, (shift, row) in enumerate(zip(shifts, rows)):
+        strings = kind.draw(model.card.task, shift, 300, 5 + i)
+        assert strings.shape == (300, 64) and np.all(strings[:, -2] == R)  # the final read and its answer
+        assert row["scored"] == int((strings[:, 0::2] == R).sum())
+        assert row["final_accuracy"] == 1.0 and row["read_errors"] == 0
+    sparse = rows[1]["scored"] / 300
+    assert 1.0 < sparse < 1.6, sparse  # every string's final read, plus the few others FFL(0.98) has
+
+
+def test_ffl_shifts_take_whole_strings_only():
+    with pytest.raises(ShiftError, match="even length"):
+        ffl_shifts(15)
 
 
 def test_the_skyline_of_an_automaton_twin_is_its_exact_construction(runs):

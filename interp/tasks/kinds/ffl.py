@@ -75,9 +75,11 @@ class FFLKind(TaskKind):
 
     def draw(self, task: Mapping[str, Any], shift: Any, n: int, seed: int) -> Any:
         from interp.tasks.batches import step_rng
-        from interp.tasks.ffl import sample_ffl
+        from interp.tasks.ffl import sample_strings
 
-        return sample_ffl(shift.params["p"], n, shift.params["length"], step_rng(seed, 0, Stream.EVALUATION))
+        # whole strings of FFL(T, p): the forced final read and its answer are the last two tokens (a twin
+        # reads T − 1 tokens, so the final read is its last input and is scored)
+        return sample_strings(shift.params["p"], n, shift.params["length"], step_rng(seed, 0, Stream.EVALUATION))
 
     def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
         from interp.tasks.ffl import R, corrupt_ffl, sample_ffl
