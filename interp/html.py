@@ -19,7 +19,8 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td.text,th.t
 code{background:#f5f5f5;padding:1px 3px}.note{color:#555;font-size:0.92em}
 .warn{background:#fdf3d7;border-left:4px solid #d9a400;padding:6px 10px}
 .ok{color:#186a1d;font-weight:bold}.bad{color:#b00;font-weight:bold}
-.v-reproduced{background:#e3f4e3}.v-differs{background:#fdf3d7}.v-not-reproduced{background:#f9dede}
+.v-reproduced{background:#e3f4e3}.v-inconclusive{background:#fdf3d7}.v-not-reproduced{background:#f9dede}
+.v-opposite-direction{background:#f3d0d0}
 .v-not-tested{background:#eee}figure{margin:1.5em 0}figcaption{color:#444;font-size:0.92em}
 """
 

@@ -1,36 +1,248 @@
-"""Uncertainty for the numbers this project reports: bootstrap intervals over seeds, binomial intervals
-for rates."""
+"""Uncertainty for the numbers this project reports, in one place: every experiment, comparison and
+benchmark table takes its intervals, nulls and tests from here.
+
+* intervals — :func:`bootstrap_interval` (a statistic over seeds or words, percentile bootstrap),
+  :func:`grouped_bootstrap_interval` (units resampled within their groups),
+  :func:`difference_interval` (two independent groups), :func:`paired_interval` (two measurements of
+  the same seeds or inputs), :func:`wilson_interval` (a binomial rate), :func:`poisson_interval` (a
+  count of rare events, exact);
+* tests — :func:`paired_test` (Wilcoxon signed-rank), :func:`permutation_test` (two groups, or paired
+  by sign flips), :func:`null_exceedance` (an observed maximum against a null distribution of
+  maxima: random-init models or a permutation), :func:`holm` (a family of p-values);
+* effect sizes — :func:`cohens_d`.
+
+:class:`Estimate` carries a number with its per-unit values, its interval and how the interval was
+made; ``to_dict`` is what ``results.json`` stores. Every resampling takes a seed (default 0), so a
+rerun prints the same interval.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["bootstrap_interval", "wilson_interval"]
+__all__ = ["Estimate", "bootstrap_interval", "grouped_bootstrap_interval", "difference_interval", "paired_interval", "wilson_interval",
+           "poisson_interval", "paired_test", "permutation_test", "null_exceedance", "holm", "cohens_d",
+           "estimate", "CONFIDENCE"]
+
+#: The confidence of every interval unless a caller asks for another.
+CONFIDENCE = 0.95
+RESAMPLES = 4000
 
 
-def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                       confidence: float = 0.95, resamples: int = 4000, seed: int = 0) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of ``statistic`` over ``values`` (one per seed); None for fewer than two
-    values. With a handful of seeds the interval is narrow and undercovers: report the number of seeds."""
-    x = np.asarray([v for v in values if v is not None and not np.isnan(v)], dtype=np.float64)
-    if len(x) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    stats = np.array([statistic(x[rng.integers(len(x), size=len(x))]) for _ in range(resamples)])
+def _clean(values: Sequence[float | None]) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None and not np.isnan(v)], dtype=np.float64)
+
+
+def _percentiles(stats: np.ndarray, confidence: float) -> tuple[float, float]:
     alpha = (1 - confidence) / 2
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 
 
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float] | None:
+def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+                       confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic`` over ``values`` (one per seed, or per word); None for
+    fewer than two values. With a handful of seeds the interval is narrow and undercovers: report the
+    number of seeds beside it."""
+    x = _clean(values)
+    if len(x) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(len(x), size=(resamples, len(x)))
+    stats = np.array([statistic(x[i]) for i in idx])
+    return _percentiles(stats, confidence)
+
+
+def grouped_bootstrap_interval(groups: Sequence[Sequence[Any]], statistic: Callable[[list[list[Any]]], float | None],
+                               confidence: float = CONFIDENCE, resamples: int = 2000,
+                               seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap interval of ``statistic(groups)`` where each group's units (seeds, twins) are resampled within
+    the group (a stratified bootstrap: learning rates or populations are never mixed). Resamples on which the
+    statistic is undefined (None) are dropped; None when fewer than half are defined."""
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(resamples):
+        drawn = [[g[i] for i in rng.integers(len(g), size=len(g))] if len(g) else [] for g in groups]
+        v = statistic(drawn)
+        if v is not None and not np.isnan(v):
+            stats.append(float(v))
+    if len(stats) < resamples / 2:
+        return None
+    return _percentiles(np.asarray(stats), confidence)
+
+
+def difference_interval(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+                        confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                        seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap interval of ``statistic(a) − statistic(b)`` for two independent groups (each resampled
+    within itself); None when either has fewer than two values."""
+    x, y = _clean(a), _clean(b)
+    if len(x) < 2 or len(y) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    stats = np.array([statistic(x[rng.integers(len(x), size=len(x))]) - statistic(y[rng.integers(len(y), size=len(y))])
+                      for _ in range(resamples)])
+    return _percentiles(stats, confidence)
+
+
+def paired_interval(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+                    confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
+    """Bootstrap interval of ``statistic(a − b)`` where ``a[i]`` and ``b[i]`` share a seed or an input (the
+    pairs are resampled together); None for fewer than two complete pairs."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    d = [x - y for x, y in zip(a, b) if x is not None and y is not None and not (np.isnan(x) or np.isnan(y))]
+    return bootstrap_interval(d, statistic, confidence, resamples, seed)
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """Wilson score interval of a binomial rate; None without trials."""
     from scipy.stats import norm
 
     if trials <= 0:
         return None
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in 0..{trials}, got {successes}")
     z = float(norm.ppf(1 - (1 - confidence) / 2))
     p = successes / trials
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def poisson_interval(count: int, exposure: float = 1.0, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Garwood) interval of a Poisson rate: ``count`` events in ``exposure`` units (reads, strings).
+    Zero events still bound the rate from above (about 3.7 / exposure at 95%)."""
+    from scipy.stats import chi2
+
+    if count < 0 or exposure <= 0:
+        raise ValueError(f"need count ≥ 0 and exposure > 0, got {count} and {exposure}")
+    alpha = 1 - confidence
+    lo = 0.0 if count == 0 else float(chi2.ppf(alpha / 2, 2 * count)) / 2
+    hi = float(chi2.ppf(1 - alpha / 2, 2 * count + 2)) / 2
+    return lo / exposure, hi / exposure
+
+
+def paired_test(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided") -> float | None:
+    """Wilcoxon signed-rank p-value for paired ``a`` and ``b`` (``alternative``: two-sided, greater: a > b,
+    less); 1.0 when every difference is 0, None for fewer than two pairs."""
+    from scipy.stats import wilcoxon
+
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    d = np.asarray([x - y for x, y in zip(a, b)], dtype=np.float64)
+    d = d[~np.isnan(d)]
+    if len(d) < 2:
+        return None
+    if np.all(d == 0):
+        return 1.0
+    return float(wilcoxon(d, alternative=alternative, zero_method="zsplit").pvalue)
+
+
+def permutation_test(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
+                     paired: bool = False, alternative: str = "two-sided", resamples: int = 10000,
+                     seed: int = 0) -> float | None:
+    """Permutation p-value of ``statistic(a) − statistic(b)`` (``paired``: of ``statistic(a − b)``, by random
+    sign flips); ``alternative`` two-sided, greater (a above b) or less. None for fewer than two values."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    if paired:
+        if len(x) != len(y):
+            raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
+        d = x - y
+        if len(d) < 2:
+            return None
+        observed = statistic(d)
+        null = np.array([statistic(d * rng.choice((-1.0, 1.0), size=len(d))) for _ in range(resamples)])
+    else:
+        if len(x) < 1 or len(y) < 1 or len(x) + len(y) < 3:
+            return None
+        pooled = np.concatenate([x, y])
+        observed = statistic(x) - statistic(y)
+        null = np.empty(resamples)
+        for i in range(resamples):
+            p = rng.permutation(pooled)
+            null[i] = statistic(p[: len(x)]) - statistic(p[len(x):])
+    if alternative == "greater":
+        hits = np.sum(null >= observed - 1e-12)
+    elif alternative == "less":
+        hits = np.sum(null <= observed + 1e-12)
+    else:
+        hits = np.sum(np.abs(null) >= abs(observed) - 1e-12)
+    return float((1 + hits) / (1 + resamples))
+
+
+def null_exceedance(observed: float, null: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """An observed maximum (over heads, sites, shifts) against the same maximum in a null (random-init
+    models, permuted labels): the null's mean and ``confidence`` quantile, and the p-value
+    (1 + #{null ≥ observed}) / (1 + n)."""
+    z = _clean(null)
+    if len(z) == 0:
+        return {"observed": float(observed), "null_n": 0, "null_mean": None, "null_quantile": None, "p_value": None,
+                "exceeds": None}
+    q = float(np.quantile(z, confidence))
+    return {"observed": float(observed), "null_n": int(len(z)), "null_mean": float(z.mean()), "null_quantile": q,
+            "p_value": float((1 + np.sum(z >= observed)) / (1 + len(z))), "exceeds": bool(observed > q)}
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values of a family (None stays None and does not count)."""
+    idx = [i for i, p in enumerate(p_values) if p is not None]
+    m = len(idx)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        out[i] = running
+    return out
+
+
+def cohens_d(a: Sequence[float], b: Sequence[float] | None = None, paired: bool = False) -> float | None:
+    """Standardised effect size: (mean a − mean b) / pooled SD; ``paired``: mean(a − b) / SD(a − b); one group:
+    mean / SD. None where the SD is 0 or there are too few values."""
+    x = _clean(a)
+    if b is None:
+        return None if len(x) < 2 or x.std(ddof=1) == 0 else float(x.mean() / x.std(ddof=1))
+    y = _clean(b)
+    if paired:
+        return cohens_d(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    if len(x) < 2 or len(y) < 2:
+        return None
+    pooled = np.sqrt(((len(x) - 1) * x.var(ddof=1) + (len(y) - 1) * y.var(ddof=1)) / (len(x) + len(y) - 2))
+    return None if pooled == 0 else float((x.mean() - y.mean()) / pooled)
+
+
+@dataclass
+class Estimate:
+    """A number with its uncertainty: ``value`` (the statistic of ``values``), ``interval`` (None: too few
+    units), ``n`` units of ``unit`` (seeds, words, reads) and how the interval was made."""
+
+    value: float | None
+    interval: tuple[float, float] | None
+    n: int
+    unit: str = "seeds"
+    method: str = ""
+    values: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "interval": None if self.interval is None else list(self.interval), "n": self.n,
+                "unit": self.unit, "method": self.method, "values": list(self.values)}
+
+    def text(self, fmt: str = "{:.3g}") -> str:
+        """``0.42 [0.31, 0.55] (5 seeds)``; ``— (0 seeds)`` when nothing was measured."""
+        if self.value is None:
+            return f"— ({self.n} {self.unit})"
+        ci = "" if self.interval is None else f" [{fmt.format(self.interval[0])}, {fmt.format(self.interval[1])}]"
+        return f"{fmt.format(self.value)}{ci} ({self.n} {self.unit})"
+
+
+def estimate(values: Sequence[float | None], statistic: str = "mean", unit: str = "seeds",
+             confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
+    """``statistic`` (mean or median) of ``values`` with its percentile-bootstrap interval."""
+    fn = {"mean": np.mean, "median": np.median}[statistic]
+    x = _clean(values)
+    value = float(fn(x)) if len(x) else None
+    return Estimate(value, bootstrap_interval(x, fn, confidence, seed=seed), int(len(x)), unit,
+                    f"{statistic}, {confidence:.0%} percentile bootstrap over {unit}", [float(v) for v in x])

@@ -2,8 +2,9 @@
 
 An experiment is a function ``run(ctx) -> None`` that trains populations through
 :meth:`Context.sweep` (resumable; local pool or Ray), measures, and records everything the
-report shows on the context: :meth:`Context.claim` (one row of "thesis vs measured", with a
-verdict computed from the numbers by a rule stated beside it), :meth:`Context.table`,
+report shows on the context: :meth:`Context.rule` (one row of "thesis vs measured": an effect with
+its interval, ruled on by a :class:`~interp.experiments.rules.Rule` that states its threshold and
+can fail), :meth:`Context.table`,
 :meth:`Context.figure`, :meth:`Context.conclude`, :meth:`Context.caveat` and
 :meth:`Context.data`. :func:`run_experiment` then writes ``OUT/results.json`` (atomically) and the
 report is rendered from that file alone (:mod:`interp.experiments.report`).
@@ -24,15 +25,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from interp.errors import SandboxError
+from interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
 from interp.files import atomic_write, write_json
+from interp.stats import Estimate
 
 __all__ = ["Experiment", "Context", "ExperimentError", "VERDICTS", "RESULTS", "MARKER", "prepare_directory",
            "run_experiment", "mean_se"]
 
 RESULTS, MARKER, FIGURES, RUNS = "results.json", "experiment.json", "figures", "runs"
-#: A claim's verdict. "not tested" means the setting did not allow the test (e.g. the twins did
-#: not learn the task, so their behaviour out of distribution says nothing); the reason is given.
-VERDICTS = ("reproduced", "differs", "not reproduced", "not tested")
 
 
 class ExperimentError(SandboxError, ValueError):
@@ -104,12 +104,16 @@ class Context:
         return {s: base / f"seed_{s}" for s in (self.seeds if seeds is None else seeds)}
 
     # -- what the report shows ------------------------------------------------------------------
-    def claim(self, claim: str, thesis: str, measured: str, verdict: str, rule: str, why: str = "") -> None:
-        """One row of "thesis vs measured": ``rule`` states how the verdict follows from the numbers."""
-        if verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
-        self.claims.append({"claim": claim, "thesis": thesis, "measured": measured, "verdict": verdict, "rule": rule,
-                            "why": why})
+    def rule(self, claim: str, thesis: str, rule: Rule, estimate: Estimate, measured: str, *, floor: str | None = None,
+             p_value: float | None = None, family: str | None = None, null: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One row of "thesis vs measured": ``rule`` on ``estimate`` (:func:`~interp.experiments.rules.rule_on`).
+        ``floor``: why this setting cannot test the claim; ``family``: rows sharing it test one claim and get
+        Holm-adjusted p-values; ``null``: the null a maximum was compared with
+        (:func:`~interp.stats.null_exceedance`)."""
+        row = {"claim": claim, "thesis": thesis, "measured": measured, "family": family, "null": null,
+               **rule_on(rule, estimate, floor, p_value)}
+        self.claims.append(row)
+        return row
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> None:
         self.tables.append({"title": title, "columns": list(columns), "rows": [list(r) for r in rows], "note": note})
@@ -164,14 +168,31 @@ def prepare_directory(out: Path, experiment: Experiment, quick: bool, options: d
     atomic_write(marker, (json.dumps(mine, indent=1) + "\n").encode())
 
 
+def _families(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Holm over each family of claims (rows with the same ``family``)."""
+    out = list(claims)
+    for name in {c["family"] for c in claims if c.get("family")}:
+        idx = [i for i, c in enumerate(claims) if c.get("family") == name]
+        for i, c in zip(idx, holm_family([claims[i] for i in idx])):
+            out[i] = c
+    for c in out:
+        if c["verdict"] not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {c['verdict']!r}")
+    return out
+
+
 def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False, seeds: Sequence[int] | None = None,
                    backend: str = "local", workers: int | None = None, progress: bool = False,
-                   options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run (or finish) one experiment in ``out``; write ``results.json`` and ``report.html``."""
+                   options: dict[str, Any] | None = None, command: str | None = None) -> dict[str, Any]:
+    """Run (or finish) one experiment in ``out``; write ``results.json`` and ``report.html``. ``command``: the
+    command line recorded in the provenance (default: this process's)."""
+    import resource
+
     import torch
 
     from interp import __version__
     from interp.experiments.report import write_report
+    from interp.provenance import provenance
 
     out = Path(out)
     options = {**experiment.defaults, **(options or {})}
@@ -185,7 +206,11 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
     prepare_directory(out, experiment, quick, options)
     seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
     ctx = Context(experiment, out, quick, seeds, backend, workers, progress, options)
-    started = time.time()
+    def cpu() -> float:  # this process and its finished workers
+        c = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + c.ru_utime + c.ru_stime
+
+    started, cpu0 = time.time(), cpu()
     module.run(ctx)
     results = {
         "experiment": experiment.name, "title": experiment.title, "section": experiment.section,
@@ -193,7 +218,10 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
         "options": options, "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
         "minutes": round((time.time() - started) / 60, 2), "trained_now": ctx.trained_now, "runs": ctx.runs_total,
         "training_cpu_minutes": round(ctx.training_minutes, 2),
-        "settings": ctx.settings, "claims": ctx.claims, "tables": ctx.tables, "figures": ctx.figures,
+        "provenance": {**provenance(command), "seeds": seeds,
+                       "cpu_minutes_this_invocation": round((cpu() - cpu0) / 60, 2),
+                       "training_cpu_minutes_all_runs": round(ctx.training_minutes, 2)},
+        "settings": ctx.settings, "claims": _families(ctx.claims), "tables": ctx.tables, "figures": ctx.figures,
         "conclusions": ctx.conclusions, "caveats": ctx.caveats, "data": ctx.numbers,
         "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),
                         "torch_threads_per_run": 1},

@@ -17,14 +17,31 @@ from typing import Any
 
 import numpy as np
 
-from interp.streams import ExperimentSeed
 from interp.experiments.base import Context
 from interp.experiments.dyck_seeds import check  # noqa: F401 - the same --dyck check, run before OUT is claimed
+from interp.experiments.dyck_seeds import variation_estimate
+from interp.experiments.rules import Rule
+from interp.stats import Estimate, estimate, grouped_bootstrap_interval, paired_test
+from interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0, 1)
 CONTRASTIVE = 1.0  # λ of eq. 3.40 (the thesis gives none; fixed before any run, not tuned)
 LRS = (1e-3, 3e-3)
 THESIS_MINIMAL_VARIATION, THESIS_BASELINE = 0.24, 2.85
+LEARNED = 0.97  # in-distribution closing-bracket accuracy a twin needs for its β and OOD accuracy to count
+MIN_PER_CELL = 3  # learned twins a cell needs before it is compared
+
+#: Each verdict's rule. ρ and the regulariser's effects are taken within each learning rate (pooling across
+#: them mixes a second cause into the comparison); the regulariser's two effects are one claim (Holm).
+RULES = {
+    "rho": Rule("Spearman ρ(β, long-band accuracy) within each learning rate, averaged over the learning rates",
+                "below", 0.0, unit="twins"),
+    "beta": Rule("β with − without the contrastive regulariser, paired by seed within each learning rate", "below", 0.0),
+    "ood": Rule("long-band accuracy with − without the regulariser, paired by seed within each learning rate",
+                "above", 0.0),
+    "variation": Rule("attention variation between seeds ÷ the random baseline, standard training (the thesis: 0.08; "
+                      "random: 1)", "below", 0.3, null=1.0),
+}
 
 
 def _scale(quick: bool) -> dict[str, Any]:
@@ -69,13 +86,15 @@ def run(ctx: Context) -> None:
     ctx.data("models", per_model)
     probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
     n = len(probe_word) + 1
-    variation = {}
+    variation, patterns = {}, {}
     for lam in grid["contrastive"]:
         for lr in grid["lr"]:
             names = [m["model"] for m in per_model if m["contrastive"] == lam and m["lr"] == lr]
             pats = [layer_patterns(models[x], probe_word, 1)[0] for x in names]
             pairs = [float(((a - b) ** 2).sum()) for a, b in itertools.combinations(pats, 2)]
             variation[f"lr={lr:g}, λ={lam:g}"] = float(np.mean(pairs)) if pairs else float("nan")
+            learned = [i for i, x in enumerate(names) if next(m for m in per_model if m["model"] == x)["in_distribution"] >= LEARNED]
+            patterns[(lr, lam)] = {names[i]: pats[i] for i in learned}
     baseline = random_attention_baseline(n)
     ctx.data("variation", {"per_cell": variation, "random_baseline": baseline, "positions": n})
 
@@ -93,7 +112,7 @@ def run(ctx: Context) -> None:
                    f"Attention variation between seeds of a cell on {PROBE_INPUT if n == 17 else 'a sampled word'} "
                    f"({n} positions; random {baseline:.2f}).")
     _figure(ctx, per_model, sc["band"])
-    _claims(ctx, per_model, variation, baseline, n)
+    _claims(ctx, per_model, variation, baseline, n, patterns)
 
 
 def _figure(ctx: Context, per_model: list[dict], band: tuple[int, int]) -> None:
@@ -115,51 +134,79 @@ def _figure(ctx: Context, per_model: list[dict], band: tuple[int, int]) -> None:
     ctx.figure("beta_vs_ood", fig, "Each point is one twin: its β and its accuracy far beyond the training length.")
 
 
-def _claims(ctx: Context, per_model: list[dict], variation: dict, baseline: float, n: int) -> None:
+def _claims(ctx: Context, per_model: list[dict], variation: dict, baseline: float, n: int, patterns: dict) -> None:
     from scipy.stats import spearmanr
 
     beta = [m["beta"] for m in per_model]
     ood = [m["ood"] for m in per_model]
-    rho = float(spearmanr(beta, ood).statistic) if len(set(beta)) > 1 and len(set(ood)) > 1 else float("nan")
-    ctx.data("spearman_beta_ood", rho)
-    v = "not tested" if np.isnan(rho) else "reproduced" if rho <= -0.3 else "not reproduced" if rho >= 0 else "differs"
-    ctx.claim("β is negatively correlated with length generalisation", "negative correlation (Fig. 3.40; no numbers "
-              "in the text)", f"Spearman ρ(β, accuracy at the long band) = {rho:.2f} over {len(per_model)} twins", v,
-              "reproduced if ρ ≤ −0.3, not reproduced if ρ ≥ 0, differs between",
-              "every twin has the same β or the same accuracy" if np.isnan(rho) else "")
-    # compared within each learning rate: pooling across them would mix a second cause into the medians
-    moves, parts = [], []
-    for lr in sorted({m["lr"] for m in per_model}):
-        std = [m for m in per_model if m["contrastive"] == 0 and m["lr"] == lr]
-        reg = [m for m in per_model if m["contrastive"] > 0 and m["lr"] == lr]
-        b0, b1 = float(np.median([m["beta"] for m in std])), float(np.median([m["beta"] for m in reg]))
-        o0, o1 = float(np.median([m["ood"] for m in std])), float(np.median([m["ood"] for m in reg]))
-        moves += [b1 < b0, o1 > o0]
-        parts.append(f"lr {lr:g}: median β {b1:.3g} with vs {b0:.3g} without, long-band accuracy {o1:.3f} vs {o0:.3f}")
-    ctx.claim("The contrastive regulariser lowers β and raises length generalisation",
-              "lower β and better length generalisation (Fig. 3.40; λ not given)", "; ".join(parts),
-              "reproduced" if all(moves) else "differs" if any(moves) else "not reproduced",
-              "within each learning rate: reproduced if the medians of β fall and of the long-band accuracy rise at "
-              "every learning rate, differs if some of these move the thesis's way, not reproduced if none does")
-    values = [x for x in variation.values() if not np.isnan(x)]
-    std_var = [x for key, x in variation.items() if key.endswith("λ=0") and not np.isnan(x)]
-    if std_var:
-        ratio = float(np.mean(std_var)) / baseline
-        ctx.claim("A minimal first layer makes seeds agree (attention variation far below random)",
-                  f"{THESIS_MINIMAL_VARIATION} vs random {THESIS_BASELINE} (ratio {THESIS_MINIMAL_VARIATION / THESIS_BASELINE:.2f})",
-                  f"{np.mean(std_var):.2f} vs random {baseline:.2f} at {n} positions (ratio {ratio:.2f}; standard training)",
-                  "reproduced" if ratio <= 0.3 else "differs" if ratio < 0.6 else "not reproduced",
-                  "reproduced if the ratio to random is ≤ 0.3; not reproduced if ≥ 0.6 (the thesis's standard models: 0.77)")
+    learned = [m for m in per_model if m["in_distribution"] >= LEARNED or ctx.quick]
+    lrs = sorted({m["lr"] for m in per_model})
+
+    def rho_of(ms: list[dict]) -> float | None:
+        b, o = [m["beta"] for m in ms], [m["ood"] for m in ms]
+        return float(spearmanr(b, o).statistic) if len(set(b)) > 1 and len(set(o)) > 1 else None
+
+    cells = {lr: [m for m in learned if m["lr"] == lr] for lr in lrs}
+    rhos = {lr: rho_of(ms) for lr, ms in cells.items()}
+    few = [lr for lr, ms in cells.items() if len(ms) < MIN_PER_CELL]
+    groups = [ms for ms in cells.values() if ms]
+
+    def mean_rho(drawn: list[list[dict]]) -> float | None:
+        parts = [rho_of(ms) for ms in drawn]
+        return None if not parts or any(x is None for x in parts) else float(np.mean(parts))
+
+    value = None if any(r is None for r in rhos.values()) or not rhos else float(np.mean(list(rhos.values())))
+    rho_e = Estimate(value, grouped_bootstrap_interval(groups, mean_rho), len(learned), "twins",
+                     "mean of the within-learning-rate Spearman ρ, bootstrap over twins within each")
+    floor = (f"fewer than {MIN_PER_CELL} twins reached {LEARNED} in distribution at lr "
+             + ", ".join(f"{lr:g}" for lr in few)) if few and not ctx.quick else None
+    ctx.data("spearman_beta_ood", {f"{lr:g}": r for lr, r in rhos.items()})
+    ctx.rule("β is negatively correlated with length generalisation", "negative correlation (Fig. 3.40; no numbers "
+             "in the text)", RULES["rho"], rho_e,
+             "Spearman ρ(β, long-band accuracy) " + ", ".join(f"{_fmt(r)} at lr {lr:g} ({len(cells[lr])} learned twins)"
+                                                             for lr, r in rhos.items()), floor=floor)
+    # the regulariser: pairs of twins with the same seed and learning rate, with and without it
+    pairs = []
+    for lr in lrs:
+        std = {m["seed"]: m for m in learned if m["contrastive"] == 0 and m["lr"] == lr}
+        reg = {m["seed"]: m for m in learned if m["contrastive"] > 0 and m["lr"] == lr}
+        pairs += [(std[s], reg[s]) for s in sorted(set(std) & set(reg))]
+    d_beta = [r["beta"] - s["beta"] for s, r in pairs]
+    d_ood = [r["ood"] - s["ood"] for s, r in pairs]
+    floor = f"only {len(pairs)} seeds learned with and without the regulariser" if len(pairs) < MIN_PER_CELL and not ctx.quick else None
+    for key, d, what in (("beta", d_beta, "lowers β"), ("ood", d_ood, "raises length generalisation")):
+        ctx.rule(f"The contrastive regulariser {what}", "lower β and better length generalisation (Fig. 3.40; λ not given)",
+                 RULES[key], estimate(d, unit="seed pairs"),
+                 f"{len(pairs)} pairs (same seed and learning rate): median difference {_fmt(np.median(d) if d else None)}",
+                 floor=floor, p_value=paired_test(d, [0.0] * len(d), "less" if key == "beta" else "greater") if d else None,
+                 family="contrastive")
+    std_groups = [g for (lr, lam), g in patterns.items() if lam == 0]
+    var_e = variation_estimate(std_groups, baseline)
+    ctx.rule("A minimal first layer makes seeds agree (attention variation far below random)",
+             f"{THESIS_MINIMAL_VARIATION} vs random {THESIS_BASELINE} (ratio {THESIS_MINIMAL_VARIATION / THESIS_BASELINE:.2f})",
+             RULES["variation"], var_e,
+             "per cell: " + ", ".join(f"{k} {x:.2f}" for k, x in variation.items()) + f" (random {baseline:.2f} at {n} "
+             f"positions; learned twins of standard training only)")
     ctx.conclude(f"Over {len(per_model)} minimal-first-layer twins, β ranges {min(beta):.3g}–{max(beta):.3g} and the "
-                 f"long-band accuracy {min(ood):.3f}–{max(ood):.3f}; Spearman ρ = {rho:.2f}.")
-    if values:
+                 f"long-band accuracy {min(ood):.3f}–{max(ood):.3f}; Spearman ρ within each learning rate: "
+                 + ", ".join(f"{_fmt(r)} (lr {lr:g})" for lr, r in rhos.items()) + ".")
+    if any(not np.isnan(x) for x in variation.values()):
         ctx.conclude("Attention variation per cell: " + ", ".join(f"{k} {x:.2f}" for k, x in variation.items()) + ".")
     ctx.caveat(f"λ = {CONTRASTIVE} for the contrastive regulariser was fixed before any run (the thesis does not give "
                f"it) and not changed after; a larger λ may move β more. The thesis's steps and batch size are not "
                f"given either.")
-    ctx.caveat("The regulariser's verdict compares medians within each learning rate. The first full run pooled both "
-               "learning rates, which called a 1% difference in β a reproduction; the rule was corrected, not the "
-               "settings.")
+    ctx.caveat("Outside the theorem's model class: these twins keep the construction's frozen first layer, which also "
+               "writes positional coordinates into layer 2's input, and train a full second block (residual and MLP); "
+               "Theorem 1's class (Assumption 10) has a first layer whose output depends only on type and depth and a "
+               "one-layer attention model without residual or FFN. With positions, exactness does not need balance, "
+               "so β need not predict length generalisation here (see docs/deviations.md).")
+    ctx.caveat("The regulariser's verdicts compare twins of the same seed and learning rate. The first full run pooled "
+               "both learning rates, which called a 1% difference in β a reproduction; the rule was corrected, not the "
+               "settings (docs/deviations.md).")
     ctx.caveat("The first layer is this project's Dyck construction (type and depth written into named subspaces), "
                "not the thesis's one-hot e(τ_{t,d}) table (eq. 3.37); both give the second layer the bracket's type "
                "and depth.")
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.3g}"

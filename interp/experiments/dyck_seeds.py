@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from interp.streams import ExperimentSeed
 from interp.experiments.base import Context, ExperimentError
+from interp.experiments.rules import Rule
+from interp.stats import Estimate, grouped_bootstrap_interval, wilson_interval
+from interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(20)), (0, 1)
 POSITIONS = ("linear", "none", "learned")
@@ -160,38 +162,74 @@ def _figures(ctx: Context, per_pos: dict, built: dict, built_mass: dict, probe_t
                "constructions (rows: queries, columns: keys).")
 
 
+#: Each verdict's rule, fixed before any run.
+RULES = {
+    "learned": Rule(f"share of seeds reaching {LEARNED} held-out accuracy, pooled over the position codes", "above", 0.9,
+                    null=0.9, min_n=3),
+    "stack_like": Rule(f"share of trained layer-2 heads with stack-top mass > {STACK_LIKE}", "below", 0.5, null=0.5,
+                       min_n=3, unit="heads"),
+    "variation": Rule("variation between seeds ÷ the random baseline (the thesis's ratios: 0.77 and 0.80)", "above", 0.6,
+                      min_n=3),
+}
+
+
+def variation_estimate(groups: list[dict], baseline: float, seed: int = 0) -> Estimate:
+    """Attention variation ÷ ``baseline``: per group (seed → pattern; one population), the mean ‖A_s − A_s'‖²_F
+    over pairs of distinct seeds, averaged over the groups; a bootstrap resamples seeds within each group
+    (pairs of one original seed drawn twice are left out)."""
+    mats = []
+    for g in groups:
+        P = [np.asarray(p) for p in g.values()]
+        if len(P) >= 2:
+            mats.append(np.array([[float(((a - b) ** 2).sum()) for b in P] for a in P]) / baseline)
+    n = sum(len(g) for g in groups)
+    what = "mean over pairs of distinct seeds ÷ the random baseline, bootstrap over seeds"
+    if not mats:
+        return Estimate(None, None, n, "seeds", what)
+
+    def mean_pairs(D: np.ndarray, idx: np.ndarray) -> float | None:
+        i, j = np.triu_indices(len(idx), 1)
+        keep = idx[i] != idx[j]
+        return float(D[idx[i][keep], idx[j][keep]].mean()) if keep.any() else None
+
+    value = float(np.mean([mean_pairs(D, np.arange(len(D))) for D in mats]))
+
+    def statistic(drawn: list[list[int]]) -> float | None:
+        parts = [mean_pairs(D, np.asarray(idx)) for D, idx in zip(mats, drawn)]
+        return None if any(x is None for x in parts) else float(np.mean(parts))
+
+    interval = grouped_bootstrap_interval([list(range(len(D))) for D in mats], statistic, seed=seed)
+    return Estimate(value, interval, n, "seeds", what)
+
+
 def _claims(ctx: Context, per_pos: dict, baseline: float, n: int, built_mass: dict, lang) -> None:
     seeds = len(ctx.seeds)
     learned = {p: len(e["learned"]) for p, e in per_pos.items()}
-    ctx.claim(f"2-layer, 1-head, width-50 models reach ≥ 97% on Dyck_{{{lang.k},{lang.D}}}, with and without positions",
-              "all models reach ≥ 97% (§3.6.3.1; footnote 59 for no positions)",
-              "; ".join(f"{p}: {learned[p]}/{seeds} seeds" for p in per_pos),
-              "reproduced" if all(v == seeds for v in learned.values()) else
-              "differs" if all(v >= seeds / 2 for v in learned.values()) else "not reproduced",
-              "reproduced if every seed of every setting reaches 0.97 held-out accuracy; differs if at least half do")
+    total = seeds * len(per_pos)
+    got = sum(learned.values()) if not ctx.quick else sum(sum(a >= LEARNED for a in e["accuracy"].values())
+                                                         for e in per_pos.values())
+    ctx.rule(f"2-layer, 1-head, width-50 models reach ≥ 97% on Dyck_{{{lang.k},{lang.D}}}, with and without positions",
+             "all models reach ≥ 97% (§3.6.3.1; footnote 59 for no positions)", RULES["learned"],
+             Estimate(got / total, wilson_interval(got, total), total, "seeds", "a binomial rate, Wilson interval"),
+             "; ".join(f"{p}: {learned[p]}/{seeds} seeds" for p in per_pos))
     masses = [m for e in per_pos.values() for m in e["stack_top_mass"].values()]
     stack_like = sum(m > STACK_LIKE for m in masses)
-    ctx.claim("Their second-layer attention is mostly not stack-like", "usually not stack-like (Fig. 3.3; qualitative)",
-              f"{stack_like} of {len(masses)} trained heads put > {STACK_LIKE} of their attention on the stack top "
-              f"(median mass {np.median(masses) if masses else float('nan'):.3f}; the stack construction "
-              f"{built_mass['stack']:.3f})",
-              "not tested" if not masses else "reproduced" if stack_like < len(masses) / 2 else "not reproduced",
-              f"reproduced if fewer than half the heads have stack-top mass > {STACK_LIKE}")
+    ctx.rule("Their second-layer attention is mostly not stack-like", "usually not stack-like (Fig. 3.3; qualitative)",
+             RULES["stack_like"],
+             Estimate(stack_like / len(masses) if masses else None, wilson_interval(stack_like, len(masses)),
+                      len(masses), "heads", "a binomial rate, Wilson interval"),
+             f"{stack_like} of {len(masses)} trained heads put > {STACK_LIKE} of their attention on the stack top "
+             f"(median mass {np.median(masses) if masses else float('nan'):.3f}; the stack construction "
+             f"{built_mass['stack']:.3f})")
     for pos, thesis in THESIS_VARIATION.items():
         e = per_pos[pos]
-        ratio = e["variation"] / baseline
+        est = variation_estimate([e["patterns"]], baseline)
         thesis_ratio = thesis / THESIS_BASELINE
-        if e["pairs"] == 0:
-            v, why = "not tested", "fewer than two seeds learned"
-        else:
-            v = "reproduced" if 0.6 <= ratio <= 1.0 else "differs"
-            why = "" if v == "reproduced" else ("the seeds agree more than the thesis's did" if ratio < 0.6
-                                                else "the seeds differ more than random patterns do")
-        ctx.claim(f"Attention varies across seeds nearly as much as random ({pos} positions)",
-                  f"{thesis} vs random {THESIS_BASELINE} (ratio {thesis_ratio:.2f}; 40 seeds, N ≈ 15–16)",
-                  f"{e['variation']:.2f} vs random {baseline:.2f} at {n} positions (ratio {ratio:.2f}; "
-                  f"{len(e['learned'])} seeds, {e['pairs']} pairs)", v,
-                  "reproduced if the ratio to the random baseline lies in [0.6, 1.0] (the thesis's: 0.77 and 0.80)", why)
+        ctx.rule(f"Attention varies across seeds nearly as much as random ({pos} positions)",
+                 f"{thesis} vs random {THESIS_BASELINE} (ratio {thesis_ratio:.2f}; 40 seeds, N ≈ 15–16)",
+                 RULES["variation"], est,
+                 f"{e['variation']:.2f} vs random {baseline:.2f} at {n} positions ({len(e['learned'])} seeds, "
+                 f"{e['pairs']} pairs)", family="variation")
     closest = {p: min(e["to_constructions"], key=e["to_constructions"].get) for p, e in per_pos.items() if e["learned"]}
     ctx.conclude("The construction closest to the trained heads (mean ‖A − A_construction‖²_F on the probe): "
                  + "; ".join(f"{p} positions: {c} ({per_pos[p]['to_constructions'][c]:.2f})" for p, c in closest.items())

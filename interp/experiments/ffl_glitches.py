@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from interp.streams import ExperimentSeed
 from interp.experiments.base import Context
+from interp.experiments.rules import Rule
+from interp.stats import Estimate, difference_interval, estimate, poisson_interval
+from interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
 MIXTURE = (0.9, 0.98, 0.1)
@@ -135,18 +137,19 @@ def _heads(ctx: Context, models: dict, T: int, n: int) -> dict[str, Any]:
         words = comparison.words(n, seed=ExperimentSeed.FFL_GLITCH_ATTENTION_WORDS)
         last = models[names[0]].cfg.n_layers - 1
         heads = [(last, h) for h in range(models[names[0]].cfg.n_heads)]
-        sharp, refs = [], {}
+        sharp, refs, per_model = [], {}, []
         for m in names:
             model = models[m]
             tokens = comparison.inputs(model, words, with_latents=False).tokens
             pats = attention_patterns(model, tokens, heads)
             reads = np.asarray(words) == 1  # r tokens: the queries the task scores
-            for head, pat in pats.items():
-                sharp.append(float(pat[:, : reads.shape[1]][reads].max(axis=-1).mean()))
+            mine = [float(pat[:, : reads.shape[1]][reads].max(axis=-1).mean()) for pat in pats.values()]
+            sharp += mine
+            per_model.append(float(np.mean(mine)))
             scores, _ = attention_scores(comparison, model, heads, words[: min(len(words), 20)])
             for sc_ in scores.values():
                 refs[sc_["best_reference"]] = refs.get(sc_["best_reference"], 0) + 1
-        out[pop] = {"sharpness": sharp, "references": refs, "heads": len(sharp)}
+        out[pop] = {"sharpness": sharp, "per_model": per_model, "references": refs, "heads": len(sharp)}
         rows.append([POPULATIONS[pop], len(sharp), float(np.mean(sharp)), float(np.min(sharp)), float(np.max(sharp)),
                      ", ".join(f"{r}: {c}" for r, c in sorted(refs.items(), key=lambda kv: -kv[1]))])
     ctx.table("Last-layer heads at the reads: sharpness (mean largest attention weight) and closest reference",
@@ -161,92 +164,138 @@ def _median(values: list) -> float:
     return float(np.median(values)) if len(values) else float("nan")
 
 
+#: Each verdict's rule (the thresholds are fixed here, before any run; tests/experiments/test_rules.py
+#: reaches every outcome of each with synthetic numbers).
+RULES = {
+    "sparse": Rule("FFL(0.98) read-error rate − FFL(0.8) read-error rate, per learned twin (errors per read)",
+                   "above", 0.0),
+    "dense": Rule("FFL(0.1) read-error rate − FFL(0.8) read-error rate, per learned twin (errors per read)",
+                  "above", 0.0),
+    "lstm": Rule("OOD read-error rate, LSTMs − FFL(0.8) twins (mean over learned models, errors per read)",
+                 "below", 0.0),
+    "mixture": Rule("OOD read-error rate, mixture twins − FFL(0.8) twins (median over learned models, errors per read)",
+                    "below", 0.0),
+    "sharpness": Rule("mean largest attention weight at the reads, sharpened − plain twins (per model, last layer)",
+                      "above", 0.0),
+    "persist": Rule("OOD read-error rate − FFL(0.8) read-error rate, per learned sharpened twin", "above", 0.0),
+    "tenfold": Rule("log10(OOD read-error rate, plain twins ÷ sharpened twins) (median over learned models; rates with "
+                    "½ error added)", "above", 1.0),
+    "exact": Rule("read errors of Proposition 3's construction over every evaluated read", "below", 0.5, null=0.5,
+                  min_n=1, unit="evaluations"),
+}
+
+
+def _rates(entry: dict, p: float, keep_only: bool = True) -> list[float]:
+    """Errors per read at FFL(p), one per (learned) model."""
+    idx = range(len(entry["models"]))
+    keep = [entry["models"].index(m) for m in entry["learned"]] if keep_only else list(idx)
+    return [entry[p]["read_errors"][i] / max(entry[p]["reads"], 1) for i in keep]
+
+
 def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> None:
     n = {pop: len(per_pop[pop]["learned"]) for pop in per_pop}
     total = {pop: len(per_pop[pop]["models"]) for pop in per_pop}
     indist = {pop: per_pop[pop]["in_distribution"] for pop in per_pop}
-    ok = {pop: n[pop] > 0 for pop in per_pop}
+    learned_floor = {pop: None if n[pop] else f"no {POPULATIONS.get(pop, pop)} model learned FFL(0.8) to {LEARNED}"
+                     for pop in per_pop}
     twin = per_pop["twin"]
-    glitching = n["twin"] - twin["zero_ood"]
-    learned_rule = f"only models with FFL(0.8) read accuracy ≥ {LEARNED} count"
-    if not ok["twin"]:
-        v, why = "not tested", "no twin learned FFL(0.8)"
-    else:
-        v, why = ("reproduced" if glitching > n["twin"] / 2 else "not reproduced" if glitching == 0 else "differs"), ""
-    ctx.claim("Twins trained on FFL(0.8) make out-of-distribution read errors (R1)",
-              "most runs fail to reach 0 OOD error (Fig. 3.27, 3 seeds per architecture; baseline 500 replicates)",
-              f"{glitching} of the {n['twin']} twins that learned ({total['twin']} trained) have ≥ 1 read error on "
-              f"FFL(0.98) or FFL(0.1) (in distribution {indist['twin']:.4f})", v, learned_rule + "; reproduced if more than half the twins have an OOD error, "
-              "not reproduced if none has", why)
-    sparse = sum(e > 0 for e in twin["sparse_errors"])
-    dense = sum(e > 0 for e in twin["dense_errors"])
-    both = sparse > 0 and dense > 0
-    ctx.claim("The errors occur on both sparse and dense strings (R1)",
-              "errors on both sparse and dense sequences (sparse: long-range, dense: short-range failures)",
-              f"learned twins with errors: {sparse} of {n['twin']} on FFL(0.98) (median "
-              f"{_median(twin['sparse_errors']):g} errors), {dense} on FFL(0.1) (median "
-              f"{_median(twin['dense_errors']):g})",
-              "not tested" if not ok["twin"] else "reproduced" if both else "differs" if sparse or dense else "not reproduced",
-              "reproduced if some twin errs on each; differs if only one kind of string shows errors")
+    sparse_p, dense_p = 0.98, 0.1
+    in_rate = {pop: _rates(per_pop[pop], 0.8) for pop in POPULATIONS}
+    ood_rate = {pop: [(a * per_pop[pop][sparse_p]["reads"] + b * per_pop[pop][dense_p]["reads"])
+                      / (per_pop[pop][sparse_p]["reads"] + per_pop[pop][dense_p]["reads"])
+                      for a, b in zip(_rates(per_pop[pop], sparse_p), _rates(per_pop[pop], dense_p))]
+                for pop in POPULATIONS}
+    reads = {p: twin[p]["reads"] for p in sc["strings"]}
+
+    def excess(pop: str, p: float) -> Estimate:
+        return estimate([a - b for a, b in zip(_rates(per_pop[pop], p), in_rate[pop])])
+
+    # R1: a distribution effect, not the in-distribution error rate seen on more reads
+    for key, p, kind in (("sparse", sparse_p, "sparse (long-range reads)"), ("dense", dense_p, "dense (many writes)")):
+        e = excess("twin", p)
+        errs = [twin[p]["read_errors"][twin["models"].index(m)] for m in twin["learned"]]
+        ctx.rule(f"Twins trained on FFL(0.8) make more read errors on {kind} strings than in distribution (R1)",
+                 "errors on both sparse and dense sequences; most runs fail to reach 0 OOD error (Fig. 3.27)",
+                 RULES[key], e,
+                 f"{sum(x > 0 for x in errs)} of {n['twin']} learned twins ({total['twin']} trained) err on FFL({p:g}); "
+                 f"read errors per twin {errs} of {reads[p]} reads; in-distribution accuracy {indist['twin']:.4f}",
+                 floor=learned_floor["twin"])
+    lstm_gap = difference_interval(ood_rate["lstm"], ood_rate["twin"])
+    lstm_e = Estimate(float(np.mean(ood_rate["lstm"]) - np.mean(ood_rate["twin"])) if n["lstm"] and n["twin"] else None,
+                      lstm_gap, min(n["lstm"], n["twin"]), "seeds", "difference of means, bootstrap within each population",
+                      [])
     lstm = per_pop["lstm"]
-    ctx.claim("A 1-layer LSTM makes no read errors (R2)", "0 final-iterate OOD errors in 100/100 replicates "
-              "(hidden 128, 500 steps, T = 512)",
-              f"{lstm['zero_ood']} of {n['lstm']} LSTMs with 0 OOD errors (in distribution {indist['lstm']:.4f}; worst OOD "
-              f"{max(lstm['ood_errors'], default=0)} errors)",
-              "not tested" if not ok["lstm"] else "reproduced" if lstm["zero_ood"] == n["lstm"] else "not reproduced",
-              learned_rule + "; reproduced if every LSTM has 0 errors on FFL(0.98) and FFL(0.1)")
-    mix = per_pop["mixture"]
-    med_t, med_m = _median(twin["ood_errors"]), _median(mix["ood_errors"])
+    ctx.rule("A 1-layer LSTM makes fewer OOD read errors than the twins — none in the thesis (R2)",
+             "0 final-iterate OOD errors in 100/100 replicates (hidden 128, 500 steps, T = 512)", RULES["lstm"], lstm_e,
+             f"{lstm['zero_ood']} of {n['lstm']} learned LSTMs with 0 OOD errors (in distribution {indist['lstm']:.4f}; "
+             f"worst {max(lstm['ood_errors'], default=0)} errors)",
+             floor=learned_floor["lstm"] or learned_floor["twin"])
     few = [pop for pop in ("twin", "mixture") if n[pop] < MIN_COMPARED and not ctx.quick]
-    if not (ok["twin"] and ok["mixture"]) or few:
-        v, why = "not tested", "; ".join(f"only {n[p]} of {total[p]} {POPULATIONS[p]} learned FFL(0.8) to {LEARNED}"
-                                         for p in few or [p for p in ("twin", "mixture") if not ok[p]])
-    elif med_t == 0:
-        v, why = "not tested", "the FFL(0.8) twins made no OOD errors, so there was nothing to reduce"
-    else:
-        v, why = ("reproduced" if med_m < med_t else "not reproduced"), ""
-    ctx.claim("Training on the mixture {0.9, 0.98, 0.1} reduces OOD errors (R4)",
-              "6/25 runs with 0 detected errors; errors reduced on all three distributions",
-              f"median OOD read errors {med_m:g} (mixture) vs {med_t:g} (FFL(0.8)); {mix['zero_ood']} of {n['mixture']} "
-              f"learned mixture twins ({total['mixture']} trained) with 0", v,
-              f"at least {MIN_COMPARED} learned models per population; reproduced if the mixture's median OOD errors are "
-              f"below the FFL(0.8) twins'", why)
-    sh = per_pop["sharpened"]
-    s_sharp, t_sharp = float(np.mean(heads["sharpened"]["sharpness"])), float(np.mean(heads["twin"]["sharpness"]))
-    ctx.claim("Attention sharpening makes the heads sparser (R8)", "sharpening produces hard, 1-sparse attention "
-              "(Fig. 3.34b, 3.38)", f"mean largest weight at the reads {s_sharp:.3f} (sharpened) vs {t_sharp:.3f}",
-              "reproduced" if s_sharp > t_sharp + 0.02 else "not reproduced",
-              "reproduced if the sharpened last-layer heads' mean largest weight exceeds the plain twins' by > 0.02")
-    med_s = _median(sh["ood_errors"])
-    persist = n["sharpened"] - sh["zero_ood"]
-    if n["sharpened"] < (1 if ctx.quick else MIN_COMPARED):
-        v, why = "not tested", f"only {n['sharpened']} of {total['sharpened']} sharpened twins learned FFL(0.8) to {LEARNED}"
-    elif med_t == 0:
-        v, why = "not tested", "the FFL(0.8) twins made no OOD errors"
-    else:
-        v, why = ("reproduced" if persist > 0 else "not reproduced"), ""
-    ctx.claim("…but errors persist under sharpening (R6–R8)", "about an order of magnitude fewer errors, never 0 "
-              "across all runs", f"{persist} of {n['sharpened']} learned sharpened twins ({total['sharpened']} trained) "
-              f"still err; median OOD errors {med_s:g} vs {med_t:g}", v,
-              f"at least {MIN_COMPARED} learned sharpened twins; reproduced if at least one still has an OOD error", why)
+    mix_e = Estimate(_median(ood_rate["mixture"]) - _median(ood_rate["twin"]) if n["mixture"] and n["twin"] else None,
+                     difference_interval(ood_rate["mixture"], ood_rate["twin"], np.median),
+                     min(n["mixture"], n["twin"]), "seeds", "difference of medians, bootstrap within each population")
+    floor = learned_floor["twin"] or learned_floor["mixture"] or (
+        "; ".join(f"only {n[p]} of {total[p]} {POPULATIONS[p]} learned FFL(0.8) to {LEARNED}" for p in few) if few else None)
+    if not floor and not any(ood_rate["twin"]):
+        floor = "the FFL(0.8) twins made no OOD errors, so there was nothing to reduce"
+    mix = per_pop["mixture"]
+    ctx.rule("Training on the mixture {0.9, 0.98, 0.1} reduces OOD errors (R4)",
+             "6/25 runs with 0 detected errors; errors reduced on all three distributions", RULES["mixture"], mix_e,
+             f"median OOD read errors {_median(mix['ood_errors']):g} (mixture) vs {_median(twin['ood_errors']):g} "
+             f"(FFL(0.8)); {mix['zero_ood']} of {n['mixture']} learned mixture twins ({total['mixture']} trained) with 0",
+             floor=floor)
+    _sharpening_claims(ctx, per_pop, heads, n, total, learned_floor, in_rate, ood_rate)
     exact = per_pop["ffl (construction)"]
     wrong = sum(exact[p]["read_errors"][0] for p in sc["strings"])
-    ctx.claim("Proposition 3's construction reads every bit correctly", "exact on FFL(p) for every p",
-              f"{wrong} read errors over {sum(exact[p]['reads'] for p in sc['strings'])} reads",
-              "reproduced" if wrong == 0 else "not reproduced", "reproduced if it makes no read error")
+    total_reads = sum(exact[p]["reads"] for p in sc["strings"])
+    ctx.rule("Proposition 3's construction reads every bit correctly", "exact on FFL(p) for every p", RULES["exact"],
+             Estimate(float(wrong), (float(wrong), float(wrong)), 1, "evaluations", "a count (deterministic)"),
+             f"{wrong} read errors over {total_reads} reads (95% Poisson bound on its error rate: "
+             f"< {poisson_interval(wrong, total_reads)[1]:.2g} per read)")
     refs = heads["twin"]["references"]
     top = max(refs, key=refs.get) if refs else "—"
     ctx.conclude(f"Plain twins' last-layer heads most often match “{top}” ({refs.get(top, 0)} of {heads['twin']['heads']} "
                  f"heads); with sharpening: " + ", ".join(f"{r} {c}" for r, c in heads["sharpened"]["references"].items())
                  + ". The thesis's unregularised 1L1H model found the dense “all writes” solution; "
                    "Proposition 3's layer 2 attends to the latest write.")
-    ctx.conclude(f"OOD read errors (FFL(0.98) + FFL(0.1)), median over seeds: FFL(0.8) twins {med_t:g}, mixture {med_m:g}, "
-                 f"sharpened {med_s:g}, LSTM {_median(lstm['ood_errors']):g}, construction {wrong} (learned models only: "
+    ctx.conclude(f"OOD read errors (FFL(0.98) + FFL(0.1)), median over seeds: FFL(0.8) twins {_median(twin['ood_errors']):g}, "
+                 f"mixture {_median(mix['ood_errors']):g}, sharpened {_median(per_pop['sharpened']['ood_errors']):g}, LSTM "
+                 f"{_median(lstm['ood_errors']):g}, construction {wrong} (learned models only: "
                  + ", ".join(f"{pop} {n[pop]}/{total[pop]}" for pop in POPULATIONS) + ").")
-    if not ctx.quick:
-        ctx.caveat(f"Scale: T = {sc['length']} and 2-layer, width-64 twins trained for {sc['steps']} steps × 32 strings "
-                   f"(the thesis: T = 512, 6 layers, width 512, 10⁴ steps × 16, 500 replicates). R1 is a statistical "
-                   f"tail claim; {n['twin']} seeds and 10⁴ sparse strings see only part of that tail.")
-        ctx.caveat(f"Sharpening uses λ = {SHARPEN} (the value for 1-layer models in the notes); the thesis swept λ, "
-                   f"schedules and start times. At FFL(0.98) and T = {sc['length']} most reads refer to the first "
-                   f"write, which is closer than the thesis's sparse reads at T = 512.")
+    ctx.caveat(f"Scale and what the verdicts respect: T = {sc['length']} and 2-layer, width-64 twins trained for "
+               f"{sc['steps']} steps × 32 strings (the thesis: T = 512, 6 layers, width 512, 10⁴ steps × 16, 500 "
+               f"replicates); {len(ctx.seeds)} seeds, so an interval over seeds is wide and R1, a tail claim, is seen "
+               f"only in part. Errors count as a distribution effect only beyond each twin's own in-distribution "
+               f"error rate. At FFL(0.98) and T = {sc['length']} a string has about "
+               f"{reads[sparse_p] / max(sc['strings'][sparse_p], 1):.2f} reads, most of them the final one, which mostly "
+               f"refers to the first write: the sparse half is tested at a far shorter range than the thesis's.")
+    ctx.caveat(f"Sharpening uses λ = {SHARPEN} (the value for 1-layer models in the notes); the thesis swept λ, "
+               f"schedules and start times.")
+
+
+def _sharpening_claims(ctx: Context, per_pop: dict, heads: dict, n: dict, total: dict, learned_floor: dict,
+                       in_rate: dict, ood_rate: dict) -> None:
+    """R6–R8: sharper heads, errors that persist, about tenfold fewer."""
+    twin, sparse_p, dense_p = per_pop["twin"], 0.98, 0.1
+    s_per, t_per = heads["sharpened"]["per_model"], heads["twin"]["per_model"]
+    sharp_e = Estimate(float(np.mean(s_per) - np.mean(t_per)), difference_interval(s_per, t_per), min(len(s_per), len(t_per)),
+                       "models", "difference of means, bootstrap within each population")
+    ctx.rule("Attention sharpening makes the heads sparser (R8)", "sharpening produces hard, 1-sparse attention "
+             "(Fig. 3.34b, 3.38)", RULES["sharpness"], sharp_e,
+             f"mean largest weight at the reads {np.mean(s_per):.3f} (sharpened) vs {np.mean(t_per):.3f} (plain)")
+    sh = per_pop["sharpened"]
+    floor = learned_floor["sharpened"] or (f"only {n['sharpened']} of {total['sharpened']} sharpened twins learned "
+                                           f"FFL(0.8) to {LEARNED}" if n["sharpened"] < MIN_COMPARED and not ctx.quick else None)
+    persist = estimate([a - b for a, b in zip(ood_rate["sharpened"], in_rate["sharpened"])])
+    ctx.rule("Errors persist under sharpening (R6–R8)", "never 0 across all runs", RULES["persist"], persist,
+             f"{n['sharpened'] - sh['zero_ood']} of {n['sharpened']} learned sharpened twins ({total['sharpened']} "
+             f"trained) still err out of distribution; median OOD errors {_median(sh['ood_errors']):g}", floor=floor)
+    smooth = {pop: [(e + 0.5) / (per_pop[pop][sparse_p]["reads"] + per_pop[pop][dense_p]["reads"] + 1)
+                    for e in per_pop[pop]["ood_errors"]] for pop in ("twin", "sharpened")}
+    log_t, log_s = np.log10(smooth["twin"]), np.log10(smooth["sharpened"])
+    ten = Estimate(_median(list(log_t)) - _median(list(log_s)) if n["twin"] and n["sharpened"] else None,
+                   difference_interval(log_t, log_s, np.median), min(n["twin"], n["sharpened"]), "seeds",
+                   "difference of median log10 rates, bootstrap within each population")
+    ctx.rule("…about an order of magnitude fewer than without (R6–R8)", "about an order of magnitude fewer errors",
+             RULES["tenfold"], ten, f"median OOD errors {_median(sh['ood_errors']):g} (sharpened) vs "
+             f"{_median(twin['ood_errors']):g} (plain)", floor=floor or learned_floor["twin"])

@@ -17,20 +17,35 @@ from typing import Any, Callable
 
 import numpy as np
 
-from interp.streams import ExperimentSeed
 from interp.experiments.base import Context, mean_se
+from interp.experiments.rules import Rule
+from interp.stats import Estimate, difference_interval, estimate, permutation_test
+from interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = (0, 1), (0,)
 TASKS = ("ffl", "parity", "dyck")
 POSITIONS = ("none", "sinusoidal", "learned+shift")
 LEARNED = 0.95  # in-distribution accuracy a twin needs for its long-input behaviour to count
 DROP = 0.10
+NEAR = 3.2  # the thesis's range: trained at 40, tested to 128
+FLOOR = 0.05  # two settings both within this of chance cannot be told apart: "not tested (floor)"
+
+#: Each verdict's rule, taken at two horizons separately: the largest tested multiple ≤ 3.2 × N (the
+#: thesis's range) and the largest (16 × N). Units: learned twins, over every training length N and seed.
+RULES = {
+    "drop": Rule("accuracy at 1 × N − at the horizon, per learned twin (sinusoidal positions)", "above", DROP,
+                 unit="twins"),
+    "helps": Rule("accuracy at the horizon: this position code − sinusoidal (difference of means over learned twins)",
+                  "above", 0.0, unit="twins"),
+    "exact": Rule("(task, N, length) tests on which a construction is not exact", "below", 0.5, null=0.5, min_n=1,
+                  unit="evaluations"),
+}
 
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
         return {"lengths": (8,), "multiples": (1, 2), "steps": 40, "samples": 24, "positions": ("none", "learned+shift")}
-    return {"lengths": (8, 16, 32, 64), "multiples": (1, 4, 8, 16), "steps": 1000, "samples": 200,
+    return {"lengths": (8, 16, 32, 64), "multiples": (1, 3, 8, 16), "steps": 1000, "samples": 200,
             "positions": POSITIONS}
 
 
@@ -178,51 +193,57 @@ def _figure(ctx: Context, results: list[dict], sc: dict) -> None:
 
 
 def _claims(ctx: Context, results: list[dict], exact_rows: list[dict], sc: dict) -> None:
-    long_m, first = sc["multiples"][-1], sc["multiples"][0]
+    first = sc["multiples"][0]
+    near = max((m for m in sc["multiples"] if 1 < m <= NEAR), default=None)
+    horizons = [(m, f"{m} × N" + (" (the thesis's range)" if m == near else ""))
+                for m in dict.fromkeys((near, sc["multiples"][-1])) if m is not None]
     learned = _learned(results, ctx.quick)
     keys = {(r["task"], r["N"], r["positions"], r["seed"]) for r in learned if r["multiple"] == first}
     keep = [r for r in results if (r["task"], r["N"], r["positions"], r["seed"]) in keys]
+    arms = _arms()
 
-    def mean(kind: str, pos: str, m: int) -> float:
-        vals = [r["accuracy"] for r in keep if r["task"] == kind and r["positions"] == pos and r["multiple"] == m]
-        return float(np.mean(vals)) if vals else float("nan")
+    def accs(kind: str, pos: str, m: int) -> dict[tuple[int, int], float]:
+        return {(r["N"], r["seed"]): r["accuracy"] for r in keep if r["task"] == kind and r["positions"] == pos
+                and r["multiple"] == m}
 
     base = "sinusoidal" if "sinusoidal" in sc["positions"] else sc["positions"][0]
     for kind in ("parity", "dyck"):
-        a1, aL = mean(kind, base, first), mean(kind, base, long_m)
-        if np.isnan(a1):
-            v, why = "not tested", f"no {kind} twin with {base} positions learned"
-        else:
-            v, why = ("reproduced" if a1 - aL >= DROP else "not reproduced" if a1 - aL < 0.02 else "differs"), ""
-        ctx.claim(f"{kind}: accuracy drops at lengths unseen in training ({base} positions)",
-                  "accuracy drops sharply beyond the training length (Fig. 3.21; C_2 and Dyck_{4,2}, trained at 40, "
-                  "tested to 128; no numbers in the text)",
-                  f"mean {a1:.3f} at 1 × N, {aL:.3f} at {long_m} × N over learned twins of every N",
-                  v, f"reproduced if the drop is ≥ {DROP}, not reproduced if < 0.02", why)
-        for pos, thesis in (("learned+shift", "random position shifts in [0, 400] give a significant boost but are "
-                                              "not perfect"),
-                            ("none", "removing the position encoding helps too")):
-            if pos not in sc["positions"] or base == pos:
-                continue
-            a, b = mean(kind, pos, long_m), mean(kind, base, long_m)
-            perfect = all(r["any_error_rate"] == 0 for r in keep if r["task"] == kind and r["positions"] == pos
-                          and r["multiple"] == long_m)
-            if np.isnan(a) or np.isnan(b):
-                v, why = "not tested", "a setting had no learned twin"
-            else:
-                better = a > b + 0.02
-                v = "reproduced" if better and (pos == "none" or not perfect) else "differs" if better else "not reproduced"
-                why = "they were perfect" if better and perfect and pos != "none" else ""
-            ctx.claim(f"{kind}: {pos} positions help at {long_m} × N",
-                      thesis + " (Fig. 3.21)", f"mean accuracy at {long_m} × N: {a:.3f} ({pos}) vs {b:.3f} ({base})"
-                      + ("; every learned twin exact there" if perfect else ""), v,
-                      f"reproduced if higher than {base} by > 0.02" + (" and not every twin exact" if pos != "none" else ""),
-                      why)
-    worst = min(r["accuracy"] for r in exact_rows)
-    ctx.claim("The constructions are exact at every length", "exact for every input length (the theorems)",
-              f"worst accuracy {worst:.4f} over {len(exact_rows)} (task, N, length) tests up to "
-              f"{max(sc['lengths']) * long_m} tokens", "reproduced" if worst == 1.0 else "not reproduced",
-              "reproduced if accuracy is 1.0 on every test")
+        chance = arms[kind].kind.chance(arms[kind].task(sc["lengths"][0], ctx.options).to_dict())
+        for m, where in horizons:
+            a1, aL = accs(kind, base, first), accs(kind, base, m)
+            drops = [a1[k] - aL[k] for k in a1 if k in aL]
+            ctx.rule(f"{kind}: accuracy drops at {where} ({base} positions)",
+                     "accuracy drops sharply beyond the training length (Fig. 3.21; C_2 and Dyck_{4,2}, trained at 40, "
+                     "tested to 128; no numbers in the text)", RULES["drop"], estimate(drops, unit="twins"),
+                     f"mean {_mean(a1.values()):.3f} at 1 × N, {_mean(aL.values()):.3f} at {m} × N over learned twins of "
+                     f"every N (chance {chance:.2f})", floor=None if a1 else f"no {kind} twin with {base} positions learned")
+            for pos, thesis in (("learned+shift", "random position shifts in [0, 400] give a significant boost but are "
+                                                  "not perfect"),
+                                ("none", "removing the position encoding helps too")):
+                if pos not in sc["positions"] or base == pos:
+                    continue
+                a, b = list(accs(kind, pos, m).values()), list(aL.values())
+                perfect = bool(a) and all(r["any_error_rate"] == 0 for r in keep if r["task"] == kind
+                                          and r["positions"] == pos and r["multiple"] == m)
+                floor = None
+                if not a or not b:
+                    floor = "a setting had no learned twin"
+                elif max(_mean(a), _mean(b)) <= chance + FLOOR:
+                    floor = f"both settings are at chance ({chance:.2f}) at {m} × N: the test cannot tell them apart"
+                diff = Estimate(_mean(a) - _mean(b) if a and b else None, difference_interval(a, b), min(len(a), len(b)),
+                                "twins", "difference of means, bootstrap within each setting")
+                ctx.rule(f"{kind}: {pos} positions help at {where}", thesis + " (Fig. 3.21)", RULES["helps"], diff,
+                         f"mean accuracy at {m} × N: {_mean(a):.3f} ({pos}, {len(a)} twins) vs {_mean(b):.3f} ({base}, "
+                         f"{len(b)}); per twin {', '.join(f'{x:.3f}' for x in a)} vs {', '.join(f'{x:.3f}' for x in b)}"
+                         + ("; every learned twin exact there" if perfect else ""), floor=floor,
+                         p_value=permutation_test(a, b, alternative="greater") if len(a) + len(b) >= 3 else None,
+                         family=f"{kind}: position codes")
+    wrong = sum(r["accuracy"] < 1.0 for r in exact_rows)
+    ctx.rule("The constructions are exact at every length", "exact for every input length (the theorems)", RULES["exact"],
+             Estimate(float(wrong), (float(wrong), float(wrong)), 1, "evaluations", "a count (deterministic)"),
+             f"worst accuracy {min(r['accuracy'] for r in exact_rows):.4f} over {len(exact_rows)} (task, N, length) tests "
+             f"up to {max(sc['lengths']) * sc['multiples'][-1]} tokens")
+    long_m = sc["multiples"][-1]
     for kind in TASKS:
         best = max((r for r in keep if r["task"] == kind and r["multiple"] == long_m), key=lambda r: r["accuracy"],
                    default=None)
@@ -232,4 +253,15 @@ def _claims(ctx: Context, results: list[dict], exact_rows: list[dict], sc: dict)
     if not ctx.quick:
         ctx.caveat("Our twins are 2 layers wide 64 (Dyck: width 50, 1 head), 1000 steps at most; the thesis's models "
                    "are 512 wide with 8 heads and it trains at N = 40 only. Parity twins at N ≥ 32 often fail to learn "
-                   "at this size; only twins with held-out accuracy ≥ 0.95 enter the verdicts.")
+                   "at this size; only twins with held-out accuracy ≥ 0.95 enter the verdicts. Two horizons are ruled "
+                   "on separately: the thesis's range (≤ 3.2 × N) and 16 × N; a comparison of two settings both at "
+                   "chance there is not tested (floor).")
+        ctx.caveat("Not yet the thesis's task: Dyck here is next-token prediction of the closing bracket on "
+                   f"Dyck_{{{ctx.options.get('dyck')}}} (k, D in this project's notation), where the thesis simulates "
+                   "the stack of Dyck with depth 4 and 2 types as a semiautomaton, and there is no LSTM row yet "
+                   "(issue 30).")
+
+
+def _mean(values) -> float:
+    v = list(values)
+    return float(np.mean(v)) if v else float("nan")

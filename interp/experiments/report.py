@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from interp.errors import CheckpointError
+from interp.experiments.rules import VERDICTS
 from interp.files import atomic_write
 from interp.html import page, table
 from interp.viz import png_data_uri
@@ -32,16 +33,50 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return table(columns, rows)  # None: not measured (see the table's note)
 
 
+def _effect(c: dict[str, Any]) -> str:
+    """The effect a verdict rests on: its value, interval, units and threshold (and the null of a maximum)."""
+    e = c.get("estimate")
+    if not e:
+        return ""
+    if e["value"] is None:
+        text = f"{c['effect']}: not measured ({e['n']} {e['unit']})"
+    else:
+        ci = "no interval" if e["interval"] is None else f"[{e['interval'][0]:.3g}, {e['interval'][1]:.3g}]"
+        text = (f"{c['effect']} = {e['value']:.3g} {ci}, {e['n']} {e['unit']}; threshold {c['threshold']:g} "
+                f"({'above' if c['side'] == 'above' else 'below'})")
+    if c.get("p_holm") is not None:
+        text += f"; p = {c['p_value']:.3g}, Holm-adjusted {c['p_holm']:.3g} ({c['family']} tests)"
+    elif c.get("p_value") is not None:
+        text += f"; p = {c['p_value']:.3g}"
+    null = c.get("null")
+    if null and null.get("null_quantile") is not None:
+        text += (f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
+                 f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}")
+    return f"<br><span class='note'>{html.escape(text)}</span>"
+
+
 def _claims(claims: list[dict[str, Any]]) -> str:
     rows = []
     for c in claims:
         cls = "v-" + c["verdict"].replace(" ", "-")
         why = f"<br><span class='note'>{html.escape(c['why'])}</span>" if c.get("why") else ""
         rows.append(f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
-                    f"<td class='text'>{html.escape(c['measured'])}</td><td class='text {cls}'><b>{html.escape(c['verdict'])}"
-                    f"</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>")
+                    f"<td class='text'>{html.escape(c['measured'])}{_effect(c)}</td><td class='text {cls}'><b>"
+                    f"{html.escape(c['verdict'])}</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>")
     head = "<tr><th>claim</th><th class='text'>thesis</th><th class='text'>measured here</th><th class='text'>verdict</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _provenance(p: dict[str, Any] | None) -> str:
+    if not p:
+        return ""
+    commit = "not a git checkout" if p.get("commit") is None else (
+        p["commit"][:12] + (" with uncommitted changes" if p.get("dirty") else ""))
+    versions = ", ".join(f"{k} {v}" for k, v in p.get("versions", {}).items() if v)
+    return (f"<p class='note'>Provenance: commit {html.escape(commit)} · <code>{html.escape(str(p.get('command')))}</code> · "
+            f"seeds {html.escape(', '.join(map(str, p.get('seeds', []))))} · {p.get('cpu_minutes_this_invocation', 0):.1f} "
+            f"CPU-minutes this invocation, {p.get('training_cpu_minutes_all_runs', 0):.1f} of training in all · "
+            f"{html.escape(versions)} · Python {html.escape(str(p.get('python')))}</p>")
 
 
 def _settings(settings: dict[str, Any]) -> str:
@@ -88,6 +123,7 @@ def write_report(out: str | Path) -> Path:
                  f"<code>runs/</code>. sandbox-lens {html.escape(str(env.get('sandbox_lens', '?')))}, torch "
                  f"{html.escape(str(env.get('torch', '?')))}, Python {html.escape(str(env.get('python', '?')))}, one torch "
                  f"thread per run.</p>")
+    parts.append(_provenance(r.get("provenance")))
     path = out / "report.html"
     atomic_write(path, page(r["title"], "".join(parts)).encode())
     return path
@@ -103,8 +139,7 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
         except CheckpointError:
             rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>not run</td></tr>")
             continue
-        counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in ("reproduced", "differs", "not reproduced",
-                                                                           "not tested")}
+        counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in VERDICTS}
         summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         rows.append(f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
                     f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"

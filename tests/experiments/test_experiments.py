@@ -8,6 +8,7 @@ import pytest
 
 from interp.cli import main
 from interp.experiments import EXPERIMENTS, get_experiment, run_experiment
+from interp.experiments.rules import VERDICTS
 from interp.experiments.report import write_index, write_report
 
 
@@ -27,7 +28,17 @@ def check_files(out, results):
     assert on_disk["experiment"] == results["experiment"] and on_disk["quick"] is True
     assert on_disk["claims"] and on_disk["conclusions"] and on_disk["figures"]
     for c in on_disk["claims"]:
-        assert c["verdict"] in ("reproduced", "differs", "not reproduced", "not tested") and c["rule"]
+        assert c["verdict"] in VERDICTS and c["rule"] and c["effect"]
+        e = c["estimate"]  # every verdict carries its effect, its interval (or why none) and its units
+        assert set(e) >= {"value", "interval", "n", "unit"} and c["threshold"] is not None
+        if c["verdict"] in ("reproduced", "not reproduced", "opposite direction", "inconclusive"):
+            assert e["interval"] is not None and e["n"] >= 1
+        else:
+            assert c["why"]
+    p = on_disk["provenance"]
+    assert set(p) >= {"commit", "dirty", "command", "versions", "seeds", "cpu_minutes_this_invocation"}
+    assert p["versions"]["torch"] and p["seeds"] == on_disk["seeds"]
+    assert "Provenance: commit" in (out / "report.html").read_text()
     for f in on_disk["figures"]:
         assert (out / f["file"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "report.html").read_text()

@@ -115,6 +115,17 @@ def test_the_thesis_kinds_keep_their_defaults():
     assert (AUTOMATON.verify_samples, DYCK.verify_samples, FFL.verify_samples) == (1000, 200, 200)
 
 
+def test_chance_is_a_uniform_guess_among_the_scored_outputs():
+    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
+    from interp.tasks.catalogue import get_automaton
+    from interp.tasks.dyck import Dyck
+
+    assert AUTOMATON.chance(AutomatonTask(get_automaton("parity"), 8).to_dict()) == 0.5
+    assert AUTOMATON.chance(AutomatonTask(get_automaton("grid9"), 8).to_dict()) == pytest.approx(1 / 9)
+    assert DYCK.chance(DyckTask(Dyck(4, 2), 12).to_dict()) == 0.25  # one of k closing brackets
+    assert FFL.chance(FFLTask(0.8, 16).to_dict()) == 0.5  # one of two bits
+
+
 # -- a toy fourth kind: a registry entry only ------------------------------------------------------
 @dataclass
 class CopyTask:

@@ -135,6 +135,11 @@ class TaskKind:
 
         return [Shift(f"in distribution, T={length}", self.name, {"length": int(length)})]
 
+    def chance(self, task: Mapping[str, Any]) -> float:
+        """The accuracy of a uniform guess among the outputs the task scores (the floor below which an
+        accuracy says nothing): 1 / the number of scored outputs."""
+        return 1.0 / self.task_from_dict(task).d_vocab_out
+
     def draw(self, task: Mapping[str, Any], shift: Any, n: int, seed: int) -> Any:
         """``n`` inputs of ``shift`` for a model of ``task`` (generic: the training task's batch)."""
         from interp.tasks.batches import step_rng

@@ -53,6 +53,10 @@ class DyckKind(TaskKind):
 
         return checked(self, lambda: Dyck(task["k"], task["D"], task["q"]))
 
+    def chance(self, task: Mapping[str, Any]) -> float:
+        """A closing bracket scored among the k closing brackets: 1 / k."""
+        return 1.0 / int(task["k"])
+
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
         from interp.tasks.batches import DyckTask
         from interp.tasks.dyck import Dyck, parse_dyck_spec

@@ -44,6 +44,10 @@ class FFLKind(TaskKind):
 
         return checked(self, lambda: FFLTask(d["p"], d["length"]))
 
+    def chance(self, task: Mapping[str, Any]) -> float:
+        """A read answered by one of two bits: 1 / 2."""
+        return 0.5
+
     def source(self, task: Mapping[str, Any]) -> Any:
         return None  # one language; p is a training setting, not what a model computes
 

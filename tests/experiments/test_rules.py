@@ -1,0 +1,94 @@
+"""Verdict rules that can fail: every outcome of every experiment's rules is reached by synthetic numbers,
+a zero effect is never "reproduced", and a family is Holm-adjusted."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from interp.experiments import EXPERIMENTS
+from interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
+from interp.stats import Estimate
+
+
+def _est(lo: float, hi: float, n: int = 5) -> Estimate:
+    return Estimate((lo + hi) / 2, (lo, hi), n)
+
+
+def _synthetic(rule: Rule) -> dict[str, Estimate]:
+    """An estimate for each outcome of ``rule`` (mirrored for a rule whose thesis side is 'below')."""
+    s = 1.0 if rule.side == "above" else -1.0
+    t, z = rule.threshold, rule.null
+    gap = max(abs(t - z), 1.0)
+    at = lambda a, b: _est(min(a, b), max(a, b), max(rule.min_n, 2))  # noqa: E731
+    out = {"reproduced": at(t + s * 0.1 * gap, t + s * 2 * gap),
+           "not reproduced": at(t, t) if t == z else at(z + s * 0.1 * abs(t - z), t),
+           "opposite direction": at(z - s * 2 * gap, z - s * 0.1 * gap),
+           "inconclusive": at(t - s * 0.5 * gap, t + s * 0.5 * gap)}
+    few = Estimate(t + s * gap, None if rule.min_n > 1 else (t + s * gap, t + s * gap), rule.min_n - 1)
+    out["not tested"] = few
+    return out
+
+
+def _rules() -> list[tuple[str, str, Rule]]:
+    found = []
+    for name, e in EXPERIMENTS.items():
+        module = e.load()
+        rules = getattr(module, "RULES", None)
+        assert rules, f"{name} declares its verdict rules as data (RULES)"
+        found += [(name, key, r) for key, r in rules.items()]
+    return found
+
+
+RULES = _rules()
+
+
+@pytest.mark.parametrize("name,key,rule", RULES, ids=[f"{n}:{k}" for n, k, _ in RULES])
+def test_every_outcome_of_every_rule_is_reachable(name, key, rule):
+    for expected, estimate in _synthetic(rule).items():
+        got = rule_on(rule, estimate)
+        assert got["verdict"] == expected, (expected, got)
+        assert got["rule"] == rule.text() and got["estimate"]["n"] == estimate.n
+    assert rule_on(rule, _synthetic(rule)["reproduced"], floor="the twins did not learn")["verdict"] == "not tested"
+
+
+@pytest.mark.parametrize("name,key,rule", RULES, ids=[f"{n}:{k}" for n, k, _ in RULES])
+def test_no_effect_is_never_reproduced(name, key, rule):
+    z = rule.null
+    for width in (0.0, 0.01, 1.0):
+        assert rule_on(rule, _est(z - width, z + width, max(rule.min_n, 2)))["verdict"] != "reproduced"
+
+
+@given(st.floats(-10, 10), st.floats(0, 10), st.floats(0, 5), st.sampled_from(["above", "below"]))
+@settings(max_examples=200, deadline=None)
+def test_an_interval_containing_the_null_is_never_reproduced(centre, gap, width, side):
+    null = centre
+    rule = Rule("effect", side, threshold=null + (gap if side == "above" else -gap), null=null, min_n=2)
+    assert rule_on(rule, _est(null - width, null + width))["verdict"] != "reproduced"
+
+
+def test_a_threshold_on_the_thesis_side_of_the_null_is_refused():
+    with pytest.raises(ValueError, match="no effect at all would pass"):
+        Rule("drop", "above", threshold=-0.1)
+    with pytest.raises(ValueError, match="no effect at all would pass"):
+        Rule("ratio", "below", threshold=1.5, null=1.0)
+    with pytest.raises(ValueError, match="'above' or 'below'"):
+        Rule("x", "sideways")
+
+
+def test_too_few_seeds_are_marked_never_given_a_silent_interval():
+    rule = Rule("drop", "above", 0.1, min_n=3)
+    got = rule_on(rule, Estimate(0.5, None, 1))
+    assert got["verdict"] == "not tested" and "too few seeds" in got["why"] and "1" in got["why"]
+
+
+def test_a_family_is_holm_adjusted():
+    rule = Rule("drop", "above", 0.0, min_n=2)
+    rulings = [{**rule_on(rule, _est(0.2, 0.4), p_value=p)} for p in (0.01, 0.02, 0.03)]
+    adjusted = holm_family(rulings)
+    assert [r["p_holm"] for r in adjusted] == [pytest.approx(0.03), pytest.approx(0.04), pytest.approx(0.04)]
+    assert all(r["verdict"] == "reproduced" for r in adjusted)
+    weak = holm_family([rule_on(rule, _est(0.2, 0.4), p_value=p) for p in (0.02, 0.03, 0.04)])
+    assert [r["verdict"] for r in weak] == ["inconclusive"] * 3 and "Holm-adjusted" in weak[0]["why"]
+    assert set(VERDICTS) >= {r["verdict"] for r in weak}

@@ -1,0 +1,103 @@
+"""interp.stats: intervals cover what they should, tests reject what they should, on synthetic numbers
+whose truth is known (and hypothesis where a property holds for any input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from interp.stats import (Estimate, bootstrap_interval, cohens_d, difference_interval, estimate, holm,
+                          null_exceedance, paired_interval, paired_test, permutation_test, poisson_interval,
+                          wilson_interval)
+
+
+def test_bootstrap_intervals_cover_the_mean_at_about_their_confidence():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for i in range(200):
+        x = rng.normal(3.0, 1.0, size=40)
+        lo, hi = bootstrap_interval(x, resamples=1000, seed=i)
+        hits += lo <= 3.0 <= hi
+    assert 0.88 <= hits / 200 <= 0.99, hits
+
+
+def test_too_few_values_give_no_interval_never_a_fake_one():
+    assert bootstrap_interval([0.7]) is None and bootstrap_interval([]) is None
+    assert bootstrap_interval([0.7, None, float("nan")]) is None
+    assert difference_interval([1, 2], [3]) is None and paired_interval([1], [2]) is None
+    e = estimate([0.5])
+    assert e.interval is None and e.n == 1 and "(1 seeds)" in e.text()
+
+
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=2, max_size=12), st.integers(0, 5))
+@settings(max_examples=60, deadline=None)
+def test_an_interval_is_ordered_and_inside_the_data(values, seed):
+    lo, hi = bootstrap_interval(values, resamples=200, seed=seed)
+    assert min(values) - 1e-9 <= lo <= hi <= max(values) + 1e-9
+
+
+def test_paired_intervals_see_a_shift_that_unpaired_noise_hides():
+    rng = np.random.default_rng(0)
+    seeds = rng.normal(0, 5, size=12)  # a large per-seed effect shared by both measurements
+    a, b = seeds + 1.0 + rng.normal(0, 0.1, 12), seeds + rng.normal(0, 0.1, 12)
+    lo, hi = paired_interval(a, b)
+    assert 0.8 < lo < 1.0 < hi < 1.2
+    lo_u, hi_u = difference_interval(a, b)
+    assert lo_u < 0 < hi_u  # unpaired, the shift drowns in the seeds' spread
+    assert paired_test(a, b, "greater") < 0.01 and paired_test(a, a) == 1.0
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_interval([1, 2], [1])
+
+
+def test_rates_wilson_and_poisson():
+    lo, hi = wilson_interval(0, 100)
+    assert lo < 1e-12 and 0.03 < hi < 0.04
+    assert wilson_interval(5, 0) is None
+    lo, hi = poisson_interval(0, 1000)  # no error in 1000 reads still bounds the rate
+    assert lo == 0 and hi == pytest.approx(3.689 / 1000, rel=1e-3)
+    lo, hi = poisson_interval(10, 1.0)
+    assert lo == pytest.approx(4.795, rel=1e-3) and hi == pytest.approx(18.39, rel=1e-3)
+    with pytest.raises(ValueError):
+        poisson_interval(-1)
+
+
+def test_permutation_tests_reject_a_real_difference_and_not_a_null_one():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.5, 1, 30), rng.normal(0.0, 1, 30)
+    assert permutation_test(a, b, alternative="greater", resamples=2000) < 0.01
+    assert permutation_test(a, b, alternative="less", resamples=2000) > 0.9
+    c = rng.normal(0, 1, 30)
+    assert permutation_test(b, c, resamples=2000) > 0.05
+    assert permutation_test(a, b, paired=True, alternative="greater", resamples=2000) < 0.01
+
+
+def test_a_maximum_is_judged_against_the_null_of_maxima():
+    null = np.random.default_rng(0).normal(0.3, 0.02, size=99)
+    hi = null_exceedance(0.9, null)
+    assert hi["exceeds"] and hi["p_value"] == pytest.approx(0.01)
+    lo = null_exceedance(0.3, null)
+    assert not lo["exceeds"] and lo["p_value"] > 0.2
+    assert null_exceedance(0.5, [])["p_value"] is None
+
+
+def test_holm_adjusts_a_family_and_keeps_the_order():
+    adjusted = holm([0.01, 0.04, 0.03, None])
+    assert adjusted == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06), None]
+    assert holm([]) == []
+
+
+def test_effect_sizes():
+    assert cohens_d([1, 2, 3], [1, 2, 3]) == 0.0
+    assert cohens_d([2, 3, 4], [1, 2, 3]) == pytest.approx(1.0)
+    assert cohens_d([1, 1], [2, 2]) is None  # no spread: no standardised size
+    assert cohens_d([3, 4, 5], [1, 2, 3], paired=True) is None  # every difference 2: SD 0
+
+
+def test_an_estimate_says_what_it_is():
+    e = estimate([1.0, 2.0, 3.0, 4.0], "median", unit="seeds")
+    assert isinstance(e, Estimate) and e.value == 2.5 and e.n == 4
+    d = e.to_dict()
+    assert d["values"] == [1.0, 2.0, 3.0, 4.0] and len(d["interval"]) == 2 and "median" in d["method"]
+    assert e.text().startswith("2.5 [")
