@@ -138,6 +138,12 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
             if shift.kind != kind.name:
                 raise ShiftError(f"a {shift.kind} shift ({shift.label}) does not apply to a {kind.name} model")
             _check_length(model, shift.length())
+    from interp.budget import require
+
+    longest = max((s.length() for s in shifts), default=0)
+    out_dim = max(m.cfg.d_vocab_out for m in models.values())
+    require(f"{samples} inputs of up to {longest} tokens per shift", memory=samples * longest * (64.0 + 8 * out_dim),
+            lower="--samples")
     score = resolve(kind.evaluator or "interp.evaluate:score_batch")
     rows = []
     for i, shift in enumerate(tqdm(shifts, disable=not progress, desc="shifts", unit="shift", leave=False)):

@@ -45,8 +45,13 @@ def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0) -> 
     """``n`` (base, source) pairs of independent uniform words for ``model``'s automaton task."""
     from interp.streams import Stream, rng
 
+    from interp.budget import require
+
     card = model.card
     T = int(length or card.max_length)
+    cfg = model.cfg
+    require(f"{n} interchange pairs of {T} tokens", lower="--pairs",
+            memory=n * T * (16.0 + 8 * cfg.d_model * (2 * cfg.n_layers + 2)))
     g = rng(seed, Stream.CAUSAL_PAIRS)
     k = card.io.n_symbols
     return g.integers(k, size=(n, T)), g.integers(k, size=(n, T))

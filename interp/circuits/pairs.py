@@ -140,6 +140,11 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     T = int(length or min(card.options.get("trained_length") or card.task.get("length") or longest, longest))
     if not 1 <= T <= longest:
         raise CorruptionError(f"pairs of length {T} do not fit the model (1..{longest})")
+    from interp.budget import require
+
+    cfg = model.cfg
+    per_pair = T * (16.0 + 8 * cfg.d_model * (cfg.n_layers * (cfg.n_heads + 2) + 3)) + 8.0 * cfg.n_layers * cfg.n_heads * T * T
+    require(f"{n} counterfactual pairs of {T} tokens", memory=n * per_pair, lower="--pairs")
     rng = np.random.default_rng(seed)
     try:
         clean_w, corrupt_w, read_w, read_xw, readout = kind.pair_words(card.source, n, T, corruption, rng)

@@ -97,6 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `interp list | head`: the reader left, nothing to report
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - keep Python's exit flush quiet
         return 0
+    except OSError as e:
+        # any other file-system failure (a path on /proc, a read-only file system, a full disk): writes are
+        # atomic, so nothing half-written is left; one line, the path and the system's reason
+        where = f" at {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"interp: error: file-system error{where}: {e.strerror or e}", file=sys.stderr)
+        return 2
     finally:
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)

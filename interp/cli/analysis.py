@@ -55,6 +55,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     kind = task_kind(args.task) if args.task in kind_names() else AUTOMATON  # else: a catalogue automaton
     refuse_other_kinds_options(args, kind, "compare_options", "{flag} goes with `compare {other}`")
     config = CompareConfig(**settings_given(args, CompareConfig))  # refuses a bad setting before any work
+    if args.length is not None and args.length < kind.min_length:
+        raise SandboxError(f"--length must be ≥ {kind.min_length} for {kind.name} tasks, got {args.length} "
+                           f"(leave it out for the default)")
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
     report = compare(comparison, Path(args.out), config, progress=sys.stderr.isatty())
     t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})

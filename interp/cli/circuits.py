@@ -53,7 +53,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--acdc-mode", default="normalised", choices=["normalised", "reference"],
                    help="acdc: this project's normalised variant (|Δ| of the task's normalised metric on the changed "
                         "outputs) or the reference implementation's (signed Δ of the full KL at every scored position)")
-    s.add_argument("--steps", type=int, default=16, help="eap-ig: integration steps m (m = 1 is attribution patching)")
+    s.add_argument("--steps", type=int, help="eap-ig: integration steps m (default 16; m = 1 is attribution patching)")
     s.add_argument("--level", choices=["structural", "live", "relevant", "read", "resample", "zero", "mean"],
                    help="the ground-truth level to score against (default: the ablation's: resample, zero or mean)")
     s.add_argument("--engine", default="auto", choices=["auto", "bare", "hooks"],
@@ -124,6 +124,11 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
             raise SandboxError(f"--{flag.replace('_', '-')} must be ≥ 1, got {value}")
     if not args.threshold > 0:
         raise SandboxError(f"--threshold must be positive, got {args.threshold}")
+    if args.per_position and (scoring or args.method != "patching"):
+        raise SandboxError("--per-position goes with --method patching (node patching at each position)")
+    if args.steps is not None and (scoring or args.method != "eap-ig"):
+        raise SandboxError("--steps goes with --method eap-ig (its integration steps)")
+    args.steps = 16 if args.steps is None else args.steps
     if not scoring:
         check_settings(args.method, args.metric, args.source or "resample", args.threshold, args.acdc_mode, args.steps)
         if args.method.startswith("auto-circuit:"):

@@ -65,10 +65,13 @@ class TransformationSemigroup:
         """The maximal subgroups H_e (one per idempotent e) as sympy groups on im(e)."""
         from sympy.combinatorics import Permutation, PermutationGroup
 
+        from interp.budget import require
+
+        idempotents = [e for e in self.elements if compose(e, e) == e]
+        require(f"the maximal subgroups of a semigroup of {self.size} elements on {self.degree} states",
+                operations=3.0 * len(idempotents) * self.size * self.degree, lower="a smaller automaton")
         groups = []
-        for e in self.elements:
-            if compose(e, e) != e:
-                continue
+        for e in idempotents:
             image = sorted(set(e))
             pos = {x: i for i, x in enumerate(image)}
             # s ∈ H_e  iff  s = e∘s∘e and s permutes im(e).
@@ -93,7 +96,13 @@ class TransformationSemigroup:
 
 
 def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIGROUP_SIZE) -> TransformationSemigroup:
-    """Close the symbol maps under composition (breadth-first)."""
+    """Close the symbol maps under composition (breadth-first). The closure stops with a one-line error
+    past ``max_size`` elements or past what the work budget (:mod:`interp.budget`) allows: each element
+    costs |Q| operations per symbol and about 8|Q| bytes, so a large |Q| allows fewer elements."""
+    from interp.budget import memory_limit, operations_limit
+
+    n, m = automaton.n_states, max(automaton.n_symbols, 1)
+    allowed = int(min(max_size, operations_limit() // (n * m), memory_limit() // (8 * n + 64)))
     gens = tuple(dict.fromkeys(automaton.transition_map(s) for s in range(automaton.n_symbols)))
     seen: set[Map] = set(gens)
     frontier = list(gens)
@@ -105,9 +114,11 @@ def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIG
                 if h not in seen:
                     seen.add(h)
                     nxt.append(h)
-                    if len(seen) > max_size:
+                    if len(seen) > allowed:
+                        why = ("" if allowed == max_size else f" (the work budget allows {allowed} at |Q| = {n}, "
+                               f"|Σ| = {m}: SANDBOX_LENS_MAX_OPERATIONS, SANDBOX_LENS_MEMORY_GB)")
                         raise AutomatonError(
-                            f"the transformation semigroup of {automaton.name!r} has more than {max_size} elements"
+                            f"the transformation semigroup of {automaton.name!r} has more than {allowed} elements{why}"
                         )
         frontier = nxt
     return TransformationSemigroup(automaton.n_states, gens, frozenset(seen))

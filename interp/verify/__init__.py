@@ -58,6 +58,13 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
     if bands is not None and "bands" not in accepts:
         raise ConstructionError("length bands apply to Dyck models")
     n = kind.verify_samples if samples is None else int(samples)
+    from interp.budget import require
+
+    L, cfg = int(length or card.max_length), model.cfg
+    # seconds per (input × position × layer × (T + d_model)), measured on a 2-core machine: modular_counter
+    # C3 at T = 64 and prefix_scan S5 at T = 256 both within 2× of it
+    require(f"verifying {n} sampled inputs of {L} tokens", lower="--samples",
+            seconds=2.5e-8 * n * L * cfg.n_layers * (L + cfg.d_model))
     if forward not in FORWARDS:
         raise ConstructionError(f"forward must be one of {', '.join(FORWARDS)}; got {forward!r}")
     checker = CheckedForward(model, forward)

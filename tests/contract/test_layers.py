@@ -2,7 +2,7 @@
 
 floor 0  interp.errors, interp.files, interp.viz,          no project imports
          interp.streams, interp.html, interp.settings,
-         interp.stats, interp.provenance
+         interp.stats, interp.provenance, interp.budget
 floor 1  interp.tasks.*  (what is true; the task-kind registry)  floor 0 only
          interp.model.*  (how weights are held and run)      floor 0 and interp.tasks (a card's task kind) —
                                                              tasks never imports model
@@ -72,7 +72,7 @@ GRAPH = {m: _imports(m) for m in MODULES}
 def floor(module: str) -> tuple[int, str]:
     """(floor, group) of a project module; groups on one floor may not import each other unless allowed."""
     if module in ("interp", "interp.errors", "interp.files", "interp.viz", "interp.streams", "interp.html",
-                  "interp.settings", "interp.stats", "interp.provenance"):
+                  "interp.settings", "interp.stats", "interp.provenance", "interp.budget"):
         return 0, "base"
     for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
                           ("constructions", (2, "constructions")), ("probes", (2, "probes")),

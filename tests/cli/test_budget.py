@@ -1,0 +1,76 @@
+"""Bad input, round 3: work whose size the input decides is estimated first and refused in one line
+(exit 2, within seconds, nothing written); options a mode does not use are refused; a special file
+system is one line. Variants differ from the audit's examples on purpose."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from interp.budget import BudgetError, human_bytes, require
+
+
+def _automaton(path, n, symbols):
+    """A cycle, a transposition and a merge generate all n^n maps of n states; more symbols repeat them."""
+    maps = [[(i + 1) % n for i in range(n)], [1, 0] + list(range(2, n)), [1] + list(range(1, n))]
+    delta = {s: [f"q{j}" for j in maps[k % 3]] for k, s in enumerate(symbols)}
+    path.write_text(json.dumps({"states": [f"q{i}" for i in range(n)], "alphabet": symbols, "delta": delta}))
+    return path
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["circuit", "prefix_scan", "--automaton", "S3", "-T", "16", "--pairs", "20000000000"], "--pairs lowers it"),
+    (["circuit", "gridworld", "--automaton", "grid4", "-T", "8", "--method", "path", "--per-position"],
+     "--per-position goes with --method patching"),
+    (["circuit", "modular_counter", "--automaton", "C5", "-T", "8", "--method", "path", "--steps", "8"],
+     "--steps goes with --method eap-ig"),
+    (["verify", "prefix_scan", "--automaton", "A4", "-T", "128", "--samples", "400000000"], "--samples lowers it"),
+    (["compare", "dyck", "--length", "-3"], "--length must be ≥"),
+    (["compare", "C3", "--length", "0"], "--length must be ≥"),
+])
+def test_unbounded_or_ignored_requests_are_one_line(tmp_path, interp_run, argv, message):
+    t0 = time.perf_counter()
+    out = [] if argv[0] == "verify" else ["--out", tmp_path / "o"]
+    code, _, err = interp_run(*argv, *out)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert time.perf_counter() - t0 < 30 and not (tmp_path / "o").exists()
+
+
+def test_evaluating_billions_of_samples_is_refused_before_drawing_them(tmp_path, interp_run):
+    code, _, err = interp_run("build", "ffl", "-T", "16", "--out", tmp_path / "m")
+    assert code == 0, err
+    code, _, err = interp_run("evaluate", "--model", tmp_path / "m", "--samples", "900000000", "--out", tmp_path / "e.json")
+    assert code == 2 and "--samples lowers it" in err and "TiB" in err and not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.parametrize("n,symbols", [(25000, ["x", "y", "z"]), (60, ["a", "b", "c", "d"])])
+def test_a_huge_semigroup_closure_stops_within_seconds(tmp_path, interp_run, n, symbols):
+    f = _automaton(tmp_path / "big.json", n, symbols)
+    t0 = time.perf_counter()
+    code, _, err = interp_run("info", "--automaton-file", f)
+    assert code == 2 and "transformation semigroup" in err and "more than" in err, err
+    assert time.perf_counter() - t0 < 20
+
+
+def test_an_output_on_a_special_file_system_is_one_line(tmp_path, interp_run):
+    code, _, err = interp_run("build", "memory", "--automaton", "memory3", "-T", "8", "--out", "/proc/self/none/model")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "/proc/self/none" in err, err
+
+
+def test_the_budget_says_its_estimate_its_limit_and_what_lowers_it(monkeypatch):
+    monkeypatch.setenv("SANDBOX_LENS_MEMORY_GB", "1")
+    with pytest.raises(BudgetError, match=r"about 2.0 GiB of memory, more than the 1.0 GiB allowed .*; --samples lowers it"):
+        require("the thing", memory=2 * 2**30, lower="--samples")
+    require("the thing", memory=0.5 * 2**30)  # under the limit: nothing happens
+    monkeypatch.setenv("SANDBOX_LENS_MAX_OPERATIONS", "1000")
+    with pytest.raises(BudgetError, match="operations"):
+        require("the loop", operations=1e4)
+    monkeypatch.setenv("SANDBOX_LENS_MAX_HOURS", "0.5")
+    with pytest.raises(BudgetError, match="about 2.0 h, more than the 30 min allowed"):
+        require("the sweep", seconds=7200)
+    monkeypatch.setenv("SANDBOX_LENS_MEMORY_GB", "lots")
+    with pytest.raises(BudgetError, match="number of GiB"):
+        require("x", memory=1.0)
+    assert human_bytes(512) == "512 B" and human_bytes(3 * 2**40) == "3.0 TiB"
