@@ -57,3 +57,16 @@ def test_a_method_that_cannot_take_a_family_is_listed_as_not_run_and_left_out_of
     # a refusal inside a cell becomes such a row instead of stopping the board
     refused = run_leaderboard(families, ["path"], [Setting("no-such-corruption", "resample")], [0], pairs=8)
     assert "skipped" in refused["rows"][0] and "cannot produce the corruption" in refused["rows"][0]["skipped"]
+
+
+def test_the_committed_auto_circuit_board_is_rendered_from_its_json_and_covers_its_six_methods():
+    from interp.circuits.autocircuit import METHODS as AUTO
+
+    board = json.loads((BOARD / "auto-circuit.json").read_text())
+    assert (BOARD / "auto-circuit.md").read_text() == "# auto-circuit beside sandbox-lens\n\n" + markdown(board)
+    assert board["settings"]["auto_circuit"] == "1.0.1" and board["provenance"]["commit"]
+    scored = {(r["construction"], r["negatives"], r["method"]) for r in board["rows"] if "skipped" not in r}
+    for family in {(r["construction"], r["negatives"]) for r in board["rows"] if r["construction"] != "ffl"}:
+        assert {m for c, n, m in scored if (c, n) == family} >= set(AUTO), family
+    skipped = [r for r in board["rows"] if "skipped" in r]
+    assert skipped and all(r["construction"] == "ffl" and "last position" in r["skipped"] for r in skipped)
