@@ -74,3 +74,27 @@ def test_the_budget_says_its_estimate_its_limit_and_what_lowers_it(monkeypatch):
     with pytest.raises(BudgetError, match="number of GiB"):
         require("x", memory=1.0)
     assert human_bytes(512) == "512 B" and human_bytes(3 * 2**40) == "3.0 TiB"
+
+
+@pytest.mark.parametrize("where,err,text", [("fsync", 28, "No space left on device"),
+                                            ("mkstemp", 30, "Read-only file system")])
+def test_a_write_that_fails_midway_is_one_line_and_leaves_no_partial_file(tmp_path, interp_run, monkeypatch,
+                                                                          where, err, text):
+    """Disk full while the weights are written, or a read-only file system: one line, exit 2, no temporary
+    or half-written file left, and a model already saved there is kept whole."""
+    import os
+    import tempfile
+
+    code, _, e = interp_run("build", "modular_counter", "--automaton", "C3", "-T", "8", "--out", tmp_path / "m")
+    assert code == 0, e
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+
+    def fail(*args, **kwargs):
+        raise OSError(err, os.strerror(err), str(tmp_path / "m"))
+
+    monkeypatch.setattr(os if where == "fsync" else tempfile, where, fail)
+    code, _, e = interp_run("build", "modular_counter", "--automaton", "C5", "-T", "8", "--out", tmp_path / "m")
+    monkeypatch.undo()
+    assert code == 2 and len(e.strip().splitlines()) == 1 and text in e, e
+    after = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+    assert after == before  # nothing torn, nothing lost: the old model is still there, whole
