@@ -79,12 +79,12 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def _summary(r: dict, out: Path) -> None:
+    from interp.experiments.rules import effect_text
+
     print(f"{r['experiment']}: {r['runs']} runs ({r['trained_now']} trained now), {r['minutes']:.1f} min")
     for c in r["claims"]:
         print(f"  [{c['verdict']}] {c['claim']}: {c['measured']}")
-        e = c.get("estimate") or {}
-        if e.get("value") is not None:
-            ci = "no interval" if e["interval"] is None else f"[{e['interval'][0]:.3g}, {e['interval'][1]:.3g}]"
-            print(f"      {c['effect']} = {e['value']:.3g} {ci} ({e['n']} {e['unit']}; threshold {c['threshold']:g}, "
-                  f"{c['side']}){' — ' + c['why'] if c.get('why') else ''}")
+        effect = effect_text(c)
+        if effect:
+            print(f"      {effect}" + (f" — {c['why']}" if c.get("why") else ""))
     print(f"  -> {out / 'report.html'}")

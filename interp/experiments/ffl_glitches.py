@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from interp.experiments.base import Context
-from interp.experiments.rules import Rule
+from interp.experiments.rules import Rule, count, exactness_rule
 from interp.stats import Estimate, difference_interval, estimate, poisson_interval
 from interp.streams import ExperimentSeed
 
@@ -180,8 +180,7 @@ RULES = {
     "persist": Rule("OOD read-error rate − FFL(0.8) read-error rate, per learned sharpened twin", "above", 0.0),
     "tenfold": Rule("log10(OOD read-error rate, plain twins ÷ sharpened twins) (median over learned models; rates with "
                     "½ error added)", "above", 1.0),
-    "exact": Rule("read errors of Proposition 3's construction over every evaluated read", "below", 0.5, null=0.5,
-                  min_n=1, unit="evaluations"),
+    "exact": exactness_rule("read errors of Proposition 3's construction over every evaluated read"),
 }
 
 
@@ -249,7 +248,7 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
     wrong = sum(exact[p]["read_errors"][0] for p in sc["strings"])
     total_reads = sum(exact[p]["reads"] for p in sc["strings"])
     ctx.rule("Proposition 3's construction reads every bit correctly", "exact on FFL(p) for every p", RULES["exact"],
-             Estimate(float(wrong), (float(wrong), float(wrong)), 1, "evaluations", "a count (deterministic)"),
+             count(wrong),
              f"{wrong} read errors over {total_reads} reads (95% Poisson bound on its error rate: "
              f"< {poisson_interval(wrong, total_reads)[1]:.2g} per read)")
     refs = heads["twin"]["references"]

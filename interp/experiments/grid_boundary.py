@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from interp.experiments.base import Context, ExperimentError
-from interp.experiments.rules import Rule
-from interp.stats import Estimate, estimate, null_exceedance
+from interp.experiments.rules import Rule, count, exactness_rule
+from interp.stats import estimate, null_exceedance
 from interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(3)), (0,)
@@ -32,8 +32,8 @@ NULL_SEED = 10_000  # their initialisation seeds start here (no trained seed com
 RULES = {
     "detector": Rule("best last-layer boundary score − the 95% quantile of the same maximum in random-init twins, "
                      "per learned twin", "above", 0.0),
-    "exact": Rule("queries on which no head of the construction's detecting block puts its argmax on the last wall",
-                  "below", 0.5, null=0.5, min_n=1, unit="evaluations"),
+    "exact": exactness_rule("queries on which no head of the construction's detecting block puts its argmax on the "
+                            "last wall"),
 }
 
 
@@ -173,7 +173,7 @@ def _claims(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     missed = int(round((1 - built["any_head"]) * n_words * T))
     ctx.rule("Theorem 12's construction detects the nearest boundary exactly",
              "a 2-layer construction whose layer-2 heads attend to the last boundary (Theorem 12)", RULES["exact"],
-             Estimate(float(missed), (float(missed), float(missed)), 1, "evaluations", "a count (deterministic)"),
+             count(missed),
              f"for {built['any_head']:.3f} of {n_words * T} queries some head's argmax is the last wall position")
     ctx.conclude(f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
                  f"boundary score well above both means the head tracks the walls, not a fixed position.")

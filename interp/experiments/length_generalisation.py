@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from interp.experiments.base import Context, mean_se
-from interp.experiments.rules import Rule
+from interp.experiments.rules import Rule, count, exactness_rule
 from interp.stats import Estimate, difference_interval, estimate, permutation_test
 from interp.streams import ExperimentSeed
 
@@ -37,8 +37,7 @@ RULES = {
                  unit="twins"),
     "helps": Rule("accuracy at the horizon: this position code − sinusoidal (difference of means over learned twins)",
                   "above", 0.0, unit="twins"),
-    "exact": Rule("(task, N, length) tests on which a construction is not exact", "below", 0.5, null=0.5, min_n=1,
-                  unit="evaluations"),
+    "exact": exactness_rule("(task, N, length) tests on which a construction is not exact"),
 }
 
 
@@ -240,7 +239,7 @@ def _claims(ctx: Context, results: list[dict], exact_rows: list[dict], sc: dict)
                          family=f"{kind}: position codes")
     wrong = sum(r["accuracy"] < 1.0 for r in exact_rows)
     ctx.rule("The constructions are exact at every length", "exact for every input length (the theorems)", RULES["exact"],
-             Estimate(float(wrong), (float(wrong), float(wrong)), 1, "evaluations", "a count (deterministic)"),
+             count(wrong),
              f"worst accuracy {min(r['accuracy'] for r in exact_rows):.4f} over {len(exact_rows)} (task, N, length) tests "
              f"up to {max(sc['lengths']) * sc['multiples'][-1]} tokens")
     long_m = sc["multiples"][-1]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from interp.experiments.base import Context, mean_se
-from interp.experiments.rules import Rule
+from interp.experiments.rules import Rule, count, exactness_rule
 from interp.stats import Estimate, difference_interval, estimate
 from interp.streams import ExperimentSeed, Stream
 
@@ -201,8 +201,7 @@ RULES = {
     "low_counts": Rule("accuracy at the high count − at the mirrored low count (c and T − c, the most extreme with more "
                        "than one word), per learned twin", "above", 0.0),
     "lstm": Rule("drop at Pr[σ] ∈ {0.05, 0.95}: LSTMs − learned twins (difference of means)", "below", 0.0),
-    "exact": Rule("wrong states of the construction over every shifted word", "below", 0.5, null=0.5, min_n=1,
-                  unit="evaluations"),
+    "exact": exactness_rule("wrong states of the construction over every shifted word"),
 }
 
 
@@ -251,7 +250,7 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
         n_shifts = sum(r["model"] == exact.card.construction for r in rows)
         ctx.rule(f"The construction ({exact.card.construction}) is exact on every shift",
                  "exact for every input (Lemma 15 / the construction's theorem)", RULES["exact"],
-                 Estimate(float(wrong), (float(wrong), float(wrong)), 1, "evaluations", "a count (deterministic)"),
+                 count(wrong),
                  f"{wrong} wrong states over {n_shifts} shifts")
     ctx.data("twin_held_out", trained)
     best = probe["best"]
@@ -291,12 +290,10 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
 def _count_claims(ctx: Context, rows: list[dict], twin_names: list[str], sym: str, T: int, uniform: float,
                   floor: str | None, acc, drop) -> None:
     """Fig. 3.20 right: the drop at the most extreme counts with more than one word, and low vs high counts."""
-    counts = sorted({int(r["count"]) for r in rows if "count" in r})
-    inner = [c for c in counts if 0 < c < T]  # k = 0 and k = T are one word each, repeated
-    c_lo = inner[0] if inner else None
     count_label = {int(r["count"]): r["shift"] for r in rows if "count" in r}
+    inner = sorted(c for c in count_label if 0 < c < T)  # k = 0 and k = T are one word each, repeated
     if len(inner) >= 2:
-        c_hi = inner[-1]
+        c_lo, c_hi = inner[0], inner[-1]
         at = [count_label[c_lo], count_label[c_hi]]
         drops_c = [drop(n, at) for n in twin_names]
         ctx.rule(f"…and as the number of {sym}s moves away from the training mean",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from interp.errors import CheckpointError
-from interp.experiments.rules import VERDICTS
+from interp.experiments.rules import VERDICTS, effect_text
 from interp.files import atomic_write
 from interp.html import page, table
 from interp.viz import png_data_uri
@@ -34,25 +34,9 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _effect(c: dict[str, Any]) -> str:
-    """The effect a verdict rests on: its value, interval, units and threshold (and the null of a maximum)."""
-    e = c.get("estimate")
-    if not e:
-        return ""
-    if e["value"] is None:
-        text = f"{c['effect']}: not measured ({e['n']} {e['unit']})"
-    else:
-        ci = "no interval" if e["interval"] is None else f"[{e['interval'][0]:.3g}, {e['interval'][1]:.3g}]"
-        text = (f"{c['effect']} = {e['value']:.3g} {ci}, {e['n']} {e['unit']}; threshold {c['threshold']:g} "
-                f"({'above' if c['side'] == 'above' else 'below'})")
-    if c.get("p_holm") is not None:
-        text += f"; p = {c['p_value']:.3g}, Holm-adjusted {c['p_holm']:.3g} ({c['family']} tests)"
-    elif c.get("p_value") is not None:
-        text += f"; p = {c['p_value']:.3g}"
-    null = c.get("null")
-    if null and null.get("null_quantile") is not None:
-        text += (f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
-                 f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}")
-    return f"<br><span class='note'>{html.escape(text)}</span>"
+    """The effect a verdict rests on (:func:`~interp.experiments.rules.effect_text`), under the measured text."""
+    text = effect_text(c)
+    return f"<br><span class='note'>{html.escape(text)}</span>" if text else ""
 
 
 def _claims(claims: list[dict[str, Any]]) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from interp.stats import CONFIDENCE, Estimate, holm
 
-__all__ = ["VERDICTS", "Rule", "rule_on", "holm_family", "ALPHA"]
+__all__ = ["VERDICTS", "Rule", "rule_on", "holm_family", "ALPHA", "exactness_rule", "count", "effect_text"]
 
 VERDICTS = ("reproduced", "not reproduced", "opposite direction", "inconclusive", "not tested")
 ALPHA = 1 - CONFIDENCE
@@ -64,6 +64,38 @@ class Rule:
         return (f"{self.effect}: reproduced if its {CONFIDENCE:.0%} interval lies entirely {self.side} {self.threshold:g}; "
                 f"not reproduced if entirely at or {other} it{null}; inconclusive if it contains {self.threshold:g}; "
                 f"needs ≥ {self.min_n} {self.unit}")
+
+
+def exactness_rule(effect: str) -> Rule:
+    """The rule of a deterministic check: ``effect`` counts errors, and none may occur."""
+    return Rule(effect, "below", 0.5, null=0.5, min_n=1, unit="evaluations")
+
+
+def count(n: int | float) -> Estimate:
+    """A deterministic count as an estimate (a zero-width interval, one evaluation)."""
+    return Estimate(float(n), (float(n), float(n)), 1, "evaluations", "a count (deterministic)")
+
+
+def effect_text(row: dict[str, Any]) -> str:
+    """One line for a claim row: the effect, its value, interval, units and threshold, the p-values and the
+    null of a maximum where there are any ("" without an estimate)."""
+    e = row.get("estimate")
+    if not e:
+        return ""
+    if e["value"] is None:
+        text = f"{row['effect']}: not measured ({e['n']} {e['unit']})"
+    else:
+        ci = "no interval" if e["interval"] is None else f"[{e['interval'][0]:.3g}, {e['interval'][1]:.3g}]"
+        text = f"{row['effect']} = {e['value']:.3g} {ci}, {e['n']} {e['unit']}; threshold {row['threshold']:g} ({row['side']})"
+    if row.get("p_holm") is not None:
+        text += f"; p = {row['p_value']:.3g}, Holm-adjusted {row['p_holm']:.3g} ({row['family']} tests)"
+    elif row.get("p_value") is not None:
+        text += f"; p = {row['p_value']:.3g}"
+    null = row.get("null")
+    if null and null.get("null_quantile") is not None:
+        text += (f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
+                 f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}")
+    return text
 
 
 def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: float | None = None) -> dict[str, Any]:
