@@ -16,6 +16,10 @@ layer 2's attention, yet all emit the exact next-token distribution:
     rescaled by exp(f(open) − f(close)) so that each matched pair still cancels exactly. The
     pattern looks random; the output is exact.
 
+* ``first_layer="minimal"``: MLP 1 also erases the positional coordinates (``log_sink``, ``pos``) and
+  the counted depth once they have been read, so layer 2's input depends only on each bracket's type
+  and depth — Assumption 10 exactly, not only up to the position embedding. The stack variant's layer 2
+  reads ``pos`` and cannot take it.
 * **MLP 2** reads the type at the current depth (``top``) and the unembedding writes the exact
   log-probabilities (−30 for impossible brackets).
 
@@ -38,6 +42,7 @@ from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
 __all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "FLOAT32_MAX_GAIN"]
 
 VARIANTS = ("stack", "uniform", "balanced")
+FIRST_LAYERS = ("full", "minimal")
 CONTROLS = ("unscaled", "zeroed")
 MAX_LENGTH = 4096  # verified: every band up to 4096 (make test-slow); float32 margins in the README
 #: log-probability given to impossible brackets
@@ -90,13 +95,25 @@ def _layout(lang: Dyck, slots: _Slots, per_level: bool) -> Layout:
     return layout
 
 
-def _layer1(layout: Layout, slots: _Slots, N: int) -> tuple[Head, MLP]:
-    """Layer 1: the depth (a Lemma 15 counting head with a BOS sink), then the exact (token, depth) one-hot."""
+def _layer1(layout: Layout, slots: _Slots, N: int, minimal: bool = False) -> tuple[Head, MLP]:
+    """Layer 1: the depth (a Lemma 15 counting head with a BOS sink), then the exact (token, depth) one-hot;
+    ``minimal``: and :func:`_forget_positions`."""
     count = prefix_average_head(layout, "val", "depth", label="depth counter (BOS sink)")
-    mlp1 = MLP(layout, "trapezoids: (token, depth) one-hot")
+    mlp1 = MLP(layout, "trapezoids: (token, depth) one-hot" + ("; positions erased" if minimal else ""))
     for (t, d), i in slots.index.items():  # token t shifts the input by 2, far from every other token's grid
         trapezoid(mlp1, {"depth": 1.0, ("tok", t): 2.0}, x0=d / N + 2.0, spacing=1.0 / N, write=("joint", i))
+    if minimal:
+        _forget_positions(mlp1)
     return count, mlp1
+
+
+def _forget_positions(mlp1: MLP) -> None:
+    """Assumption 10 (minimal first layer): column j+1 of layer 1's output depends only on the type and
+    depth of t_j. ``tok``, ``val`` and ``joint`` already do; the two positional coordinates, read by the
+    counting head, do not, and the head's ``depth`` = d/N carries float rounding that differs from
+    position to position (≈ 1e-10). Erase all three once read: each is ≥ 0 (``log_sink`` = log(N − i) ≥
+    log 2, ``pos`` = i/M, ``depth`` = d/N), so one unit −ReLU(x) each cancels it to exactly 0."""
+    mlp1.erase("log_sink").erase("pos").erase("depth")
 
 
 def _layer2_attention(layout: Layout, slots: _Slots, M: int, variant: str, control: str, seed: int,
@@ -174,11 +191,17 @@ def _readout(layout: Layout, slots: _Slots) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, sigma: float = 1.0,
-               as_printed: str = "") -> ConstructionSpec:
+               as_printed: str = "", first_layer: str = "full") -> ConstructionSpec:
     """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets
-    (Theorem 1 / Corollary 1; the module docstring gives the proof's steps)."""
+    (Theorem 1 / Corollary 1; the module docstring gives the proof's steps). ``first_layer="minimal"``
+    erases the positional coordinates in layer 1 (Assumption 10 exactly; not with the stack variant)."""
     if variant not in VARIANTS:
         raise ConstructionError(f"dyck: variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if first_layer not in FIRST_LAYERS:
+        raise ConstructionError(f"dyck: first_layer must be one of {', '.join(FIRST_LAYERS)}, got {first_layer!r}")
+    if first_layer == "minimal" and variant == "stack":
+        raise ConstructionError("dyck: first_layer=minimal erases the positions the stack variant's second layer reads; "
+                                "use variant=uniform or variant=balanced")
     control = as_printed  # a negative control of the notes
     if control and control not in CONTROLS:
         raise ConstructionError(f"dyck: as_printed must be one of {', '.join(CONTROLS)}, got {control!r}")
@@ -193,7 +216,7 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
     per_level = variant != "stack"
     slots = _Slots(lang)
     layout = _layout(lang, slots, per_level)
-    count, mlp1 = _layer1(layout, slots, N)
+    count, mlp1 = _layer1(layout, slots, N, minimal=first_layer == "minimal")
     head, scores, gain, offset = _layer2_attention(layout, slots, M, variant, control, seed, sigma)
     mlp2 = _stack_top_mlp(layout, slots, gain, offset, per_level)
     W_E, W_pos = _embeddings(layout, lang, M, N)
@@ -216,7 +239,7 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
         io=bos_token_io(lang.n_brackets),
         max_length=length,
         verified_dtypes=dtypes,
-        options={"variant": variant, "seed": seed, "sigma": sigma, "as_printed": control,
+        options={"variant": variant, "seed": seed, "sigma": sigma, "as_printed": control, "first_layer": first_layer,
                  "scores": [float(x) for x in scores], "gain": gain},
         notes=f"layer-2 read-out gain {gain:.3g}" + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
         task=lang.to_dict(),

@@ -115,7 +115,10 @@ REGISTRY: dict[str, Entry] = {
          "seed": Option(0, int, help="seed of the balanced variant's random scores"),
          "sigma": Option(1.0, float, help="scale of the balanced variant's random scores, in (0, 10]"),
          "as_printed": Option("", choices=("", "unscaled", "zeroed"),
-                              help="negative controls: unscaled (with variant=balanced), zeroed (with variant=uniform)")},
+                              help="negative controls: unscaled (with variant=balanced), zeroed (with variant=uniform)"),
+         "first_layer": Option("full", choices=("full", "minimal"),
+                               help="minimal: layer 1 erases the positions once read, so layer 2 sees only type and "
+                                    "depth (Assumption 10; not with variant=stack)")},
         {"control": _dyck_control}),
     "ffl": Entry("constructions.ffl", "build_ffl", "Proposition 3",
                  "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each", "ffl"),

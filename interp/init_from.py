@@ -18,12 +18,13 @@ DEFAULT_LAYERS = ("embed", "pos_embed", "blocks.0")
 
 
 def start_from(construction: str, task, config, layers: Sequence[str] = DEFAULT_LAYERS, extra: int = 0,
-               length: int | None = None) -> tuple[Any, Any, Any]:
+               length: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any, Any]:
     """(twin shape, config, spec) for a twin of ``task`` started from ``construction`` (``NAME[:VARIANT]``).
 
     The twin takes the construction's shape, built for ``length`` inputs (default: the task's) plus
     ``extra`` positions (room for what the regularisers put before an input: position shifts, the
     contrastive pairs); ``layers`` are copied, and frozen unless ``config.freeze`` says otherwise.
+    ``options`` are further build options of the construction (e.g. ``{"first_layer": "minimal"}``).
     """
     from constructions import build
     from interp.model.card import TokenIO
@@ -35,7 +36,8 @@ def start_from(construction: str, task, config, layers: Sequence[str] = DEFAULT_
         raise SandboxError(f"--init-from {construction}: only dyck has variants")
 
     source, covered = task_kind(task).construction_input(task)
-    spec = build(name, source, (length or covered) + extra, **({"variant": variant} if variant else {}))
+    options = {**(options or {}), **({"variant": variant} if variant else {})}
+    spec = build(name, source, (length or covered) + extra, **options)
     layout = task.token_layout()
     if spec.io != TokenIO(layout.prefix, layout.symbol_tokens):
         raise SandboxError(f"{name} reads its inputs with another token layout than the twin "
@@ -43,6 +45,7 @@ def start_from(construction: str, task, config, layers: Sequence[str] = DEFAULT_
     twin = ModelShape(n_layers=spec.n_layers, d_model=spec.d_model, n_heads=spec.n_heads, d_head=spec.d_head,
                       d_mlp=spec.d_mlp, normalization="none", positional="learned", n_ctx=spec.n_ctx)
     layers = tuple(layers)
-    config = replace(config, init=f"{spec.name}" + (f" variant={variant}" if variant else "") + f" T={spec.max_length}",
+    described = "".join(f" {key}={value}" for key, value in options.items())
+    config = replace(config, init=f"{spec.name}{described} T={spec.max_length}",
                      init_layers=layers, freeze=config.freeze or layers)
     return twin, config, spec

@@ -26,7 +26,8 @@ from interp.model.run import attention_patterns
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
            "random_attention_baseline_mc",
-           "balance_violation", "balance_violation_of_model", "layer_patterns"]
+           "balance_violation", "balance_violation_of_model", "layer_patterns", "layer_input_by_type_and_depth",
+           "minimal_first_layer_gap", "MINIMAL_TOLERANCE"]
 
 #: The thesis's probe input for attention variation (dyck.md §5.2: "[[[[]]]](((())))").
 PROBE_INPUT = "[[[[]]]](((())))"
@@ -111,43 +112,86 @@ def balance_violation(spec) -> float:
     return _beta(lang, e, lambda q, k: float((q @ w_q) @ (k @ w_k)), lambda k: k @ w_v @ w_o)
 
 
-def balance_violation_of_model(model, lang: Dyck, head: int = 0) -> float:
-    """β read off a trained two-layer model (Theorem 2 for twins, thesis Fig. 3.40): e(token, depth)
-    is the model's own input to its last layer at an occurrence of that token at that depth, minus
-    the position embedding there; scores and values are the last layer's head ``head`` as trained
-    (biases and the 1/√d_head scale included). Meaningful for a minimal first layer (a twin started
-    from the construction's first layer, ``interp train --init-from dyck``); LayerNorm is refused."""
+#: Relative change of layer 2's input, when a bracket of fixed type and depth moves, up to which the
+#: first layer counts as minimal (float32 rounding of an exact erase is 0; a position embedding is ≈ 1).
+MINIMAL_TOLERANCE = 1e-5
+
+
+def _type_depth_word(token: int, depth: int) -> list[int]:
+    """The shortest bracket word whose last token is model token ``token`` (BOS = 0) at ``depth``."""
+    if token == 0:
+        return []
+    if (token - 1) % 2 == 0:  # open bracket of type i at depth d: d opens of type i
+        return [token - 1] * depth
+    return [0] * depth + [token - 2, token - 1]  # close of type i landing at depth d: d + 1 opens, then its close
+
+
+def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, moved: int = 0,
+                                  subtract_positions: bool = False) -> dict[tuple[int, int], np.ndarray]:
+    """Layer ``layer``'s input (default: the last) at an occurrence of every (token, depth) pair of
+    ``lang``, after ``moved`` matched pairs "()" at depth 0 (which move the token by 2·moved
+    positions and keep its depth); ``subtract_positions`` takes the position embedding out."""
     import torch
 
     from interp.model.run import hook_name, require_hooked
+
+    require_hooked(model, "layer input by type and depth")
+    layer = model.cfg.n_layers - 1 if layer is None else layer
+    name = hook_name("resid_pre", layer)
+    W_pos = model.pos_embed.W_pos.detach().double().numpy()
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for token, depth in lang.token_depth_pairs():
+        word = [0, 1] * moved + _type_depth_word(token, depth) if token else []
+        if len(word) + 1 > model.cfg.n_ctx:
+            raise ConstructionError(f"the model's context ({model.cfg.n_ctx}) is too short for depth {depth}")
+        ids = model.card.io.encode(np.asarray(word, dtype=np.int64))
+        with torch.inference_mode():
+            _, c = model.run_with_cache(torch.from_numpy(ids), names_filter=[name])
+        pos = ids.shape[1] - 1
+        x = c[name][0, pos].double().numpy()
+        out[(token, depth)] = x - W_pos[pos] if subtract_positions else x
+    return out
+
+
+def minimal_first_layer_gap(model, lang: Dyck, moved: int = 2) -> float:
+    """How far the model is from Assumption 10 (a minimal first layer): the largest relative change
+    ‖x′ − x‖ / ‖x‖ of its last layer's input at a bracket (BOS excluded) when ``moved`` matched pairs
+    put before it move it by 2·``moved`` positions and keep its type and depth. 0 (up to float32
+    rounding) for ``dyck -O first_layer=minimal`` and the twins started from it."""
+    here = layer_input_by_type_and_depth(model, lang)
+    there = layer_input_by_type_and_depth(model, lang, moved=moved)
+    return max(float(np.linalg.norm(there[key] - x) / max(np.linalg.norm(x), 1e-30))
+               for key, x in here.items() if key[0] != 0)
+
+
+def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positions: bool = False) -> float:
+    """β read off a trained two-layer model (Theorem 2 for twins, thesis Fig. 3.40): e(token, depth)
+    is the model's own input to its last layer at an occurrence of that token at that depth; scores
+    and values are the last layer's head ``head`` as trained (biases and the 1/√d_head scale
+    included). β is defined for a minimal first layer (Assumption 10), so a model whose last-layer
+    input moves with position (:func:`minimal_first_layer_gap` > :data:`MINIMAL_TOLERANCE`) is refused,
+    unless ``subtract_positions`` reads β with the position embedding taken out (the constructions'
+    full first layer, whose only positional coordinates come from it). LayerNorm is refused."""
+    from interp.model.run import require_hooked
 
     require_hooked(model, "balance violation")
     cfg = model.cfg
     if cfg.normalization_type is not None:
         raise ConstructionError("balance_violation_of_model needs a model without LayerNorm (the score must be "
                                 "bilinear in the layer-2 input); train with --norm none or --init-from dyck")
+    if not subtract_positions:
+        gap = minimal_first_layer_gap(model, lang)
+        if gap > MINIMAL_TOLERANCE:
+            raise ConstructionError(f"the last layer's input moves with position (relative change {gap:.2g} when a "
+                                    "bracket moves by 4 positions): the first layer is not minimal (Assumption 10), so "
+                                    "β is undefined; start from dyck -O first_layer=minimal, or pass "
+                                    "subtract_positions=True")
     last = cfg.n_layers - 1
     attn = model.blocks[last].attn
     W_Q, W_K, W_V, W_O = (x[head].detach().double().numpy() for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
     b_Q, b_K, b_V = (x[head].detach().double().numpy() for x in (attn.b_Q, attn.b_K, attn.b_V))
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
-    W_pos = model.pos_embed.W_pos.detach().double().numpy()
-    cache: dict[tuple[int, int], np.ndarray] = {}
-    for token, depth in lang.token_depth_pairs():
-        if token == 0:
-            word: list[int] = []
-        elif (token - 1) % 2 == 0:  # open bracket of type i at depth d: d opens of type i
-            word = [token - 1] * depth
-        else:  # close of type i landing at depth d: d + 1 opens, the last of type i, then its close
-            word = [0] * depth + [token - 2, token - 1]
-        if len(word) + 1 > cfg.n_ctx:
-            raise ConstructionError(f"the model's context ({cfg.n_ctx}) is too short for depth {depth}")
-        ids = model.card.io.encode(np.asarray(word, dtype=np.int64))
-        with torch.inference_mode():
-            _, c = model.run_with_cache(torch.from_numpy(ids), names_filter=[hook_name("resid_pre", last)])
-        pos = ids.shape[1] - 1
-        cache[(token, depth)] = c[hook_name("resid_pre", last)][0, pos].double().numpy() - W_pos[pos]
-
+    cache = layer_input_by_type_and_depth(model, lang, subtract_positions=subtract_positions)
     return _beta(lang, lambda t, d: cache[(t, d)],
                  lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),
                  lambda k: (k @ W_V + b_V) @ W_O)

@@ -7,6 +7,11 @@ ground truth every construction is verified against.
 
 Internally states and symbols are indices; ``delta[s][q]`` is the next state from state
 ``q`` on symbol ``s`` (one row per symbol, as in the JSON format).
+
+Some simulation tasks have *illegal* inputs (the thesis's Dyck_{n,k} stack, §3.4.2: a close with
+no matching open, an open on a full stack). Such an automaton keeps a total δ and adds
+``feasible[s][q]`` — whether symbol ``s`` may be read in state ``q``; its words are then sampled as
+a walk that reads a feasible symbol at every step, uniformly among them (thesis footnote 26).
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ class Semiautomaton:
             shape ``(len(alphabet), len(states))``.
         initial: index of the initial state q0.
         description: free text (what the states mean, which action a group uses, ...).
+        feasible: optional boolean table of ``delta``'s shape: ``feasible[s][q]`` says whether symbol
+            ``s`` may be read in state ``q`` (sampling reads only such symbols; δ stays total). Every
+            state a feasible walk from ``initial`` reaches needs at least one feasible symbol.
     """
 
     name: str
@@ -44,6 +52,7 @@ class Semiautomaton:
     delta: np.ndarray
     initial: int = 0
     description: str = ""
+    feasible: np.ndarray | None = None
     _symbol_index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +82,25 @@ class Semiautomaton:
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "initial", int(self.initial))
         object.__setattr__(self, "_symbol_index", {a: i for i, a in enumerate(alphabet)})
+        if self.feasible is not None:
+            feasible = np.asarray(self.feasible)
+            if feasible.shape != delta.shape or feasible.dtype != np.bool_:
+                raise AutomatonError(f"automaton {self.name!r}: the feasible table must be booleans of shape "
+                                     f"(|alphabet|, |states|) = {delta.shape}")
+            reached, frontier = {int(self.initial)}, [int(self.initial)]
+            while frontier:  # the states a feasible walk reaches
+                q = frontier.pop()
+                for s in np.flatnonzero(feasible[:, q]):
+                    nxt = int(delta[s, q])
+                    if nxt not in reached:
+                        reached.add(nxt)
+                        frontier.append(nxt)
+            stuck = [self.states[q] for q in sorted(reached) if not feasible[:, q].any()]
+            if stuck:
+                raise AutomatonError(f"automaton {self.name!r}: no feasible symbol in state(s) {', '.join(stuck[:5])}")
+            feasible = feasible.copy()
+            feasible.setflags(write=False)
+            object.__setattr__(self, "feasible", feasible)
 
     # -- sizes ---------------------------------------------------------------------------
     @property
@@ -105,7 +133,7 @@ class Semiautomaton:
             if initial not in self.states:
                 raise AutomatonError(f"{initial!r} is not a state of {self.name!r}")
             initial = self.states.index(initial)
-        return Semiautomaton(self.name, self.states, self.alphabet, self.delta, initial, self.description)
+        return Semiautomaton(self.name, self.states, self.alphabet, self.delta, initial, self.description, self.feasible)
 
     # -- simulation ----------------------------------------------------------------------
     def run(self, inputs: np.ndarray | Sequence[int]) -> np.ndarray:
@@ -138,19 +166,56 @@ class Semiautomaton:
         """``n`` random input words of ``length`` symbols, shape ``(n, length)``.
 
         Symbols are i.i.d., uniform over the alphabet unless ``probs`` (one probability per
-        symbol, summing to 1) is given. The same seed gives the same words.
+        symbol, summing to 1) is given. With a ``feasible`` table the word is a walk instead: each
+        symbol is drawn among those feasible in the current state, uniformly or in proportion to
+        ``probs``. The same seed gives the same words.
         """
         if n < 0 or length < 0:
             raise AutomatonError("sample size and length must be non-negative")
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        if probs is None:
+        p = None
+        if probs is not None:
+            p = np.asarray(probs, dtype=np.float64)
+            if p.shape != (self.n_symbols,) or (p < 0).any() or not np.isclose(p.sum(), 1.0):
+                raise AutomatonError(
+                    f"symbol probabilities must be {self.n_symbols} non-negative numbers summing to 1"
+                )
+        if self.feasible is not None:
+            return self._feasible_walk(n, length, rng, p)
+        if p is None:
             return rng.integers(0, self.n_symbols, size=(n, length), dtype=np.int64)
-        p = np.asarray(probs, dtype=np.float64)
-        if p.shape != (self.n_symbols,) or (p < 0).any() or not np.isclose(p.sum(), 1.0):
-            raise AutomatonError(
-                f"symbol probabilities must be {self.n_symbols} non-negative numbers summing to 1"
-            )
         return rng.choice(self.n_symbols, size=(n, length), p=p).astype(np.int64)
+
+    def _feasible_walk(self, n: int, length: int, rng: np.random.Generator, p: np.ndarray | None) -> np.ndarray:
+        """Words that read a feasible symbol at every step (the states of the walk are δ's)."""
+        weights = self.feasible.T * (np.ones(self.n_symbols) if p is None else p)[None, :]  # [state, symbol]
+        totals = weights.sum(axis=1, keepdims=True)
+        if (totals[self.feasible.any(axis=0)] == 0).any():
+            stuck = [self.states[q] for q in np.flatnonzero((totals[:, 0] == 0) & self.feasible.any(axis=0))]
+            raise AutomatonError(f"{self.name}: the symbol probabilities give no feasible symbol in state(s) "
+                                 f"{', '.join(stuck[:5])}")
+        # a state no feasible walk reaches (a reject sink) keeps a row of zeros: it is never the current state
+        cdf = np.cumsum(weights / np.where(totals == 0, 1.0, totals), axis=1)
+        cdf[:, -1] = 1.0
+        words = np.empty((n, length), dtype=np.int64)
+        q = np.full(n, self.initial, dtype=np.int64)
+        for t in range(length):
+            u = rng.random(n)
+            words[:, t] = (cdf[q] > u[:, None]).argmax(axis=1)
+            q = self.delta[words[:, t], q]
+        return words
+
+    def is_feasible(self, inputs: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Per word, whether it reads only feasible symbols (always True without a ``feasible`` table)."""
+        x = np.atleast_2d(np.asarray(inputs, dtype=np.int64))
+        if self.feasible is None:
+            return np.ones(x.shape[0], dtype=bool)
+        ok = np.ones(x.shape[0], dtype=bool)
+        q = np.full(x.shape[0], self.initial, dtype=np.int64)
+        for t in range(x.shape[1]):
+            ok &= self.feasible[x[:, t], q]
+            q = self.delta[x[:, t], q]
+        return ok
 
     def all_words(self, length: int) -> np.ndarray:
         """Every input word of exactly ``length`` symbols, shape ``(|Σ|^length, length)``."""
@@ -175,6 +240,9 @@ class Semiautomaton:
         }
         if self.description:
             d["description"] = self.description
+        if self.feasible is not None:
+            d["feasible"] = {a: [self.states[q] for q in np.flatnonzero(self.feasible[i])]
+                             for i, a in enumerate(self.alphabet)}
         return d
 
     def to_json(self) -> str:
@@ -222,7 +290,7 @@ def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
     missing = [k for k in ("states", "alphabet", "delta") if k not in data]
     if missing:
         raise AutomatonError(f"{source}: missing key(s) {', '.join(missing)}")
-    unknown = set(data) - {"name", "states", "alphabet", "delta", "initial", "description"}
+    unknown = set(data) - {"name", "states", "alphabet", "delta", "initial", "description", "feasible"}
     if unknown:
         raise AutomatonError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}")
     name = data.get("name", Path(source).stem if source != "<json>" else "automaton")
@@ -265,7 +333,23 @@ def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
     desc = data.get("description", "")
     if not isinstance(desc, str):
         raise AutomatonError(f"{source}: 'description' must be a string")
-    return Semiautomaton(str(name), tuple(states), tuple(alphabet), table, index[initial], desc)
+    return Semiautomaton(str(name), tuple(states), tuple(alphabet), table, index[initial], desc,
+                         _parse_feasible(data.get("feasible"), alphabet, index, source))
+
+
+def _parse_feasible(feasible: Any, alphabet: list[str], index: dict[str, int], source: str) -> np.ndarray | None:
+    """The optional ``feasible`` object: each symbol -> the states in which it may be read."""
+    if feasible is None:
+        return None
+    if not isinstance(feasible, dict) or set(feasible) != set(alphabet):
+        raise AutomatonError(f"{source}: 'feasible' must map every symbol of the alphabet to a list of states")
+    table = np.zeros((len(alphabet), len(index)), dtype=bool)
+    for i, a in enumerate(alphabet):
+        states = feasible[a]
+        if not isinstance(states, list) or any(not isinstance(q, str) or q not in index for q in states):
+            raise AutomatonError(f"{source}: feasible[{a!r}] must be a list of state names")
+        table[i, [index[q] for q in states]] = True
+    return table
 
 
 def load_automaton_file(path: str | Path) -> Semiautomaton:

@@ -69,7 +69,7 @@ class AutomatonTask:
     n_ctx = property(lambda self: self.length + 1)
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
-        words = rng.integers(self.automaton.n_symbols, size=(size, self.length))
+        words = self.automaton.sample(size, self.length, rng)  # legal words only where some inputs are illegal
         states = self.automaton.run(words)
         tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
         targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)

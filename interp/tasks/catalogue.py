@@ -12,6 +12,8 @@ Names (case-insensitive letters, see :data:`CATALOGUE` for the one-line docs):
   ``noop``.
 * ``grid<n>``: the 1-D gridworld (Example 3), alphabet {L, R}; ``grid<a>x<b>``: 2-D,
   alphabet {L, R, D, U}. Append ``+noop`` for the no-op symbol.
+* ``dyck<k>-depth<n>``: the thesis's Dyck_{n,k} as a simulation task — the state is the stack of
+  open brackets; only legal brackets are sampled (the automaton's ``feasible`` table).
 * Direct products: ``A^k`` (e.g. ``C2^3``) and ``AxB`` (e.g. ``C2xC3``); states and
   symbols are comma-joined tuples.
 * ``<A>+resets``: automaton A plus one reset symbol ``r<q>`` per state (δ(·, r<q>) = q), e.g.
@@ -20,6 +22,7 @@ Names (case-insensitive letters, see :data:`CATALOGUE` for the one-line docs):
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -29,7 +32,7 @@ import numpy as np
 from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError
 
-__all__ = ["CATALOGUE", "get_automaton", "catalogue_examples", "direct_product", "permutation_automaton"]
+__all__ = ["CATALOGUE", "get_automaton", "catalogue_examples", "direct_product", "permutation_automaton", "dyck_stack"]
 
 # Generous but finite: the catalogue is for teaching and tests, and a typo like C100000
 # should fail fast instead of building a huge table.
@@ -58,6 +61,8 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
     CatalogueEntry("grid<n>[+noop]", "1-D gridworld with n cells, Σ = {L, R} (clamped at the walls), q0 = 0", ("grid5", "grid9+noop")),
     CatalogueEntry("grid<a>x<b>[+noop]", "2-D gridworld, Σ = {L, R, D, U}, q0 = (0, 0)", ("grid3x4",)),
+    CatalogueEntry("dyck<k>-depth<n>", "the stack of Dyck with k types and depth ≤ n (the thesis's Dyck_{n,k} "
+                   "simulation task): Σ_{i≤n} k^i stacks and a reject sink, legal brackets only sampled", ("dyck2-depth4", "dyck1-depth3")),
     CatalogueEntry("<A>+resets", "A plus a reset symbol r<q> to every state q (Definition 7 when A is a group)", ("C3+resets", "S3+resets")),
     CatalogueEntry("<A>^<k>, <A>x<B>", "direct products of catalogue automata (symbols act componentwise)", ("C2^3", "C2xC3")),
 )
@@ -233,7 +238,13 @@ def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semia
     alphabet = tuple(",".join(p.alphabet[i] for p, i in zip(parts, a)) for a in symbol_tuples)
     initial = index[tuple(p.initial for p in parts)]
     label = name or "x".join(p.name for p in parts)
-    return Semiautomaton(label, states, alphabet, delta, initial, "direct product of " + ", ".join(p.name for p in parts))
+    feasible = None
+    if any(p.feasible is not None for p in parts):  # a tuple symbol is feasible where every component's is
+        tables = [p.feasible if p.feasible is not None else np.ones_like(p.delta, dtype=bool) for p in parts]
+        feasible = np.array([[all(t[a[k], s[k]] for k, t in enumerate(tables)) for s in state_tuples]
+                             for a in symbol_tuples], dtype=bool)
+    return Semiautomaton(label, states, alphabet, delta, initial, "direct product of " + ", ".join(p.name for p in parts),
+                         feasible)
 
 
 def with_resets(base: Semiautomaton) -> Semiautomaton:
@@ -241,8 +252,45 @@ def with_resets(base: Semiautomaton) -> Semiautomaton:
     n = base.n_states
     resets = np.repeat(np.arange(n)[:, None], n, axis=1)  # row q: every state -> q
     alphabet = base.alphabet + tuple(f"r{q}" for q in base.states)
+    feasible = None if base.feasible is None else np.concatenate([base.feasible, np.ones((n, n), dtype=bool)])
     return Semiautomaton(f"{base.name}+resets", base.states, alphabet, np.concatenate([base.delta, resets]),
-                         base.initial, f"{base.description}; plus resets r<q> to every state")
+                         base.initial, f"{base.description}; plus resets r<q> to every state", feasible)
+
+
+def dyck_stack(k: int, depth: int) -> Semiautomaton:
+    """The thesis's Dyck_{n,k} as a semiautomaton simulation task (§3.4.2's list, n = ``depth``, with
+    footnotes 26 and 29): the state is the stack of open brackets (at most ``depth`` of them, of ``k``
+    types: Σ_{i ≤ n} k^i states, named by the stack's contents, ``ε`` when empty), Σ is the k opening
+    and k closing brackets. Only legal brackets are feasible — any open while the stack is not full,
+    the close matching the top while it is not empty — and words are sampled uniformly among them.
+    δ stays total for the constructions: an illegal bracket leads to one more state, ``✗`` (the
+    recogniser's reject sink, never reached by a legal word), which keeps the transformation semigroup
+    the small syntactic monoid of bounded Dyck (with "ignore an illegal bracket" instead it has more
+    than 200,000 elements)."""
+    _bound("dyck<k>-depth<n>: k", k, 1, 4)
+    _bound("dyck<k>-depth<n>: depth", depth, 1, 8)
+    opens, closes = "([{<"[:k], ")]}>"[:k]
+    stacks = [""]
+    for d in range(1, depth + 1):
+        stacks += ["".join(t) for t in itertools.product(opens, repeat=d)]
+    if len(stacks) >= _MAX_STATES:
+        raise AutomatonError(f"dyck{k}-depth{depth}: {len(stacks):,} stacks; at most {_MAX_STATES - 1:,} are supported")
+    index = {st: i for i, st in enumerate(stacks)}
+    sink = len(stacks)
+    alphabet = tuple(opens) + tuple(closes)
+    delta = np.full((2 * k, sink + 1), sink, dtype=np.int64)
+    feasible = np.zeros((2 * k, sink + 1), dtype=bool)
+    for q, st in enumerate(stacks):
+        for i in range(k):
+            if len(st) < depth:
+                delta[i, q], feasible[i, q] = index[st + opens[i]], True
+            if st and st[-1] == opens[i]:
+                delta[k + i, q], feasible[k + i, q] = index[st[:-1]], True
+    names = tuple(st or "ε" for st in stacks) + ("✗",)
+    return Semiautomaton(f"dyck{k}-depth{depth}", names, alphabet, delta, 0,
+                         f"the stack of Dyck with {k} bracket type(s) and depth ≤ {depth} (the thesis's Dyck_{{{depth},{k}}} "
+                         "simulation task): legal brackets only are sampled; an illegal one leads to the sink ✗",
+                         feasible)
 
 
 def _bound(what: str, n: int, lo: int, hi: int) -> None:
@@ -263,6 +311,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[..., Semiautomaton]]] = [
     (re.compile(r"memory(\d+)"), lambda n: memory(int(n))),
     (re.compile(r"grid(\d+)(\+noop)?"), lambda n, o: grid(int(n), bool(o))),
     (re.compile(r"grid(\d+)x(\d+)(\+noop)?"), lambda a, b, o: grid2d(int(a), int(b), bool(o))),
+    (re.compile(r"dyck(\d+)-depth(\d+)"), lambda k, d: dyck_stack(int(k), int(d))),
 ]
 
 

@@ -81,6 +81,8 @@ def automaton_shifts(automaton: Any, length: int, probs: Sequence[Sequence[float
                              f"{automaton.n_symbols} probabilities, got {len(p)}")
         label = "Pr = (" + ", ".join(f"{x:g}" for x in p) + f"), T={length}"
         shifts.append(Shift(label, "automaton", {"length": length, "probs": p}))
+    if counts and getattr(automaton, "feasible", None) is not None:
+        raise ShiftError(f"{automaton.name} has illegal inputs: count shifts need an automaton whose every word is legal")
     if counts and not 0 <= count_symbol < automaton.n_symbols:
         raise ShiftError(f"--count-symbol must name one of {automaton.n_symbols} symbols")
     for c in counts:
@@ -130,6 +132,11 @@ def dyck_shifts(lang: Any, bands: Sequence[tuple[int, int]], qs: Sequence[float]
 def automaton_words(a: Any, shift: Shift, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` words of ``shift``: uniform, from its symbol distribution, or with its count of one symbol."""
     T = shift.params["length"]
+    if a.feasible is not None:  # some inputs are illegal: a walk over the legal ones (thesis footnote 26)
+        if "count" in shift.params:
+            raise ShiftError(f"{a.name} has illegal inputs: a word with a fixed count of one symbol may not exist")
+        probs = shift.params.get("probs")
+        return a.sample(n, T, rng, None if probs is None else np.asarray(probs) / sum(probs))
     if "probs" in shift.params:
         return rng.choice(a.n_symbols, size=(n, T), p=np.asarray(shift.params["probs"]) / sum(shift.params["probs"]))
     if "count" in shift.params:

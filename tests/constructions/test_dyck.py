@@ -87,6 +87,34 @@ def test_exact_in_distribution_and_at_400_500_and_900_1000(variant, k, D):
     assert all(v["accuracy"] == 1.0 for v in r.details["bands"].values())
 
 
+@pytest.mark.parametrize("variant", ["uniform", "balanced"])
+def test_a_minimal_first_layer_is_exact_and_its_layer_2_input_ignores_positions(variant):
+    """first_layer=minimal (Assumption 10 exactly): still exact far beyond the training band, and layer 2's
+    input at a bracket of fixed type and depth is the same wherever the bracket sits; the full first layer's
+    moves with it (its positional coordinates) and β is refused there unless positions are subtracted."""
+    from probes.dyck import (MINIMAL_TOLERANCE, balance_violation_of_model, layer_input_by_type_and_depth,
+                             minimal_first_layer_gap)
+
+    lang = Dyck(2, 4)
+    spec = build_dyck(lang, 600, variant, first_layer="minimal")
+    assert_exact(verify(spec, samples=12, exhaustive_upto=6, seed=2))
+    model = to_hooked(spec)
+    for moved in (1, 5, 40):
+        here = layer_input_by_type_and_depth(model, lang)
+        there = layer_input_by_type_and_depth(model, lang, moved=moved)
+        assert all(np.array_equal(here[key], there[key]) for key in here)
+    assert minimal_first_layer_gap(model, lang) == 0.0
+    assert balance_violation_of_model(model, lang) == pytest.approx(balance_violation(spec), abs=1e-6)
+    full = to_hooked(build_dyck(lang, 600, variant))
+    assert minimal_first_layer_gap(full, lang) > 50 * MINIMAL_TOLERANCE  # 4 positions in 600: log_sink and pos move
+    with pytest.raises(ConstructionError, match="not minimal"):
+        balance_violation_of_model(full, lang)
+    with pytest.raises(ConstructionError, match="stack"):
+        build_dyck(lang, 10, "stack", first_layer="minimal")
+    with pytest.raises(ConstructionError, match="first_layer"):
+        build("dyck", lang, 10, variant="uniform", first_layer="tiny")
+
+
 def test_two_attention_layers_and_declared_length():
     for variant in VARIANTS:
         spec = build_dyck(Dyck(2, 4), 100, variant)
@@ -197,7 +225,8 @@ def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty()
     lang = Dyck(2, 4)
     for variant, control in (("uniform", ""), ("balanced", ""), ("stack", ""), ("balanced", "unscaled")):
         spec = build("dyck", lang, 40, variant=variant, as_printed=control)
-        assert balance_violation_of_model(to_hooked(spec), lang) == pytest.approx(balance_violation(spec), abs=1e-6)  # float32
+        model = to_hooked(spec)  # float32; the full first layer's positions come from W_pos
+        assert balance_violation_of_model(model, lang, subtract_positions=True) == pytest.approx(balance_violation(spec), abs=1e-6)
     task = DyckTask(lang, 28)
     batch = task.batch(step_rng(0, 0), 16)
     exact = build_model("dyck", lang, 40, variant="balanced")

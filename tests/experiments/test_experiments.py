@@ -4,6 +4,7 @@ offline, a rerun reuses its runs, and bad requests get one line and lose nothing
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from interp.cli import main
@@ -113,6 +114,18 @@ def test_dyck_balance_quick(tmp_path_factory):
     assert shape["normalization"] == "none" and shape["n_ctx"] >= 80 + 8  # the long band plus the contrastive pairs
     config = r["settings"]["minimal"]["config"]
     assert list(config["freeze"]) == ["embed", "pos_embed", "blocks.0"] and config["init"].startswith("dyck")
+    assert "first_layer=minimal" in config["init"]
+    # Assumption 10 on the trained twins: layer 2's input at a bracket does not move when the bracket does
+    from interp.tasks.dyck import Dyck
+    from interp.train import load_trained
+    from probes.dyck import MINIMAL_TOLERANCE, layer_input_by_type_and_depth
+
+    assert all(m["assumption_10_gap"] <= MINIMAL_TOLERANCE for m in models)
+    twin = load_trained(next((out / "runs").rglob("checkpoint.json")).parent)
+    here = layer_input_by_type_and_depth(twin, Dyck(2, 4))
+    for moved in (1, 7):
+        there = layer_input_by_type_and_depth(twin, Dyck(2, 4), moved=moved)
+        assert all(np.array_equal(here[key], there[key]) for key in here)
 
 
 def test_grid_boundary_quick(tmp_path_factory):
@@ -133,10 +146,18 @@ def test_grid_boundary_refuses_a_non_grid(tmp_path, capsys):
 def test_length_generalisation_quick(tmp_path_factory):
     out, r = quick("length-generalisation", tmp_path_factory)
     check_files(out, r)
-    assert {x["task"] for x in r["data"]["twins"]} == {"ffl", "parity", "dyck"}
+    assert {x["task"] for x in r["data"]["twins"]} == {"parity", "dyck"}
     assert {x["multiple"] for x in r["data"]["twins"]} == {1, 2}
+    assert {x["positions"] for x in r["data"]["twins"]} == {"none", "learned+shift", "lstm"}  # the LSTM beside the twins
     assert all(x["accuracy"] == 1.0 for x in r["data"]["constructions"])  # exact at every length
+    assert {x["construction"] for x in r["data"]["constructions"]} == {"modular_counter", "prefix_scan"}
     assert claim(r, "The constructions are exact")["verdict"] == "reproduced"
+    # the thesis's Dyck: the stack of depth 4 with 2 types, simulated (states scored at every position)
+    dyck = r["settings"]["dyck/N=8/none"]["task"]
+    assert dyck["kind"] == "automaton" and dyck["automaton"]["name"] == "dyck2-depth4"
+    assert len(dyck["automaton"]["states"]) == 31 + 1  # Σ_{i≤4} 2^i stacks and the reject sink
+    for kind in ("parity", "dyck"):
+        assert claim(r, f"{kind}: the LSTM keeps its accuracy")["verdict"] in VERDICTS
 
 
 def test_report_renders_in_headless_chromium(ffl, tmp_path):

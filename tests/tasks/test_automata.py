@@ -15,6 +15,8 @@ def test_every_catalogue_example_builds_and_round_trips(name):
     b = parse_automaton_json(a.to_json())
     assert (b.states, b.alphabet, b.initial) == (a.states, a.alphabet, a.initial)
     assert np.array_equal(a.delta, b.delta)
+    assert (a.feasible is None) == (b.feasible is None)
+    assert a.feasible is None or np.array_equal(a.feasible, b.feasible)
 
 
 def test_cyclic_counters_match_running_sums():
@@ -174,3 +176,82 @@ def test_the_thesis_groups_act_on_themselves():
     assert get_automaton("D8-regular").n_states == 8 and get_automaton("D8").n_states == 4
     assert get_automaton("A5-regular").n_states == 60 and get_automaton("A5-regular").n_symbols == 3
     assert get_automaton("S4-thesis").n_symbols == 8
+
+
+# -- the Dyck stack (the thesis's Dyck_{n,k} simulation task): legal words only -------------------
+def _stack_of(word, a):
+    """The stack after each bracket, by hand (None once a bracket is illegal)."""
+    k = a.n_symbols // 2
+    stack, out = "", []
+    for x in word:
+        b = a.alphabet[x]
+        if x < k and stack is not None and len(stack) < 4:
+            stack += b
+        elif x >= k and stack and stack[-1] == a.alphabet[x - k]:
+            stack = stack[:-1]
+        else:
+            stack = None
+        out.append("✗" if stack is None else (stack or "ε"))
+    return out
+
+
+def test_the_dyck_stack_automaton_is_the_thesis_task():
+    from interp.tasks.dyck import Dyck
+
+    a = get_automaton("dyck2-depth4")
+    assert a.n_states == 1 + 2 + 4 + 8 + 16 + 1 and a.alphabet == ("(", "[", ")", "]")  # Σ_{i≤4} 2^i stacks + ✗
+    words = a.sample(500, 60, seed=3)
+    assert a.is_feasible(words).all() and "✗" not in {a.states[q] for q in np.unique(a.run(words))}
+    for w in words[:50]:  # δ is the stack, by hand
+        assert [a.states[q] for q in a.run(w)] == _stack_of(w, a)
+    lang = Dyck(2, 4)  # every sampled word is a legal Dyck prefix (the language's own checker)
+    for w in words[:50]:
+        lang.check(lang.encode("".join(a.alphabet[x] for x in w)))
+    # uniform among the legal brackets (thesis footnote 26): empty stack -> the 2 opens, full -> the matching close
+    first = a.sample(4000, 1, seed=4)[:, 0]
+    assert set(first) == {0, 1} and abs((first == 0).mean() - 0.5) < 0.04
+    full = a.states.index("([[(")
+    walk = a.with_initial(full).sample(200, 1, seed=5)[:, 0]
+    assert set(walk) == {2}  # only ")" is legal on a full stack topped by "("
+    mid = a.with_initial(a.states.index("(["))
+    counts = np.bincount(mid.sample(6000, 1, seed=6)[:, 0], minlength=4) / 6000
+    assert np.allclose(counts, [1 / 3, 1 / 3, 0, 1 / 3], atol=0.03)
+    assert a.run([2])[0] == a.states.index("✗") and a.run([0, 3, 0])[-1] == a.states.index("✗")  # illegal -> sink
+    assert not a.is_feasible([[2], [0]])[0] and a.is_feasible([[2], [0]])[1]
+
+
+def test_feasible_tables_are_checked_and_kept_by_products_and_resets():
+    a = get_automaton("dyck1-depth2")
+    with pytest.raises(AutomatonError, match="feasible"):
+        Semiautomaton("x", a.states, a.alphabet, a.delta, 0, "", np.ones((1, 1), dtype=bool))
+    stuck = a.feasible.copy()
+    stuck[:, 0] = False
+    with pytest.raises(AutomatonError, match="no feasible symbol"):
+        Semiautomaton("x", a.states, a.alphabet, a.delta, 0, "", stuck)
+    pair = get_automaton("dyck1-depth2xparity")
+    assert pair.feasible is not None and pair.is_feasible(pair.sample(100, 30, seed=1)).all()
+    resets = get_automaton("dyck1-depth2+resets")
+    assert resets.feasible[-resets.n_states:].all()
+    with pytest.raises(AutomatonError, match="no feasible symbol"):  # probabilities that leave a state no legal move
+        a.sample(5, 5, seed=0, probs=[0.0, 1.0])
+
+
+def test_dyck_stack_shifts_are_legal_and_count_shifts_refused():
+    from interp.tasks.shifts import ShiftError, automaton_shifts, automaton_words
+
+    a = get_automaton("dyck2-depth4")
+    uniform, skewed = automaton_shifts(a, 40, probs=[[0.4, 0.4, 0.1, 0.1]])
+    for shift in (uniform, skewed):
+        assert a.is_feasible(automaton_words(a, shift, 50, np.random.default_rng(0))).all()
+    with pytest.raises(ShiftError, match="illegal inputs"):
+        automaton_shifts(a, 40, counts=[3])
+
+
+@pytest.mark.parametrize("T, samples, exhaustive", [(16, 60, 4), pytest.param(1024, 1000, 6, marks=pytest.mark.slow)])
+def test_prefix_scan_is_exact_on_the_dyck_stack(T, samples, exhaustive):
+    """Every word (illegal ones too) up to ``exhaustive`` brackets, and legal random words at T."""
+    from constructions import build
+    from interp.verify import verify
+
+    r = verify(build("prefix_scan", get_automaton("dyck2-depth4"), T), samples=samples, exhaustive_upto=exhaustive, seed=0)
+    assert r.exact, r.summary()
