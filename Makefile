@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+STAMPDOCS := $(VENV)/.docs-installed-stamp
 # The CPU wheel of torch 2.13.0 lies on these machines' disk; an unpinned torch would pull a
 # multi-GB CUDA build. Override elsewhere, e.g. TORCH_INSTALL="torch --index-url <cpu index>".
 TORCH_INSTALL ?= torch==2.13.0
@@ -18,13 +19,17 @@ VENVAC  := .venv-ac
 PYAC    := $(VENVAC)/bin/python
 STAMPAC := $(VENVAC)/.installed-stamp
 
-.PHONY: demo test test-slow test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
+.PHONY: demo test docs test-slow test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_INSTALL)
 	$(PY) -m pip install -q -e ".[dev,ray]" "transformer-lens>=3.9,<3.10"
 	@touch $(STAMP)
+
+$(STAMPDOCS): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e ".[dev,ray,docs]" "transformer-lens>=3.9,<3.10"
+	@touch $(STAMPDOCS)
 
 $(STAMP4): pyproject.toml
 	@test -x $(PY4) || $(PYTHON) -m venv $(VENV4)
@@ -48,7 +53,15 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 test: $(STAMP) browser
-	SANDBOX_LENS_REQUIRE_BROWSER=1 $(PY) -m pytest -q
+	SANDBOX_LENS_REQUIRE_BROWSER=1 SANDBOX_LENS_EXECUTED_TUTORIALS=docs/_build/executed $(PY) -m pytest -q
+
+# The documentation site (Sphinx, furo, MyST-NB) into docs/_build/html, warnings as errors; the tutorials
+# are rendered from the copies `make test` executed (or executed here, cached), then the built site is
+# opened in headless Chromium (tests/contract/test_docs_site.py).
+docs: $(STAMPDOCS) browser
+	cd docs && ../$(PY) -m sphinx -W --keep-going -q -b html . _build/html
+	SANDBOX_LENS_REQUIRE_BROWSER=1 SANDBOX_LENS_DOCS_SITE=docs/_build/html $(PY) -m pytest -q tests/contract/test_docs_site.py
+	@echo "docs -> docs/_build/html/index.html"
 
 # The suite's back-end subset on TransformerLens 4.x: 3.9 writes reference logits, activations and a
 # saved model; 4.x checks them, verifies every construction, probes, compares, saves; 3.9 loads that.
@@ -86,9 +99,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/sizes.py
 
 # The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
-# and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes).
+# and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes). Then the
+# slim results are committed under docs/results/ and the verdict table in docs/experiments.md rewritten.
 reproduce: $(STAMP)
 	$(VENV)/bin/interp --threads 1 experiment all --out reports/reproduce
+	$(VENV)/bin/interp experiment publish --out reports/reproduce --to docs/results --docs docs/experiments.md
 
 clean-venv:
 	rm -rf $(VENV)

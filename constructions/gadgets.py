@@ -105,7 +105,7 @@ def lookback_head(
 
     The query reads the positional features unchanged; the key reads them rotated by the
     shift, so score(i, j) = γ Σ_k cos(angle_k(i) − angle_k(j) − angle_k(shift)), whose unique
-    maximum over j ≤ i is j = i − shift (prefix-scan.md, erratum E1: rotate by **+**θ).
+    maximum over j ≤ i is j = i − shift (prefix-scan.md, erratum E1: rotate by *plus* θ).
 
     * ``code="rotary"``: angle_k(x) = πx/2^k for every feature pair k; every wrong key loses
       at least 2γ (the pair k = v₂(j − (i − shift)) contributes −1 instead of +1).

@@ -36,8 +36,8 @@ __all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelia
 
 Map = tuple[int, ...]
 
-#: Groups larger than this are refused (the final lookup has 2|G| units; the mix tables
-#: |D_{i−1}|·|A_i| each).
+#: Groups larger than this are refused (the final lookup has 2·#G units; the mix tables
+#: #D_{i−1}·#A_i each, # the order).
 MAX_GROUP_ORDER = 5040
 
 

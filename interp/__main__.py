@@ -1,3 +1,4 @@
 from interp.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing the module (e.g. to document it) runs nothing
+    raise SystemExit(main())

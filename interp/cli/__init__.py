@@ -25,6 +25,11 @@ from interp.errors import Interrupted, SandboxError
 __all__ = ["main"]
 
 
+def parser() -> argparse.ArgumentParser:
+    """The ``interp`` command line's argument parser (the docs' CLI reference is generated from it)."""
+    return _parser()[0]
+
+
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
     p = Parser(prog="interp", description="sandbox-lens: exact transformer constructions for automata.")
     from interp import __version__

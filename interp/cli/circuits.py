@@ -51,7 +51,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="what a patched edge or node delivers: the corrupted word's value (default), zeros, or the "
                         "clean batch's mean per position; the method is scored against this ablation's ground-truth level")
     s.add_argument("--acdc-mode", default="normalised", choices=["normalised", "reference"],
-                   help="acdc: this project's normalised variant (|Δ| of the task's normalised metric on the changed "
+                   help="acdc: this project's normalised variant (the absolute change of the task's normalised metric on the changed "
                         "outputs) or the reference implementation's (signed Δ of the full KL at every scored position)")
     s.add_argument("--steps", type=int, help="eap-ig: integration steps m (default 16; m = 1 is attribution patching)")
     s.add_argument("--level", choices=["structural", "live", "relevant", "read", "resample", "zero", "mean"],

@@ -16,8 +16,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("experiment", help="reproduce a learning claim of the thesis (`interp experiment list`)",
                        description="Reproduce one of the thesis's learning claims: train populations, evaluate them "
                                    "beside the exact construction, write results.json and report.html.")
-    s.add_argument("name", metavar="NAME", help="an experiment (see `interp experiment list`), `list`, or `all` "
-                                                "(every experiment into OUT/<name>, and OUT/index.html)")
+    s.add_argument("name", metavar="NAME", help="an experiment (see `interp experiment list`), `list`, `all` "
+                                                "(every experiment into OUT/<name>, and OUT/index.html), or `publish` "
+                                                "(commit the full runs under OUT: --to DIR, --docs PAGE)")
     s.add_argument("--out", metavar="DIR", help="the experiment's directory (rerunning reuses finished runs)")
     s.add_argument("--quick", action="store_true", help="a seconds-to-a-minute version (tests the pipeline, not the claim)")
     s.add_argument("--seeds", metavar="RANGE", help="seeds instead of the experiment's defaults, e.g. 0-4 or 1,3")
@@ -26,6 +27,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--workers", type=int, metavar="N", help="local processes or Ray CPUs (default: CPU cores)")
     s.add_argument("--automaton", metavar="NAME", help="task option (parity-ood: any catalogue automaton; default parity)")
     s.add_argument("--dyck", metavar="K,D", help="task option for the Dyck experiments (default 2,4)")
+    s.add_argument("--to", metavar="DIR", help="publish: where each experiment's slim results go (docs/results)")
+    s.add_argument("--docs", metavar="PAGE", help="publish: the docs page whose verdict table is rewritten from them")
     return {"experiment": _cmd_experiment}
 
 
@@ -50,6 +53,16 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         return _list()
     if not args.out:
         raise SandboxError(f"interp experiment {args.name} needs --out DIR")
+    if args.name == "publish":
+        from interp.experiments.results import publish
+
+        if not args.to:
+            raise SandboxError("interp experiment publish needs --to DIR (where the slim results go)")
+        for path in publish(args.out, args.to, list(EXPERIMENTS), args.docs):
+            print(f"wrote {path}")
+        return 0
+    if args.to or args.docs:
+        raise SandboxError("--to and --docs go with `interp experiment publish`")
     if args.workers is not None and args.workers < 1:
         raise SandboxError("--workers must be ≥ 1")
     options = {k: getattr(args, k) for k in ("automaton", "dyck") if getattr(args, k) is not None}

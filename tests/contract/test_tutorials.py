@@ -1,6 +1,10 @@
 """Every tutorial runs top to bottom (jupytext percent files executed with nbclient), draws every
-figure it makes inline, and prints no warnings."""
+figure it makes inline, and prints no warnings. With ``SANDBOX_LENS_EXECUTED_TUTORIALS=DIR`` (`make
+test` sets it) each executed notebook is kept in DIR, tagged with its source's hash, and the docs
+site renders it instead of executing the tutorial again (docs/conf.py)."""
 
+import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -17,6 +21,7 @@ FIGURE = re.compile(r"\bplt\.|\bImage\(|\.imshow\(|\.subplots\(")
 def test_tutorial_executes(path, tmp_path):
     nb = jupytext.read(path)
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    keep = os.environ.get("SANDBOX_LENS_EXECUTED_TUTORIALS")
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
@@ -27,6 +32,15 @@ def test_tutorial_executes(path, tmp_path):
     warned = [o["text"].strip().splitlines()[0] for c in code for o in c.get("outputs", [])
               if o.output_type == "stream" and o.get("name") == "stderr" and "Warning" in o.get("text", "")]
     assert not warned, warned
+    if keep:  # only a notebook that passed every check above is kept for the docs
+        import nbformat
+
+        nb.metadata["sandbox_lens"] = {"source_sha256": hashlib.sha256(path.read_text().encode()).hexdigest()}
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        target = Path(keep) / f"{path.stem}.ipynb"
+        temporary = target.with_suffix(".ipynb.tmp")
+        nbformat.write(nb, temporary)
+        temporary.replace(target)
 
 
 def test_there_is_a_tutorial():
