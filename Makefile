@@ -75,6 +75,8 @@ test-tl4: $(STAMP) $(STAMP4)
 test-auto-circuit: $(STAMPAC)
 	$(PYAC) -m pytest -q tests/circuits/test_autocircuit.py
 
+# The slow checks: long lengths, many samples, and the fault-injection suite (tests/cli/test_faults.py:
+# SIGKILL at random points, two writers on one --out, damaged run files, a full disk mid-write).
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 

@@ -11,7 +11,13 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "write_json", "jsonable", "MAX_TEXT_BYTES"]
+from interp.errors import SandboxError
+
+__all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "write_json", "jsonable", "MAX_TEXT_BYTES",
+           "exclusive", "InUseError", "LOCK_NAME"]
+
+#: the file in an output directory whose lock says a process is writing there
+LOCK_NAME = ".lock"
 
 #: the largest JSON or text input read whole (automaton and cascade files, cards): far above any real one
 MAX_TEXT_BYTES = 16 * 2**20
@@ -92,3 +98,40 @@ def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> An
     atomic_write(Path(path), (json.dumps(data, indent=indent, allow_nan=not strict) + "\n").encode())
     return data
 
+
+
+class InUseError(SandboxError, OSError):
+    """An output directory another process is writing to (see :func:`exclusive`)."""
+
+
+@contextlib.contextmanager
+def exclusive(directory: Path, what: str = "--out"):
+    """Hold ``directory`` for this process while the block writes to it: an advisory lock (``flock``) on
+    ``directory/.lock``, which the kernel releases when the process ends however it ends (a SIGKILLed
+    run leaves nothing to clean up, and the rerun that resumes it gets the lock). A second process that
+    asks for the same directory is refused at once with :class:`InUseError`, before it writes anything.
+    Where ``flock`` does not exist (not POSIX) the block runs unguarded."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    directory = Path(directory)
+    path = directory / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = ""
+        with contextlib.suppress(OSError, ValueError):
+            holder = f" (process {int(os.pread(fd, 32, 0).decode().split()[0])})"
+        os.close(fd)
+        raise InUseError(f"{directory} is being written by another interp process{holder}; wait for it to finish or "
+                         f"choose another {what}") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

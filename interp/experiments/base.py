@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from interp.errors import SandboxError
 from interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
-from interp.files import atomic_write, write_json
+from interp.files import atomic_write, exclusive, write_json
 from interp.stats import Estimate
 
 __all__ = ["Experiment", "Context", "ExperimentError", "VERDICTS", "RESULTS", "MARKER", "prepare_directory",
@@ -186,14 +186,6 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
                    options: dict[str, Any] | None = None, command: str | None = None) -> dict[str, Any]:
     """Run (or finish) one experiment in ``out``; write ``results.json`` and ``report.html``. ``command``: the
     command line recorded in the provenance (default: this process's)."""
-    import resource
-
-    import torch
-
-    from interp import __version__
-    from interp.experiments.report import write_report
-    from interp.provenance import provenance
-
     out = Path(out)
     options = {**experiment.defaults, **(options or {})}
     unknown = [k for k in options if k not in experiment.takes]
@@ -204,6 +196,20 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
     if hasattr(module, "check"):
         module.check(options)  # a bad task option is refused before the directory is touched
     prepare_directory(out, experiment, quick, options)
+    with exclusive(out):  # a second process on the same --out is refused before it writes anything
+        return _run(experiment, out, quick, seeds, backend, workers, progress, options, command, module)
+
+
+def _run(experiment: Experiment, out: Path, quick: bool, seeds, backend: str, workers, progress: bool,
+         options: dict[str, Any], command: str | None, module) -> dict[str, Any]:
+    import resource
+
+    import torch
+
+    from interp import __version__
+    from interp.experiments.report import write_report
+    from interp.provenance import provenance
+
     seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
     ctx = Context(experiment, out, quick, seeds, backend, workers, progress, options)
     def cpu() -> float:  # this process and its finished workers

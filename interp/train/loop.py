@@ -17,7 +17,7 @@ from typing import Any
 
 from interp.streams import Stream
 from interp.errors import CheckpointError, Interrupted, SandboxError
-from interp.files import atomic_write
+from interp.files import atomic_write, exclusive
 from interp.tasks.batches import step_rng
 from interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
@@ -163,11 +163,17 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     ``init_spec`` (a construction's :class:`~interp.model.spec.ConstructionSpec` of the same shape)
     supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
     """
+    out = Path(out)
+    model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
+    with exclusive(out):  # a second process on the same --out is refused before it writes anything
+        return _train(task, shape, config, out, resume, progress, model, params, opt, ema)
+
+
+def _train(task, shape: ModelShape, config: TrainConfig, out: Path, resume: bool, progress: bool, model, params, opt,
+           ema) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    out = Path(out)
-    model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
     step, history, wall_before = 0, [], 0.0
     identity = run_identity(task.to_dict(), shape, config)
     if resume and has_checkpoint(out):

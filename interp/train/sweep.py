@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.errors import CheckpointError, SandboxError
-from interp.files import atomic_write
+from interp.files import atomic_write, exclusive
 from interp.settings import flag_of
 from interp.tasks.kinds import task_from_dict
 from interp.train.checkpoint import METRICS, has_checkpoint
@@ -113,8 +113,9 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
         return None
     try:
         m = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None  # half-written by a killed run: train it again from its checkpoint
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # written atomically: this is damage, not a killed run
+        raise CheckpointError(f"{path} is not valid JSON ({e.__class__.__name__}); it was damaged after it was "
+                              "written — delete it to recompute it from the run's checkpoint") from None
     recorded = run_identity(m.get("task"), m.get("shape", {}), m.get("config", {}))
     if recorded != run_identity(task_dict, shape, config):
         raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
@@ -199,6 +200,13 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
     done = {i: _finished(d, task_dict, s, c) for i, (_, _, _, d, s, c) in enumerate(plan)}
     todo = [i for i, m in done.items() if m is None]
     out.mkdir(parents=True, exist_ok=True)
+    with exclusive(out):
+        return _sweep(task, shape, config, out, seeds, grid, backend, workers, progress, init_spec, settings, plan, done,
+                      todo, task_dict)
+
+
+def _sweep(task, shape, config, out: Path, seeds, grid, backend, workers, progress, init_spec, settings, plan, done, todo,
+           task_dict) -> dict[str, Any]:
     jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
     desc = f"{len(todo)} of {len(plan)} runs"
     if jobs:

@@ -1,0 +1,199 @@
+"""Fault injection (`make test-slow`): processes SIGKILLed at random points resume to the same results as an
+uninterrupted run; a second process on the same --out is refused while the first finishes untouched; a
+damaged checkpoint or run file is refused on resume, not trained over; a full disk while a checkpoint or
+a report is written is one line and loses nothing. Each case names what must not be lost."""
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN = ["train", "automaton", "--automaton", "parity", "--length", "8", "--steps", "300", "--eval-every", "50",
+         "--layers", "1", "--d-model", "16"]
+
+
+def interp(args, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "interp", "--threads", "1", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def finish(args, timeout=600) -> subprocess.CompletedProcess:
+    p = interp(args)
+    out, err = p.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(args, p.returncode, out.decode(), err.decode())
+
+
+def kill_at_random(args, out: Path, rng: random.Random, low: float, high: float) -> bool:
+    """Start ``args``, wait until it has written a checkpoint under ``out`` (training has begun), then SIGKILL it
+    after a further random delay; True if it was still running when killed."""
+    p = interp(args)
+    deadline = time.time() + 300
+    while not list(out.rglob("checkpoint.safetensors")) and p.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    try:
+        p.wait(timeout=rng.uniform(low, high))
+        return False
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        return True
+
+
+def _runs(summary: dict) -> list:
+    keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by")
+    return [{k: r[k] for k in keep} for r in summary["runs"]]
+
+
+def _history(run: Path) -> list:
+    """Every held-out evaluation of a run (losses to the last bit), without its wall-clock times."""
+    return [{k: v for k, v in h.items() if k != "wall_seconds"}
+            for h in json.loads((run / "metrics.json").read_text())["history"]]
+
+
+def test_a_sweep_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_path):
+    args = [*TRAIN, "--steps", "1500", "--target", "none", "--seeds", "0-2", "--workers", "1"]
+    reference = finish([*args, "--out", str(tmp_path / "reference")])
+    assert reference.returncode == 0, reference.stderr
+    rng = random.Random(int(time.time()))  # a new schedule of kills every run; the seed is in the failure
+    seed = rng.randrange(10**6)
+    rng = random.Random(seed)
+    out = tmp_path / "killed"
+    kills = sum(kill_at_random([*args, "--out", str(out)], out, rng, 0.0, 4.0) for _ in range(3))
+    assert kills
+    done = finish([*args, "--out", str(out)])
+    assert done.returncode == 0, (seed, done.stderr)
+    want = json.loads((tmp_path / "reference" / "summary.json").read_text())
+    got = json.loads((out / "summary.json").read_text())
+    assert _runs(got) == _runs(want), f"kill schedule seed {seed} ({kills} kills)"
+    for s in range(3):
+        assert _history(out / f"seed_{s}") == _history(tmp_path / "reference" / f"seed_{s}"), (seed, s)
+    assert not list(out.rglob("*.tmp")), "a torn temporary file was left behind"
+
+
+def test_an_experiment_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_path):
+    args = ["experiment", "parity-ood", "--quick", "--workers", "1"]
+    assert finish([*args, "--out", str(tmp_path / "reference")]).returncode == 0
+    seed = random.Random(int(time.time())).randrange(10**6)
+    rng = random.Random(seed)
+    out = tmp_path / "killed"
+    kills = sum(kill_at_random([*args, "--out", str(out)], out, rng, 0.0, 6.0) for _ in range(3))
+    assert kills
+    done = finish([*args, "--out", str(out)])
+    assert done.returncode == 0, (seed, done.stderr)
+    want = json.loads((tmp_path / "reference" / "results.json").read_text())
+    got = json.loads((out / "results.json").read_text())
+    for key in ("claims", "tables", "data", "settings", "seeds"):
+        assert got[key] == want[key], f"{key} differs after kills (schedule seed {seed})"
+
+
+def test_a_second_process_on_the_same_out_is_refused_and_the_first_finishes(tmp_path):
+    out = tmp_path / "run"
+    long = [*TRAIN, "--steps", "1000000", "--eval-every", "200", "--target", "none", "--out", str(out)]
+    first = interp(long)
+    deadline = time.time() + 120
+    while not (out / ".lock").exists() or not (out / ".lock").read_text().strip():
+        assert time.time() < deadline and first.poll() is None
+        time.sleep(0.2)
+    second = finish([*long, "--resume"])
+    assert first.poll() is None  # the first was still writing when the second asked
+    assert second.returncode == 2
+    assert second.stderr.count("\n") == 1 and "being written by another interp process" in second.stderr
+    assert "Traceback" not in second.stderr
+    first.send_signal(signal.SIGINT)  # the first stops at its own pace and keeps a checkpoint the second can resume
+    first.wait(timeout=120)
+    from interp.train.checkpoint import read_checkpoint
+
+    assert read_checkpoint(out)[0]["step"] > 0
+    experiment = tmp_path / "experiment"
+    holder = interp(["experiment", "parity-ood", "--quick", "--workers", "1", "--out", str(experiment)])
+    while not (experiment / ".lock").exists() or not (experiment / ".lock").read_text().strip():
+        assert time.time() < deadline + 120 and holder.poll() is None
+        time.sleep(0.2)
+    again = finish(["experiment", "parity-ood", "--quick", "--out", str(experiment)])
+    assert again.returncode == 2 and "being written by another interp process" in again.stderr
+    assert holder.wait(timeout=600) == 0 and json.loads((experiment / "results.json").read_text())["claims"]
+
+
+def test_a_damaged_checkpoint_or_run_file_is_refused_not_trained_over(tmp_path):
+    out = tmp_path / "run"
+    long = [*TRAIN, "--steps", "100000", "--target", "none", "--out", str(out)]
+    running = interp(long)
+    weights = out / "checkpoint.safetensors"
+    deadline = time.time() + 120
+    while not weights.exists():
+        assert time.time() < deadline and running.poll() is None
+        time.sleep(0.2)
+    running.send_signal(signal.SIGKILL)
+    running.wait()
+    damaged = weights.read_bytes()[:-100]
+    weights.write_bytes(damaged)
+    r = finish([*long, "--resume"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert weights.read_bytes() == damaged  # refused, not overwritten by a fresh run
+    sweep = tmp_path / "sweep"
+    assert finish([*TRAIN, "--seeds", "0-1", "--workers", "1", "--out", str(sweep)]).returncode == 0
+    metrics = sweep / "seed_1" / "metrics.json"
+    metrics.write_text(metrics.read_text()[:40])
+    before = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
+    r = finish([*TRAIN, "--seeds", "0-1", "--workers", "1", "--out", str(sweep)])
+    assert r.returncode == 2 and "not valid JSON" in r.stderr and r.stderr.count("\n") == 1
+    assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
+
+
+def _full_disk_at(monkeypatch, name: str, nth: int = 1):
+    """The disk fills up while the ``nth`` write of a file called ``name`` is flushed (``os.fsync`` of a file
+    whose path contains ``name`` fails with ENOSPC from then on): the data is written, not yet on disk — a
+    writer that wrote in place would now have torn the file."""
+    real = os.fsync
+    seen = {"n": 0}
+
+    def fsync(fd):
+        if name in os.readlink(f"/proc/self/fd/{fd}"):
+            seen["n"] += 1
+            if seen["n"] >= nth:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp_path, monkeypatch, capsys):
+    from interp.cli import main
+
+    from interp.train.checkpoint import read_checkpoint
+
+    args = [*TRAIN, "--target", "none"]
+    assert main([*args, "--out", str(tmp_path / "reference")]) == 0
+    out = tmp_path / "run"
+    _full_disk_at(monkeypatch, "checkpoint.safetensors", 2)  # while the second checkpoint (step 100) is written
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left" in err
+    assert read_checkpoint(out)[0]["step"] == 50 and not list(out.glob("*.tmp"))  # the first checkpoint is whole
+    monkeypatch.undo()
+    assert main([*args, "--out", str(out), "--resume"]) == 0  # and resumes to the uninterrupted run's result
+    keep = ("final_accuracy", "best_accuracy", "steps", "history")
+    got, want = (json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "reference"))
+    strip = lambda m: {k: m[k] for k in keep if k != "history"} | {"history": [  # noqa: E731
+        {k: v for k, v in h.items() if k != "wall_seconds"} for h in m["history"]]}
+    assert strip(got) == strip(want)
+    experiment = tmp_path / "experiment"
+    assert main(["experiment", "parity-ood", "--quick", "--workers", "1", "--out", str(experiment)]) == 0
+    page = (experiment / "report.html").read_bytes()
+    _full_disk_at(monkeypatch, "report.html")
+    assert main(["experiment", "parity-ood", "--quick", "--workers", "1", "--out", str(experiment)]) == 2
+    assert "No space left" in capsys.readouterr().err
+    assert (experiment / "report.html").read_bytes() == page  # the old report is whole
+    assert not list(experiment.glob(".report.html.*"))
