@@ -15,7 +15,7 @@ import os
 
 from interp.errors import SandboxError
 
-__all__ = ["BudgetError", "require", "memory_limit", "operations_limit", "time_limit", "human_bytes",
+__all__ = ["BudgetError", "require", "progress", "memory_limit", "operations_limit", "time_limit", "human_bytes",
            "human_seconds"]
 
 
@@ -102,3 +102,15 @@ def require(what: str, *, memory: float = 0.0, operations: float = 0.0, seconds:
     if operations > cap:
         raise BudgetError(f"{what} would take about {operations:.2g} operations, more than the {cap:.2g} allowed "
                           f"(SANDBOX_LENS_MAX_OPERATIONS){hint}")
+
+
+def progress(iterable=None, *, total: int | None = None, desc: str = "", unit: str = "it", show: bool = True,
+             at_least: int = 2):
+    """The bar for work that passed :func:`require`: a tqdm bar with its rate and ETA on stderr, shown when
+    ``show`` (the caller's ``progress``) and the work has at least ``at_least`` steps (one step needs no
+    ETA). Works as tqdm does: wrap an iterable, or ``update`` it by hand."""
+    from tqdm import tqdm
+
+    n = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+    return tqdm(iterable, total=n, desc=desc, unit=unit, dynamic_ncols=True, leave=False,
+                disable=not show or (n is not None and n < at_least))

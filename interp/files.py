@@ -11,8 +11,6 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from interp.errors import SandboxError
-
 __all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "write_json", "jsonable", "MAX_TEXT_BYTES",
            "exclusive", "InUseError", "LOCK_NAME"]
 
@@ -100,8 +98,9 @@ def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> An
 
 
 
-class InUseError(SandboxError, OSError):
-    """An output directory another process is writing to (see :func:`exclusive`)."""
+class InUseError(OSError):
+    """An output directory another process is writing to (see :func:`exclusive`): an ``OSError``, which the
+    CLI reports in one line with exit status 2 (floor 0 imports nothing of the project, not even its errors)."""
 
 
 @contextlib.contextmanager

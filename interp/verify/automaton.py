@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from interp.budget import progress as progress_bar
 from interp.errors import ConstructionError, LengthError, VocabularyError
 from interp.model.run import predict
 from interp.tasks.automata import Semiautomaton
@@ -72,19 +73,21 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
     if m**K > MAX_EXHAUSTIVE_WORDS:
         raise LengthError(f"exhaustive check up to {K} needs {m}^{K} words, more than {MAX_EXHAUSTIVE_WORDS}")
 
+    # Sampled words come in chunks of at most CHUNK_POSITIONS positions, so that --samples is
+    # limited by time, not memory; one chunk (the usual case) draws exactly the words of `seed`.
+    per_chunk = max(1, CHUNK_POSITIONS // length)
+
     def word_sets():
         if K > 0:
             yield automaton.all_words(K)
-        # Sampled words come in chunks of at most CHUNK_POSITIONS positions, so that --samples is
-        # limited by time, not memory; one chunk (the usual case) draws exactly the words of `seed`.
-        per_chunk = max(1, CHUNK_POSITIONS // length)
         for i, start in enumerate(range(0, samples, per_chunk)):
             chunk_seed = seed if i == 0 else int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
             yield automaton.sample(min(per_chunk, samples - start), length, seed=chunk_seed)
 
     correct = checked = sequences = 0
     mismatches: list[Mismatch] = []
-    for words in word_sets():
+    chunks = (K > 0) + -(-samples // per_chunk)
+    for words in progress_bar(word_sets(), total=chunks, desc=f"verify {card.construction}", unit="chunk", show=progress):
         if checker is not None:
             checker.cross_check(card.io.encode(words))
         pred = predict(model, words, batch_size=batch_size, progress=progress,

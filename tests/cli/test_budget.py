@@ -98,3 +98,24 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_partial_file(tmp_pa
     assert code == 2 and len(e.strip().splitlines()) == 1 and text in e, e
     after = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
     assert after == before  # nothing torn, nothing lost: the old model is still there, whole
+
+
+def test_work_that_passed_the_budget_shows_a_bar_with_an_eta(capsys, monkeypatch):
+    """budget.progress: a bar (rate and ETA) on stderr when asked for and the work has several steps; none for
+    one step or when not asked; verify draws one over its chunks of sampled words."""
+    from constructions import build_model
+    from interp import budget
+    from interp.tasks.catalogue import get_automaton
+    from interp.verify import automaton as verify_automaton
+    from interp.verify import verify
+
+    bars = [budget.progress(range(5), show=False), budget.progress(range(1)), budget.progress(range(5))]
+    assert [b.disable for b in bars] == [True, True, False]
+    for b in bars:
+        b.close()
+    capsys.readouterr()
+    monkeypatch.setattr(verify_automaton, "CHUNK_POSITIONS", 64)  # 40 words of 16: 10 chunks of 4
+    model = build_model("modular_counter", get_automaton("C3"), 16)
+    assert verify(model, samples=40, exhaustive_upto=2, progress=True).accuracy == 1.0
+    err = capsys.readouterr().err
+    assert "verify modular_counter" in err and "/11 [" in err  # 1 exhaustive set + 10 sampled chunks, with an ETA
