@@ -45,6 +45,8 @@ def counter_increments(automaton: Semiautomaton) -> list[int] | None:
 
 
 def build_modular_counter(automaton: Semiautomaton, length: int) -> ConstructionSpec:
+    """Lemma 15: C_n (parity = C_2) in one attention layer — a uniform counting head and an MLP that reads the sum mod
+    n."""
     incs = counter_increments(automaton)
     if incs is None:
         raise ConstructionError(

@@ -37,6 +37,8 @@ def write_targets(automaton: Semiautomaton) -> list[int | None] | None:
 
 
 def build_memory(automaton: Semiautomaton, length: int) -> ConstructionSpec:
+    """Lemma 16: a memory automaton (writes and no-ops, e.g. flipflop) in one attention layer that attends to the last
+    write."""
     targets = write_targets(automaton)
     if targets is None:
         raise ConstructionError(

@@ -65,6 +65,8 @@ class Option:
 
 @dataclass(frozen=True)
 class Entry:
+    """One construction in the registry: where its builder lives, its theorem, a summary, the task kind it models, its
+    options."""
     module: str
     function: str
     theorem: str

@@ -42,6 +42,7 @@ MAX_GROUP_ORDER = 5040
 
 
 def inverse(f: Map) -> Map:
+    """The inverse of a permutation given as a tuple of images."""
     out = [0] * len(f)
     for q, image in enumerate(f):
         out[image] = q
@@ -49,6 +50,7 @@ def inverse(f: Map) -> Map:
 
 
 def power(f: Map, k: int) -> Map:
+    """``f`` composed with itself ``k`` times (the identity for k = 0)."""
     out = tuple(range(len(f)))
     for _ in range(k):
         out = compose(f, out)

@@ -69,6 +69,7 @@ def time_limit() -> float:
 
 
 def human_seconds(t: float) -> str:
+    """A duration for a message: seconds, minutes or hours."""
     if t < 120:
         return f"{t:.0f} s"
     if t < 7200:
@@ -79,6 +80,7 @@ def human_seconds(t: float) -> str:
 
 
 def human_bytes(n: float) -> str:
+    """A size for a message, in binary units (B, KiB, MiB, …)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

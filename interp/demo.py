@@ -32,6 +32,8 @@ PICTURE_LENGTH = 12
 
 
 def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
+    """Build, verify and draw the prefix scan for parity and S5 into ``out/report.html`` (`interp demo`); returns its
+    path."""
     out.mkdir(parents=True, exist_ok=True)
     rows, sections, metrics = [], [], []
     rng = np.random.default_rng(seed)

@@ -40,6 +40,7 @@ class Setting:
 
 
 def flag_of(f: dataclasses.Field) -> str:
+    """The command-line flag of a settings field (its ``flag`` metadata, else ``--name-with-dashes``)."""
     meta = f.metadata.get("setting") or {}
     return meta.get("flag") or "--" + f.name.replace("_", "-")
 

@@ -18,6 +18,7 @@ __all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "to
 
 
 def figure_png(fig) -> bytes:
+    """A matplotlib ``Figure`` as PNG bytes (110 dpi, tight bounding box)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     return buf.getvalue()
@@ -91,6 +92,7 @@ def interchange_scans_png(result: dict) -> bytes:
 
 
 def png_data_uri(data: bytes) -> str:
+    """PNG bytes as a ``data:`` URI, to inline a picture in a self-contained HTML page."""
     return "data:image/png;base64," + base64.b64encode(data).decode()
 
 

@@ -27,6 +27,7 @@ __all__ = ["uniform_reference", "lookback_reference", "target_reference", "score
 
 
 def uniform_reference(n: int) -> np.ndarray:
+    """The uniform causal attention pattern over ``n`` positions: row i spreads evenly over positions 0..i."""
     a = np.tril(np.ones((n, n)))
     return a / a.sum(1, keepdims=True)
 

@@ -36,6 +36,7 @@ ACDC_MODES = ("normalised", "reference")
 
 @dataclass
 class AcdcResult:
+    """What ACDC kept, the effect measured for every edge it tried, and how many it tried."""
     kept: list[Edge]
     effects: np.ndarray  # per graph edge: the signed change measured when its removal was tried (NaN: never tried)
     tried: int

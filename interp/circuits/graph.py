@@ -26,6 +26,7 @@ CHANNELS = {"head": ("q", "k", "v"), "mlp": ("in",), "logits": ("in",)}
 
 @dataclass(frozen=True)
 class Node:
+    """A node of the computational graph: an embedding, a head, an MLP or the logits, with its layer."""
     name: str
     kind: str  # embed | pos | head | mlp | logits
     layer: int  # -1 for the embeddings, n_layers for the unembedding
@@ -49,6 +50,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Edge:
+    """An edge of the graph: a sender node writing into a receiver's input channel (a head's q, k or v; an MLP's or the
+    logits' input)."""
     sender: str
     receiver: str
     channel: str  # q | k | v | in

@@ -64,6 +64,8 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``interp`` command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit status (0, 1 for a
+    model that is not exact, 2 for bad input)."""
     parser, handlers = _parser()
     if not (sys.argv[1:] if argv is None else list(argv)):
         parser.print_help()  # a bare `interp` shows what it can do

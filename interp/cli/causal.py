@@ -15,6 +15,7 @@ __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
     s = sub.add_parser("align", help="causal alignment: where a model computes its task's state (interchange "
                                      "interventions, DAS), beside a random-init null and a construction",
                        description="Scans full interchange interventions over the residual stream, runs DAS at the "

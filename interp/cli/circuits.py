@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
     from interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS
     from interp.circuits.methods import METHODS
     from interp.cli.common import automaton_args

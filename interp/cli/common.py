@@ -26,6 +26,7 @@ class _HelpWithDefaults(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line on stderr and exit status 2."""
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpWithDefaults)
         super().__init__(*args, **kwargs)
@@ -35,6 +36,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascade: bool = False) -> None:
+    """Add ``--automaton`` / ``--automaton-file`` (one or the other) to a parser."""
     # Constructions check for themselves (ffl needs no automaton); `info` always needs one.
     g = p.add_mutually_exclusive_group(required=not cascade)
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
@@ -48,6 +50,7 @@ def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascad
 
 
 def construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> None:
+    """Add a construction's task and build options (``--length``, ``-O KEY=VALUE``, …) to a parser."""
     p.add_argument("construction", nargs="?" if saved_model else None, help="construction name (see `interp list`)")
     automaton_args(p, saved_model, cascade=True)
     p.add_argument("--length", "-T", type=int, required=not saved_model, metavar="T",
@@ -58,6 +61,7 @@ def construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> 
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``-O KEY=VALUE`` pairs as a dict, values as numbers where they parse as one."""
     opts: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

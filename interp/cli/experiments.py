@@ -13,6 +13,7 @@ __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
     s = sub.add_parser("experiment", help="reproduce a learning claim of the thesis (`interp experiment list`)",
                        description="Reproduce one of the thesis's learning claims: train populations, evaluate them "
                                    "beside the exact construction, write results.json and report.html.")

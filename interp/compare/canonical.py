@@ -53,10 +53,13 @@ def square(pattern: np.ndarray, prefix: int) -> np.ndarray:
 
 
 def canonical_lookback(T: int, k: int) -> np.ndarray:
+    """The look-back-by-``k`` attention pattern over T positions (BOS dropped): the reference a prefix-scan head is
+    compared with."""
     return lookback_reference(T + 1, k)[1:]
 
 
 def canonical_uniform(T: int) -> np.ndarray:
+    """The uniform causal attention pattern over T positions (BOS dropped)."""
     return uniform_reference(T + 1)[1:]
 
 

@@ -77,6 +77,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
 
 
 def get_experiment(name: str) -> Experiment:
+    """The experiment called ``name``, or a one-line error naming the known ones."""
     try:
         return EXPERIMENTS[name]
     except KeyError:

@@ -53,6 +53,8 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from interp.evaluate import dyck_shifts, evaluate
     from interp.init_from import start_from
     from interp.tasks.batches import DyckTask

@@ -38,12 +38,15 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def check(options: dict[str, Any]) -> None:
+    """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
     from interp.tasks.dyck import parse_dyck_spec
 
     parse_dyck_spec(options["dyck"])
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from dataclasses import replace
 
     from constructions import build_model

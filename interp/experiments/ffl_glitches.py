@@ -41,6 +41,8 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from interp.evaluate import evaluate, ffl_shifts, skyline
     from interp.tasks.batches import FFLTask
     from interp.train import ModelShape, TrainConfig, default_shape, load_trained

@@ -44,6 +44,7 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def check(options: dict[str, Any]) -> None:
+    """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
     from interp.tasks.catalogue import get_automaton
     from interp.tasks.gridworld import is_line_grid
 
@@ -69,6 +70,8 @@ def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from interp.compare.automaton import AutomatonComparison
     from interp.evaluate import skyline
     from interp.tasks.batches import AutomatonTask

@@ -64,6 +64,7 @@ def dyck_automaton(spec: str) -> str:
 
 
 def check(options: dict[str, Any]) -> None:
+    """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
     from interp.tasks.catalogue import get_automaton
 
     get_automaton(options["automaton"])
@@ -98,6 +99,8 @@ def _settings(sc: dict) -> tuple[str, ...]:
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from dataclasses import replace
 
     from interp.evaluate import evaluate, skyline

@@ -36,6 +36,7 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def check(options: dict[str, Any]) -> None:
+    """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
     from interp.experiments.base import ExperimentError
     from interp.tasks.catalogue import get_automaton
 
@@ -45,6 +46,8 @@ def check(options: dict[str, Any]) -> None:
 
 
 def run(ctx: Context) -> None:
+    """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
+    ``ctx`` (the module docstring says what and how)."""
     from interp.evaluate import Shift, automaton_shifts, evaluate, skyline
     from interp.tasks.batches import AutomatonTask
     from interp.tasks.catalogue import get_automaton

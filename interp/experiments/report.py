@@ -20,6 +20,7 @@ __all__ = ["write_report", "write_index", "read_results"]
 
 
 def read_results(out: str | Path) -> dict[str, Any]:
+    """An experiment directory's ``results.json`` (a one-line error when it is missing or not JSON)."""
     path = Path(out) / "results.json"
     if not path.is_file():
         raise CheckpointError(f"no experiment results in {out} (results.json missing; run `interp experiment` first)")

@@ -61,6 +61,7 @@ def config_dict(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: 
 
 
 def hooked_config(cfg: dict[str, Any]):
+    """A ``HookedTransformerConfig`` from this project's config dict (the keys ``model.json`` stores)."""
     from transformer_lens import HookedTransformerConfig
 
     kw = dict(cfg)
@@ -157,6 +158,7 @@ def new_model(cfg: dict[str, Any]):
 
 
 def is_bridge(model) -> bool:
+    """Whether ``model`` is TransformerLens 4.x's ``TransformerBridge`` (else a ``HookedTransformer`` or an LSTM)."""
     return type(model).__name__ == "TransformerBridge"
 
 

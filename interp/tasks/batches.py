@@ -29,6 +29,8 @@ __all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step
 
 @dataclass
 class Batch:
+    """One training or evaluation batch: input tokens, target classes, and the masks of the positions that enter the
+    loss and the accuracy."""
     tokens: np.ndarray  # [B, n] input token ids
     targets: np.ndarray  # [B, n] target class per position
     loss_mask: np.ndarray  # [B, n] positions that enter the loss
@@ -53,6 +55,7 @@ def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.
 
 
 class AutomatonTask:
+    """Simulating a semiautomaton: BOS + a word of ``length`` symbols, the state after every symbol as the target."""
     kind = "automaton"
 
     def __init__(self, automaton: Semiautomaton, length: int) -> None:
@@ -86,6 +89,7 @@ class AutomatonTask:
 
 
 class DyckTask:
+    """Next-token prediction of bounded Dyck prefixes of up to ``length`` brackets (thesis §3.6)."""
     kind = "dyck"
 
     def __init__(self, lang: Dyck, length: int = 28) -> None:

@@ -53,6 +53,8 @@ class CascadeLevel:
 
 @dataclass(frozen=True, eq=False)
 class Cascade:
+    """A Krohn–Rhodes cascade: levels of permutation-reset components, each reading the input and the levels above
+    (thesis Definition 10)."""
     name: str
     alphabet: tuple[str, ...]
     levels: tuple[CascadeLevel, ...]
@@ -272,6 +274,7 @@ def _parse_wiring(ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ..
 
 
 def load_cascade_file(path: str | Path) -> Cascade:
+    """Load a cascade from its JSON file (``--cascade-file``), with a one-line error for every defect."""
     p = Path(path)
     try:
         text = read_text_limited(p)

@@ -24,6 +24,7 @@ MAX_EXHAUSTIVE = 1 << 16
 
 
 def check_p(p: float) -> float:
+    """A flip-flop instruction probability p_i, checked to lie in [0, 1)."""
     if not 0.0 <= p < 1.0:
         raise AutomatonError(f"flip-flop p_i must be in [0, 1), got {p}")
     return float(p)

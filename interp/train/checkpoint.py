@@ -77,6 +77,8 @@ def _header_meta(data: bytes) -> dict[str, Any] | None:
 
 
 def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's checkpoint: (its metadata, its tensors); a missing or damaged checkpoint is a :class:`CheckpointError`.
+"""
     from safetensors.torch import load
 
     try:
@@ -160,6 +162,7 @@ def load_weights(model, state: dict[str, Any], where: Path) -> None:
 
 
 def task_label(d: Any) -> str:
+    """A task dict's display name, or a description of it when it is not a valid task."""
     try:
         return task_from_dict(d).name
     except Exception:

@@ -43,6 +43,8 @@ def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
 
 
 def build_model(task, shape: ModelShape, seed: int = 0):
+    """A fresh twin of ``shape`` for ``task`` (seeded): a ``HookedTransformer`` (or ``TransformerBridge`` under
+    TransformerLens 4.x) with the fixed position code the shape names, or the LSTM baseline."""
     import torch
 
     torch.manual_seed(seed)

@@ -185,6 +185,7 @@ def kind_names(aliases: bool = False) -> tuple[str, ...]:
 
 
 def all_kinds() -> tuple[TaskKind, ...]:
+    """Every registered task kind, in registration order."""
     return tuple(_REGISTRY.values())
 
 
@@ -223,6 +224,7 @@ def resolve(path: str) -> Any:
 
 
 def checked(kind: TaskKind, build: Callable[[], Any]) -> Any:
+    """``build()``, with a malformed task dict of ``kind`` turned into a one-line :class:`TaskKindError`."""
     try:
         return build()
     except (KeyError, TypeError) as e:
