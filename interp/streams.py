@@ -39,6 +39,7 @@ class Stream(enum.Enum):
     CAUSAL_CONTROL = (14, 0)  # interp.causal: the random subspaces of the matched-k control
     DAS_INIT = (15, 8000)  # interp.causal: DAS's initial rotation (a torch seed, see torch_seed)
     AUTO_CIRCUIT = (16, 9000)  # `interp circuit --method auto-circuit:...`: torch's global seed before the run
+    ROTATION = (17, 10000)  # `interp build --rotate`: the random orthogonal embedding of the residual stream
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property

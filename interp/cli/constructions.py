@@ -29,6 +29,11 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--dtype", choices=["float32", "float64"], default="float32",
                    help="weights' precision (float64 where a construction's float32 limit is below T)")
     s.add_argument("--seed", type=int, default=0, help="dyck: seed of the balanced variant's random scores")
+    s.add_argument("--rotate", action="store_true",
+                   help="embed the residual stream in --pad more dimensions and rotate it at random: the same exact "
+                        "function with every variable spread over all coordinates (a known answer for alignment search)")
+    s.add_argument("--pad", type=int, metavar="N", help="--rotate: extra residual dimensions (default: d_model)")
+    s.add_argument("--rotate-seed", type=int, default=0, metavar="S", help="--rotate: seed of the rotation")
 
     s = sub.add_parser("verify", help="build (or load) a construction and check it against exact simulation")
     construction_args(s, saved_model=True)
@@ -126,14 +131,30 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from interp.model.hooked import to_hooked
     from interp.model.saved import save_model
 
+    if not args.rotate and (args.pad is not None or args.rotate_seed):
+        raise SandboxError("--pad and --rotate-seed go with --rotate")
+    if args.pad is not None and not 0 <= args.pad <= 4096:
+        raise SandboxError(f"--pad must lie in 0..4096, got {args.pad}")
     automaton, spec = _build_spec(args)
     if args.dtype not in spec.verified_dtypes:
         raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
-    out = save_model(to_hooked(spec, dtype=args.dtype), args.out)
+    rotate = {"pad": spec.d_model if args.pad is None else args.pad, "seed": args.rotate_seed} if args.rotate else None
+    model = to_hooked(spec, dtype=args.dtype, rotate=rotate)
+    if rotate is not None:  # rotating rounds differently: the saved model must still be exact
+        from interp.verify import verify
+
+        check = verify(model, samples=200, seed=rotate["seed"])
+        if not check.exact:
+            raise SandboxError(f"the rotated {spec.name} is not exact in {args.dtype} (accuracy {check.accuracy:.6f} "
+                               "on 200 samples); use --dtype float64 or a shorter --length")
+    out = save_model(model, args.out)
     shape = spec.shape_summary()
     target = automaton.name if automaton is not None else "the flip-flop language"
     print(f"built {spec.name} for {target} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
     print("  " + ", ".join(f"{k}={v}" for k, v in shape.items()))
+    if rotate is not None:
+        print(f"  rotated: d_model {spec.d_model} + pad {rotate['pad']} = {model.cfg.d_model} (seed {rotate['seed']}); "
+              "verified exact on 200 samples")
     return 0
 
 

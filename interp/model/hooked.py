@@ -220,11 +220,14 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     model.load_state_dict(full, strict=True)
 
 
-def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True):
+def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True,
+              rotate: dict[str, int] | None = None):
     """Build a ``HookedTransformer`` whose weights are exactly the spec's.
 
     The model gets a ``card`` attribute (:class:`~interp.model.spec.ModelCard`) that tells
-    :func:`interp.verify.verify` how to feed it automaton inputs.
+    :func:`interp.verify.verify` how to feed it automaton inputs. ``rotate={"pad": p, "seed": s}`` embeds the
+    residual stream in p more dimensions and rotates it (:mod:`interp.model.rotate`): the same function, no
+    variable on a coordinate; the card records how to find each named subspace again.
     """
     import torch
 
@@ -235,12 +238,23 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
                           f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}")
     spec.check_size()  # before TransformerLens allocates (and initialises) the model
     cfg = config_dict(spec, dtype, use_attn_scale)
-    model = new_model(cfg)
     arrays = state_dict_arrays(spec, use_attn_scale)
-    load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
-    model.eval()
     card = spec.card()
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
+    if rotate is not None:
+        from interp.model.rotate import rotate_state_dict, rotation
+
+        pad, seed = int(rotate.get("pad", spec.d_model)), int(rotate.get("seed", 0))
+        arrays = rotate_state_dict(arrays, rotation(spec.d_model, pad, seed))
+        cfg = {**cfg, "d_model": spec.d_model + pad}
+        card.options["rotate"] = {"d": spec.d_model, "pad": pad, "seed": seed, "labels": card.residual_labels}
+        card.residual_labels = [f"rotated:{i}" for i in range(spec.d_model + pad)]
+        card.notes = (card.notes + " " if card.notes else "") + (
+            f"residual stream rotated into {spec.d_model + pad} dimensions (pad {pad}, seed {seed}): "
+            "interp.model.rotate.subspace_basis finds each named subspace")
+    model = new_model(cfg)
+    load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
+    model.eval()
     model.card = card
     model.sandbox_config = cfg
     from interp.model.tokens import attach_tokenizer
