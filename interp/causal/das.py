@@ -18,7 +18,7 @@ import numpy as np
 from interp.causal.highlevel import StateModel
 from interp.causal.interchange import Site, interchange
 
-__all__ = ["das"]
+__all__ = ["das", "principal_angles", "live_basis"]
 
 
 def das(model: Any, high: StateModel, hook: str, position: int, k: int, base: np.ndarray, source: np.ndarray,
@@ -67,3 +67,27 @@ def _train(model, high, hook, position, k, base, source, labels, scored, steps, 
                 trace.append({"step": step, "loss": float(loss.detach())})
         basis = rotation.weight.detach().double().numpy()
     return basis, trace
+
+
+def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The principal angles, in degrees and ascending, between the column spans of ``a`` and ``b`` (``[d, k]``)."""
+    qa, _ = np.linalg.qr(np.asarray(a, dtype=np.float64))
+    qb, _ = np.linalg.qr(np.asarray(b, dtype=np.float64))
+    s = np.linalg.svd(qa.T @ qb, compute_uv=False)
+    return np.degrees(np.arccos(np.clip(s, -1.0, 1.0)))
+
+
+def live_basis(model: Any, hook: str, position: int, words: np.ndarray, tolerance: float = 1e-6) -> np.ndarray:
+    """An orthonormal basis ``[d, r]`` of the directions ``hook`` actually varies in at ``position`` over ``words``
+    (centred activations, singular values above ``tolerance`` × the largest). A DAS basis is only determined
+    inside it — a direction the activations never move along changes nothing when swapped — so compare
+    subspaces after projecting onto it (:func:`principal_angles`)."""
+    import torch
+
+    P = len(model.card.io.prefix)
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(torch.from_numpy(model.card.io.encode(words)), names_filter=[hook])
+    x = cache[hook][:, P + position].double().numpy()
+    x = x - x.mean(axis=0)
+    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    return vt[s > tolerance * max(float(s[0]), 1e-300)].T

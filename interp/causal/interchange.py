@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from interp.causal.highlevel import HighLevelError, StateModel
+from interp.errors import SandboxError
 from interp.model.run import exact_precision
 from interp.stats import wilson_interval
 
@@ -58,7 +59,16 @@ def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0) -> 
 
 
 def subspace_basis(model: Any, name: str) -> np.ndarray:
-    """The orthonormal basis ``[d, k]`` of a construction's named residual subspace (its card's labels)."""
+    """The orthonormal basis ``[d, k]`` of a construction's named residual subspace (its card's labels; for a
+    rotated construction, ``interp build --rotate``, the subspace's rows of the rotation)."""
+    rotated = model.card.options.get("rotate")
+    if rotated:
+        from interp.model.rotate import subspace_basis as rotated_basis
+
+        try:
+            return rotated_basis(model.card.options, rotated["labels"], name).T
+        except SandboxError as e:
+            raise HighLevelError(str(e)) from None
     labels = [lab.split(":", 1)[0] for lab in model.card.residual_labels]
     dims = [i for i, lab in enumerate(labels) if lab == name]
     if not dims:
