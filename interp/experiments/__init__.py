@@ -27,7 +27,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "sharpening makes heads sparse but does not remove the errors.",
         scale="T = 64; 2 layers, 2 heads, width 64; 1000 steps × batch 32; 5 seeds per population; 10,000 sparse, "
               "1000 dense and 2000 in-distribution strings",
-        minutes=14.0, module="interp.experiments.ffl_glitches"),
+        minutes=10.0, module="interp.experiments.ffl_glitches"),
     Experiment(
         name="parity-ood", title="Parity out of distribution: shortcuts that fail off the training law",
         section="§3.4.5, Fig. 3.20 (and Lemma 15)",
@@ -35,7 +35,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "ones, moves away from training; the LSTM and the exact construction do not.",
         scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 10 seeds; LSTM 10 seeds; 400 words "
               "per shift; linear probes for the running count at every residual hook",
-        minutes=6.0, takes=("automaton",), defaults={"automaton": "parity"}, module="interp.experiments.parity_ood"),
+        minutes=3.0, takes=("automaton",), defaults={"automaton": "parity"}, module="interp.experiments.parity_ood"),
     Experiment(
         name="dyck-seeds", title="Dyck: accurate models whose attention is not stack-like and differs by seed",
         section="§3.6.3.1, Fig. 3.3, footnote 59",
@@ -44,7 +44,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "2.27 without, against 2.85).",
         scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 20 seeds "
               "× {linear, none, learned} positions",
-        minutes=9.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_seeds"),
+        minutes=6.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_seeds"),
     Experiment(
         name="dyck-balance", title="Balance violation and length generalisation with a minimal first layer",
         section="§3.6.3, Fig. 3.40 (Theorems 1–2)",
@@ -53,7 +53,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "regulariser lowers β and raises that accuracy.",
         scale="Dyck_{2,4}, trained on prefixes of ≤ 28 tokens, models of 508 positions; 1000 steps × batch 32; "
               "lr {1e-3, 3e-3} × contrastive λ {0, 1} × 5 seeds; 200 prefixes of 400–500 tokens",
-        minutes=3.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_balance"),
+        minutes=2.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="interp.experiments.dyck_balance"),
     Experiment(
         name="grid-boundary", title="Nearest-boundary detectors in trained gridworld models",
         section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",
@@ -71,7 +71,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         scale="parity and the Dyck stack (depth 4, 2 types: dyck2-depth4), simulated; N ∈ {8, 16, 32, 64}; positions "
               "none / sinusoidal / learned + random shift, and the LSTM; 2 seeds; up to 1000 steps; tested at 1, 3, 8, "
               "16 × N (200 words each)",
-        minutes=28.0, takes=("automaton", "dyck"), defaults={"automaton": "parity", "dyck": "2,4"},
+        minutes=24.0, takes=("automaton", "dyck"), defaults={"automaton": "parity", "dyck": "2,4"},
         module="interp.experiments.length_generalisation"),
 )}
 
