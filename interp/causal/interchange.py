@@ -43,17 +43,23 @@ class Site:
 
 
 def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` (base, source) pairs of independent uniform words for ``model``'s automaton task."""
+    """``n`` (base, source) pairs of independent words of ``model``'s automaton task: uniform symbols, or legal
+    ones where the automaton has illegal inputs (the Dyck stack). ``length`` defaults to the task's training
+    length (a twin built with room for longer inputs is aligned where it was trained), else the model's."""
     from interp.streams import Stream, rng
 
     from interp.budget import require
 
     card = model.card
-    T = int(length or card.max_length)
+    trained = card.task.get("length") if isinstance(card.task, dict) else None
+    T = int(length or min(card.max_length, int(trained or card.max_length)))
     cfg = model.cfg
     require(f"{n} interchange pairs of {T} tokens", lower="--pairs",
             memory=n * T * (16.0 + 8 * cfg.d_model * (2 * cfg.n_layers + 2)))
     g = rng(seed, Stream.CAUSAL_PAIRS)
+    automaton = card.source
+    if getattr(automaton, "feasible", None) is not None:
+        return automaton.sample(n, T, g), automaton.sample(n, T, g)
     k = card.io.n_symbols
     return g.integers(k, size=(n, T)), g.integers(k, size=(n, T))
 

@@ -122,3 +122,17 @@ def test_the_scan_finds_the_prefix_scans_doubling_windows():
         layer = int(np.ceil(np.log2(p + 1)))
         assert hook == f"blocks.{attention[layer - 1]}.hook_resid_mid", (p, hook)
     assert result["iia"].shape == (3 * spec.n_layers, 8) and result["ceiling"] == 1.0
+
+
+def test_pairs_are_drawn_at_the_training_length_and_legal_where_inputs_can_be_illegal(tmp_path):
+    """A twin built with room for 4 × its training length is aligned where it was trained; the Dyck stack's
+    pairs read only legal brackets."""
+    from interp.tasks.batches import AutomatonTask
+    from interp.train import ModelShape, random_init
+
+    stack = get_automaton("dyck2-depth4")
+    twin = random_init(AutomatonTask(stack, 12), ModelShape(n_layers=1, d_model=16, positional="sinusoidal", n_ctx=49))
+    base, source = word_pairs(twin, 50, seed=1)
+    assert base.shape == source.shape == (50, 12)
+    assert stack.is_feasible(base).all() and stack.is_feasible(source).all()
+    assert word_pairs(twin, 5, length=40)[0].shape == (5, 40)
