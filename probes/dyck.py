@@ -153,12 +153,14 @@ def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, m
     return out
 
 
-def minimal_first_layer_gap(model, lang: Dyck, moved: int = 2) -> float:
+def minimal_first_layer_gap(model, lang: Dyck, moved: int = 2,
+                            here: dict[tuple[int, int], np.ndarray] | None = None) -> float:
     """How far the model is from Assumption 10 (a minimal first layer): the largest relative change
     ‖x′ − x‖ / ‖x‖ of its last layer's input at a bracket (BOS excluded) when ``moved`` matched pairs
     put before it move it by 2·``moved`` positions and keep its type and depth. 0 (up to float32
-    rounding) for ``dyck -O first_layer=minimal`` and the twins started from it."""
-    here = layer_input_by_type_and_depth(model, lang)
+    rounding) for ``dyck -O first_layer=minimal`` and the twins started from it. ``here``: the unmoved
+    inputs (:func:`layer_input_by_type_and_depth`) when the caller already has them."""
+    here = layer_input_by_type_and_depth(model, lang) if here is None else here
     there = layer_input_by_type_and_depth(model, lang, moved=moved)
     return max(float(np.linalg.norm(there[key] - x) / max(np.linalg.norm(x), 1e-30))
                for key, x in here.items() if key[0] != 0)
@@ -179,8 +181,9 @@ def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positi
     if cfg.normalization_type is not None:
         raise ConstructionError("balance_violation_of_model needs a model without LayerNorm (the score must be "
                                 "bilinear in the layer-2 input); train with --norm none or --init-from dyck")
+    cache = layer_input_by_type_and_depth(model, lang, subtract_positions=subtract_positions)
     if not subtract_positions:
-        gap = minimal_first_layer_gap(model, lang)
+        gap = minimal_first_layer_gap(model, lang, here=cache)
         if gap > MINIMAL_TOLERANCE:
             raise ConstructionError(f"the last layer's input moves with position (relative change {gap:.2g} when a "
                                     "bracket moves by 4 positions): the first layer is not minimal (Assumption 10), so "
@@ -191,7 +194,6 @@ def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positi
     W_Q, W_K, W_V, W_O = (x[head].detach().double().numpy() for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
     b_Q, b_K, b_V = (x[head].detach().double().numpy() for x in (attn.b_Q, attn.b_K, attn.b_V))
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
-    cache = layer_input_by_type_and_depth(model, lang, subtract_positions=subtract_positions)
     return _beta(lang, lambda t, d: cache[(t, d)],
                  lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),
                  lambda k: (k @ W_V + b_V) @ W_O)

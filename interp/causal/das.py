@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from interp.causal.highlevel import StateModel
-from interp.causal.interchange import Site, interchange
+from interp.causal.interchange import Site, interchange, source_activations
 
 __all__ = ["das", "principal_angles", "live_basis"]
 
@@ -82,12 +82,8 @@ def live_basis(model: Any, hook: str, position: int, words: np.ndarray, toleranc
     (centred activations, singular values above ``tolerance`` × the largest). A DAS basis is only determined
     inside it — a direction the activations never move along changes nothing when swapped — so compare
     subspaces after projecting onto it (:func:`principal_angles`)."""
-    import torch
-
     P = len(model.card.io.prefix)
-    with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.from_numpy(model.card.io.encode(words)), names_filter=[hook])
-    x = cache[hook][:, P + position].double().numpy()
+    x = source_activations(model, words, [hook])[hook][:, P + position].double().numpy()
     x = x - x.mean(axis=0)
     _, s, vt = np.linalg.svd(x, full_matrices=False)
     return vt[s > tolerance * max(float(s[0]), 1e-300)].T

@@ -186,6 +186,14 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
                    options: dict[str, Any] | None = None, command: str | None = None) -> dict[str, Any]:
     """Run (or finish) one experiment in ``out``; write ``results.json`` and ``report.html``. ``command``: the
     command line recorded in the provenance (default: this process's)."""
+    import resource
+
+    import torch
+
+    from interp import __version__
+    from interp.experiments.report import write_report
+    from interp.provenance import provenance
+
     out = Path(out)
     options = {**experiment.defaults, **(options or {})}
     unknown = [k for k in options if k not in experiment.takes]
@@ -197,45 +205,32 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
         module.check(options)  # a bad task option is refused before the directory is touched
     prepare_directory(out, experiment, quick, options)
     with exclusive(out):  # a second process on the same --out is refused before it writes anything
-        return _run(experiment, out, quick, seeds, backend, workers, progress, options, command, module)
+        seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
+        ctx = Context(experiment, out, quick, seeds, backend, workers, progress, options)
+        def cpu() -> float:  # this process and its finished workers
+            c = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return time.process_time() + c.ru_utime + c.ru_stime
 
-
-def _run(experiment: Experiment, out: Path, quick: bool, seeds, backend: str, workers, progress: bool,
-         options: dict[str, Any], command: str | None, module) -> dict[str, Any]:
-    import resource
-
-    import torch
-
-    from interp import __version__
-    from interp.experiments.report import write_report
-    from interp.provenance import provenance
-
-    seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
-    ctx = Context(experiment, out, quick, seeds, backend, workers, progress, options)
-    def cpu() -> float:  # this process and its finished workers
-        c = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return time.process_time() + c.ru_utime + c.ru_stime
-
-    started, cpu0 = time.time(), cpu()
-    module.run(ctx)
-    results = {
-        "experiment": experiment.name, "title": experiment.title, "section": experiment.section,
-        "thesis_claim": experiment.claim, "quick": quick, "seeds": seeds, "backend": backend,
-        "options": options, "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
-        "minutes": round((time.time() - started) / 60, 2), "trained_now": ctx.trained_now, "runs": ctx.runs_total,
-        "training_cpu_minutes": round(ctx.training_minutes, 2),
-        "provenance": {**provenance(command), "seeds": seeds,
-                       "cpu_minutes_this_invocation": round((cpu() - cpu0) / 60, 2),
-                       "training_cpu_minutes_all_runs": round(ctx.training_minutes, 2)},
-        "settings": ctx.settings, "claims": _families(ctx.claims), "tables": ctx.tables, "figures": ctx.figures,
-        "conclusions": ctx.conclusions, "caveats": ctx.caveats, "data": ctx.numbers,
-        "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),
-                        "torch_threads_per_run": 1},
-    }
-    # strict JSON: a number that could not be measured (no learned seed, no pair) is null, not NaN
-    results = write_json(out / RESULTS, results)
-    write_report(out)
-    return results
+        started, cpu0 = time.time(), cpu()
+        module.run(ctx)
+        results = {
+            "experiment": experiment.name, "title": experiment.title, "section": experiment.section,
+            "thesis_claim": experiment.claim, "quick": quick, "seeds": seeds, "backend": backend,
+            "options": options, "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
+            "minutes": round((time.time() - started) / 60, 2), "trained_now": ctx.trained_now, "runs": ctx.runs_total,
+            "training_cpu_minutes": round(ctx.training_minutes, 2),
+            "provenance": {**provenance(command), "seeds": seeds,
+                           "cpu_minutes_this_invocation": round((cpu() - cpu0) / 60, 2),
+                           "training_cpu_minutes_all_runs": round(ctx.training_minutes, 2)},
+            "settings": ctx.settings, "claims": _families(ctx.claims), "tables": ctx.tables, "figures": ctx.figures,
+            "conclusions": ctx.conclusions, "caveats": ctx.caveats, "data": ctx.numbers,
+            "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),
+                            "torch_threads_per_run": 1},
+        }
+        # strict JSON: a number that could not be measured (no learned seed, no pair) is null, not NaN
+        results = write_json(out / RESULTS, results)
+        write_report(out)
+        return results
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:

@@ -57,10 +57,8 @@ def rotate_state_dict(arrays: dict[str, np.ndarray], P: np.ndarray) -> dict[str,
             if w.shape[-1] != d:
                 raise ConstructionError(f"{name}: last axis {w.shape[-1]}, expected the residual width {d}")
             out[name] = w @ P
-        elif _ends(name, ("attn.W_Q", "attn.W_K", "attn.W_V")):  # [heads, d, d_head]
-            out[name] = np.einsum("dn,hdk->hnk", P, w)
-        elif _ends(name, ("mlp.W_in", "unembed.W_U")):  # [d, out]
-            out[name] = P.T @ w
+        elif _ends(name, READS):  # the residual is the axis before the last: [heads, d, d_head] or [d, out]
+            out[name] = np.einsum("dn,...dk->...nk", P, w)
         else:
             out[name] = w
     return out

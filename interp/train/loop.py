@@ -163,68 +163,63 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     ``init_spec`` (a construction's :class:`~interp.model.spec.ConstructionSpec` of the same shape)
     supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
     """
-    out = Path(out)
-    model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
-    with exclusive(out):  # a second process on the same --out is refused before it writes anything
-        return _train(task, shape, config, out, resume, progress, model, params, opt, ema)
-
-
-def _train(task, shape: ModelShape, config: TrainConfig, out: Path, resume: bool, progress: bool, model, params, opt,
-           ema) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    step, history, wall_before = 0, [], 0.0
-    identity = run_identity(task.to_dict(), shape, config)
-    if resume and has_checkpoint(out):
-        step, history, wall_before = restore(out, model, opt, ema, identity)
-    elif not resume and has_checkpoint(out):
-        raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
+    out = Path(out)
+    model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
+    with exclusive(out):  # a second process on the same --out is refused before it writes anything
+        step, history, wall_before = 0, [], 0.0
+        identity = run_identity(task.to_dict(), shape, config)
+        if resume and has_checkpoint(out):
+            step, history, wall_before = restore(out, model, opt, ema, identity)
+        elif not resume and has_checkpoint(out):
+            raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
 
-    start = time.perf_counter()
-    best = max([h["accuracy"] for h in history], default=0.0)
-    stop_reason = "steps" if step >= config.steps else ""
-    bar = tqdm(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
-               dynamic_ncols=True)
+        start = time.perf_counter()
+        best = max([h["accuracy"] for h in history], default=0.0)
+        stop_reason = "steps" if step >= config.steps else ""
+        bar = tqdm(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
+                   dynamic_ncols=True)
 
-    def wall() -> float:
-        return wall_before + time.perf_counter() - start
+        def wall() -> float:
+            return wall_before + time.perf_counter() - start
 
-    def checkpoint() -> None:
-        save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
-                                          "threads": torch.get_num_threads()}, ema)
+        def checkpoint() -> None:
+            save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
+                                              "threads": torch.get_num_threads()}, ema)
 
-    def held_out(train_loss: float | None = None) -> None:  # the moving average, when kept, is what is judged
-        nonlocal best
-        ev = evaluate(ema.averaged(model) if ema is not None else model, task, config.eval_size, config.seed)
-        history.append({"step": step, **({"train_loss": train_loss} if train_loss is not None else {}),
-                        "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
-        best = max(best, ev["accuracy"])
-        bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
-        checkpoint()
+        def held_out(train_loss: float | None = None) -> None:  # the moving average, when kept, is what is judged
+            nonlocal best
+            ev = evaluate(ema.averaged(model) if ema is not None else model, task, config.eval_size, config.seed)
+            history.append({"step": step, **({"train_loss": train_loss} if train_loss is not None else {}),
+                            "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
+            best = max(best, ev["accuracy"])
+            bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
+            checkpoint()
 
-    with _stop_requests() as stop:
-        while step < config.steps:
-            loss = _step(model, params, opt, ema, task, config, step)
-            step += 1
-            bar.update(1)
-            if step % config.eval_every == 0 or step == config.steps:
-                held_out(loss.item())
-                if config.target_accuracy is not None and history[-1]["accuracy"] >= config.target_accuracy:
-                    stop_reason = "target"
-                    break
-                if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
-                    stop_reason = "time"
-                    break
-            if stop:  # SIGINT / SIGTERM: keep this step's state, then stop (resume continues bit for bit)
-                checkpoint()
-                bar.close()
-                raise Interrupted(stop[0], f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
-                                           "is saved: the same command with --resume continues it")
-    bar.close()
-    if not history or history[-1]["step"] != step:
-        held_out()
-    return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
+        with _stop_requests() as stop:
+            while step < config.steps:
+                loss = _step(model, params, opt, ema, task, config, step)
+                step += 1
+                bar.update(1)
+                if step % config.eval_every == 0 or step == config.steps:
+                    held_out(loss.item())
+                    if config.target_accuracy is not None and history[-1]["accuracy"] >= config.target_accuracy:
+                        stop_reason = "target"
+                        break
+                    if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
+                        stop_reason = "time"
+                        break
+                if stop:  # SIGINT / SIGTERM: keep this step's state, then stop (resume continues bit for bit)
+                    checkpoint()
+                    bar.close()
+                    raise Interrupted(stop[0], f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
+                                               "is saved: the same command with --resume continues it")
+        bar.close()
+        if not history or history[-1]["step"] != step:
+            held_out()
+        return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
 
 
 def _finish(task, shape: ModelShape, config: TrainConfig, out: Path, history: list[dict[str, Any]], best: float,

@@ -201,29 +201,24 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
     todo = [i for i, m in done.items() if m is None]
     out.mkdir(parents=True, exist_ok=True)
     with exclusive(out):
-        return _sweep(task, shape, config, out, seeds, grid, backend, workers, progress, init_spec, settings, plan, done,
-                      todo, task_dict)
+        jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
+        desc = f"{len(todo)} of {len(plan)} runs"
+        if jobs:
+            if backend == "ray":
+                results = _run_ray(jobs, progress, desc, workers)
+            else:
+                results = _run_local(jobs, max(1, min(workers or (os.cpu_count() or 1), len(jobs))), progress, desc)
+            for i, r in zip(todo, results):
+                done[i] = r
+        keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
+        runs = [{"cell": plan[i][0], **plan[i][1], **{k: done[i][k] for k in keep}} for i in range(len(plan))]
+        per_cell = []
+        for name, setting, _, _ in settings:
+            mine = [r for r in runs if r["cell"] == name]
+            per_cell.append({"cell": name, "setting": setting, **_figures(mine)})
+        summary = {"task": task_dict, "task_name": task.name, "seeds": seeds, "grid": grid or {},
+                   "shape": asdict(shape), "config": {k: v for k, v in asdict(config).items() if k != "seed"},
+                   **_figures(runs), "cells": per_cell, "runs": runs, "trained_now": len(todo)}
+        atomic_write(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
+        return summary
 
-
-def _sweep(task, shape, config, out: Path, seeds, grid, backend, workers, progress, init_spec, settings, plan, done, todo,
-           task_dict) -> dict[str, Any]:
-    jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
-    desc = f"{len(todo)} of {len(plan)} runs"
-    if jobs:
-        if backend == "ray":
-            results = _run_ray(jobs, progress, desc, workers)
-        else:
-            results = _run_local(jobs, max(1, min(workers or (os.cpu_count() or 1), len(jobs))), progress, desc)
-        for i, r in zip(todo, results):
-            done[i] = r
-    keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
-    runs = [{"cell": plan[i][0], **plan[i][1], **{k: done[i][k] for k in keep}} for i in range(len(plan))]
-    per_cell = []
-    for name, setting, _, _ in settings:
-        mine = [r for r in runs if r["cell"] == name]
-        per_cell.append({"cell": name, "setting": setting, **_figures(mine)})
-    summary = {"task": task_dict, "task_name": task.name, "seeds": seeds, "grid": grid or {},
-               "shape": asdict(shape), "config": {k: v for k, v in asdict(config).items() if k != "seed"},
-               **_figures(runs), "cells": per_cell, "runs": runs, "trained_now": len(todo)}
-    atomic_write(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
-    return summary

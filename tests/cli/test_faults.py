@@ -62,18 +62,25 @@ def _history(run: Path) -> list:
             for h in json.loads((run / "metrics.json").read_text())["history"]]
 
 
-def test_a_sweep_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_path):
-    args = [*TRAIN, "--steps", "1500", "--target", "none", "--seeds", "0-2", "--workers", "1"]
+def killed_and_resumed(args, tmp_path: Path, longest: float) -> tuple[Path, Path, int, int]:
+    """Run ``args`` once uninterrupted into ``reference``, and into ``killed`` three times SIGKILLed at random
+    (at most ``longest`` s after training began) and once to the end: (reference, killed, schedule seed, kills).
+    The kill schedule is new every run; its seed goes into every failure."""
     reference = finish([*args, "--out", str(tmp_path / "reference")])
     assert reference.returncode == 0, reference.stderr
-    rng = random.Random(int(time.time()))  # a new schedule of kills every run; the seed is in the failure
-    seed = rng.randrange(10**6)
+    seed = random.Random(int(time.time())).randrange(10**6)
     rng = random.Random(seed)
     out = tmp_path / "killed"
-    kills = sum(kill_at_random([*args, "--out", str(out)], out, rng, 0.0, 4.0) for _ in range(3))
-    assert kills
+    kills = sum(kill_at_random([*args, "--out", str(out)], out, rng, 0.0, longest) for _ in range(3))
+    assert kills, f"no kill landed (schedule seed {seed})"
     done = finish([*args, "--out", str(out)])
     assert done.returncode == 0, (seed, done.stderr)
+    return tmp_path / "reference", out, seed, kills
+
+
+def test_a_sweep_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_path):
+    args = [*TRAIN, "--steps", "1500", "--target", "none", "--seeds", "0-2", "--workers", "1"]
+    _, out, seed, kills = killed_and_resumed(args, tmp_path, 4.0)
     want = json.loads((tmp_path / "reference" / "summary.json").read_text())
     got = json.loads((out / "summary.json").read_text())
     assert _runs(got) == _runs(want), f"kill schedule seed {seed} ({kills} kills)"
@@ -84,14 +91,7 @@ def test_a_sweep_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp
 
 def test_an_experiment_killed_at_random_points_resumes_to_the_uninterrupted_result(tmp_path):
     args = ["experiment", "parity-ood", "--quick", "--workers", "1"]
-    assert finish([*args, "--out", str(tmp_path / "reference")]).returncode == 0
-    seed = random.Random(int(time.time())).randrange(10**6)
-    rng = random.Random(seed)
-    out = tmp_path / "killed"
-    kills = sum(kill_at_random([*args, "--out", str(out)], out, rng, 0.0, 6.0) for _ in range(3))
-    assert kills
-    done = finish([*args, "--out", str(out)])
-    assert done.returncode == 0, (seed, done.stderr)
+    _, out, seed, _ = killed_and_resumed(args, tmp_path, 6.0)
     want = json.loads((tmp_path / "reference" / "results.json").read_text())
     got = json.loads((out / "results.json").read_text())
     for key in ("claims", "tables", "data", "settings", "seeds"):
