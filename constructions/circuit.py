@@ -85,8 +85,16 @@ def direction_sum(terms: Sequence[tuple[Direction, float]]) -> dict:
 
 
 def finish(c: "Circuit", automaton: Semiautomaton, state: str, length: int, theorem: str, options: dict,
-            notes: str, W_U: np.ndarray | None = None, b_U: np.ndarray | None = None) -> ConstructionSpec:
-    """The finished construction: embeddings from the circuit, the state read out of ``state``."""
+            notes: str, W_U: np.ndarray | None = None, b_U: np.ndarray | None = None,
+            inert: str | None = None) -> ConstructionSpec:
+    """The finished construction: embeddings from the circuit, the state read out of ``state`` (the high-level
+    state's site; ``inert``: a subspace the last block holds that nothing reads any more)."""
+    from interp.model.spec import variable_site
+
+    variables = [variable_site("state", -1, "post", state, note="the simulated state the unembedding reads")]
+    if inert is not None:
+        variables.append(variable_site("state", -1, "post", inert, "inert", "a lower level's coordinate, read by "
+                                       "the levels above it, then by nothing"))
     W_E, W_pos = c.embeddings()
     if W_U is None:
         W_U, b_U = one_hot_readout(c.layout, state)
@@ -107,4 +115,5 @@ def finish(c: "Circuit", automaton: Semiautomaton, state: str, length: int, theo
         options=options,
         notes=notes,
         bridge_float32_max_length=BRIDGE_FLOAT32_MAX_LENGTH,
+        variables=variables,
     )

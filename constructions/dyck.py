@@ -37,7 +37,7 @@ import numpy as np
 from constructions.gadgets import bos_token_io, prefix_average_head, trapezoid
 from interp.tasks.dyck import Dyck
 from interp.errors import ConstructionError, LengthError
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
 
 __all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "FLOAT32_MAX_GAIN"]
 
@@ -243,4 +243,19 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
                  "scores": [float(x) for x in scores], "gain": gain},
         notes=f"layer-2 read-out gain {gain:.3g}" + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
         task=lang.to_dict(),
+        variables=_variable_sites(variant, first_layer),
     )
+
+
+def _variable_sites(variant: str, first_layer: str) -> list[dict]:
+    """Theorem 1's variables: the depth after the counting head; the type at the current depth after MLP 2
+    (and, for the stack head, already in its output)."""
+    sites = [variable_site("depth", 0, "mid", "depth", note="the counting head's depth / N"),
+             variable_site("top", 1, "post", "top", note="MLP 2's type at the current depth"),
+             variable_site("depth", 0, "post", "depth", "inert",
+                           "erased by MLP 1 (minimal first layer)" if first_layer == "minimal" else
+                           "the counted depth once MLP 1 has written the (token, depth) one-hot: nothing reads it")]
+    if variant == "stack":
+        sites += [variable_site("top", 1, "mid", "a2", note="the stack head's copy of the top's type"),
+                  variable_site("top", 1, "post", "a2", "inert", "the head's copy once MLP 2 has written the top")]
+    return sites

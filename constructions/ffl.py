@@ -30,7 +30,7 @@ from interp.errors import ConstructionError, LengthError
 from interp.tasks import ffl
 from interp.tasks.kinds import FFL
 from interp.model.card import TokenIO
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
 
 __all__ = ["build_ffl", "MAX_LENGTH", "FFL_TOKENS", "FLAG_THRESHOLD_DELTA", "LOGIT_K"]
 
@@ -135,4 +135,7 @@ def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
         options={"c1": 2.0 * length * math.log(8 * length), "c2": length * math.log(16 * length)},
         notes="reads the string without BOS; the prediction at each r is the bit written by the latest w",
         task={"kind": "ffl"},
+        variables=[variable_site("bit", 1, "mid", "bit_raw", note="layer 2's copy of the latest written bit"),
+                   variable_site("bit", 1, "post", "bit", note="its Lemma 12 rounding, which the unembedding reads"),
+                   variable_site("bit", 1, "post", "bit_raw", "inert", "the raw copy once it is rounded")],
     )

@@ -42,7 +42,7 @@ from constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
 from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
 from interp.model.card import TokenIO
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
 
 __all__ = ["build_gridworld", "grid_axes", "GridAxis", "MAX_LENGTH", "MAX_CELLS", "PRINTED_DEFECTS"]
 
@@ -285,4 +285,7 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
                  "code_bits": sc.B, "normaliser": sc.N},
         notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {sc.c:.1f}, γ = {sc.gamma:.1f}",
+        variables=[variable_site("state", 1, "post", [w for w, _ in windows], note="the windows: the state, by axis"),
+                   variable_site("state", 1, "post", [f"{ax.name}.x1" if ax.name else "x1" for _, ax in windows], "inert",
+                                 "layer 1's unclamped displacement z_t / N: read by MLP 1, then by nothing")],
     )

@@ -85,7 +85,8 @@ def build_krohn_rhodes(
     return finish(c, automaton, state, length, "Theorem 11: " + path,
                    {"path": "permutation_reset" if resets else "group", "group_order": plan.order,
                     "derived_length": plan.derived_length, "cyclic_factors": orders},
-                   f"derived series quotients {orders}; counters with normaliser N = {c.N}")
+                   f"derived series quotients {orders}; counters with normaliser N = {c.N}",
+                   inert="L1.s0" if "L1.s0" in c.layout.names else None)
 
 
 def describe_path(automaton: Semiautomaton) -> str:

@@ -43,7 +43,7 @@ from constructions.gadgets import (
 from interp.tasks.automata import Semiautomaton
 from interp.errors import ConstructionError, LengthError
 from interp.model.card import TokenIO
-from interp.model.spec import MLP, Block, ConstructionSpec, Layout
+from interp.model.spec import MLP, Block, ConstructionSpec, Layout, variable_site
 
 __all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH"]
 
@@ -136,6 +136,9 @@ def build_prefix_scan(
                  "as_printed": list(defects)},
         notes=(f"{P} PAD positions hold const_q0; after {L} look-back layers R_q0 = q_t + 1."
                + (f" Built WITH the printed defect(s) {', '.join(defects)}: expected to fail." if defects else "")),
+        variables=[variable_site("state", -1, "mid", "H", note="Lemma 14's hidden layer of the last composition"),
+                   variable_site("state", -1, "post", "R", note="the map of the whole prefix; R_q0 = q_t + 1"),
+                   variable_site("state", -1, "post", "H", "inert", "the hidden layer once the composed map is written")],
     )
 
 

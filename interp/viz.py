@@ -10,7 +10,7 @@ import base64
 import io
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -71,24 +71,41 @@ def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[st
 
 
 def interchange_scans_png(result: dict) -> bytes:
-    """The interchange scans of an alignment (``interp.causal.align.align``'s result, or its JSON): one
-    heatmap per model — residual hooks down, positions across, IIA on changed outputs as colour."""
+    """The interchange scans of an alignment (``interp.causal.align.align``'s result, or its JSON): one row per
+    variable, one heatmap per model (the aligned model, each construction, the null) — residual hooks down,
+    positions across, IIA on changed outputs as colour; grey where the variable changes no output."""
     from matplotlib.figure import Figure
 
-    panels = [("model", result["model"])] + [("construction", r) for r in result.get("constructions", {}).values()]
-    panels += [("null", result["null"])] if "null" in result else []
-    fig = Figure(figsize=(4.2 * len(panels), 0.32 * len(result["model"]["scan"]["hooks"]) + 1.8))
+    variables = result["variables"]
+    rows = []
+    for name, v in variables.items():
+        panels = [("model", v["model"])] + [("construction", r) for r in v.get("constructions", {}).values()]
+        rows.append((name, panels + ([("null", v["null"])] if "null" in v else [])))
+    n_cols = max(len(p) for _, p in rows)
+    n_hooks = len(next(iter(variables.values()))["model"]["scan"]["hooks"])
+    fig = Figure(figsize=(4.2 * n_cols, (0.32 * n_hooks + 1.8) * len(rows)))
+    axes = fig.subplots(len(rows), n_cols, squeeze=False)
     im = None
-    for ax, (name, r) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
-        grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]], dtype=float)
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        hooks = [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in r["scan"]["hooks"]]
-        ax.set_yticks(range(len(hooks)), hooks, fontsize=6)
-        ax.set_xticks(range(len(r["scan"]["positions"])), r["scan"]["positions"], fontsize=6)
-        ax.set_xlabel("position p (the state S_p is swapped there)", fontsize=7)
-        ax.set_title(f"{name}: {r['title']}", fontsize=8)
+    for (variable, panels), line in zip(rows, axes):
+        for ax in line[len(panels):]:
+            ax.set_axis_off()
+        for ax, (kind, r) in zip(line, panels):
+            grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]], dtype=float)
+            im = ax.imshow(grid, vmin=0, vmax=1, cmap=matplotlib_cmap("viridis"), aspect="auto")
+            hooks = [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in r["scan"]["hooks"]]
+            ax.set_yticks(range(len(hooks)), hooks, fontsize=6)
+            ax.set_xticks(range(len(r["scan"]["positions"])), r["scan"]["positions"], fontsize=6)
+            ax.set_xlabel(f"position p ({variable} at p is swapped there)", fontsize=7)
+            ax.set_title(f"{variable} — {kind}: {r['title']}", fontsize=8)
     fig.colorbar(im, ax=fig.axes, shrink=0.8, label="IIA on changed outputs")
     return figure_png(fig)
+
+
+def matplotlib_cmap(name: str) -> Any:
+    """A copy of a matplotlib colour map that draws NaN (no changed output) in light grey."""
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_extremes(bad="#dddddd")
 
 
 def png_data_uri(data: bytes) -> str:

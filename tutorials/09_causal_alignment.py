@@ -26,7 +26,7 @@ from IPython.display import Image, display
 
 from constructions.registry import build
 from interp.causal.das import das
-from interp.causal.highlevel import StateModel
+from interp.causal.highlevel import StateModel, high_level_of
 from interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
 from interp.model.hooked import to_hooked
 from interp.tasks.catalogue import get_automaton
@@ -95,8 +95,42 @@ train(task, shape, TrainConfig(steps=400, seed=0), run, progress=False)
 twin = load_trained(run)
 result = align(twin, constructions={"modular_counter": counter}, null=random_init(task, shape, 0), pairs=128,
                ks=(2, 8), das_steps=150)
-print("twin's first sites:", result["model"]["first_sites"])
-print("verdict:", result["constructions"]["modular_counter"]["verdict"]["verdict"])
-for d in result["das"]["k"]:
-    print(f"DAS at {result['das']['hook']}, k = {d['k']}: {d['iia']['iia']:.3f} (random {d['random_subspace']['iia']:.3f})")
+state = result["variables"]["state"]
+print("twin's first sites:", state["model"]["first_sites"])
+print("verdict (full swaps):", state["constructions"]["modular_counter"]["verdict"]["verdict"])
+print("verdict (DAS):", state["constructions"]["modular_counter"]["das_verdict"]["verdict"])
+print("DAS by hook (k = 8):", {d["hook"]: round(d["iia"], 3) for d in state["model"]["das"]["by_hook"]})
+for d in state["model"]["das"]["k"]:
+    print(f"DAS at {state['model']['das']['hook']}, k = {d['k']}: {d['iia']:.3f} (random {d['random_subspace']['iia']:.3f})")
+print(f"null: DAS at the same hook {state['null']['das']['iia']:.3f}")
 display(Image(interchange_scans_png(result)))
+
+# %% [markdown]
+# ## Two variables: Dyck's depth and the bracket on top
+#
+# Every task kind has a high-level model (`high_level_of`): for bounded Dyck, the `depth` after each
+# bracket and `top`, the open bracket at that depth — the closing bracket the model must allow. Swapping
+# `top` makes the model close the *source's* bracket; swapping `depth` makes it close the *base's*
+# bracket at the source's depth (scored after closing brackets only: an open bracket is a key of its
+# own attention, and the constructions' variants disagree there). Each construction's card names where
+# its proof puts them — `carries` sites should reach IIA 1, `inert` ones (a readable copy that nothing
+# reads) should change nothing.
+#
+# The depth is the counter's story again: Theorem 1's first layer counts it into one direction, `depth`,
+# and an MLP of trapezoids turns it into a (token, depth) one-hot. The named direction carries it
+# exactly; DAS, searching by gradient through those trapezoids, does not find it — and the verdict says
+# that a twin's negative DAS result is then no evidence of absence.
+
+# %%
+from interp.causal.align import named_sites
+from interp.tasks.dyck import Dyck
+
+dyck = to_hooked(build("dyck", Dyck(2, 4), 12))
+high = high_level_of(dyck)
+print("variables:", high.variables)
+result = align(dyck, pairs=96, ks=(1, 2), das_steps=60)
+for name, v in result["variables"].items():
+    for site in v["model"]["named_sites"]:
+        print(f"{site['site']:55s} IIA {site['iia']:.3f} on {site['outputs']} changed outputs")
+    print(f"  DAS, best hook {v['model']['das']['hook']}: {max(d['iia'] for d in v['model']['das']['by_hook']):.3f}")
+    print("  verdict (DAS):", v["das_verdict"]["verdict"])

@@ -1,10 +1,22 @@
-"""One causal alignment of a model to its task's high-level model: where the state lives (a scan of full
-interchanges), how many dimensions it takes there (DAS over k with a matched random-subspace control,
-on held-out pairs), beside a random-init null of the same shape and, optionally, a construction of the
-same task scanned the same way. :func:`align` returns what ``align.json`` holds.
+"""One causal alignment of a model to its task's high-level model, variable by variable:
 
-Only automaton tasks have a high-level model so far (the state, read in ``parallel`` or
-``recurrent``); other task kinds are refused in one line.
+* **where** — a scan of full interchanges over every (residual hook, position), with the first site per
+  position that reaches :data:`~interp.causal.verdict.IMPLEMENTS`;
+* **how many dimensions** — DAS (linear, orthogonal) with one subspace shared by every position, at every
+  residual hook with the largest k, then over k at the best hook, each beside a random subspace of the
+  same k and the random-init null's DAS at the same hook and k; held-out IIA pooled over positions, with
+  Wilson intervals;
+* **the proof's own sites** — for a construction (the model, or one compared with it): the IIA at the
+  sites its card names (``carries``: should reach 1; ``inert``: a readable copy nothing reads, should
+  change nothing);
+* **verdicts** by stated rules (:mod:`interp.causal.verdict`), including the case DAS cannot settle: a
+  construction whose named site carries a variable that DAS does not find at the same hook (a staircase
+  MLP after a one-dimensional count defeats gradient search) — then a twin's negative DAS result is
+  reported as no evidence of absence.
+
+Every task kind with a ``high_level`` in its registry entry is aligned (automata: the state, read in
+``parallel`` or ``recurrent``; Dyck: ``top`` and ``depth``; the flip-flop language: ``bit``); other kinds
+and the LSTM are refused in one line. :func:`align` returns what ``align.json`` holds.
 """
 
 from __future__ import annotations
@@ -15,72 +27,129 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.causal.das import das
-from interp.causal.highlevel import HighLevelError, StateModel
-from interp.causal.interchange import Site, iia, random_basis, word_pairs
-from interp.causal.localise import first_sites, scan
-from interp.causal.verdict import IMPLEMENTS, verdict
+from interp.causal.highlevel import HighLevel, high_level_of
+from interp.causal.interchange import Site, pooled_iia, random_basis, word_pairs
+from interp.causal.localise import first_sites, residual_hooks, scan
+from interp.causal.verdict import IMPLEMENTS, MIN_OUTPUTS, das_verdict, verdict
 
-__all__ = ["align", "high_level_of", "null_of"]
-
-
-def high_level_of(model: Any, mode: str = "parallel") -> StateModel:
-    """The high-level model of ``model``'s task; refuses a task kind that has none yet and the LSTM."""
-    card = getattr(model, "card", None)
-    if card is None:
-        raise HighLevelError("causal alignment needs a sandbox-lens model (one with a card saying its task)")
-    if not hasattr(model, "run_with_hooks") or not hasattr(model, "blocks"):
-        raise HighLevelError("causal alignment intervenes on a transformer's residual stream; this model has none "
-                             f"({getattr(card, 'options', {}).get('arch', type(model).__name__)})")
-    kind = card.task_kind
-    if kind.high_level is None:
-        raise HighLevelError(f"causal alignment covers automaton tasks so far; this model's task is {kind.name}")
-    from interp.tasks.kinds import resolve
-
-    return resolve(kind.high_level)(card.source, mode)
+__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep"]
 
 
 def null_of(model: Any, seed: int = 0) -> Any:
-    """A random-init twin of ``model``'s task and shape (layers, width, heads): the null beside its numbers."""
+    """A random-init twin of ``model``'s task and shape (layers, width, heads, MLP width, norm): the null."""
     from interp.tasks.kinds import task_from_dict
     from interp.train import ModelShape, random_init
 
-    shape = ModelShape(**{k: getattr(model.cfg, k) for k in ("n_layers", "d_model", "n_heads")})
+    cfg = model.cfg
+    shape = ModelShape(n_layers=cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads, d_head=cfg.d_head,
+                       d_mlp=cfg.d_mlp, normalization="LN" if cfg.normalization_type else "none")
     return random_init(task_from_dict(model.card.task), shape, seed)
 
 
 def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",
           pairs: int = 256, ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0,
-          progress: bool = False) -> dict[str, Any]:
-    """The causal section for ``model`` (see the module docstring): its scan, first sites, DAS at the best
-    site against a random subspace of each k, the ``null``'s scan, each of ``constructions``' scans and,
-    beside each, the verdict (:func:`interp.causal.verdict.verdict`)."""
+          variables: Sequence[str] | None = None, progress: bool = False) -> dict[str, Any]:
+    """The causal section for ``model`` (see the module docstring), per variable of its task's high-level model
+    (``variables``: a subset; default all), beside the ``null`` and each of ``constructions``."""
     t0 = time.perf_counter()
     high = high_level_of(model, mode)
-    base, source = word_pairs(model, 2 * pairs, seed=seed)
-    train_b, train_s, held_b, held_s = base[:pairs], source[:pairs], base[pairs:], source[pairs:]
-    out: dict[str, Any] = {"variable": "state", "high_level_model": mode, "pairs": {"train": pairs, "held_out": pairs},
-                           "seed": seed}
-    out["model"] = _scanned(model, high, held_b, held_s, progress, _title(model))
-    hook, position = _best_site(out["model"]["scan"])
-    out["das"] = {"hook": hook, "position": position, "k": []}
-    for k in ks:
-        if k > model.cfg.d_model:
-            continue
-        basis, trace = das(model, high, hook, position, k, train_b, train_s, steps=das_steps, seed=seed)
-        learned = iia(model, high, Site(hook, position, basis), held_b, held_s)
-        control = iia(model, high, Site(hook, position, random_basis(model.cfg.d_model, k, seed)), held_b, held_s)
-        out["das"]["k"].append({"k": k, "iia": learned["changed"], "random_subspace": control["changed"],
-                                "final_loss": trace[-1]["loss"]})
-    if null is not None:
-        out["null"] = _scanned(null, StateModel(high.automaton, mode), held_b, held_s, progress, "random init (null)")
-    out["constructions"] = {}
-    for name, other in (constructions or {}).items():
-        scanned = _scanned(other, StateModel(high.automaton, mode), held_b, held_s, progress, name)
-        scanned["verdict"] = verdict(out["model"]["best"], out["model"]["first_sites"], scanned["first_sites"],
-                                     out["null"]["best"] if null is not None else {})
-        out["constructions"][name] = scanned
+    names = [high.variable(v) for v in (variables or high.variables)]  # an unknown variable fails here
+    base, source = word_pairs(model, 2 * pairs, seed=seed, high=high)
+    train, held = (base[:pairs], source[:pairs]), (base[pairs:], source[pairs:])
+    ks = sorted(k for k in set(ks) if 1 <= k <= model.cfg.d_model)
+    out: dict[str, Any] = {"task_kind": model.card.task_kind.name, "high_level_model": mode,
+                           "pairs": {"train": pairs, "held_out": pairs, "length": int(base.shape[1])}, "seed": seed,
+                           "das_steps": das_steps, "variables": {}}
+    for variable in names:
+        v: dict[str, Any] = {"read_out": variable in high.read_out}
+        v["model"] = _analysed(model, high, train, held, ks, das_steps, seed, variable, progress, _title(model))
+        best_hook, k_max = v["model"]["das"]["hook"], v["model"]["das"]["k_max"]
+        if null is not None:
+            v["null"] = _scanned(null, high, *held, progress, "random init (null)", variable)
+            v["null"]["das"] = _das_at(null, high, best_hook, k_max, train, held, das_steps, seed, variable)
+        v["constructions"] = {}
+        for name, other in (constructions or {}).items():
+            c = _analysed(other, high, train, held, ks, das_steps, seed, variable, progress, name, compared=True)
+            c["verdict"] = verdict(v["model"]["best"], v["model"]["first_sites"], c["first_sites"],
+                                   v["null"]["best"] if null is not None else {}, variable,
+                                   _trivial_from(model) if v["read_out"] else None)
+            c["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), c["das"],
+                                           c["named_sites"], variable)
+            v["constructions"][name] = c
+        if not constructions:
+            v["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), None,
+                                           v["model"]["named_sites"], variable)
+        out["variables"][variable] = v
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _analysed(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,
+              variable: str, progress: bool, title: str, compared: bool = False) -> dict[str, Any]:
+    """One model's scan, named sites and DAS sweep for ``variable``; a ``compared`` construction's DAS only at
+    the hooks its proof names (enough to tell whether DAS finds what the named subspace carries)."""
+    r = _scanned(model, high, *held, progress, title, variable)
+    r["named_sites"] = named_sites(model, high, *held, variable)
+    hooks = sorted({s["hook"] for s in r["named_sites"] if s["role"] == "carries"}) if compared else None
+    r["das"] = das_sweep(model, high, train, held, ks, steps, seed, variable, progress, hooks or None)
+    return r
+
+
+def das_sweep(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,
+              variable: str, progress: bool = False, hooks: Sequence[str] | None = None) -> dict[str, Any]:
+    """DAS with one subspace shared by every position: at every residual hook (or the given ``hooks``) with the
+    largest k ("where"), then over every k at the best hook ("how many dimensions"), each beside a random
+    subspace of that k; held-out IIA on changed outputs, pooled over the positions."""
+    from tqdm import tqdm
+
+    ks = [k for k in ks if k <= model.cfg.d_model] or [model.cfg.d_model]  # a narrow construction takes fewer
+    k_max = max(ks)
+    hooks = list(hooks or residual_hooks(model.cfg.n_layers))
+    bar = tqdm(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"DAS ({variable})", unit="fit", leave=False)
+    by_hook = []
+    for hook in hooks:
+        by_hook.append(_das_at(model, high, hook, k_max, train, held, steps, seed, variable))
+        bar.update(1)
+    best = max(by_hook, key=lambda r: -1.0 if r["iia"] is None else r["iia"])
+    by_k = []
+    for k in ks:
+        by_k.append(best if k == k_max else _das_at(model, high, best["hook"], k, train, held, steps, seed, variable))
+        if k != k_max:
+            bar.update(1)
+    bar.close()
+    return {"shared_over_positions": True, "k_max": k_max, "hook": best["hook"], "by_hook": by_hook, "k": by_k}
+
+
+def _das_at(model: Any, high: HighLevel, hook: str, k: int, train: tuple, held: tuple, steps: int, seed: int,
+            variable: str) -> dict[str, Any]:
+    """A position-shared DAS subspace of ``hook`` (k dims) and a random one, scored on the held-out pairs."""
+    basis, trace = das(model, high, hook, None, k, *train, steps=steps, seed=seed, variable=variable)
+    learned = pooled_iia(model, high, Site(hook, 0, basis), *held, variable)
+    control = pooled_iia(model, high, Site(hook, 0, random_basis(model.cfg.d_model, k, seed)), *held, variable)
+    return {"hook": hook, "k": k, "iia": learned["iia"], "interval": learned["interval"], "outputs": learned["outputs"],
+            "random_subspace": {"iia": control["iia"], "interval": control["interval"]},
+            "final_loss": trace[-1]["loss"] if trace else None}
+
+
+def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, variable: str) -> list[dict[str, Any]]:
+    """IIA (changed outputs, pooled over every position) at each site ``model``'s card names for ``variable``
+    (:func:`interp.causal.interchange.construction_sites`), with its role: ``carries`` should reach 1, ``inert``
+    should change nothing. Empty for a trained model."""
+    from interp.causal.interchange import construction_sites, own_predictions, pooled_iia, source_activations
+
+    sites = construction_sites(model, variable)
+    if not sites:
+        return []
+    activations = source_activations(model, source, sorted({s.hook for _, s in sites}))
+    own = own_predictions(model, base, high.readout)
+    return [{**pooled_iia(model, high, site, base, source, variable, activations, own), "subspace": entry["subspace"],
+             "role": entry["role"], "note": entry.get("note", "")} for entry, site in sites]
+
+
+def _trivial_from(model: Any) -> float:
+    """The residual order of the last attention layer's output (see :mod:`interp.causal.verdict`)."""
+    blocks = model.card.attention_blocks or list(range(model.cfg.n_layers))
+    return max(blocks) + 1 / 3
 
 
 def _title(model: Any) -> str:
@@ -88,21 +157,14 @@ def _title(model: Any) -> str:
     return "twin" if name == "trained" else name
 
 
-def _scanned(model: Any, high: StateModel, base: np.ndarray, source: np.ndarray, progress: bool,
-             title: str) -> dict[str, Any]:
-    r = scan(model, high, base, source, progress=progress)
-    best = {int(p): (None if np.all(np.isnan(r["iia"][:, j])) else float(np.nanmax(r["iia"][:, j])))
-            for j, p in enumerate(r["positions"])}
+def _scanned(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, progress: bool,
+             title: str, variable: str) -> dict[str, Any]:
+    r = scan(model, high, base, source, progress=progress, variable=variable)
+    best = {int(p): (None if np.all(np.isnan(r["iia"][:, j])) or r["outputs"][:, j].max() < MIN_OUTPUTS
+                     else float(np.nanmax(r["iia"][:, j]))) for j, p in enumerate(r["positions"])}
     return {"title": title, "ceiling": r["ceiling"], "best": best,
-            "first_sites": {int(p): h for p, h in first_sites(r, IMPLEMENTS).items()},
+            "first_sites": {int(p): (h if best[int(p)] is not None else None)
+                            for p, h in first_sites(r, IMPLEMENTS).items()},
             "scan": {"hooks": r["hooks"], "positions": r["positions"],
                      "iia": [[None if np.isnan(v) else float(v) for v in row] for row in r["iia"]],
                      "outputs": r["outputs"].tolist()}}
-
-
-def _best_site(s: dict[str, Any]) -> tuple[str, int]:
-    """The middle position's first hook with the highest IIA (where DAS looks for a subspace)."""
-    positions = s["positions"]
-    j = len(positions) // 2
-    column = [(-1.0 if row[j] is None else row[j]) for row in s["iia"]]
-    return s["hooks"][int(np.argmax(column))], int(positions[j])

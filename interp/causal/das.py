@@ -15,49 +15,78 @@ from typing import Any
 
 import numpy as np
 
-from interp.causal.highlevel import StateModel
+from interp.causal.highlevel import HighLevel
 from interp.causal.interchange import Site, interchange, source_activations
 
 __all__ = ["das", "principal_angles", "live_basis"]
 
 
-def das(model: Any, high: StateModel, hook: str, position: int, k: int, base: np.ndarray, source: np.ndarray,
-        steps: int = 200, lr: float = 0.01, batch: int = 64, seed: int = 0) -> tuple[np.ndarray, list[dict]]:
-    """The learned basis ``[d, k]`` of ``hook`` at ``position`` (trained on the given pairs) and the loss trace."""
+def das(model: Any, high: HighLevel, hook: str, position: int | None, k: int, base: np.ndarray, source: np.ndarray,
+        steps: int = 200, lr: float = 0.01, batch: int = 64, seed: int = 0,
+        variable: str | None = None) -> tuple[np.ndarray, list[dict]]:
+    """The learned basis ``[d, k]`` of ``hook`` for ``high``'s ``variable`` (trained on the given pairs) and the
+    loss trace. At one ``position``, or — ``position`` None — one subspace shared by every position, trained on
+    (pair, position) examples drawn from all positions whose outputs the variable reaches (for a variable
+    that changes few outputs at any one position, e.g. the Dyck depth). The loss is taken over the task's
+    readout classes only (a Dyck model's closing brackets, a flip-flop model's bits)."""
     d = model.cfg.d_model
     if not 1 <= k <= d:
         raise ValueError(f"DAS needs 1 ≤ k ≤ d_model = {d}, got {k}")
-    labels, scored = high.counterfactual(base, source, position)
-    P = len(model.card.io.prefix)
     T = base.shape[1]
+    answered = high.answers(base)[1]
+    rows, positions, labels, scored = [], [], [], []
+    for p in (range(T) if position is None else [position]):
+        lab, sc = high.counterfactual(base, source, p, variable)
+        sc = sc & answered
+        keep = np.flatnonzero(sc.any(axis=1))
+        rows.append(keep)
+        positions.append(np.full(len(keep), p))
+        labels.append(lab[keep])
+        scored.append(sc[keep])
+    rows, positions = np.concatenate(rows), np.concatenate(positions)
+    labels, scored = np.concatenate(labels), np.concatenate(scored)
+    if high.readout is not None:  # labels as indices among the readout classes
+        index = np.zeros(max(high.readout) + 1 + 1, dtype=np.int64)
+        index[list(high.readout)] = np.arange(len(high.readout))
+        labels = index[np.clip(labels, 0, len(index) - 1)]
     frozen = [(p, p.requires_grad) for p in model.parameters()]
     for p, _ in frozen:
         p.requires_grad_(False)
     try:
-        return _train(model, high, hook, position, k, base, source, labels, scored, steps, lr, batch, seed, P, T, d)
+        return _train(model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch,
+                      seed, d)
     finally:
         for p, flag in frozen:  # the model is the caller's: leave it as it was
             p.requires_grad_(flag)
 
 
-def _train(model, high, hook, position, k, base, source, labels, scored, steps, lr, batch, seed, P, T, d):
+def _train(model, high, hook, k, base, source, positions, labels, scored, steps, lr, batch, seed, d):
+    """Adam on the orthogonal map's parameters over the (pair, position) examples, in a fixed seeded order."""
     import torch
 
+    from interp.causal.interchange import source_activations
     from interp.streams import Stream, torch_seed
 
+    P, T = len(model.card.io.prefix), base.shape[1]
+    trace: list[dict] = []
     with torch.random.fork_rng():
         torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
         rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(k, d, bias=False))
+        if not len(base):  # the variable reaches no output on these pairs: nothing to learn
+            return rotation.weight.detach().double().numpy(), trace
         opt = torch.optim.Adam(rotation.parameters(), lr=lr)
         order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(base))
-        trace = []
-        site = Site(hook, position)
+        cached = source_activations(model, source, [hook])  # the sources never change: one run
+        site = Site(hook, 0)
         for step in range(steps):
             idx = order[(step * batch) % len(base):][:batch]
             if len(idx) < batch:
-                idx = np.concatenate([idx, order[: batch - len(idx)]])
-            logits = interchange(model, base[idx], source[idx], site, rotation=rotation.weight)
+                idx = np.concatenate([idx, order[: batch - len(idx)]])[:batch]
+            logits = interchange(model, base[idx], source[idx], site, rotation=rotation.weight,
+                                 activations={hook: cached[hook][idx]}, positions=positions[idx])
             out = logits[:, P: P + T]
+            if high.readout is not None:
+                out = out[..., list(high.readout)]
             m = torch.from_numpy(scored[idx])
             loss = torch.nn.functional.cross_entropy(out[m].float(), torch.from_numpy(labels[idx])[m])
             opt.zero_grad()

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.causal.highlevel import StateModel
+from interp.causal.highlevel import HighLevel
 from interp.causal.interchange import Site, iia, own_predictions, source_activations
 
 __all__ = ["residual_hooks", "scan", "first_sites"]
@@ -28,30 +28,32 @@ def residual_hooks(n_layers: int) -> list[str]:
     return [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("pre", "mid", "post")]
 
 
-def scan(model: Any, high: StateModel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
-         positions: Sequence[int] | None = None, progress: bool = False) -> dict[str, Any]:
-    """IIA on changed outputs for a full swap at every (hook, position): ``{"hooks", "positions", "iia"
-    [hook, position], "outputs" [hook, position], "ceiling"}``."""
+def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
+         positions: Sequence[int] | None = None, progress: bool = False, variable: str | None = None) -> dict[str, Any]:
+    """IIA on changed outputs for a full swap at every (hook, position) as ``variable`` (default: the model's
+    first): ``{"hooks", "positions", "iia" [hook, position], "outputs" [hook, position], "ceiling"}`` — the
+    ceiling is the model's own accuracy on every output the task scores."""
     from tqdm import tqdm
 
     hooks = list(hooks or residual_hooks(model.cfg.n_layers))
     positions = list(range(base.shape[1]) if positions is None else positions)
-    activations, own = source_activations(model, source, hooks), own_predictions(model, base)  # shared by every site
+    activations = source_activations(model, source, hooks)  # shared by every site
+    own = own_predictions(model, base, high.readout)
+    plain, answered = high.answers(base)
+    ceiling = float((own == plain)[answered].mean()) if answered.any() else None
     grid = np.full((len(hooks), len(positions)), np.nan)
     counts = np.zeros((len(hooks), len(positions)), dtype=int)
-    ceiling = None
     bar = tqdm(total=grid.size, disable=not progress, desc="interchange scan", unit="site", leave=False)
     for i, hook in enumerate(hooks):
         for j, p in enumerate(positions):
-            r = iia(model, high, Site(hook, p), base, source, activations, own)
+            r = iia(model, high, Site(hook, p), base, source, activations, own, variable)
             if r["changed"]["iia"] is not None:
                 grid[i, j] = r["changed"]["iia"]
             counts[i, j] = r["changed"]["outputs"]
-            ceiling = r["ceiling"]
             bar.update(1)
     bar.close()
     return {"hooks": hooks, "positions": positions, "iia": grid, "outputs": counts, "ceiling": ceiling,
-            "model": high.mode}
+            "model": high.mode, "variable": high.variable(variable)}
 
 
 def first_sites(result: dict[str, Any], threshold: float = 0.99) -> dict[int, str | None]:

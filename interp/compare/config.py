@@ -31,7 +31,7 @@ class CompareConfig:
     theorem3_steps: int = setting(1000, "dyck: steps of the random-network weight mask (0: skip)")
     corollary3_steps: int = setting(400, "dyck: steps of the two-target mask with one shared matrix (0: skip)")
     circuit_pairs: int = setting(64, "counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
-    causal_pairs: int = setting(128, "pairs (and as many held out) for the causal section: automaton tasks; 0: skip")
+    causal_pairs: int = setting(128, "pairs (and as many held out) for the causal section (every task kind with a high-level model); 0: skip")
     seed: int = setting(0, "seed of the sampled words, the twin and the masks")
 
     def __post_init__(self) -> None:

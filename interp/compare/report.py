@@ -190,30 +190,55 @@ its normalised KL. Constructions are scored against the task-relevant ground tru
 
 
 def _causal_section(c: dict[str, Any] | None) -> str:
-    """Where the twin computes the state (interchange interventions), beside the constructions and the null."""
+    """Where the twin computes each variable (interchange interventions, DAS), beside the constructions and the
+    null, with the verdicts."""
     if not c:
         return ""
     from interp.viz import interchange_scans_png  # the same picture `interp align` draws
 
-    verdicts = [[name, r["verdict"]["verdict"]] for name, r in c["constructions"].items()]
-    positions = list(c["model"]["first_sites"])
-    rows = [["twin", *(_short(c["model"]["first_sites"][p]) for p in positions)]]
-    rows += [[name, *(_short(r["first_sites"][p]) for p in positions)] for name, r in c["constructions"].items()]
-    if "null" in c:
-        rows.append(["random init (null)", *(_short(c["null"]["first_sites"][p]) for p in positions)])
-    das = [[d["k"], _fmt(d["iia"]["iia"]), _fmt(d["random_subspace"]["iia"])] for d in c["das"]["k"]]
-    rule = next(iter(c["constructions"].values()))["verdict"]["rule"] if c["constructions"] else ""
-    return (f"""<h2>Causal alignment: where the state is computed</h2>
-<p class="note">Interchange interventions ({c['pairs']['held_out']} held-out pairs of independent words): the whole
-residual at (hook, position p) is set to its value on another word and the outputs are scored against the
-automaton's state with S_p swapped ({c['high_level_model']} model), on the outputs the swap changes. A probe
-shows a latent is readable; this shows where it is used. Verdict rule: {html.escape(rule)}.</p>"""
-            + _table(["against", "verdict"], verdicts)
-            + "<h3>First site reaching IIA 0.95 (the verdict's threshold), per position</h3>"
-            + _table(["model", *[f"p = {p}" for p in positions]], rows)
-            + f"<h3>DAS at {html.escape(c['das']['hook'])}, position {c['das']['position']}</h3>"
-            + _table(["k", "IIA (changed, held out)", "random k-dim subspace"], das)
-            + f"<img alt='interchange scans' src='{png_data_uri(interchange_scans_png(c))}'>")
+    parts = [f"""<h2>Causal alignment: where each variable is computed</h2>
+<p class="note">Interchange interventions ({c['pairs']['held_out']} held-out pairs of {c['pairs']['length']} symbols):
+a site (the whole residual at a hook and position p, or a subspace of it) is set to its value on another word and
+the outputs are scored against the high-level model ({c['high_level_model']}) with the variable at p swapped, on the
+outputs the swap changes; intervals are Wilson 95 %. A probe shows a latent is readable; this shows where it is used.
+DAS learns one k-dimensional subspace shared by every position ({c.get('das_steps', '?')} steps per fit), beside a
+random subspace of the same k and the random-init null's DAS.</p>"""]
+    for name, v in c["variables"].items():
+        m = v["model"]
+        parts.append(f"<h3>{html.escape(name)}</h3>")
+        verdicts = [[cname, r["verdict"]["verdict"], r["das_verdict"]["verdict"]] for cname, r in v["constructions"].items()]
+        if "das_verdict" in v:
+            verdicts.append(["—", "", v["das_verdict"]["verdict"]])
+        if verdicts:
+            rule = next(iter(v["constructions"].values()))["verdict"]["rule"] if v["constructions"] else ""
+            parts.append(_table(["against", "full swaps", "DAS"], verdicts)
+                         + (f"<p class='note'>Full-swap rule: {html.escape(rule)}.</p>" if rule else ""))
+        positions = list(m["first_sites"])
+        rows = [["twin", *(_short(m["first_sites"][p]) for p in positions)]]
+        rows += [[cn, *(_short(r["first_sites"][p]) for p in positions)] for cn, r in v["constructions"].items()]
+        if "null" in v:
+            rows.append(["random init (null)", *(_short(v["null"]["first_sites"][p]) for p in positions)])
+        parts.append("<h4>First full-swap site reaching IIA 0.95, per position</h4>"
+                     + _table(["model", *[f"p = {p}" for p in positions]], rows))
+        das = [[d["k"], _fmt(d["iia"]), _interval(d["interval"]), _fmt(d["random_subspace"]["iia"])] for d in m["das"]["k"]]
+        null_das = v.get("null", {}).get("das")
+        parts.append(f"<h4>DAS at {html.escape(m['das']['hook'])} (the best hook; by hook, k = {m['das']['k_max']}: "
+                     + html.escape(", ".join(f"{_short(r['hook'])} {_fmt(r['iia'])}" for r in m["das"]["by_hook"]))
+                     + ")</h4>"
+                     + _table(["k", "IIA (changed, held out)", "95 % interval", "random k-dim subspace"], das)
+                     + (f"<p class='note'>Random-init null, DAS at the same hook with k = {null_das['k']}: "
+                        f"{_fmt(null_das['iia'])} {_interval(null_das['interval'])}.</p>" if null_das else ""))
+        named = [[cn, s["site"], s["role"], _fmt(s["iia"]), _interval(s["interval"]), s["outputs"]]
+                 for cn, r in v["constructions"].items() for s in r["named_sites"]]
+        if named:
+            parts.append("<h4>The constructions' own sites (named subspaces, every position)</h4>"
+                         + _table(["construction", "site", "role", "IIA", "95 % interval", "changed outputs"], named))
+    parts.append(f"<img alt='interchange scans' src='{png_data_uri(interchange_scans_png(c))}'>")
+    return "".join(parts)
+
+
+def _interval(interval) -> str:
+    return "—" if not interval or interval[0] is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def _short(hook: str | None) -> str:

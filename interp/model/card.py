@@ -93,6 +93,9 @@ class ModelCard:
     attention_blocks: list[int]
     options: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    #: a construction's high-level variable sites (``interp.model.spec.variable_site`` with its ``hook``); empty
+    #: for trained models and cards saved before they were recorded
+    variables: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:

@@ -29,7 +29,19 @@ from interp.model.card import ModelCard, TokenIO
 from interp.model.layout import Direction, Layout
 from interp.tasks.kinds import TaskKindError, task_kind
 
-__all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "Direction"]
+__all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "Direction", "variable_site"]
+
+
+def variable_site(variable: str, block: int, where: str, subspace: str | Sequence[str], role: str = "carries",
+                  note: str = "") -> dict[str, Any]:
+    """Where a construction's proof puts one of its task's high-level variables (:mod:`interp.causal.highlevel`):
+    the residual hook ``blocks.<block>.hook_resid_<where>``, the named subspace(s) and the ``role`` — ``carries``
+    (swapping it there sets the variable: IIA 1) or ``inert`` (a readable copy nothing downstream reads:
+    swapping it changes no output). ``block`` −1 is the last block."""
+    if role not in ("carries", "inert") or where not in ("pre", "mid", "post"):
+        raise ConstructionError(f"variable site: role carries|inert and where pre|mid|post, got {role!r}, {where!r}")
+    names = [subspace] if isinstance(subspace, str) else list(subspace)
+    return {"variable": variable, "block": int(block), "where": where, "subspace": names, "role": role, "note": note}
 
 class Head:
     """One attention head as rank-one QK and OV terms on named directions."""
@@ -195,6 +207,8 @@ class ConstructionSpec:
     #: break exactness sooner: the longest length verified there, or None for "as on 3.9".
     bridge_float32_max_length: int | None = None
     notes: str = ""
+    #: where the proof puts the task's high-level variables (:func:`variable_site`)
+    variables: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         d = self.layout.d_model
@@ -312,4 +326,6 @@ class ConstructionSpec:
             attention_blocks=self.attention_blocks,
             options=dict(self.options),
             notes=self.notes,
+            variables=[{**v, "hook": f"blocks.{v['block'] % len(self.blocks)}.hook_resid_{v['where']}"}
+                       for v in self.variables],
         )

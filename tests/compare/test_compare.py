@@ -172,13 +172,17 @@ def test_automaton_comparison_on_parity(tmp_path):
     assert circuits[TWIN]["relevant_edges"] is None and 0 <= circuits[TWIN]["faithfulness"] <= 1
     overlap = m["circuits"]["overlap"]["prefix_scan"]
     assert set(overlap["mapped"]) <= {"L0H0", "L2H0", "L4H0"} and set(overlap["shared"]) <= set(overlap["mapped"])
-    causal = m["causal"]  # where the state is computed, causally, with a verdict per construction
+    causal = m["causal"]["variables"]["state"]  # where the state is computed, causally, with a verdict per construction
     assert causal["constructions"]["modular_counter"]["first_sites"]["4"] == "blocks.0.hook_resid_mid"
     assert causal["constructions"]["prefix_scan"]["first_sites"]["4"] == "blocks.4.hook_resid_mid"  # Theorem 10's windows
     for name in ("modular_counter", "prefix_scan"):
-        assert causal["constructions"][name]["verdict"]["verdict"] and "IIA" in causal["constructions"][name]["verdict"]["rule"]
-    assert all(v is None or v < 0.95 for v in causal["null"]["best"].values())  # the random-init null at chance
-    assert "Causal alignment: where the state is computed" in (tmp_path / "report.html").read_text()
+        c = causal["constructions"][name]
+        assert c["verdict"]["verdict"] and "IIA" in c["verdict"]["rule"] and c["das_verdict"]["verdict"]
+        assert [s["role"] for s in c["named_sites"]][-1] == "inert" and c["named_sites"][-1]["iia"] == 0.0
+    # the random-init null at chance (position 0's state is its token's image: a token swap carries it by luck)
+    assert all(v is None or v < 0.95 for p, v in causal["null"]["best"].items() if p != "0")
+    assert causal["null"]["das"]["iia"] < 0.95
+    assert "Causal alignment: where each variable is computed" in (tmp_path / "report.html").read_text()
 
 
 def test_bad_requests_get_clear_errors(tmp_path):
