@@ -53,6 +53,10 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp train --seeds ... [--grid ...]`")
     s.add_argument("--samples", type=int, default=64, help="words for the probes and reference scores (default 64)")
     s.add_argument("--seed", type=int, default=0, help="seed of the probe words")
+    s.add_argument("--causal-pairs", type=int, default=0, metavar="N",
+                   help="also align every twin causally (interp align) on N pairs, and as many held out, beside its "
+                        "random-init null and the exact construction; per-variable summaries over seeds (0: skip)")
+    s.add_argument("--das-steps", type=int, default=150, help="optimiser steps of each DAS fit (default 150)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
@@ -157,7 +161,12 @@ def _cmd_population(args: argparse.Namespace) -> int:
 
     if args.samples < 8:
         raise SandboxError("--samples must be ≥ 8 (the probes split them into train and test)")
-    result = population(Path(args.directory), samples=args.samples, seed=args.seed, out=args.out)
+    if args.causal_pairs and args.causal_pairs < 8 or args.causal_pairs < 0:
+        raise SandboxError(f"--causal-pairs must be 0 or ≥ 8, got {args.causal_pairs}")
+    if args.das_steps < 1:
+        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+    result = population(Path(args.directory), samples=args.samples, seed=args.seed, out=args.out,
+                        causal_pairs=args.causal_pairs, das_steps=args.das_steps, progress=sys.stderr.isatty())
     if args.json:
         print(json.dumps(result))
         return 0
@@ -173,4 +182,18 @@ def _cmd_population(args: argparse.Namespace) -> int:
                   f"closest reference: {common} in {refs.get(common, {}).get('heads', 0)} of {len(cell['seeds'])} seeds")
         for latent, p in cell["probes"].items():
             print(f"  probe {latent}: median {p['median']:.3f} (min {p['min']:.3f}, max {p['max']:.3f})")
+        for variable, v in cell.get("causal", {}).get("variables", {}).items():
+            s = v["summary"]
+            print(f"  causal, {variable}: {s['verdict']['verdict']} ({s['verdict']['share']} seeds, interval "
+                  f"{_interval(s['implements']['interval'])}); DAS IIA {_estimate(s['das_iia'])}, nulls "
+                  f"{_estimate(s['null_das_iia'])}; first full-swap block {_estimate(s['median_first_block'])} "
+                  f"(construction {s['construction_median_first_block']})")
     return 0
+
+
+def _interval(interval) -> str:
+    return "—" if not interval else f"[{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _estimate(e: dict) -> str:
+    return "—" if e["value"] is None else f"{e['value']:.3f} {_interval(e['interval'])}"

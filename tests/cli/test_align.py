@@ -51,7 +51,7 @@ def test_align_the_dyck_construction_variable_by_variable(saved, tmp_path, inter
 
 def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, interp_run):
     code, _, err = interp_run("align", "--run", str(saved / "twin"), "--construction", "modular_counter",
-                           "--pairs", "32", "--k", "1", "--out", str(tmp_path / "t"))
+                           "--pairs", "64", "--k", "1", "--out", str(tmp_path / "t"))
     assert code == 0, err
     data = json.loads((tmp_path / "t" / "align.json").read_text())["variables"]["state"]
     assert data["null"]["title"] == "random init (null)" and data["null"]["das"]["k"] == 1
