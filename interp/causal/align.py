@@ -32,7 +32,7 @@ from interp.causal.interchange import Site, pooled_iia, random_basis, word_pairs
 from interp.causal.localise import first_sites, residual_hooks, scan
 from interp.causal.verdict import IMPLEMENTS, MIN_OUTPUTS, das_verdict, verdict
 
-__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep"]
+__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep", "off_circuit_ablation"]
 
 
 def null_of(model: Any, seed: int = 0) -> Any:
@@ -80,8 +80,52 @@ def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any 
             v["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), None,
                                            v["model"]["named_sites"], variable)
         out["variables"][variable] = v
+    imposed = model.card.options.get("alignment")
+    if imposed:
+        out["imposed"] = {"construction": imposed["construction"], "circuit": imposed["circuit"],
+                          **off_circuit_ablation(model, high, *held)}
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray) -> dict[str, Any]:
+    """A twin trained with ``--align``: its accuracy on the ``base`` words, and with every head and MLP off the
+    imposed circuit resampled from the ``source`` words (strict IIT asks that this changes nothing), each
+    with a Wilson interval, and the difference."""
+    import torch
+
+    from interp.causal.interchange import answer, own_predictions
+    from interp.model.run import exact_precision
+    from interp.stats import wilson_interval
+
+    circuit = model.card.options["alignment"]["circuit"]
+    io, P, T = model.card.io, len(model.card.io.prefix), base.shape[1]
+    labels, scored = high.answers(base)
+    hooks = {f"blocks.{l}.attn.hook_z" for l, _ in circuit["off_heads"]} | {
+        f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]}
+    with exact_precision():
+        _, cache = model.run_with_cache(torch.from_numpy(io.encode(source)), names_filter=sorted(hooks))
+
+    def heads(layer):
+        off = [h for l, h in circuit["off_heads"] if l == layer]
+
+        def hook(z, hook):
+            z = z.clone()
+            z[:, :, off] = cache[hook.name][:, :, off]
+            return z
+        return hook
+
+    fwd = [(f"blocks.{l}.attn.hook_z", heads(l)) for l in sorted({l for l, _ in circuit["off_heads"]})]
+    fwd += [(f"blocks.{l}.hook_mlp_out", lambda x, hook: cache[hook.name]) for l in circuit["off_mlps"]]
+    with exact_precision():
+        logits = model.run_with_hooks(torch.from_numpy(io.encode(base)), fwd_hooks=fwd, return_type="logits")
+    ablated = answer(logits[:, P: P + T], high.readout)
+    plain = own_predictions(model, base, high.readout)
+    n = int(scored.sum())
+    k_plain, k_ablated = int((plain == labels)[scored].sum()), int((ablated == labels)[scored].sum())
+    return {"accuracy": k_plain / n, "accuracy_interval": wilson_interval(k_plain, n),
+            "ablated_accuracy": k_ablated / n, "ablated_interval": wilson_interval(k_ablated, n),
+            "drop": (k_plain - k_ablated) / n, "outputs": n}
 
 
 def _analysed(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,

@@ -110,13 +110,17 @@ def pooled_iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source
 
 def construction_sites(model: Any, variable: str | None = None) -> list[tuple[dict[str, Any], Site]]:
     """The sites a construction's proof names for its variables (its card's ``variables``; see
-    :func:`interp.model.spec.variable_site`), each as (the card's entry, a :class:`Site` at position 0 —
-    replace the position to use it elsewhere). Empty for a trained model."""
+    :func:`interp.model.spec.variable_site`) or ``interp train --align`` imposed on a twin, each as (the card's
+    entry, a :class:`Site` at position 0 — replace the position to use it elsewhere). Empty for a plain twin."""
     out = []
     for v in getattr(model.card, "variables", None) or []:
         if variable is None or v["variable"] == variable:
             name = f"{v['variable']}: {'+'.join(v['subspace'])} @ {v['hook']}" + (" (inert)" if v["role"] == "inert" else "")
-            out.append((v, Site(v["hook"], 0, subspace_basis(model, v["subspace"]), name)))
+            if "dims" in v:  # coordinates imposed on a twin (`interp train --align`)
+                basis = np.eye(model.cfg.d_model)[:, v["dims"][0]: v["dims"][1]]
+            else:
+                basis = subspace_basis(model, v["subspace"])
+            out.append((v, Site(v["hook"], 0, basis, name)))
     return out
 
 

@@ -37,6 +37,10 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                         "the twin takes the construction's shape")
     s.add_argument("--init-layers", nargs="+", metavar="PREFIX", default=["embed", "pos_embed", "blocks.0"],
                    help="with --init-from: the parameters copied (default: embed pos_embed blocks.0)")
+    s.add_argument("--align", metavar="NAME[:VARIANT]",
+                   help="train the twin to carry a construction's variables where its proof puts them: interchange "
+                        "intervention training plus strictness (off-circuit heads and MLPs resampled must not matter); "
+                        "the correspondence goes into the run's config and card (e.g. modular_counter, dyck, ffl)")
     s.add_argument("--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)")
     s.add_argument("--workers", type=int,
                    help="several runs: processes of the local pool, or CPUs of a local Ray runtime (default: CPU cores)")
@@ -119,6 +123,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
     init_spec = None
     if args.init_from:
         shape, config, init_spec = _init_from(args, task, shape, config)
+    if args.align:
+        from interp.causal.impose import correspondence
+
+        if args.arch != "transformer":
+            raise SandboxError("--align intervenes on a transformer's residual stream; an LSTM has none")
+        config = replace(config, alignment=correspondence(args.align, task, shape))
+    elif (config.iit_weight, config.strict_weight) != (1.0, 1.0):
+        raise SandboxError("--iit-weight and --strict-weight weigh the losses of --align")
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     if len(seeds) == 1 and not args.grid and args.backend == "local":

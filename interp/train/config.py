@@ -109,6 +109,10 @@ class TrainConfig:
     init_layers: tuple[str, ...] = setting((), "parameter-name prefixes copied from that construction", cli=False)
     freeze: tuple[str, ...] = setting((), "parameters left untrained, e.g. embed pos_embed blocks.0 (default with "
                                       "--init-from: the copied ones)", metavar="PREFIX")
+    alignment: Any = setting(None, "the imposed correspondence of --align (interp.train.align)", cli=False)
+    iit_weight: float = setting(1.0, "--align: weight of the interchange-intervention loss", metavar="λ")
+    strict_weight: float = setting(1.0, "--align: weight of the strictness loss (off-circuit heads and MLPs "
+                                        "resampled must not move the answer)", metavar="λ")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
@@ -138,6 +142,9 @@ class TrainConfig:
             raise SandboxError(f"contrastive (λ) must be ≥ 0, got {self.contrastive}")
         if self.pos_shift < 0:
             raise SandboxError(f"pos_shift must be ≥ 0, got {self.pos_shift}")
+        for name in ("iit_weight", "strict_weight"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise SandboxError(f"{name} must be ≥ 0, got {getattr(self, name)}")
         if bool(self.init) != bool(self.init_layers):
             raise SandboxError("init (where weights come from) and init_layers (which ones) go together")
         object.__setattr__(self, "init_layers", tuple(self.init_layers))
@@ -162,7 +169,7 @@ FREE_TO_CHANGE = ("max_minutes", "target_accuracy")
 def run_identity(task_dict: dict[str, Any], shape: Any, config: Any) -> dict[str, Any]:
     """What makes two runs the same run, as JSON holds it (``shape``/``config``: dataclasses or the
     dicts a checkpoint or ``metrics.json`` recorded): resuming or skipping a run needs all of it equal."""
-    as_json = json.loads(json.dumps({"shape": shape if isinstance(shape, dict) else asdict(shape),
-                                     "config": config if isinstance(config, dict) else asdict(config)}))
+    config = {**asdict(TrainConfig()), **config} if isinstance(config, dict) else asdict(config)  # fields added since
+    as_json = json.loads(json.dumps({"shape": shape if isinstance(shape, dict) else asdict(shape), "config": config}))
     config_d = {k: v for k, v in as_json["config"].items() if k not in FREE_TO_CHANGE}
     return {"task": task_dict, "shape": as_json["shape"], "config": config_d}

@@ -48,6 +48,11 @@ def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task
         from interp.train.regularise import contrastive_penalty
 
         loss = loss + config.contrastive * contrastive_penalty(model, batch.tokens, logits, task.lang, config.seed, step)
+    if config is not None and config.alignment:
+        from interp.train.align import aligned_losses
+
+        iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
+        loss = loss + config.iit_weight * iit + config.strict_weight * strict
     return loss, logits
 
 
@@ -106,6 +111,10 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
     import torch
 
     check_resources(task, shape, config)  # before anything is allocated or written
+    if config.alignment:
+        from interp.train.align import check_alignment
+
+        check_alignment(config.alignment, shape, task)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -125,6 +134,12 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
         if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + room:
             raise SandboxError(f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
                                f"transformer with --n-ctx ≥ {task.n_ctx + room}")
+    if config.alignment:
+        from interp.model.hooked import is_bridge
+
+        if is_bridge(model):
+            raise SandboxError("--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
+                               "3.9 (the twin it trains loads under 4.x)")
     initialise_and_freeze(model, config, init_spec)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

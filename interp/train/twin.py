@@ -185,6 +185,19 @@ def _card(task, meta: dict[str, Any]):
         attention_blocks=list(range(meta["shape"]["n_layers"])) if shape.arch == "transformer" else [],
         options={"step": meta["step"], "trained_length": task.length, "arch": shape.arch,
                  "positional": positional if shape.arch == "transformer" else "none (recurrent)",
-                 "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX},
-        notes="trained model",
+                 "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX,
+                 **({"alignment": config["alignment"]} if config.get("alignment") else {})},
+        notes="trained model" + (f" with the variables of {config['alignment']['construction']} imposed (--align)"
+                                 if config.get("alignment") else ""),
+        variables=imposed_sites(config.get("alignment")),
     )
+
+
+def imposed_sites(alignment: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The variable sites ``--align`` imposed on a twin, in the card's format (``interp.model.spec.variable_site``,
+    with the coordinates ``dims`` instead of a named subspace)."""
+    if not alignment:
+        return []
+    return [{"variable": v["variable"], "hook": v["hook"], "dims": list(v["dims"]), "subspace": [f"dims {v['dims'][0]}–"
+             f"{v['dims'][1] - 1}"], "role": "carries", "note": f"imposed by --align {alignment['construction']} "
+             f"(its {v['construction_site']})"} for v in alignment["variables"]]

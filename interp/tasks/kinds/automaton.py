@@ -39,7 +39,7 @@ class AutomatonKind(TaskKind):
     verifier = "interp.verify.automaton:verify_automaton"
     evaluator = "interp.evaluate:score_automaton"
     comparison = "interp.compare.automaton:AutomatonComparison"
-    high_level = "interp.causal.highlevel:StateModel"
+    high_level = "interp.tasks.highlevel:StateModel"
     constructions = ("modular_counter", "memory", "gridworld", "krohn_rhodes", "prefix_scan")
     corruptions = ("symbol", "resample")
 

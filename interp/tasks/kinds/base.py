@@ -88,7 +88,7 @@ class TaskKind:
     evaluator: ClassVar[str | None] = None
     #: "module:Class" of the `interp compare` adapter (floor 3); None: not comparable
     comparison: ClassVar[str | None] = None
-    #: "module:Class" of the high-level causal model `interp align` aligns a model to (floor 3), built from
+    #: "module:Class" of the high-level causal model `interp align` aligns a model to (floor 1), built from
     #: the task's source and a mode; None: no causal alignment for this kind yet
     high_level: ClassVar[str | None] = None
     #: registry constructions that model this kind, in the order the exact skyline is chosen

@@ -37,7 +37,7 @@ class DyckKind(TaskKind):
     verifier = "interp.verify.dyck:verify_dyck"
     evaluator = "interp.evaluate:score_dyck"
     comparison = "interp.compare.dyck:DyckComparison"
-    high_level = "interp.causal.highlevel:DyckModel"
+    high_level = "interp.tasks.highlevel:DyckModel"
     constructions = ("dyck",)
     skyline_options = {"variant": "stack"}
     corruptions = ("bracket-type", "resample")

@@ -34,7 +34,7 @@ class FFLKind(TaskKind):
     verifier = "interp.verify.ffl:verify_ffl"
     evaluator = "interp.evaluate:score_ffl"
     comparison = "interp.compare.ffl:FFLComparison"
-    high_level = "interp.causal.highlevel:FFLModel"
+    high_level = "interp.tasks.highlevel:FFLModel"
     constructions = ("ffl",)
     min_length = 2
     corruptions = ("bit", "instruction", "resample")
