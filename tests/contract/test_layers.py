@@ -92,7 +92,7 @@ ALLOWED = {
     "tasks": set(), "model": {"tasks"},
     "constructions": {"tasks", "model"}, "probes": {"tasks", "model"},
     "verify": {"tasks", "model"}, "train": {"tasks", "model"},
-    "compare": {"tasks", "model", "verify", "train", "constructions", "probes", "circuits", "causal"},
+    "compare": {"tasks", "model", "verify", "train", "constructions", "probes", "circuits", "causal", "evaluate"},
     "evaluate": {"tasks", "model", "verify", "train", "constructions"},
     "init_from": {"tasks", "model", "train", "constructions"},
     "circuits": {"tasks", "model", "verify", "constructions", "probes"},
