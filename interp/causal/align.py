@@ -1,7 +1,7 @@
 """One causal alignment of a model to its task's high-level model, variable by variable:
 
 * **where** — a scan of full interchanges over every (residual hook, position), with the first site per
-  position that reaches :data:`~interp.causal.verdict.IMPLEMENTS`;
+  position that reaches :data:`~interp.causal.verdict.IMPLEMENTS` × the model's own accuracy;
 * **how many dimensions** — DAS (linear, orthogonal) with one subspace shared by every position, at every
   residual hook with the largest k, then over k at the best hook, each beside a random subspace of the
   same k and the random-init null's DAS at the same hook and k; held-out IIA pooled over positions, with
@@ -72,13 +72,13 @@ def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any 
             c = _analysed(other, high, train, held, ks, das_steps, seed, variable, progress, name, compared=True)
             c["verdict"] = verdict(v["model"]["best"], v["model"]["first_sites"], c["first_sites"],
                                    v["null"]["best"] if null is not None else {}, variable,
-                                   _trivial_from(model) if v["read_out"] else None)
+                                   _trivial_from(model) if v["read_out"] else None, v["model"]["ceiling"])
             c["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), c["das"],
-                                           c["named_sites"], variable)
+                                           c["named_sites"], variable, v["model"]["ceiling"])
             v["constructions"][name] = c
         if not constructions:
             v["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), None,
-                                           v["model"]["named_sites"], variable)
+                                           v["model"]["named_sites"], variable, v["model"]["ceiling"])
         out["variables"][variable] = v
     imposed = model.card.options.get("alignment")
     if imposed:
@@ -208,7 +208,7 @@ def _scanned(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, 
                      else float(np.nanmax(r["iia"][:, j]))) for j, p in enumerate(r["positions"])}
     return {"title": title, "ceiling": r["ceiling"], "best": best,
             "first_sites": {int(p): (h if best[int(p)] is not None else None)
-                            for p, h in first_sites(r, IMPLEMENTS).items()},
+                            for p, h in first_sites(r, IMPLEMENTS * min(1.0, r["ceiling"] or 1.0)).items()},
             "scan": {"hooks": r["hooks"], "positions": r["positions"],
                      "iia": [[None if np.isnan(v) else float(v) for v in row] for row in r["iia"]],
                      "outputs": r["outputs"].tolist()}}

@@ -51,19 +51,22 @@ def block_order(hook: str | None) -> float:
 
 def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str | None],
             construction_first: Mapping[int, str | None], null_best: Mapping[int, float | None],
-            variable: str = "state", trivial_from: float | None = None) -> dict[str, Any]:
+            variable: str = "state", trivial_from: float | None = None, ceiling: float | None = 1.0) -> dict[str, Any]:
     """The verdict on ``variable`` and the numbers it was computed from (see the module docstring);
     ``trivial_from``: the :func:`block_order` of the twin's first trivial site (its last attention layer's
-    ``resid_mid``), None when the variable is not read out directly."""
+    ``resid_mid``), None when the variable is not read out directly; ``ceiling``: the twin's own accuracy — a
+    site carries the variable at IIA ≥ :data:`IMPLEMENTS` × ceiling (no intervention can make a model more
+    right than it is)."""
+    bar = IMPLEMENTS * (1.0 if ceiling is None else min(1.0, ceiling))
     what = "the state" if variable == "state" else f"{variable!r}"
     positions = [p for p, v in twin_best.items() if v is not None]
     # where the twin's variable is its own token's function, a full swap of the token carries it in any model whose
     # output there separates the tokens — a random one included, by luck: not evidence for or against
     null_hits = [p for p, v in null_best.items()
                  if v is not None and v >= IMPLEMENTS and twin_first.get(p) != TOKEN_SITE]
-    carried = [p for p in positions if twin_best[p] >= IMPLEMENTS]
-    out: dict[str, Any] = {"rule": f"IIA ≥ {IMPLEMENTS} on changed held-out outputs at ≥ {COVERAGE:.0%} of the positions; "
-                                   "the null must stay below it",
+    carried = [p for p in positions if twin_best[p] >= bar]
+    out: dict[str, Any] = {"rule": f"IIA ≥ {IMPLEMENTS} × the model's accuracy (here {bar:.3f}) on changed held-out "
+                                   f"outputs at ≥ {COVERAGE:.0%} of the positions; the null must stay below {IMPLEMENTS}",
                            "positions": len(positions), "carried": len(carried), "null_positions": len(null_hits)}
     if null_hits:
         return {**out, "verdict": "cannot tell: the random-init null reaches it too", "implements": None}
@@ -89,8 +92,9 @@ def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str 
 
 def das_verdict(model_das: Mapping[str, Any], null_das: Mapping[str, Any] | None,
                 construction_das: Mapping[str, Any] | None, named: Sequence[Mapping[str, Any]],
-                variable: str = "state") -> dict[str, Any]:
-    """Whether a linear subspace carries ``variable``, from a DAS sweep (:func:`interp.causal.align.das_sweep`):
+                variable: str = "state", ceiling: float | None = 1.0) -> dict[str, Any]:
+    """Whether a linear subspace carries ``variable``, from a DAS sweep (:func:`interp.causal.align.das_sweep`),
+    at IIA ≥ :data:`IMPLEMENTS` × ``ceiling`` (the model's own accuracy; the null and the construction: 1):
 
     * the best hook's held-out IIA is undefined → "cannot tell: no changed outputs";
     * the null's DAS at the same hook and k reaches :data:`IMPLEMENTS` → "cannot tell: the null reaches it too";
@@ -101,17 +105,19 @@ def das_verdict(model_das: Mapping[str, Any], null_das: Mapping[str, Any] | None
     * else "no linear subspace found" (up to the largest k tried).
     """
     what = "the state" if variable == "state" else f"{variable!r}"
+    bar = IMPLEMENTS * (1.0 if ceiling is None else min(1.0, ceiling))
     best = max(model_das["by_hook"], key=lambda r: -1.0 if r["iia"] is None else r["iia"])
-    out: dict[str, Any] = {"rule": f"position-shared DAS, held-out IIA ≥ {IMPLEMENTS} on changed outputs at some hook "
-                                   "(k ≤ the largest tried); the null's DAS at that hook and k must stay below it",
+    out: dict[str, Any] = {"rule": f"position-shared DAS, held-out IIA ≥ {IMPLEMENTS} × the model's accuracy (here "
+                                   f"{bar:.3f}) on changed outputs at some hook (k ≤ the largest tried); the null's DAS "
+                                   f"at that hook and k must stay below {IMPLEMENTS}",
                            "hook": best["hook"], "iia": best["iia"], "k_max": best["k"],
                            "null_iia": None if null_das is None else null_das["iia"]}
     if best["iia"] is None:
         return {**out, "verdict": f"cannot tell: {what} changes no output on these pairs", "implements": None}
     if null_das is not None and null_das["iia"] is not None and null_das["iia"] >= IMPLEMENTS:
         return {**out, "verdict": "cannot tell: the random-init null's DAS reaches it too", "implements": None}
-    if best["iia"] >= IMPLEMENTS:
-        ks = [r["k"] for r in model_das["k"] if r["iia"] is not None and r["iia"] >= IMPLEMENTS]
+    if best["iia"] >= bar:
+        ks = [r["k"] for r in model_das["k"] if r["iia"] is not None and r["iia"] >= bar]
         k = min(ks) if ks else best["k"]
         return {**out, "verdict": f"implements {what} linearly: {k} dimension(s) at {best['hook']}",
                 "implements": True, "k": k}

@@ -73,3 +73,17 @@ def test_the_das_verdict_on_synthetic_sweeps():
     assert das_verdict(sweep(0.3), {"iia": 0.5}, sweep(0.99), named)["implements"] is False
     assert das_verdict(sweep(IMPLEMENTS - 1e-9), None, None, [])["implements"] is False
     assert das_verdict(sweep(None), None, None, [])["implements"] is None
+
+
+def test_the_bar_is_relative_to_the_models_own_accuracy():
+    """No intervention makes a model more right than it is: at accuracy 0.98 a site carries the variable from
+    IIA 0.95 × 0.98 = 0.931; the null's bar stays absolute."""
+    from interp.causal.verdict import das_verdict
+
+    almost = _at(0.94)
+    assert verdict(almost, _at(MID0), _at(MID0), _at(0.3))["implements"] is False
+    relative = verdict(almost, _at(MID0), _at(MID0), _at(0.3), ceiling=0.98)
+    assert relative["implements"] is True and "0.931" in relative["rule"]
+    sweep = {"by_hook": [{"hook": MID1, "k": 8, "iia": 0.94}], "k": [{"k": 8, "iia": 0.94}]}
+    assert das_verdict(sweep, {"iia": 0.5}, None, [], ceiling=0.98)["implements"] is True
+    assert das_verdict(sweep, {"iia": 0.5}, None, [])["implements"] is False
