@@ -152,8 +152,15 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
                      steps=args.steps, per_position=args.per_position, curve=not args.no_curve, level=args.level,
                      engine=args.engine,
                      progress=sys.stderr.isatty(), **settings)
+    alignment = model.card.options.get("alignment") if model.card.construction == "trained" else None
+    if alignment:  # a twin trained with --align: its imposed circuit is a ground truth of nodes
+        from interp.circuits.imposed import score_imposed
+
+        result["imposed"] = score_imposed(result, alignment)
     _write(out, model, truth, title, result, settings, f"{title}: {args.method}")
     summary = _summary(result)
+    if alignment:
+        summary["imposed"] = result["imposed"]
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -170,6 +177,12 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         print(f"  auto-circuit {a['version']} {a['algorithm']!r} on the {a['pairs_kept']} of {a['pairs_drawn']} pairs "
               f"whose last output changes (it reads the last position only)")
     _print_scores(result, args.source or "resample", truth is not None)
+    if alignment:
+        m = result["imposed"]
+        print(f"  against the circuit imposed by --align {m['construction']} ({', '.join(m['imposed_nodes'])}; "
+              f"{m['positives']} of {m['edges']} edges between them): AUROC {_fmt(m['auroc'])}, average precision "
+              f"{_fmt(m['average_precision'])}; circuit edges P {_fmt(m['edge_precision'])} R {_fmt(m['edge_recall'])}, "
+              f"nodes P {_fmt(m['node_precision'])} R {_fmt(m['node_recall'])}")
     if "agreement" in result:
         g = result["agreement"]
         print(f"  agreement with real patching: edges ρ = {_fmt(g['edges_spearman_vs_path_patching'])}, nodes ρ = "

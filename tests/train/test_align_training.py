@@ -85,3 +85,24 @@ def test_a_twin_too_shallow_for_the_construction_is_refused(tmp_path, interp_run
     code, _, err = interp_run("train", "ffl", "--length", "8", "--layers", "1", "--steps", "2", "--align", "ffl",
                               "--out", "X")
     assert code == 2 and "has 2 blocks: the twin needs at least as many" in err and not (tmp_path / "X").exists(), err
+
+
+def test_circuit_methods_are_scored_against_the_imposed_circuit(tmp_path, interp_run):
+    """`interp circuit --run` on an aligned twin scores the method against the imposed nodes; the board
+    gives every method's numbers over pair seeds with intervals."""
+    from interp.circuits.imposed import imposed_board
+    from interp.train import open_model
+
+    code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "6", "--layers", "2", "--heads", "2",
+                              "--d-model", "16", "--steps", "40", "--align", "modular_counter", "--out", tmp_path / "a")
+    assert code == 0, err
+    code, out, err = interp_run("circuit", "--run", tmp_path / "a", "--method", "acdc", "--pairs", "16", "--json",
+                                "--out", tmp_path / "c")
+    assert code == 0, err
+    imposed = json.loads(out)["imposed"]
+    assert imposed["imposed_nodes"] == ["a0.0", "embed", "logits", "m0", "pos"] and imposed["edges"] > imposed["positives"]
+    assert imposed["auroc"] is None or 0 <= imposed["auroc"] <= 1
+    board = imposed_board(open_model(tmp_path / "a"), ["acdc", "random", "attribution"], [0, 1], pairs=16)
+    assert [r["method"] for r in board["rows"]] == ["acdc", "random", "attribution"]
+    assert all(r["auroc"]["interval"] is None or r["auroc"]["interval"][0] <= r["auroc"]["mean"] <= r["auroc"]["interval"][1]
+               for r in board["rows"])
