@@ -96,6 +96,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sweeps.py
 	$(PY) benchmarks/circuits.py
 	$(PY) benchmarks/causal.py
+	$(PY) benchmarks/aligned.py
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
