@@ -167,11 +167,14 @@ def das_sweep(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequen
 def _das_at(model: Any, high: HighLevel, hook: str, k: int, train: tuple, held: tuple, steps: int, seed: int,
             variable: str) -> dict[str, Any]:
     """A position-shared DAS subspace of ``hook`` (k dims) and a random one, scored on the held-out pairs."""
+    from interp.causal.das import live_fraction
+
     basis, trace = das(model, high, hook, None, k, *train, steps=steps, seed=seed, variable=variable)
     learned = pooled_iia(model, high, Site(hook, 0, basis), *held, variable)
     control = pooled_iia(model, high, Site(hook, 0, random_basis(model.cfg.d_model, k, seed)), *held, variable)
     return {"hook": hook, "k": k, "iia": learned["iia"], "interval": learned["interval"], "outputs": learned["outputs"],
             "random_subspace": {"iia": control["iia"], "interval": control["interval"]},
+            "live_fraction": live_fraction(model, hook, basis, held[0]),
             "final_loss": trace[-1]["loss"] if trace else None}
 
 

@@ -18,7 +18,10 @@ import numpy as np
 from interp.causal.highlevel import HighLevel
 from interp.causal.interchange import Site, interchange, source_activations
 
-__all__ = ["das", "principal_angles", "live_basis"]
+__all__ = ["das", "principal_angles", "live_basis", "live_fraction", "DORMANT"]
+
+#: A DAS subspace with less than this share in the live span is flagged as (partly) dormant.
+DORMANT = 0.5
 
 
 def das(model: Any, high: HighLevel, hook: str, position: int | None, k: int, base: np.ndarray, source: np.ndarray,
@@ -116,3 +119,19 @@ def live_basis(model: Any, hook: str, position: int, words: np.ndarray, toleranc
     x = x - x.mean(axis=0)
     _, s, vt = np.linalg.svd(x, full_matrices=False)
     return vt[s > tolerance * max(float(s[0]), 1e-300)].T
+
+
+def live_fraction(model: Any, hook: str, basis: np.ndarray, words: np.ndarray, tolerance: float = 1e-3) -> float:
+    """The share of a subspace (``basis`` ``[d, k]``, orthonormal) that lies in the directions ``hook``'s activations
+    vary in over ``words`` at every position (centred per position; singular values above ``tolerance`` × the
+    largest): 1 when the subspace is all live, near 0 when it is *dormant*. An interchange in a dormant
+    subspace can still move the output — by switching on a pathway the model never uses on real inputs
+    (Makelov, Lange, Nanda 2023's interpretability illusion) — so a DAS result mostly outside the live span
+    is flagged, not believed."""
+    P = len(model.card.io.prefix)
+    x = source_activations(model, words, [hook])[hook][:, P:P + words.shape[1]].double().numpy()
+    x = (x - x.mean(axis=0, keepdims=True)).reshape(-1, x.shape[-1])
+    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    live = vt[s > tolerance * max(float(s[0]), 1e-300)].T
+    b = np.asarray(basis, dtype=np.float64)
+    return float(np.sum((live.T @ b) ** 2) / b.shape[1])

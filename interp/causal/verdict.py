@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from interp.causal.das import DORMANT
+
 import numpy as np
 
 __all__ = ["verdict", "IMPLEMENTS", "COVERAGE", "MIN_OUTPUTS", "block_order", "das_verdict"]
@@ -98,6 +100,8 @@ def das_verdict(model_das: Mapping[str, Any], null_das: Mapping[str, Any] | None
 
     * the best hook's held-out IIA is undefined → "cannot tell: no changed outputs";
     * the null's DAS at the same hook and k reaches :data:`IMPLEMENTS` → "cannot tell: the null reaches it too";
+    * the best hook reaches it, but less than :data:`~interp.causal.das.DORMANT` of its subspace lies in the
+      directions the activations move in (``live_fraction``) → "cannot tell": a dormant subspace (Makelov et al.);
     * the best hook reaches it → "implements it linearly", with the smallest k that does;
     * else, if a construction's named ``carries`` site reaches it but DAS on that construction (``construction_das``,
       or ``model_das`` when the model is the construction) does not → "not found by DAS, which misses the
@@ -117,10 +121,17 @@ def das_verdict(model_das: Mapping[str, Any], null_das: Mapping[str, Any] | None
     if null_das is not None and null_das["iia"] is not None and null_das["iia"] >= IMPLEMENTS:
         return {**out, "verdict": "cannot tell: the random-init null's DAS reaches it too", "implements": None}
     if best["iia"] >= bar:
-        ks = [r["k"] for r in model_das["k"] if r["iia"] is not None and r["iia"] >= bar]
-        k = min(ks) if ks else best["k"]
+        reaching = [r for r in model_das["k"] if r["iia"] is not None and r["iia"] >= bar]
+        smallest = min(reaching, key=lambda r: r["k"]) if reaching else best
+        k, live = smallest["k"], smallest.get("live_fraction")  # the extra dimensions of a larger k may lie anywhere
+        if live is not None and live < DORMANT:
+            return {**out, "verdict": f"cannot tell: DAS reaches it at {best['hook']} with k = {k}, but {1 - live:.0%} of "
+                                      "its subspace "
+                                      "lies where the activations never move (a dormant direction can switch on a "
+                                      "pathway real inputs never use)", "implements": None, "dormant": True,
+                    "live_fraction": live}
         return {**out, "verdict": f"implements {what} linearly: {k} dimension(s) at {best['hook']}",
-                "implements": True, "k": k}
+                "implements": True, "k": k, "live_fraction": live}
     carried = [s for s in named if s["role"] == "carries" and s["iia"] is not None and s["iia"] >= IMPLEMENTS]
     own = construction_das if construction_das is not None else model_das
     own_best = max((r["iia"] or 0.0) for r in own["by_hook"])

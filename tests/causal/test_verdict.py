@@ -87,3 +87,15 @@ def test_the_bar_is_relative_to_the_models_own_accuracy():
     sweep = {"by_hook": [{"hook": MID1, "k": 8, "iia": 0.94}], "k": [{"k": 8, "iia": 0.94}]}
     assert das_verdict(sweep, {"iia": 0.5}, None, [], ceiling=0.98)["implements"] is True
     assert das_verdict(sweep, {"iia": 0.5}, None, [])["implements"] is False
+
+
+def test_a_dormant_das_subspace_is_not_believed():
+    from interp.causal.verdict import das_verdict
+
+    row = {"hook": MID1, "k": 2, "iia": 0.99, "live_fraction": 0.3}
+    sweep = {"by_hook": [{**row, "k": 8, "live_fraction": 0.2}], "k": [row, {**row, "k": 8, "live_fraction": 0.2}]}
+    dormant = das_verdict(sweep, {"iia": 0.4}, None, [])  # judged at the smallest k that reaches the bar
+    assert dormant["implements"] is None and dormant["dormant"] and "70%" in dormant["verdict"] and "k = 2" in dormant["verdict"]
+    row["live_fraction"] = 0.9
+    sweep["k"][0] = row
+    assert das_verdict(sweep, {"iia": 0.4}, None, [])["implements"] is True
