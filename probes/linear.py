@@ -23,7 +23,7 @@ from interp.errors import VocabularyError
 from interp.model.checked import residual_stream
 from interp.model.run import hook_name, require_hooked
 
-__all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data"]
+__all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data", "probe_directions"]
 
 DEFAULT_L2 = {"logistic": 1e-5, "ridge": 1e-3}
 
@@ -124,3 +124,14 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float) -> tu
 
         opt.step(closure)
     return w.detach().numpy(), b.detach().numpy()
+
+
+def probe_directions(x: np.ndarray, y: np.ndarray, n_classes: int,
+                     l2: float = DEFAULT_L2["logistic"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A multinomial logistic probe of ``y`` (``[n]`` class indices) on ``x`` (``[n, d]``): (an orthonormal basis
+    ``[d, r]`` of its class weights' span after removing their mean, r ≤ n_classes − 1 — the subspace an
+    interchange on "the probe's directions" swaps —, its weights ``[d, C]``, its biases ``[C]``)."""
+    w, b = _fit_logistic(np.asarray(x, dtype=np.float64), np.asarray(y), n_classes, l2)
+    centred = w - w.mean(axis=1, keepdims=True)
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)
+    return (u[:, s > 1e-9 * max(float(s[0]), 1e-300)] if len(s) and s[0] > 0 else u[:, :0]), w, b

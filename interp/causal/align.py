@@ -6,6 +6,8 @@
   residual hook with the largest k, then over k at the best hook, each beside a random subspace of the
   same k and the random-init null's DAS at the same hook and k; held-out IIA pooled over positions, with
   Wilson intervals;
+* **probes against interventions** — at every residual hook, a linear probe's held-out accuracy (is the
+  variable *readable* there?) beside the IIA of swapping the probe's own directions (is it *used* there?);
 * **the proof's own sites** — for a construction (the model, or one compared with it): the IIA at the
   sites its card names (``carries``: should reach 1; ``inert``: a readable copy nothing reads, should
   change nothing);
@@ -32,7 +34,7 @@ from interp.causal.interchange import Site, pooled_iia, random_basis, word_pairs
 from interp.causal.localise import first_sites, residual_hooks, scan
 from interp.causal.verdict import IMPLEMENTS, MIN_OUTPUTS, das_verdict, verdict
 
-__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep", "off_circuit_ablation"]
+__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep", "off_circuit_ablation", "probe_sites"]
 
 
 def null_of(model: Any, seed: int = 0) -> Any:
@@ -128,12 +130,37 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
             "drop": (k_plain - k_ablated) / n, "outputs": n}
 
 
+def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable: str) -> list[dict[str, Any]]:
+    """At every residual hook: a linear probe for ``variable`` (trained on the training pairs' base words at every
+    position), its held-out accuracy — *readable* — and the IIA of swapping the probe's directions — *used*."""
+    from interp.causal.interchange import source_activations
+    from probes.linear import probe_directions
+
+    hooks = residual_hooks(model.cfg.n_layers)
+    P, T = len(model.card.io.prefix), train[0].shape[1]
+    acts = {name: source_activations(model, words, hooks) for name, words in (("train", train[0]), ("held", held[0]))}
+    values = {name: high.values(words, variable) for name, words in (("train", train[0]), ("held", held[0]))}
+    rows = []
+    for hook in hooks:
+        x = {n: a[hook][:, P:P + T].double().numpy() for n, a in acts.items()}
+        (y_tr, m_tr, classes), (y_te, m_te, _) = values["train"], values["held"]
+        if len(np.unique(y_tr[m_tr])) < 2:
+            continue
+        basis, w, b = probe_directions(x["train"][m_tr], y_tr[m_tr], classes)
+        accuracy = float(((x["held"][m_te] @ w + b).argmax(-1) == y_te[m_te]).mean())
+        used = pooled_iia(model, high, Site(hook, 0, basis), *held, variable) if basis.shape[1] else None
+        rows.append({"hook": hook, "probe_accuracy": accuracy, "dims": int(basis.shape[1]),
+                     "iia": None if used is None else used["iia"], "interval": None if used is None else used["interval"]})
+    return rows
+
+
 def _analysed(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,
               variable: str, progress: bool, title: str, compared: bool = False) -> dict[str, Any]:
     """One model's scan, named sites and DAS sweep for ``variable``; a ``compared`` construction's DAS only at
     the hooks its proof names (enough to tell whether DAS finds what the named subspace carries)."""
     r = _scanned(model, high, *held, progress, title, variable)
     r["named_sites"] = named_sites(model, high, *held, variable)
+    r["probes"] = probe_sites(model, high, train, held, variable)
     hooks = sorted({s["hook"] for s in r["named_sites"] if s["role"] == "carries"}) if compared else None
     r["das"] = das_sweep(model, high, train, held, ks, steps, seed, variable, progress, hooks or None)
     return r

@@ -92,6 +92,11 @@ class HighLevel:
         on ``source`` words, and which outputs the variable reaches in this model."""
         raise NotImplementedError
 
+    def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        """(values ``[n, T]`` as class indices, where they are defined, the number of classes): the variable
+        itself after each position (what a probe for it is trained on)."""
+        raise NotImplementedError
+
     def _check_position(self, base: np.ndarray, position: int) -> None:
         if not 0 <= position < base.shape[1]:
             raise HighLevelError(f"position {position} is outside words of length {base.shape[1]}")
@@ -124,6 +129,10 @@ class StateModel(HighLevel):
 
     def answers(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.automaton.run(words), np.ones(words.shape, dtype=bool)
+
+    def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        self.variable(variable)
+        return self.automaton.run(words), np.ones(words.shape, dtype=bool), self.automaton.n_states
 
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
                        variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -216,6 +225,14 @@ class DyckModel(HighLevel):
         top = np.take_along_axis(stack, np.maximum(depth - 1, 0)[..., None], axis=2)[..., 0]
         return 2 * np.maximum(top, 0) + 1, depth > 0
 
+    def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        variable = self.variable(variable)
+        depth, stack = dyck_stacks(words, self.lang.D)
+        if variable == "depth":
+            return depth, np.ones(words.shape, dtype=bool), self.lang.D + 1
+        top = np.take_along_axis(stack, np.maximum(depth - 1, 0)[..., None], axis=2)[..., 0]
+        return np.maximum(top, 0), depth > 0, self.lang.k
+
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
                        variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         variable = self.variable(variable)
@@ -266,6 +283,13 @@ class FFLModel(HighLevel):
 
         written, reads = read_targets(words)
         return written, reads & (written >= 0)
+
+    def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        from interp.tasks.ffl import ZERO, read_targets
+
+        self.variable(variable)
+        written, _ = read_targets(words)
+        return np.maximum(written - ZERO, 0), written >= 0, 2
 
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
                        variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -136,3 +136,16 @@ def test_pairs_are_drawn_at_the_training_length_and_legal_where_inputs_can_be_il
     assert base.shape == source.shape == (50, 12)
     assert stack.is_feasible(base).all() and stack.is_feasible(source).all()
     assert word_pairs(twin, 5, length=40)[0].shape == (5, 40)
+
+
+def test_probes_and_interventions_disagree_where_the_proof_says(counter):
+    """Before the staircase the count carries the state (named direction: IIA 1) that no linear probe reads
+    (the state is the count mod 3); after it, the probe reads it and its directions carry it."""
+    from interp.causal.align import probe_sites
+
+    model, high, base, source = counter
+    rows = {r["hook"]: r for r in probe_sites(model, high, (base[:300], source[:300]), (base[300:], source[300:]), "state")}
+    assert rows[MID]["probe_accuracy"] < 0.5 and rows[POST]["probe_accuracy"] == 1.0
+    assert rows[POST]["iia"] == 1.0 and rows[POST]["dims"] == 2
+    count = iia(model, high, Site(MID, 4, subspace_basis(model, "s")), base[300:], source[300:])
+    assert count["changed"]["iia"] == 1.0
