@@ -79,6 +79,8 @@ def _cmd_align(args: argparse.Namespace) -> int:
               f"per position: {_sites(m['first_sites'])}")
         for site in m["named_sites"]:
             print(f"  named site {site['site']}: IIA {_f(site['iia'])} on {site['outputs']} changed held-out outputs")
+        print("  linear probe, readable / used (IIA of swapping its directions), by hook: "
+              + ", ".join(f"{_short(r['hook'])} {r['probe_accuracy']:.2f} / {_f(r['iia'])}" for r in m["probes"]))
         d = m["das"]
         print(f"  DAS (one subspace for every position), k = {d['k_max']}, by hook: "
               + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"]))

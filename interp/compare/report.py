@@ -228,6 +228,10 @@ random subspace of the same k and the random-init null's DAS.</p>"""]
                      + _table(["k", "IIA (changed, held out)", "95 % interval", "random k-dim subspace"], das)
                      + (f"<p class='note'>Random-init null, DAS at the same hook with k = {null_das['k']}: "
                         f"{_fmt(null_das['iia'])} {_interval(null_das['interval'])}.</p>" if null_das else ""))
+        if m.get("probes"):
+            parts.append("<h4>Readable is not used: a linear probe per hook, and swapping its directions</h4>"
+                         + _table(["hook", "probe accuracy (held out)", "directions", "IIA of swapping them"],
+                                  [[r["hook"], _fmt(r["probe_accuracy"]), r["dims"], _fmt(r["iia"])] for r in m["probes"]]))
         named = [[cn, s["site"], s["role"], _fmt(s["iia"]), _interval(s["interval"]), s["outputs"]]
                  for cn, r in v["constructions"].items() for s in r["named_sites"]]
         if named:
