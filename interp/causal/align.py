@@ -3,7 +3,7 @@
 * **where** — a scan of full interchanges over every (residual hook, position), with the first site per
   position that reaches :data:`~interp.causal.verdict.IMPLEMENTS` × the model's own accuracy;
 * **how many dimensions** — DAS (linear, orthogonal) with one subspace shared by every position, at every
-  residual hook with the largest k, then over k at the best hook, each beside a random subspace of the
+  residual hook with the largest k, then over k at the best hook and boundless DAS there (k learned), each beside a random subspace of the
   same k and the random-init null's DAS at the same hook and k; held-out IIA pooled over positions, with
   Wilson intervals;
 * **probes against interventions** — at every residual hook, a linear probe's held-out accuracy (is the
@@ -188,7 +188,21 @@ def das_sweep(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequen
         if k != k_max:
             bar.update(1)
     bar.close()
-    return {"shared_over_positions": True, "k_max": k_max, "hook": best["hook"], "by_hook": by_hook, "k": by_k}
+    return {"shared_over_positions": True, "k_max": k_max, "hook": best["hook"], "by_hook": by_hook, "k": by_k,
+            "boundless": _boundless_at(model, high, best["hook"], train, held, steps, seed, variable)}
+
+
+def _boundless_at(model: Any, high: HighLevel, hook: str, train: tuple, held: tuple, steps: int, seed: int,
+                  variable: str) -> dict[str, Any]:
+    """Boundless DAS at ``hook``: the learned k and its held-out IIA (:func:`interp.causal.das.boundless_das`)."""
+    from interp.causal.das import boundless_das
+
+    basis, trace = boundless_das(model, high, hook, *train, steps=max(steps, 100), seed=seed, variable=variable)
+    if not basis.shape[1]:
+        return {"hook": hook, "k": 0, "iia": None, "interval": None}
+    r = pooled_iia(model, high, Site(hook, 0, basis), *held, variable)
+    return {"hook": hook, "k": int(basis.shape[1]), "iia": r["iia"], "interval": r["interval"],
+            "final_loss": trace[-1]["loss"] if trace else None}
 
 
 def _das_at(model: Any, high: HighLevel, hook: str, k: int, train: tuple, held: tuple, steps: int, seed: int,

@@ -167,7 +167,8 @@ def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, ro
     (one per word) override the site's position row by row."""
     import torch
 
-    if site.hook not in model.hook_dict:
+    hooks = getattr(model, "hook_dict", None)
+    if hooks is not None and site.hook not in hooks:
         raise HighLevelError(f"the model has no hook {site.hook!r} (residual hooks: blocks.<0..{model.cfg.n_layers - 1}>"
                              ".hook_resid_<pre|mid|post>)")
     card = model.card

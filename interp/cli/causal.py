@@ -87,6 +87,8 @@ def _cmd_align(args: argparse.Namespace) -> int:
         for r in d["k"]:
             print(f"  DAS at {_short(d['hook'])}, k = {r['k']}: IIA {_f(r['iia'])} {_ci(r['interval'])} "
                   f"(random {r['k']}-dim subspace: {_f(r['random_subspace']['iia'])})")
+        bd = d["boundless"]
+        print(f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}")
         if "null" in v:
             print(f"  null (random init): DAS at {_short(d['hook'])}, k = {d['k_max']}: {_f(v['null']['das']['iia'])}; "
                   f"best full swap {_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}")

@@ -88,6 +88,11 @@ def test_das_recovers_the_state_subspace_of_a_rotated_construction():
     print(f"principal angles to the state subspace: raw {np.round(raw, 1)}°, within the live span "
           f"{np.round(inside[:2], 1)}°")
     assert inside[:2].max() < 5.0 <= raw.max()
+    from interp.causal.das import boundless_das
+    from interp.causal.interchange import pooled_iia
+
+    learned, _ = boundless_das(model, high, POST, base[:300], source[:300], steps=300)  # k learned, not chosen
+    assert learned.shape == (16, 2) and pooled_iia(model, high, Site(POST, 0, learned), base[400:], source[400:])["iia"] == 1.0
 
 
 def test_a_random_init_twin_stays_at_chance(counter):

@@ -22,7 +22,7 @@ from interp.train import ModelShape, TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_TRAIN = TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3)
-FAST = dict(samples=40, examples=3, mask_steps=20, progress=False)
+FAST = dict(samples=40, examples=3, mask_steps=20, causal_pairs=0, progress=False)  # causal: where checked
 
 
 def test_canonical_coordinates_fold_the_prefix_into_one_key():
@@ -150,7 +150,7 @@ def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
 def test_automaton_comparison_on_parity(tmp_path):
     comp = comparison_for("parity", length=8)
     train(comp.task, ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TINY_TRAIN, tmp_path / "twin")
-    compare(comp, tmp_path, constructions=["modular_counter", "prefix_scan"], **FAST)
+    compare(comp, tmp_path, constructions=["modular_counter", "prefix_scan"], **{**FAST, "causal_pairs": 64})
     m = json.loads((tmp_path / "metrics.json").read_text())
     counter = m["probes"]["modular_counter"]["state"]
     assert counter["first_readable"] == "blocks.0.hook_resid_post"  # Lemma 15's one layer writes the state

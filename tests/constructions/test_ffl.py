@@ -128,9 +128,12 @@ def test_compare_ffl_finds_proposition_3(tmp_path):
     comp = comparison_for("ffl", length=16)
     train(comp.task, ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
           TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3), tmp_path / "twin")
-    compare(comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), progress=False)
+    compare(comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), causal_pairs=32,
+            progress=False)
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["kind"] == "ffl" and m["models"]["ffl"]["accuracy"] == 1.0
+    bit = m["causal"]["variables"]["bit"]["constructions"]["ffl"]  # the causal section, for the flip-flop's bit
+    assert [s["iia"] for s in bit["named_sites"]] == [1.0, 1.0, 0.0] and bit["das_verdict"]["verdict"]
     probes = m["probes"]["ffl"]
     assert probes["after w"]["first_readable"] == "blocks.0.hook_resid_mid"  # layer 1's flag
     assert probes["last written bit"]["first_readable"] == "blocks.1.hook_resid_mid"  # layer 2's copy

@@ -208,3 +208,17 @@ def test_interp_circuit_runs_here(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["auroc"] == 1.0 and (tmp_path / "c" / "circuit.eap-ig.json").exists()
+
+
+def test_causal_alignment_runs_on_this_backend():
+    """Interchange interventions and DAS through this backend's hooks: the counter's named sites carry the state
+    (IIA 1), its inert copy carries nothing, and DAS finds the state after the MLP."""
+    from interp.causal.align import align
+    from interp.tasks.catalogue import get_automaton
+
+    from constructions.registry import build
+
+    model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
+    r = align(model, pairs=64, ks=(2,), das_steps=40)["variables"]["state"]
+    assert [s["iia"] for s in r["model"]["named_sites"]] == [1.0, 1.0, 0.0]
+    assert r["das_verdict"]["implements"] is True
