@@ -52,7 +52,8 @@ work = Path(tempfile.mkdtemp())
 # %%
 dyck = comparison_for("dyck")
 report = compare(dyck, work / "dyck", samples=80, examples=8, mask_steps=60, mask_sparsities=(0.3, 1.0),
-                 theorem3_steps=150, corollary3_steps=60, circuit_pairs=16, progress=False)  # circuits: Tutorial 8
+                 theorem3_steps=150, corollary3_steps=60, circuit_pairs=16, causal_pairs=0,
+                 progress=False)  # circuits: Tutorial 8; the causal section: Tutorial 9
 m = json.loads((work / "dyck" / "metrics.json").read_text())
 print(report)
 for name, info in m["models"].items():
@@ -175,7 +176,7 @@ assert c3["shared_identical"]
 # %%
 parity = comparison_for("parity", length=16)
 compare(parity, work / "parity", samples=80, examples=8, mask_steps=50, mask_sparsities=(1.0,), circuit_pairs=0,
-        progress=False)
+        causal_pairs=0, progress=False)
 p = json.loads((work / "parity" / "metrics.json").read_text())
 for name, info in p["models"].items():
     state = p["probes"][name]["state"]
@@ -203,7 +204,7 @@ print("twin ablation:", p["ablation"][TWIN])
 # %%
 ffl = comparison_for("ffl", length=32)
 compare(ffl, work / "ffl", samples=80, examples=8, mask_steps=40, mask_sparsities=(1.0,), circuit_pairs=0,
-        progress=False)
+        causal_pairs=0, progress=False)
 f = json.loads((work / "ffl" / "metrics.json").read_text())
 for name, info in f["models"].items():
     firsts = {latent: v["first_readable"] for latent, v in f["probes"][name].items()}
