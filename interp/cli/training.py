@@ -128,6 +128,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
         if args.arch != "transformer":
             raise SandboxError("--align intervenes on a transformer's residual stream; an LSTM has none")
+        if args.grid:
+            from interp.train.sweep import parse_grid
+
+            shaped = sorted(set(parse_grid(args.grid)) & {f.name for f in fields(ModelShape)})
+            if shaped:
+                raise SandboxError(f"--align fixes the circuit for one shape; a --grid over {', '.join(shaped)} "
+                                   "would change it from cell to cell (sweep those with one --align run per shape)")
         config = replace(config, alignment=correspondence(args.align, task, shape))
     elif (config.iit_weight, config.strict_weight) != (1.0, 1.0):
         raise SandboxError("--iit-weight and --strict-weight weigh the losses of --align")

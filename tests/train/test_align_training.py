@@ -71,6 +71,7 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
     (["--iit-weight", "2"], "weigh the losses of --align"),
     (["--align", "modular_counter", "--strict-weight", "-1"], "strict_weight must be ≥ 0"),
     (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),
+    (["--align", "modular_counter", "--seeds", "0-1", "--grid", "heads=1,2"], "a --grid over n_heads"),
 ])
 def test_bad_alignments_are_one_line(tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
