@@ -201,6 +201,7 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     out = Path(out)
     started = time.time()
     models = dict(comparison.constructions(c.constructions, seed))  # an unknown name fails before OUT is made
+    population_cells = _population_runs(comparison, c.population) if c.population else None  # checked before OUT
     out.mkdir(parents=True, exist_ok=True)
     twin, twin_dir = _twin(comparison, out, c.trained, c.train_steps, c.train_minutes, seed, progress)
     require_hooked(twin, "interp compare (probes, attention, ablation)")
@@ -233,6 +234,13 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], c.circuit_pairs, seed)
     if c.causal_pairs and twin.card.task_kind.high_level is not None:
         metrics["causal"] = _causal(models, c.causal_pairs, seed, progress)
+    if population_cells:
+        from interp.compare.population import causal_population
+
+        metrics["causal_population"] = {
+            "directory": str(c.population),
+            "cells": {name or "(all)": causal_population(runs, c.causal_pairs or 128, 100, (1, 2, 4, 8), seed, progress)
+                      for name, runs in population_cells.items()}}
     if comparison.theorem3 and c.theorem3_steps and backend() == "TransformerBridge":
         metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
                                                   "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
@@ -280,6 +288,22 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
             "shared": sorted(mapped & heads[construction]),
             "jaccard": len(mapped & heads[construction]) / len(union) if union else None}
     return out
+
+
+def _population_runs(comparison: Comparison, directory: str) -> dict[str, list[Path]]:
+    """The runs of a sweep for the population section, refused in one line when none is of the compared task."""
+    from interp.compare.population import run_directories
+    from interp.errors import CheckpointError
+    from interp.train.checkpoint import read_checkpoint, task_label
+
+    cells = run_directories(directory)
+    want = comparison.task.to_dict()
+    for runs in cells.values():
+        got = read_checkpoint(runs[0])[0].get("task")
+        if got != want:
+            raise CheckpointError(f"--population {directory}: its twins were trained on {task_label(got)}, not on the "
+                                  f"requested task ({comparison.task.name})")
+    return cells
 
 
 def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, Any]:

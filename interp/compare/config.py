@@ -31,6 +31,9 @@ class CompareConfig:
     theorem3_steps: int = setting(1000, "dyck: steps of the random-network weight mask (0: skip)")
     corollary3_steps: int = setting(400, "dyck: steps of the two-target mask with one shared matrix (0: skip)")
     circuit_pairs: int = setting(64, "counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
+    population: str | None = setting(None, "a sweep directory of `interp train --seeds` on the same task: every twin "
+                                      "aligned causally beside its null and the construction, summarised over seeds "
+                                      "in the report (the causal section's pairs)", metavar="DIR")
     causal_pairs: int = setting(128, "pairs (and as many held out) for the causal section (every task kind with a high-level model); 0: skip")
     seed: int = setting(0, "seed of the sampled words, the twin and the masks")
 

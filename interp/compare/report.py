@@ -241,6 +241,35 @@ random subspace of the same k and the random-init null's DAS.</p>"""]
     return "".join(parts)
 
 
+def _population_section(p: dict[str, Any] | None) -> str:
+    """The causal alignment of every twin of a sweep (``--population``), summarised per variable over seeds."""
+    if not p:
+        return ""
+    rows = []
+    for cell, c in p["cells"].items():
+        for variable, v in c["variables"].items():
+            s = v["summary"]
+            imp = s["implements"]
+            rows.append([cell, variable, s["verdict"]["verdict"], f"{imp['seeds']} of {imp['of']} {_interval(imp['interval'])}",
+                         _estimate(s["das_iia"]), _estimate(s["null_das_iia"]), _estimate(s["median_first_block"]),
+                         _fmt(s["construction_median_first_block"]),
+                         ", ".join(f"{_short(h)} ×{n}" for h, n in s["das_hooks"].items()),
+                         ", ".join(str(k) for k in s["das_k"] if k is not None) or "—"])
+    rule = next(iter(next(iter(p["cells"].values()))["variables"].values()))["summary"]["verdict"]["rule"] if rows else ""
+    return (f"""<h2>Causal alignment of a population: {html.escape(p['directory'])}</h2>
+<p class="note">Every twin of the sweep aligned as above, beside its own random-init null and the exact construction;
+means and medians with 95 % percentile-bootstrap intervals over seeds, the share of seeds whose DAS verdict is
+"implements" with a Wilson interval. Population rule: {html.escape(rule)}.</p>"""
+            + _table(["cell", "variable", "verdict", "seeds implementing", "best DAS IIA", "nulls' DAS IIA",
+                      "first full-swap block (median)", "construction's", "DAS hooks", "k"], rows))
+
+
+def _estimate(e: dict[str, Any]) -> str:
+    if e.get("value") is None:
+        return "—"
+    return f"{e['value']:.3f}" + (f" {_interval(e['interval'])}" if e.get("interval") else "")
+
+
 def _interval(interval) -> str:
     return "—" if not interval or interval[0] is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
 
@@ -394,6 +423,7 @@ Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
 {_theorem3_html(metrics)}
 {_circuits_section(metrics.get("circuits"))}
 {_causal_section(metrics.get("causal"))}
+{_population_section(metrics.get("causal_population"))}
 <p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits, causal); {metrics['seconds']:.0f} s.</p>"""
     report = out / "report.html"
     atomic_write(report, page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body).encode())

@@ -53,3 +53,15 @@ def test_a_population_aligned_causally(tmp_path, capsys):
     json.dumps(result)  # all of it is JSON
     assert main(["population", str(tmp_path), "--causal-pairs", "3"]) == 2
     assert "--causal-pairs must be 0 or ≥ 8" in capsys.readouterr().err
+
+    # the same population in the compare report, beside one of its twins
+    from interp.compare.analyse import compare, comparison_for
+
+    compare(comparison_for("C3", length=6), tmp_path / "cmp", constructions=["modular_counter"],
+            trained=tmp_path / "seed_0", population=str(tmp_path), causal_pairs=32, samples=16, examples=2,
+            mask_steps=0, circuit_pairs=0, progress=False)
+    m = json.loads((tmp_path / "cmp" / "metrics.json").read_text())
+    assert m["causal_population"]["cells"]["(all)"]["seeds"] == [0, 1]
+    assert "Causal alignment of a population" in (tmp_path / "cmp" / "report.html").read_text()
+    assert main(["compare", "C3", "--length", "8", "--population", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert "not on the requested task" in capsys.readouterr().err and not (tmp_path / "x").exists()
