@@ -235,7 +235,7 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     if c.causal_pairs and twin.card.task_kind.high_level is not None:
         metrics["causal"] = _causal(models, c.causal_pairs, seed, progress)
     if population_cells:
-        from interp.compare.population import causal_population
+        from interp.compare.sweeps import causal_population
 
         metrics["causal_population"] = {
             "directory": str(c.population),
@@ -292,7 +292,7 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
 
 def _population_runs(comparison: Comparison, directory: str) -> dict[str, list[Path]]:
     """The runs of a sweep for the population section, refused in one line when none is of the compared task."""
-    from interp.compare.population import run_directories
+    from interp.compare.sweeps import run_directories
     from interp.errors import CheckpointError
     from interp.train.checkpoint import read_checkpoint, task_label
 
