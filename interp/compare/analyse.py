@@ -201,7 +201,11 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     out = Path(out)
     started = time.time()
     models = dict(comparison.constructions(c.constructions, seed))  # an unknown name fails before OUT is made
-    population_cells = _population_runs(comparison, c.population) if c.population else None  # checked before OUT
+    population_cells = None
+    if c.population:  # a sweep of another task is refused before OUT is made
+        from interp.compare.sweeps import population_runs
+
+        population_cells = population_runs(comparison.task, c.population)
     out.mkdir(parents=True, exist_ok=True)
     twin, twin_dir = _twin(comparison, out, c.trained, c.train_steps, c.train_minutes, seed, progress)
     require_hooked(twin, "interp compare (probes, attention, ablation)")
@@ -288,22 +292,6 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
             "shared": sorted(mapped & heads[construction]),
             "jaccard": len(mapped & heads[construction]) / len(union) if union else None}
     return out
-
-
-def _population_runs(comparison: Comparison, directory: str) -> dict[str, list[Path]]:
-    """The runs of a sweep for the population section, refused in one line when none is of the compared task."""
-    from interp.compare.sweeps import run_directories
-    from interp.errors import CheckpointError
-    from interp.train.checkpoint import read_checkpoint, task_label
-
-    cells = run_directories(directory)
-    want = comparison.task.to_dict()
-    for runs in cells.values():
-        got = read_checkpoint(runs[0])[0].get("task")
-        if got != want:
-            raise CheckpointError(f"--population {directory}: its twins were trained on {task_label(got)}, not on the "
-                                  f"requested task ({comparison.task.name})")
-    return cells
 
 
 def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 from interp.errors import CheckpointError
 from interp.train import load_trained
 
-__all__ = ["run_directories", "causal_population", "population_verdict", "SHARE"]
+__all__ = ["run_directories", "population_runs", "causal_population", "population_verdict", "SHARE"]
 
 #: The share of seeds that must implement a variable (the Wilson interval's lower bound must exceed it).
 SHARE = 0.5
@@ -29,6 +29,20 @@ def run_directories(directory: str | Path) -> dict[str, list[Path]]:
     for run in runs:
         rel = run.parent.relative_to(root)
         cells.setdefault("" if rel == Path(".") else str(rel), []).append(run)
+    return cells
+
+
+def population_runs(task: Any, directory: str | Path) -> dict[str, list[Path]]:
+    """:func:`run_directories` of a sweep whose twins were trained on ``task`` (a training task), else a one-line
+    :class:`CheckpointError` naming the task they were trained on."""
+    from interp.train.checkpoint import read_checkpoint, task_label
+
+    cells = run_directories(directory)
+    for runs in cells.values():
+        got = read_checkpoint(runs[0])[0].get("task")
+        if got != task.to_dict():
+            raise CheckpointError(f"--population {directory}: its twins were trained on {task_label(got)}, not on the "
+                                  f"requested task ({task.name})")
     return cells
 
 
