@@ -99,28 +99,15 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     from interp.causal.interchange import answer, own_predictions
     from interp.model.run import exact_precision
     from interp.stats import wilson_interval
+    from interp.train.align import off_circuit_hooks, resample_hooks
 
     circuit = model.card.options["alignment"]["circuit"]
     io, P, T = model.card.io, len(model.card.io.prefix), base.shape[1]
     labels, scored = high.answers(base)
-    hooks = {f"blocks.{l}.attn.hook_z" for l, _ in circuit["off_heads"]} | {
-        f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]}
     with exact_precision():
-        _, cache = model.run_with_cache(torch.from_numpy(io.encode(source)), names_filter=sorted(hooks))
-
-    def heads(layer):
-        off = [h for l, h in circuit["off_heads"] if l == layer]
-
-        def hook(z, hook):
-            z = z.clone()
-            z[:, :, off] = cache[hook.name][:, :, off]
-            return z
-        return hook
-
-    fwd = [(f"blocks.{l}.attn.hook_z", heads(l)) for l in sorted({l for l, _ in circuit["off_heads"]})]
-    fwd += [(f"blocks.{l}.hook_mlp_out", lambda x, hook: cache[hook.name]) for l in circuit["off_mlps"]]
-    with exact_precision():
-        logits = model.run_with_hooks(torch.from_numpy(io.encode(base)), fwd_hooks=fwd, return_type="logits")
+        _, cache = model.run_with_cache(torch.from_numpy(io.encode(source)), names_filter=off_circuit_hooks(circuit))
+        logits = model.run_with_hooks(torch.from_numpy(io.encode(base)), fwd_hooks=resample_hooks(circuit, cache),
+                                      return_type="logits")
     ablated = answer(logits[:, P: P + T], high.readout)
     plain = own_predictions(model, base, high.readout)
     n = int(scored.sum())

@@ -63,11 +63,7 @@ def _examples(high: HighLevel, base: np.ndarray, source: np.ndarray, position: i
         scored.append(sc[keep])
     rows, positions = np.concatenate(rows), np.concatenate(positions)
     labels, scored = np.concatenate(labels), np.concatenate(scored)
-    if high.readout is not None:
-        index = np.zeros(max(high.readout) + 2, dtype=np.int64)
-        index[list(high.readout)] = np.arange(len(high.readout))
-        labels = index[np.clip(labels, 0, len(index) - 1)]
-    return rows, positions, labels, scored
+    return rows, positions, high.readout_labels(labels), scored
 
 
 def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, source: np.ndarray, steps: int = 300,
@@ -186,9 +182,13 @@ def live_basis(model: Any, hook: str, position: int, words: np.ndarray, toleranc
     inside it — a direction the activations never move along changes nothing when swapped — so compare
     subspaces after projecting onto it (:func:`principal_angles`)."""
     P = len(model.card.io.prefix)
-    x = source_activations(model, words, [hook])[hook][:, P + position].double().numpy()
-    x = x - x.mean(axis=0)
-    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    return _span(source_activations(model, words, [hook])[hook][:, P + position].double().numpy(), tolerance)
+
+
+def _span(x: np.ndarray, tolerance: float) -> np.ndarray:
+    """An orthonormal basis ``[d, r]`` of the directions centred ``x`` ``[n, d]`` varies in (singular values above
+    ``tolerance`` × the largest)."""
+    _, s, vt = np.linalg.svd(x - x.mean(axis=0), full_matrices=False)
     return vt[s > tolerance * max(float(s[0]), 1e-300)].T
 
 
@@ -201,8 +201,6 @@ def live_fraction(model: Any, hook: str, basis: np.ndarray, words: np.ndarray, t
     is flagged, not believed."""
     P = len(model.card.io.prefix)
     x = source_activations(model, words, [hook])[hook][:, P:P + words.shape[1]].double().numpy()
-    x = (x - x.mean(axis=0, keepdims=True)).reshape(-1, x.shape[-1])
-    _, s, vt = np.linalg.svd(x, full_matrices=False)
-    live = vt[s > tolerance * max(float(s[0]), 1e-300)].T
+    live = _span((x - x.mean(axis=0, keepdims=True)).reshape(-1, x.shape[-1]), tolerance)
     b = np.asarray(basis, dtype=np.float64)
     return float(np.sum((live.T @ b) ** 2) / b.shape[1])

@@ -69,6 +69,15 @@ class HighLevel:
     #: output classes the task compares (the argmax is taken among them); None: every output
     readout: Sequence[int] | None = None
 
+    def readout_labels(self, labels: np.ndarray) -> np.ndarray:
+        """``labels`` (output classes) as indices among the :attr:`readout` classes (unchanged without a readout;
+        a class outside the readout maps to 0 — such outputs are never scored)."""
+        if self.readout is None:
+            return labels
+        index = np.zeros(max(self.readout) + 2, dtype=np.int64)
+        index[list(self.readout)] = np.arange(len(self.readout))
+        return index[np.clip(labels, 0, len(index) - 1)]
+
     def variable(self, name: str | None) -> str:
         """``name`` checked (None: the default variable)."""
         if name is None:

@@ -28,7 +28,7 @@ from interp.errors import SandboxError
 from interp.streams import Stream
 from interp.tasks.batches import step_rng
 
-__all__ = ["aligned_losses", "check_alignment", "circuit_nodes"]
+__all__ = ["aligned_losses", "check_alignment", "circuit_nodes", "off_circuit_hooks", "resample_hooks"]
 
 
 def circuit_nodes(heads_per_block: list[int], mlp_blocks: list[int], n_layers: int, n_heads: int) -> dict[str, Any]:
@@ -66,6 +66,33 @@ def check_alignment(alignment: Mapping[str, Any], shape: Any, task: Any) -> None
                                f"d_model = {shape.d_model}")
 
 
+def off_circuit_hooks(circuit: Mapping[str, Any]) -> list[str]:
+    """The hooks whose values an off-circuit resample replaces: ``hook_z`` of every block with an off-circuit head,
+    ``hook_mlp_out`` of every off-circuit MLP."""
+    return ([f"blocks.{l}.attn.hook_z" for l in sorted({l for l, _ in circuit["off_heads"]})]
+            + [f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]])
+
+
+def resample_hooks(circuit: Mapping[str, Any], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Forward hooks that set every off-circuit head's output and MLP output to ``values`` (keyed by hook name,
+    e.g. another word's run): strict IIT's resample ablation, in training and when measuring it."""
+
+    def heads(layer: int):
+        off = [h for l, h in circuit["off_heads"] if l == layer]
+
+        def hook(z, hook):
+            z = z.clone()
+            z[:, :, off] = values[hook.name][:, :, off]
+            return z
+        return hook
+
+    def mlp(x, hook):
+        return values[hook.name]
+
+    return [(name, heads(int(name.split(".")[1])) if name.endswith("hook_z") else mlp)
+            for name in off_circuit_hooks(circuit)]
+
+
 def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: int, step: int,
                    batch: int) -> tuple[Any, Any]:
     """(IIT loss, strictness loss) of one training step (see the module docstring)."""
@@ -90,8 +117,7 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
     v = variables[step % len(variables)]
     circuit = alignment["circuit"]
     saved: dict[str, Any] = {}
-    hooks = {v["hook"]} | {f"blocks.{l}.attn.hook_z" for l, _ in circuit["off_heads"]} | {
-        f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]}
+    hooks = {v["hook"], *off_circuit_hooks(circuit)}
 
     def save(x, hook):
         saved[hook.name] = x
@@ -118,39 +144,24 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
         return x
 
     logits = model.run_with_hooks(tokens(base), fwd_hooks=[(v["hook"], swap)], return_type="logits")
-    iit = _readout_loss(logits[:, P: P + T], labels, scored, high.readout)
+    iit = _readout_loss(logits[:, P: P + T], labels, scored, high)
 
     # strictness: every off-circuit head and MLP resampled from the source run
-    def resample_heads(layer):
-        off = [h for l, h in circuit["off_heads"] if l == layer]
-
-        def hook(z, hook):
-            z = z.clone()
-            z[:, :, off] = saved[hook.name][:, :, off]
-            return z
-        return hook
-
-    def resample_mlp(x, hook):
-        return saved[hook.name]
-
-    fwd = [(f"blocks.{l}.attn.hook_z", resample_heads(l)) for l in sorted({l for l, _ in circuit["off_heads"]})]
-    fwd += [(f"blocks.{l}.hook_mlp_out", resample_mlp) for l in circuit["off_mlps"]]
+    fwd = resample_hooks(circuit, saved)
     if not fwd:
         return iit, iit * 0.0
     logits = model.run_with_hooks(tokens(base), fwd_hooks=fwd, return_type="logits")
-    strict = _readout_loss(logits[:, P: P + T], answered_labels, answered, high.readout)
+    strict = _readout_loss(logits[:, P: P + T], answered_labels, answered, high)
     return iit, strict
 
 
-def _readout_loss(logits: Any, labels: np.ndarray, scored: np.ndarray, readout: Any) -> Any:
-    """Cross-entropy of ``logits`` ``[n, T, out]`` against ``labels`` at ``scored``, over the readout classes."""
+def _readout_loss(logits: Any, labels: np.ndarray, scored: np.ndarray, high: Any) -> Any:
+    """Cross-entropy of ``logits`` ``[n, T, out]`` against ``labels`` at ``scored``, over ``high``'s readout classes."""
     import torch
 
-    if readout is not None:
-        index = np.zeros(max(readout) + 2, dtype=np.int64)
-        index[list(readout)] = np.arange(len(readout))
-        labels = index[np.clip(labels, 0, len(index) - 1)]
-        logits = logits[..., list(readout)]
+    labels = high.readout_labels(labels)
+    if high.readout is not None:
+        logits = logits[..., list(high.readout)]
     mask = torch.from_numpy(scored)
     if not bool(mask.any()):
         return logits.sum() * 0.0
