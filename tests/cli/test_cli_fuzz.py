@@ -38,7 +38,7 @@ class Reached(BaseException):
 WORK = ["interp.train.train", "interp.train.sweep.run_sweep", "interp.compare.analyse.compare",
         "interp.evaluate.evaluate", "interp.experiments.run_experiment", "interp.experiments.base.run_experiment",
         "interp.verify.verify", "interp.circuits.analyse.analyse", "interp.circuits.analyse.score_circuit",
-        "interp.causal.align.align", "interp.model.saved.save_model"]
+        "interp.causal.align.align", "interp.model.saved.save_model", "interp.demo.run_demo"]
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +110,10 @@ def _argv(command: str) -> st.SearchStrategy[list[str]]:
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_generated_call_exits_0_or_2_without_a_traceback(command, stubbed, tmp_path_factory, capsys):
+def test_every_generated_call_exits_0_or_2_without_a_traceback(command, stubbed, tmp_path_factory, capsys,
+                                                               monkeypatch):
     out = tmp_path_factory.mktemp(command.replace("-", "_"))
+    monkeypatch.chdir(out)  # relative paths ("does/not/exist.json", ".") land here, never in the checkout
     (out / "file.txt").write_text("not a model\n")
 
     @given(_argv(command))
