@@ -94,7 +94,22 @@ def build_cascade(cascade: "Cascade", length: int, wiring: str) -> ConstructionS
                "stages": [[cascade.levels[i].name for i in m] for m in stages], "cascade": cascade.to_dict()}
     notes = ("each wiring block fetches the earlier levels' states at t − 1 with a previous-token head"
              if wiring == "previous" else "NEGATIVE CONTROL: the wiring reads states after σ_t (thesis erratum E19)")
-    return finish(c, automaton, out or spaces[-1], length, theorem, options, notes, W_U, b_U)
+    return finish(c, automaton, out or spaces[-1], length, theorem, options, notes, W_U, b_U,
+                  variables=_level_sites(cascade, spaces, out is not None))
+
+
+def _level_sites(cascade: "Cascade", spaces: list[str], mapped: bool) -> list[dict]:
+    """Each level's state (:mod:`interp.tasks.statevars`): its one-hot where the read-out takes it — before the
+    output map's block when there is one (then the one-hot is inert after it), else the last block."""
+    from interp.model.spec import variable_site
+
+    sites = []
+    for level, space in zip(cascade.levels, spaces):
+        sites.append(variable_site(level.name, -2 if mapped else -1, "post", space,
+                                   note=f"level {level.name}'s state, one-hot (Lemma 20's simulator)"))
+        if mapped:
+            sites.append(variable_site(level.name, -1, "post", space, "inert", "read by the output map, then by nothing"))
+    return sites
 
 
 def _renamed_tokens(cascade: "Cascade", i: int) -> list[Direction]:

@@ -86,12 +86,14 @@ def direction_sum(terms: Sequence[tuple[Direction, float]]) -> dict:
 
 def finish(c: "Circuit", automaton: Semiautomaton, state: str, length: int, theorem: str, options: dict,
             notes: str, W_U: np.ndarray | None = None, b_U: np.ndarray | None = None,
-            inert: str | None = None) -> ConstructionSpec:
+            inert: str | None = None, variables: list[dict] | None = None) -> ConstructionSpec:
     """The finished construction: embeddings from the circuit, the state read out of ``state`` (the high-level
-    state's site; ``inert``: a subspace the last block holds that nothing reads any more)."""
+    state's site; ``inert``: a subspace the last block holds that nothing reads any more; ``variables``: the sites
+    of other high-level variables, e.g. a cascade's levels)."""
     from interp.model.spec import variable_site
 
-    variables = [variable_site("state", -1, "post", state, note="the simulated state the unembedding reads")]
+    variables = [variable_site("state", -1, "post", state, note="the simulated state the unembedding reads"),
+                 *(variables or [])]
     if inert is not None:
         variables.append(variable_site("state", -1, "post", inert, "inert", "a lower level's coordinate, read by "
                                        "the levels above it, then by nothing"))

@@ -40,6 +40,7 @@ import numpy as np
 
 from constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
 from interp.tasks.automata import Semiautomaton
+from interp.tasks.gridworld import GridAxis, grid_axes
 from interp.errors import ConstructionError, LengthError
 from interp.model.card import TokenIO
 from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
@@ -52,65 +53,6 @@ MAX_LENGTH = 4096
 #: Cells per axis: layer 2 has 2S + 1 heads per axis.
 MAX_CELLS = 64
 PRINTED_DEFECTS = ("no_padding",)
-
-
-@dataclass(frozen=True)
-class GridAxis:
-    """One axis of a gridworld: its cells and which symbols move along it (−1, 0, +1)."""
-
-    name: str
-    cells: int
-    step: tuple[int, ...]  # per automaton symbol
-    initial: int
-
-    @property
-    def S(self) -> int:
-        return self.cells - 1
-
-
-def grid_axes(automaton: Semiautomaton) -> list[GridAxis] | None:
-    """Recognise a 1-D or 2-D gridworld (any symbol order, optional no-ops): its axes, else None.
-
-    1-D: n states 0..n−1 in a row; every symbol moves one step left, right, or not at all,
-    clamped at the walls. 2-D: states named "x,y" as in the catalogue's ``grid<a>x<b>``.
-    """
-    n = automaton.n_states
-    names = list(automaton.states)
-    if all("," in s for s in names):
-        try:
-            coords = [tuple(int(v) for v in s.split(",")) for s in names]
-        except ValueError:
-            return None
-        a, b = max(c[0] for c in coords) + 1, max(c[1] for c in coords) + 1
-        if sorted(coords) != [(x, y) for x in range(a) for y in range(b)]:
-            return None
-        index = {c: i for i, c in enumerate(coords)}
-        steps: list[list[int]] = [[], []]
-        for s in range(automaton.n_symbols):
-            found = None
-            for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1), (0, 0)):
-                if all(automaton.delta[s, index[(x, y)]] == index[(min(max(x + dx, 0), a - 1), min(max(y + dy, 0), b - 1))]
-                       for x, y in coords):
-                    found = (dx, dy)
-                    break
-            if found is None:
-                return None
-            steps[0].append(found[0])
-            steps[1].append(found[1])
-        x0, y0 = coords[automaton.initial]
-        return [GridAxis("x", a, tuple(steps[0]), x0), GridAxis("y", b, tuple(steps[1]), y0)]
-    if names != [str(q) for q in range(n)] or n < 2:
-        return None
-    step = []
-    for s in range(automaton.n_symbols):
-        row = [int(v) for v in automaton.delta[s]]
-        for d in (-1, 1, 0):
-            if row == [min(max(q + d, 0), n - 1) for q in range(n)]:
-                step.append(d)
-                break
-        else:
-            return None
-    return [GridAxis("", n, tuple(step), automaton.initial)]
 
 
 def _padding(automaton: Semiautomaton, axes: list[GridAxis]) -> list[int]:
@@ -287,5 +229,8 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {sc.c:.1f}, γ = {sc.gamma:.1f}",
         variables=[variable_site("state", 1, "post", [w for w, _ in windows], note="the windows: the state, by axis"),
                    variable_site("state", 1, "post", [f"{ax.name}.x1" if ax.name else "x1" for _, ax in windows], "inert",
-                                 "layer 1's unclamped displacement z_t / N: read by MLP 1, then by nothing")],
+                                 "layer 1's unclamped displacement z_t / N: read by MLP 1, then by nothing"),
+                   *([variable_site("displacement", 0, "mid", "x1", note="z_t / N, Lemma 15's prefix sum"),
+                      variable_site("displacement", 1, "post", "x1", "inert", "read by MLP 1, then by nothing")]
+                     if len(axes) == 1 else [])],
     )

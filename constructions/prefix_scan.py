@@ -138,7 +138,9 @@ def build_prefix_scan(
                + (f" Built WITH the printed defect(s) {', '.join(defects)}: expected to fail." if defects else "")),
         variables=[variable_site("state", -1, "mid", "H", note="Lemma 14's hidden layer of the last composition"),
                    variable_site("state", -1, "post", "R", note="the map of the whole prefix; R_q0 = q_t + 1"),
-                   variable_site("state", -1, "post", "H", "inert", "the hidden layer once the composed map is written")],
+                   variable_site("state", -1, "post", "H", "inert", "the hidden layer once the composed map is written"),
+                   *[variable_site(f"window{l}", 2 * l - 1, "post", "R", note=f"the map of the {2 ** l} symbols up to t")
+                     for l in range(1, L)]],
     )
 
 

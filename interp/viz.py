@@ -84,7 +84,7 @@ def interchange_scans_png(result: dict) -> bytes:
     n_cols = max(len(p) for _, p in rows)
     n_hooks = len(next(iter(variables.values()))["model"]["scan"]["hooks"])
     fig = Figure(figsize=(4.2 * n_cols, (0.32 * n_hooks + 1.8) * len(rows)))
-    axes = fig.subplots(len(rows), n_cols, squeeze=False)
+    axes = fig.subplots(len(rows), n_cols, squeeze=False, gridspec_kw={"hspace": 0.55})
     im = None
     for (variable, panels), line in zip(rows, axes):
         for ax in line[len(panels):]:

@@ -134,3 +134,36 @@ for name, v in result["variables"].items():
         print(f"{site['site']:55s} IIA {site['iia']:.3f} on {site['outputs']} changed outputs")
     print(f"  DAS, best hook {v['model']['das']['hook']}: {max(d['iia'] for d in v['model']['das']['by_hook']):.3f}")
     print("  verdict (DAS):", v["das_verdict"]["verdict"])
+
+# %% [markdown]
+# ## More variables: a cascade's levels, the scan's windows, and a rival reading rejected
+#
+# An automaton has more variables than its state where a construction computes them on the way. The 1-D
+# gridworld is a cascade of flip-flops (Definition 6, Lemma 21): each level's state is a variable (`f1`,
+# `f2`), and the `krohn_rhodes` construction holds each as a one-hot until its output map reads them. The
+# prefix scan's `window<l>` is the map of the 2^l symbols ending at p (ask for it by name); swapping it
+# rebuilds the scan tree above that node. A gridworld's `displacement` (layer 1's prefix sum) has a site
+# in Theorem 12's construction; its `boundary` — where the walk last stood at a wall — has none: MLP 2
+# only ever writes the winning window. And a high-level model can have a rival: in the recurrent reading of
+# the flip-flop language the bit is passed along, so swapping it at p should change every read up to the
+# next write. The construction looks back to the latest write instead, and the rival is rejected.
+
+# %%
+from interp.causal.interchange import construction_sites, pooled_iia
+
+for name, source, T in (("krohn_rhodes", get_automaton("grid3"), 12), ("prefix_scan", get_automaton("C3"), 16),
+                        ("gridworld", get_automaton("grid3"), 12)):
+    model = to_hooked(build(name, source, T))
+    high = high_level_of(model)
+    base, other = word_pairs(model, 128, seed=0, high=high)
+    for entry, site in construction_sites(model):
+        r = pooled_iia(model, high, site, base, other, entry["variable"])
+        print(f"{name:13s} {site.name:52s} IIA {r['iia']:.3f} ({r['outputs']} changed outputs)")
+
+ffl = to_hooked(build("ffl", None, 15))
+entry, site = construction_sites(ffl, "bit")[1]
+for mode in ("parallel", "recurrent"):
+    high = high_level_of(ffl, mode)
+    base, other = word_pairs(ffl, 300, seed=0, high=high)
+    r = pooled_iia(ffl, high, site, base, other)
+    print(f"FFL, {mode} reading, {site.name}: IIA {r['iia']:.3f} on {r['outputs']} changed outputs")

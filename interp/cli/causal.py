@@ -18,8 +18,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
     s = sub.add_parser("align", help="causal alignment: where a model computes its task's variables (interchange "
                                      "interventions, DAS), beside a random-init null and a construction",
-                       description="For each variable of the task's high-level model (automata: state; dyck: top, "
-                                   "depth; ffl: bit): scans full interchange interventions over the residual stream, "
+                       description="For each variable of the task's high-level model (automata: state, and where "
+                                   "the automaton has them a cascade's levels, a 1-D gridworld's displacement and "
+                                   "boundary, by name the prefix scan's window<l>; dyck: top, depth; ffl: bit): scans full interchange interventions over the residual stream, "
                                    "runs position-shared DAS at every hook and over k with a matched random-subspace "
                                    "control and the null's DAS, measures the construction's own named sites, on "
                                    "held-out pairs; writes align.json and align.png.")
@@ -27,7 +28,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--model", metavar="DIR", help="a model saved by `interp build`")
     s.add_argument("--construction", metavar="NAME", help="also scan this construction of the model's task, at its length")
     s.add_argument("--high-level", default="parallel", choices=["parallel", "recurrent"],
-                   help="how the state reaches the outputs: each output from the word (parallel) or carried forward")
+                   help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
+                        "position by position (recurrent: automata, ffl)")
     s.add_argument("--variable", metavar="NAME[,NAME]", help="only these variables (default: all the task's)")
     s.add_argument("--pairs", type=int, default=256, help="training pairs for DAS; as many again held out")
     s.add_argument("--das-steps", type=int, default=200, help="optimiser steps of each DAS fit (default 200)")

@@ -26,6 +26,7 @@ Each model draws its own word pairs (:meth:`HighLevel.pairs`) from the task's di
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -65,6 +66,11 @@ class HighLevel:
     def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "HighLevel":
         """The model of a card's task dict."""
         raise NotImplementedError
+
+    @classmethod
+    def of_card(cls, card: Any, mode: str = "parallel") -> "HighLevel":
+        """The model of a model's card (its task; a kind may read more of the card)."""
+        return cls.of_task(card.task, mode)
 
     #: output classes the task compares (the argmax is taken among them); None: every output
     readout: Sequence[int] | None = None
@@ -112,21 +118,51 @@ class HighLevel:
 
 
 class StateModel(HighLevel):
-    """An automaton's state at one position, under a ``parallel`` or ``recurrent`` reading."""
+    """An automaton's state at one position, under a ``parallel`` or ``recurrent`` reading, and the variables the
+    constructions compute on the way where the automaton has them (:mod:`interp.tasks.statevars`: a cascade's
+    levels, the prefix scan's window maps, a gridworld's displacement and last boundary)."""
 
     variables = read_out = ("state",)
     modes = MODES
     title = "automaton"
 
-    def __init__(self, automaton: Any, mode: str = "parallel") -> None:
+    def __init__(self, automaton: Any, mode: str = "parallel", cascade: Any = None) -> None:
+        from interp.tasks.statevars import state_variables
+
         super().__init__(mode)
         self.automaton = automaton
+        self.families = state_variables(automaton, cascade)
+        self.variables = ("state",) + tuple(v for f in self.families for v in f.default)
 
     @classmethod
     def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "StateModel":
         from interp.tasks.kinds import task_kind
 
         return cls(task_kind(task).source(task), mode)
+
+    @classmethod
+    def of_card(cls, card: Any, mode: str = "parallel") -> "StateModel":
+        """A ``krohn_rhodes`` model built from a cascade names its levels by that cascade."""
+        from interp.tasks.cascade import parse_cascade_json
+        from interp.tasks.kinds import task_kind
+
+        cascade = (card.options or {}).get("cascade")
+        cascade = parse_cascade_json(json.dumps(cascade), "the card's cascade") if cascade else None
+        return cls(task_kind(card.task).source(card.task), mode, cascade)
+
+    def variable(self, name: str | None) -> str:
+        if name is None or name in self.variables or self._family(name) is not None:
+            return self.variables[0] if name is None else name
+        more = sorted({v for f in self.families for v in getattr(f, "names", ())} - set(self.variables))
+        more += ["window<l> (l ≥ 1)"] if any(hasattr(f, "accepts") for f in self.families) else []
+        raise HighLevelError(f"the {self.title} high-level model of {self.automaton.name} has no variable {name!r} "
+                             f"(it has: {', '.join(self.variables + tuple(more))})")
+
+    def _family(self, name: str) -> Any:
+        for f in self.families:
+            if name in getattr(f, "names", ()) or (hasattr(f, "accepts") and f.accepts(name)):
+                return f
+        return None
 
     def pairs(self, n: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Independent words: uniform symbols, or legal ones where the automaton has illegal inputs (the Dyck stack)."""
@@ -140,13 +176,17 @@ class StateModel(HighLevel):
         return self.automaton.run(words), np.ones(words.shape, dtype=bool)
 
     def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-        self.variable(variable)
+        name = self.variable(variable)
+        if name != "state":
+            return self._family(name).values(words, name)
         return self.automaton.run(words), np.ones(words.shape, dtype=bool), self.automaton.n_states
 
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
                        variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        self.variable(variable)
+        name = self.variable(variable)
         self._check_position(base, position)
+        if name != "state":
+            return self._family(name).counterfactual(base, source, position, name, self.mode)
         n, T = base.shape
         a = self.automaton
         labels = a.run(base).copy()
@@ -265,9 +305,12 @@ class DyckModel(HighLevel):
 
 
 class FFLModel(HighLevel):
-    """The flip-flop language: the latest written bit, repeated at every read (see the module docstring)."""
+    """The flip-flop language: the latest written bit, repeated at every read (see the module docstring); the
+    ``recurrent`` rival carries the bit forward position by position, so setting it at p sets every read up to
+    the next write (an RNN's reading; a transformer that looks back to the latest write rejects it)."""
 
     variables = read_out = ("bit",)
+    modes = MODES
     title = "flip-flop"
 
     def __init__(self, p: float | Sequence[float] = 0.8, mode: str = "parallel") -> None:
@@ -302,15 +345,25 @@ class FFLModel(HighLevel):
 
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
                        variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        from interp.tasks.ffl import W
+
         self.variable(variable)
         self._check_position(base, position)
         labels, reads = self.answers(base)
         s_written, s_reads = self.answers(source)
-        ok = reads[:, position] & s_reads[:, position]
-        labels = labels.copy()
-        labels[ok, position] = s_written[ok, position]
-        scored = np.zeros(base.shape, dtype=bool)
-        scored[ok, position] = True
+        labels, scored = labels.copy(), np.zeros(base.shape, dtype=bool)
+        if self.mode == "parallel":
+            ok = reads[:, position] & s_reads[:, position]
+            labels[ok, position] = s_written[ok, position]
+            scored[ok, position] = True
+            return labels, scored
+        # recurrent: the bit is carried forward, so every read up to the base's next write repeats the source's
+        bit, carried = s_written[:, position], s_written[:, position] >= 0
+        for t in range(position, base.shape[1]):
+            if t > position:
+                carried &= base[:, t - 1] != W
+            labels[carried, t] = np.where(reads[carried, t], bit[carried], labels[carried, t])
+            scored[:, t] = carried & reads[:, t]
         return labels, scored
 
 
@@ -328,4 +381,4 @@ def high_level_of(model: Any, mode: str = "parallel") -> HighLevel:
         raise HighLevelError(f"{kind.name} tasks have no high-level causal model")
     from interp.tasks.kinds import resolve
 
-    return resolve(kind.high_level).of_task(card.task, mode)
+    return resolve(kind.high_level).of_card(card, mode)

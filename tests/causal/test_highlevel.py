@@ -79,14 +79,42 @@ def test_the_flip_flop_model_keeps_reads_aligned():
     assert labels[0, 8] == ONE and high.answers(word)[0][0, 8] == ZERO  # the swap changes the read's answer
 
 
-FAMILIES = [("modular_counter", "C3", 8, {}), ("memory", "flipflop", 8, {}), ("prefix_scan", "C3", 8, {}),
-            ("gridworld", "grid5", 8, {}), ("gridworld", "grid3x3", 6, {}), ("krohn_rhodes", "S3", 8, {}),
-            ("dyck", "2,4", 14, {}), ("dyck", "2,4", 14, {"variant": "balanced", "first_layer": "minimal"}),
-            ("ffl", None, 15, {})]
+def test_the_recurrent_flip_flop_rival_carries_the_bit_to_the_next_write():
+    high = FFLModel(0.8, "recurrent")
+    word = np.array([[W, ONE, I, ZERO, R, ONE, W, ZERO, R]])
+    other = np.array([[W, ZERO, W, ONE, R, ONE, I, ONE, R]])
+    labels, at = high.counterfactual(word, other, 1)  # the source's bit at 1 (0) reaches the read at 4, not 8
+    assert at[0].tolist() == [False] * 4 + [True] + [False] * 4 and labels[0, 4] == ZERO
+    labels, at = FFLModel(0.8).counterfactual(word, other, 1)  # the parallel reading: position 1 is no read
+    assert not at.any()
 
 
-@pytest.mark.parametrize("name,source,T,options", FAMILIES, ids=lambda x: str(x))
-def test_every_family_carries_its_variables_at_the_sites_its_proof_names(name, source, T, options):
+def test_the_flip_flop_construction_rejects_the_recurrent_rival():
+    model = to_hooked(build("ffl", None, 15))
+    (entry, site), = [(e, s) for e, s in construction_sites(model) if e["hook"].endswith("1.hook_resid_post")
+                      and e["role"] == "carries"]
+    got = {}
+    for mode in ("parallel", "recurrent"):
+        high = high_level_of(model, mode)
+        base, source = word_pairs(model, 300, seed=0, high=high)
+        got[mode] = pooled_iia(model, high, site, base, source)
+    assert got["parallel"]["iia"] == 1.0
+    assert got["recurrent"]["outputs"] > got["parallel"]["outputs"] and got["recurrent"]["iia"] < 0.8, got
+
+
+#: (construction, source, T, options, the variables its proof names a site for)
+FAMILIES = [("modular_counter", "C3", 8, {}, {"state"}), ("memory", "flipflop", 8, {}, {"state"}),
+            ("prefix_scan", "C3", 8, {}, {"state", "window1", "window2"}),
+            ("prefix_scan", "grid3", 16, {}, {"state", "window1", "window2", "window3"}),
+            ("gridworld", "grid5", 8, {}, {"state", "displacement"}), ("gridworld", "grid3x3", 6, {}, {"state"}),
+            ("krohn_rhodes", "S3", 8, {}, {"state"}), ("krohn_rhodes", "grid4", 8, {}, {"state", "f1", "f2", "f3"}),
+            ("dyck", "2,4", 14, {}, {"top", "depth"}),
+            ("dyck", "2,4", 14, {"variant": "balanced", "first_layer": "minimal"}, {"top", "depth"}),
+            ("ffl", None, 15, {}, {"bit"})]
+
+
+@pytest.mark.parametrize("name,source,T,options,named", FAMILIES, ids=lambda x: str(x))
+def test_every_family_carries_its_variables_at_the_sites_its_proof_names(name, source, T, options, named):
     if name == "dyck":
         src = Dyck(*map(int, source.split(",")))
     else:
@@ -95,10 +123,10 @@ def test_every_family_carries_its_variables_at_the_sites_its_proof_names(name, s
     high = high_level_of(model)
     base, source_words = word_pairs(model, 300, seed=0, high=high)
     sites = construction_sites(model)
-    assert {v["variable"] for v, _ in sites} == set(high.variables)  # every variable has a site
+    assert {v["variable"] for v, _ in sites} == named
     assert any(v["role"] == "inert" for v, _ in sites)
     for entry, site in sites:
-        r = pooled_iia(model, high, site, base, source_words, entry["variable"])
+        r = pooled_iia(model, high, site, base, source_words, high.variable(entry["variable"]))
         assert r["outputs"] >= 20, (site.name, r["outputs"])
         if entry["role"] == "carries":
             assert r["iia"] == 1.0, (site.name, r)
