@@ -65,7 +65,7 @@ def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, inte
     (["align", "--model", "{ffl}", "--variable", "seen", "--out", "X"], "has no variable 'seen'"),
     (["align", "--model", "{counter}", "--high-level", "recurrent", "--variable", "depth", "--out", "X"],
      "has no variable 'depth'"),
-    (["align", "--model", "{ffl}", "--high-level", "recurrent", "--out", "X"], "unknown high-level model"),
+    (["align", "--model", "{dyck}", "--high-level", "recurrent", "--out", "X"], "unknown high-level model"),
     (["align", "--model", "{dyck}", "--construction", "ffl", "--out", "X"], "models the ffl task"),
     (["align", "--run", "{lstm}", "--out", "X"], "has none"),
     (["align", "--model", "{counter}", "--construction", "magic", "--out", "X"], "unknown construction"),
