@@ -98,6 +98,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/causal.py
 	$(PY) benchmarks/aligned.py
 	$(PY) benchmarks/threads.py
+	$(PY) benchmarks/step_profile.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
 

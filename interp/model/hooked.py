@@ -260,3 +260,34 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
     from interp.model.tokens import attach_tokenizer
 
     return attach_tokenizer(model)
+
+
+@contextlib.contextmanager
+def fused_layernorm(model):
+    """Within the block, TransformerLens 3.9's ``LayerNorm`` modules of ``model`` compute with torch's fused
+    ``layer_norm`` — the same function, (x − mean) / sqrt(biased var + ε) · w + b, in one kernel instead of
+    seven passes over the residual stream — whenever nothing is hooked on their ``hook_scale`` /
+    ``hook_normalized`` (then they fall back to TransformerLens's own forward, hooks and all). Training steps
+    run 1.4–1.5× faster (``benchmarks/step_profile.py``); weights agree with the unfused steps to float
+    rounding. Other back ends and normalisations are left as they are."""
+    try:
+        from transformer_lens.components import LayerNorm
+    except ImportError:  # pragma: no cover - a back end without TransformerLens 3.9's components
+        yield model
+        return
+    import torch
+
+    def fused(self, x):
+        if self.hook_scale._forward_hooks or self.hook_normalized._forward_hooks or \
+                self.cfg.dtype not in (torch.float32, torch.float64):
+            return LayerNorm.forward(self, x)
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
+
+    patched = [m for m in model.modules() if type(m) is LayerNorm]
+    for m in patched:
+        m.forward = fused.__get__(m)
+    try:
+        yield model
+    finally:
+        for m in patched:
+            del m.forward
