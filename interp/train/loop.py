@@ -174,11 +174,13 @@ def _step(model, params, opt, ema, task, config: TrainConfig, step: int):
 
 
 def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
-          progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
+          progress: bool = True, init_spec: Any = None, on_checkpoint: Any = None) -> dict[str, Any]:
     """Train one model; returns (and writes) its metrics. See the module docstring.
 
     ``init_spec`` (a construction's :class:`~interp.model.spec.ConstructionSpec` of the same shape)
     supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
+    ``on_checkpoint`` (no arguments) is called after every checkpoint is written (a Ray worker ships the
+    run directory to the driver then: :mod:`interp.train.remote`).
     """
     import torch
     from tqdm import tqdm
@@ -206,6 +208,8 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         def checkpoint() -> None:
             save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
                                               "threads": torch.get_num_threads()}, ema)
+            if on_checkpoint is not None:
+                on_checkpoint()
 
         def held_out(train_loss: float | None = None) -> None:  # the moving average, when kept, is what is judged
             nonlocal best

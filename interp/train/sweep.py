@@ -1,5 +1,5 @@
 """Populations of twins: a grid of settings × seeds, one run directory per cell, resumable, on a local
-process pool or on Ray.
+process pool or on Ray (whose workers need not see ``--out``: :mod:`interp.train.remote`).
 
 A *cell* is one setting of the grid (``--grid lr=1e-3,3e-3 layers=1,2`` has four) trained with every
 seed: ``OUT/<cell>/seed_<s>/`` (``OUT/seed_<s>/`` without a grid). Rerunning a sweep skips the runs
@@ -139,34 +139,22 @@ def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> li
     return results
 
 
-def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:
-    """The same jobs as Ray tasks of one CPU each: a local runtime, or the cluster in RAY_ADDRESS."""
+def _ray_ready() -> None:
+    """Ray is installed and RAY_ADDRESS, if set, answers: checked before anything is written."""
     try:
-        import ray
+        import ray  # noqa: F401
     except ImportError:
         raise SweepError("--backend ray needs Ray: pip install 'sandbox-lens[ray]' (or pip install ray)") from None
-    from tqdm import tqdm
+    from interp.train.remote import check_address
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        address = os.environ.get("RAY_ADDRESS")
-        kw: dict[str, Any] = {"address": address} if address else {"num_cpus": num_cpus or os.cpu_count() or 1}
-        ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR", **kw)
-    try:
-        remote = ray.remote(num_cpus=1)(_job)
-        refs = [remote.remote(j) for j in jobs]
-        results: dict[int, dict[str, Any]] = {}
-        pending = {r: i for i, r in enumerate(refs)}
-        with tqdm(total=len(refs), disable=not progress, desc=desc, unit="run") as bar:
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for r in done:
-                    results[pending.pop(r)] = ray.get(r)
-                    bar.update(1)
-        return [results[i] for i in range(len(refs))]
-    finally:
-        if started_here:
-            ray.shutdown()
+    check_address()
+
+
+def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:
+    """The same jobs as Ray tasks of one CPU each, shipping their files to the driver (:mod:`interp.train.remote`)."""
+    from interp.train.remote import run_ray
+
+    return run_ray([(t, s, c, str(Path(d).resolve()), i) for t, s, c, d, i in jobs], progress, desc, num_cpus)
 
 
 def _figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -199,6 +187,8 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
                          replace(c, seed=seed)))
     done = {i: _finished(d, task_dict, s, c) for i, (_, _, _, d, s, c) in enumerate(plan)}
     todo = [i for i, m in done.items() if m is None]
+    if backend == "ray" and todo:
+        _ray_ready()
     out.mkdir(parents=True, exist_ok=True)
     with exclusive(out):
         jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
