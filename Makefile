@@ -19,7 +19,7 @@ VENVAC  := .venv-ac
 PYAC    := $(VENVAC)/bin/python
 STAMPAC := $(VENVAC)/.installed-stamp
 
-.PHONY: demo test docs test-slow test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
+.PHONY: demo test docs test-slow test-gpu test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,12 @@ docs: $(STAMPDOCS) browser
 
 # The suite's back-end subset on TransformerLens 4.x: 3.9 writes reference logits, activations and a
 # saved model; 4.x checks them, verifies every construction, probes, compares, saves; 3.9 loads that.
+# The CUDA path (tests/model/test_gpu.py): needs a CUDA build of torch in .venv and a GPU; says so and stops otherwise.
+test-gpu: $(STAMP)
+	@if $(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"; then \
+	  $(PY) -m pytest -q -m gpu tests/model/test_gpu.py; \
+	else echo "make test-gpu: no CUDA device here (torch.cuda.is_available() is False): nothing to run"; fi
+
 test-tl4: $(STAMP) $(STAMP4)
 	$(PY) tests/model/backend_reference.py write $(BACKEND_REF)
 	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PY4) -m pytest -q tests/model/test_backends.py

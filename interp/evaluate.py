@@ -111,7 +111,7 @@ def score_batch(model, task: dict[str, Any], shift: Shift, batch: Any) -> dict[s
     """Any kind: argmax against the targets at the batch's scored positions (a training task's batch)."""
     correct = np.zeros(batch.targets.shape, dtype=bool)
     for start, lg in logits(model, batch.tokens):
-        correct[start: start + len(lg)] = lg.argmax(-1).numpy() == batch.targets[start: start + len(lg)]
+        correct[start: start + len(lg)] = lg.argmax(-1).cpu().numpy() == batch.targets[start: start + len(lg)]
     scored = batch.score_mask
     last = np.where(scored.any(axis=1), scored.shape[1] - 1 - np.argmax(scored[:, ::-1], axis=1), -1)
     rows = np.flatnonzero(last >= 0)

@@ -38,6 +38,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (default: 1 for the commands that train or analyse small models — "
                         f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
+    p.add_argument("--device", metavar="cpu|cuda|auto",
+                   help="where models run (default cpu; auto: CUDA when present). Honoured by "
+                        f"{', '.join(sorted(ON_DEVICE))}; the other commands run on the CPU")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, causal, experiments):
@@ -50,6 +53,26 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
 #: busy core, so these default to one thread; verify and build (long single forwards: 2 threads 35%
 #: faster when idle) keep torch's choice.
 ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", "circuit", "evaluate", "align"})
+
+
+#: Commands whose every tensor follows the model's device (``--device``); the others run on the CPU.
+ON_DEVICE = frozenset({"train", "evaluate", "verify"})
+
+
+def _device(command: str, requested: str | None) -> str | None:
+    """The device a command runs on: None for the CPU default, else ``--device`` resolved (one-line refusals:
+    no CUDA, or a command that runs on the CPU only)."""
+    from interp.model.device import resolve
+
+    if requested is None:
+        return None
+    device = resolve(requested)
+    if command not in ON_DEVICE and device != "cpu":
+        if requested.strip().lower() == "auto":
+            return None
+        raise SandboxError(f"interp {command} runs on the CPU; --device {requested} is honoured by "
+                           f"{', '.join(sorted(ON_DEVICE))}")
+    return device
 
 
 def default_threads(command: str, requested: int | None) -> int | None:
@@ -86,7 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
     previous_term = _terminate_like_interrupt()
+    from interp.model.device import ENV
+
+    previous_device = os.environ.get(ENV)
     try:
+        device = _device(args.command, args.device)
+        if device is not None:
+            os.environ[ENV] = device  # inherited by a sweep's worker processes
         return handler(args)
     except Interrupted as e:
         print(f"interp: {e}", file=sys.stderr)
@@ -111,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interp: error: file-system error{where}: {e.strerror or e}", file=sys.stderr)
         return 2
     finally:
+        if previous_device is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = previous_device
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
         warnings.showwarning = previous_showwarning

@@ -64,8 +64,11 @@ def hooked_config(cfg: dict[str, Any]):
     """A ``HookedTransformerConfig`` from this project's config dict (the keys ``model.json`` stores)."""
     from transformer_lens import HookedTransformerConfig
 
+    from interp.model.device import current
+
     kw = dict(cfg)
     kw["dtype"] = _torch_dtype(kw["dtype"])
+    kw.setdefault("device", current())  # not TransformerLens's own choice (CUDA whenever present)
     return HookedTransformerConfig(**kw)
 
 
@@ -142,7 +145,9 @@ def _bridge(cfg: dict[str, Any]):
             model = model.to(dtype)
     if next(model.parameters()).dtype != dtype:
         raise ConstructionError(f"the TransformerBridge did not take dtype {cfg['dtype']}")
-    return model
+    from interp.model.device import current
+
+    return model.to(current())
 
 
 def new_model(cfg: dict[str, Any]):

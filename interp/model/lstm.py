@@ -43,5 +43,5 @@ class LSTMModel(torch.nn.Module):
     def forward(self, tokens: torch.Tensor, return_type: str = "logits") -> torch.Tensor:
         if return_type != "logits":
             raise ValueError("an LSTM returns logits only")
-        hidden, _ = self.lstm(self.embed(tokens))
+        hidden, _ = self.lstm(self.embed(tokens.to(self.embed.weight.device)))
         return self.unembed(hidden)

@@ -100,7 +100,7 @@ def predict(model, words: Any, batch_size: int | None = None, progress: bool = F
                           f"({model.cfg.n_ctx - P} symbols)")
     out = np.empty((len(tokens), tokens.shape[1] - P), dtype=np.int64)
     for start, lg in logits(model, tokens, batch_size, progress, forward):
-        out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).numpy()
+        out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).cpu().numpy()
     return out
 
 
@@ -133,4 +133,4 @@ def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) 
     names = sorted({hook_name("pattern", layer) for layer, _ in heads})
     with torch.inference_mode():
         _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=names)
-        return {(l, h): cache[hook_name("pattern", l)][:, h].double().numpy() for l, h in heads}
+        return {(l, h): cache[hook_name("pattern", l)][:, h].double().cpu().numpy() for l, h in heads}

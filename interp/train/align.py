@@ -134,8 +134,9 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
         rows = np.flatnonzero(positions == p)
         lab, sc = high.counterfactual(base[rows], source[rows], int(p), v["variable"])
         labels[rows], scored[rows] = lab, sc & answered[rows]
-    rows_t = torch.arange(batch)
-    at = torch.from_numpy(P + positions)
+    device = saved[v["hook"]].device
+    rows_t = torch.arange(batch, device=device)
+    at = torch.from_numpy(P + positions).to(device)
     d0, d1 = v["dims"]
 
     def swap(x, hook):
@@ -162,7 +163,7 @@ def _readout_loss(logits: Any, labels: np.ndarray, scored: np.ndarray, high: Any
     labels = high.readout_labels(labels)
     if high.readout is not None:
         logits = logits[..., list(high.readout)]
-    mask = torch.from_numpy(scored)
+    mask = torch.from_numpy(scored).to(logits.device)
     if not bool(mask.any()):
         return logits.sum() * 0.0
-    return torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(labels)[mask])
+    return torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(labels).to(logits.device)[mask])

@@ -49,12 +49,13 @@ def save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> No
     from interp.model.hooked import tl_state_dict
 
     # TransformerLens 3.9 names on either back end: a twin trained on the bridge loads under 3.9 too
-    tensors = {f"model.{k}": v.contiguous().clone() for k, v in tl_state_dict(model).items()}
+    # CPU copies: a run trained on one device resumes on any other
+    tensors = {f"model.{k}": v.detach().cpu().contiguous().clone() for k, v in tl_state_dict(model).items()}
     if ema is not None:
-        tensors.update({f"ema.{k}": v.detach().contiguous().clone() for k, v in ema.state.items()})
+        tensors.update({f"ema.{k}": v.detach().cpu().contiguous().clone() for k, v in ema.state.items()})
     for i, state in opt.state_dict()["state"].items():
         for name, value in state.items():
-            tensors[f"optim.{i}.{name}"] = torch.as_tensor(value).contiguous().clone()
+            tensors[f"optim.{i}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous().clone()
     meta = dict(meta, format=FORMAT, version=FORMAT_VERSION, tensors_sha256=_tensor_digest(tensors))
     atomic_write(out / CKPT_WEIGHTS, save(tensors, metadata={HEADER_KEY: json.dumps(meta)}))
     atomic_write(out / CKPT_META, json.dumps(meta, indent=1).encode())
@@ -135,7 +136,8 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
     sd["state"] = state
     opt.load_state_dict(sd)
     if ema is not None:
-        ema.state = {k[4:]: v.clone() for k, v in tensors.items() if k.startswith("ema.")}
+        where = {k: v.device for k, v in model.state_dict().items()}
+        ema.state = {k[4:]: v.clone().to(where.get(k[4:], v.device)) for k, v in tensors.items() if k.startswith("ema.")}
     if meta.get("threads", torch.get_num_threads()) != torch.get_num_threads():
         import warnings
 

@@ -40,8 +40,8 @@ def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task
                                       fwd_hooks=training_hooks(model, config, step, patterns))
     else:
         logits = model(tokens, return_type="logits")
-    mask = torch.from_numpy(batch.loss_mask)
-    loss = torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets)[mask])
+    mask = torch.from_numpy(batch.loss_mask).to(logits.device)
+    loss = torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets).to(logits.device)[mask])
     if patterns:
         from interp.train.regularise import attention_entropy
 
@@ -62,8 +62,8 @@ def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
     import torch
 
     loss, logits = _loss(model, batch)
-    targets = torch.from_numpy(batch.targets)
-    score = torch.from_numpy(batch.score_mask)
+    targets = torch.from_numpy(batch.targets).to(logits.device)
+    score = torch.from_numpy(batch.score_mask).to(logits.device)
     correct = (logits.argmax(-1) == targets)[score]
     return loss, float(correct.float().mean()) if correct.numel() else 1.0, int(correct.numel())
 

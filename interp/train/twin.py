@@ -51,8 +51,11 @@ def build_model(task, shape: ModelShape, seed: int = 0):
     if shape.arch == "lstm":
         from interp.model.lstm import LSTMConfig, LSTMModel
 
+        from interp.model.device import current
+
         return LSTMModel(LSTMConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_model=shape.d_model,
-                                    hidden=shape.hidden or 128, n_layers=shape.n_layers, n_ctx=MAX_N_CTX))
+                                    hidden=shape.hidden or 128, n_layers=shape.n_layers,
+                                    n_ctx=MAX_N_CTX)).to(current())
     from interp.model.hooked import new_model
 
     n_ctx = shape.context(task)

@@ -35,7 +35,7 @@ def verify_batches(model, dtype: str, *, samples: int = 200, exhaustive_upto: in
         checker.cross_check(batch.tokens)
     pred = np.empty(batch.targets.shape, dtype=np.int64)
     for start, lg in logits(model, batch.tokens, forward=checker.forward if checker is not None else None):
-        pred[start: start + len(lg)] = lg.argmax(-1).numpy()
+        pred[start: start + len(lg)] = lg.argmax(-1).cpu().numpy()
     ok = (pred == batch.targets) | ~batch.score_mask
     mismatches = [Mismatch(position=int(t), inputs=[card.input_tokens[x] for x in batch.tokens[b, : t + 1]],
                            expected=card.output_names[batch.targets[b, t]], predicted=card.output_names[pred[b, t]])

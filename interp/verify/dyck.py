@@ -67,7 +67,7 @@ def next_token_probabilities(model, words: Sequence[np.ndarray],
             checker.cross_check(tokens)
         forward = checker.forward if checker is not None else None
         for start, lg in logits(model, tokens, batch_size=batch_size, forward=forward):
-            probs = torch.softmax(lg.double(), dim=-1).numpy()
+            probs = torch.softmax(lg.double(), dim=-1).cpu().numpy()
             for row, i in enumerate(idx[start: start + len(lg)]):
                 results[i] = probs[row, len(io.prefix) - 1:]
     return [results[i] for i in range(len(words))]
