@@ -105,6 +105,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/aligned.py
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/step_profile.py
+	$(PY) benchmarks/populations.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
 
