@@ -56,3 +56,36 @@ def interp_run(capsys):
         return code, out, err
 
     return run
+
+
+def _checkout_status() -> set[str] | None:
+    """``git status`` of the checkout (untracked files listed one by one, ignored ones left out); None outside git."""
+    try:
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
+                           text=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(r.stdout.splitlines()) if r.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_STATUS] = _checkout_status()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that writes into the checkout (a relative path, a command run with the checkout as its working
+    directory) fails the run: such files end up committed. Ignored paths (reports/, build outputs) are allowed."""
+    before = session.config.stash.get(_STATUS, None)
+    after = _checkout_status() if before is not None else None
+    new = sorted(after - before) if after is not None else []
+    if new:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "the tests left files in the checkout: " + ", ".join(line[3:] for line in new[:10])
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        else:
+            print(message, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_STATUS = pytest.StashKey[object]()
