@@ -13,7 +13,8 @@ Three paths, chosen from the automaton (:func:`build_krohn_rhodes`):
   last block fetches the group prefix and the reset target at the last reset (BOS is a reset to
   q0), and the lookup applies Φ(g_{≤t} g_{≤r}⁻¹) to the reset target (eq. 3.2).
 * **cascade** (Definition 6, Lemma 21): an explicit :class:`interp.tasks.cascade.Cascade` of
-  permutation-reset levels. Each level is simulated as above on a one-hot input written by the
+  permutation-reset levels — given, known (the gridworlds), or, for any other solvable automaton, its
+  holonomy decomposition (:mod:`interp.tasks.holonomy_cascade`). Each level is simulated as above on a one-hot input written by the
   previous wiring block; the wiring block's MLP computes φ^{(i+1)} from the earlier levels'
   states **before** σ_t, fetched by a previous-token head (the thesis's wiring reads the states
   after σ_t, erratum E19; ``as_printed="wiring"`` rebuilds that defect as a negative control).
@@ -71,6 +72,8 @@ def build_krohn_rhodes(
         cascade = load_cascade_file(cascade)
     if cascade is None:
         cascade = known_cascade(automaton)
+    if cascade is None and _path(automaton) == "holonomy":
+        cascade = _holonomy(automaton)
     if cascade is not None:
         if not isinstance(cascade, Cascade):
             raise ConstructionError("krohn_rhodes: cascade must be a Cascade or the path of a cascade JSON file")
@@ -89,6 +92,29 @@ def build_krohn_rhodes(
                    inert="L1.s0" if "L1.s0" in c.layout.names else None)
 
 
+def _path(automaton: Semiautomaton) -> str:
+    """``group_or_reset`` where Theorem 16 / Lemma 20 apply (their constructions are smaller), else ``holonomy``
+    for a solvable automaton; a non-solvable one is refused here, in one line."""
+    try:
+        classify(automaton)
+        return "group_or_reset"
+    except ConstructionError:
+        _refuse_if_unsolvable(automaton)
+        return "holonomy"
+
+
+def _holonomy(automaton: Semiautomaton) -> "Cascade":
+    """The holonomy decomposition of ``automaton`` (:mod:`interp.tasks.holonomy_cascade`), its refusals as the
+    construction's."""
+    from interp.errors import AutomatonError
+    from interp.tasks.holonomy_cascade import holonomy_cascade
+
+    try:
+        return holonomy_cascade(automaton)
+    except AutomatonError as e:
+        raise ConstructionError(f"krohn_rhodes: {e}") from None
+
+
 def describe_path(automaton: Semiautomaton) -> str:
     """One line: which Krohn–Rhodes path ``automaton`` takes, or why it is refused."""
     from interp.tasks.cascade import known_cascade
@@ -96,6 +122,14 @@ def describe_path(automaton: Semiautomaton) -> str:
     cascade = known_cascade(automaton)
     if cascade is not None:
         return f"cascade of {len(cascade.levels)} levels ({', '.join(lv.automaton.name for lv in cascade.levels)})"
+    try:
+        if _path(automaton) == "holonomy":
+            c = _holonomy(automaton)
+            sizes = [lv.automaton.n_states for lv in c.levels]
+            return (f"holonomy cascade of {len(c.levels)} permutation-reset levels ({' × '.join(map(str, sizes))} "
+                    f"values; the holonomy decomposition)")
+    except ConstructionError as e:
+        return f"refused: {e}"
     try:
         perms, resets = _classify_or_refuse(automaton)
         plan = plan_solvable_group([automaton.transition_map(s) for s in perms], automaton.n_states, automaton.name)

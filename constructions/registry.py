@@ -126,7 +126,8 @@ REGISTRY: dict[str, Entry] = {
                  "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each", "ffl"),
     "krohn_rhodes": Entry(
         "constructions.krohn_rhodes", "build_krohn_rhodes", "Theorem 11",
-        "solvable groups, permutation-reset automata, cascades (--cascade-file), grid<n>; depth independent of T",
+        "any solvable automaton: groups, permutation-reset, cascades (--cascade-file), grid<n>, the rest by the holonomy "
+        "decomposition; depth independent of T",
         "automaton",
         {"cascade": Option(None, object, cli=False, help="a Cascade (or a cascade JSON file) to simulate"),
          "as_printed": Option("", choices=("", "wiring"),

@@ -91,12 +91,36 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "solvable": sg.is_solvable,
         "krohn_rhodes": describe_path(a),
     }
+    holonomy = _holonomy_summary(a, sg)
     if args.json:
-        print(json.dumps({**info, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))
+        print(json.dumps({**info, "holonomy": holonomy, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))
     else:
         for k, v in info.items():
             print(f"{k:15s} {v}")
+        if "refused" in holonomy:
+            print(f"{'holonomy':15s} not computed: {holonomy['refused']}")
+        else:
+            print(f"{'holonomy':15s} {holonomy['levels']} level(s), {holonomy['images']} images in "
+                  f"{holonomy['classes']} subduction classes; solvable: {holonomy['solvable']}")
+            for c in holonomy["components"]:
+                print(f"{'':15s} level {c['height']}: image {{{', '.join(map(str, c['representative']))}}} "
+                      f"({c['class_size']} equivalent), {c['tiles']} tiles, holonomy group of order {c['order']}"
+                      f"{'' if c['solvable'] else ' (NOT solvable)'}")
     return 0
+
+
+def _holonomy_summary(a, sg) -> dict:
+    """The holonomy skeleton (:mod:`interp.tasks.holonomy`) as JSON-able facts, or why it was not computed."""
+    from interp.budget import BudgetError
+    from interp.tasks.holonomy import holonomy_skeleton
+
+    try:
+        h = holonomy_skeleton(a, sg)
+        components = [{k: (len(v) if k == "tiles" else v) for k, v in c.items() if k != "group"} for c in h.components]
+        return {"levels": h.levels, "images": len(h.images), "classes": len(h.classes), "solvable": h.solvable,
+                "components": components}
+    except BudgetError as e:
+        return {"refused": str(e)}
 
 
 def _build_spec(args: argparse.Namespace):

@@ -36,6 +36,14 @@ def test_info_reports_solvability(capsys):
     assert code == 0 and data["is_group"] and data["group_order"] == 60 and not data["solvable"]
 
 
+def test_info_prints_the_holonomy_skeleton(capsys):
+    code, out, _ = run(capsys, "info", "--automaton", "A5+resets")
+    assert code == 0 and "holonomy group of order 60 (NOT solvable)" in out
+    code, out, _ = run(capsys, "info", "--automaton", "grid4", "--json")
+    h = json.loads(out)["holonomy"]
+    assert h["levels"] == 3 and [c["order"] for c in h["components"]] == [1, 1, 1] and h["solvable"]
+
+
 @pytest.mark.parametrize("construction, automaton, length", [
     ("prefix_scan", "S5", 16), ("modular_counter", "C3", 32), ("memory", "flipflop", 32),
 ])

@@ -90,9 +90,14 @@ def test_automaton_containing_a_non_solvable_group_is_refused_as_not_solvable():
         build("krohn_rhodes", a, 8)
 
 
-def test_other_semiautomata_are_refused_until_given_a_cascade():
-    with pytest.raises(ConstructionError, match="neither a group, a permutation-reset automaton nor a given cascade"):
-        build("krohn_rhodes", get_automaton("grid3x3"), 8)
+@pytest.mark.parametrize("name", ["grid3x3", "dyck1-depth2"])
+def test_other_solvable_semiautomata_go_through_their_holonomy_decomposition(name):
+    a = get_automaton(name)
+    spec = build("krohn_rhodes", a, 16)
+    assert spec.options["path"] == "cascade" and spec.options["levels"][0].startswith("h")  # holonomy levels
+    short = verify(spec, exhaustive_upto=min(6, int(math.log(4096, a.n_symbols))), samples=0)
+    assert_exact(short)
+    assert_exact(verify(build("krohn_rhodes", a, 256), exhaustive_upto=1, samples=200, seed=7))
 
 
 def test_length_beyond_verified_range_is_refused():

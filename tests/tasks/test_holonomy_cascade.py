@@ -1,0 +1,70 @@
+"""The holonomy cascade (interp.tasks.holonomy_cascade): every random semiautomaton is either decomposed into
+permutation-reset levels whose covering map is checked on every reachable product state, or refused because
+a holonomy group is not solvable — and then a maximal subgroup is not solvable either."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from interp.budget import BudgetError
+from interp.errors import AutomatonError
+from interp.tasks.automata import Semiautomaton
+from interp.tasks.catalogue import get_automaton
+from interp.tasks.holonomy import holonomy_skeleton
+from interp.tasks.holonomy_cascade import Coordinates, holonomy_cascade
+
+
+@st.composite
+def semiautomata(draw, max_states: int = 5):
+    n = draw(st.integers(1, max_states))
+    m = draw(st.integers(1, 4))
+    delta = np.array([[draw(st.integers(0, n - 1)) for _ in range(n)] for _ in range(m)])
+    return Semiautomaton("random", tuple(str(q) for q in range(n)), tuple(f"s{i}" for i in range(m)), delta, 0)
+
+
+def _is_permutation_reset(a: Semiautomaton) -> bool:
+    return all(len(set(row)) in (1, a.n_states) for row in a.delta.tolist())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(semiautomata())
+def test_random_semiautomata_are_decomposed_or_refused_for_a_reason(a):
+    try:
+        h = holonomy_skeleton(a)
+        solvable = h.semigroup.is_solvable
+    except BudgetError:
+        reject()
+    try:
+        cascade = holonomy_cascade(a, h)  # with_target checks the covering on every reachable product state
+    except AutomatonError as e:
+        if "product states" in str(e):
+            reject()
+        assert not solvable and "not solvable" in str(e)
+        return
+    assert solvable
+    assert len(cascade.levels) == h.levels and all(_is_permutation_reset(lv.automaton) for lv in cascade.levels)
+    words = np.random.default_rng(0).integers(a.n_symbols, size=(20, 12))
+    target = a.run(words)
+    for w, t in zip(words, target):  # the cascade run through its output map is the automaton
+        p = cascade.initial
+        for sigma, q in zip(w, t):
+            p = cascade.step(p, int(sigma))
+            assert cascade.output[p] == q
+
+
+@pytest.mark.parametrize("name, levels", [("flipflop", 1), ("C3+resets", 1), ("grid4", 3), ("dyck1-depth2", 3),
+                                          ("grid3x3", 4), ("memory3", 1)])
+def test_known_automata(name, levels):
+    a = get_automaton(name)
+    c = holonomy_cascade(a)
+    assert len(c.levels) == levels and c.target is a
+    co = Coordinates(holonomy_skeleton(a))
+    assert all(co.decode(co.encode(q)) == q for q in range(a.n_states))
+
+
+def test_a_non_solvable_automaton_is_refused_naming_the_group():
+    with pytest.raises(AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} has order 60 and is not solvable"):
+        holonomy_cascade(get_automaton("A5+resets"))
