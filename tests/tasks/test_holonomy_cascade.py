@@ -68,3 +68,36 @@ def test_known_automata(name, levels):
 def test_a_non_solvable_automaton_is_refused_naming_the_group():
     with pytest.raises(AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} has order 60 and is not solvable"):
         holonomy_cascade(get_automaton("A5+resets"))
+
+
+def _built_exact(a: Semiautomaton, T: int = 256) -> None:
+    from constructions.registry import build
+    from interp.verify import verify
+
+    for result in (verify(build("krohn_rhodes", a, 16), exhaustive_upto=min(5, int(np.log(2000) / np.log(max(2, a.n_symbols)))),
+                          samples=0),
+                   verify(build("krohn_rhodes", a, T), exhaustive_upto=1, samples=100, seed=3)):
+        assert result.accuracy == 1.0, (a.delta.tolist(), result.accuracy)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(semiautomata(max_states=4))
+def test_random_solvable_semiautomata_compile_to_exact_transformers(a):
+    try:
+        holonomy_skeleton(a).semigroup.is_solvable or reject()
+    except BudgetError:
+        reject()
+    _built_exact(a)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(semiautomata(max_states=6))
+def test_random_solvable_semiautomata_up_to_six_states_compile_exactly(a):
+    try:
+        h = holonomy_skeleton(a)
+        h.semigroup.is_solvable or reject()
+        holonomy_cascade(a, h)
+    except (BudgetError, AutomatonError):  # past the limits: refused in one line
+        reject()
+    _built_exact(a)
