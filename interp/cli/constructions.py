@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
@@ -22,6 +23,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("info", help="describe an automaton and its transformation semigroup")
     automaton_args(s)
     s.add_argument("--json", action="store_true", help="print JSON")
+
+    s = sub.add_parser("decompose", help="the holonomy decomposition of an automaton as a cascade JSON file",
+                       description="Writes the automaton's holonomy cascade (permutation-reset levels, their wiring "
+                                   "and the covering map, checked on every reachable product state) in the cascade "
+                                   "JSON format that `--cascade-file` reads; refuses a non-solvable automaton.")
+    automaton_args(s)
+    s.add_argument("--out", required=True, metavar="FILE.json", help="where to write the cascade")
 
     s = sub.add_parser("build", help="build a construction and save it (safetensors + JSON)")
     construction_args(s)
@@ -49,7 +57,22 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                         "model on a sample of every input set; model: TransformerLens's forward throughout")
     s.add_argument("--json", action="store_true", help="print one JSON object")
 
-    return {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify}
+    return {"list": _cmd_list, "info": _cmd_info, "build": _cmd_build, "verify": _cmd_verify,
+            "decompose": _cmd_decompose}
+
+
+def _cmd_decompose(args: argparse.Namespace) -> int:
+    from interp.files import atomic_write
+    from interp.tasks.holonomy_cascade import holonomy_cascade
+
+    a = load_automaton(args)
+    cascade = holonomy_cascade(a)  # refusals (not solvable, too large) are one line, before anything is written
+    out = Path(args.out)
+    atomic_write(out, (json.dumps(cascade.to_dict(), indent=1, ensure_ascii=False) + "\n").encode())
+    sizes = " × ".join(str(lv.automaton.n_states) for lv in cascade.levels)
+    print(f"{a.name}: {len(cascade.levels)} holonomy level(s) ({sizes} values), covering checked on "
+          f"{len(cascade.reachable())} reachable product states -> {out}")
+    return 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -263,3 +263,18 @@ def test_an_in_process_command_puts_back_what_it_changed(tmp_path, capsys):
     assert main(["train", "ffl", "--dyck", "2,4", "--out", str(tmp_path / "x")]) == 2  # a refusal, too
     assert warnings.showwarning is before_show and torch.get_num_threads() == 2
     torch.set_num_threads(before_threads)
+
+
+def test_decompose_writes_a_cascade_that_verifies_exactly(tmp_path, capsys):
+    out = tmp_path / "dyck.json"
+    code, text, _ = run(capsys, "decompose", "--automaton", "dyck1-depth2", "--out", str(out))
+    assert code == 0 and "3 holonomy level(s)" in text and json.loads(out.read_text())["levels"][0]["name"] == "h3"
+    code, text, _ = run(capsys, "verify", "krohn_rhodes", "--cascade-file", str(out), "--length", "64",
+                        "--samples", "100")
+    assert code == 0 and text.startswith("EXACT")
+
+
+def test_decompose_refuses_a_non_solvable_automaton_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "s5.json"
+    code, _, err = run(capsys, "decompose", "--automaton", "S5+resets", "--out", str(out))
+    assert code == 2 and "order 120 and is not solvable" in err and err.count("\n") == 1 and not out.exists()
