@@ -98,6 +98,7 @@ auto-circuit-board: $(STAMPAC)
 bench: $(STAMP)
 	$(PY) benchmarks/float32_limits.py
 	$(PY) benchmarks/krohn_rhodes_depth.py
+	$(PY) benchmarks/holonomy.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/sweeps.py
 	$(PY) benchmarks/circuits.py

@@ -27,7 +27,12 @@ from interp.errors import AutomatonError
 from interp.tasks.automata import Semiautomaton
 from interp.tasks.holonomy import HolonomySkeleton, Image, act, holonomy_skeleton
 
-__all__ = ["holonomy_cascade", "Coordinates"]
+__all__ = ["holonomy_cascade", "Coordinates", "MAX_REACHABLE", "MAX_WIRING"]
+
+#: chains (product states) the decomposition may reach from q0; each is stepped by every letter
+MAX_REACHABLE = 20_000
+#: (upper levels' values, letter) pairs the last level's wiring may tabulate
+MAX_WIRING = 200_000
 
 
 class Coordinates:
@@ -143,7 +148,7 @@ class Coordinates:
 def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None = None) -> Any:
     """``automaton`` as a cascade of permutation-reset levels covering it (checked on every reachable product
     state); refuses, in one line, an automaton with a holonomy group that is not solvable."""
-    from interp.tasks.cascade import MAX_PRODUCT_STATES, Cascade, CascadeLevel, with_target
+    from interp.tasks.cascade import Cascade, CascadeLevel, with_target
 
     h = skeleton or holonomy_skeleton(automaton)
     bad = [c for c in h.components if not c["solvable"]]
@@ -154,22 +159,38 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
                              "and is not solvable, so no constant-depth simulator exists here (Theorem 11)")
     co = Coordinates(h)
     sizes = [co.size[k] for k in range(co.n, 0, -1)]
-    if int(np.prod(sizes, dtype=float)) > MAX_PRODUCT_STATES:
-        raise AutomatonError(f"the holonomy cascade of {automaton.name!r} has {int(np.prod(sizes, dtype=float)):,} "
-                             f"product states (levels {sizes}); at most {MAX_PRODUCT_STATES} are tabulated")
     maps = [automaton.transition_map(s) for s in range(automaton.n_symbols)]
-    # every (levels above, letter): what each level receives, collected as that level's symbols
+    # the reachable chains, breadth-first from q0's, and what each level receives on the way
     wiring: list[dict[tuple[tuple[int, ...], int], tuple[int, ...]]] = [{} for _ in sizes]
-    for coords in itertools.product(*(range(n) for n in sizes)):
-        for si, s in enumerate(maps):
-            for level, (kind, what) in enumerate(co.step(coords, s)):
-                size = sizes[level]
-                row = tuple(what.get(v, v) for v in range(size)) if kind == "perm" else (what,) * size
-                wiring[level].setdefault((coords[:level], si), row)
-    for level, size in enumerate(sizes):  # above levels that are no chain: anything will do (never reached)
+    start = co.encode(automaton.initial)
+    seen, frontier = {start}, [start]
+    while frontier:
+        nxt = []
+        for coords in frontier:
+            for si, s in enumerate(maps):
+                new = []
+                for level, (kind, what) in enumerate(co.step(coords, s)):
+                    row = tuple(what.get(v, v) for v in range(sizes[level])) if kind == "perm" else (what,) * sizes[level]
+                    wiring[level].setdefault((coords[:level], si), row)
+                    new.append(row[coords[level]])
+                p = tuple(new)
+                if p not in seen:
+                    if len(seen) >= MAX_REACHABLE:
+                        raise AutomatonError(f"the holonomy cascade of {automaton.name!r} reaches more than "
+                                             f"{MAX_REACHABLE:,} chains (levels {sizes}); a smaller automaton")
+                    seen.add(p)
+                    nxt.append(p)
+        frontier = nxt
+    prefixes = int(np.prod(sizes[:-1], dtype=float)) * len(maps) if sizes else 0
+    if prefixes > MAX_WIRING:
+        raise AutomatonError(f"the holonomy cascade of {automaton.name!r} would tabulate {prefixes:,} wirings "
+                             f"(levels {sizes}); at most {MAX_WIRING:,}")
+    for level, size in enumerate(sizes):  # prefixes no chain reaches: the level's commonest input (no MLP unit)
+        rows = list(wiring[level].values())
+        common = max(set(rows), key=rows.count) if rows else tuple(range(size))
         for prefix in itertools.product(*(range(n) for n in sizes[:level])):
             for si in range(len(maps)):
-                wiring[level].setdefault((prefix, si), tuple(range(size)))
+                wiring[level].setdefault((prefix, si), common)
     levels = []
     for level, size in enumerate(sizes):
         rows = sorted(set(wiring[level].values()))
@@ -182,5 +203,5 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
                           f"holonomy level {k}: tiles of {len(co.blocks[k])} class(es)")
         levels.append(CascadeLevel(f"h{k}", a, {key: index[row] for key, row in wiring[level].items()}))
     cascade = Cascade(f"{automaton.name} holonomy", tuple(automaton.alphabet), tuple(levels))
-    output = {p: q for p in cascade.product_states() if (q := co.decode(p)) is not None}
+    output = {p: co.decode(p) for p in seen}
     return with_target(cascade, automaton, output, f"the holonomy cascade of {automaton.name!r}")

@@ -40,7 +40,7 @@ def test_random_semiautomata_are_decomposed_or_refused_for_a_reason(a):
     try:
         cascade = holonomy_cascade(a, h)  # with_target checks the covering on every reachable product state
     except AutomatonError as e:
-        if "product states" in str(e):
+        if "reaches more than" in str(e) or "would tabulate" in str(e):
             reject()
         assert not solvable and "not solvable" in str(e)
         return
