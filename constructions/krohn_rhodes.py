@@ -106,12 +106,13 @@ def _path(automaton: Semiautomaton) -> str:
 def _holonomy(automaton: Semiautomaton) -> "Cascade":
     """The holonomy decomposition of ``automaton`` (:mod:`interp.tasks.holonomy_cascade`), its refusals as the
     construction's."""
+    from interp.budget import BudgetError
     from interp.errors import AutomatonError
     from interp.tasks.holonomy_cascade import holonomy_cascade
 
     try:
         return holonomy_cascade(automaton)
-    except AutomatonError as e:
+    except (AutomatonError, BudgetError) as e:  # too large or not solvable: the construction does not apply
         raise ConstructionError(f"krohn_rhodes: {e}") from None
 
 
