@@ -147,7 +147,10 @@ def _bridge(cfg: dict[str, Any]):
         raise ConstructionError(f"the TransformerBridge did not take dtype {cfg['dtype']}")
     from interp.model.device import current
 
-    return model.to(current())
+    if current() != "cpu":  # the bridge's .to() announces itself on stdout, which --json output must not carry
+        with contextlib.redirect_stdout(io.StringIO()):
+            model = model.to(current())
+    return model
 
 
 def new_model(cfg: dict[str, Any]):
