@@ -66,7 +66,7 @@ def _cmd_decompose(args: argparse.Namespace) -> int:
     from interp.tasks.holonomy_cascade import holonomy_cascade
 
     a = load_automaton(args)
-    cascade = holonomy_cascade(a)  # refusals (not solvable, too large) are one line, before anything is written
+    cascade = holonomy_cascade(a, progress=sys.stderr.isatty())  # refusals are one line, before anything is written
     out = Path(args.out)
     atomic_write(out, (json.dumps(cascade.to_dict(), indent=1, ensure_ascii=False) + "\n").encode())
     sizes = " × ".join(str(lv.automaton.n_states) for lv in cascade.levels)

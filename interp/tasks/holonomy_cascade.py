@@ -145,9 +145,11 @@ class Coordinates:
         return out
 
 
-def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None = None) -> Any:
+def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None = None,
+                     progress: bool = False) -> Any:
     """``automaton`` as a cascade of permutation-reset levels covering it (checked on every reachable product
-    state); refuses, in one line, an automaton with a holonomy group that is not solvable."""
+    state); refuses, in one line, an automaton with a holonomy group that is not solvable. ``progress``: a tqdm
+    bar over the chains reached (shown only when the enumeration takes more than a second)."""
     from interp.tasks.cascade import Cascade, CascadeLevel, with_target
 
     h = skeleton or holonomy_skeleton(automaton)
@@ -164,7 +166,11 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     wiring: list[dict[tuple[tuple[int, ...], int], tuple[int, ...]]] = [{} for _ in sizes]
     start = co.encode(automaton.initial)
     seen, frontier = {start}, [start]
+    from tqdm import tqdm
+
+    bar = tqdm(total=None, unit="chain", desc=f"decomposing {automaton.name}", disable=not progress, delay=1.0)
     while frontier:
+        bar.update(len(frontier))
         nxt = []
         for coords in frontier:
             for si, s in enumerate(maps):
@@ -181,6 +187,7 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
                     seen.add(p)
                     nxt.append(p)
         frontier = nxt
+    bar.close()
     prefixes = int(np.prod(sizes[:-1], dtype=float)) * len(maps) if sizes else 0
     if prefixes > MAX_WIRING:
         raise AutomatonError(f"the holonomy cascade of {automaton.name!r} would tabulate {prefixes:,} wirings "
