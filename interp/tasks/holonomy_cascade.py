@@ -118,8 +118,7 @@ class Coordinates:
             if not (len(b) > 1 and self.h.heights[b] == k):
                 out.append(("reset", 0))
             elif a_here and act(a, s) == b:
-                rep = self.rep[b]
-                back = {y: x for x, y in tau_b.items()}
+                rep, back = self.rep[b], {y: x for x, y in tau_b.items()}
                 g = {x: back[s[tau_a[x]]] for x in rep}  # τ_A · s · τ_B⁻¹ on the representative
                 tiles = self.h.tiles(rep)
                 index = {t: i for i, t in enumerate(tiles)}
@@ -131,8 +130,7 @@ class Coordinates:
                     return out
                 b, tau_b = self.descend(b, tau_b, new)
             else:
-                rep = self.rep[b]
-                back = {y: x for x, y in tau_b.items()}
+                rep, back = self.rep[b], {y: x for x, y in tau_b.items()}
                 inside = frozenset(back[y] for y in act(a, s))
                 i = next(i for i, t in enumerate(self.h.tiles(rep)) if inside <= t)
                 out.append(("reset", self.offset[rep] + i))
@@ -205,7 +203,7 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
         names = [f"m{i}" for i in range(len(rows))]
         delta = np.array(rows, dtype=np.int64)
         k = co.n - level
-        init = co.encode(automaton.initial)[level]
+        init = start[level]
         a = Semiautomaton(f"holonomy level {k}", tuple(str(v) for v in range(size)), tuple(names), delta, init,
                           f"holonomy level {k}: tiles of {len(co.blocks[k])} class(es)")
         levels.append(CascadeLevel(f"h{k}", a, {key: index[row] for key, row in wiring[level].items()}))

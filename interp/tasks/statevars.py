@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from interp.tasks.gridworld import grid_axes, start_moves, window_states
+
 __all__ = ["LevelVariables", "WindowVariables", "GridVariables", "MAX_WINDOW_VALUES", "state_variables"]
 
 #: window maps are classes |Q|^|Q| (for probes); beyond this they are not offered
@@ -147,20 +149,22 @@ class GridVariables:
 
     def __init__(self, automaton: Any, axis: Any) -> None:
         self.automaton, self.axis = automaton, axis
-        self.start = np.cumsum([0] + [int(m) for m in _start(axis)])[1:]  # z during Algorithm 1's start
+        self.start = np.cumsum([0] + [int(m) for m in start_moves(axis)])[1:]  # z during Algorithm 1's start
 
     def z(self, words: np.ndarray) -> np.ndarray:
         z0 = self.start[-1] if len(self.start) else 0
         return z0 + np.cumsum(np.asarray(self.axis.step)[words], axis=1)
 
+    def visits(self) -> dict[int, int]:
+        """The latest visit time of each value of z during Algorithm 1's start (times before 0)."""
+        return {int(v): i - len(self.start) for i, v in enumerate(self.start)}
+
     def walk(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Algorithm 1 along each row of ``z``: (states, boundaries lo = z − state) ``[n, T]``."""
-        from interp.tasks.gridworld import window_states
-
         n, T = z.shape
         states = np.empty((n, T), dtype=np.int64)
         for r in range(n):
-            latest = {int(v): i - len(self.start) for i, v in enumerate(self.start)}
+            latest = self.visits()
             for t in range(T):
                 latest[int(z[r, t])] = t
                 states[r, t] = window_states(z[r, t], latest, self.axis.S)
@@ -174,8 +178,6 @@ class GridVariables:
 
     def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
                        mode: str) -> tuple[np.ndarray, np.ndarray]:
-        from interp.tasks.gridworld import window_states
-
         z, zs = self.z(base), self.z(source)
         states, lo = self.walk(z)
         labels = states.copy()
@@ -193,7 +195,7 @@ class GridVariables:
             z2[:, position] = zs[:, position]
         last = base.shape[1] if mode == "recurrent" else position + 1
         for r in range(len(base)):
-            latest = {int(v): i - len(self.start) for i, v in enumerate(self.start)}
+            latest = self.visits()
             for t in range(last):
                 latest[int(z2[r, t])] = t
                 if t >= position:
@@ -202,17 +204,10 @@ class GridVariables:
         return labels, scored & _scored(labels)
 
 
-def _start(axis: Any) -> list[int]:
-    from interp.tasks.gridworld import start_moves
-
-    return start_moves(axis)
-
-
 def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
     """The families of variables ``automaton`` has beside its state (``cascade``: the one a model was built from;
     otherwise the automaton's known cascade, if any)."""
     from interp.tasks.cascade import known_cascade
-    from interp.tasks.gridworld import grid_axes
 
     out: list[Any] = []
     cascade = cascade if cascade is not None else known_cascade(automaton)

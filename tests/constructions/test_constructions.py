@@ -15,6 +15,7 @@ from interp.errors import ConstructionError, LengthError
 from interp.verify import verify
 from interp.model.run import attention_patterns
 from interp.model.hooked import to_hooked
+from strategies import semiautomata
 
 
 def assert_exact(result):
@@ -147,24 +148,15 @@ def test_prefix_scan_refuses_bad_lengths_and_options():
         verify(spec, length=17)
 
 
-@st.composite
-def random_automata(draw, max_states=5, max_symbols=4):
-    n = draw(st.integers(1, max_states))
-    m = draw(st.integers(1, max_symbols))
-    delta = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=n, max_size=n), min_size=m, max_size=m))
-    q0 = draw(st.integers(0, n - 1))
-    return Semiautomaton("random", tuple(f"s{i}" for i in range(n)), tuple(f"a{i}" for i in range(m)), np.array(delta), q0)
-
-
 @settings(max_examples=25)
-@given(random_automata(), st.integers(1, 9))
+@given(semiautomata(any_initial=True), st.integers(1, 9))
 def test_prefix_scan_exact_on_random_automata_short(a, T):
     K = min(T, 6 if a.n_symbols <= 3 else 5)
     assert_exact(verify(build("prefix_scan", a, T), exhaustive_upto=K, samples=20, seed=T))
 
 
 @settings(max_examples=8)
-@given(random_automata(), st.sampled_from([64, 100, 200]))
+@given(semiautomata(any_initial=True), st.sampled_from([64, 100, 200]))
 def test_prefix_scan_exact_on_random_automata_long(a, T):
     assert_exact(verify(build("prefix_scan", a, T), samples=32, seed=T))
 

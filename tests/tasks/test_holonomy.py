@@ -8,20 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
-from hypothesis import strategies as st
 
 from interp.budget import BudgetError
 from interp.tasks.automata import Semiautomaton
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.holonomy import act, holonomy_skeleton
-
-
-@st.composite
-def semiautomata(draw, max_states: int = 5):
-    n = draw(st.integers(1, max_states))
-    m = draw(st.integers(1, 4))
-    delta = np.array([[draw(st.integers(0, n - 1)) for _ in range(n)] for _ in range(m)])
-    return Semiautomaton("random", tuple(str(q) for q in range(n)), tuple(f"s{i}" for i in range(m)), delta, 0)
+from strategies import semiautomata
 
 
 def _check(a: Semiautomaton) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
-from hypothesis import strategies as st
 
 from interp.budget import BudgetError
 from interp.errors import AutomatonError
@@ -15,14 +14,7 @@ from interp.tasks.automata import Semiautomaton
 from interp.tasks.catalogue import get_automaton
 from interp.tasks.holonomy import holonomy_skeleton
 from interp.tasks.holonomy_cascade import Coordinates, holonomy_cascade
-
-
-@st.composite
-def semiautomata(draw, max_states: int = 5):
-    n = draw(st.integers(1, max_states))
-    m = draw(st.integers(1, 4))
-    delta = np.array([[draw(st.integers(0, n - 1)) for _ in range(n)] for _ in range(m)])
-    return Semiautomaton("random", tuple(str(q) for q in range(n)), tuple(f"s{i}" for i in range(m)), delta, 0)
+from strategies import semiautomata
 
 
 def _is_permutation_reset(a: Semiautomaton) -> bool:

@@ -4,7 +4,6 @@ after a checkpoint, and leaves --out exactly as the local pool does."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from interp.tasks.dyck import Dyck
 from interp.train import ModelShape, TrainConfig, train
 from interp.train.remote import pack, unpack
 from interp.train.sweep import run_sweep
+from run_checks import assert_same_run
 
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
 FEW = TrainConfig(steps=24, batch=4, eval_every=6, eval_size=16, warmup=2)
@@ -48,12 +48,8 @@ def _stopped_run(out: Path, config: TrainConfig) -> None:
 
 
 def _same_run(a: Path, b: Path) -> None:
-    x, y = load_file(a / "checkpoint.safetensors"), load_file(b / "checkpoint.safetensors")
-    assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    assert_same_run(a, b)
     assert load_file(a / "model.safetensors").keys() == load_file(b / "model.safetensors").keys()
-    ha, hb = (json.loads((d / "metrics.json").read_text())["history"] for d in (a, b))
-    assert [{k: v for k, v in h.items() if k != "wall_seconds"} for h in ha] == \
-           [{k: v for k, v in h.items() if k != "wall_seconds"} for h in hb]
 
 
 def test_pack_and_unpack_round_trip_and_stay_inside(tmp_path):
@@ -116,7 +112,7 @@ def test_a_sweep_on_a_node_that_cannot_see_out_resumes_and_matches_the_local_poo
     _stopped_run(out / "seed_0", replace(FEW, seed=0))  # stopped part-way: the remote run must resume it
     assert ray.get(ray.remote(num_cpus=1)(os.path.exists).remote(str(out))) is False  # the node sees nothing
     summary = run_sweep(TASK, TINY, FEW, out, [0, 1], backend="ray", progress=False)
-    local = run_sweep(TASK, TINY, FEW, tmp_path / "local", [0, 1], workers=1, progress=False)
+    run_sweep(TASK, TINY, FEW, tmp_path / "local", [0, 1], workers=1, progress=False)
     assert summary["trained_now"] == 2 and [r["steps"] for r in summary["runs"]] == [24, 24]
     for s in (0, 1):
         _same_run(out / f"seed_{s}", tmp_path / "local" / f"seed_{s}")

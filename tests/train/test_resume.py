@@ -12,27 +12,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from interp.tasks.batches import AutomatonTask
 from interp.tasks.catalogue import get_automaton
 from interp.train import ModelShape, TrainConfig, train
+from run_checks import assert_same_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 600
 ARGV = [sys.executable, "-m", "interp", "train", "automaton", "--automaton", "parity", "-T", "8", "--layers", "1",
         "--d-model", "16", "--heads", "2", "--steps", str(STEPS), "--batch", "8", "--eval-every", "50",
         "--eval-size", "64", "--seeds", "3", "--target", "none"]
-
-
-def _same_run(a: Path, b: Path) -> None:
-    x, y = load_file(a / "checkpoint.safetensors"), load_file(b / "checkpoint.safetensors")
-    assert x.keys() == y.keys()
-    differ = [k for k in x if not torch.equal(x[k], y[k])]
-    assert not differ, f"{len(differ)} tensors differ, e.g. {differ[:3]}"
-    ha, hb = (json.loads((d / "metrics.json").read_text())["history"] for d in (a, b))
-    assert [{k: v for k, v in h.items() if k != "wall_seconds"} for h in ha] == \
-           [{k: v for k, v in h.items() if k != "wall_seconds"} for h in hb]
 
 
 def _stop_with(sig: signal.Signals, out: Path, after_step: int, resume: bool) -> int:
@@ -76,7 +66,7 @@ def test_a_run_stopped_by_sigint_sigterm_and_sigkill_resumes_to_the_same_bits(tm
     assert r.returncode == 0, r.stderr
     assert not list(out.glob(".*.tmp")), "a write cut short by SIGKILL was not cleaned up on resume"
     assert whole.wait(timeout=120) == 0, whole.stderr.read()
-    _same_run(tmp_path / "whole", out)
+    assert_same_run(tmp_path / "whole", out)
 
 
 def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeypatch):
@@ -105,7 +95,7 @@ def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeyp
     torn.write_bytes(b"half a file")
     train(task, shape, config, tmp_path / "cut", resume=True, progress=False)
     assert not torn.exists()
-    _same_run(tmp_path / "full", tmp_path / "cut")
+    assert_same_run(tmp_path / "full", tmp_path / "cut")
 
 
 def test_resuming_with_another_thread_count_warns(tmp_path):
@@ -146,4 +136,4 @@ def test_a_version_1_checkpoint_still_loads_and_resumes(tmp_path):
     assert load_trained(tmp_path / "v1").card.construction == "trained"
     assert train(task, shape, config, tmp_path / "v1", resume=True, progress=False)["steps"] == 20
     train(task, shape, config, tmp_path / "whole", progress=False)
-    _same_run(tmp_path / "whole", tmp_path / "v1")
+    assert_same_run(tmp_path / "whole", tmp_path / "v1")
