@@ -20,11 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-
 from constructions.krohn_rhodes import build_krohn_rhodes  # noqa: E402
 from constructions.prefix_scan import build_prefix_scan  # noqa: E402
 from interp.files import atomic_write  # noqa: E402
+from interp.model.hooked import parameter_count  # noqa: E402
 from interp.tasks.automata import parse_automaton_json  # noqa: E402
 from interp.tasks.cascade import load_cascade_file  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
@@ -44,12 +43,6 @@ def examples() -> list:
     return out
 
 
-def params(spec) -> int:
-    from interp.model.hooked import state_dict_arrays
-
-    return int(sum(np.asarray(v).size for v in state_dict_arrays(spec).values()))
-
-
 def main() -> None:
     rows = []
     for a in examples():
@@ -63,9 +56,9 @@ def main() -> None:
             scan = build_prefix_scan(a, T)
             row[f"blocks_{T}"] = len(spec.blocks)
             row[f"attention_{T}"] = sum(1 for b in spec.blocks if b.heads)
-            row[f"params_{T}"] = params(spec)
+            row[f"params_{T}"] = parameter_count(spec)
             row[f"scan_blocks_{T}"] = len(scan.blocks)
-            row[f"scan_params_{T}"] = params(scan)
+            row[f"scan_params_{T}"] = parameter_count(scan)
             if T == 1024:
                 upto = max(1, min(8, int(math.log(2000) / math.log(max(2, a.n_symbols)))))
                 r = verify(spec, exhaustive_upto=upto, samples=200, seed=0)

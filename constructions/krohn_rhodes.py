@@ -152,12 +152,12 @@ def _classify_or_refuse(automaton: Semiautomaton) -> tuple[list[int], dict[int, 
 
 def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:
     """Definition 8: a semiautomaton containing a non-solvable group has no constant-depth simulator here."""
-    from interp.tasks.groups import transformation_semigroup
+    from interp.tasks.groups import group_name, transformation_semigroup
 
     bad = [g for g in transformation_semigroup(automaton).maximal_subgroups if not g.is_solvable]
     if bad:
-        order = max(int(g.order()) for g in bad)
+        g = max(bad, key=lambda g: int(g.order()))
         raise ConstructionError(
-            f"{automaton.name!r} is not solvable: its transformation semigroup contains a non-solvable group "
-            f"(order {order}), so Theorem 11's constant-depth construction does not apply; use prefix_scan "
+            f"{automaton.name!r} is not solvable: its transformation semigroup contains the group {group_name(g)} "
+            f"(order {int(g.order())}), so Theorem 11's constant-depth construction does not apply; use prefix_scan "
             f"(Theorem 10, depth ⌈log2 T⌉) instead")

@@ -214,6 +214,8 @@ def plan_solvable_group(generators: Sequence[Map], degree: int, name: str = "the
     """
     from sympy.combinatorics import Permutation, PermutationGroup
 
+    from interp.tasks.groups import perfect_core_name
+
     identity = tuple(range(degree))
     gens = [tuple(int(x) for x in g) for g in generators if tuple(g) != identity]
     group = PermutationGroup([Permutation(list(g)) for g in gens] or [Permutation(degree - 1)])
@@ -223,8 +225,8 @@ def plan_solvable_group(generators: Sequence[Map], degree: int, name: str = "the
     series = group.derived_series()
     if not series[-1].is_trivial:
         raise ConstructionError(
-            f"{name} (order {order}) is not solvable: its derived series stops at a perfect subgroup of order "
-            f"{int(series[-1].order())}, so Theorem 11's constant-depth construction does not apply; "
+            f"{name} (order {order}) is not solvable: its derived series stops at {perfect_core_name(group)} "
+            f"(order {int(series[-1].order())}), so Theorem 11's constant-depth construction does not apply; "
             f"use prefix_scan (Theorem 10, depth ⌈log2 T⌉) instead"
         )
     # sympy's derived subgroups come with randomly chosen generators (randomised Schreier–Sims), so

@@ -40,10 +40,10 @@ def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascad
     # Constructions check for themselves (ffl needs no automaton); `info` always needs one.
     g = p.add_mutually_exclusive_group(required=not cascade)
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
-    g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (see README)")
+    g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (format: docs/automata.md)")
     if cascade:
         g.add_argument("--cascade-file", metavar="PATH",
-                       help="krohn_rhodes: a cascade JSON file (see README), simulated instead of an automaton")
+                       help="krohn_rhodes: a cascade JSON file (format: docs/constructions.md), simulated instead of an automaton")
         g.add_argument("--dyck", metavar="K,D", help="dyck: the language Dyck_{K,D} (K bracket types, depth ≤ D)")
     if saved_model:
         g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")

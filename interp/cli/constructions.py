@@ -115,11 +115,18 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "krohn_rhodes": describe_path(a),
     }
     holonomy = _holonomy_summary(a, sg)
+    sizes = _construction_sizes(a)
     if args.json:
-        print(json.dumps({**info, "holonomy": holonomy, "automaton": a.to_dict()}, indent=2, ensure_ascii=False))
+        print(json.dumps({**info, "holonomy": holonomy, "sizes": sizes, "automaton": a.to_dict()}, indent=2,
+                         ensure_ascii=False))
     else:
         for k, v in info.items():
             print(f"{k:15s} {v}")
+            if k == "krohn_rhodes":  # the depth and size it will have, and the prefix scan's beside it
+                for name, by_length in sizes.items():
+                    for T, z in by_length.items():
+                        print(f"{'':15s} {name} at T={T}: {z['blocks']} block(s) ({z['attention']} with attention), "
+                              f"d_model {z['d_model']}, {z['parameters']:,} parameters")
         if "refused" in holonomy:
             print(f"{'holonomy':15s} not computed: {holonomy['refused']}")
         else:
@@ -127,9 +134,30 @@ def _cmd_info(args: argparse.Namespace) -> int:
                   f"{holonomy['classes']} subduction classes; solvable: {holonomy['solvable']}")
             for c in holonomy["components"]:
                 print(f"{'':15s} level {c['height']}: image {{{', '.join(map(str, c['representative']))}}} "
-                      f"({c['class_size']} equivalent), {c['tiles']} tiles, holonomy group of order {c['order']}"
+                      f"({c['class_size']} equivalent), {c['tiles']} tiles, holonomy group {c['name']} (order {c['order']})"
                       f"{'' if c['solvable'] else ' (NOT solvable)'}")
     return 0
+
+
+def _construction_sizes(a, lengths: tuple[int, ...] = (64, 1024)) -> dict[str, dict[int, dict[str, int]]]:
+    """The depth and size the ``krohn_rhodes`` construction (the path :func:`describe_path` names) and the prefix
+    scan will have at each length: built as weights, not as a model (a few hundred ms); {} where refused."""
+    from constructions.krohn_rhodes import build_krohn_rhodes
+    from constructions.prefix_scan import build_prefix_scan
+    from interp.model.hooked import parameter_count
+
+    out: dict[str, dict[int, dict[str, int]]] = {}
+    for name, build in (("krohn_rhodes", build_krohn_rhodes), ("prefix_scan", build_prefix_scan)):
+        out[name] = {}
+        for T in lengths:
+            try:
+                spec = build(a, T)
+            except SandboxError:  # refused (not solvable, too large): the other lines say why
+                out[name] = {}
+                break
+            out[name][T] = {"blocks": len(spec.blocks), "attention": sum(1 for b in spec.blocks if b.heads),
+                            "d_model": spec.d_model, "parameters": parameter_count(spec)}
+    return out
 
 
 def _holonomy_summary(a, sg) -> dict:

@@ -72,6 +72,11 @@ def hooked_config(cfg: dict[str, Any]):
     return HookedTransformerConfig(**kw)
 
 
+def parameter_count(spec: ConstructionSpec) -> int:
+    """How many numbers the exported model holds (its TransformerLens state dict, heads and MLPs padded)."""
+    return int(sum(np.asarray(v).size for v in state_dict_arrays(spec).values()))
+
+
 def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> dict[str, np.ndarray]:
     """The spec's weights under TransformerLens 3.9 state-dict names, padded to common sizes."""
     spec.check_size()  # before the first dense matrix

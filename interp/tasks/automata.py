@@ -278,7 +278,7 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
-    """Parse the JSON automaton format (see README) with clear errors for every defect."""
+    """Parse the JSON automaton format (docs/automata.md) with clear errors for every defect."""
     try:
         data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
     except json.JSONDecodeError as e:

@@ -7,7 +7,7 @@ The cascade's state is the tuple of level states. Optionally a cascade *simulate
 automaton through an output map h (product state → target state) with
 h(δ_cascade(p, σ)) = δ_target(h(p), σ) on every reachable p; loading checks this.
 
-JSON format (see README)::
+JSON format (docs/constructions.md)::
 
     {"name": "...", "alphabet": ["L", "R"],
      "levels": [

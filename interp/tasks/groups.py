@@ -15,13 +15,15 @@ Convention: a map is a tuple ``f`` with ``f[q]`` the image of q; ``compose(f, g)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 from interp.tasks.automata import Semiautomaton
 from interp.errors import AutomatonError
 
-__all__ = ["TransformationSemigroup", "transformation_semigroup", "compose", "cycle_notation"]
+__all__ = ["TransformationSemigroup", "transformation_semigroup", "compose", "cycle_notation", "group_name",
+           "perfect_core_name"]
 
 Map = tuple[int, ...]
 
@@ -137,3 +139,50 @@ def cycle_notation(g: tuple[int, ...] | list[int]) -> str:
             q = g[q]
         cycles.append("(" + " ".join(map(str, cycle)) + ")")
     return "".join(cycles) or "e"
+
+
+#: Perfect groups named by their order, for the orders where the order alone names one (each of these orders
+#: has exactly one perfect group, a simple one).
+PERFECT_BY_ORDER = {60: "A5", 168: "PSL(2,7)", 360: "A6", 504: "PSL(2,8)", 660: "PSL(2,11)", 1092: "PSL(2,13)"}
+
+
+def group_name(group) -> str:
+    """A name for a sympy permutation group: ``trivial``, ``C<n>``, ``S<k>`` or ``A<k>`` (on the k points it
+    moves, in one orbit), else ``order N``. A group that is not solvable also names what stops it: the last
+    term of its derived series, a perfect group (``order 120, not solvable: contains A5``)."""
+    order = int(group.order())
+    if order == 1:
+        return "trivial"
+    if group.is_cyclic:
+        return f"C{order}"
+    named = _symmetric_or_alternating(group)
+    if named:
+        return named
+    if group.is_solvable:
+        return f"order {order}"
+    core = perfect_core_name(group)
+    if order in PERFECT_BY_ORDER and core == PERFECT_BY_ORDER[order]:
+        return core  # the group is its own perfect core
+    return f"order {order}, not solvable: contains {core}"
+
+
+def perfect_core_name(group) -> str:
+    """The name of the last term of ``group``'s derived series (``trivial`` exactly when it is solvable)."""
+    core = group.derived_series()[-1]
+    n = int(core.order())
+    if n == 1:
+        return "trivial"
+    return _symmetric_or_alternating(core) or PERFECT_BY_ORDER.get(n, f"a perfect group of order {n}")
+
+
+def _symmetric_or_alternating(group) -> str | None:
+    """``S<k>`` / ``A<k>`` when ``group`` is the full symmetric / alternating group on the k points it moves."""
+    moved = sorted({x for g in group.generators for x in g.support()})
+    k, order = len(moved), int(group.order())
+    if k < 2 or len(group.orbit(moved[0])) != k:
+        return None
+    if order == math.factorial(k):
+        return f"S{k}"
+    if k > 2 and 2 * order == math.factorial(k) and all(g.is_even for g in group.generators):
+        return f"A{k}"
+    return None

@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from interp.tasks.automata import Semiautomaton
-from interp.tasks.groups import Map, TransformationSemigroup, transformation_semigroup
+from interp.tasks.groups import Map, TransformationSemigroup, group_name, transformation_semigroup
 
 __all__ = ["HolonomySkeleton", "holonomy_skeleton", "act"]
 
@@ -135,7 +135,7 @@ class HolonomySkeleton:
             group = PermutationGroup([Permutation(list(g)) for g in perms])
             out.append({"representative": tuple(sorted(rep)), "class_size": len(c), "height": self.heights[rep],
                         "tiles": [tuple(sorted(t)) for t in self.tiles(rep)], "order": int(group.order()),
-                        "solvable": bool(group.is_solvable), "group": group})
+                        "name": group_name(group), "solvable": bool(group.is_solvable), "group": group})
         return sorted(out, key=lambda d: (-d["height"], d["representative"]))
 
     @property

@@ -155,8 +155,8 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     if bad:
         c = bad[0]
         raise AutomatonError(f"{automaton.name!r} is not solvable: the holonomy group of the image "
-                             f"{{{', '.join(automaton.states[q] for q in c['representative'])}}} has order {c['order']} "
-                             "and is not solvable, so no constant-depth simulator exists here (Theorem 11)")
+                             f"{{{', '.join(automaton.states[q] for q in c['representative'])}}} is {c['name']} "
+                             f"(order {c['order']}), not solvable, so no constant-depth simulator exists here (Theorem 11)")
     co = Coordinates(h)
     sizes = [co.size[k] for k in range(co.n, 0, -1)]
     maps = [automaton.transition_map(s) for s in range(automaton.n_symbols)]

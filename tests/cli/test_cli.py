@@ -38,10 +38,27 @@ def test_info_reports_solvability(capsys):
 
 def test_info_prints_the_holonomy_skeleton(capsys):
     code, out, _ = run(capsys, "info", "--automaton", "A5+resets")
-    assert code == 0 and "holonomy group of order 60 (NOT solvable)" in out
+    assert code == 0 and "holonomy group A5 (order 60) (NOT solvable)" in out
     code, out, _ = run(capsys, "info", "--automaton", "grid4", "--json")
     h = json.loads(out)["holonomy"]
     assert h["levels"] == 3 and [c["order"] for c in h["components"]] == [1, 1, 1] and h["solvable"]
+    assert [c["name"] for c in h["components"]] == ["trivial"] * 3
+
+
+def test_info_prints_the_depth_and_size_before_building(capsys):
+    """The krohn_rhodes path's depth does not grow with T; the prefix scan's does; both match what is built."""
+    from constructions.krohn_rhodes import build_krohn_rhodes
+    from interp.tasks.catalogue import get_automaton
+
+    code, out, _ = run(capsys, "info", "--automaton", "dyck1-depth2", "--json")
+    sizes = json.loads(out)["sizes"]
+    kr, scan = sizes["krohn_rhodes"], sizes["prefix_scan"]
+    assert code == 0 and kr["64"]["blocks"] == kr["1024"]["blocks"] == len(build_krohn_rhodes(
+        get_automaton("dyck1-depth2"), 1024).blocks)
+    assert (scan["64"]["attention"], scan["1024"]["attention"]) == (6, 10)
+    assert kr["1024"]["parameters"] > kr["64"]["parameters"]  # the position table grows
+    code, out, _ = run(capsys, "info", "--automaton", "A5+resets")
+    assert code == 0 and "krohn_rhodes at" not in out and "prefix_scan at T=1024: 20 block(s)" in out
 
 
 @pytest.mark.parametrize("construction, automaton, length", [
@@ -277,4 +294,4 @@ def test_decompose_writes_a_cascade_that_verifies_exactly(tmp_path, capsys):
 def test_decompose_refuses_a_non_solvable_automaton_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "s5.json"
     code, _, err = run(capsys, "decompose", "--automaton", "S5+resets", "--out", str(out))
-    assert code == 2 and "order 120 and is not solvable" in err and err.count("\n") == 1 and not out.exists()
+    assert code == 2 and "is S5 (order 120), not solvable" in err and err.count("\n") == 1 and not out.exists()

@@ -272,3 +272,22 @@ def test_describe_path_names_the_path_or_the_refusal():
     assert describe_path(get_automaton("S5")).startswith("refused:") and "not solvable" in describe_path(get_automaton("S5"))
     assert "permutation-reset" in describe_path(get_automaton("C3+resets"))
     assert describe_path(get_automaton("grid4")).startswith("cascade of 3 levels")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["flipflop", *(f"grid{n}" for n in range(3, 10)), "dyck2-depth3",
+                                  "car_on_a_circle.json", "C3+resets", "toy"])
+def test_the_issues_known_cases_through_the_holonomy_cascade_are_exact_at_1024(name):
+    """Built through the holonomy decomposition even where a smaller path exists: exact at T = 1024 in float32,
+    the same depth at T = 64 and T = 1024 (the table in docs/automata.md; ``make bench`` prints it)."""
+    from interp.tasks.automata import parse_automaton_json
+    from interp.tasks.holonomy_cascade import holonomy_cascade
+
+    a = parse_automaton_json('{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
+                             '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}') if name == "toy" \
+        else _target(name)[0]
+    cascade = holonomy_cascade(a)
+    short, long = (build("krohn_rhodes", a, T, cascade=cascade) for T in (64, 1024))
+    assert (short.n_layers, short.attention_layers) == (long.n_layers, long.attention_layers)
+    assert_exact(verify(long, exhaustive_upto=max(1, min(8, int(math.log(2000, max(2, a.n_symbols))))),
+                        samples=200, seed=5))

@@ -7,7 +7,7 @@ from sympy.combinatorics import Permutation, PermutationGroup
 
 from interp.tasks.automata import Semiautomaton, parse_automaton_json
 from interp.tasks.catalogue import get_automaton
-from interp.tasks.groups import transformation_semigroup
+from interp.tasks.groups import group_name, perfect_core_name, transformation_semigroup
 
 
 @pytest.mark.parametrize("name, size, is_group, solvable", [
@@ -55,3 +55,35 @@ def test_closure_of_permutations_has_the_group_order(perms):
     group = PermutationGroup([Permutation(p) for p in perms])
     assert sg.is_group and sg.size == group.order()
     assert sg.is_solvable == group.is_solvable
+
+
+def _group(*perms: list[int]) -> PermutationGroup:
+    return PermutationGroup([Permutation(p) for p in perms])
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: _group([0, 1, 2]), "trivial"),
+    (lambda: _group([1, 2, 3, 4, 0]), "C5"),
+    (lambda: _group([0, 2, 1, 3]), "C2"),  # on the two points it moves
+    (lambda: _group([1, 2, 0], [1, 0, 2]), "S3"),
+    (lambda: _group([1, 2, 0, 3], [1, 0, 3, 2]), "A4"),
+    (lambda: _group([1, 2, 3, 0], [3, 2, 1, 0]), "order 8"),  # D4
+    (lambda: _group([1, 2, 3, 4, 0], [1, 0, 2, 3, 4]), "S5"),
+    (lambda: _group([1, 2, 3, 4, 0], [1, 2, 0, 3, 4]), "A5"),
+    (lambda: _group([1, 2, 3, 4, 5, 0], [1, 0, 2, 3, 4, 5]), "S6"),
+    # A5 × C2 (an A5 on 0..4 beside a swap of 5 and 6): not S_k or A_k, named by what it contains
+    (lambda: _group([1, 2, 3, 4, 0, 5, 6], [1, 2, 0, 3, 4, 5, 6], [0, 1, 2, 3, 4, 6, 5]),
+     "order 120, not solvable: contains A5"),
+    # PSL(2,7) on the 7 points of the Fano plane: perfect, named by its order
+    (lambda: _group([1, 2, 3, 4, 5, 6, 0], [0, 2, 1, 6, 4, 5, 3]), "PSL(2,7)"),
+    (lambda: _group([1, 2, 3, 4, 5, 6, 0], [0, 2, 1, 3, 5, 4, 6]), "A7"),
+])
+def test_group_names(make, name):
+    assert group_name(make()) == name
+
+
+def test_the_perfect_core_is_trivial_exactly_for_solvable_groups():
+    s4 = _group([1, 2, 3, 0], [1, 0, 2, 3])
+    assert perfect_core_name(s4) == "trivial" and s4.is_solvable
+    a5 = _group([1, 2, 3, 4, 0], [1, 2, 0, 3, 4])
+    assert perfect_core_name(a5) == "A5" and perfect_core_name(_group([1, 2, 3, 4, 0], [1, 0, 2, 3, 4])) == "A5"

@@ -58,7 +58,7 @@ def test_known_automata(name, levels):
 
 
 def test_a_non_solvable_automaton_is_refused_naming_the_group():
-    with pytest.raises(AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} has order 60 and is not solvable"):
+    with pytest.raises(AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} is A5 \(order 60\), not solvable"):
         holonomy_cascade(get_automaton("A5+resets"))
 
 
