@@ -295,3 +295,23 @@ def test_decompose_refuses_a_non_solvable_automaton_and_writes_nothing(tmp_path,
     out = tmp_path / "s5.json"
     code, _, err = run(capsys, "decompose", "--automaton", "S5+resets", "--out", str(out))
     assert code == 2 and "is S5 (order 120), not solvable" in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_decompose_refuses_past_its_limits_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    code, _, err = run(capsys, "decompose", "--automaton", "grid4x4", "--out", str(out))
+    assert code == 2 and "273,780 wirings" in err and "at most 200,000" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_a_decomposition_edited_into_a_wrong_covering_is_refused_before_anything_is_built(tmp_path, capsys):
+    good = tmp_path / "dyck.json"
+    assert run(capsys, "decompose", "--automaton", "dyck1-depth2", "--out", str(good))[0] == 0
+    data = json.loads(good.read_text())
+    key = next(iter(data["output"]))
+    data["output"][key] = next(s for s in data["simulates"]["states"] if s != data["output"][key])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    code, _, err = run(capsys, "build", "krohn_rhodes", "--cascade-file", str(bad), "--length", "16",
+                       "--out", str(tmp_path / "model"))
+    assert code == 2 and "not a covering" in err and err.count("\n") == 1 and not (tmp_path / "model").exists()
