@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
+from interp.model.device import on, to_numpy
 from interp.model.run import Head, hook_name, live_heads, require_hooked
 
 __all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune"]
@@ -26,7 +27,7 @@ def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask:
     require_hooked(model, "head ablation")
     if kind not in ("zero", "mean"):
         raise VocabularyError(f"ablation kind must be zero or mean, got {kind!r}")
-    tokens_t = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
+    tokens_t = on(model, np.asarray(tokens, dtype=np.int64))
     by_layer: dict[int, list[int]] = {}
     for layer, head in ablate:
         by_layer.setdefault(int(layer), []).append(int(head))
@@ -41,7 +42,7 @@ def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask:
     hooks = [(hook_name("z", l), hook_for(hs)) for l, hs in by_layer.items()]
     with torch.inference_mode():
         logits = model.run_with_hooks(tokens_t, return_type="logits", fwd_hooks=hooks)
-    pred = logits.argmax(-1).numpy()
+    pred = to_numpy(logits.argmax(-1))
     m = np.asarray(mask, dtype=bool)
     return float((pred[m] == np.asarray(targets)[m]).mean())
 

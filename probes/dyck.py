@@ -22,6 +22,7 @@ import numpy as np
 from interp.tasks.dyck import Dyck
 from interp.tasks.kinds import DYCK
 from interp.errors import ConstructionError, VocabularyError
+from interp.model.device import on, to_numpy
 from interp.model.run import attention_patterns
 
 __all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
@@ -138,7 +139,7 @@ def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, m
     require_hooked(model, "layer input by type and depth")
     layer = model.cfg.n_layers - 1 if layer is None else layer
     name = hook_name("resid_pre", layer)
-    W_pos = model.pos_embed.W_pos.detach().double().numpy()
+    W_pos = to_numpy(model.pos_embed.W_pos.double())
     out: dict[tuple[int, int], np.ndarray] = {}
     for token, depth in lang.token_depth_pairs():
         word = [0, 1] * moved + _type_depth_word(token, depth) if token else []
@@ -146,9 +147,9 @@ def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, m
             raise ConstructionError(f"the model's context ({model.cfg.n_ctx}) is too short for depth {depth}")
         ids = model.card.io.encode(np.asarray(word, dtype=np.int64))
         with torch.inference_mode():
-            _, c = model.run_with_cache(torch.from_numpy(ids), names_filter=[name])
+            _, c = model.run_with_cache(on(model, ids), names_filter=[name])
         pos = ids.shape[1] - 1
-        x = c[name][0, pos].double().numpy()
+        x = to_numpy(c[name][0, pos].double())
         out[(token, depth)] = x - W_pos[pos] if subtract_positions else x
     return out
 
@@ -191,8 +192,8 @@ def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positi
                                     "subtract_positions=True")
     last = cfg.n_layers - 1
     attn = model.blocks[last].attn
-    W_Q, W_K, W_V, W_O = (x[head].detach().double().numpy() for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
-    b_Q, b_K, b_V = (x[head].detach().double().numpy() for x in (attn.b_Q, attn.b_K, attn.b_V))
+    W_Q, W_K, W_V, W_O = (to_numpy(x[head].double()) for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
+    b_Q, b_K, b_V = (to_numpy(x[head].double()) for x in (attn.b_Q, attn.b_K, attn.b_V))
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
     return _beta(lang, lambda t, d: cache[(t, d)],
                  lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),

@@ -21,6 +21,7 @@ import numpy as np
 
 from interp.errors import VocabularyError
 from interp.model.checked import residual_stream
+from interp.model.device import to_numpy
 from interp.model.run import hook_name, require_hooked
 
 __all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data", "probe_directions"]
@@ -79,7 +80,7 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
     cache, _ = residual_stream(model, tokens, hooks)  # the bare forward where it agrees with the model
     out = {}
     for hook in hooks:
-        acts = cache[hook].double().numpy()
+        acts = to_numpy(cache[hook].double())
         x_tr, y_tr = acts[train_rows][mask[train_rows]], labels[train_rows][mask[train_rows]]
         x_te, y_te = acts[test_rows][mask[test_rows]], labels[test_rows][mask[test_rows]]
         mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-8

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
+from interp.model.device import on, to_numpy
 from interp.model.run import hook_name, live_heads
 from probes.ablation import accuracy_with_ablation
 
@@ -41,7 +42,8 @@ def gate_values(log_alpha, training: bool):
     import torch
 
     if training:
-        u = torch.rand_like(log_alpha).clamp(1e-6, 1 - 1e-6)
+        # drawn on the CPU whatever the device: the same gates from the same seed on any machine
+        u = torch.rand(log_alpha.shape, dtype=log_alpha.dtype).to(log_alpha.device).clamp(1e-6, 1 - 1e-6)
         s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + log_alpha) / BETA)
     else:
         s = torch.sigmoid(log_alpha)
@@ -63,7 +65,7 @@ def _gate_hooks(index: dict[Head, int], gates_now: dict[str, Any]) -> list[tuple
     def hook_for(layer: int):
         def hook(z, hook):
             values = gates_now["values"]
-            one = torch.ones((), dtype=values.dtype)
+            one = torch.ones((), dtype=values.dtype, device=values.device)
             scale = torch.stack([values[index[(layer, h)]] if (layer, h) in index else one for h in range(z.shape[2])])
             return z * scale.to(z.dtype)[None, None, :, None]
         return hook
@@ -99,7 +101,7 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     work.train()
     for p in work.parameters():
         p.requires_grad_(adapt)
-    log_alpha = torch.nn.Parameter(torch.full((len(heads),), float(init_log_alpha)))
+    log_alpha = torch.nn.Parameter(on(model, torch.full((len(heads),), float(init_log_alpha))))
     opt = torch.optim.Adam([log_alpha], lr=lr)
     # Plain SGD for the weights: a weight moves only as far as the loss asks, so an exact
     # construction (loss ≈ 0) is left alone while a closing gate makes the others compensate.
@@ -112,9 +114,9 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     for step in range(steps):
         tokens, targets, mask = batches(step)
         gates_now["values"] = gate_values(log_alpha, training=True)
-        logits = work.run_with_hooks(torch.from_numpy(tokens), return_type="logits", fwd_hooks=hooks)
-        m = torch.from_numpy(np.asarray(mask, dtype=bool))
-        ce = torch.nn.functional.cross_entropy(logits[m].float(), torch.from_numpy(targets)[m])
+        logits = work.run_with_hooks(on(model, tokens), return_type="logits", fwd_hooks=hooks)
+        m = on(model, np.asarray(mask, dtype=bool))
+        ce = torch.nn.functional.cross_entropy(logits[m].float(), on(model, targets)[m])
         open_gates = expected_open(log_alpha).sum()
         loss = ce + sparsity * open_gates
         opt.zero_grad()
@@ -135,10 +137,10 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     closed = [hd for hd in heads if hd not in surviving]
     tokens, targets, score = eval_data
     with torch.inference_mode():
-        logits = work.run_with_hooks(torch.from_numpy(np.asarray(tokens, dtype=np.int64)), return_type="logits",
+        logits = work.run_with_hooks(on(model, np.asarray(tokens, dtype=np.int64)), return_type="logits",
                                      fwd_hooks=hooks)
     m = np.asarray(score, dtype=bool)
-    masked = float((logits.argmax(-1).numpy()[m] == np.asarray(targets)[m]).mean())
+    masked = float((to_numpy(logits.argmax(-1))[m] == np.asarray(targets)[m]).mean())
     accuracy_intact = accuracy_with_ablation(model, tokens, targets, score)
     return {
         "sparsity": sparsity, "adapt": adapt, "steps": steps,

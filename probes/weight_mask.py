@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from interp.errors import VocabularyError
+from interp.model.device import on, to_numpy
 
 __all__ = ["RandomShape", "random_transformer", "learn_weight_mask", "learn_weight_masks"]
 
@@ -51,6 +52,7 @@ def random_transformer(d_vocab: int, d_vocab_out: int, n_ctx: int, shape: Random
     import torch
 
     from interp.errors import ModelKindError
+    from interp.model.device import current
     from interp.model.hooked import backend
 
     if backend() != "HookedTransformer":  # the masks are keyed by 3.9's parameter names (W_Q, W_in, ...)
@@ -61,14 +63,15 @@ def random_transformer(d_vocab: int, d_vocab_out: int, n_ctx: int, shape: Random
     cfg = HookedTransformerConfig(n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
                                   d_head=shape.d_model // shape.n_heads, d_mlp=shape.d_mlp, n_ctx=n_ctx,
                                   d_vocab=d_vocab, d_vocab_out=d_vocab_out, act_fn="relu", normalization_type="LN",
-                                  default_prepend_bos=False, seed=seed)
+                                  default_prepend_bos=False, seed=seed, device=current())
     model = HookedTransformer(cfg)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # a CPU generator: the same weights on any device
     with torch.no_grad():
         for name, p in model.named_parameters():
             if _masked(name):
                 fan_in = p.shape[-2] if p.ndim >= 2 else 1
-                p.copy_((torch.rand(p.shape, generator=gen) * 2 - 1) / max(1.0, fan_in) ** 0.5)
+                u = torch.rand(p.shape, generator=gen).to(p.device)
+                p.copy_((u * 2 - 1) / max(1.0, fan_in) ** 0.5)
     model.requires_grad_(False)
     return model
 
@@ -144,7 +147,8 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
 
     def new_scores(n: str) -> "torch.nn.Parameter":
         # |w| (a magnitude-pruning start) plus a little noise to break ties
-        return torch.nn.Parameter(base[n].abs() + 1e-3 * torch.rand_like(base[n]))
+        noise = torch.rand(base[n].shape, dtype=base[n].dtype).to(base[n].device)  # drawn on the CPU: any device
+        return torch.nn.Parameter(base[n].abs() + 1e-3 * noise)
 
     common = {n: new_scores(n) for n in shared}
     scores = [{n: common[n] if n in common else new_scores(n) for n in names} for _ in targets]
@@ -161,7 +165,7 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
 
     trace = []
     for step in tqdm(range(steps), disable=not progress, desc="weight mask", unit="step", leave=False):
-        tokens = torch.from_numpy(np.asarray(batches(step), dtype=np.int64))
+        tokens = on(large, np.asarray(batches(step), dtype=np.int64))
         losses = []
         for target, sc in zip(targets, scores):
             got = torch.log_softmax(forward(sc, tokens), -1)
@@ -177,14 +181,14 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
                          else {"step": step, "kl": float(losses[0].detach())})
 
     tokens, labels, score = (np.asarray(x) for x in eval_data)
-    tokens_t = torch.from_numpy(tokens.astype(np.int64))
+    tokens_t = on(large, tokens.astype(np.int64))
     sel = score.astype(bool)
     total = sum(base[n].numel() for n in names)
     results, finals = [], []
     for target, sc in zip(targets, scores):
         with torch.inference_mode():
-            p = torch.softmax(forward(sc, tokens_t, hard_only=True).double(), -1).numpy()
-            q = torch.softmax(target(tokens_t, return_type="logits").double(), -1).numpy()
+            p = to_numpy(torch.softmax(forward(sc, tokens_t, hard_only=True).double(), -1))
+            q = to_numpy(torch.softmax(target(tokens_t, return_type="logits").double(), -1))
             finals.append(_top_k_masks(sc, names, keep, hard_only=True))
         kept = sum(float(m.sum()) for m in finals[-1].values())
         results.append({"keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),

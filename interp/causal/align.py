@@ -94,9 +94,8 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     """A twin trained with ``--align``: its accuracy on the ``base`` words, and with every head and MLP off the
     imposed circuit resampled from the ``source`` words (strict IIT asks that this changes nothing), each
     with a Wilson interval, and the difference."""
-    import torch
-
     from interp.causal.interchange import answer, own_predictions
+    from interp.model.device import on
     from interp.model.run import exact_precision
     from interp.stats import wilson_interval
     from interp.train.align import off_circuit_hooks, resample_hooks
@@ -105,8 +104,8 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     io, P, T = model.card.io, len(model.card.io.prefix), base.shape[1]
     labels, scored = high.answers(base)
     with exact_precision():
-        _, cache = model.run_with_cache(torch.from_numpy(io.encode(source)), names_filter=off_circuit_hooks(circuit))
-        logits = model.run_with_hooks(torch.from_numpy(io.encode(base)), fwd_hooks=resample_hooks(circuit, cache),
+        _, cache = model.run_with_cache(on(model, io.encode(source)), names_filter=off_circuit_hooks(circuit))
+        logits = model.run_with_hooks(on(model, io.encode(base)), fwd_hooks=resample_hooks(circuit, cache),
                                       return_type="logits")
     ablated = answer(logits[:, P: P + T], high.readout)
     plain = own_predictions(model, base, high.readout)
@@ -121,6 +120,7 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
     """At every residual hook: a linear probe for ``variable`` (trained on the training pairs' base words at every
     position), its held-out accuracy — *readable* — and the IIA of swapping the probe's directions — *used*."""
     from interp.causal.interchange import source_activations
+    from interp.model.device import to_numpy
     from probes.linear import probe_directions
 
     hooks = residual_hooks(model.cfg.n_layers)
@@ -129,7 +129,7 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
     values = {name: high.values(words, variable) for name, words in (("train", train[0]), ("held", held[0]))}
     rows = []
     for hook in hooks:
-        x = {n: a[hook][:, P:P + T].double().numpy() for n, a in acts.items()}
+        x = {n: to_numpy(a[hook][:, P:P + T].double()) for n, a in acts.items()}
         (y_tr, m_tr, classes), (y_te, m_te, _) = values["train"], values["held"]
         if len(np.unique(y_tr[m_tr])) < 2:
             continue

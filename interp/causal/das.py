@@ -17,6 +17,7 @@ import numpy as np
 
 from interp.causal.highlevel import HighLevel
 from interp.causal.interchange import Site, interchange, source_activations
+from interp.model.device import device_of, on, to_numpy
 
 __all__ = ["das", "boundless_das", "principal_angles", "live_basis", "live_fraction", "DORMANT"]
 
@@ -90,19 +91,21 @@ def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, sour
     try:
         with torch.random.fork_rng():
             torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
-            rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(d, d, bias=False))
-            logits = torch.nn.Parameter(torch.zeros(d))
+            # initialised on the CPU (the same numbers on any device), then moved to the model's
+            rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(d, d, bias=False)).to(
+                device_of(model))
+            logits = torch.nn.Parameter(on(model, torch.zeros(d)))
             opt = torch.optim.Adam([*rotation.parameters(), logits], lr=lr)
             cached = source_activations(model, source[rows], [hook])[hook]
             order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(rows))
-            tb = torch.from_numpy(model.card.io.encode(base[rows]))
+            tb = on(model, model.card.io.encode(base[rows]))
             for step in range(steps if len(rows) else 0):
                 tau = float(np.exp(np.log(1.0) + (np.log(0.01) - np.log(1.0)) * step / max(1, steps - 1)))
                 idx = order[(step * batch) % len(rows):][:batch]
                 mask = torch.sigmoid(logits / tau)
                 R = rotation.weight  # [d, d], orthogonal
-                at = torch.from_numpy(P + positions[idx])
-                n = torch.arange(len(idx))
+                at = on(model, P + positions[idx])
+                n = on(model, np.arange(len(idx)))
                 src = cached[idx][n, at]
 
                 def hook_fn(x, hook):
@@ -114,16 +117,16 @@ def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, sour
                 out = model.run_with_hooks(tb[idx], fwd_hooks=[(hook, hook_fn)], return_type="logits")[:, P: P + T]
                 if high.readout is not None:
                     out = out[..., list(high.readout)]
-                m = torch.from_numpy(scored[idx])
-                loss = torch.nn.functional.cross_entropy(out[m].float(), torch.from_numpy(labels[idx])[m])
+                m = on(model, scored[idx])
+                loss = torch.nn.functional.cross_entropy(out[m].float(), on(model, labels[idx])[m])
                 total = loss + sparsity * mask.sum()
                 opt.zero_grad()
                 total.backward()
                 opt.step()
                 if step % max(1, steps // 10) == 0 or step == steps - 1:
                     trace.append({"step": step, "loss": float(loss.detach()), "mask": float(mask.detach().sum())})
-            keep = (torch.sigmoid(logits / 0.01) > 0.5).numpy()
-            basis = rotation.weight.detach().double().numpy()[:, keep]
+            keep = to_numpy(torch.sigmoid(logits / 0.01) > 0.5)
+            basis = to_numpy(rotation.weight.double())[:, keep]
     finally:
         for p, flag in frozen:
             p.requires_grad_(flag)
@@ -141,9 +144,9 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
     trace: list[dict] = []
     with torch.random.fork_rng():
         torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
-        rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(k, d, bias=False))
+        rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(k, d, bias=False)).to(device_of(model))
         if not len(base):  # the variable reaches no output on these pairs: nothing to learn
-            return rotation.weight.detach().double().numpy(), trace
+            return to_numpy(rotation.weight.double()), trace
         opt = torch.optim.Adam(rotation.parameters(), lr=lr)
         order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(base))
         cached = source_activations(model, source, [hook])  # the sources never change: one run
@@ -157,14 +160,14 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
             out = logits[:, P: P + T]
             if high.readout is not None:
                 out = out[..., list(high.readout)]
-            m = torch.from_numpy(scored[idx])
-            loss = torch.nn.functional.cross_entropy(out[m].float(), torch.from_numpy(labels[idx])[m])
+            m = on(model, scored[idx])
+            loss = torch.nn.functional.cross_entropy(out[m].float(), on(model, labels[idx])[m])
             opt.zero_grad()
             loss.backward()
             opt.step()
             if step % max(1, steps // 10) == 0 or step == steps - 1:
                 trace.append({"step": step, "loss": float(loss.detach())})
-        basis = rotation.weight.detach().double().numpy()
+        basis = to_numpy(rotation.weight.double())
     return basis, trace
 
 
@@ -182,7 +185,7 @@ def live_basis(model: Any, hook: str, position: int, words: np.ndarray, toleranc
     inside it — a direction the activations never move along changes nothing when swapped — so compare
     subspaces after projecting onto it (:func:`principal_angles`)."""
     P = len(model.card.io.prefix)
-    return _span(source_activations(model, words, [hook])[hook][:, P + position].double().numpy(), tolerance)
+    return _span(to_numpy(source_activations(model, words, [hook])[hook][:, P + position].double()), tolerance)
 
 
 def _span(x: np.ndarray, tolerance: float) -> np.ndarray:
@@ -200,7 +203,7 @@ def live_fraction(model: Any, hook: str, basis: np.ndarray, words: np.ndarray, t
     (Makelov, Lange, Nanda 2023's interpretability illusion) — so a DAS result mostly outside the live span
     is flagged, not believed."""
     P = len(model.card.io.prefix)
-    x = source_activations(model, words, [hook])[hook][:, P:P + words.shape[1]].double().numpy()
+    x = to_numpy(source_activations(model, words, [hook])[hook][:, P:P + words.shape[1]].double())
     live = _span((x - x.mean(axis=0, keepdims=True)).reshape(-1, x.shape[-1]), tolerance)
     b = np.asarray(basis, dtype=np.float64)
     return float(np.sum((live.T @ b) ** 2) / b.shape[1])

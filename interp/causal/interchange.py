@@ -21,6 +21,7 @@ import numpy as np
 
 from interp.causal.highlevel import HighLevel, HighLevelError, high_level_of
 from interp.errors import SandboxError
+from interp.model.device import on, to_numpy
 from interp.model.run import exact_precision
 from interp.stats import wilson_interval
 
@@ -134,29 +135,25 @@ def random_basis(d: int, k: int, seed: int = 0) -> np.ndarray:
 
 def source_activations(model: Any, source: np.ndarray, hooks: list[str]) -> dict[str, Any]:
     """The activations at ``hooks`` of the ``source`` words (one run; interchanges at many sites share it)."""
-    import torch
-
     with exact_precision():
-        _, cache = model.run_with_cache(torch.from_numpy(model.card.io.encode(source)), names_filter=hooks)
+        _, cache = model.run_with_cache(on(model, model.card.io.encode(source)), names_filter=hooks)
     return {h: cache[h].detach() for h in hooks}
 
 
 def own_predictions(model: Any, base: np.ndarray, readout: Sequence[int] | None = None) -> np.ndarray:
     """The model's own answers on the ``base`` words, among the ``readout`` classes (the behavioural ceiling)."""
-    import torch
-
     P = len(model.card.io.prefix)
     with exact_precision():
-        logits = model(torch.from_numpy(model.card.io.encode(base)))[:, P: P + base.shape[1]]
+        logits = model(on(model, model.card.io.encode(base)))[:, P: P + base.shape[1]]
     return answer(logits, readout)
 
 
 def answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
     """The argmax of ``logits`` ``[..., d_vocab_out]`` among the ``readout`` classes (None: all), as class indices."""
     if readout is None:
-        return logits.argmax(-1).detach().numpy()
+        return to_numpy(logits.argmax(-1))
     index = np.asarray(readout)
-    return index[logits[..., list(readout)].argmax(-1).detach().numpy()]
+    return index[to_numpy(logits[..., list(readout)].argmax(-1))]
 
 
 def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, rotation: Any = None,
@@ -165,20 +162,19 @@ def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, ro
     torch ``[d, k]`` with orthonormal columns, differentiable) overrides the site's basis (DAS trains it);
     ``activations`` are the source words' (:func:`source_activations`) when already computed; ``positions``
     (one per word) override the site's position row by row."""
-    import torch
-
     hooks = getattr(model, "hook_dict", None)
     if hooks is not None and site.hook not in hooks:
         raise HighLevelError(f"the model has no hook {site.hook!r} (residual hooks: blocks.<0..{model.cfg.n_layers - 1}>"
                              ".hook_resid_<pre|mid|post>)")
     card = model.card
-    rows = np.arange(len(base))
-    p = len(card.io.prefix) + (np.full(len(base), site.position) if positions is None else np.asarray(positions))
-    tb = torch.from_numpy(card.io.encode(base))
+    rows = on(model, np.arange(len(base)))
+    p = on(model, len(card.io.prefix) + (np.full(len(base), site.position) if positions is None
+                                         else np.asarray(positions, dtype=np.int64)))
+    tb = on(model, card.io.encode(base))
     if activations is None or site.hook not in activations:
         activations = source_activations(model, source, [site.hook])
     src = activations[site.hook][rows, p]
-    B = rotation if rotation is not None else (None if site.basis is None else torch.as_tensor(site.basis, dtype=src.dtype))
+    B = rotation if rotation is not None else (None if site.basis is None else on(src, site.basis, dtype=src.dtype))
 
     def hook(x, hook):
         x = x.clone()

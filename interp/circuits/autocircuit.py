@@ -120,10 +120,11 @@ def _algorithm(method: str) -> tuple[str, str, bool]:
     return (name, *ALGORITHMS[name])
 
 
-def _dataloader(pairs: Any) -> tuple[Any, int]:
-    """auto-circuit's data: the pairs whose last output is read and affected, one batch."""
-    import torch
+def _dataloader(pairs: Any, model: Any) -> tuple[Any, int]:
+    """auto-circuit's data: the pairs whose last output is read and affected, one batch (on ``model``'s device)."""
     from auto_circuit.data import PromptDataLoader, PromptDataset
+
+    from interp.model.device import on
 
     read = pairs.read[:, -1] if pairs.read is not None else np.ones(len(pairs.clean), dtype=bool)
     keep = np.asarray(read & pairs.affected[:, -1], dtype=bool)
@@ -136,8 +137,8 @@ def _dataloader(pairs: Any) -> tuple[Any, int]:
                                f"auto-circuit reads: try more --pairs or another --corrupt")
     right = pairs.outputs[pairs.clean_label[keep, -1]]
     wrong = pairs.outputs[pairs.corrupt_label[keep, -1]]
-    data = PromptDataset(torch.as_tensor(pairs.clean[keep]), torch.as_tensor(pairs.corrupt[keep]),
-                         [torch.as_tensor([int(a)]) for a in right], [torch.as_tensor([int(w)]) for w in wrong])
+    data = PromptDataset(on(model, pairs.clean[keep]), on(model, pairs.corrupt[keep]),
+                         [on(model, [int(a)]) for a in right], [on(model, [int(w)]) for w in wrong])
     return PromptDataLoader(data, seq_len=None, diverge_idx=0, batch_size=n, shuffle=False), n
 
 
@@ -177,7 +178,7 @@ def prune_scores(model: Any, graph: Any, method: str, pairs: Any, *, connected: 
     from auto_circuit.prune_algos import prune_algos
 
     algo = getattr(prune_algos, attribute)
-    loader, kept = _dataloader(pairs)
+    loader, kept = _dataloader(pairs, model)
     pm = _patchable(model)
     torch.manual_seed(torch_seed(seed, Stream.AUTO_CIRCUIT))
     t0 = time.perf_counter()

@@ -23,6 +23,7 @@ import numpy as np
 from interp.circuits.graph import CHANNELS, Edge, Graph
 from interp.circuits.patching import CleanState, Patcher
 from interp.errors import ModelKindError
+from interp.model.device import on
 from interp.model.run import exact_precision
 
 __all__ = ["BarePatcher", "patcher_for"]
@@ -117,7 +118,8 @@ class BarePatcher(Patcher):
         final = self._norm(inputs("logits", "in", x), "ln_final")
         return final @ sd["unembed.W_U"] + sd["unembed.b_U"]
 
-    def _embed(self, tokens: Any) -> tuple[Any, Any]:
+    def _embed(self, tokens: np.ndarray) -> tuple[Any, Any]:
+        tokens = on(self.sd["embed.W_E"], np.asarray(tokens))  # on the weights' device
         T = tokens.shape[1]
         embed = self.sd["embed.W_E"][tokens]
         return embed, self.sd["pos_embed.W_pos"][:T].expand_as(embed)
@@ -128,7 +130,7 @@ class BarePatcher(Patcher):
 
     def clean_state(self, tokens: np.ndarray) -> CleanState:
         with exact_precision():
-            embed, pos = self._embed(self.torch.from_numpy(tokens))
+            embed, pos = self._embed(tokens)
             current = {"embed": embed, "pos": pos}
             resid: list[Any] = []
             self._forward(embed + pos, 0, lambda r, c, x: x, {n.name for n in self.graph.senders}, current, resid)
@@ -140,7 +142,7 @@ class BarePatcher(Patcher):
         k, n = len(settings), len(tokens)
         if state is None:  # from the tokens: the embeddings are the only senders computed before block 0
             with exact_precision():
-                embed, pos = self._embed(torch.from_numpy(tokens))
+                embed, pos = self._embed(tokens)
             state = CleanState(tokens, [embed + pos], {"embed": embed, "pos": pos})
             start = 0
         else:
@@ -148,7 +150,7 @@ class BarePatcher(Patcher):
         plan: dict[tuple[str, str], list[tuple[int, str, Any]]] = defaultdict(list)
         senders: set[str] = set()
         for i, (edges, mask) in enumerate(settings):
-            m = None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool))
+            m = None if mask is None else on(state.resid[start], np.asarray(mask, dtype=bool))
             for e in edges:
                 plan[(e.receiver, e.channel)].append((i, e.sender, m))
                 senders.add(e.sender)
@@ -184,7 +186,7 @@ class BarePatcher(Patcher):
             return x + probe
 
         with exact_precision(grad=True):
-            embed, pos = self._embed(torch.from_numpy(tokens))
+            embed, pos = self._embed(tokens)
             if base is not None and alpha != 1:
                 embed, pos = base["embed"] + alpha * (embed - base["embed"]), base["pos"] + alpha * (pos - base["pos"])
             embed, pos = embed.detach().requires_grad_(True), pos.detach().requires_grad_(True)
@@ -204,11 +206,10 @@ class BarePatcher(Patcher):
         """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's
         output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
         ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this)."""
-        torch = self.torch
         incoming: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
         for i, e in enumerate(self.graph.edges):
             incoming[(e.receiver, e.channel)].append((i, e.sender))
-        embed, pos = self._embed(torch.from_numpy(tokens))
+        embed, pos = self._embed(tokens)
         current: dict[str, Any] = {"embed": embed, "pos": pos}
 
         def inputs(receiver, channel, x):

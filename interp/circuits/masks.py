@@ -27,6 +27,7 @@ def learn_edge_masks(patcher: Any, pairs: Any, source: dict[str, Any], *, steps:
     graph order), the open ``gates``, and a short ``trace`` of the KL and the expected open fraction."""
     import torch
 
+    from interp.model.device import device_of, to_numpy
     from interp.model.run import exact_precision
     from interp.streams import Stream, torch_seed
     from probes.masks import expected_open, gate_values
@@ -34,7 +35,8 @@ def learn_edge_masks(patcher: Any, pairs: Any, source: dict[str, Any], *, steps:
     if not hasattr(patcher, "run_gated"):
         raise ModelKindError("learned edge masks need the bare patching engine (--engine bare or auto)")
     E = len(patcher.graph.edges)
-    log_alpha = torch.full((E,), float(init_log_alpha), dtype=torch.float32, requires_grad=True)
+    log_alpha = torch.full((E,), float(init_log_alpha), dtype=torch.float32, device=device_of(patcher.model),
+                           requires_grad=True)
     opt = torch.optim.Adam([log_alpha], lr=lr)
     trace = []
     with torch.random.fork_rng(), exact_precision(grad=True):
@@ -50,4 +52,4 @@ def learn_edge_masks(patcher: Any, pairs: Any, source: dict[str, Any], *, steps:
             if step % max(1, steps // 10) == 0 or step == steps - 1:
                 trace.append({"step": step, "kl": float(kl.detach()), "expected_open": float(open_share.detach())})
         final = gate_values(log_alpha.detach(), training=False)
-    return {"log_alpha": log_alpha.detach().double().numpy(), "gates": final.double().numpy(), "trace": trace}
+    return {"log_alpha": to_numpy(log_alpha.double()), "gates": to_numpy(final.double()), "trace": trace}

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from interp.errors import SandboxError
+from interp.model.device import on, to_numpy
 
 __all__ = ["Pairs", "make_pairs", "CorruptionError", "METRICS"]
 
@@ -68,11 +69,9 @@ class Pairs:
         return int(self.affected.sum())
 
     def _gathered(self, logits: Any):
-        import torch
-
-        lg = logits[..., torch.as_tensor(self.outputs)]
-        mask = torch.as_tensor(self.affected)
-        return lg[mask], torch.as_tensor(self.clean_label)[mask], torch.as_tensor(self.corrupt_label)[mask]
+        lg = logits[..., on(logits, self.outputs)]
+        mask = on(logits, self.affected)
+        return lg[mask], on(logits, self.clean_label)[mask], on(logits, self.corrupt_label)[mask]
 
     def logit_diff(self, logits: Any):
         """Mean over affected outputs of logit[clean label] − logit[corrupted label] (a torch scalar)."""
@@ -85,7 +84,7 @@ class Pairs:
         """−mean KL(clean ‖ patched) over the affected outputs (a torch scalar; 0 for the clean run)."""
         import torch
 
-        lg = logits[..., torch.as_tensor(self.outputs)][torch.as_tensor(self.affected)].double()
+        lg = logits[..., on(logits, self.outputs)][on(logits, self.affected)].double()
         logp = torch.log_softmax(lg, -1)
         ref = self.clean_probs
         return -(ref.exp() * (ref - logp)).sum(-1).mean() if len(lg) else lg.sum()
@@ -95,7 +94,7 @@ class Pairs:
         (ACDC's reference metric, unnormalised; 0 for the clean run)."""
         import torch
 
-        logp = torch.log_softmax(logits[torch.as_tensor(self.read)].double(), -1)
+        logp = torch.log_softmax(logits[on(logits, self.read)].double(), -1)
         ref = self.clean_logprobs_full
         return (ref.exp() * (ref - logp)).sum(-1).mean() if len(logp) else logp.sum()
 
@@ -156,10 +155,10 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     from interp.model.run import exact_precision
 
     with exact_precision():
-        full_c = model(torch.from_numpy(clean), return_type="logits")
-        full_x = model(torch.from_numpy(corrupt), return_type="logits")
-    yc = full_c[..., torch.as_tensor(outputs)].argmax(-1).numpy()
-    yx = full_x[..., torch.as_tensor(outputs)].argmax(-1).numpy()
+        full_c = model(on(model, clean), return_type="logits")
+        full_x = model(on(model, corrupt), return_type="logits")
+    yc = to_numpy(full_c[..., on(full_c, outputs)].argmax(-1))
+    yx = to_numpy(full_x[..., on(full_x, outputs)].argmax(-1))
     affected = read & read_x & (yc != yx)
     pairs = Pairs(kind.name, corruption, clean, corrupt, outputs, affected, yc, yx, read=read & read_x)
     if not pairs.n_affected:
@@ -167,7 +166,7 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
                               f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption")
     pairs.clean_metric = float(pairs.logit_diff(full_c))
     pairs.corrupt_metric = float(pairs.logit_diff(full_x))
-    pairs.clean_probs = torch.log_softmax(full_c[..., torch.as_tensor(outputs)][torch.as_tensor(affected)].double(), -1)
+    pairs.clean_probs = torch.log_softmax(full_c[..., on(full_c, outputs)][on(full_c, affected)].double(), -1)
     pairs.corrupt_kl = float(pairs.kl(full_x))
-    pairs.clean_logprobs_full = torch.log_softmax(full_c[torch.as_tensor(pairs.read)].double(), -1)
+    pairs.clean_logprobs_full = torch.log_softmax(full_c[on(full_c, pairs.read)].double(), -1)
     return pairs

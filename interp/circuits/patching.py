@@ -32,6 +32,7 @@ import numpy as np
 from interp.circuits.graph import CHANNELS, Edge, Graph, Node
 from interp.circuits.pairs import Pairs
 from interp.errors import ModelKindError
+from interp.model.device import on
 from interp.model.run import exact_precision
 
 __all__ = ["Patcher", "CleanState", "ablated_pairs", "SOURCES", "BRIDGE_UNSUPPORTED"]
@@ -121,11 +122,9 @@ class Patcher:
     # -- sender outputs of an unpatched run ---------------------------------------------------------
     def outputs(self, tokens: np.ndarray) -> dict[str, Any]:
         """Every sender's output ``[batch, pos, d_model]`` on ``tokens`` (no patching)."""
-        import torch
-
         names = sorted({_sender_hook(n) for n in self.graph.senders})
         with self.hooks_on(), exact_precision():
-            _, cache = self.model.run_with_cache(torch.from_numpy(tokens), names_filter=names, return_type="logits")
+            _, cache = self.model.run_with_cache(on(self.model, tokens), names_filter=names, return_type="logits")
             return {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders}
 
     def source(self, pairs: Pairs, kind: str = "resample") -> dict[str, Any]:
@@ -154,13 +153,11 @@ class Patcher:
     def clean_state(self, tokens: np.ndarray) -> "CleanState":
         """The unpatched run of ``tokens``: the residual entering every block (and leaving the last) and
         every sender's output — what a patched run that starts at a later block takes as given."""
-        import torch
-
         L = self.L
         resid_names = [f"blocks.{l}.hook_resid_pre" for l in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
         names = sorted({_sender_hook(n) for n in self.graph.senders}) + resid_names
         with self.hooks_on(), exact_precision():
-            _, cache = self.model.run_with_cache(torch.from_numpy(tokens), names_filter=names, return_type="logits")
+            _, cache = self.model.run_with_cache(on(self.model, tokens), names_filter=names, return_type="logits")
             return CleanState(tokens, [cache[h].clone() for h in resid_names],
                               {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders})
 
@@ -176,8 +173,6 @@ class Patcher:
         With the clean run's ``state``, the pass starts at the first block a patched edge enters: the
         blocks before it compute what the clean run computed, so their residual and outputs are taken
         from ``state`` (ACDC and path patching save the blocks below the receiver)."""
-        import torch
-
         k, n = len(settings), len(tokens)
         start = 0 if state is None else self.start_layer(e for edges, _ in settings for e in edges)
         groups: dict[str, dict[tuple[int, int], list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
@@ -187,7 +182,7 @@ class Patcher:
                 r = self.graph.by_name[e.receiver]
                 groups[_receiver_hook(r, e.channel, self.L)][(i, r.head)].append((i, e.sender))
                 needed.add(e.sender)
-        masks = [None if m is None else torch.as_tensor(np.asarray(m, dtype=bool)) for _, m in settings]
+        masks = [None if m is None else on(self.model, np.asarray(m, dtype=bool)) for _, m in settings]
         current: dict[str, Any] = {}
         by_hook: dict[str, list[Node]] = defaultdict(list)
         for name in needed:
@@ -224,7 +219,7 @@ class Patcher:
         split = any(h.endswith(("q_input", "k_input", "v_input")) for h in groups)  # a head's input to patch
         with self.hooks_on(result=result or state is None, split=split or state is None), exact_precision():
             if state is None:
-                batch = torch.from_numpy(np.tile(tokens, (k, 1)))
+                batch = on(self.model, np.tile(tokens, (k, 1)))
                 logits = self.model.run_with_hooks(batch, fwd_hooks=hooks, return_type="logits")
             else:
                 resid = state.resid[start].repeat(k, 1, 1)
@@ -267,7 +262,7 @@ class Patcher:
         hooks += [(h, record_sender) for h in sender_hooks]
         hooks += [(h, record_receiver) for h in sorted({_receiver_hook(r, c, self.L) for r, c in channels})]
         with self.hooks_on(), exact_precision(grad=True):
-            logits = self.model.run_with_hooks(torch.from_numpy(tokens), return_type="logits", fwd_hooks=hooks)
+            logits = self.model.run_with_hooks(on(self.model, tokens), return_type="logits", fwd_hooks=hooks)
             names = list(senders) + list(receivers)
             grads = dict(zip(names, torch.autograd.grad(metric(logits), [senders[n] for n in senders]
                                                         + [receivers[n] for n in receivers], allow_unused=True)))

@@ -40,7 +40,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
                         f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
     p.add_argument("--device", metavar="cpu|cuda|auto",
                    help="where models run (default cpu; auto: CUDA when present). Honoured by "
-                        f"{', '.join(sorted(ON_DEVICE))}; the other commands run on the CPU")
+                        f"{', '.join(sorted(ON_DEVICE))}; the other commands run no model")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, causal, experiments):
@@ -55,8 +55,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
 ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", "circuit", "evaluate", "align"})
 
 
-#: Commands whose every tensor follows the model's device (``--device``); the others run on the CPU.
-ON_DEVICE = frozenset({"train", "evaluate", "verify"})
+#: Commands that run a model, and so follow ``--device``: every tensor they make is put on the model's device
+#: (``interp.model.device.on``; tests/contract/test_devices.py keeps it so). The others run no model.
+ON_DEVICE = frozenset({"train", "evaluate", "verify", "compare", "demo", "circuit", "align", "experiment",
+                       "population"})
 
 
 def _device(command: str, requested: str | None) -> str | None:
@@ -70,8 +72,8 @@ def _device(command: str, requested: str | None) -> str | None:
     if command not in ON_DEVICE and device != "cpu":
         if requested.strip().lower() == "auto":
             return None
-        raise SandboxError(f"interp {command} runs on the CPU; --device {requested} is honoured by "
-                           f"{', '.join(sorted(ON_DEVICE))}")
+        raise SandboxError(f"interp {command} runs no model, so --device {requested} means nothing to it; it is "
+                           f"honoured by {', '.join(sorted(ON_DEVICE))}")
     return device
 
 

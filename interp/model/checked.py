@@ -77,9 +77,9 @@ class CheckedForward:
 
     def residual_stream(self, tokens: Any) -> tuple[dict[str, Any], str]:
         """The residual activations of ``tokens`` (as ``run_with_cache`` records them) and the forward that ran."""
-        import torch
+        from interp.model.device import on
 
-        tokens = torch.from_numpy(np.atleast_2d(np.asarray(tokens, dtype=np.int64)))
+        tokens = on(self.model, np.atleast_2d(np.asarray(tokens, dtype=np.int64)))
         with exact_precision():
             if self.bare is not None:
                 _, cache = self.model.run_with_cache(tokens[:1], names_filter=self.residuals)

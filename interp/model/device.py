@@ -14,7 +14,7 @@ from typing import Any
 
 from interp.errors import SandboxError
 
-__all__ = ["CHOICES", "ENV", "resolve", "current", "use", "device_of"]
+__all__ = ["CHOICES", "ENV", "resolve", "current", "use", "device_of", "on", "to_numpy"]
 
 CHOICES = ("cpu", "cuda", "auto")
 #: the environment variable holding the resolved device ("cpu", "cuda", "cuda:1", …)
@@ -62,3 +62,21 @@ def device_of(model: Any) -> Any:
     for p in model.parameters():
         return p.device
     return torch.device("cpu")
+
+
+def on(like: Any, values: Any, dtype: Any = None) -> Any:
+    """``values`` (an array, a list or a tensor) as a tensor on the device of ``like`` (a tensor or a model):
+    the analysis code creates its index, mask and label tensors through this, so a model on CUDA gets CUDA
+    tensors and a model on the CPU the same tensors as before (no copy for a NumPy array on the CPU)."""
+    import numpy as np
+    import torch
+
+    device = like.device if isinstance(like, torch.Tensor) else device_of(like)
+    if isinstance(values, np.ndarray) and dtype is None:
+        return torch.from_numpy(np.ascontiguousarray(values)).to(device)
+    return torch.as_tensor(values, dtype=dtype, device=device)
+
+
+def to_numpy(tensor: Any) -> Any:
+    """A tensor's values as a NumPy array, from any device (detached; CPU tensors are not copied)."""
+    return tensor.detach().cpu().numpy()

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from interp.errors import LengthError, ModelKindError
+from interp.model.device import on
 
 __all__ = ["exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
            "BATCH_BYTES", "require_hooked"]
@@ -73,7 +74,6 @@ def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = F
            forward: Callable[[Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
     ``forward`` (tokens → logits, e.g. :func:`interp.model.bare.bare_forward`) runs instead of ``model``."""
-    import torch
     from tqdm import tqdm
 
     tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
@@ -81,7 +81,7 @@ def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = F
     bs = batch_size or batch_size_for(model, tokens.shape[1])
     with exact_precision():
         for start in tqdm(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
-            batch = torch.from_numpy(np.ascontiguousarray(tokens[start: start + bs]))
+            batch = on(model, tokens[start: start + bs])
             yield start, (forward(batch) if forward is not None else model(batch, return_type="logits"))
 
 
@@ -132,5 +132,5 @@ def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) 
     heads = live_heads(model) if heads is None else list(heads)
     names = sorted({hook_name("pattern", layer) for layer, _ in heads})
     with torch.inference_mode():
-        _, cache = model.run_with_cache(torch.from_numpy(tokens), names_filter=names)
+        _, cache = model.run_with_cache(on(model, tokens), names_filter=names)
         return {(l, h): cache[hook_name("pattern", l)][:, h].double().cpu().numpy() for l, h in heads}

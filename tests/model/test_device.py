@@ -59,16 +59,18 @@ def test_bad_devices_are_one_line_and_write_nothing(tmp_path, capsys, monkeypatc
     assert not (tmp_path / "out").exists() and ENV not in os.environ
 
 
-def test_a_cpu_only_command_refuses_cuda_and_takes_auto_as_the_cpu(tmp_path, capsys, monkeypatch):
+def test_a_command_without_a_model_refuses_cuda_and_takes_auto_as_the_cpu(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     _fake_cuda(monkeypatch)
-    code = main(["--device", "cuda", "compare", "dyck", "--out", str(tmp_path / "c")])
+    code = main(["--device", "cuda", "decompose", "--automaton", "grid3", "--out", str(tmp_path / "c.json")])
     err = capsys.readouterr().err
-    assert code == 2 and "interp compare runs on the CPU" in err and err.count("\n") == 1
-    assert ENV not in os.environ
-    from interp.cli import _device
+    assert code == 2 and "interp decompose runs no model" in err and err.count("\n") == 1
+    assert ENV not in os.environ and not (tmp_path / "c.json").exists()
+    from interp.cli import ON_DEVICE, _device
 
-    assert _device("compare", "auto") is None and _device("train", "auto") == "cuda" and _device("verify", None) is None
+    assert _device("info", "auto") is None and _device("verify", None) is None
+    assert all(_device(c, "auto") == "cuda" for c in ("train", "compare", "circuit", "align", "experiment", "population"))
+    assert {"train", "evaluate", "verify", "compare", "circuit", "align", "experiment"} <= ON_DEVICE  # the list
 
 
 def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, monkeypatch):

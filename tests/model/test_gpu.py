@@ -1,5 +1,7 @@
 """On CUDA (``make test-gpu``; skipped without it): a twin trains on the GPU, its checkpoint resumes on the CPU
-and the other way round to the same losses, and a construction verifies exactly there."""
+and the other way round to the same losses, a construction verifies exactly there, and the analysis commands
+(circuit, align, experiment, population, compare) run there with the CPU's results. Never run in this
+project's sessions (no GPU was lent); tests/contract/test_devices.py checks the same code from its source."""
 
 from __future__ import annotations
 
@@ -34,3 +36,50 @@ def test_a_run_moves_between_devices(tmp_path, first, then):
 
 def test_a_construction_verifies_on_cuda(capsys):
     assert main(["--device", "cuda", "verify", "prefix_scan", "--automaton", "S5", "--length", "256"]) == 0
+
+
+def _json_of(capsys, argv: list[str]) -> dict:
+    capsys.readouterr()
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _close(a, b, tol: float = 1e-3) -> bool:
+    """The same numbers up to the devices' rounding (floats), the same everything else."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) <= tol * max(1.0, abs(a))
+    return a == b
+
+
+def test_circuit_discovery_gives_the_same_scores_on_cuda(tmp_path, capsys):
+    args = ["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "acdc", "--pairs", "16", "--json"]
+    cpu = _json_of(capsys, ["--device", "cpu", *args, "--out", str(tmp_path / "cpu")])
+    gpu = _json_of(capsys, ["--device", "cuda", *args, "--out", str(tmp_path / "gpu")])
+    assert gpu["auroc"] == cpu["auroc"] == 1.0
+
+
+def test_alignment_gives_the_same_iia_on_cuda(tmp_path, capsys):
+    assert main(["build", "modular_counter", "--automaton", "C3", "-T", "8", "--out", str(tmp_path / "counter")]) == 0
+    args = ["align", "--model", str(tmp_path / "counter"), "--pairs", "64", "--k", "2", "--json"]
+    cpu = _json_of(capsys, ["--device", "cpu", *args, "--out", str(tmp_path / "a-cpu")])
+    gpu = _json_of(capsys, ["--device", "cuda", *args, "--out", str(tmp_path / "a-gpu")])
+    assert gpu["variables"]["state"]["named_sites"] == cpu["variables"]["state"]["named_sites"]
+
+
+def test_a_quick_experiment_runs_on_cuda(tmp_path):
+    out = tmp_path / "parity"
+    assert main(["--device", "cuda", "experiment", "parity-ood", "--quick", "--workers", "1", "--out", str(out)]) == 0
+    assert (out / "results.json").exists() and (out / "report.html").exists()
+
+
+def test_compare_and_population_run_on_cuda(tmp_path):
+    sweep = tmp_path / "sweep"
+    assert main(["--device", "cuda", "train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "30",
+                 "--seeds", "0-1", "--out", str(sweep)]) == 0
+    assert main(["--device", "cuda", "population", str(sweep), "--causal-pairs", "32"]) == 0
+    assert main(["--device", "cuda", "compare", "C3", "--length", "6", "--population", str(sweep),
+                 "--out", str(tmp_path / "c")]) == 0
