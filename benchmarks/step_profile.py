@@ -9,10 +9,12 @@ checkpoint that every ``eval_every`` steps adds (per step: their cost / eval_eve
 history, signal checks). The FLOPs of forward + backward come from ``torch.utils.flop_counter``; the bound is
 the same machine's float32 matmul throughput measured on the step's own largest matmul shapes in the same run.
 
-The phases are timed twice, with TransformerLens's LayerNorm and with the fused one the training loop uses
-(:func:`interp.model.hooked.fused_layernorm`). Prints a Markdown table and, last, ``step profile: fused/unfused
-LayerNorm speed-up X.XX, achieved/bound Y.YY`` (means over the twins: the step's time ratio, and the training
-loop's FLOP rate over the matmul rate); writes ``reports/bench/step_profile.json``.
+The phases are timed three times: through TransformerLens's own forward, with its LayerNorm fused
+(:func:`interp.model.hooked.fused_layernorm`), and through the hand-written forward the training loop uses
+(:func:`interp.model.fast.training_forward`; the table shows this one). Prints a Markdown table and, last,
+``step profile: fused/unfused LayerNorm speed-up X.XX, hand-written/TransformerLens Y.YY, achieved/bound Z.ZZ``
+(means over the twins: step-time ratios against TransformerLens's own forward, and the training loop's FLOP
+rate over the matmul rate); writes ``reports/bench/step_profile.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from interp.files import atomic_write  # noqa: E402
+from interp.model.fast import training_forward  # noqa: E402
 from interp.model.hooked import fused_layernorm  # noqa: E402
 from interp.streams import Stream  # noqa: E402
 from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
@@ -52,11 +55,19 @@ def _timed(f) -> float:
     return time.perf_counter() - t
 
 
-def step_phases(task, shape, config: TrainConfig, steps: int, fused: bool) -> dict[str, float]:
-    """Seconds per step of each phase, timed in one loop after 10 warm-up steps (``fused``: LayerNorm as
-    interp.train.train runs it, else TransformerLens's own)."""
+MODES = ("transformer_lens", "fused_layernorm", "hand_written")
+
+
+def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> dict[str, float]:
+    """Seconds per step of each phase, timed in one loop after 10 warm-up steps. ``mode``: TransformerLens's own
+    forward, the same with LayerNorm fused, or the hand-written forward interp.train.train runs
+    (:func:`interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
     model = build_model(task, shape, config.seed)
-    with fused_layernorm(model) if fused else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if mode in ("fused_layernorm", "hand_written"):
+            stack.enter_context(fused_layernorm(model))
+        if mode == "hand_written":
+            stack.enter_context(training_forward(model))
         return _phases(model, task, config, steps)
 
 
@@ -132,8 +143,8 @@ def main() -> None:
         task = make()
         shape = default_shape(task)
         config = TrainConfig(steps=args.steps)
-        unfused = step_phases(task, shape, config, min(args.steps, 100), fused=False)
-        phases = step_phases(task, shape, config, min(args.steps, 100), fused=True)
+        by_mode = {m: step_phases(task, shape, config, min(args.steps, 100), m) for m in MODES}
+        phases = by_mode["hand_written"]
         total = loop_seconds(task, shape, config)
         flops = step_flops(task, shape, config)
         bound = matmul_rate(task, shape, config)
@@ -143,8 +154,7 @@ def main() -> None:
                      "ms_overhead": 1e3 * (total - sum(phases.values())),
                      "achieved_gflops": flops / (sum(phases[k] for k in ("forward", "backward"))) / 1e9,
                      "step_gflops": flops / total / 1e9, "matmul_gflops": bound / 1e9,
-                     "ms_step_transformer_lens_layernorm": 1e3 * sum(unfused.values()),
-                     "ms_step_fused_layernorm": 1e3 * sum(phases.values())})
+                     **{f"ms_step_{m}": 1e3 * sum(by_mode[m].values()) for m in MODES}})
     cols = ["ms_per_step", "ms_batch", "ms_forward", "ms_backward", "ms_optimizer", "ms_evaluation", "ms_checkpoint",
             "ms_overhead", "mflop_per_step", "achieved_gflops", "step_gflops", "matmul_gflops"]
     print("| twin | params | " + " | ".join(c.replace("ms_", "ms ").replace("_", " ") for c in cols) + " |")
@@ -152,14 +162,16 @@ def main() -> None:
     for r in rows:
         print(f"| {r['twin']} | {r['parameters']:,} | " + " | ".join(f"{r[c]:.2f}" for c in cols) + " |")
     for r in rows:
-        print(f"{r['twin']}: a step with TransformerLens's LayerNorm {r['ms_step_transformer_lens_layernorm']:.2f} ms, "
-              f"fused {r['ms_step_fused_layernorm']:.2f} ms")
+        print(f"{r['twin']}: a step through TransformerLens {r['ms_step_transformer_lens']:.2f} ms, with LayerNorm "
+              f"fused {r['ms_step_fused_layernorm']:.2f} ms, hand-written {r['ms_step_hand_written']:.2f} ms")
     ratio = statistics.mean(r["step_gflops"] / r["matmul_gflops"] for r in rows)
-    speedup = statistics.mean(r["ms_step_transformer_lens_layernorm"] / r["ms_step_fused_layernorm"] for r in rows)
+    speedup = statistics.mean(r["ms_step_transformer_lens"] / r["ms_step_fused_layernorm"] for r in rows)
+    fast = statistics.mean(r["ms_step_transformer_lens"] / r["ms_step_hand_written"] for r in rows)
     out = ROOT / "reports" / "bench" / "step_profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, json.dumps({"threads": 1, "steps": args.steps, "rows": rows}, indent=1).encode())
-    print(f"step profile: fused/unfused LayerNorm speed-up {speedup:.2f}, achieved/bound {ratio:.2f}")
+    print(f"step profile: fused/unfused LayerNorm speed-up {speedup:.2f}, hand-written/TransformerLens "
+          f"{fast:.2f}, achieved/bound {ratio:.2f}")
 
 
 if __name__ == "__main__":

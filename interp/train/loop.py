@@ -1,5 +1,6 @@
 """The training loop: AdamW with linear warm-up and cosine (or linear) decay, gradient clipping,
-online batches (a pure function of (seed, step)), LayerNorm fused (:func:`interp.model.hooked.fused_layernorm`),
+online batches (a pure function of (seed, step)), a hand-written forward with fused kernels
+(:func:`interp.model.fast.training_forward`; LayerNorm fused where hooks need TransformerLens's forward),
 evaluation every k steps on a fixed held-out set,
 early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint at every evaluation and on
 SIGINT / SIGTERM (after the current step). ``resume=True`` continues from the checkpoint and ends with
@@ -22,6 +23,7 @@ from interp.files import atomic_write, exclusive
 from interp.tasks.batches import step_rng
 from interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
+from interp.model.fast import training_forward
 from interp.model.hooked import fused_layernorm
 from interp.train.twin import build_model, initialise_and_freeze, load_trained
 
@@ -187,8 +189,9 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
 
     out = Path(out)
     model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
-    # a second process on the same --out is refused before it writes anything; LayerNorm runs fused while training
-    with exclusive(out), fused_layernorm(model):
+    # a second process on the same --out is refused before it writes anything; while training the model runs the
+    # hand-written forward (interp.model.fast) and, where hooks make it fall back to TransformerLens's, fused LayerNorm
+    with exclusive(out), fused_layernorm(model), training_forward(model):
         step, history, wall_before = 0, [], 0.0
         identity = run_identity(task.to_dict(), shape, config)
         if resume and has_checkpoint(out):
