@@ -53,7 +53,7 @@ def fast_forward(model: Any, tokens: Any) -> Any:
 
     cfg = model.cfg
     H, dh, d = cfg.n_heads, cfg.d_head, cfg.d_model
-    scale = 1.0 / (math.sqrt(dh) if cfg.use_attn_scale else 1.0)
+    scale = 1.0 / (getattr(cfg, "attn_scale", math.sqrt(dh)) if cfg.use_attn_scale else 1.0)
     ln = cfg.normalization_type == "LN"
     B, T = tokens.shape
     x = model.embed.W_E[tokens] + model.pos_embed.W_pos[:T]
