@@ -3,8 +3,6 @@ steps with it end at the same weights up to float rounding, and it steps aside w
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,7 +12,7 @@ from interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
 from interp.tasks.catalogue import get_automaton  # noqa: E402
 from interp.tasks.dyck import Dyck  # noqa: E402
 from interp.train import build_model, default_shape  # noqa: E402
-from interp.train.loop import _loss  # noqa: E402
+from run_checks import assert_same_training_path  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16)]
 
@@ -42,24 +40,5 @@ def test_the_fused_forward_is_transformer_lens_s(task):
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.kind)
 def test_steps_with_the_fused_layernorm_follow_the_same_path(task):
-    """The first gradient agrees to float rounding and 30 AdamW steps keep the same losses. (Weights are not
-    compared entry by entry: Adam normalises each update, so a parameter whose gradient is rounding noise
-    moves by ±lr either way.)"""
-    runs = []
-    for fused in (False, True):
-        model = build_model(task, default_shape(task), 0)
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=1e-3)
-        losses, first = [], None
-        with fused_layernorm(model) if fused else contextlib.nullcontext():
-            for step in range(30):
-                loss, _ = _loss(model, task.batch(step_rng(0, step), 16))
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                first = first if first is not None else torch.cat([p.grad.flatten() for p in params])
-                losses.append(float(loss.detach()))
-                opt.step()
-        runs.append((first, torch.tensor(losses)))
-    (g0, l0), (g1, l1) = runs
-    assert (g0 - g1).norm() <= 1e-5 * g0.norm()
-    assert (l0 - l1).abs().max() < 1e-3 and (l0[-1] < l0[0])
+    """The first gradient agrees to float rounding and 30 AdamW steps keep the same losses."""
+    assert_same_training_path(task, lambda: build_model(task, default_shape(task), 0), fused_layernorm)
