@@ -31,6 +31,7 @@ The files stack like the proof: :mod:`constructions.circuit` (the circuit being 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,14 +107,25 @@ def _path(automaton: Semiautomaton) -> str:
 def _holonomy(automaton: Semiautomaton) -> "Cascade":
     """The holonomy decomposition of ``automaton`` (:mod:`interp.tasks.holonomy_cascade`), its refusals as the
     construction's."""
+    cascade, refusal = _decomposed(automaton)
+    if refusal is not None:
+        raise ConstructionError(refusal)
+    return cascade
+
+
+@functools.lru_cache(maxsize=8)
+def _decomposed(automaton: Semiautomaton) -> tuple["Cascade | None", str | None]:
+    """(the decomposition, None) or (None, why it is refused), once per automaton object (automata compare by
+    identity): ``interp info`` names the path and then builds at two lengths, and a refusal past the limits
+    costs seconds to reach."""
     from interp.budget import BudgetError
     from interp.errors import AutomatonError
     from interp.tasks.holonomy_cascade import holonomy_cascade
 
     try:
-        return holonomy_cascade(automaton)
+        return holonomy_cascade(automaton), None
     except (AutomatonError, BudgetError) as e:  # too large or not solvable: the construction does not apply
-        raise ConstructionError(f"krohn_rhodes: {e}") from None
+        return None, f"krohn_rhodes: {e}"
 
 
 def describe_path(automaton: Semiautomaton) -> str:
