@@ -13,8 +13,8 @@ The phases are timed three times: through TransformerLens's own forward, with it
 (:func:`interp.model.hooked.fused_layernorm`), and through the hand-written forward the training loop uses
 (:func:`interp.model.fast.training_forward`; the table shows this one). Prints a Markdown table and, last,
 ``step profile: fused/unfused LayerNorm speed-up X.XX, hand-written/TransformerLens Y.YY, achieved/bound Z.ZZ``
-(means over the twins: step-time ratios against TransformerLens's own forward, and the training loop's FLOP
-rate over the matmul rate); writes ``reports/bench/step_profile.json``.
+(means over the twins: step-time ratios against TransformerLens's own forward with 95% bootstrap intervals over
+the timed steps, and the training loop's FLOP rate over the matmul rate); writes ``reports/bench/step_profile.json``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from interp.files import atomic_write  # noqa: E402
@@ -58,8 +59,9 @@ def _timed(f) -> float:
 MODES = ("transformer_lens", "fused_layernorm", "hand_written")
 
 
-def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> dict[str, float]:
-    """Seconds per step of each phase, timed in one loop after 10 warm-up steps. ``mode``: TransformerLens's own
+def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> tuple[dict[str, float], list[float]]:
+    """Seconds per step of each phase (medians), timed in one loop after 10 warm-up steps, and every timed step's
+    batch-to-optimizer seconds (for the intervals). ``mode``: TransformerLens's own
     forward, the same with LayerNorm fused, or the hand-written forward interp.train.train runs
     (:func:`interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
     model = build_model(task, shape, config.seed)
@@ -71,7 +73,7 @@ def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> dict
         return _phases(model, task, config, steps)
 
 
-def _phases(model, task, config: TrainConfig, steps: int) -> dict[str, float]:
+def _phases(model, task, config: TrainConfig, steps: int) -> tuple[dict[str, float], list[float]]:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     times = {"batch": [], "forward": [], "backward": [], "optimizer": []}
@@ -96,7 +98,30 @@ def _phases(model, task, config: TrainConfig, steps: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         out["checkpoint"] = statistics.median(_timed(lambda: save_checkpoint(Path(tmp), model, opt, {"step": 0}))
                                               for _ in range(3)) / config.eval_every
-    return out
+    return out, [sum(t) for t in zip(*times.values())]
+
+
+def speedup(by_twin: list[dict], slow: str, fast: str, draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean over the twins of step time under ``slow`` ÷ under ``fast`` (each the median of the timed steps
+    plus the evaluation's and checkpoint's share of a step), and a 95% bootstrap interval over the timed steps of each (resampled
+    independently; it covers the step-to-step noise of this run, not drift between runs)."""
+    rng = np.random.default_rng(seed)
+
+    def step(phases: dict, steps: np.ndarray) -> float:
+        return float(np.median(steps)) + phases["evaluation"] + phases["checkpoint"]
+
+    def mean_ratio(resample: bool) -> float:
+        ratios = []
+        for t in by_twin:
+            (ps, ss), (pf, sf) = t[slow], t[fast]
+            ss, sf = np.asarray(ss), np.asarray(sf)
+            if resample:
+                ss, sf = rng.choice(ss, len(ss)), rng.choice(sf, len(sf))
+            ratios.append(step(ps, ss) / step(pf, sf))
+        return float(np.mean(ratios))
+
+    low, high = np.percentile([mean_ratio(True) for _ in range(draws)], [2.5, 97.5])
+    return mean_ratio(False), float(low), float(high)
 
 
 def step_flops(task, shape, config: TrainConfig) -> int:
@@ -138,12 +163,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200, help="steps timed per twin (a multiple of eval_every)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    rows = []
+    rows, by_twin = [], []
     for label, make in TWINS.items():
         task = make()
         shape = default_shape(task)
         config = TrainConfig(steps=args.steps)
-        by_mode = {m: step_phases(task, shape, config, min(args.steps, 100), m) for m in MODES}
+        timed = {m: step_phases(task, shape, config, min(args.steps, 100), m) for m in MODES}
+        by_twin.append(timed)
+        by_mode = {m: phases for m, (phases, _) in timed.items()}
         phases = by_mode["hand_written"]
         total = loop_seconds(task, shape, config)
         flops = step_flops(task, shape, config)
@@ -165,13 +192,17 @@ def main() -> None:
         print(f"{r['twin']}: a step through TransformerLens {r['ms_step_transformer_lens']:.2f} ms, with LayerNorm "
               f"fused {r['ms_step_fused_layernorm']:.2f} ms, hand-written {r['ms_step_hand_written']:.2f} ms")
     ratio = statistics.mean(r["step_gflops"] / r["matmul_gflops"] for r in rows)
-    speedup = statistics.mean(r["ms_step_transformer_lens"] / r["ms_step_fused_layernorm"] for r in rows)
-    fast = statistics.mean(r["ms_step_transformer_lens"] / r["ms_step_hand_written"] for r in rows)
+    fused = speedup(by_twin, "transformer_lens", "fused_layernorm")
+    fast = speedup(by_twin, "transformer_lens", "hand_written")
+    over_fused = speedup(by_twin, "fused_layernorm", "hand_written")
     out = ROOT / "reports" / "bench" / "step_profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, json.dumps({"threads": 1, "steps": args.steps, "rows": rows}, indent=1).encode())
-    print(f"step profile: fused/unfused LayerNorm speed-up {speedup:.2f}, hand-written/TransformerLens "
-          f"{fast:.2f}, achieved/bound {ratio:.2f}")
+    atomic_write(out, json.dumps({"threads": 1, "steps": args.steps, "rows": rows, "speedups": {
+        "fused_over_transformer_lens": fused, "hand_written_over_transformer_lens": fast,
+        "hand_written_over_fused": over_fused}}, indent=1).encode())
+    print(f"hand-written over fused LayerNorm: {over_fused[0]:.2f} [{over_fused[1]:.2f}, {over_fused[2]:.2f}]")
+    print(f"step profile: fused/unfused LayerNorm speed-up {fused[0]:.2f} [{fused[1]:.2f}, {fused[2]:.2f}], "
+          f"hand-written/TransformerLens {fast[0]:.2f} [{fast[1]:.2f}, {fast[2]:.2f}], achieved/bound {ratio:.2f}")
 
 
 if __name__ == "__main__":
