@@ -23,10 +23,10 @@ STEPS = 300
 def main() -> None:
     import torch
 
-    from interp.causal.impose import correspondence
-    from interp.tasks.batches import AutomatonTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.train import ModelShape, TrainConfig, train
+    from sandbox_lens.interp.causal.impose import correspondence
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, train
 
     torch.set_num_threads(1)
     task = AutomatonTask(get_automaton("C3"), 8)

@@ -1,7 +1,7 @@
 """How long a full causal section takes (``make bench``; alone: ``python benchmarks/causal.py``).
 
 Two 2-layer twins are trained here (C3 at T = 8, 400 steps at most; Dyck_{2,4} at N = 16, 600 steps at
-most), then ``interp.causal.align.align`` runs with its defaults on each — per variable, the scan over every
+most), then ``sandbox_lens.interp.causal.align.align`` runs with its defaults on each — per variable, the scan over every
 residual hook and position, position-shared DAS at every hook and over k = 1, 2, 4, 8 with their
 random-subspace controls, the random-init null (scan and DAS) and the construction beside it (its scan,
 named sites and DAS at them) — on one thread. The issue's budget is 2 CPU-minutes per twin.
@@ -20,8 +20,8 @@ BUDGET = 120.0
 
 
 def _one(task, shape, steps, construction, tmp: Path) -> tuple[dict, dict, float, float]:
-    from interp.causal.align import align, null_of
-    from interp.train import TrainConfig, load_trained, train
+    from sandbox_lens.interp.causal.align import align, null_of
+    from sandbox_lens.interp.train import TrainConfig, load_trained, train
 
     t0 = time.process_time()
     metrics = train(task, shape, TrainConfig(steps=steps, seed=0), tmp / "twin", progress=False)
@@ -35,12 +35,12 @@ def _one(task, shape, steps, construction, tmp: Path) -> tuple[dict, dict, float
 def main() -> None:
     import torch
 
-    from constructions.registry import build
-    from interp.model.hooked import to_hooked
-    from interp.tasks.batches import AutomatonTask, DyckTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
-    from interp.train import ModelShape
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.train import ModelShape
 
     torch.set_num_threads(1)
     cases = [("C3, T = 8", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=64, n_heads=2), 400,

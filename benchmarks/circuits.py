@@ -23,13 +23,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions.registry import build  # noqa: E402
-from interp.circuits.pairs import make_pairs  # noqa: E402
-from interp.circuits.effects import attribution, path_patching  # noqa: E402
-from interp.circuits.patching import Patcher  # noqa: E402
-from interp.circuits.truth import ground_truth  # noqa: E402
-from interp.model.hooked import to_hooked  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.constructions.registry import build  # noqa: E402
+from sandbox_lens.interp.circuits.pairs import make_pairs  # noqa: E402
+from sandbox_lens.interp.circuits.effects import attribution, path_patching  # noqa: E402
+from sandbox_lens.interp.circuits.patching import Patcher  # noqa: E402
+from sandbox_lens.interp.circuits.truth import ground_truth  # noqa: E402
+from sandbox_lens.interp.model.hooked import to_hooked  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def _timed(fn, repeats: int = 1) -> tuple[float, object]:
 
 def speed(pairs: int, repeats: int = 3) -> dict:
     """Path patching over every edge of the 16-block prefix scan, three ways, and attribution; same pairs."""
-    from interp.circuits.bare import BarePatcher
+    from sandbox_lens.interp.circuits.bare import BarePatcher
 
     spec = build("prefix_scan", get_automaton("parity"), 256)
     model = to_hooked(spec)
@@ -69,7 +69,7 @@ def speed(pairs: int, repeats: int = 3) -> dict:
 def staircase(lengths=(8, 32, 128, 256), pairs: int = 32, within: float = 0.1) -> list[dict]:
     """The fewest EAP-IG steps that recover the counter's edges into its MLP, per length and corruption: one
     symbol changed moves the count by a step or two, an independent word by about √T."""
-    from interp.circuits.bare import BarePatcher
+    from sandbox_lens.interp.circuits.bare import BarePatcher
 
     rows = []
     for T, corruption in ((T, c) for T in lengths for c in ("symbol", "resample")):

@@ -35,12 +35,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions import build  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.files import atomic_write  # noqa: E402
-from interp.model.run import predict  # noqa: E402
-from interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
-from interp.model.hooked import to_hooked  # noqa: E402
+from sandbox_lens.constructions import build  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
+from sandbox_lens.interp.model.run import predict  # noqa: E402
+from sandbox_lens.interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
+from sandbox_lens.interp.model.hooked import to_hooked  # noqa: E402
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)
@@ -158,7 +158,7 @@ def preactivation_error(spec, tokens: np.ndarray) -> tuple[float, float, float]:
 
 
 def preactivation_rows(samples: int) -> list[dict]:
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     rows = []
     cases = [("krohn_rhodes", "S4", {}), ("krohn_rhodes", "Q8", {}), ("gridworld", "grid5", {}),

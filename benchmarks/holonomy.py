@@ -20,16 +20,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions.krohn_rhodes import build_krohn_rhodes  # noqa: E402
-from constructions.prefix_scan import build_prefix_scan  # noqa: E402
-from interp.files import atomic_write  # noqa: E402
-from interp.model.hooked import parameter_count  # noqa: E402
-from interp.tasks.automata import parse_automaton_json  # noqa: E402
-from interp.tasks.cascade import load_cascade_file  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.holonomy import holonomy_skeleton  # noqa: E402
-from interp.tasks.holonomy_cascade import holonomy_cascade  # noqa: E402
-from interp.verify import verify  # noqa: E402
+from sandbox_lens.constructions.krohn_rhodes import build_krohn_rhodes  # noqa: E402
+from sandbox_lens.constructions.prefix_scan import build_prefix_scan  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
+from sandbox_lens.interp.model.hooked import parameter_count  # noqa: E402
+from sandbox_lens.interp.tasks.automata import parse_automaton_json  # noqa: E402
+from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.holonomy import holonomy_skeleton  # noqa: E402
+from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade  # noqa: E402
+from sandbox_lens.interp.verify import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = ('{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions import build  # noqa: E402
-from constructions.krohn_rhodes import classify  # noqa: E402
-from constructions.solvable import plan_solvable_group  # noqa: E402
-from interp.tasks.cascade import known_cascade, load_cascade_file  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.files import atomic_write  # noqa: E402
+from sandbox_lens.constructions import build  # noqa: E402
+from sandbox_lens.constructions.krohn_rhodes import classify  # noqa: E402
+from sandbox_lens.constructions.solvable import plan_solvable_group  # noqa: E402
+from sandbox_lens.interp.tasks.cascade import known_cascade, load_cascade_file  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["C2", "C3", "C5", "C2^3", "D8", "S3", "A4", "S4", "Q8", "flipflop", "C3+resets", "S3+resets",

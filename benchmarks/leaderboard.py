@@ -23,13 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions.registry import build  # noqa: E402
-from interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
-from interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
-from interp.circuits.methods import METHODS  # noqa: E402
-from interp.tasks.cascade import load_cascade_file  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.constructions.registry import build  # noqa: E402
+from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
+from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
+from sandbox_lens.interp.circuits.methods import METHODS  # noqa: E402
+from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NEGATIVES = "distractor,cancel,constant"
@@ -84,7 +84,7 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.time()
     if args.auto_circuit:
-        from interp.circuits.autocircuit import load
+        from sandbox_lens.interp.circuits.autocircuit import load
 
         load()
         board = run_leaderboard(families(), AUTO_CIRCUIT, SETTINGS[:1], _seeds(args.seeds), pairs=args.pairs, progress=True)

@@ -41,9 +41,9 @@ TWINS = ("parity", "dyck")
 
 
 def _task(name: str):
-    from interp.tasks.batches import AutomatonTask, DyckTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     return AutomatonTask(get_automaton("parity"), 32) if name == "parity" else DyckTask(Dyck(2, 4), 28)
 
@@ -52,10 +52,10 @@ def _pool_worker(name: str, members: list[int], steps: int) -> float:
     """Seconds for ``members`` single runs of ``steps`` steps, one after another."""
     import torch
 
-    from interp.model.hooked import fused_layernorm
-    from interp.tasks.batches import step_rng
-    from interp.train import build_model, default_shape
-    from interp.train.loop import _loss
+    from sandbox_lens.interp.model.hooked import fused_layernorm
+    from sandbox_lens.interp.tasks.batches import step_rng
+    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train.loop import _loss
 
     torch.set_num_threads(1)
     task = _task(name)
@@ -76,7 +76,7 @@ def _stacked_batch(task, members: list[int], step: int):
     """(tokens, loss mask, targets), each ``[E, batch, T]``: every member's own batch of ``step``."""
     import torch
 
-    from interp.tasks.batches import step_rng
+    from sandbox_lens.interp.tasks.batches import step_rng
 
     batches = [task.batch(step_rng(seed, step), 32) for seed in members]
     return tuple(torch.stack([torch.from_numpy(getattr(b, f)) for b in batches])
@@ -96,8 +96,8 @@ def _ensemble_worker(name: str, members: list[int], steps: int) -> float:
     import torch
     from torch.func import functional_call, stack_module_state, vmap
 
-    from interp.model.hooked import fused_layernorm
-    from interp.train import build_model, default_shape
+    from sandbox_lens.interp.model.hooked import fused_layernorm
+    from sandbox_lens.interp.train import build_model, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
@@ -162,7 +162,7 @@ def _stacked_worker(name: str, members: list[int], steps: int) -> float:
     import torch
     from torch.func import stack_module_state
 
-    from interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_model, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
@@ -188,7 +188,7 @@ def _lockstep_worker(name: str, members: list[int], steps: int) -> float:
     one :func:`stacked_forward`, whose backward fills each member's own gradients."""
     import torch
 
-    from interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_model, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
@@ -220,8 +220,8 @@ def check_stacked_forward(name: str, members: int = 3) -> float:
     import torch
     from torch.func import stack_module_state
 
-    from interp.tasks.batches import step_rng
-    from interp.train import build_model, default_shape
+    from sandbox_lens.interp.tasks.batches import step_rng
+    from sandbox_lens.interp.train import build_model, default_shape
 
     task = _task(name)
     models = [build_model(task, default_shape(task), seed) for seed in range(members)]
@@ -283,7 +283,7 @@ def main() -> None:
     ratio = statistics.mean(max(best_ratio(r) for r in rows if r["twin"] == t) for t in TWINS)
     out = ROOT / "reports" / "bench" / "populations.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    from interp.files import atomic_write
+    from sandbox_lens.interp.files import atomic_write
 
     atomic_write(out, json.dumps({"steps": args.steps, "repeats": args.repeats, "rows": rows}, indent=1).encode())
     print(f"populations: ensemble/pool {ratio:.2f}")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from constructions import build  # noqa: E402
-from interp.errors import SandboxError  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.constructions import build  # noqa: E402
+from sandbox_lens.interp.errors import SandboxError  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 
 CASES = [  # (label, construction, task)
     ("prefix_scan S5", "prefix_scan", get_automaton("S5")),

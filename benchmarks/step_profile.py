@@ -5,13 +5,13 @@ For the default twins (parity at T = 32, Dyck_{2,4} at N ≤ 28, FFL(0.8) at T =
 settings, one torch thread) it times, step by step in one loop, the batch sampling, the forward pass with
 the loss, the backward pass and the optimizer (clipping and AdamW); then the held-out evaluation and the
 checkpoint that every ``eval_every`` steps adds (per step: their cost / eval_every); then
-:func:`interp.train.train` itself over the same steps — the difference is the loop's own overhead (bar,
+:func:`sandbox_lens.interp.train.train` itself over the same steps — the difference is the loop's own overhead (bar,
 history, signal checks). The FLOPs of forward + backward come from ``torch.utils.flop_counter``; the bound is
 the same machine's float32 matmul throughput measured on the step's own largest matmul shapes in the same run.
 
 The phases are timed three times: through TransformerLens's own forward, with its LayerNorm fused
-(:func:`interp.model.hooked.fused_layernorm`), and through the hand-written forward the training loop uses
-(:func:`interp.model.fast.training_forward`; the table shows this one). Prints a Markdown table and, last,
+(:func:`sandbox_lens.interp.model.hooked.fused_layernorm`), and through the hand-written forward the training loop uses
+(:func:`sandbox_lens.interp.model.fast.training_forward`; the table shows this one). Prints a Markdown table and, last,
 ``step profile: fused/unfused LayerNorm speed-up X.XX, hand-written/TransformerLens Y.YY, achieved/bound Z.ZZ``
 (means over the twins: step-time ratios against TransformerLens's own forward with 95% bootstrap intervals over
 the timed steps, and the training loop's FLOP rate over the matmul rate); writes ``reports/bench/step_profile.json``.
@@ -33,16 +33,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from interp.files import atomic_write  # noqa: E402
-from interp.model.fast import training_forward  # noqa: E402
-from interp.model.hooked import fused_layernorm  # noqa: E402
-from interp.streams import Stream  # noqa: E402
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import TrainConfig, build_model, default_shape, train  # noqa: E402
-from interp.train.checkpoint import save_checkpoint  # noqa: E402
-from interp.train.loop import _loss, evaluate  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
+from sandbox_lens.interp.model.fast import training_forward  # noqa: E402
+from sandbox_lens.interp.model.hooked import fused_layernorm  # noqa: E402
+from sandbox_lens.interp.streams import Stream  # noqa: E402
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.train import TrainConfig, build_model, default_shape, train  # noqa: E402
+from sandbox_lens.interp.train.checkpoint import save_checkpoint  # noqa: E402
+from sandbox_lens.interp.train.loop import _loss, evaluate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TWINS = {"parity, T = 32": lambda: AutomatonTask(get_automaton("parity"), 32),
@@ -62,8 +62,8 @@ MODES = ("transformer_lens", "fused_layernorm", "hand_written")
 def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> tuple[dict[str, float], list[float]]:
     """Seconds per step of each phase (medians), timed in one loop after 10 warm-up steps, and every timed step's
     batch-to-optimizer seconds (for the intervals). ``mode``: TransformerLens's own
-    forward, the same with LayerNorm fused, or the hand-written forward interp.train.train runs
-    (:func:`interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
+    forward, the same with LayerNorm fused, or the hand-written forward sandbox_lens.interp.train.train runs
+    (:func:`sandbox_lens.interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
     model = build_model(task, shape, config.seed)
     with contextlib.ExitStack() as stack:
         if mode in ("fused_layernorm", "hand_written"):
@@ -151,7 +151,7 @@ def matmul_rate(task, shape, config: TrainConfig, seconds: float = 0.5) -> float
 
 
 def loop_seconds(task, shape, config: TrainConfig) -> float:
-    """Seconds per step of interp.train.train itself (evaluations and checkpoints included)."""
+    """Seconds per step of sandbox_lens.interp.train.train itself (evaluations and checkpoints included)."""
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         train(task, shape, config, tmp, progress=False)

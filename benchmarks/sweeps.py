@@ -1,6 +1,6 @@
 """Sweep throughput (``make bench``; alone: ``python benchmarks/sweeps.py [--runs N]``).
 
-The same runs (a small Dyck_{1,2} model, every run from scratch) through :func:`interp.train.sweep.run_sweep`
+The same runs (a small Dyck_{1,2} model, every run from scratch) through :func:`sandbox_lens.interp.train.sweep.run_sweep`
 three ways in one process, so the ratios compare like with like on this machine at this moment:
 the local pool with 1 worker, with 2 workers, and Ray tasks on a local runtime of 2 CPUs. Prints
 runs per minute and the ratios 2 workers / 1 worker and Ray / local pool (2 each). Imports are
@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from interp.train.sweep import run_sweep  # noqa: E402
-from interp.tasks.batches import DyckTask  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import ModelShape, TrainConfig  # noqa: E402
+from sandbox_lens.interp.train.sweep import run_sweep  # noqa: E402
+from sandbox_lens.interp.tasks.batches import DyckTask  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.train import ModelShape, TrainConfig  # noqa: E402
 
 
 def timed(backend: str, workers: int, runs: int, steps: int) -> tuple[float, dict]:

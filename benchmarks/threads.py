@@ -19,14 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from constructions.registry import build  # noqa: E402
-from interp.model.hooked import to_hooked  # noqa: E402
-from interp.model.run import exact_precision  # noqa: E402
-from interp.tasks.batches import DyckTask, step_rng  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import build_model, default_shape  # noqa: E402
-from interp.train.loop import _loss  # noqa: E402
+from sandbox_lens.constructions.registry import build  # noqa: E402
+from sandbox_lens.interp.model.hooked import to_hooked  # noqa: E402
+from sandbox_lens.interp.model.run import exact_precision  # noqa: E402
+from sandbox_lens.interp.tasks.batches import DyckTask, step_rng  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.train.loop import _loss  # noqa: E402
 
 
 def _spin(stop) -> None:  # a busy neighbour on one core

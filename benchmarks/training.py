@@ -1,6 +1,6 @@
 """Training benchmarks (``make bench``; run alone with ``python benchmarks/training.py [--quick]``).
 
-1. **Throughput**: steps/second of :func:`interp.train.train` against a bare PyTorch loop over
+1. **Throughput**: steps/second of :func:`sandbox_lens.interp.train.train` against a bare PyTorch loop over
    the same model, batches and optimiser, measured in the same run (ratio ≥ 0.9 expected).
 2. **Accuracy within a budget** on 2 CPU cores with the default settings: Dyck_{2,4} (2 layers,
    1 head, width 50; target 97%), parity and grid9 at T = 32 (target 99%), D8 at T = 32 with
@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.files import atomic_write  # noqa: E402
-from interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
-from interp.train import ModelShape, TrainConfig, build_model, default_shape, train  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
+from sandbox_lens.interp.train import ModelShape, TrainConfig, build_model, default_shape, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,11 +2,11 @@
 ``python benchmarks/verify_speed.py [--quick]``).
 
 The same model, the same words, one thread: ``verify(..., forward="model")`` runs TransformerLens's
-forward throughout, ``forward="bare"`` runs :mod:`interp.model.bare` after the cross-check (whose
+forward throughout, ``forward="bare"`` runs :mod:`sandbox_lens.interp.model.bare` after the cross-check (whose
 TransformerLens run is counted in its time). Sampled words only (no exhaustive set), so positions/s
 is the long-input throughput. The two are alternated and the median of the rounds is printed, with
 the ratio bare / model measured in this run. Then the same for the probes' residual-stream caching
-(:func:`interp.model.checked.residual_stream`, its one-sequence check counted).
+(:func:`sandbox_lens.interp.model.checked.residual_stream`, its one-sequence check counted).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from constructions import build_model  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.model.checked import residual_stream  # noqa: E402
-from interp.verify import verify  # noqa: E402
-from probes.linear import automaton_probe_data, residual_hooks  # noqa: E402
+from sandbox_lens.constructions import build_model  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.model.checked import residual_stream  # noqa: E402
+from sandbox_lens.interp.verify import verify  # noqa: E402
+from sandbox_lens.probes.linear import automaton_probe_data, residual_hooks  # noqa: E402
 
 CASES = [  # (construction, automaton, T, sampled words); the cross-check takes 4 words at T = 1024
     ("prefix_scan", "S3", 1024, 40),

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from interp import __version__  # noqa: E402
+from sandbox_lens.interp import __version__  # noqa: E402
 
 project = "sandbox-lens"
 author = "the sandbox-lens authors"
@@ -118,7 +118,7 @@ def _write_schemas(app) -> None:
     """The circuit file's JSON Schema, from the code, for the formats page."""
     import json
 
-    from interp.circuits.exchange import SCHEMA
+    from sandbox_lens.interp.circuits.exchange import SCHEMA
 
     out = HERE / "reference" / "_generated"
     out.mkdir(exist_ok=True)

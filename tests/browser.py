@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.errors import SandboxError
+from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["find_chromium", "render", "Rendering"]
 

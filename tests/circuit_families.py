@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from constructions.registry import build
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.cascade import load_cascade_file
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.cascade import load_cascade_file
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
 
 ROOT = Path(__file__).resolve().parents[1]
 CASCADE = ROOT / "examples" / "cascades" / "parity_flipflop_counter.json"
@@ -39,7 +39,7 @@ FAMILIES = {
     "ffl": lambda: build("ffl", None, 16),
 }
 
-#: Families with every informative negative (constructions.negatives): parts outside the circuit.
+#: Families with every informative negative (sandbox_lens.constructions.negatives): parts outside the circuit.
 NEGATIVE_FAMILIES = {
     "prefix_scan/S5+negatives": lambda: build("prefix_scan", get_automaton("S5"), 8, negatives=ALL_NEGATIVES),
     "modular_counter/C3+negatives": lambda: build("modular_counter", get_automaton("C3"), 8, negatives=ALL_NEGATIVES),

@@ -34,7 +34,7 @@ def interp_cli():
 
     def run(*argv, **kwargs):
         kwargs.setdefault("cwd", ROOT)
-        return subprocess.run([sys.executable, "-m", "interp", *map(str, argv)], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "sandbox_lens.interp", *map(str, argv)], capture_output=True, text=True,
                               check=False, **kwargs)
 
     return run
@@ -45,7 +45,7 @@ def interp_cli():
 def interp_run(capsys):
     """``interp ARGS...`` in this process (the imports are paid once): (exit code, stdout, stderr); argparse's
     usage errors exit 2 like the command's own."""
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     def run(*argv):
         try:

@@ -28,8 +28,8 @@ def assert_same_training_path(task, make_model, within) -> None:
     gradient is rounding noise moves by ±lr either way."""
     import contextlib
 
-    from interp.tasks.batches import step_rng
-    from interp.train.loop import _loss
+    from sandbox_lens.interp.tasks.batches import step_rng
+    from sandbox_lens.interp.train.loop import _loss
 
     runs = []
     for changed in (False, True):

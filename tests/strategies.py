@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 
 @st.composite

@@ -32,12 +32,12 @@ import math
 import numpy as np
 import torch
 
-from constructions import build
-from interp.tasks.catalogue import get_automaton
-from interp.model.hooked import to_hooked
-from interp.verify import verify
-from interp.model.run import attention_patterns, hook_name
-from interp.viz import heatmap_png
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.model.run import attention_patterns, hook_name
+from sandbox_lens.interp.viz import heatmap_png
 
 s5 = get_automaton("S5")
 print(s5, "—", s5.description)
@@ -104,7 +104,7 @@ display(Image(png))
 # %%
 from IPython.display import HTML
 
-from interp.viz import circuitsvis_heads
+from sandbox_lens.interp.viz import circuitsvis_heads
 
 HTML(circuitsvis_heads(patterns, tokens))
 

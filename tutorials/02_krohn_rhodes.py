@@ -36,11 +36,11 @@ import math
 
 import matplotlib.pyplot as plt
 
-from constructions import build
-from constructions.solvable import plan_solvable_group
-from interp.tasks.catalogue import get_automaton
-from interp.model.hooked import to_hooked
-from interp.verify import verify
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.solvable import plan_solvable_group
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.verify import verify
 
 d8, q8 = get_automaton("D8"), get_automaton("Q8")
 for a in (d8, q8):
@@ -53,7 +53,7 @@ for a in (d8, q8):
 # the abelian quotient (the cyclic factors, one counter each) and the lifts that define τ.
 
 # %%
-from constructions.solvable import cycle_notation as cycles
+from sandbox_lens.constructions.solvable import cycle_notation as cycles
 
 for a in (d8, q8):
     gens = [a.transition_map(s) for s in range(a.n_symbols)]
@@ -72,7 +72,7 @@ for a in (d8, q8):
 # The construction does not care: any transversal works.
 
 # %%
-from interp.tasks.groups import compose
+from sandbox_lens.interp.tasks.groups import compose
 
 for a in (get_automaton("S3"), d8, q8):
     gens = [a.transition_map(s) for s in range(a.n_symbols)]
@@ -112,10 +112,10 @@ for a in (d8, q8):
 # %%
 from pathlib import Path
 
-import interp
-from interp.tasks.cascade import load_cascade_file
+import sandbox_lens.interp
+from sandbox_lens.interp.tasks.cascade import load_cascade_file
 
-examples = Path(interp.__file__).resolve().parents[1] / "examples" / "cascades"  # in the repository
+examples = Path(sandbox_lens.interp.__file__).resolve().parents[2] / "examples" / "cascades"  # in the repository
 car = load_cascade_file(examples / "car_on_a_circle.json")
 for level in car.levels:
     print(f"level {level.name}: {level.automaton.name}, input table:")
@@ -189,7 +189,7 @@ for name in ("C2^3", "D8", "S3", "A4", "S4", "Q8"):
 # `krohn_rhodes` says so (the CLI prints one line and exits with status 2):
 
 # %%
-from interp.errors import ConstructionError
+from sandbox_lens.interp.errors import ConstructionError
 
 for name in ("A5", "S5"):
     try:
@@ -221,9 +221,9 @@ for name in ("A5", "S5"):
 # %%
 import numpy as np
 
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.holonomy import holonomy_skeleton
-from interp.tasks.holonomy_cascade import holonomy_cascade
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.holonomy import holonomy_skeleton
+from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
 shift_swap = Semiautomaton("shift-swap", ("0", "1", "2"), ("a", "b"), np.array([[1, 2, 2], [1, 0, 2]]), 0)
 h = holonomy_skeleton(shift_swap)

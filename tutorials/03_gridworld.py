@@ -35,12 +35,12 @@
 # %%
 import numpy as np
 
-from constructions import build
-from interp.tasks.catalogue import get_automaton
-from interp.verify import verify
-from interp.model.run import attention_patterns
-from interp.viz import circuitsvis_heads, heatmap_png
-from interp.model.hooked import to_hooked
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.model.run import attention_patterns
+from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png
+from sandbox_lens.interp.model.hooked import to_hooked
 
 grid = get_automaton("grid5")
 S = grid.n_states - 1
@@ -116,7 +116,7 @@ HTML(circuitsvis_heads(patterns, tokens))
 # while no single head does.
 
 # %%
-from probes.boundary import boundary_detector_scores
+from sandbox_lens.probes.boundary import boundary_detector_scores
 
 scores = boundary_detector_scores(model, grid.sample(50, T, seed=2))
 print("per block (some head on the boundary):", scores.blocks)

@@ -26,9 +26,9 @@
 # %%
 import numpy as np
 
-from constructions.dyck import build_dyck
-from interp.tasks.dyck import Dyck
-from interp.verify import verify
+from sandbox_lens.constructions.dyck import build_dyck
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.verify import verify
 
 lang = Dyck(k=2, D=4, q=0.5)
 print(lang.name, "brackets:", " ".join(lang.bracket_names))
@@ -66,9 +66,9 @@ for v, spec in models.items():
 # %%
 from IPython.display import HTML, Image, display
 
-from interp.viz import circuitsvis_heads, heatmap_png
-from interp.model.hooked import to_hooked
-from probes.dyck import PROBE_INPUT, layer_patterns
+from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.probes.dyck import PROBE_INPUT, layer_patterns
 
 probe = lang.encode(PROBE_INPUT)
 tokens = ["BOS", *PROBE_INPUT]
@@ -90,7 +90,7 @@ HTML(circuitsvis_heads(panels, tokens, names=names))
 # * **balance violation** β (Theorems 1–2): how far matched pairs are from cancelling.
 
 # %%
-from probes.dyck import attention_variation, balance_violation, random_attention_baseline, stack_top_mass
+from sandbox_lens.probes.dyck import attention_variation, balance_violation, random_attention_baseline, stack_top_mass
 
 words = lang.sample(20, 28, seed=5)
 for v, m in hooked.items():

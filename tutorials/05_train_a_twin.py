@@ -25,9 +25,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from interp.tasks.dyck import Dyck
-from interp.tasks.batches import DyckTask
-from interp.train import TrainConfig, default_shape, load_trained, train
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained, train
 
 task = DyckTask(Dyck(2, 4), length=28)
 shape = default_shape(task)
@@ -75,8 +75,8 @@ plt.show()
 # the thesis's probe input, and how stack-like it is.
 
 # %%
-from interp.verify.dyck import next_token_probabilities
-from probes.dyck import PROBE_INPUT, layer_patterns, stack_top_mass
+from sandbox_lens.interp.verify.dyck import next_token_probabilities
+from sandbox_lens.probes.dyck import PROBE_INPUT, layer_patterns, stack_top_mass
 
 twin = load_trained(out)
 probe = task.lang.encode(PROBE_INPUT)
@@ -88,7 +88,7 @@ print("stack-top mass of the layer-2 head:", stack_top_mass(twin, task.lang, wor
 # %%
 from IPython.display import Image, display
 
-from interp.viz import heatmap_png
+from sandbox_lens.interp.viz import heatmap_png
 
 pattern = layer_patterns(twin, probe, layer=1)
 display(Image(heatmap_png({(1, h): p for h, p in pattern.items()}, ["BOS", *PROBE_INPUT], "trained twin, layer 2")))

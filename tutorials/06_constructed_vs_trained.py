@@ -15,7 +15,7 @@
 #
 # The constructions of Tutorials 1–4 prove that *some* transformer computes a task exactly; the
 # twin of Tutorial 5 shows what gradient descent finds. This tutorial puts them side by side with
-# `interp.compare` — the same machinery as `interp compare` and `make demo` — on Dyck_{2,4}, on
+# `sandbox_lens.interp.compare` — the same machinery as `interp compare` and `make demo` — on Dyck_{2,4}, on
 # parity and on the flip-flop language, and asks four questions of every model:
 #
 # 1. **Probes** — at which residual hook is the task latent (depth, stack-top type, state) linearly
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from interp.compare import TWIN, compare
-from interp.compare.analyse import comparison_for
+from sandbox_lens.interp.compare import TWIN, compare
+from sandbox_lens.interp.compare.analyse import comparison_for
 
 work = Path(tempfile.mkdtemp())
 

@@ -28,13 +28,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from interp.compare.population import population
-from interp.evaluate import automaton_shifts, evaluate, skyline
-from interp.train.sweep import parse_grid, run_sweep
-from interp.tasks.batches import AutomatonTask, DyckTask
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.train import ModelShape, TrainConfig, default_shape, load_trained, train
+from sandbox_lens.interp.compare.population import population
+from sandbox_lens.interp.evaluate import automaton_shifts, evaluate, skyline
+from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained, train
 
 torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine
 work = Path(tempfile.mkdtemp())

@@ -26,14 +26,14 @@
 import torch
 from IPython.display import Image, display
 
-from constructions.registry import build
-from interp.circuits.analyse import analyse
-from interp.circuits.draw import circuit_png
-from interp.circuits.pairs import make_pairs
-from interp.circuits.patching import Patcher
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.draw import circuit_png
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 spec = build("prefix_scan", get_automaton("S5"), 8)
 model = to_hooked(spec)
@@ -192,8 +192,8 @@ display(Image(circuit_png(analyse(g_model, "path", g_truth, pairs=32), "gridworl
 import tempfile
 from pathlib import Path
 
-from interp.tasks.batches import AutomatonTask
-from interp.train import ModelShape, TrainConfig, load_trained, train
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
 run = Path(tempfile.mkdtemp()) / "parity-twin"
 train(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2),

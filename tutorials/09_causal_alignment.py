@@ -24,12 +24,12 @@
 # %%
 from IPython.display import Image, display
 
-from constructions.registry import build
-from interp.causal.das import das
-from interp.causal.highlevel import StateModel, high_level_of
-from interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
-from interp.model.hooked import to_hooked
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.causal.das import das
+from sandbox_lens.interp.causal.highlevel import StateModel, high_level_of
+from sandbox_lens.interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 c3 = get_automaton("C3")
 counter = to_hooked(build("modular_counter", c3, 8))
@@ -84,10 +84,10 @@ for hook, k in ((POST, 2), (MID, 1)):
 import tempfile
 from pathlib import Path
 
-from interp.causal.align import align
-from interp.tasks.batches import AutomatonTask
-from interp.train import ModelShape, TrainConfig, load_trained, random_init, train
-from interp.viz import interchange_scans_png
+from sandbox_lens.interp.causal.align import align
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, random_init, train
+from sandbox_lens.interp.viz import interchange_scans_png
 
 task, shape = AutomatonTask(c3, 8), ModelShape(n_layers=2, d_model=64, n_heads=2)
 run = Path(tempfile.mkdtemp()) / "c3-twin"
@@ -122,8 +122,8 @@ display(Image(interchange_scans_png(result)))
 # that a twin's negative DAS result is then no evidence of absence.
 
 # %%
-from interp.causal.align import named_sites
-from interp.tasks.dyck import Dyck
+from sandbox_lens.interp.causal.align import named_sites
+from sandbox_lens.interp.tasks.dyck import Dyck
 
 dyck = to_hooked(build("dyck", Dyck(2, 4), 12))
 high = high_level_of(dyck)
@@ -149,7 +149,7 @@ for name, v in result["variables"].items():
 # next write. The construction looks back to the latest write instead, and the rival is rejected.
 
 # %%
-from interp.causal.interchange import construction_sites, pooled_iia
+from sandbox_lens.interp.causal.interchange import construction_sites, pooled_iia
 
 for name, source, T in (("krohn_rhodes", get_automaton("grid3"), 12), ("prefix_scan", get_automaton("C3"), 16),
                         ("gridworld", get_automaton("grid3"), 12)):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from constructions.registry import build
-from interp.causal.das import das
-from interp.causal.highlevel import HighLevelError, StateModel
-from interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
-from interp.model.hooked import to_hooked
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.causal.das import das
+from sandbox_lens.interp.causal.highlevel import HighLevelError, StateModel
+from sandbox_lens.interp.causal.interchange import Site, iia, random_basis, subspace_basis, word_pairs
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 POST, MID = "blocks.0.hook_resid_post", "blocks.0.hook_resid_mid"
 
@@ -72,7 +72,7 @@ def test_das_recovers_the_state_subspace_of_a_rotated_construction():
     through the rotation, still has IIA 1; DAS (k = 2) finds a subspace with held-out IIA ≥ 0.99 that, inside
     the directions the activations move in, lies within a few degrees of the true one (raw angles reported:
     directions the activations never use are left where DAS started)."""
-    from interp.causal.das import live_basis, principal_angles
+    from sandbox_lens.interp.causal.das import live_basis, principal_angles
 
     model = to_hooked(build("modular_counter", get_automaton("C3"), 8), rotate={"pad": 9, "seed": 2})
     base, source = word_pairs(model, 600, seed=0)
@@ -88,16 +88,16 @@ def test_das_recovers_the_state_subspace_of_a_rotated_construction():
     print(f"principal angles to the state subspace: raw {np.round(raw, 1)}°, within the live span "
           f"{np.round(inside[:2], 1)}°")
     assert inside[:2].max() < 5.0 <= raw.max()
-    from interp.causal.das import boundless_das
-    from interp.causal.interchange import pooled_iia
+    from sandbox_lens.interp.causal.das import boundless_das
+    from sandbox_lens.interp.causal.interchange import pooled_iia
 
     learned, _ = boundless_das(model, high, POST, base[:300], source[:300], steps=300)  # k learned, not chosen
     assert learned.shape == (16, 2) and pooled_iia(model, high, Site(POST, 0, learned), base[400:], source[400:])["iia"] == 1.0
 
 
 def test_a_random_init_twin_stays_at_chance(counter):
-    from interp.tasks.batches import AutomatonTask
-    from interp.train import ModelShape, random_init
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.train import ModelShape, random_init
 
     model, high, base, source = counter
     twin = random_init(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2), seed=0)
@@ -114,7 +114,7 @@ def test_a_subspace_the_construction_does_not_have_is_refused(counter):
 def test_the_scan_finds_the_prefix_scans_doubling_windows():
     """Theorem 10: after its l-th attention layer, position t holds the state when t + 1 ≤ 2^l. A full swap
     at position p reaches IIA 1 first right after the attention layer that completes p's window."""
-    from interp.causal.localise import first_sites, scan
+    from sandbox_lens.interp.causal.localise import first_sites, scan
 
     spec = build("prefix_scan", get_automaton("C3"), 8)
     model = to_hooked(spec)
@@ -132,8 +132,8 @@ def test_the_scan_finds_the_prefix_scans_doubling_windows():
 def test_pairs_are_drawn_at_the_training_length_and_legal_where_inputs_can_be_illegal(tmp_path):
     """A twin built with room for 4 × its training length is aligned where it was trained; the Dyck stack's
     pairs read only legal brackets."""
-    from interp.tasks.batches import AutomatonTask
-    from interp.train import ModelShape, random_init
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.train import ModelShape, random_init
 
     stack = get_automaton("dyck2-depth4")
     twin = random_init(AutomatonTask(stack, 12), ModelShape(n_layers=1, d_model=16, positional="sinusoidal", n_ctx=49))
@@ -146,7 +146,7 @@ def test_pairs_are_drawn_at_the_training_length_and_legal_where_inputs_can_be_il
 def test_probes_and_interventions_disagree_where_the_proof_says(counter):
     """Before the staircase the count carries the state (named direction: IIA 1) that no linear probe reads
     (the state is the count mod 3); after it, the probe reads it and its directions carry it."""
-    from interp.causal.align import probe_sites
+    from sandbox_lens.interp.causal.align import probe_sites
 
     model, high, base, source = counter
     rows = {r["hook"]: r for r in probe_sites(model, high, (base[:300], source[:300]), (base[300:], source[300:]), "state")}

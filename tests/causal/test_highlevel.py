@@ -9,13 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from constructions.registry import build
-from interp.causal.highlevel import DyckModel, FFLModel, HighLevelError, dyck_stacks, high_level_of
-from interp.causal.interchange import Site, construction_sites, iia, pooled_iia, subspace_basis, word_pairs
-from interp.model.hooked import to_hooked
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.tasks.ffl import ONE, R, W, ZERO, I
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.causal.highlevel import DyckModel, FFLModel, HighLevelError, dyck_stacks, high_level_of
+from sandbox_lens.interp.causal.interchange import Site, construction_sites, iia, pooled_iia, subspace_basis, word_pairs
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.tasks.ffl import ONE, R, W, ZERO, I
 
 # ( = 0, ) = 1, [ = 2, ] = 3
 WORD = np.array([[0, 2, 3, 2, 0, 1, 3]])  # ( [ ] [ ( ) ]  -> depths 1 2 1 2 3 2 1

@@ -1,6 +1,6 @@
 """The causal verdict's rule on synthetic numbers: each branch, and its thresholds."""
 
-from interp.causal.verdict import COVERAGE, IMPLEMENTS, verdict
+from sandbox_lens.interp.causal.verdict import COVERAGE, IMPLEMENTS, verdict
 
 MID0, MID1, POST1 = "blocks.0.hook_resid_mid", "blocks.1.hook_resid_mid", "blocks.1.hook_resid_post"
 
@@ -38,7 +38,7 @@ def test_the_thresholds_are_where_the_rule_says():
 def test_trivial_sites_are_named_as_such():
     """First sites at or after the last attention layer's output (block order ≥ trivial_from) carry a read-out
     variable whatever the model computes: the verdict says so; an earlier first site does not get the caveat."""
-    from interp.causal.verdict import block_order
+    from sandbox_lens.interp.causal.verdict import block_order
 
     assert block_order(MID1) == 1 + 1 / 3 and block_order("blocks.0.hook_resid_pre") == 0.0
     late = verdict(_at(1.0), _at(MID1), _at(MID0), _at(0.3), trivial_from=block_order(MID1))
@@ -57,7 +57,7 @@ def test_full_swaps_cannot_tell_what_they_cannot_isolate_in_the_construction():
 
 
 def test_the_das_verdict_on_synthetic_sweeps():
-    from interp.causal.verdict import das_verdict
+    from sandbox_lens.interp.causal.verdict import das_verdict
 
     def sweep(best, k1=None):
         other = None if best is None else 0.2
@@ -78,7 +78,7 @@ def test_the_das_verdict_on_synthetic_sweeps():
 def test_the_bar_is_relative_to_the_models_own_accuracy():
     """No intervention makes a model more right than it is: at accuracy 0.98 a site carries the variable from
     IIA 0.95 × 0.98 = 0.931; the null's bar stays absolute."""
-    from interp.causal.verdict import das_verdict
+    from sandbox_lens.interp.causal.verdict import das_verdict
 
     almost = _at(0.94)
     assert verdict(almost, _at(MID0), _at(MID0), _at(0.3))["implements"] is False
@@ -90,7 +90,7 @@ def test_the_bar_is_relative_to_the_models_own_accuracy():
 
 
 def test_a_dormant_das_subspace_is_not_believed():
-    from interp.causal.verdict import das_verdict
+    from sandbox_lens.interp.causal.verdict import das_verdict
 
     row = {"hook": MID1, "k": 2, "iia": 0.99, "live_fraction": 0.3}
     sweep = {"by_hook": [{**row, "k": 8, "live_fraction": 0.2}], "k": [row, {**row, "k": 8, "live_fraction": 0.2}]}

@@ -12,9 +12,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from constructions import build_model
-from interp.circuits.pairs import make_pairs
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions import build_model
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 INSTALLED = importlib.util.find_spec("auto_circuit") is not None
 needs = pytest.mark.skipif(not INSTALLED, reason="auto-circuit is an optional extra (make test-auto-circuit)")
@@ -32,10 +32,10 @@ def test_without_the_extra_the_methods_are_refused_in_one_line(tmp_path, interp_
 def test_its_edge_attribution_is_ours_up_to_a_constant_on_the_same_pairs():
     """EAP, read at the last position: auto-circuit's mask gradient and this project's attribution are the
     same linear estimate; ``Resid Start->X`` is ``embed->X`` plus ``pos->X``."""
-    from interp.circuits.bare import patcher_for
-    from interp.circuits.effects import attribution
-    from interp.circuits.exchange import auto_circuit_names
-    from interp.circuits.autocircuit import prune_scores
+    from sandbox_lens.interp.circuits.bare import patcher_for
+    from sandbox_lens.interp.circuits.effects import attribution
+    from sandbox_lens.interp.circuits.exchange import auto_circuit_names
+    from sandbox_lens.interp.circuits.autocircuit import prune_scores
 
     model = build_model("prefix_scan", get_automaton("S3"), 8)
     patcher = patcher_for(model, None, "auto")
@@ -92,9 +92,9 @@ def test_a_ranking_has_no_circuit_of_its_own(tmp_path, interp_run):
 def test_its_graph_maps_onto_ours_edge_for_edge():
     """Every auto-circuit edge names an edge of ours or touches a padded head / empty MLP (all-zero weights,
     not a node here), and each of those is scored 0 by attribution."""
-    from interp.circuits.autocircuit import _patchable, load
-    from interp.circuits.exchange import auto_circuit_names
-    from interp.circuits.graph import Graph
+    from sandbox_lens.interp.circuits.autocircuit import _patchable, load
+    from sandbox_lens.interp.circuits.exchange import auto_circuit_names
+    from sandbox_lens.interp.circuits.graph import Graph
 
     load()
     model = build_model("modular_counter", get_automaton("C3"), 8)

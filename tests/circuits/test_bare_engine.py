@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
-from interp.circuits.analyse import analyse
-from interp.circuits.bare import BarePatcher, patcher_for
-from interp.circuits.effects import attribution, node_patching, path_patching
-from interp.circuits.pairs import make_pairs
-from interp.circuits.patching import Patcher
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.bare import BarePatcher, patcher_for
+from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
 
 ALL = {**FAMILIES, **NEGATIVE_FAMILIES}
 #: Dyck's balanced variant sits thousands of MLP pre-activations exactly on the ReLU's kink (0): whether
@@ -66,9 +66,9 @@ def test_the_bare_engine_is_the_default_and_scores_alike():
 def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
     """Twins have LayerNorm (the constructions have none): each head's, MLP's and the logits' own input is
     normalised after its patch, in both engines."""
-    from interp.tasks.batches import AutomatonTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.train import ModelShape, TrainConfig, load_trained, train
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
     train(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2),
           TrainConfig(steps=60, seed=0), tmp_path / "t", progress=False)

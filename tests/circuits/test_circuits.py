@@ -13,17 +13,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.registry import build
-from interp.circuits.analyse import analyse
-from interp.circuits.pairs import CorruptionError, make_pairs
-from interp.circuits.acdc import acdc
-from interp.circuits.patching import Patcher
-from interp.circuits.effects import attribution, faithfulness, node_patching, path_patching
-from interp.circuits.score import auroc, precision_recall
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.pairs import CorruptionError, make_pairs
+from sandbox_lens.interp.circuits.acdc import acdc
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.effects import attribution, faithfulness, node_patching, path_patching
+from sandbox_lens.interp.circuits.score import auroc, precision_recall
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
 
 from circuit_families import CASCADE, FAMILIES
 from circuit_families import random_automaton as _random_automaton
@@ -152,7 +152,7 @@ def test_corruptions_stay_in_the_language():
         assert True
     assert (np.cumsum(np.where(model.card.io.decode(pairs.clean) % 2 == 0, 1, -1), 1)
             == np.cumsum(np.where(model.card.io.decode(pairs.corrupt) % 2 == 0, 1, -1), 1)).all()
-    from interp.tasks.ffl import R, read_targets
+    from sandbox_lens.interp.tasks.ffl import R, read_targets
 
     model = to_hooked(build("ffl", None, 20))
     pairs = make_pairs(model, 40, seed=3)
@@ -203,7 +203,7 @@ def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, interp_run):
     assert set(data["edges"]) == set(data["graph"]["edges"]) and "faithfulness" in data
     assert (tmp_path / "a" / "circuit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert matplotlib.get_backend() == backend_before  # a notebook keeps its inline plots
-    r = subprocess.run([sys.executable, "-m", "interp", "--threads", "1", "circuit", "krohn_rhodes", "--cascade-file",
+    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", "circuit", "krohn_rhodes", "--cascade-file",
                         str(CASCADE), "-T", "8", "--pairs", "16", "--json", "--out", str(tmp_path / "b")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from circuit_families import NEGATIVE_FAMILIES
-from interp.circuits.exchange import SCHEMA, CircuitFileError, read_circuit, to_auto_circuit, to_eap_ig
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
+from sandbox_lens.interp.circuits.exchange import SCHEMA, CircuitFileError, read_circuit, to_auto_circuit, to_eap_ig
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
 
 BUILD = ["modular_counter", "--automaton", "C3", "-T", "8", "-O", "negatives=distractor,cancel,constant"]
 SAME = ("auroc", "average_precision", "edge_precision", "edge_recall", "cpr", "cmd", "faithfulness", "circuit_edges")
@@ -21,7 +21,7 @@ SAME = ("auroc", "average_precision", "edge_precision", "edge_recall", "cpr", "c
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """One path-patching run on the counter with negatives, zero ablation, 24 pairs, seed 3."""
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     out = tmp_path_factory.mktemp("run")
     main(["circuit", *BUILD, "--method", "path", "--ablation", "zero", "--pairs", "24", "--seed", "3",
@@ -99,7 +99,7 @@ def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, interp_run, 
 
 
 def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
-    import interp.circuits.exchange as exchange
+    import sandbox_lens.interp.circuits.exchange as exchange
 
     graph = ground_truth(NEGATIVE_FAMILIES["ffl+negatives"]()).graph
     big = tmp_path / "big.json"

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
-from interp.circuits.leaderboard import METRICS, Family, Setting, markdown, method_orders, run_leaderboard
+from sandbox_lens.interp.circuits.leaderboard import METRICS, Family, Setting, markdown, method_orders, run_leaderboard
 
 BOARD = Path(__file__).resolve().parents[2] / "docs" / "circuits"
 
@@ -60,7 +60,7 @@ def test_a_method_that_cannot_take_a_family_is_listed_as_not_run_and_left_out_of
 
 
 def test_the_committed_auto_circuit_board_is_rendered_from_its_json_and_covers_its_six_methods():
-    from interp.circuits.autocircuit import METHODS as AUTO
+    from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO
 
     board = json.loads((BOARD / "auto-circuit.json").read_text())
     assert (BOARD / "auto-circuit.md").read_text() == "# auto-circuit beside sandbox-lens\n\n" + markdown(board)

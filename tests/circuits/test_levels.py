@@ -11,16 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
-from constructions.registry import build
-from interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, LevelError, levels_of
-from interp.circuits.pairs import CorruptionError, make_pairs
-from interp.circuits.patching import Patcher
-from interp.circuits.effects import path_patching
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
-from interp.model.run import exact_precision
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, LevelError, levels_of
+from sandbox_lens.interp.circuits.pairs import CorruptionError, make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.effects import path_patching
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 
 def _setup(spec, corruption=None, n=32, seed=1):
@@ -164,7 +164,7 @@ def test_negatives_are_outside_every_level_that_counts(family):
 def test_backup_routes_are_an_or_under_zero_ablation_and_scored_as_one():
     """Either route of `negatives=backup` suffices under zero ablation: zeroing one route's edges leaves the
     read outputs exact, zeroing both does not; the scores count the pair as one OR item."""
-    from interp.circuits.analyse import analyse
+    from sandbox_lens.interp.circuits.analyse import analyse
 
     spec = build("modular_counter", get_automaton("C3"), 8, negatives="backup")
     truth, model, pairs, patcher, lv = _setup(spec, n=32)

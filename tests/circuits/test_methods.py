@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
-from interp.circuits.analyse import analyse
-from interp.circuits.pairs import make_pairs
-from interp.circuits.patching import Patcher
-from interp.circuits.effects import attribution, path_patching
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.effects import attribution, path_patching
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
 
 
 def _setup(spec, n=24):
@@ -63,7 +63,7 @@ def test_baselines_are_reproducible_and_the_magnitude_one_falls_for_the_negative
 def test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine():
     import pytest
 
-    from interp.errors import ModelKindError
+    from sandbox_lens.interp.errors import ModelKindError
 
     spec = FAMILIES["modular_counter/C3"]()
     truth, model = ground_truth(spec), to_hooked(spec)

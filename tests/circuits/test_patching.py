@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
-from interp.circuits.pairs import make_pairs
-from interp.circuits.patching import Patcher
-from interp.circuits.effects import path_patching
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.effects import path_patching
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
 
 CASES = ["prefix_scan/S5", "gridworld/grid4", "dyck/balanced", "ffl", "krohn_rhodes/cascade", "modular_counter/C3+negatives"]
 

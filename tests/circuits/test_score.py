@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuit_families import FAMILIES
-from interp.circuits.acdc import acdc_search, receiver_order
-from interp.circuits.analyse import analyse
-from interp.circuits.graph import Graph, Node
-from interp.circuits.score import areas, auroc, average_precision, precision_recall, ranking_scores
-from interp.circuits.truth import ground_truth
-from interp.model.hooked import to_hooked
+from sandbox_lens.interp.circuits.acdc import acdc_search, receiver_order
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.graph import Graph, Node
+from sandbox_lens.interp.circuits.score import areas, auroc, average_precision, precision_recall, ranking_scores
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
 
 
 def test_same_edge_set_different_ranking_different_auroc():

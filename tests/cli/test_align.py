@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     root = tmp_path_factory.mktemp("align")
     main(["build", "modular_counter", "--automaton", "C3", "-T", "8", "--out", str(root / "counter")])

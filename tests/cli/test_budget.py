@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from interp.budget import BudgetError, human_bytes, require
+from sandbox_lens.interp.budget import BudgetError, human_bytes, require
 
 
 def _automaton(path, n, symbols):
@@ -103,11 +103,11 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_partial_file(tmp_pa
 def test_work_that_passed_the_budget_shows_a_bar_with_an_eta(capsys, monkeypatch):
     """budget.progress: a bar (rate and ETA) on stderr when asked for and the work has several steps; none for
     one step or when not asked; verify draws one over its chunks of sampled words."""
-    from constructions import build_model
-    from interp import budget
-    from interp.tasks.catalogue import get_automaton
-    from interp.verify import automaton as verify_automaton
-    from interp.verify import verify
+    from sandbox_lens.constructions import build_model
+    from sandbox_lens.interp import budget
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.verify import automaton as verify_automaton
+    from sandbox_lens.interp.verify import verify
 
     bars = [budget.progress(range(5), show=False), budget.progress(range(1)), budget.progress(range(5))]
     assert [b.disable for b in bars] == [True, True, False]

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from interp.cli import main
-from interp.model.saved import load_model
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.model.saved import load_model
 
 # One --json schema for every task (issue: automata, Dyck and FFL print the same keys).
 VERIFY_KEYS = {"construction", "kind", "task", "length", "dtype", "accuracy", "exact", "checked", "checked_unit",
@@ -47,8 +47,8 @@ def test_info_prints_the_holonomy_skeleton(capsys):
 
 def test_info_prints_the_depth_and_size_before_building(capsys):
     """The krohn_rhodes path's depth does not grow with T; the prefix scan's does; both match what is built."""
-    from constructions.krohn_rhodes import build_krohn_rhodes
-    from interp.tasks.catalogue import get_automaton
+    from sandbox_lens.constructions.krohn_rhodes import build_krohn_rhodes
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     code, out, _ = run(capsys, "info", "--automaton", "dyck1-depth2", "--json")
     sizes = json.loads(out)["sizes"]
@@ -155,18 +155,18 @@ def test_console_script_and_module_entry_points(tmp_path):
     ok = subprocess.run([str(script), "verify", "modular_counter", "--automaton", "parity", "--length", "16",
                          "--samples", "20", "--json"], capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0 and json.loads(ok.stdout)["accuracy"] == 1.0
-    bad = subprocess.run([sys.executable, "-m", "interp", "build", "prefix_scan", "--automaton", "S99",
+    bad = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "build", "prefix_scan", "--automaton", "S99",
                           "--length", "8", "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     assert not (tmp_path / "x").exists()  # nothing written on error
 
 
 def test_version_and_a_bare_interp_print_and_exit_0(capsys):
-    import interp
+    import sandbox_lens.interp
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])
-    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"sandbox-lens {interp.__version__}"
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"sandbox-lens {sandbox_lens.interp.__version__}"
     assert main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: interp") and "experiment" in out
@@ -214,10 +214,10 @@ def test_hostile_requests_get_one_line_and_write_nothing(argv, message, hostile,
 
 def test_sampled_verification_streams_its_words(monkeypatch):
     """--samples is limited by time, not memory: words are drawn and checked chunk by chunk."""
-    import interp.verify.automaton as va
-    from constructions import build_model
-    from interp.tasks.catalogue import get_automaton
-    from interp.verify import verify
+    import sandbox_lens.interp.verify.automaton as va
+    from sandbox_lens.constructions import build_model
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.verify import verify
 
     monkeypatch.setattr(va, "CHUNK_POSITIONS", 64)  # 8 words of length 8 per chunk
     model = build_model("modular_counter", get_automaton("parity"), 8)
@@ -229,7 +229,7 @@ def test_sampled_verification_streams_its_words(monkeypatch):
 
 
 def test_threads_default_to_one_for_small_model_work_and_can_be_set():
-    from interp.cli import default_threads
+    from sandbox_lens.interp.cli import default_threads
 
     for command in ("train", "compare", "demo", "experiment", "circuit", "population", "evaluate"):
         assert default_threads(command, None) == 1
@@ -240,7 +240,7 @@ def test_threads_default_to_one_for_small_model_work_and_can_be_set():
 def _subparsers():
     import argparse
 
-    from interp.cli import _parser
+    from sandbox_lens.interp.cli import _parser
 
     parser, _ = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -271,7 +271,7 @@ def test_an_in_process_command_puts_back_what_it_changed(tmp_path, capsys):
 
     import torch
 
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     before_show, before_threads = warnings.showwarning, torch.get_num_threads()
     torch.set_num_threads(2)

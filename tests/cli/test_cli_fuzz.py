@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from interp.cli import _parser, main
+from sandbox_lens.interp.cli import _parser, main
 
 PARSER, _ = _parser()
 COMMANDS = {name: sub for action in PARSER._actions if isinstance(action, argparse._SubParsersAction)
@@ -35,10 +35,10 @@ class Reached(BaseException):
     """A request that passed validation and reached the command's work (stubbed in this test)."""
 
 
-WORK = ["interp.train.train", "interp.train.sweep.run_sweep", "interp.compare.analyse.compare",
-        "interp.evaluate.evaluate", "interp.experiments.run_experiment", "interp.experiments.base.run_experiment",
-        "interp.verify.verify", "interp.circuits.analyse.analyse", "interp.circuits.analyse.score_circuit",
-        "interp.causal.align.align", "interp.model.saved.save_model", "interp.demo.run_demo"]
+WORK = ["sandbox_lens.interp.train.train", "sandbox_lens.interp.train.sweep.run_sweep", "sandbox_lens.interp.compare.analyse.compare",
+        "sandbox_lens.interp.evaluate.evaluate", "sandbox_lens.interp.experiments.run_experiment", "sandbox_lens.interp.experiments.base.run_experiment",
+        "sandbox_lens.interp.verify.verify", "sandbox_lens.interp.circuits.analyse.analyse", "sandbox_lens.interp.circuits.analyse.score_circuit",
+        "sandbox_lens.interp.causal.align.align", "sandbox_lens.interp.model.saved.save_model", "sandbox_lens.interp.demo.run_demo"]
 
 
 @pytest.fixture(scope="module")

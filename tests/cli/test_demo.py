@@ -1,7 +1,7 @@
 import json
 import re
 
-from interp.demo import run_demo
+from sandbox_lens.interp.demo import run_demo
 
 
 def test_demo_report_is_self_contained(tmp_path):

@@ -24,7 +24,7 @@ TRAIN = ["train", "automaton", "--automaton", "parity", "--length", "8", "--step
 
 def interp(args, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "interp", "--threads", "1", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
@@ -113,7 +113,7 @@ def test_a_second_process_on_the_same_out_is_refused_and_the_first_finishes(tmp_
     assert "Traceback" not in second.stderr
     first.send_signal(signal.SIGINT)  # the first stops at its own pace and keeps a checkpoint the second can resume
     first.wait(timeout=120)
-    from interp.train.checkpoint import read_checkpoint
+    from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
     assert read_checkpoint(out)[0]["step"] > 0
     experiment = tmp_path / "experiment"
@@ -170,9 +170,9 @@ def _full_disk_at(monkeypatch, name: str, nth: int = 1):
 
 
 def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp_path, monkeypatch, capsys):
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
-    from interp.train.checkpoint import read_checkpoint
+    from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
     args = [*TRAIN, "--target", "none"]
     assert main([*args, "--out", str(tmp_path / "reference")]) == 0

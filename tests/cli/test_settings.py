@@ -8,14 +8,14 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from interp.compare.config import CompareConfig
-from interp.errors import SandboxError
-from interp.settings import setting, settings_of
-from interp.train.config import ModelShape, TrainConfig
+from sandbox_lens.interp.compare.config import CompareConfig
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.settings import setting, settings_of
+from sandbox_lens.interp.train.config import ModelShape, TrainConfig
 
 
 def _options(command: str) -> dict[str, argparse.Action]:
-    from interp.cli import _parser
+    from sandbox_lens.interp.cli import _parser
 
     parser, _ = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -42,7 +42,7 @@ def test_unset_settings_take_the_task_kinds_defaults_and_others_the_fields():
 
 
 def test_a_grid_takes_every_option_name_and_every_field_name():
-    from interp.train.sweep import parse_grid
+    from sandbox_lens.interp.train.sweep import parse_grid
 
     for cls in (ModelShape, TrainConfig):
         for f in fields(cls):

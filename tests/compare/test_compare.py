@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interp.cli import main
-from interp.compare import TWIN, compare
-from interp.compare.analyse import comparison_for
-from interp.compare.automaton import AutomatonComparison
-from interp.compare.canonical import canonical
-from interp.compare.dyck import DyckComparison
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.errors import CheckpointError, ConstructionError
-from interp.train import ModelShape, TrainConfig, train
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.compare import TWIN, compare
+from sandbox_lens.interp.compare.analyse import comparison_for
+from sandbox_lens.interp.compare.automaton import AutomatonComparison
+from sandbox_lens.interp.compare.canonical import canonical
+from sandbox_lens.interp.compare.dyck import DyckComparison
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.errors import CheckpointError, ConstructionError
+from sandbox_lens.interp.train import ModelShape, TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_TRAIN = TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3)
@@ -113,8 +113,8 @@ def test_interp_report_rebuilds_the_page_from_files_without_a_model(dyck_report,
     copy.mkdir()
     for name in ("metrics.json", "patterns.npz"):
         shutil.copy(report.parent / name, copy / name)
-    probe = ("import sys; from interp.cli import main; code = main(['report', sys.argv[1]]); "
-             "loaded = [m for m in ('interp.compare.analyse', 'transformer_lens', 'probes.ablation') if m in sys.modules]; "
+    probe = ("import sys; from sandbox_lens.interp.cli import main; code = main(['report', sys.argv[1]]); "
+             "loaded = [m for m in ('sandbox_lens.interp.compare.analyse', 'transformer_lens', 'sandbox_lens.probes.ablation') if m in sys.modules]; "
              "print('LOADED', loaded); sys.exit(code)")
     r = subprocess.run([sys.executable, "-c", probe, str(copy)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
@@ -190,7 +190,7 @@ def test_bad_requests_get_clear_errors(tmp_path):
         DyckComparison(Dyck(2, 4)).constructions(["stacky"], 0)
     with pytest.raises(ConstructionError):
         comparison_for("parity").constructions(["gridworld"], 0)
-    cli = [sys.executable, "-m", "interp", "compare"]
+    cli = [sys.executable, "-m", "sandbox_lens.interp", "compare"]
     r = subprocess.run([*cli, "nosuchautomaton", "--out", str(tmp_path / "a")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "nosuchautomaton" in r.stderr
     # a twin trained on another task is refused, and nothing is overwritten
@@ -216,7 +216,7 @@ def test_the_twin_is_trained_once_and_reused(tmp_path):
 
 def test_a_twin_below_its_target_is_flagged_and_more_minutes_continue_it(tmp_path, monkeypatch):
     """An under-trained twin is named as such in metrics.json and the report; a larger budget resumes it."""
-    import interp.compare.analyse as analyse
+    import sandbox_lens.interp.compare.analyse as analyse
 
     comp = comparison_for("parity", length=8)
     monkeypatch.setattr(comp, "train_defaults", lambda: {"steps": 400, "lr": 3e-3, "target_accuracy": 1.0})
@@ -249,7 +249,7 @@ def test_what_we_conclude_follows_the_numbers(dyck_report, tmp_path):
     import copy
     import shutil
 
-    from interp.compare.report import conclusions, write_report
+    from sandbox_lens.interp.compare.report import conclusions, write_report
 
     report, m = dyck_report
     said = " ".join(conclusions(m))

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from interp.cli import main
-from interp.evaluate import ShiftError, automaton_shifts, evaluate, ffl_shifts, skyline
-from interp.model.saved import load_model
-from interp.tasks.batches import AutomatonTask
-from interp.tasks.catalogue import get_automaton
-from interp.train import ModelShape, TrainConfig, load_trained, train
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.evaluate import ShiftError, automaton_shifts, evaluate, ffl_shifts, skyline
+from sandbox_lens.interp.model.saved import load_model
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
 TINY = dict(n_layers=1, d_model=16, n_heads=1)
 FEW = TrainConfig(steps=20, batch=16, eval_every=20, eval_size=64, warmup=5)
@@ -87,7 +87,7 @@ def test_neither_or_both_sources_are_refused(runs, capsys):
 
 def test_ffl_errors_are_counted_per_read_and_per_string():
     """The exact construction makes no error on sparse or dense strings; the counts add up."""
-    from constructions import build_model
+    from sandbox_lens.constructions import build_model
 
     model = build_model("ffl", None, 64)
     rows = evaluate({"ffl": model}, ffl_shifts(64, [0.8, 0.98, 0.1]), samples=50)
@@ -99,9 +99,9 @@ def test_ffl_errors_are_counted_per_read_and_per_string():
 def test_every_ffl_strings_final_read_is_scored():
     """Evaluation strings are whole FFL(T, p) strings: reads counted = the r's of the instruction stream,
     the forced final read included (sparse strings at T = 64 have ≈ 1.3 reads each, not ≈ 0.3)."""
-    from constructions import build_model
-    from interp.tasks.ffl import R
-    from interp.tasks.kinds.base import task_kind
+    from sandbox_lens.constructions import build_model
+    from sandbox_lens.interp.tasks.ffl import R
+    from sandbox_lens.interp.tasks.kinds.base import task_kind
 
     model = build_model("ffl", None, 64)
     shifts = ffl_shifts(64, [0.8, 0.98, 0.1])
@@ -133,9 +133,9 @@ def test_the_skyline_of_an_automaton_twin_is_its_exact_construction(runs):
 
 def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path, capsys):
     """`--arch lstm`: the thesis's recurrent baseline, trained, checkpointed and evaluated like a twin."""
-    from interp.errors import ModelKindError
-    from interp.model.run import attention_patterns
-    from probes.linear import probe_accuracy
+    from sandbox_lens.interp.errors import ModelKindError
+    from sandbox_lens.interp.model.run import attention_patterns
+    from sandbox_lens.probes.linear import probe_accuracy
 
     out = tmp_path / "lstm"
     assert main(["--threads", "1", "train", "automaton", "--automaton", "parity", "-T", "12", "--arch", "lstm",
@@ -159,9 +159,9 @@ def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path
 
 
 def test_dyck_shifts_of_band_q_and_depth_are_exact_for_the_construction():
-    from constructions import build_model
-    from interp.evaluate import dyck_shifts
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.constructions import build_model
+    from sandbox_lens.interp.evaluate import dyck_shifts
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     lang = Dyck(2, 4)
     shifts = dyck_shifts(lang, [(2, 28), (90, 100)], qs=[0.3], depths=[2])
@@ -175,9 +175,9 @@ def test_dyck_shifts_of_band_q_and_depth_are_exact_for_the_construction():
 
 def test_twins_are_evaluated_at_their_own_training_length(tmp_path):
     """An FFL twin reads T − 1 tokens and a Dyck twin BOS + N − 1 brackets: the last token is only a target."""
-    from interp.evaluate import dyck_shifts
-    from interp.tasks.batches import DyckTask, FFLTask
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.evaluate import dyck_shifts
+    from sandbox_lens.interp.tasks.batches import DyckTask, FFLTask
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     train(FFLTask(0.8, 16), ModelShape(**TINY), FEW, tmp_path / "ffl", progress=False)
     ffl_twin = load_trained(tmp_path / "ffl")
@@ -195,9 +195,9 @@ def test_twins_are_evaluated_at_their_own_training_length(tmp_path):
 def test_position_shifts_and_frozen_construction_positions_reach_further(tmp_path):
     from dataclasses import replace
 
-    from interp.init_from import start_from
-    from interp.tasks.batches import DyckTask
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.init_from import start_from
+    from sandbox_lens.interp.tasks.batches import DyckTask
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     task = AutomatonTask(get_automaton("parity"), 8)
     train(task, ModelShape(**TINY, n_ctx=33), replace(FEW, pos_shift=24), tmp_path / "shift", progress=False)

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from interp.compare.population import SHARE, population, population_verdict
-from interp.tasks.batches import AutomatonTask
-from interp.tasks.catalogue import get_automaton
-from interp.train import ModelShape, TrainConfig
-from interp.train.sweep import run_sweep
+from sandbox_lens.interp.compare.population import SHARE, population, population_verdict
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.train import ModelShape, TrainConfig
+from sandbox_lens.interp.train.sweep import run_sweep
 
 
 def _summary(seeds, of, null=0.4, blind=0):
-    from interp.stats import wilson_interval
+    from sandbox_lens.interp.stats import wilson_interval
 
     return {"implements": {"seeds": seeds, "of": of, "interval": wilson_interval(seeds, of)},
             "null_das_iia": {"value": null}, "blind": blind}
@@ -34,7 +34,7 @@ def test_the_population_verdicts_rule():
 
 
 def test_a_population_aligned_causally(tmp_path, capsys):
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     task = AutomatonTask(get_automaton("C3"), 6)
     run_sweep(task, ModelShape(n_layers=2, d_model=16, n_heads=1), TrainConfig(steps=150, batch=32, eval_every=50),
@@ -55,7 +55,7 @@ def test_a_population_aligned_causally(tmp_path, capsys):
     assert "--causal-pairs must be 0 or ≥ 8" in capsys.readouterr().err
 
     # the same population in the compare report, beside one of its twins
-    from interp.compare.analyse import compare, comparison_for
+    from sandbox_lens.interp.compare.analyse import compare, comparison_for
 
     compare(comparison_for("C3", length=6), tmp_path / "cmp", constructions=["modular_counter"],
             trained=tmp_path / "seed_0", population=str(tmp_path), causal_pairs=32, samples=16, examples=2,

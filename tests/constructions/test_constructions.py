@@ -7,14 +7,14 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from constructions import build
-from constructions.prefix_scan import CIRCLE_FLOAT32_MAX_LENGTH, MAX_LENGTH
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.catalogue import get_automaton
-from interp.errors import ConstructionError, LengthError
-from interp.verify import verify
-from interp.model.run import attention_patterns
-from interp.model.hooked import to_hooked
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.prefix_scan import CIRCLE_FLOAT32_MAX_LENGTH, MAX_LENGTH
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.errors import ConstructionError, LengthError
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.model.run import attention_patterns
+from sandbox_lens.interp.model.hooked import to_hooked
 from strategies import semiautomata
 
 
@@ -121,7 +121,7 @@ def test_each_printed_defect_alone_breaks_the_scan(defect):
 
 
 def test_printed_readout_fails_exactly_at_t_equal_T_power_of_two():
-    from interp.model.run import predict
+    from sandbox_lens.interp.model.run import predict
 
     a = get_automaton("S5")
     words = a.sample(200, 16, seed=0)
@@ -200,7 +200,7 @@ def test_memory_with_sparse_writes_and_initial_state():
     spec = build("memory", a, 300)
     # mostly no-ops, so the latest write is often far back (or only BOS)
     words = a.sample(64, 300, seed=0, probs=[0.01, 0.01, 0.01, 0.97])
-    from interp.model.run import predict
+    from sandbox_lens.interp.model.run import predict
 
     assert np.array_equal(predict(to_hooked(spec), words), a.run(words))
 

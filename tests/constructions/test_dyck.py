@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from constructions import build
-from constructions.dyck import MAX_LENGTH, build_dyck
-from interp.tasks.dyck import Dyck, parse_dyck_spec
-from interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
-from interp.verify import verify
-from interp.verify.dyck import default_bands
-from interp.model.hooked import to_hooked
-from probes.dyck import (
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.dyck import MAX_LENGTH, build_dyck
+from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.verify.dyck import default_bands
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.probes.dyck import (
     PROBE_INPUT,
     attention_variation,
     balance_violation,
@@ -92,7 +92,7 @@ def test_a_minimal_first_layer_is_exact_and_its_layer_2_input_ignores_positions(
     """first_layer=minimal (Assumption 10 exactly): still exact far beyond the training band, and layer 2's
     input at a bracket of fixed type and depth is the same wherever the bracket sits; the full first layer's
     moves with it (its positional coordinates) and β is refused there unless positions are subtracted."""
-    from probes.dyck import (MINIMAL_TOLERANCE, balance_violation_of_model, layer_input_by_type_and_depth,
+    from sandbox_lens.probes.dyck import (MINIMAL_TOLERANCE, balance_violation_of_model, layer_input_by_type_and_depth,
                              minimal_first_layer_gap)
 
     lang = Dyck(2, 4)
@@ -189,7 +189,7 @@ def test_attention_variation_and_random_baseline():
 # -- CLI and saved models -------------------------------------------------------------------------
 def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
     # In-process (test_cli covers the subprocess entry points): the same code, no interpreter start-up.
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     out = tmp_path / "dyck"
     assert main(["build", "dyck", "--dyck", "2,4", "--variant", "balanced", "--seed", "5", "-T", "500",
@@ -216,11 +216,11 @@ def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty()
     regulariser (eq. 3.40) costs an exact construction nothing and a random network something."""
     import torch
 
-    from constructions import build, build_model
-    from interp.train.regularise import contrastive_penalty
-    from interp.tasks.batches import DyckTask, step_rng
-    from interp.train import ModelShape, build_model as twin_model
-    from probes.dyck import balance_violation_of_model
+    from sandbox_lens.constructions import build, build_model
+    from sandbox_lens.interp.train.regularise import contrastive_penalty
+    from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
+    from sandbox_lens.interp.train import ModelShape, build_model as twin_model
+    from sandbox_lens.probes.dyck import balance_violation_of_model
 
     lang = Dyck(2, 4)
     for variant, control in (("uniform", ""), ("balanced", ""), ("stack", ""), ("balanced", "unscaled")):

@@ -7,18 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.ffl import MAX_LENGTH, build_ffl
-from interp.tasks.catalogue import get_automaton
-from interp.cli import main
-from interp.compare import compare
-from interp.compare.analyse import comparison_for
-from interp.compare.ffl import FFLComparison
-from interp.tasks.dyck import Dyck
-from interp.errors import ConstructionError, LengthError
-from interp.train import ModelShape, TrainConfig, train
-from interp.tasks.ffl import all_ffl_prefixes, read_targets
-from interp.verify import verify
-from interp.model.hooked import to_hooked
+from sandbox_lens.constructions.ffl import MAX_LENGTH, build_ffl
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.compare import compare
+from sandbox_lens.interp.compare.analyse import comparison_for
+from sandbox_lens.interp.compare.ffl import FFLComparison
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.errors import ConstructionError, LengthError
+from sandbox_lens.interp.train import ModelShape, TrainConfig, train
+from sandbox_lens.interp.tasks.ffl import all_ffl_prefixes, read_targets
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.model.hooked import to_hooked
 
 W, R, I, ZERO, ONE = range(5)
 

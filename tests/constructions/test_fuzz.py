@@ -10,7 +10,7 @@ Each run draws new automata (hypothesis picks the seed; a failing seed is printe
 Krohn–Rhodes gets random cascades (Lemma 21): one to three levels, each a random permutation-reset
 automaton on ≤ 4 states (every permutation group of degree ≤ 4 is solvable, so every level is
 admissible), wired by a random table (earlier levels' states, σ) → level symbol. Each cascade is
-built and checked against its product automaton, tabulated by :mod:`interp.tasks.cascade` alone.
+built and checked against its product automaton, tabulated by :mod:`sandbox_lens.interp.tasks.cascade` alone.
 """
 
 import itertools
@@ -21,11 +21,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions import build
-from constructions.prefix_scan import embed_transition_maps, quadratic_readout
-from interp.model.hooked import to_hooked
-from interp.model.run import exact_precision
-from interp.tasks.automata import Semiautomaton
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.prefix_scan import embed_transition_maps, quadratic_readout
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 MAX_STATES, MAX_SYMBOLS = 8, 6
 T = 8  # three scan layers; every word up to the exhaustive length, then random words at T
@@ -137,7 +137,7 @@ def test_swapping_an_automaton_in_is_what_build_gives():
                 assert torch.equal(tensor, theirs[name]), name
         # and the swapped run predicts what the freshly built model predicts
         words = words_for(a, rng)
-        from interp.model.run import predict
+        from sandbox_lens.interp.model.run import predict
 
         assert np.array_equal(run_swapped(models()[n][1], spec, [a], [words])[0], predict(to_hooked(fresh), words))
 
@@ -178,7 +178,7 @@ def random_level(rng: np.random.Generator, name: str) -> Semiautomaton:
 
 
 def random_cascade(rng: np.random.Generator):
-    from interp.tasks.cascade import Cascade, CascadeLevel
+    from sandbox_lens.interp.tasks.cascade import Cascade, CascadeLevel
 
     m = int(rng.integers(1, 5))
     levels: list = []
@@ -193,7 +193,7 @@ def random_cascade(rng: np.random.Generator):
 @settings(max_examples=1, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_random_cascades_are_simulated_exactly_by_krohn_rhodes(seed):
-    from interp.verify import verify
+    from sandbox_lens.interp.verify import verify
 
     rng = np.random.default_rng(seed)
     for i in range(CASCADES):
@@ -207,7 +207,7 @@ def test_random_cascades_are_simulated_exactly_by_krohn_rhodes(seed):
 def test_the_cascade_fuzz_catches_the_printed_wiring():
     """Sensitivity: Lemma 21's printed wiring (current states, erratum E19) fails on random cascades whose
     wiring depends on an earlier level in a way the time shift exposes (7 of these 30 multi-level ones)."""
-    from interp.verify import verify
+    from sandbox_lens.interp.verify import verify
 
     rng = np.random.default_rng(3)
     caught = tried = 0

@@ -1,4 +1,4 @@
-"""Each gadget of ``constructions/gadgets.py`` on its own: its lemma's promise, checked on residual
+"""Each gadget of ``sandbox_lens/constructions/gadgets.py`` on its own: its lemma's promise, checked on residual
 streams written by hand (numpy, float64), apart from any construction that uses it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from constructions import gadgets
-from interp.model.spec import MLP, Head, Layout
+from sandbox_lens.constructions import gadgets
+from sandbox_lens.interp.model.spec import MLP, Head, Layout
 
 
 def mlp_out(mlp: MLP, x: np.ndarray) -> np.ndarray:

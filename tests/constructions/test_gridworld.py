@@ -6,15 +6,15 @@ import math
 import numpy as np
 import pytest
 
-from constructions import build
-from constructions.gridworld import MAX_LENGTH, grid_axes
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.catalogue import get_automaton
-from interp.errors import AutomatonError, ConstructionError, LengthError
-from interp.verify import verify
-from interp.tasks.gridworld import last_boundary_positions
-from interp.model.hooked import to_hooked
-from probes.boundary import boundary_detector_scores
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.gridworld import MAX_LENGTH, grid_axes
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.tasks.gridworld import last_boundary_positions
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.probes.boundary import boundary_detector_scores
 
 
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from constructions import build
-from constructions.solvable import abelian_basis, plan_solvable_group
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.cascade import grid_cascade, load_cascade_file, parse_cascade_json
-from interp.tasks.catalogue import get_automaton
-from interp.errors import AutomatonError, ConstructionError, LengthError
-from interp.tasks.groups import compose
-from interp.verify import verify
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.solvable import abelian_basis, plan_solvable_group
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.cascade import grid_cascade, load_cascade_file, parse_cascade_json
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
+from sandbox_lens.interp.tasks.groups import compose
+from sandbox_lens.interp.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 CASCADES = ROOT / "examples" / "cascades"
@@ -188,7 +188,7 @@ def test_printed_wiring_reads_the_wrong_states():
 
 def test_independent_levels_run_side_by_side():
     """Lemma 17: levels that read only σ share blocks; a level that reads them waits one wiring block."""
-    from constructions.krohn_rhodes import cascade_stages
+    from sandbox_lens.constructions.krohn_rhodes import cascade_stages
 
     cascade = load_cascade_file(CASCADES / "parity_flipflop_counter.json")
     assert cascade_stages(cascade) == [[0, 1], [2]]
@@ -258,7 +258,7 @@ def test_cli_verifies_a_cascade_file_and_rejects_it_for_other_constructions(inte
 @pytest.mark.parametrize("T, samples", [(1024, 500), (4096, 50)])  # 4096 = MAX_LENGTH; ~2 s a word there
 @pytest.mark.parametrize("name", ["S4", "Q8", "C3+resets", "C5", "car_on_a_circle.json", "grid9"])
 def test_exact_at_the_longest_supported_length(name, T, samples):
-    from constructions.krohn_rhodes import MAX_LENGTH
+    from sandbox_lens.constructions.krohn_rhodes import MAX_LENGTH
 
     assert T <= MAX_LENGTH
     a, opts = _target(name)
@@ -266,7 +266,7 @@ def test_exact_at_the_longest_supported_length(name, T, samples):
 
 
 def test_describe_path_names_the_path_or_the_refusal():
-    from constructions.krohn_rhodes import describe_path
+    from sandbox_lens.constructions.krohn_rhodes import describe_path
 
     assert "Z2×Z2 ⊳ Z2" in describe_path(get_automaton("Q8"))
     assert describe_path(get_automaton("S5")).startswith("refused:") and "not solvable" in describe_path(get_automaton("S5"))
@@ -280,8 +280,8 @@ def test_describe_path_names_the_path_or_the_refusal():
 def test_the_issues_known_cases_through_the_holonomy_cascade_are_exact_at_1024(name):
     """Built through the holonomy decomposition even where a smaller path exists: exact at T = 1024 in float32,
     the same depth at T = 64 and T = 1024 (the table in docs/automata.md; ``make bench`` prints it)."""
-    from interp.tasks.automata import parse_automaton_json
-    from interp.tasks.holonomy_cascade import holonomy_cascade
+    from sandbox_lens.interp.tasks.automata import parse_automaton_json
+    from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
     a = parse_automaton_json('{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
                              '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}') if name == "toy" \

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from circuit_families import FAMILIES
-from constructions import build
-from constructions.negatives import NEGATIVES, add_negatives
-from interp.errors import ConstructionError
-from interp.model.hooked import to_hooked
-from interp.model.run import exact_precision
-from interp.tasks.catalogue import get_automaton
-from interp.verify import verify
+from sandbox_lens.constructions import build
+from sandbox_lens.constructions.negatives import NEGATIVES, add_negatives
+from sandbox_lens.interp.errors import ConstructionError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.verify import verify
 
 ALL = ",".join(NEGATIVES)
 

@@ -1,7 +1,7 @@
 """Every command that runs a model follows ``--device`` (issue 31): the analysis code never makes a CPU tensor
 that meets a model's, nor reads a tensor into NumPy without bringing it to the CPU. Without a GPU here that
 cannot be run, so it is read from the source: in the packages that run models, tensors come from
-``interp.model.device.on`` (on the model's device) and go to NumPy through ``to_numpy`` or ``.cpu()``; a torch
+``sandbox_lens.interp.model.device.on`` (on the model's device) and go to NumPy through ``to_numpy`` or ``.cpu()``; a torch
 factory names its ``device=`` or is moved at once (``.to(...)``, ``on(...)``). What runs on the CPU by design is
 listed below with its reason. ``make test-gpu`` runs the commands themselves on CUDA where there is one."""
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: the code that runs models for the commands in interp.cli.ON_DEVICE (training is tested on its own devices)
-PACKAGES = ["interp/circuits", "interp/causal", "interp/compare", "interp/experiments", "interp/verify", "probes",
-            "interp/evaluate.py", "interp/model/run.py", "interp/model/checked.py"]
+#: the code that runs models for the commands in sandbox_lens.interp.cli.ON_DEVICE (training is tested on its own devices)
+PACKAGES = ["sandbox_lens/interp/circuits", "sandbox_lens/interp/causal", "sandbox_lens/interp/compare", "sandbox_lens/interp/experiments", "sandbox_lens/interp/verify", "sandbox_lens/probes",
+            "sandbox_lens/interp/evaluate.py", "sandbox_lens/interp/model/run.py", "sandbox_lens/interp/model/checked.py"]
 #: (file, function): why its tensors stay on the CPU
 CPU_BY_DESIGN = {
-    ("probes/linear.py", "_fit_logistic"): "L-BFGS on NumPy features already on the CPU (float64, deterministic)",
+    ("sandbox_lens/probes/linear.py", "_fit_logistic"): "L-BFGS on NumPy features already on the CPU (float64, deterministic)",
 }
 FACTORIES = {"tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "arange", "rand", "randn", "randint",
              "empty", "eye", "linspace"}
@@ -67,11 +67,11 @@ def _violations(path: Path, root: Path = ROOT) -> list[str]:
             continue
         if isinstance(f.value, ast.Name) and f.value.id == "torch" and f.attr in FACTORIES:
             if f.attr in ("from_numpy", "as_tensor"):
-                bad.append(f"{where}: torch.{f.attr} makes a CPU tensor; use interp.model.device.on(model, ...)")
+                bad.append(f"{where}: torch.{f.attr} makes a CPU tensor; use sandbox_lens.interp.model.device.on(model, ...)")
             elif not any(k.arg == "device" for k in node.keywords) and not moved(node):
                 bad.append(f"{where}: torch.{f.attr}(...) without device=")
         elif f.attr == "numpy" and not node.args and not through_cpu(f.value):
-            bad.append(f"{where}: .numpy() of a tensor that may be on CUDA; use interp.model.device.to_numpy")
+            bad.append(f"{where}: .numpy() of a tensor that may be on CUDA; use sandbox_lens.interp.model.device.to_numpy")
     return bad
 
 

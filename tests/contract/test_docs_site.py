@@ -26,7 +26,7 @@ def test_every_page_was_built():
     for page in pages + [f"tutorials/{t}" for t in TUTORIALS]:
         assert (built / f"{page}.html").is_file(), page
     api = (built / "reference" / "api.html").read_text()
-    for module in ("constructions.prefix_scan", "probes.dyck", "interp.verify", "interp.experiments.rules"):
+    for module in ("sandbox_lens.constructions.prefix_scan", "sandbox_lens.probes.dyck", "sandbox_lens.interp.verify", "sandbox_lens.interp.experiments.rules"):
         assert module in api, module  # the API from the docstrings, every public package
     cli = (built / "reference" / "cli.html").read_text()
     assert all(command in cli for command in ("verify", "train", "experiment", "circuit", "align"))

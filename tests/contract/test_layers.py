@@ -1,17 +1,17 @@
 """The floors of the package, read from every module's imports (module-level and inside functions).
 
-floor 0  interp.errors, interp.files, interp.viz,          no project imports
-         interp.streams, interp.html, interp.settings,
-         interp.stats, interp.provenance, interp.budget
-floor 1  interp.tasks.*  (what is true; the task-kind registry)  floor 0 only
-         interp.model.*  (how weights are held and run)      floor 0 and interp.tasks (a card's task kind) —
+floor 0  sandbox_lens.interp.errors, sandbox_lens.interp.files, sandbox_lens.interp.viz,          no project imports
+         sandbox_lens.interp.streams, sandbox_lens.interp.html, sandbox_lens.interp.settings,
+         sandbox_lens.interp.stats, sandbox_lens.interp.provenance, sandbox_lens.interp.budget
+floor 1  sandbox_lens.interp.tasks.*  (what is true; the task-kind registry)  floor 0 only
+         sandbox_lens.interp.model.*  (how weights are held and run)      floor 0 and sandbox_lens.interp.tasks (a card's task kind) —
                                                              tasks never imports model
-floor 2  constructions.*, probes.*                           interp.tasks, interp.model, interp.errors only
-         interp.verify.*, interp.train.*                     floors 0-1
-floor 3  interp.compare.*, interp.evaluate,                 the only parts of interp that import constructions / probes
-         interp.experiments.*, interp.init_from,
-         interp.circuits.*, interp.causal.*
-floor 4  interp.demo, interp.cli.*, interp.__main__
+floor 2  sandbox_lens.constructions.*, sandbox_lens.probes.*                       sandbox_lens.interp.tasks, sandbox_lens.interp.model, sandbox_lens.interp.errors only
+         sandbox_lens.interp.verify.*, sandbox_lens.interp.train.*                     floors 0-1
+floor 3  sandbox_lens.interp.compare.*, sandbox_lens.interp.evaluate,                 the only parts of interp that import constructions / probes
+         sandbox_lens.interp.experiments.*, sandbox_lens.interp.init_from,
+         sandbox_lens.interp.circuits.*, sandbox_lens.interp.causal.*
+floor 4  sandbox_lens.interp.demo, sandbox_lens.interp.cli.*, sandbox_lens.interp.__main__
 
 Nothing imports upward, there is no import cycle, and the compare and experiment reports never import
 the analyses.
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("interp", "constructions", "probes")
+PACKAGES = ("sandbox_lens.interp", "sandbox_lens.constructions", "sandbox_lens.probes")
 
 
 def _module_name(path: Path) -> str:
@@ -35,11 +35,11 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-MODULES = {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+MODULES = {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg.replace(".", "/")).rglob("*.py"))}
 
 
 def _resolve(name: str) -> str | None:
-    """The project module an import names (``interp.model.run`` for ``from interp.model import run``)."""
+    """The project module an import names (``sandbox_lens.interp.model.run`` for ``from sandbox_lens.interp.model import run``)."""
     while name and name not in MODULES:
         name = name.rpartition(".")[0]
     return name or None
@@ -59,7 +59,7 @@ def _imports(module: str) -> set[str]:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             names = [f"{base}.{a.name}" for a in node.names] + [base]
         for n in names:
-            if n.split(".")[0] in PACKAGES:
+            if n.startswith(tuple(p + "." for p in PACKAGES)) or n in PACKAGES:
                 target = _resolve(n)
                 if target and target != module:
                     out.add(target)
@@ -71,18 +71,18 @@ GRAPH = {m: _imports(m) for m in MODULES}
 
 def floor(module: str) -> tuple[int, str]:
     """(floor, group) of a project module; groups on one floor may not import each other unless allowed."""
-    if module in ("interp", "interp.errors", "interp.files", "interp.viz", "interp.streams", "interp.html",
-                  "interp.settings", "interp.stats", "interp.provenance", "interp.budget"):
+    if module in ("sandbox_lens.interp", "sandbox_lens.interp.errors", "sandbox_lens.interp.files", "sandbox_lens.interp.viz", "sandbox_lens.interp.streams", "sandbox_lens.interp.html",
+                  "sandbox_lens.interp.settings", "sandbox_lens.interp.stats", "sandbox_lens.interp.provenance", "sandbox_lens.interp.budget"):
         return 0, "base"
-    for prefix, where in (("interp.tasks", (1, "tasks")), ("interp.model", (1, "model")),
-                          ("constructions", (2, "constructions")), ("probes", (2, "probes")),
-                          ("interp.verify", (2, "verify")), ("interp.train", (2, "train")),
-                          ("interp.compare", (3, "compare")), ("interp.evaluate", (3, "evaluate")),
-                          ("interp.experiments", (3, "experiments")), ("interp.init_from", (3, "init_from")),
-                          ("interp.circuits", (3, "circuits")), ("interp.causal", (3, "causal"))):
+    for prefix, where in (("sandbox_lens.interp.tasks", (1, "tasks")), ("sandbox_lens.interp.model", (1, "model")),
+                          ("sandbox_lens.constructions", (2, "constructions")), ("sandbox_lens.probes", (2, "probes")),
+                          ("sandbox_lens.interp.verify", (2, "verify")), ("sandbox_lens.interp.train", (2, "train")),
+                          ("sandbox_lens.interp.compare", (3, "compare")), ("sandbox_lens.interp.evaluate", (3, "evaluate")),
+                          ("sandbox_lens.interp.experiments", (3, "experiments")), ("sandbox_lens.interp.init_from", (3, "init_from")),
+                          ("sandbox_lens.interp.circuits", (3, "circuits")), ("sandbox_lens.interp.causal", (3, "causal"))):
         if module == prefix or module.startswith(prefix + "."):
             return where
-    if module in ("interp.demo", "interp.cli", "interp.__main__") or module.startswith("interp.cli."):
+    if module in ("sandbox_lens.interp.demo", "sandbox_lens.interp.cli", "sandbox_lens.interp.__main__") or module.startswith("sandbox_lens.interp.cli."):
         return 4, "cli"
     raise AssertionError(f"{module} has no floor: place it in tests/contract/test_layers.py and the README")
 
@@ -116,16 +116,16 @@ def test_imports_go_down_only(module):
         t_level, t_group = floor(target)
         if t_group == group:
             continue
-        ok = t_group == "base" and (group != "base" or module == "interp") or t_group in ALLOWED[group]
-        if module == "interp" and target == "interp.errors":
+        ok = t_group == "base" and (group != "base" or module == "sandbox_lens.interp") or t_group in ALLOWED[group]
+        if module == "sandbox_lens.interp" and target == "sandbox_lens.interp.errors":
             ok = True
         assert ok, f"{module} (floor {level}, {group}) imports {target} (floor {t_level}, {t_group})"
         assert t_level <= level, f"{module} imports upward: {target}"
 
 
 def test_floor_zero_imports_nothing_of_the_project():
-    for module in ("interp.errors", "interp.files", "interp.viz", "interp.streams", "interp.html",
-                  "interp.settings"):
+    for module in ("sandbox_lens.interp.errors", "sandbox_lens.interp.files", "sandbox_lens.interp.viz", "sandbox_lens.interp.streams", "sandbox_lens.interp.html",
+                  "sandbox_lens.interp.settings"):
         assert GRAPH[module] == set(), f"{module} imports {GRAPH[module]}"
 
 
@@ -150,7 +150,7 @@ def test_no_import_cycles():
             visit(m)
 
 
-@pytest.mark.parametrize("report", ["interp.compare.report", "interp.experiments.report"])
+@pytest.mark.parametrize("report", ["sandbox_lens.interp.compare.report", "sandbox_lens.interp.experiments.report"])
 def test_the_report_does_not_import_the_analysis(report):
     reachable, todo = set(), [report]
     while todo:
@@ -159,18 +159,18 @@ def test_the_report_does_not_import_the_analysis(report):
             if t not in reachable:
                 reachable.add(t)
                 todo.append(t)
-    assert not reachable & {"interp.compare.analyse", "interp.compare.automaton", "interp.compare.dyck",
-                            "interp.compare.ffl", "interp.model.run", "interp.train", "interp.experiments.base",
-                            "interp.evaluate", "interp.train.sweep", "interp.train.loop", "interp.train.twin",
-                            "interp.causal.align"}
-    assert not any(t.startswith(("constructions", "probes")) for t in reachable), reachable
+    assert not reachable & {"sandbox_lens.interp.compare.analyse", "sandbox_lens.interp.compare.automaton", "sandbox_lens.interp.compare.dyck",
+                            "sandbox_lens.interp.compare.ffl", "sandbox_lens.interp.model.run", "sandbox_lens.interp.train", "sandbox_lens.interp.experiments.base",
+                            "sandbox_lens.interp.evaluate", "sandbox_lens.interp.train.sweep", "sandbox_lens.interp.train.loop", "sandbox_lens.interp.train.twin",
+                            "sandbox_lens.interp.causal.align"}
+    assert not any(t.startswith(("sandbox_lens.constructions", "sandbox_lens.probes")) for t in reachable), reachable
 
 
 def test_the_checker_sees_lazy_imports():
     """A function-level import counts (the exceptions, by importlib and name: the construction registry's
     builders, and what a task kind names on a higher floor — its verifier, evaluator, compare adapter)."""
-    assert "interp.model.hooked" in GRAPH["constructions"]  # build_model imports it inside the function
-    assert "interp.tasks.dyck" in GRAPH["interp.tasks.kinds.dyck"]  # DyckKind imports it inside its methods
+    assert "sandbox_lens.interp.model.hooked" in GRAPH["sandbox_lens.constructions"]  # build_model imports it inside the function
+    assert "sandbox_lens.interp.tasks.dyck" in GRAPH["sandbox_lens.interp.tasks.kinds.dyck"]  # DyckKind imports it inside its methods
 
 
 def test_prefix_scan_verification_imports_no_other_construction(tmp_path):
@@ -182,13 +182,13 @@ def test_prefix_scan_verification_imports_no_other_construction(tmp_path):
 
     probe = """
 import sys
-from constructions import build
-from interp.tasks.catalogue import get_automaton
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 build("prefix_scan", get_automaton("S5"), 16)
 print("SYMPY_AFTER_SPEC", "sympy" in sys.modules)
-from interp.cli import main
+from sandbox_lens.interp.cli import main
 code = main(["verify", "prefix_scan", "--automaton", "S5", "--length", "16", "--samples", "10"])
-mine = sorted(m for m in sys.modules if m.split(".")[0] in ("interp", "constructions", "probes"))
+mine = sorted(m for m in sys.modules if m.startswith(("sandbox_lens.interp", "sandbox_lens.constructions", "sandbox_lens.probes")))
 print("PROJECT", " ".join(mine))
 sys.exit(code)
 """
@@ -196,8 +196,8 @@ sys.exit(code)
     assert r.returncode == 0, r.stderr
     assert "SYMPY_AFTER_SPEC False" in r.stdout
     loaded = r.stdout.split("PROJECT", 1)[1].split()
-    for unwanted in ("constructions.krohn_rhodes", "constructions.solvable", "constructions.gridworld",
-                     "constructions.dyck", "constructions.ffl", "interp.tasks.dyck", "interp.tasks.groups",
-                     "interp.tasks.cascade", "interp.verify.dyck", "interp.verify.ffl", "probes.dyck"):
+    for unwanted in ("sandbox_lens.constructions.krohn_rhodes", "sandbox_lens.constructions.solvable", "sandbox_lens.constructions.gridworld",
+                     "sandbox_lens.constructions.dyck", "sandbox_lens.constructions.ffl", "sandbox_lens.interp.tasks.dyck", "sandbox_lens.interp.tasks.groups",
+                     "sandbox_lens.interp.tasks.cascade", "sandbox_lens.interp.verify.dyck", "sandbox_lens.interp.verify.ffl", "sandbox_lens.probes.dyck"):
         assert unwanted not in loaded, unwanted
-    assert "constructions.prefix_scan" in loaded and "interp.verify.automaton" in loaded
+    assert "sandbox_lens.constructions.prefix_scan" in loaded and "sandbox_lens.interp.verify.automaton" in loaded

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from interp.cli import main
+from sandbox_lens.interp.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

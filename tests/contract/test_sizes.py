@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_FUNCTION, MAX_MODULE = 90, 400
-SOURCES = sorted(p for pkg in ("interp", "constructions", "probes") for p in (ROOT / pkg).rglob("*.py"))
+SOURCES = sorted(p for pkg in ("sandbox_lens/interp", "sandbox_lens/constructions", "sandbox_lens/probes") for p in (ROOT / pkg).rglob("*.py"))
 
 
 def test_no_module_is_over_400_lines():

@@ -1,5 +1,5 @@
 """Named random streams: two purposes never share a generator within a run, and no project code
-numbers a stream or seeds a generator by hand outside ``interp.streams``."""
+numbers a stream or seeds a generator by hand outside ``sandbox_lens.interp.streams``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from interp.streams import Stream, entropy, rng, torch_seed
-from interp.tasks.batches import step_rng
+from sandbox_lens.interp.streams import Stream, entropy, rng, torch_seed
+from sandbox_lens.interp.tasks.batches import step_rng
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,8 +38,8 @@ def test_a_stream_is_named():
 
 
 def _package_nodes():
-    """(file, AST node) for every node of the package's modules, ``interp.streams`` (the tables) left out."""
-    for pkg in ("interp", "constructions", "probes"):
+    """(file, AST node) for every node of the package's modules, ``sandbox_lens.interp.streams`` (the tables) left out."""
+    for pkg in ("sandbox_lens/interp", "sandbox_lens/constructions", "sandbox_lens/probes"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if path.name != "streams.py":
                 for node in ast.walk(ast.parse(path.read_text())):
@@ -70,7 +70,7 @@ def _numbered(node: ast.AST) -> bool:
 
 def test_no_hard_coded_seeds_outside_the_tables():
     """A call that seeds something with a number (``seed=4000``, ``step_rng(7, ...)``) names it in
-    ``interp.streams`` instead (``ExperimentSeed``, ``Stream``)."""
+    ``sandbox_lens.interp.streams`` instead (``ExperimentSeed``, ``Stream``)."""
     offenders = []
     for path, node in _package_nodes():
         if not isinstance(node, ast.Call):

@@ -19,10 +19,10 @@ CASES = json.loads((ROOT / "tests/data/construction_weights.json").read_text())[
 
 
 def _spec(case: dict):
-    from constructions import build
-    from interp.tasks.cascade import load_cascade_file
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.tasks.cascade import load_cascade_file
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     src, opts, T = case["source"], dict(case["options"]), case["length"]
     if "automaton" in src:
@@ -36,7 +36,7 @@ def _spec(case: dict):
 
 
 def _digest(spec) -> str:
-    from interp.model.hooked import state_dict_arrays
+    from sandbox_lens.interp.model.hooked import state_dict_arrays
 
     h = hashlib.sha256()
     for name, arr in sorted(state_dict_arrays(spec).items()):
@@ -57,8 +57,8 @@ def test_plan_is_canonical() -> None:
     """sympy draws derived-subgroup generators at random; the Krohn–Rhodes plan must not depend on them."""
     from sympy.core import random as sympy_random
 
-    from constructions.solvable import plan_solvable_group
-    from interp.tasks.catalogue import get_automaton
+    from sandbox_lens.constructions.solvable import plan_solvable_group
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     a = get_automaton("S4")
     gens = [tuple(int(x) for x in a.delta[s]) for s in range(a.n_symbols)]
@@ -77,9 +77,9 @@ def test_plan_is_canonical() -> None:
     ({"wiring": "previous"}, {}, "krohn_rhodes", "grid4"),
 ])
 def test_old_option_spellings_build_the_same_weights_with_a_warning(old, new, construction, source):
-    from constructions import build
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     src = Dyck(2, 4) if source == "dyck" else get_automaton(source)
     with pytest.warns(FutureWarning, match="deprecated"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("interp", "constructions", "probes")
+PACKAGES = ("sandbox_lens",)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
     packaged = {n for n in names if n.split("/")[0] in PACKAGES}
     assert source - packaged == set(), f"missing from the wheel: {sorted(source - packaged)[:10]}"
     assert packaged - source == set(), f"in the wheel but not in the tree: {sorted(packaged - source)[:10]}"
-    assert "interp = interp.cli:main" in entry_points
+    assert "interp = sandbox_lens.interp.cli:main" in entry_points
     with zipfile.ZipFile(wheel) as z:
         metadata = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         assert any(n.endswith("licenses/LICENSE") for n in z.namelist())
@@ -67,7 +67,7 @@ def test_the_sdist_carries_what_its_tests_and_examples_need(tmp_path):
         members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
     for needed in ("LICENSE", "tests/conftest.py", "tests/data/construction_weights.json", "tests/circuit_families.py",
                    "examples/cascades/parity_flipflop_counter.json", "tutorials/09_causal_alignment.py",
-                   "docs/circuits/leaderboard.json", "Makefile", "interp/cli/__init__.py"):
+                   "docs/circuits/leaderboard.json", "Makefile", "sandbox_lens/interp/cli/__init__.py"):
         assert needed in members, needed
     assert not [m for m in members if "__pycache__" in m or m.endswith(".pyc")]
 
@@ -88,10 +88,10 @@ def test_the_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     script.write_text(
         "import sys\n"
         "sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith('__editable__')]\n"
-        "import constructions, probes, interp\n"
-        "from interp.cli import main\n"
+        "import sandbox_lens.constructions, sandbox_lens.probes, sandbox_lens.interp\n"
+        "from sandbox_lens.interp.cli import main\n"
         "code = main(sys.argv[1:])\n"
-        "mine = [m for name, m in sys.modules.items() if name.split('.')[0] in ('interp', 'constructions', 'probes')]\n"
+        "mine = [m for name, m in sys.modules.items() if name.split('.')[0] == 'sandbox_lens']\n"
         "print('FROM', sorted({str(getattr(m, '__file__', '') or '').split('/site/')[0] for m in mine}))\n"
         "sys.exit(code)\n")
     r = subprocess.run([sys.executable, str(script), "verify", "prefix_scan", "--automaton", "parity", "--length",

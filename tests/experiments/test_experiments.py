@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from interp.cli import main
-from interp.experiments import EXPERIMENTS, get_experiment, run_experiment
-from interp.experiments.rules import VERDICTS
-from interp.experiments.report import write_index, write_report
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.experiments import EXPERIMENTS, get_experiment, run_experiment
+from sandbox_lens.interp.experiments.rules import VERDICTS
+from sandbox_lens.interp.experiments.report import write_index, write_report
 
 
 def quick(name, tmp_path_factory, **options):
@@ -116,9 +116,9 @@ def test_dyck_balance_quick(tmp_path_factory):
     assert list(config["freeze"]) == ["embed", "pos_embed", "blocks.0"] and config["init"].startswith("dyck")
     assert "first_layer=minimal" in config["init"]
     # Assumption 10 on the trained twins: layer 2's input at a bracket does not move when the bracket does
-    from interp.tasks.dyck import Dyck
-    from interp.train import load_trained
-    from probes.dyck import MINIMAL_TOLERANCE, layer_input_by_type_and_depth
+    from sandbox_lens.interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.train import load_trained
+    from sandbox_lens.probes.dyck import MINIMAL_TOLERANCE, layer_input_by_type_and_depth
 
     assert all(m["assumption_10_gap"] <= MINIMAL_TOLERANCE for m in models)
     twin = load_trained(next((out / "runs").rglob("checkpoint.json")).parent)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from interp.cli import main
-from interp.errors import SandboxError
-from interp.experiments import EXPERIMENTS
-from interp.experiments.results import END, START, load_published, publish, replace_table, slim, verdict_table
-from interp.experiments.rules import VERDICTS, Rule, rule_on
-from interp.stats import Estimate
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.experiments import EXPERIMENTS
+from sandbox_lens.interp.experiments.results import END, START, load_published, publish, replace_table, slim, verdict_table
+from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, rule_on
+from sandbox_lens.interp.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.experiments import EXPERIMENTS
-from interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
-from interp.stats import Estimate
+from sandbox_lens.interp.experiments import EXPERIMENTS
+from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
+from sandbox_lens.interp.stats import Estimate
 
 
 def _est(lo: float, hi: float, n: int = 5) -> Estimate:

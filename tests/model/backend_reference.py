@@ -41,18 +41,18 @@ TIMED = ("prefix_scan", "S5", 256)
 
 
 def build_case(construction: str, source: str | None, options: dict, length: int):
-    from constructions.registry import build
-    from interp.tasks.catalogue import get_automaton
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     if construction == "dyck":
-        from interp.tasks.dyck import Dyck
+        from sandbox_lens.interp.tasks.dyck import Dyck
 
         k, D = (int(x) for x in source.split(","))
         return build("dyck", Dyck(k, D), length, **options)
     if source is None:
         return build(construction, None, length, **options)
     if source == "cascade":
-        from interp.tasks.cascade import load_cascade_file
+        from sandbox_lens.interp.tasks.cascade import load_cascade_file
 
         c = load_cascade_file(CASCADE)
         return build(construction, c.automaton(), length, cascade=c, **options)
@@ -60,7 +60,7 @@ def build_case(construction: str, source: str | None, options: dict, length: int
 
 
 def probe_hooks(n_layers: int) -> list[str]:
-    from interp.model.run import hook_name
+    from sandbox_lens.interp.model.run import hook_name
 
     # the residual hooks and patterns the probes read, and the MLP's hidden units (the largest values in play)
     return [hook_name(h, l) for l in range(n_layers) for h in ("resid_pre", "resid_mid", "resid_post", "pattern",
@@ -78,7 +78,7 @@ def words_for(model, n: int = 16, seed: int = 0) -> np.ndarray:
 def activations(model, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     import torch
 
-    from interp.model.run import exact_precision
+    from sandbox_lens.interp.model.run import exact_precision
 
     names = probe_hooks(model.cfg.n_layers)
     with exact_precision():
@@ -89,7 +89,7 @@ def activations(model, tokens: np.ndarray) -> tuple[np.ndarray, dict[str, np.nda
 def forward_seconds(model, tokens: np.ndarray, repeats: int = 7) -> float:
     import torch
 
-    from interp.model.run import exact_precision
+    from sandbox_lens.interp.model.run import exact_precision
 
     x = torch.from_numpy(tokens)
     times = []
@@ -103,7 +103,7 @@ def forward_seconds(model, tokens: np.ndarray, repeats: int = 7) -> float:
 
 
 def small_compare(out: Path) -> dict:
-    from interp.compare.analyse import compare, comparison_for
+    from sandbox_lens.interp.compare.analyse import compare, comparison_for
 
     compare(comparison_for("parity", length=8), out, constructions=["modular_counter", "prefix_scan"], samples=64,
             examples=4, train_steps=30, masks=False, theorem3_steps=0, circuit_pairs=0, progress=False)
@@ -120,9 +120,9 @@ CIRCUIT_CASES = [
 
 def circuit_analyses(engine: str) -> dict:
     """Each circuit case's scores at T = 16 (24 pairs, seed 1) on ``engine``."""
-    from interp.circuits.analyse import analyse
-    from interp.circuits.truth import ground_truth_of_model
-    from interp.model.hooked import to_hooked
+    from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.circuits.truth import ground_truth_of_model
+    from sandbox_lens.interp.model.hooked import to_hooked
 
     out = {}
     for name, construction, source, options, method in CIRCUIT_CASES:
@@ -136,8 +136,8 @@ def circuit_analyses(engine: str) -> dict:
 def write(directory: Path) -> None:
     import torch
 
-    from interp.model.hooked import backend, to_hooked
-    from interp.model.saved import save_model
+    from sandbox_lens.interp.model.hooked import backend, to_hooked
+    from sandbox_lens.interp.model.saved import save_model
 
     torch.set_num_threads(1)
     directory.mkdir(parents=True, exist_ok=True)
@@ -161,9 +161,9 @@ def write(directory: Path) -> None:
 
 
 def load(directory: Path) -> None:
-    from interp.model.hooked import backend
-    from interp.model.saved import load_model
-    from interp.verify import verify
+    from sandbox_lens.interp.model.hooked import backend
+    from sandbox_lens.interp.model.saved import load_model
+    from sandbox_lens.interp.verify import verify
 
     model = load_model(directory)
     r = verify(model, samples=50)

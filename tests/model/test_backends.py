@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from backend_reference import (CASES, LENGTHS, TIMED, activations, build_case, circuit_analyses,  # noqa: E402
                                forward_seconds, small_compare, words_for)
 
-from interp.model.hooked import backend, to_hooked  # noqa: E402
-from interp.model.saved import load_model, save_model  # noqa: E402
-from interp.verify import verify  # noqa: E402
+from sandbox_lens.interp.model.hooked import backend, to_hooked  # noqa: E402
+from sandbox_lens.interp.model.saved import load_model, save_model  # noqa: E402
+from sandbox_lens.interp.verify import verify  # noqa: E402
 
 REFERENCE = os.environ.get("SANDBOX_LENS_BACKEND_REFERENCE")
 # `make test` covers all of this on 3.9 already; this file is `make test-tl4`'s
@@ -72,7 +72,7 @@ def test_every_construction_is_exact_here(case):
 
 
 def test_verify_json_reports_the_backend_and_accuracy_one():
-    r = subprocess.run([sys.executable, "-m", "interp", "--threads", "1", "verify", "prefix_scan", "--automaton", "S5",
+    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", "verify", "prefix_scan", "--automaton", "S5",
                         "--length", "256", "--samples", "200", "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -118,8 +118,8 @@ def test_forward_pass_time_beside_hooked_transformer():
 
 @pytest.mark.parametrize("construction", ["modular_counter", "krohn_rhodes"])
 def test_lengths_past_the_bridge_float32_limit_are_refused(construction):
-    from constructions.counter import BRIDGE_FLOAT32_MAX_LENGTH
-    from interp.errors import LengthError
+    from sandbox_lens.constructions.counter import BRIDGE_FLOAT32_MAX_LENGTH
+    from sandbox_lens.interp.errors import LengthError
 
     spec = build_case(construction, "C3", {}, BRIDGE_FLOAT32_MAX_LENGTH + 1)
     assert spec.bridge_float32_max_length == BRIDGE_FLOAT32_MAX_LENGTH
@@ -140,23 +140,23 @@ def test_float64_is_float64_here():
 
 
 def test_a_twin_trains_saves_and_loads_here(tmp_path):
-    from interp.tasks.batches import AutomatonTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.train import ModelShape, TrainConfig, load_trained, train
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
     m = train(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16, n_heads=2),
               TrainConfig(steps=40, batch=32, eval_every=20, warmup=5), tmp_path / "t", progress=False)
     twin = load_trained(tmp_path / "t")
     assert twin.card.kind == "automaton" and 0.0 <= m["final_accuracy"] <= 1.0
-    from interp.model.run import predict
+    from sandbox_lens.interp.model.run import predict
 
     words = np.random.default_rng(0).integers(2, size=(64, 8))
     accuracy = float((predict(twin, words) == np.cumsum(words, 1) % 2).mean())
     assert abs(accuracy - m["final_accuracy"]) < 0.15
     import torch
 
-    from interp.model.hooked import tl_state_dict
-    from interp.train import build_model
+    from sandbox_lens.interp.model.hooked import tl_state_dict
+    from sandbox_lens.interp.train import build_model
 
     fresh = tl_state_dict(build_model(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16,
                                                                                          n_heads=2), seed=0))
@@ -166,8 +166,8 @@ def test_a_twin_trains_saves_and_loads_here(tmp_path):
 
 
 def test_probes_and_ablation_run_here():
-    from probes.ablation import head_ablation
-    from probes.linear import probe_accuracy
+    from sandbox_lens.probes.ablation import head_ablation
+    from sandbox_lens.probes.linear import probe_accuracy
 
     model = to_hooked(build_case("prefix_scan", "parity", {}, 8))
     words = np.random.default_rng(0).integers(2, size=(200, 8))
@@ -202,7 +202,7 @@ def test_circuit_analyses_match_the_hook_engine_on_3_9():
 
 
 def test_interp_circuit_runs_here(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "interp", "circuit", "modular_counter", "--automaton", "C3", "-T", "8",
+    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "circuit", "modular_counter", "--automaton", "C3", "-T", "8",
                         "--method", "acdc", "--pairs", "16", "--json", "--out", str(tmp_path / "c")],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -213,10 +213,10 @@ def test_interp_circuit_runs_here(tmp_path):
 def test_causal_alignment_runs_on_this_backend():
     """Interchange interventions and DAS through this backend's hooks: the counter's named sites carry the state
     (IIA 1), its inert copy carries nothing, and DAS finds the state after the MLP."""
-    from interp.causal.align import align
-    from interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.causal.align import align
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
-    from constructions.registry import build
+    from sandbox_lens.constructions.registry import build
 
     model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
     r = align(model, pairs=64, ks=(2,), das_steps=40)["variables"]["state"]

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from constructions import build_model
-from interp.model.bare import bare_forward, bare_unsupported
-from interp.model.run import exact_precision
-from interp.tasks.batches import AutomatonTask, step_rng
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.train import ModelShape, build_model as build_twin
-from interp.verify import verify
-from interp.model.checked import CheckedForward
+from sandbox_lens.constructions import build_model
+from sandbox_lens.interp.model.bare import bare_forward, bare_unsupported
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape, build_model as build_twin
+from sandbox_lens.interp.verify import verify
+from sandbox_lens.interp.model.checked import CheckedForward
 
 MODELS = {
     "prefix_scan/S3": lambda: build_model("prefix_scan", get_automaton("S3"), 64),
@@ -67,7 +67,7 @@ def test_verification_says_which_forward_ran_and_agrees_with_the_model():
 
 def test_a_bare_forward_that_disagrees_hands_the_check_back_to_the_model(monkeypatch):
     """A wrong fast path must never decide a verdict: one differing argmax and the model runs the rest."""
-    import interp.model.bare as fwd
+    import sandbox_lens.interp.model.bare as fwd
 
     real = fwd.bare_forward
 
@@ -82,7 +82,7 @@ def test_a_bare_forward_that_disagrees_hands_the_check_back_to_the_model(monkeyp
 
 
 def test_models_the_bare_forward_does_not_cover_run_on_themselves():
-    from interp.model.lstm import LSTMConfig, LSTMModel
+    from sandbox_lens.interp.model.lstm import LSTMConfig, LSTMModel
 
     lstm = LSTMModel(LSTMConfig(d_vocab=5, d_vocab_out=5, d_model=8, hidden=8, n_layers=1, n_ctx=16))
     lstm.card = build_model("ffl", None, 16).card
@@ -101,8 +101,8 @@ def test_a_verification_leaves_autograd_and_precision_as_it_found_them():
 # -- the residual stream (what the probes read) --------------------------------------------------
 @pytest.mark.parametrize("name", ["krohn_rhodes/S4", "gridworld/grid4", "dyck/balanced"])
 def test_the_bare_residual_stream_is_what_run_with_cache_records(name):
-    from interp.model.checked import residual_stream
-    from probes.linear import residual_hooks
+    from sandbox_lens.interp.model.checked import residual_stream
+    from sandbox_lens.probes.linear import residual_hooks
 
     model = MODELS[name]()
     tokens = _tokens(model, np.random.default_rng(1), batch=6).numpy()
@@ -116,8 +116,8 @@ def test_the_bare_residual_stream_is_what_run_with_cache_records(name):
 
 
 def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(monkeypatch):
-    import interp.model.bare as bare
-    from interp.model.checked import residual_stream
+    import sandbox_lens.interp.model.bare as bare
+    from sandbox_lens.interp.model.checked import residual_stream
 
     model = build_twin(AutomatonTask(get_automaton("S3"), 12), ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), 0)
     tokens = AutomatonTask(get_automaton("S3"), 12).batch(step_rng(0, 0), 8).tokens
@@ -137,7 +137,7 @@ def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(mon
 
 
 def test_wide_mlps_in_row_chunks_compute_what_one_pass_computes(monkeypatch):
-    import interp.model.bare as bare
+    import sandbox_lens.interp.model.bare as bare
 
     model = MODELS["modular_counter/C5"]()
     tokens = _tokens(model, np.random.default_rng(2))  # 16 × 65 rows, chunks of 64

@@ -1,4 +1,4 @@
-"""interp.model.device: models are built on the CPU unless --device says otherwise (TransformerLens alone would
+"""sandbox_lens.interp.model.device: models are built on the CPU unless --device says otherwise (TransformerLens alone would
 take CUDA whenever it is present), a device that is not there is one line, and the choice does not leak."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import os
 import pytest
 import torch
 
-from interp.cli import main
-from interp.errors import SandboxError
-from interp.model.device import ENV, current, resolve
-from interp.model.hooked import hooked_config
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.device import ENV, current, resolve
+from sandbox_lens.interp.model.hooked import hooked_config
 
 
 def _fake_cuda(monkeypatch, n: int = 1) -> None:
@@ -66,7 +66,7 @@ def test_a_command_without_a_model_refuses_cuda_and_takes_auto_as_the_cpu(tmp_pa
     err = capsys.readouterr().err
     assert code == 2 and "interp decompose runs no model" in err and err.count("\n") == 1
     assert ENV not in os.environ and not (tmp_path / "c.json").exists()
-    from interp.cli import ON_DEVICE, _device
+    from sandbox_lens.interp.cli import ON_DEVICE, _device
 
     assert _device("info", "auto") is None and _device("verify", None) is None
     assert all(_device(c, "auto") == "cuda" for c in ("train", "compare", "circuit", "align", "experiment", "population"))
@@ -76,7 +76,7 @@ def test_a_command_without_a_model_refuses_cuda_and_takes_auto_as_the_cpu(tmp_pa
 def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     seen = {}
-    import interp.train.loop as loop
+    import sandbox_lens.interp.train.loop as loop
 
     real = loop.build_model
 

@@ -1,4 +1,4 @@
-"""interp.model.fast: the training loop's hand-written forward computes TransformerLens's function (logits and
+"""sandbox_lens.interp.model.fast: the training loop's hand-written forward computes TransformerLens's function (logits and
 gradients to float rounding, the same losses over 30 AdamW steps), steps aside whenever a hook is attached or
 other arguments are given, runs a copy made inside the block on the copy's own weights, and is restored after."""
 
@@ -10,12 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from interp.model.fast import covers, fast_forward, training_forward  # noqa: E402
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import build_model, default_shape  # noqa: E402
-from interp.train.config import ModelShape  # noqa: E402
+from sandbox_lens.interp.model.fast import covers, fast_forward, training_forward  # noqa: E402
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.train.config import ModelShape  # noqa: E402
 from run_checks import assert_same_training_path  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16), FFLTask(0.8, 16)]
@@ -59,7 +59,7 @@ def test_a_copy_made_inside_the_block_runs_on_its_own_weights():
 
 
 def test_models_it_does_not_cover_are_left_as_they_are():
-    from interp.train.config import ModelShape
+    from sandbox_lens.interp.train.config import ModelShape
 
     lstm = build_model(TASKS[0], ModelShape(n_layers=1, d_model=16, n_heads=1, arch="lstm", hidden=16), 0)
     assert not covers(lstm)

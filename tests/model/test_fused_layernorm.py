@@ -1,4 +1,4 @@
-"""interp.model.hooked.fused_layernorm: the training loop's fused LayerNorm computes TransformerLens's function,
+"""sandbox_lens.interp.model.hooked.fused_layernorm: the training loop's fused LayerNorm computes TransformerLens's function,
 steps with it end at the same weights up to float rounding, and it steps aside whenever a LayerNorm hook is used."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from interp.model.hooked import fused_layernorm  # noqa: E402
-from interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
-from interp.tasks.catalogue import get_automaton  # noqa: E402
-from interp.tasks.dyck import Dyck  # noqa: E402
-from interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.model.hooked import fused_layernorm  # noqa: E402
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
+from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
 from run_checks import assert_same_training_path  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16)]

@@ -11,8 +11,8 @@ import os
 import pytest
 import torch
 
-from interp.cli import main
-from interp.model.device import ENV
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.model.device import ENV
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: make test-gpu needs one")]

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from constructions import build
-from interp.errors import ConstructionError
-from interp.model.hooked import to_hooked
-from interp.model.rotate import rotate_state_dict, rotation, subspace_basis
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.verify import verify
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.errors import ConstructionError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation, subspace_basis
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.verify import verify
 
 FAMILIES = [("modular_counter", "C3", 32, {}), ("prefix_scan", "S3", 16, {}), ("gridworld", "grid5", 32, {}),
             ("krohn_rhodes", "S3", 16, {}), ("memory", "flipflop", 32, {}), ("dyck", None, 40, {"variant": "uniform"}),
@@ -66,7 +66,7 @@ def test_layernorm_is_refused():
 
 
 def test_cli_build_rotate_saves_an_exact_model(tmp_path, capsys):
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     out = tmp_path / "rot"
     assert main(["build", "prefix_scan", "--automaton", "parity", "-T", "16", "--rotate", "--pad", "5",

@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from constructions import build
-from interp.tasks.catalogue import get_automaton
-from interp.errors import CheckpointError, ConstructionError
-from interp.model.hooked import state_dict_arrays
-from interp.model.saved import load_model, save_model
-from interp.model.card import TokenIO
-from interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
-from interp.model.hooked import to_hooked
-from interp.verify import verify
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.errors import CheckpointError, ConstructionError
+from sandbox_lens.interp.model.hooked import state_dict_arrays
+from sandbox_lens.interp.model.saved import load_model, save_model
+from sandbox_lens.interp.model.card import TokenIO
+from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.verify import verify
 
 
 def test_layout_names_and_labels():
@@ -148,7 +148,7 @@ def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
 
 
 def test_attention_patterns_skip_blocks_and_heads_that_write_nothing():
-    from interp.model.run import attention_patterns
+    from sandbox_lens.interp.model.run import attention_patterns
 
     spec = _toy_spec()
     spec.blocks.append(Block([Head(spec.layout, "silent").qk("a", "b")], None, "QK only, writes nothing"))
@@ -162,7 +162,7 @@ def test_models_saved_in_the_first_format_still_load(tmp_path):
     """Format 1 kept the automaton beside an empty task (and called the flip-flop language "flipflop")."""
     import json
 
-    from constructions import build_model
+    from sandbox_lens.constructions import build_model
 
     for name, source, kind in (("memory", get_automaton("flipflop"), "automaton"), ("ffl", None, "ffl")):
         save_model(build_model(name, source, 8), tmp_path / name)
@@ -190,7 +190,7 @@ model = HookedTransformer(HookedTransformerConfig(**meta["config"], dtype=getatt
 keys = model.load_state_dict(load_file(sys.argv[1] + "/model.safetensors"), strict=False)  # buffers: TL's own
 tokens = torch.tensor(json.loads(sys.argv[2]))
 print(json.dumps({"logits": model(tokens).tolist(), "missing": keys.missing_keys, "unexpected": keys.unexpected_keys,
-                  "interp": any(m.startswith("interp") for m in sys.modules)}))
+                  "interp": any(m.startswith("sandbox_lens") for m in sys.modules)}))
 """
 
 
@@ -201,9 +201,9 @@ def test_a_saved_model_loads_in_plain_transformer_lens(tmp_path):
     import subprocess
     import sys
 
-    from interp.cli import main
-    from interp.model.saved import load_model
-    from interp.model.run import logits
+    from sandbox_lens.interp.cli import main
+    from sandbox_lens.interp.model.saved import load_model
+    from sandbox_lens.interp.model.run import logits
 
     assert main(["build", "modular_counter", "--automaton", "parity", "-T", "8", "--out", str(tmp_path / "m")]) == 0
     model = load_model(tmp_path / "m")
@@ -220,8 +220,8 @@ def test_a_saved_model_loads_in_plain_transformer_lens(tmp_path):
 def test_the_back_end_follows_the_installed_transformer_lens(monkeypatch):
     import importlib.metadata
 
-    from interp.errors import ConstructionError
-    from interp.model.hooked import backend
+    from sandbox_lens.interp.errors import ConstructionError
+    from sandbox_lens.interp.model.hooked import backend
 
     assert backend() == "HookedTransformer"  # this venv pins TransformerLens 3.9
     for version, expected in (("4.3.0", "TransformerBridge"), ("3.9.1", "HookedTransformer")):

@@ -6,10 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions import build_model
-from interp.errors import ModelKindError, VocabularyError
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
+from sandbox_lens.constructions import build_model
+from sandbox_lens.interp.errors import ModelKindError, VocabularyError
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
 
 MODELS = {
     "prefix_scan/S3": lambda: build_model("prefix_scan", get_automaton("S3"), 8),
@@ -51,7 +51,7 @@ def test_names_outside_the_card_and_ragged_batches_get_one_line(name):
 
 def test_generate_is_refused_where_outputs_are_not_inputs_and_works_for_ffl():
     scan = MODELS["prefix_scan/S3"]()
-    with pytest.raises(ModelKindError, match="interp.model.run.predict"):
+    with pytest.raises(ModelKindError, match="sandbox_lens.interp.model.run.predict"):
         scan.generate("(0 1)", max_new_tokens=1)
     dyck = MODELS["dyck/stack"]()
     with pytest.raises(ModelKindError):
@@ -63,9 +63,9 @@ def test_generate_is_refused_where_outputs_are_not_inputs_and_works_for_ffl():
 
 
 def test_twins_and_saved_models_have_the_tokenizer_too(tmp_path):
-    from interp.model.saved import load_model, save_model
-    from interp.tasks.batches import AutomatonTask
-    from interp.train import ModelShape, TrainConfig, load_trained, train
+    from sandbox_lens.interp.model.saved import load_model, save_model
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
     save_model(MODELS["prefix_scan/S3"](), tmp_path / "m")
     assert load_model(tmp_path / "m").to_str_tokens("(0 1)")[-1] == "(0 1)"
@@ -91,8 +91,8 @@ _S3 = build_model("prefix_scan", get_automaton("S3"), 16)
 
 def test_the_lstm_baseline_keeps_its_plain_forward():
     """An LSTM has no TransformerLens string methods: attaching the tokenizer leaves it as it was."""
-    from interp.model.lstm import LSTMConfig, LSTMModel
-    from interp.model.tokens import attach_tokenizer
+    from sandbox_lens.interp.model.lstm import LSTMConfig, LSTMModel
+    from sandbox_lens.interp.model.tokens import attach_tokenizer
 
     model = LSTMModel(LSTMConfig(d_vocab=5, d_vocab_out=5, d_model=8, hidden=8, n_layers=1, n_ctx=16))
     model.card = build_model("ffl", None, 16).card

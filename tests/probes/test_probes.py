@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from constructions import build
-from interp.streams import Stream
-from interp.tasks.catalogue import get_automaton
-from interp.errors import VocabularyError
-from interp.model.run import live_heads
-from interp.model.hooked import to_hooked
-from probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation
-from probes.linear import automaton_probe_data, probe_accuracy, residual_hooks
+from sandbox_lens.constructions import build
+from sandbox_lens.interp.streams import Stream
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.errors import VocabularyError
+from sandbox_lens.interp.model.run import live_heads
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation
+from sandbox_lens.probes.linear import automaton_probe_data, probe_accuracy, residual_hooks
 
 
 def test_probes_find_the_state_where_the_construction_writes_it():
@@ -64,8 +64,8 @@ def test_redundant_heads_are_pruned():
 
 
 def test_attention_references_scores_and_matching():
-    from interp.model.run import attention_patterns
-    from probes.attention import (lookback_reference, match_heads, score_head, score_heads, target_reference,
+    from sandbox_lens.interp.model.run import attention_patterns
+    from sandbox_lens.probes.attention import (lookback_reference, match_heads, score_head, score_heads, target_reference,
                                   uniform_reference)
 
     s3 = get_automaton("S3")
@@ -99,7 +99,7 @@ def _automaton_batches(model, a, T):
 
 
 def test_learned_head_masks_keep_essential_heads_unless_the_penalty_outweighs_them():
-    from probes.masks import learn_head_masks
+    from sandbox_lens.probes.masks import learn_head_masks
 
     a = get_automaton("C3")
     model = to_hooked(build("modular_counter", a, 12))
@@ -119,7 +119,7 @@ def test_learned_head_masks_keep_essential_heads_unless_the_penalty_outweighs_th
 def test_weight_mask_prunes_a_random_network_towards_a_construction():
     import torch
 
-    from probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
+    from sandbox_lens.probes.weight_mask import RandomShape, learn_weight_mask, random_transformer
 
     a = get_automaton("parity")
     target = to_hooked(build("modular_counter", a, 8))
@@ -150,10 +150,10 @@ def test_logistic_probe_reads_a_state_stored_along_one_direction():
 
 
 def test_corollary3_two_prunings_share_one_identical_matrix():
-    from constructions.dyck import build_dyck
-    from interp.tasks.dyck import Dyck
-    from interp.tasks.batches import DyckTask, step_rng
-    from probes.weight_mask import RandomShape, learn_weight_masks, random_transformer
+    from sandbox_lens.constructions.dyck import build_dyck
+    from sandbox_lens.interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
+    from sandbox_lens.probes.weight_mask import RandomShape, learn_weight_masks, random_transformer
 
     lang = Dyck(2, 4)
     task = DyckTask(lang, 16)

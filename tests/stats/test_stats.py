@@ -1,4 +1,4 @@
-"""interp.stats: intervals cover what they should, tests reject what they should, on synthetic numbers
+"""sandbox_lens.interp.stats: intervals cover what they should, tests reject what they should, on synthetic numbers
 whose truth is known (and hypothesis where a property holds for any input)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.stats import (Estimate, bootstrap_interval, cohens_d, difference_interval, estimate, holm,
+from sandbox_lens.interp.stats import (Estimate, bootstrap_interval, cohens_d, difference_interval, estimate, holm,
                           null_exceedance, paired_interval, paired_test, permutation_test, poisson_interval,
                           wilson_interval)
 

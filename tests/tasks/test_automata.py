@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sympy.combinatorics import Permutation
 
-from interp.tasks.automata import Semiautomaton, load_automaton_file, parse_automaton_json
-from interp.tasks.catalogue import catalogue_examples, get_automaton
-from interp.errors import AutomatonError
+from sandbox_lens.interp.tasks.automata import Semiautomaton, load_automaton_file, parse_automaton_json
+from sandbox_lens.interp.tasks.catalogue import catalogue_examples, get_automaton
+from sandbox_lens.interp.errors import AutomatonError
 
 
 @pytest.mark.parametrize("name", catalogue_examples() + ["A5", "S5", "memory5", "grid9", "D8-regular"])
@@ -167,7 +167,7 @@ def test_semiautomaton_validation():
 def test_the_thesis_groups_act_on_themselves():
     """S5-thesis (120 states, 8 generators), D8-regular (8), A5-regular (60): the thesis's tasks;
     plain D8 / S5 act on points (4 / 5 states)."""
-    from interp.tasks.groups import transformation_semigroup
+    from sandbox_lens.interp.tasks.groups import transformation_semigroup
 
     s5 = get_automaton("S5-thesis")
     assert (s5.n_states, s5.n_symbols) == (120, 8) and s5.alphabet[:3] == ("e", "(0 1 2 3 4)", "(0 1)")
@@ -196,7 +196,7 @@ def _stack_of(word, a):
 
 
 def test_the_dyck_stack_automaton_is_the_thesis_task():
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     a = get_automaton("dyck2-depth4")
     assert a.n_states == 1 + 2 + 4 + 8 + 16 + 1 and a.alphabet == ("(", "[", ")", "]")  # Σ_{i≤4} 2^i stacks + ✗
@@ -237,7 +237,7 @@ def test_feasible_tables_are_checked_and_kept_by_products_and_resets():
 
 
 def test_dyck_stack_shifts_are_legal_and_count_shifts_refused():
-    from interp.tasks.shifts import ShiftError, automaton_shifts, automaton_words
+    from sandbox_lens.interp.tasks.shifts import ShiftError, automaton_shifts, automaton_words
 
     a = get_automaton("dyck2-depth4")
     uniform, skewed = automaton_shifts(a, 40, probs=[[0.4, 0.4, 0.1, 0.1]])
@@ -250,8 +250,8 @@ def test_dyck_stack_shifts_are_legal_and_count_shifts_refused():
 @pytest.mark.parametrize("T, samples, exhaustive", [(16, 60, 4), pytest.param(1024, 1000, 6, marks=pytest.mark.slow)])
 def test_prefix_scan_is_exact_on_the_dyck_stack(T, samples, exhaustive):
     """Every word (illegal ones too) up to ``exhaustive`` brackets, and legal random words at T."""
-    from constructions import build
-    from interp.verify import verify
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.verify import verify
 
     r = verify(build("prefix_scan", get_automaton("dyck2-depth4"), T), samples=samples, exhaustive_upto=exhaustive, seed=0)
     assert r.exact, r.summary()

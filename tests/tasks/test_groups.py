@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 from sympy.combinatorics import Permutation, PermutationGroup
 
-from interp.tasks.automata import Semiautomaton, parse_automaton_json
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.groups import group_name, perfect_core_name, transformation_semigroup
+from sandbox_lens.interp.tasks.automata import Semiautomaton, parse_automaton_json
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.groups import group_name, perfect_core_name, transformation_semigroup
 
 
 @pytest.mark.parametrize("name, size, is_group, solvable", [

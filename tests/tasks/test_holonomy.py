@@ -1,4 +1,4 @@
-"""The holonomy skeleton (interp.tasks.holonomy): on random semiautomata its holonomy groups are solvable exactly
+"""The holonomy skeleton (sandbox_lens.interp.tasks.holonomy): on random semiautomata its holonomy groups are solvable exactly
 when the semigroup's maximal subgroups are, each divides a maximal subgroup's order, tiles cover their image,
 levels stay within the number of subduction classes; and the known cases come out as the literature says.
 Not asserted: the issue's "levels never exceed |Q|" — a 4-state automaton has 5 (see the last test)."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 
-from interp.budget import BudgetError
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.holonomy import act, holonomy_skeleton
+from sandbox_lens.interp.budget import BudgetError
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.holonomy import act, holonomy_skeleton
 from strategies import semiautomata
 
 

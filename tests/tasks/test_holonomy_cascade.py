@@ -1,4 +1,4 @@
-"""The holonomy cascade (interp.tasks.holonomy_cascade): every random semiautomaton is either decomposed into
+"""The holonomy cascade (sandbox_lens.interp.tasks.holonomy_cascade): every random semiautomaton is either decomposed into
 permutation-reset levels whose covering map is checked on every reachable product state, or refused because
 a holonomy group is not solvable — and then a maximal subgroup is not solvable either."""
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 
-from interp.budget import BudgetError
-from interp.errors import AutomatonError
-from interp.tasks.automata import Semiautomaton
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.holonomy import holonomy_skeleton
-from interp.tasks.holonomy_cascade import Coordinates, holonomy_cascade
+from sandbox_lens.interp.budget import BudgetError
+from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.holonomy import holonomy_skeleton
+from sandbox_lens.interp.tasks.holonomy_cascade import Coordinates, holonomy_cascade
 from strategies import semiautomata
 
 
@@ -63,8 +63,8 @@ def test_a_non_solvable_automaton_is_refused_naming_the_group():
 
 
 def _built_exact(a: Semiautomaton, T: int = 256) -> None:
-    from constructions.registry import build
-    from interp.verify import verify
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.verify import verify
 
     for result in (verify(build("krohn_rhodes", a, 16), exhaustive_upto=min(5, int(np.log(2000) / np.log(max(2, a.n_symbols)))),
                           samples=0),

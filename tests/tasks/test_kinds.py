@@ -1,6 +1,6 @@
 """The task-kind registry: one object per kind, and no dispatch on a kind anywhere else.
 
-* every dispatch on a task kind outside ``interp.tasks`` is a registry lookup: the count of
+* every dispatch on a task kind outside ``sandbox_lens.interp.tasks`` is a registry lookup: the count of
   comparisons with a kind's name (and of ``isinstance`` checks on a kind's task class) in floors 2–4
   is zero;
 * a toy fourth kind, registered here and nowhere else, is trained by `interp train`, evaluated by
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from interp.errors import SandboxError
-from interp.tasks import kinds
-from interp.tasks.batches import Batch, TokenLayout
-from interp.tasks.kinds import AUTOMATON, DYCK, FFL, TaskKind, TaskKindError, task_from_dict, task_kind
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.tasks import kinds
+from sandbox_lens.interp.tasks.batches import Batch, TokenLayout
+from sandbox_lens.interp.tasks.kinds import AUTOMATON, DYCK, FFL, TaskKind, TaskKindError, task_from_dict, task_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_NAMES = {"automaton", "dyck", "ffl", "flipflop"}
@@ -68,15 +68,15 @@ def test_the_counter_sees_what_it_counts():
 
 def test_no_kind_branches_outside_the_registry():
     found = {}
-    for pkg in ("interp", "constructions", "probes"):
+    for pkg in ("sandbox_lens/interp", "sandbox_lens/constructions", "sandbox_lens/probes"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith("interp/tasks/"):
+            if rel.startswith("sandbox_lens/interp/tasks/"):
                 continue
             lines = kind_branches(path.read_text())
             if lines:
                 found[rel] = lines
-    assert found == {}, f"dispatch on a task kind outside interp.tasks (use interp.tasks.kinds): {found}"
+    assert found == {}, f"dispatch on a task kind outside sandbox_lens.interp.tasks (use sandbox_lens.interp.tasks.kinds): {found}"
 
 
 def test_names_aliases_and_refusals():
@@ -116,9 +116,9 @@ def test_the_thesis_kinds_keep_their_defaults():
 
 
 def test_chance_is_a_uniform_guess_among_the_scored_outputs():
-    from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
-    from interp.tasks.catalogue import get_automaton
-    from interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
 
     assert AUTOMATON.chance(AutomatonTask(get_automaton("parity"), 8).to_dict()) == 0.5
     assert AUTOMATON.chance(AutomatonTask(get_automaton("grid9"), 8).to_dict()) == pytest.approx(1 / 9)
@@ -179,9 +179,9 @@ def copy_kind():
 
 
 def test_a_fourth_kind_is_trained_evaluated_and_verified(copy_kind, tmp_path, capsys):
-    from interp.cli import main
-    from interp.train import load_trained
-    from interp.verify import verify
+    from sandbox_lens.interp.cli import main
+    from sandbox_lens.interp.train import load_trained
+    from sandbox_lens.interp.verify import verify
 
     run = tmp_path / "run"
     assert main(["train", "copy", "--symbols", "3", "--out", str(run)]) == 0

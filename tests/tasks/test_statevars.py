@@ -1,4 +1,4 @@
-"""The automaton's variables beside its state (interp.tasks.statevars): each family's own semantics agree with
+"""The automaton's variables beside its state (sandbox_lens.interp.tasks.statevars): each family's own semantics agree with
 the automaton, and a swap with the base's own value changes nothing."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.highlevel import HighLevelError, StateModel
-from interp.tasks.statevars import GridVariables, LevelVariables, WindowVariables
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.highlevel import HighLevelError, StateModel
+from sandbox_lens.interp.tasks.statevars import GridVariables, LevelVariables, WindowVariables
 
 
 def _words(a, n=64, T=24, seed=0):

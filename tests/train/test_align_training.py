@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from interp.causal.impose import correspondence
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.train import ModelShape
+from sandbox_lens.interp.causal.impose import correspondence
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape
 
 
 def test_the_correspondence_follows_the_constructions_card():
@@ -36,8 +36,8 @@ def test_an_aligned_twin_records_what_was_imposed(tmp_path, interp_run):
     assert metrics["config"]["alignment"]["construction"] == "modular_counter"
     history = [h["train_loss"] for h in metrics["history"] if "train_loss" in h]
     assert history[-1] < history[0]  # task + IIT + strictness, together, go down
-    from interp.causal.align import align
-    from interp.train import open_model
+    from sandbox_lens.interp.causal.align import align
+    from sandbox_lens.interp.train import open_model
 
     twin = open_model(tmp_path / "a")
     assert twin.card.variables[0]["dims"] == [0, 3] and "imposed by --align" in twin.card.variables[0]["note"]
@@ -51,8 +51,8 @@ def test_an_aligned_twin_records_what_was_imposed(tmp_path, interp_run):
 def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tmp_path, interp_run):
     """The acceptance numbers: IIA ≥ 0.95 at the imposed site on held-out pairs; resampling every off-circuit
     head and MLP costs at most 2 points of accuracy."""
-    from interp.causal.align import align
-    from interp.train import open_model
+    from sandbox_lens.interp.causal.align import align
+    from sandbox_lens.interp.train import open_model
 
     code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "8", "--layers", "2", "--heads", "2",
                               "--d-model", "32", "--steps", "3000", "--target", "none", "--align", "modular_counter",
@@ -91,8 +91,8 @@ def test_a_twin_too_shallow_for_the_construction_is_refused(tmp_path, interp_run
 def test_circuit_methods_are_scored_against_the_imposed_circuit(tmp_path, interp_run):
     """`interp circuit --run` on an aligned twin scores the method against the imposed nodes; the board
     gives every method's numbers over pair seeds with intervals."""
-    from interp.circuits.imposed import imposed_board
-    from interp.train import open_model
+    from sandbox_lens.interp.circuits.imposed import imposed_board
+    from sandbox_lens.interp.train import open_model
 
     code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "6", "--layers", "2", "--heads", "2",
                               "--d-model", "16", "--steps", "40", "--align", "modular_counter", "--out", tmp_path / "a")

@@ -1,4 +1,4 @@
-"""Ray without a shared file system (interp.train.remote): a worker node that cannot see the driver's --out
+"""Ray without a shared file system (sandbox_lens.interp.train.remote): a worker node that cannot see the driver's --out
 trains the sweep, resumes a run stopped part-way from the driver's checkpoint, survives losing its worker
 after a checkpoint, and leaves --out exactly as the local pool does."""
 
@@ -16,12 +16,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp.errors import SandboxError
-from interp.tasks.batches import DyckTask
-from interp.tasks.dyck import Dyck
-from interp.train import ModelShape, TrainConfig, train
-from interp.train.remote import pack, unpack
-from interp.train.sweep import run_sweep
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape, TrainConfig, train
+from sandbox_lens.interp.train.remote import pack, unpack
+from sandbox_lens.interp.train.sweep import run_sweep
 from run_checks import assert_same_run
 
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
@@ -123,7 +123,7 @@ def test_a_sweep_on_a_node_that_cannot_see_out_resumes_and_matches_the_local_poo
                                               ("ray://127.0.0.1:9", "does not answer")])
 def test_a_ray_address_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path, address, message):
     pytest.importorskip("ray")
-    r = subprocess.run([sys.executable, "-m", "interp", "train", "dyck", "--dyck", "1,2", "--steps", "2", "--seeds",
+    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "train", "dyck", "--dyck", "1,2", "--steps", "2", "--seeds",
                         "0-1", "--backend", "ray", "--out", str(tmp_path / "r")], capture_output=True, text=True,
                        env={**os.environ, "RAY_ADDRESS": address}, timeout=120, check=False)
     assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr

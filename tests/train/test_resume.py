@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.tasks.batches import AutomatonTask
-from interp.tasks.catalogue import get_automaton
-from interp.train import ModelShape, TrainConfig, train
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.train import ModelShape, TrainConfig, train
 from run_checks import assert_same_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 600
-ARGV = [sys.executable, "-m", "interp", "train", "automaton", "--automaton", "parity", "-T", "8", "--layers", "1",
+ARGV = [sys.executable, "-m", "sandbox_lens.interp", "train", "automaton", "--automaton", "parity", "-T", "8", "--layers", "1",
         "--d-model", "16", "--heads", "2", "--steps", str(STEPS), "--batch", "8", "--eval-every", "50",
         "--eval-size", "64", "--seeds", "3", "--target", "none"]
 
@@ -72,7 +72,7 @@ def test_a_run_stopped_by_sigint_sigterm_and_sigkill_resumes_to_the_same_bits(tm
 def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeypatch):
     """The weights file carries its own metadata: dying before checkpoint.json is rewritten resumes
     from the newer weights, never from a mismatched pair."""
-    import interp.train.checkpoint as training  # where checkpoints are written
+    import sandbox_lens.interp.train.checkpoint as training  # where checkpoints are written
 
     task = AutomatonTask(get_automaton("parity"), 8)
     shape, config = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TrainConfig(
@@ -121,7 +121,7 @@ def test_a_version_1_checkpoint_still_loads_and_resumes(tmp_path):
 
     from safetensors.torch import load, save
 
-    from interp.train import load_trained
+    from sandbox_lens.interp.train import load_trained
 
     task = AutomatonTask(get_automaton("parity"), 8)
     shape = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)

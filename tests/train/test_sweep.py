@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from interp.cli import main
-from interp.errors import CheckpointError
-from interp.train.sweep import parse_grid, run_sweep
-from interp.tasks.batches import DyckTask
-from interp.tasks.dyck import Dyck
-from interp.train import ModelShape, TrainConfig
+from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.errors import CheckpointError
+from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
@@ -52,7 +52,7 @@ def test_a_grid_trains_one_run_per_cell_and_seed(tmp_path):
 
 def test_a_killed_sweep_trains_only_the_missing_runs(tmp_path):
     """SIGKILL in the middle of a sweep, then the same command: finished runs are kept, the rest resume."""
-    argv = [sys.executable, "-m", "interp", "train", "dyck", "--dyck", "1,2", "-T", "8", "--layers", "1",
+    argv = [sys.executable, "-m", "sandbox_lens.interp", "train", "dyck", "--dyck", "1,2", "-T", "8", "--layers", "1",
             "--d-model", "8", "--heads", "1", "--steps", "400", "--batch", "4", "--eval-every", "20",
             "--eval-size", "16", "--seeds", "0-3", "--workers", "1", "--out", str(tmp_path)]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -93,7 +93,7 @@ def test_bad_grids_are_refused_in_one_line(tmp_path, capsys, argv, message):
 
 
 def test_ray_without_ray_installed_is_a_one_line_error(tmp_path):
-    probe = ("import sys; sys.modules['ray'] = None; from interp.cli import main; "
+    probe = ("import sys; sys.modules['ray'] = None; from sandbox_lens.interp.cli import main; "
              f"sys.exit(main(['train', 'dyck', '--dyck', '1,2', '--steps', '2', '--seeds', '0-1', "
              f"'--backend', 'ray', '--out', {str(tmp_path / 'r')!r}]))")
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -103,8 +103,8 @@ def test_ray_without_ray_installed_is_a_one_line_error(tmp_path):
 def test_population_analyses_of_a_sweep(tmp_path, capsys):
     """Per cell: attention variation between seeds beside the exact random baseline, the references
     heads match, and the probes' spread."""
-    from interp.compare.population import population
-    from probes.dyck import random_attention_baseline
+    from sandbox_lens.interp.compare.population import population
+    from sandbox_lens.probes.dyck import random_attention_baseline
 
     grid = parse_grid(["layers=1,2"])
     run_sweep(TASK, TINY, FEW, tmp_path, [0, 1, 2], grid=grid, workers=1, progress=False)

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from interp.tasks.catalogue import get_automaton
-from interp.tasks.dyck import Dyck
-from interp.errors import CheckpointError, SandboxError
-from interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
-from interp.tasks.kinds import task_from_dict
-from interp.train.sweep import run_sweep
-from interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
+from sandbox_lens.interp.tasks.kinds import task_from_dict
+from sandbox_lens.interp.train.sweep import run_sweep
+from sandbox_lens.interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 
 TINY = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
 
@@ -83,7 +83,7 @@ def test_a_finished_twin_is_saved_apart_from_its_optimizer_state(tmp_path):
     loadable by load_model with the twin's card, giving load_trained's logits."""
     from safetensors.torch import load_file
 
-    from interp.model.saved import load_model
+    from sandbox_lens.interp.model.saved import load_model
 
     task = AutomatonTask(get_automaton("parity"), 8)
     train(task, TINY, TrainConfig(steps=20, batch=8, eval_every=10, eval_size=64, ema=0.9, seed=1), tmp_path, progress=False)
@@ -166,7 +166,7 @@ def test_regularised_runs_resume_exactly(tmp_path):
 
 
 def test_sharpening_lowers_attention_entropy(tmp_path):
-    from interp.model.run import attention_patterns
+    from sandbox_lens.interp.model.run import attention_patterns
 
     task = DyckTask(Dyck(1, 3), 12)
     words = task.batch(step_rng(9, 0), 32).tokens
@@ -199,7 +199,7 @@ def test_a_mixture_of_flip_flop_distributions():
     (["--arch", "lstm", "--sharpen", "1"], "an LSTM has none"),
 ])
 def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
-    from interp.cli import main
+    from sandbox_lens.interp.cli import main
 
     code = main(["train", "automaton", "--automaton", "parity", "--steps", "2", "--out", str(tmp_path / "r"), *argv])
     err = capsys.readouterr().err
@@ -209,9 +209,9 @@ def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
 def test_a_twin_started_from_a_construction_keeps_its_frozen_first_layer(tmp_path, capsys):
     """--init-from dyck: the twin takes the construction's shape and its exact first layer, frozen;
     only layer 2 and the read-out learn. Resuming needs no construction (the checkpoint has it all)."""
-    from constructions import build
-    from interp.cli import main
-    from interp.model.hooked import state_dict_arrays
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.cli import main
+    from sandbox_lens.interp.model.hooked import state_dict_arrays
 
     argv = ["train", "dyck", "--dyck", "2,4", "-T", "12", "--init-from", "dyck", "--steps", "20", "--eval-every", "10",
             "--out", str(tmp_path / "t")]

@@ -1,7 +1,0 @@
-"""Causal alignment of a model to a construction's high-level model: interchange interventions, IIA and
-distributed alignment search (Geiger et al.).
-
-:mod:`~interp.causal.highlevel` (the high-level models and their counterfactual labels),
-:mod:`~interp.causal.interchange` (sites, interchange interventions, IIA with intervals),
-:mod:`~interp.causal.das` (learned k-dimensional orthogonal subspaces).
-"""

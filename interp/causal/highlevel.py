@@ -1,8 +1,0 @@
-"""The high-level causal models of each task kind (:mod:`interp.tasks.highlevel`, where they live: they say
-what is true of a task under an intervention, and training with an alignment loss reads them too)."""
-
-from interp.tasks.highlevel import (MODES, DyckModel, FFLModel, HighLevel, HighLevelError, StateModel, dyck_stacks,
-                                    high_level_of)
-
-__all__ = ["HighLevel", "StateModel", "DyckModel", "FFLModel", "MODES", "HighLevelError", "dyck_stacks",
-           "high_level_of"]

@@ -1,0 +1,149 @@
+"""Informative negatives: parts added to any construction that keep it exact but are *not* in its
+circuit, so that a circuit-discovery method can be wrong (``negatives=`` on every builder).
+
+Each gadget reads word information (a direction that tells every symbol's embedding apart) and is
+written in block 0, on fresh residual coordinates, so the construction's own parts never see it:
+
+* ``distractor`` — a head that attends by the word and copies it, and an MLP unit that reads it,
+  both writing into ``neg_trash``, which nothing reads. Edges into them are structural but dead.
+* ``cancel`` — two heads with the same pattern (it depends on the word) whose outputs are exact
+  negatives (W_O and −W_O, rank one), both writing ``neg_signal``, which the unembedding reads.
+  The sum is exactly 0 on every input, so the model is unchanged; patching *one* of the two moves
+  the logits. A method that patches one edge at a time sees two important heads; jointly they do
+  nothing. The ground truth detects the pair from the weights (equal W_Q·W_Kᵀ, opposite W_V·W_O).
+* ``backup`` — two routes, either sufficient: two heads with one pattern copy the word into their own
+  coordinates, and block 0's MLP takes their maximum (ReLU(a) + ReLU(b − a)), which the unembedding
+  reads weakly (a twentieth of its largest weight). Zeroing either head leaves the maximum unchanged;
+  zeroing both does not — an OR under zero ablation, recorded in the options as
+  ``negative_routes`` so the ground truth scores it as one (``sandbox_lens.interp.circuits.levels``).
+* ``constant`` — the "looks important" trap: a head whose attention is sharp and depends on the
+  word but whose value reads ``neg_one`` (1 at every token), so its output is the constant 1 whatever
+  it attends to. It writes ``neg_bias``, which the unembedding reads, and the unembedding's bias
+  takes the constant back. Resampling cannot move it; zero ablation can (it belongs to the zero
+  ablation's ground truth only).
+
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.errors import ConstructionError
+from sandbox_lens.interp.model.spec import MLP, ConstructionSpec, Head
+
+__all__ = ["NEGATIVES", "add_negatives"]
+
+NEGATIVES = ("distractor", "cancel", "constant", "backup")
+#: The attention scale of the gadgets' word-dependent patterns (sharp, not saturated).
+SHARP = 8.0
+#: How strongly the unembedding reads the gadgets' outputs, relative to its largest weight: enough that
+#: patching one head of the cancelling pair moves the logit difference by about a tenth of its range.
+GAIN = 20.0
+#: The backup routes' read-out, relative to the unembedding's largest weight: small enough to leave every
+#: answer as it was (verified), large enough to move the logit difference.
+BACKUP_GAIN = 0.05
+
+
+def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> ConstructionSpec:
+    """A copy of ``spec`` with the named gadgets in block 0 (see the module docstring); its options
+    record them as ``negatives``."""
+    chosen = [n for n in dict.fromkeys(negatives) if n]
+    unknown = [n for n in chosen if n not in NEGATIVES]
+    if unknown:
+        raise ConstructionError(f"unknown negatives {', '.join(unknown)} (choose from {', '.join(NEGATIVES)})")
+    if not chosen:
+        return spec
+    spec = copy.deepcopy(spec)
+    layout = spec.layout
+    word = _word_direction(spec)
+    d_old = layout.d_model
+    for name in ("neg_one", "neg_trash", "neg_signal", "neg_bias"):
+        layout.add(name)
+    spec.W_E = _pad(spec.W_E, layout.d_model, axis=1)
+    spec.W_pos = _pad(spec.W_pos, layout.d_model, axis=1)
+    spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
+    spec.W_E[:, layout.index("neg_one")] = 1.0
+    readout = GAIN * _ramp(spec.W_U.shape[1]) * max(float(np.abs(spec.W_U[:d_old]).max()), 1.0)
+    block = spec.blocks[0]
+    if "distractor" in chosen:
+        block.heads.append(_distractor_head(layout, word))
+        extra = MLP(layout, "distractor unit").unit(word, 0.0, {"neg_trash": 1.0})
+        block.mlp = MLP.combine(layout, [m for m in (block.mlp, extra) if m is not None], block.mlp.label if block.mlp else "")
+    if "cancel" in chosen:
+        block.heads.extend(_cancelling_pair(layout, word))
+        spec.W_U[layout.index("neg_signal")] = readout
+    if "constant" in chosen:
+        block.heads.append(_constant_head(layout, word))
+        spec.W_U[layout.index("neg_bias")] = readout
+        spec.b_U = spec.b_U - readout  # the head writes exactly 1 (up to rounding): take it back
+    routes = {}
+    if "backup" in chosen:
+        first = len(block.heads)
+        for name in ("neg_bk_a", "neg_bk_b", "neg_bk_or"):
+            layout.add(name)
+        spec.W_E, spec.W_pos = _pad(spec.W_E, layout.d_model, axis=1), _pad(spec.W_pos, layout.d_model, axis=1)
+        spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
+        block.heads.extend(_backup_pair(layout, word))
+        most = MLP(layout, "backup maximum").unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0}).unit(
+            {"neg_bk_b": 1.0, "neg_bk_a": -1.0}, 0.0, {"neg_bk_or": 1.0})
+        block.mlp = MLP.combine(layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else "")
+        spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / GAIN) * readout
+        routes = {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
+    spec.options = {**spec.options, "negatives": ",".join(chosen), **({"negative_routes": [routes]} if routes else {})}
+    spec.notes = (spec.notes + "\n" if spec.notes else "") + f"informative negatives: {', '.join(chosen)}"
+    spec.__post_init__()
+    return spec
+
+
+def _word_direction(spec: ConstructionSpec) -> dict[tuple[str, int], float]:
+    """A direction that tells every two symbols apart: the residual coordinates where the symbols' token
+    embeddings differ, with distinct weights 1/(k + 1.5) (so two symbols one-hot on different coordinates,
+    or differing anywhere, read differently)."""
+    sym = spec.W_E[list(spec.io.symbol_tokens)]
+    differ = np.flatnonzero(sym.max(axis=0) - sym.min(axis=0) > 0)
+    if not len(differ):
+        raise ConstructionError(f"{spec.name}: no coordinate of the token embedding depends on the symbol")
+    weights = np.array([1.0 / (k + 1.5) for k in range(len(differ))])
+    if len(np.unique(sym[:, differ] @ weights, axis=0)) < len(np.unique(sym, axis=0)):
+        raise ConstructionError(f"{spec.name}: the negatives' word direction does not tell every symbol apart")
+    labels = spec.layout.labels()
+    direction = {}
+    for i, w in zip(differ, weights):
+        name = labels[i].partition(":")[0]
+        direction[(name, int(i) - spec.layout[name].start)] = float(w)
+    return direction
+
+
+def _pad(a: np.ndarray, size: int, axis: int) -> np.ndarray:
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, size - a.shape[axis])
+    return np.pad(a, pad)
+
+
+def _ramp(n: int) -> np.ndarray:
+    """A different weight for every output, centred: moving it changes every logit difference."""
+    return (np.arange(n) - (n - 1) / 2) / max(n - 1, 1)
+
+
+def _distractor_head(layout, word) -> Head:
+    """Attends by the word and copies it into ``neg_trash``, which nothing reads."""
+    return Head(layout, "distractor").qk(word, word, SHARP).ov(word, {"neg_trash": 1.0})
+
+
+def _cancelling_pair(layout, word) -> list[Head]:
+    """Two heads with one pattern and opposite rank-one outputs on ``neg_signal``: they sum to exactly 0."""
+    return [Head(layout, f"cancel {sign:+d}").qk(word, word, SHARP).ov(word, {"neg_signal": float(sign)})
+            for sign in (1, -1)]
+
+
+def _backup_pair(layout, word) -> list[Head]:
+    """Two heads with one pattern, each copying the word into its own coordinate (the two routes)."""
+    return [Head(layout, f"backup {c}").qk(word, word, SHARP).ov(word, {f"neg_bk_{c}": 1.0}) for c in "ab"]
+
+
+def _constant_head(layout, word) -> Head:
+    """A sharp, word-dependent pattern over a value that is 1 at every token: its output is the constant 1."""
+    return Head(layout, "constant").qk(word, word, SHARP).ov({"neg_one": 1.0}, {"neg_bias": 1.0})

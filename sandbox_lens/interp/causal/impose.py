@@ -1,0 +1,53 @@
+"""The correspondence `interp train --align CONSTRUCTION` imposes on a twin, read from the construction's card
+(the sites its proof names for each variable, :func:`sandbox_lens.interp.model.spec.variable_site`): each variable at
+the twin's hook of the construction's *latest* ``carries`` site (the form the construction reads it out in:
+the counter's one-hot state rather than its count, which a staircase MLP decodes), in a block of axis-aligned coordinates
+as wide as the construction's named subspace there, variables side by side from coordinate 0; the
+circuit's nodes are the construction's own heads and MLPs (:func:`sandbox_lens.interp.train.align.circuit_nodes`). The training itself is
+:mod:`sandbox_lens.interp.train.align`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandbox_lens.interp.causal.verdict import block_order
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.train.align import circuit_nodes
+
+__all__ = ["correspondence"]
+
+
+def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
+    """The imposed correspondence (a JSON-able dict) of ``construction`` (``NAME`` or ``dyck:VARIANT``) on a twin
+    of ``shape`` trained on ``task``."""
+    from sandbox_lens.constructions.registry import REGISTRY, build
+    from sandbox_lens.interp.tasks.kinds import task_kind
+
+    name, _, variant = construction.partition(":")
+    if name not in REGISTRY:
+        build(name, None, 1)  # an unknown name: the registry's own one-line refusal
+    if variant and name != "dyck":
+        raise SandboxError(f"--align {construction}: only dyck has variants")
+    kind = task_kind(task)
+    if REGISTRY[name].takes != kind.name:
+        raise SandboxError(f"--align {name}: it models the {REGISTRY[name].takes} task, not this {kind.name} task")
+    source, length = kind.construction_input(task)
+    spec = build(name, source, length, **({"variant": variant} if variant else {}))
+    sites = [v for v in spec.card().variables if v["role"] == "carries"]
+    if not sites:
+        raise SandboxError(f"--align {name}: its card names no variable sites")
+    chosen: dict[str, dict[str, Any]] = {}
+    for v in sorted(sites, key=lambda v: -block_order(v["hook"])):
+        chosen.setdefault(v["variable"], v)
+    labels = [lab.split(":", 1)[0] for lab in spec.layout.labels()]
+    variables, start = [], 0
+    for variable, v in chosen.items():
+        width = sum(labels.count(s) for s in v["subspace"])
+        variables.append({"variable": variable, "hook": v["hook"], "dims": [start, start + width],
+                          "construction_site": f"{'+'.join(v['subspace'])} @ {v['hook']}"})
+        start += width
+    heads = [sum(1 for h in b.heads if h.writes) for b in spec.blocks]
+    mlps = [l for l, b in enumerate(spec.blocks) if b.mlp is not None]
+    return {"construction": construction, "kind": kind.name, "variables": variables, "blocks": len(spec.blocks),
+            "circuit": circuit_nodes(heads, mlps, shape.n_layers, shape.n_heads)}

@@ -1,0 +1,224 @@
+"""Edge patching without hooks: a plain PyTorch forward over the model's TransformerLens weights in which
+every receiver channel's input is an explicit tensor.
+
+:class:`BarePatcher` does what :class:`~sandbox_lens.interp.circuits.patching.Patcher` does — the same operation
+(patching s → r delivers ``source[s]`` in place of s's output *in this run*, on r's channel only), the
+same :meth:`run_many`, :meth:`clean_state` and :meth:`gradients` — on any model whose weights
+:func:`sandbox_lens.interp.model.hooked.tl_state_dict` reads: a 3.9 ``HookedTransformer`` and TransformerLens 4's
+native ``TransformerBridge`` alike (the bridge refuses the per-head hooks the hook engine needs). It
+is also the faster engine: attention runs through ``scaled_dot_product_attention``; a head's query,
+key or value is recomputed only for the copies that patch it, and per-head outputs are formed only in
+blocks whose heads a patch reads. The arithmetic is TransformerLens's in another summation order, so
+scores agree with the hook engine to rounding (``tests/circuits/test_bare.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
+from sandbox_lens.interp.circuits.patching import CleanState, Patcher
+from sandbox_lens.interp.errors import ModelKindError
+from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.run import exact_precision
+
+__all__ = ["BarePatcher", "patcher_for"]
+
+
+def patcher_for(model: Any, graph: Graph | None = None, engine: str = "auto") -> Patcher:
+    """The patching engine for ``model``: ``hooks`` (TransformerLens hooks), ``bare`` (:class:`BarePatcher`)
+    or ``auto`` — bare where it runs, hooks otherwise."""
+    from sandbox_lens.interp.model.bare import bare_unsupported
+
+    if engine not in ("auto", "hooks", "bare"):
+        raise ModelKindError(f"unknown patching engine {engine!r} (choose from auto, hooks, bare)")
+    if engine == "bare" or (engine == "auto" and bare_unsupported(model) is None):
+        return BarePatcher(model, graph)
+    return Patcher(model, graph)
+
+
+class BarePatcher(Patcher):
+    """Edge patching on a bare forward (see the module docstring)."""
+
+    def __init__(self, model: Any, graph: Graph | None = None) -> None:
+        import torch
+
+        from sandbox_lens.interp.model.hooked import tl_state_dict
+
+        from sandbox_lens.interp.model.bare import bare_unsupported
+
+        cfg = model.cfg
+        why = bare_unsupported(model)  # the bare forward's own coverage: the same arithmetic
+        if why is not None:
+            raise ModelKindError(f"the bare patching engine does not cover this model ({why})")
+        self.model = model
+        self.graph = graph or Graph.of_model(model)
+        self.L = cfg.n_layers
+        self.sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
+        self.ln = getattr(cfg, "normalization_type", None) == "LN"
+        self.eps = getattr(cfg, "eps", 1e-5)
+        self.scale = 1.0 / (math.sqrt(cfg.d_head) if getattr(cfg, "use_attn_scale", True) else 1.0)
+        self.heads = {l: [n for n in self.graph.nodes if n.kind == "head" and n.layer == l] for l in range(self.L)}
+        self.torch = torch
+
+    # -- the forward ------------------------------------------------------------------------------
+    def _norm(self, x: Any, name: str) -> Any:
+        if not self.ln:
+            return x
+        F = self.torch.nn.functional
+        return F.layer_norm(x, (x.shape[-1],), self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
+
+    def _forward(self, x: Any, start: int, inputs: Any, record: set[str], current: dict[str, Any],
+                 stream: list | None = None) -> Any:
+        """Blocks ``start``.. on the residual ``x`` [B, T, d]; ``inputs(receiver, channel, resid)`` returns a
+        channel's input (the residual, or it plus a patch); outputs of senders in ``record`` go to ``current``;
+        ``stream`` collects the residual entering each block and leaving the last."""
+        torch, sd = self.torch, self.sd
+        for l in range(start, self.L):
+            p = f"blocks.{l}"
+            if stream is not None:
+                stream.append(x)
+            heads = self.heads[l]
+            if heads:
+                B, T, _ = x.shape
+                qkv = {}
+                base = self._norm(x, f"{p}.ln1")
+                for c in "qkv":
+                    W, b = sd[f"{p}.attn.W_{c.upper()}"], sd[f"{p}.attn.b_{c.upper()}"]
+                    full = torch.einsum("btd,hde->bhte", base, W) + b[None, :, None, :]
+                    for node in heads:
+                        own = inputs(node.name, c, x)
+                        if own is not x:  # this head's channel is patched in some copy
+                            full[:, node.head] = self._norm(own, f"{p}.ln1") @ W[node.head] + b[node.head]
+                    qkv[c] = full
+                z = torch.nn.functional.scaled_dot_product_attention(qkv["q"], qkv["k"], qkv["v"], is_causal=True,
+                                                                     scale=self.scale)
+                W_O = sd[f"{p}.attn.W_O"]
+                if any(n.name in record for n in heads):
+                    per_head = torch.einsum("bhte,hed->bthd", z, W_O)
+                    for node in heads:
+                        if node.name in record:
+                            current[node.name] = per_head[:, :, node.head]
+                    x = x + per_head.sum(2) + sd[f"{p}.attn.b_O"]
+                else:
+                    x = x + torch.einsum("bhte,hed->btd", z, W_O) + sd[f"{p}.attn.b_O"]
+            name = f"m{l}"
+            if name in self.graph.by_name:
+                h = torch.relu(self._norm(inputs(name, "in", x), f"{p}.ln2") @ sd[f"{p}.mlp.W_in"] + sd[f"{p}.mlp.b_in"])
+                out = h @ sd[f"{p}.mlp.W_out"] + sd[f"{p}.mlp.b_out"]
+                if name in record:
+                    current[name] = out
+                x = x + out
+        if stream is not None:
+            stream.append(x)
+        final = self._norm(inputs("logits", "in", x), "ln_final")
+        return final @ sd["unembed.W_U"] + sd["unembed.b_U"]
+
+    def _embed(self, tokens: np.ndarray) -> tuple[Any, Any]:
+        tokens = on(self.sd["embed.W_E"], np.asarray(tokens))  # on the weights' device
+        T = tokens.shape[1]
+        embed = self.sd["embed.W_E"][tokens]
+        return embed, self.sd["pos_embed.W_pos"][:T].expand_as(embed)
+
+    # -- the Patcher interface --------------------------------------------------------------------
+    def outputs(self, tokens: np.ndarray) -> dict[str, Any]:
+        return self.clean_state(tokens).outputs
+
+    def clean_state(self, tokens: np.ndarray) -> CleanState:
+        with exact_precision():
+            embed, pos = self._embed(tokens)
+            current = {"embed": embed, "pos": pos}
+            resid: list[Any] = []
+            self._forward(embed + pos, 0, lambda r, c, x: x, {n.name for n in self.graph.senders}, current, resid)
+        return CleanState(tokens, resid, {n.name: current[n.name].clone() for n in self.graph.senders})
+
+    def run_many(self, tokens: np.ndarray, settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
+                 source: dict[str, Any], state: CleanState | None = None) -> Any:
+        torch = self.torch
+        k, n = len(settings), len(tokens)
+        if state is None:  # from the tokens: the embeddings are the only senders computed before block 0
+            with exact_precision():
+                embed, pos = self._embed(tokens)
+            state = CleanState(tokens, [embed + pos], {"embed": embed, "pos": pos})
+            start = 0
+        else:
+            start = self.start_layer(e for edges, _ in settings for e in edges)
+        plan: dict[tuple[str, str], list[tuple[int, str, Any]]] = defaultdict(list)
+        senders: set[str] = set()
+        for i, (edges, mask) in enumerate(settings):
+            m = None if mask is None else on(state.resid[start], np.asarray(mask, dtype=bool))
+            for e in edges:
+                plan[(e.receiver, e.channel)].append((i, e.sender, m))
+                senders.add(e.sender)
+        current: dict[str, Any] = {}
+        for name in senders:
+            if self.graph.by_name[name].layer < start:
+                current[name] = state.outputs[name].repeat(k, 1, 1)
+        record = {s for s in senders if self.graph.by_name[s].layer >= start}
+
+        def inputs(receiver, channel, x):
+            items = plan.get((receiver, channel))
+            if not items:
+                return x
+            view = x.view(k, n, *x.shape[1:])
+            delta = torch.zeros_like(view)
+            for i, s, mask in items:
+                d = source[s] - current[s].view(k, n, *x.shape[1:])[i]
+                delta[i] += d if mask is None else d * mask.reshape(-1, 1).to(d.dtype)
+            return (view + delta).view_as(x)
+
+        with exact_precision():
+            logits = self._forward(state.resid[start].repeat(k, 1, 1), start, inputs, record, current)
+        return logits.view(k, n, *logits.shape[1:])
+
+    def gradients(self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None,
+                  alpha: float = 1.0) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
+        torch = self.torch
+        probes: dict[tuple[str, str], Any] = {}
+
+        def inputs(receiver, channel, x):
+            probe = torch.zeros_like(x, requires_grad=True)
+            probes[(receiver, channel)] = probe
+            return x + probe
+
+        with exact_precision(grad=True):
+            embed, pos = self._embed(tokens)
+            if base is not None and alpha != 1:
+                embed, pos = base["embed"] + alpha * (embed - base["embed"]), base["pos"] + alpha * (pos - base["pos"])
+            embed, pos = embed.detach().requires_grad_(True), pos.detach().requires_grad_(True)
+            current: dict[str, Any] = {"embed": embed, "pos": pos}
+            record = {n.name for n in self.graph.senders}
+            logits = self._forward(embed + pos, 0, inputs, record, current)
+            names = [n.name for n in self.graph.senders]
+            keys = [(r.name, c) for r in self.graph.receivers for c in CHANNELS[r.kind] if (r.name, c) in probes]
+            grads = torch.autograd.grad(metric(logits), [current[x] for x in names] + [probes[x] for x in keys],
+                                        allow_unused=True)
+        outputs = {x: current[x].detach() for x in names}
+        sender_grads = dict(zip(names, grads[: len(names)]))
+        receiver_grads = dict(zip(keys, grads[len(names):]))
+        return outputs, sender_grads, receiver_grads
+
+    def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:
+        """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's
+        output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
+        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this)."""
+        incoming: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+        for i, e in enumerate(self.graph.edges):
+            incoming[(e.receiver, e.channel)].append((i, e.sender))
+        embed, pos = self._embed(tokens)
+        current: dict[str, Any] = {"embed": embed, "pos": pos}
+
+        def inputs(receiver, channel, x):
+            items = incoming.get((receiver, channel))
+            if not items:
+                return x
+            return x + sum((1 - keep[i]) * (source[s] - current[s]) for i, s in items)
+
+        return self._forward(embed + pos, 0, inputs, {n.name for n in self.graph.senders}, current)
+
+    def hooks_on(self, result: bool = True, split: bool = True):
+        raise ModelKindError("the bare engine has no hooks")

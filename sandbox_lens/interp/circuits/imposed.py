@@ -1,0 +1,94 @@
+"""Scoring a circuit method on a twin trained with ``interp train --align`` against the circuit imposed on it
+(trained weights whose circuit is known, the InterpBench recipe; :mod:`sandbox_lens.interp.train.align`).
+
+The imposed circuit is a set of nodes (the construction's own heads and MLPs, the embeddings, the
+logits); strict IIT trained every other head and MLP to be irrelevant when resampled. The positives
+are the edges between two imposed nodes — an upper bound on the edges the twin uses (an edge between
+two imposed nodes may still carry nothing), so recall is the number to trust and precision a lower
+bound. Scored: the ranking's AUROC and average precision over every edge, and the precision and recall
+of the method's circuit, by edge and by node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from sandbox_lens.interp.circuits.score import auroc, average_precision, precision_recall
+
+__all__ = ["imposed_nodes", "score_imposed", "imposed_board", "BOARD_METRICS"]
+
+
+def imposed_nodes(alignment: Mapping[str, Any]) -> set[str]:
+    """The graph nodes of the imposed circuit (``a<l>.<h>``, ``m<l>``, the embeddings and the logits)."""
+    circuit = alignment["circuit"]
+    return {"embed", "pos", "logits"} | {f"a{l}.{h}" for l, h in circuit["heads"]} | {f"m{l}" for l in circuit["mlps"]}
+
+
+def score_imposed(result: Mapping[str, Any], alignment: Mapping[str, Any]) -> dict[str, Any]:
+    """A method's result (:func:`sandbox_lens.interp.circuits.analyse.analyse` on the twin) against the imposed circuit."""
+    on = imposed_nodes(alignment)
+    names = list(result["graph"]["edges"])
+    ends = [n.split("->") for n in names]
+    senders = [s for s, _ in ends]
+    receivers = [_node(r) for _, r in ends]
+    labels = np.array([s in on and r in on for s, r in zip(senders, receivers)])
+    scores = np.array([np.nan if v is None else v for v in result["ranking"]], dtype=np.float64)  # the method's order
+    chosen = set(result["circuit"]["edges"]) if result.get("circuit") else set()
+    chosen_mask = np.array([n in chosen for n in names])
+    found_nodes = set(result["circuit"]["nodes"]) if result.get("circuit") else set()
+    graph_nodes = set(result["graph"]["nodes"])
+    node_labels = [n in on for n in sorted(graph_nodes)]
+    node_chosen = [n in found_nodes for n in sorted(graph_nodes)]
+    edge_p, edge_r = precision_recall(chosen_mask, labels) if chosen else (None, None)
+    node_p, node_r = precision_recall(node_chosen, node_labels) if found_nodes else (None, None)
+    return {"construction": alignment["construction"], "imposed_nodes": sorted(on & graph_nodes),
+            "positives": int(labels.sum()), "edges": len(names),
+            "auroc": auroc(scores, labels) if np.isfinite(scores).any() else None,
+            "average_precision": average_precision(scores, labels) if np.isfinite(scores).any() else None,
+            "edge_precision": edge_p, "edge_recall": edge_r, "node_precision": node_p, "node_recall": node_r}
+
+
+def _node(receiver: str) -> str:
+    """``a1.0.q`` → ``a1.0``; ``m1`` and ``logits`` stay."""
+    return receiver[: -2] if receiver.endswith((".q", ".k", ".v")) else receiver
+
+
+#: What a trained-weights row reports (higher is better except seconds).
+BOARD_METRICS = ("auroc", "average_precision", "edge_precision", "edge_recall", "node_precision", "node_recall")
+
+
+def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progress: bool = False) -> dict[str, Any]:
+    """Every method on an aligned twin over pair ``seeds``: per method, each metric's mean over the seeds with a
+    percentile-bootstrap interval (:func:`sandbox_lens.interp.stats.bootstrap_interval`), and the seconds per run."""
+    import time
+
+    from tqdm import tqdm
+
+    from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.errors import SandboxError
+    from sandbox_lens.interp.stats import bootstrap_interval
+
+    alignment = model.card.options.get("alignment")
+    if model.card.construction != "trained" or not alignment:
+        raise SandboxError("an imposed-circuit board needs a twin trained with `interp train --align`")
+    rows = []
+    bar = tqdm(total=len(methods) * len(seeds), disable=not progress, desc="imposed circuit", unit="run")
+    for method in methods:
+        runs, seconds = [], []
+        for seed in seeds:
+            t0 = time.perf_counter()
+            r = analyse(model, method, None, pairs=pairs, seed=seed, curve=False)
+            seconds.append(time.perf_counter() - t0)
+            runs.append(score_imposed(r, alignment))
+            bar.update(1)
+        row: dict[str, Any] = {"method": method, "seeds": len(runs), "seconds": float(np.mean(seconds))}
+        for metric in BOARD_METRICS:
+            values = [x[metric] for x in runs if x[metric] is not None]
+            row[metric] = {"mean": float(np.mean(values)) if values else None,
+                           "interval": bootstrap_interval(values), "values": values}
+        rows.append(row)
+    bar.close()
+    return {"construction": alignment["construction"], "task": model.card.task, "imposed": sorted(imposed_nodes(alignment)),
+            "pairs": pairs, "rows": rows}

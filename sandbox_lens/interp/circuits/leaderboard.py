@@ -1,0 +1,185 @@
+"""The circuit leaderboard: every method on every construction (with and without informative negatives),
+under each corruption and ablation, scored against the ground-truth level that setting can see.
+
+A cell is run once per pair seed; each number is the mean over seeds with a percentile-bootstrap
+interval over the seeds (:func:`sandbox_lens.interp.stats.bootstrap_interval`). Each cell also says *why* a score
+is low: the spurious edges by the ground truth's reason for leaving them out, the misses by
+:func:`~sandbox_lens.interp.circuits.analyse.analyse`'s reason. :func:`markdown` renders the committed JSON as the
+table in the docs, so the table is never edited by hand.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.stats import bootstrap_interval
+
+__all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "METRICS"]
+
+#: What each cell reports (higher is better except CMD and seconds).
+METRICS = ("auroc", "average_precision", "cpr", "cmd", "precision", "recall", "seconds")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A construction to score on: its name and how to build its spec."""
+
+    name: str
+    build: Callable[[], Any]
+    negatives: bool = False
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A corruption (None: the task's first) and an ablation."""
+
+    corruption: str | None = None
+    ablation: str = "resample"
+
+    @property
+    def name(self) -> str:
+        return f"{self.corruption or 'default'}/{self.ablation}"
+
+
+def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings: Sequence[Setting],
+                    seeds: Sequence[int], pairs: int = 32, threshold: float = 0.01, steps: int = 16,
+                    progress: bool = False) -> dict[str, Any]:
+    """Every (family, setting, method) cell over ``seeds``: the board :func:`markdown` renders."""
+    from tqdm import tqdm
+
+    from sandbox_lens.interp.model.hooked import to_hooked
+
+    rows = []
+    bar = tqdm(total=len(families) * len(settings) * len(methods), disable=not progress, desc="leaderboard", unit="cell")
+    started = time.perf_counter()
+    for family in families:
+        spec = family.build()
+        truth, model = ground_truth(spec), to_hooked(spec)
+        for setting in settings:
+            for method in methods:
+                runs = []
+                try:
+                    for seed in seeds:
+                        t0 = time.perf_counter()
+                        r = analyse(model, method, truth, pairs=pairs, corruption=setting.corruption,
+                                    source=setting.ablation, threshold=threshold, steps=steps, seed=seed)
+                        runs.append((r, time.perf_counter() - t0))
+                    rows.append(_row(family, setting, method, runs))
+                except SandboxError as e:  # a method that cannot run on this family (auto-circuit on FFL's words)
+                    rows.append({"construction": family.name, "negatives": family.negatives, "setting": setting.name,
+                                 "method": method, "skipped": str(e)})
+                bar.update(1)
+    bar.close()
+    return {"settings": {"pairs": pairs, "threshold": threshold, "eap_ig_steps": steps, "seeds": list(seeds),
+                         "interval": f"95% percentile bootstrap of the mean over {len(seeds)} pair seeds"},
+            "cpu_seconds": time.perf_counter() - started, "rows": rows}
+
+
+def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, float]]) -> dict[str, Any]:
+    values: dict[str, list[float | None]] = {m: [] for m in METRICS}
+    for r, seconds in runs:
+        values["auroc"].append(r["auroc"])
+        values["average_precision"].append(r["average_precision"])
+        values["cpr"].append(r["curve"]["cpr"])
+        values["cmd"].append(r["curve"]["cmd"])
+        values["precision"].append(r["edge_precision"])
+        values["recall"].append(r["edge_recall"])
+        values["seconds"].append(seconds)
+    first = runs[0][0]
+    row: dict[str, Any] = {"construction": family.name, "negatives": family.negatives, "setting": setting.name,
+                           "corruption": first["pairs"]["corruption"], "ablation": setting.ablation, "method": method,
+                           "level": first["ground_truth_level"], "truth_edges": len(first["ground_truth_edges"]),
+                           "graph_edges": len(first["graph"]["edges"])}
+    for name, vs in values.items():
+        xs = [v for v in vs if v is not None]
+        row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": bootstrap_interval(xs), "values": vs}
+    spurious = Counter(why for r, _ in runs for why in r["spurious"].values())
+    missed = Counter(_short(m["reason"]) for r, _ in runs for m in r["missed"].values())
+    row["why"] = {"spurious": dict(spurious), "missed": dict(missed)}
+    return row
+
+
+def _short(reason: str) -> str:
+    return reason.split(":")[0].split(" (")[0]
+
+
+def method_orders(board: dict[str, Any], metric: str = "average_precision", setting: str = "default/resample") -> dict[str, list[str]]:
+    """Per construction (with negatives marked ``+neg``), the methods from best to worst on ``metric``."""
+    out: dict[str, list[tuple[float, str]]] = {}
+    for row in _scored(board):
+        if row["setting"] != setting or row[metric]["mean"] is None:
+            continue
+        key = row["construction"] + (" +neg" if row["negatives"] else "")
+        out.setdefault(key, []).append((row[metric]["mean"], row["method"]))
+    return {k: [m for _, m in sorted(v, key=lambda x: -x[0])] for k, v in out.items()}
+
+
+def _order_text(board: dict[str, Any], construction: str, metric: str = "average_precision",
+                setting: str = "default/resample") -> str:
+    """``a = b > c``: methods from best to worst, equal means (to three decimals) joined by ``=``."""
+    means = {}
+    for row in _scored(board):
+        key = row["construction"] + (" +neg" if row["negatives"] else "")
+        if key == construction and row["setting"] == setting and row[metric]["mean"] is not None:
+            means[row["method"]] = round(row[metric]["mean"], 3)
+    text, last = "", None
+    for method in method_orders(board, metric, setting)[construction]:
+        text += ("" if last is None else (" = " if means[method] == last else " > ")) + method
+        last = means[method]
+    return text
+
+
+def _scored(board: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows with scores (not those of a method that could not run on the family)."""
+    return [r for r in board["rows"] if "skipped" not in r]
+
+
+def _cell(stat: dict[str, Any]) -> str:
+    if stat["mean"] is None:
+        return "—"
+    lo_hi = stat["interval"]
+    return f"{stat['mean']:.2f}" + ("" if lo_hi is None or lo_hi[1] - lo_hi[0] < 0.005 else f" [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]")
+
+
+def _why(row: dict[str, Any]) -> str:
+    parts = [f"{n} spurious: {k}" for k, n in sorted(row["why"]["spurious"].items(), key=lambda x: -x[1])[:2]]
+    parts += [f"{n} missed: {k}" for k, n in sorted(row["why"]["missed"].items(), key=lambda x: -x[1])[:2]]
+    return "; ".join(parts) or ""
+
+
+def markdown(board: dict[str, Any]) -> str:
+    """The leaderboard as Markdown: one table per setting, rows construction × method, and the methods'
+    order per construction."""
+    s = board["settings"]
+    lines = [f"Pairs {s['pairs']}, threshold {s['threshold']}, EAP-IG with {s['eap_ig_steps']} steps; each number is "
+             f"the mean over pair seeds {s['seeds']} with its {s['interval']} (omitted where the seeds agree). "
+             "Counts in *why* are summed over the seeds.", ""]
+    for setting in dict.fromkeys(r["setting"] for r in board["rows"]):
+        rows = [r for r in _scored(board) if r["setting"] == setting]
+        lines += [f"### Corruption {setting.split('/')[0]}, ablation {setting.split('/')[1]}", "",
+                  "| construction | method | level (edges) | AUROC | AP | CPR | CMD | precision | recall | s | why |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            name = r["construction"] + (" + negatives" if r["negatives"] else "")
+            lines.append(f"| {name} | {r['method']} | {r['level']} ({r['truth_edges']}/{r['graph_edges']}) | "
+                         + " | ".join(_cell(r[m]) for m in ("auroc", "average_precision", "cpr", "cmd", "precision", "recall"))
+                         + f" | {r['seconds']['mean']:.2f} | {_why(r)} |")
+        lines.append("")
+    skipped = [r for r in board["rows"] if "skipped" in r]
+    if skipped:
+        lines += ["Not run (the method cannot take the family's words):", ""]
+        lines += [f"- {r['construction']}{' + negatives' if r['negatives'] else ''}, {r['method']}: {r['skipped']}"
+                  for r in skipped]
+        lines.append("")
+    lines += ["### The methods' order (average precision, default corruption, resample ablation)", "",
+              "| construction | best → worst (= : equal to three decimals) |", "|---|---|"]
+    lines += [f"| {k} | {_order_text(board, k)} |" for k in method_orders(board)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,157 @@
+"""`interp align`: where a model holds its task's variables, causally (interchange interventions, DAS),
+beside a random-init null and a construction of the same task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from sandbox_lens.interp.errors import SandboxError
+
+__all__ = ["register"]
+
+
+def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
+    s = sub.add_parser("align", help="causal alignment: where a model computes its task's variables (interchange "
+                                     "interventions, DAS), beside a random-init null and a construction",
+                       description="For each variable of the task's high-level model (automata: state, and where "
+                                   "the automaton has them a cascade's levels, a 1-D gridworld's displacement and "
+                                   "boundary, by name the prefix scan's window<l>; dyck: top, depth; ffl: bit): scans full interchange interventions over the residual stream, "
+                                   "runs position-shared DAS at every hook and over k with a matched random-subspace "
+                                   "control and the null's DAS, measures the construction's own named sites, on "
+                                   "held-out pairs; writes align.json and align.png.")
+    s.add_argument("--run", metavar="DIR", help="a run directory of `interp train` (a trained twin)")
+    s.add_argument("--model", metavar="DIR", help="a model saved by `interp build`")
+    s.add_argument("--construction", metavar="NAME", help="also scan this construction of the model's task, at its length")
+    s.add_argument("--high-level", default="parallel", choices=["parallel", "recurrent"],
+                   help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
+                        "position by position (recurrent: automata, ffl)")
+    s.add_argument("--variable", metavar="NAME[,NAME]", help="only these variables (default: all the task's)")
+    s.add_argument("--pairs", type=int, default=256, help="training pairs for DAS; as many again held out")
+    s.add_argument("--das-steps", type=int, default=200, help="optimiser steps of each DAS fit (default 200)")
+    s.add_argument("--k", default="1,2,4,8", help="DAS dimensions, comma-separated (default 1,2,4,8)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the pairs, the null and DAS")
+    s.add_argument("--json", action="store_true", help="print a summary as one JSON object")
+    s.add_argument("--out", required=True, metavar="DIR", help="output directory (align.json, align.png)")
+    return {"align": _cmd_align}
+
+
+def _cmd_align(args: argparse.Namespace) -> int:
+    from sandbox_lens.interp.causal.align import align, high_level_of, null_of
+    from sandbox_lens.interp.files import atomic_write, write_json
+    from sandbox_lens.interp.viz import interchange_scans_png
+
+    if bool(args.run) == bool(args.model):
+        raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
+    if args.pairs < 8:
+        raise SandboxError(f"--pairs must be ≥ 8, got {args.pairs}")
+    if args.das_steps < 1:
+        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+    try:
+        ks = sorted({int(k) for k in args.k.split(",") if k})
+    except ValueError:
+        raise SandboxError(f"--k takes comma-separated integers, got {args.k!r}") from None
+    if not ks or min(ks) < 1:
+        raise SandboxError(f"--k needs positive dimensions, got {args.k!r}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SandboxError(f"--out {out} is a file")
+    from sandbox_lens.interp.train import open_model
+
+    model = open_model(args.run or args.model)
+    high = high_level_of(model, args.high_level)  # refuses other tasks and the LSTM before any work
+    variables = [high.variable(v.strip()) for v in args.variable.split(",") if v.strip()] if args.variable else None
+    constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
+    null = null_of(model, args.seed) if model.card.construction == "trained" else None
+    result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
+                   das_steps=args.das_steps, seed=args.seed, variables=variables, progress=sys.stderr.isatty())
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "align.json", result)
+    atomic_write(out / "align.png", interchange_scans_png(result))
+    if args.json:
+        print(json.dumps(summary(result)))
+        return 0
+    for name, v in result["variables"].items():
+        m = v["model"]
+        print(f"{name} in {model.card.construction} ({args.high_level} model); first full-swap site reaching IIA 0.95 "
+              f"per position: {_sites(m['first_sites'])}")
+        for site in m["named_sites"]:
+            print(f"  named site {site['site']}: IIA {_f(site['iia'])} on {site['outputs']} changed held-out outputs")
+        print("  linear probe, readable / used (IIA of swapping its directions), by hook: "
+              + ", ".join(f"{_short(r['hook'])} {r['probe_accuracy']:.2f} / {_f(r['iia'])}" for r in m["probes"]))
+        d = m["das"]
+        print(f"  DAS (one subspace for every position), k = {d['k_max']}, by hook: "
+              + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"]))
+        for r in d["k"]:
+            print(f"  DAS at {_short(d['hook'])}, k = {r['k']}: IIA {_f(r['iia'])} {_ci(r['interval'])} "
+                  f"(random {r['k']}-dim subspace: {_f(r['random_subspace']['iia'])})")
+        bd = d["boundless"]
+        print(f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}")
+        if "null" in v:
+            print(f"  null (random init): DAS at {_short(d['hook'])}, k = {d['k_max']}: {_f(v['null']['das']['iia'])}; "
+                  f"best full swap {_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}")
+        for cname, c in v["constructions"].items():
+            print(f"  {cname}: first sites {_sites(c['first_sites'])}")
+            print(f"  verdict against {cname} (full swaps): {c['verdict']['verdict']}")
+            print(f"  verdict against {cname} (DAS): {c['das_verdict']['verdict']}")
+        if "das_verdict" in v:
+            print(f"  verdict (DAS): {v['das_verdict']['verdict']}")
+    print(f"wrote {out / 'align.json'} and {out / 'align.png'} ({result['seconds']:.0f} s)")
+    return 0
+
+
+def summary(result: dict) -> dict:
+    """One JSON line per alignment: per variable, first sites, named sites, DAS by k and the verdicts."""
+    out = {"seconds": result["seconds"], "variables": {}}
+    for name, v in result["variables"].items():
+        m = v["model"]
+        out["variables"][name] = {
+            "first_sites": m["first_sites"], "ceiling": m["ceiling"],
+            "named_sites": {s["site"]: s["iia"] for s in m["named_sites"]},
+            "das_hook": m["das"]["hook"],
+            "das": [{"k": d["k"], "iia": d["iia"], "random": d["random_subspace"]["iia"]} for d in m["das"]["k"]],
+            "null_das": v.get("null", {}).get("das", {}).get("iia"),
+            "verdicts": {c: {"full_swaps": r["verdict"]["verdict"], "das": r["das_verdict"]["verdict"]}
+                         for c, r in v["constructions"].items()},
+            **({"das_verdict": v["das_verdict"]["verdict"]} if "das_verdict" in v else {})}
+    return out
+
+
+def _short(hook: str) -> str:
+    return hook.replace("blocks.", "").replace(".hook_resid_", " ")
+
+
+def _sites(first: dict) -> str:
+    return ", ".join(f"{p}: {_short(h) if h else '—'}" for p, h in first.items())
+
+
+def _ci(interval) -> str:
+    return "" if interval is None or interval[0] is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _construction(name: str, model):
+    from sandbox_lens.constructions.registry import REGISTRY, build
+    from sandbox_lens.interp.errors import ConstructionError
+    from sandbox_lens.interp.model.hooked import to_hooked
+
+    entry = REGISTRY.get(name)
+    if entry is None:
+        build(name, None, 1)  # refuses an unknown name in one line
+    if entry.takes != model.card.task_kind.name:
+        raise ConstructionError(f"{name} models the {entry.takes} task, not this model's {model.card.task_kind.name} task")
+    from sandbox_lens.interp.tasks.kinds import task_from_dict
+
+    card = model.card
+    if card.construction == "trained":  # built for the twin's training inputs (one symbol less for next-token tasks)
+        source, length = card.task_kind.construction_input(task_from_dict(card.task))
+    else:
+        source, length = card.source, card.max_length
+    return to_hooked(build(name, source, length))
+
+
+def _f(x) -> str:
+    return "—" if x is None else f"{x:.3f}"

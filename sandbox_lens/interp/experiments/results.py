@@ -1,0 +1,106 @@
+"""The committed results of the full runs: ``docs/results/<experiment>.json`` (each full run's
+``results.json`` without its per-model data and figures) and the table of verdicts the docs quote,
+rendered from those files alone — so that no number in the prose lacks a file behind it.
+
+``interp experiment publish --out reports/reproduce --to docs/results`` writes the files and
+rewrites the table between the markers in ``docs/experiments.md``; a test checks that the table
+there is exactly :func:`verdict_table` of the files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.experiments.rules import effect_text
+from sandbox_lens.interp.files import atomic_write
+
+__all__ = ["slim", "publish", "load_published", "verdict_table", "replace_table", "START", "END"]
+
+#: what a committed file keeps of ``results.json`` (its per-model ``data`` and figures stay in the run directory)
+KEEP = ("experiment", "title", "section", "thesis_claim", "quick", "seeds", "options", "scale", "minutes", "runs",
+        "training_cpu_minutes", "provenance", "settings", "claims", "tables", "conclusions", "caveats", "environment")
+START = "<!-- verdict table: rendered from docs/results/*.json by `interp experiment publish`; do not edit by hand -->"
+END = "<!-- end of the verdict table -->"
+
+
+def slim(results: dict[str, Any]) -> dict[str, Any]:
+    """The part of an experiment's ``results.json`` that is committed (every verdict, its estimate and
+    interval, the tables, the provenance); a quick run is refused — it does not test a claim."""
+    if results.get("quick"):
+        raise SandboxError(f"{results.get('experiment')}: a quick run tests the pipeline, not the claim; publish full runs")
+    missing = [k for k in ("experiment", "claims", "provenance") if k not in results]
+    if missing:
+        raise CheckpointError(f"results without {', '.join(missing)}: not an experiment's results.json")
+    return {k: results[k] for k in KEEP if k in results}
+
+
+def publish(out: str | Path, to: str | Path, names: Iterable[str], docs: str | Path | None = None) -> list[Path]:
+    """Write ``to/<name>.json`` for every experiment directory ``out/<name>`` (all must exist) and, with
+    ``docs``, rewrite the verdict table between :data:`START` and :data:`END` in that file."""
+    from sandbox_lens.interp.experiments.report import read_results
+
+    names = list(names)
+    slims = [slim(read_results(Path(out) / name)) for name in names]  # read all before writing any
+    to = Path(to)
+    to.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, r in zip(names, slims):
+        path = to / f"{name}.json"
+        atomic_write(path, (json.dumps(r, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode())
+        written.append(path)
+    if docs is not None:
+        docs = Path(docs)
+        atomic_write(docs, replace_table(docs.read_text(), verdict_table(slims)).encode())
+        written.append(docs)
+    return written
+
+
+def load_published(folder: str | Path, names: Iterable[str]) -> list[dict[str, Any]]:
+    """The committed results of ``names``, in that order (a missing file is an error)."""
+    out = []
+    for name in names:
+        path = Path(folder) / f"{name}.json"
+        if not path.is_file():
+            raise CheckpointError(f"no committed results for {name} ({path} missing)")
+        out.append(json.loads(path.read_text()))
+    return out
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    p = r.get("provenance", {})
+    commit = (p.get("commit") or "no commit")[:7] + (" (dirty)" if p.get("dirty") else "")
+    seeds = r.get("seeds", [])
+    span = f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+        ", ".join(map(str, seeds))
+    return (f"`{r['experiment']}` ({r['section']}; seeds {span}, {r['runs']} runs, "
+            f"{r.get('training_cpu_minutes', 0):.1f} training CPU-min, commit {commit})")
+
+
+def verdict_table(slims: Iterable[dict[str, Any]]) -> str:
+    """The markdown table of every verdict: experiment, claim, the thesis, what was measured with its
+    effect, interval and threshold, and the verdict (with why, when it is not "reproduced")."""
+    lines = ["| experiment | claim | thesis | measured here (effect, 95% interval, threshold) | verdict |",
+             "|---|---|---|---|---|"]
+    for r in slims:
+        for i, c in enumerate(r["claims"]):
+            verdict = f"**{c['verdict']}**" + (f" — {c['why']}" if c.get("why") else "")
+            measured = c["measured"] + (f"<br>{effect_text(c)}" if effect_text(c) else "")
+            lines.append("| " + " | ".join(_cell(x) for x in (_run_line(r) if i == 0 else "", c["claim"], c["thesis"],
+                                                                 measured, verdict)) + " |")
+    return "\n".join(lines)
+
+
+def replace_table(text: str, table: str) -> str:
+    """``text`` with the block between :data:`START` and :data:`END` replaced by ``table``."""
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise SandboxError("the docs page has no verdict-table markers (add the START and END comment lines)")
+    return pattern.sub(lambda _: f"{START}\n{table}\n{END}", text, count=1)

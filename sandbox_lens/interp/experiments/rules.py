@@ -1,0 +1,136 @@
+"""Verdict rules that can fail: an effect, its interval and a threshold decide a claim.
+
+A :class:`Rule` names the effect it measures (``median OOD read errors, mixture − FFL(0.8)``), the
+side of a threshold the thesis puts it on, the effect's *null* value (what it reads when nothing
+happens, usually 0) and the fewest units (seeds, words) it will rule on. :func:`rule_on` reads an
+:class:`~sandbox_lens.interp.stats.Estimate` against it:
+
+=================== ==============================================================================
+verdict             when (thesis side "above"; "below" mirrors it)
+=================== ==============================================================================
+reproduced          the whole interval lies above the threshold
+not reproduced      the whole interval lies at or below the threshold, and not below the null
+opposite direction  the whole interval lies below the null: a real effect the other way
+inconclusive        the interval contains the threshold
+not tested          fewer units than the rule needs, no interval, or a *floor*: the setting could
+                    not test the claim (the models did not learn the task, accuracy at chance)
+=================== ==============================================================================
+
+A rule's threshold may not lie on the thesis's side of its null, and the comparison is strict, so
+an effect of exactly zero can never be "reproduced" (tested on synthetic numbers). A deterministic
+check (an exact construction's error count) is an estimate with a zero-width interval and
+``min_n = 1``.
+
+Several rulings that test one claim form a *family*: :func:`holm_family` adjusts their p-values
+(Holm) and turns a "reproduced" whose adjusted p-value is not below α into "inconclusive".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sandbox_lens.interp.stats import CONFIDENCE, Estimate, holm
+
+__all__ = ["VERDICTS", "Rule", "rule_on", "holm_family", "ALPHA", "exactness_rule", "count", "effect_text"]
+
+VERDICTS = ("reproduced", "not reproduced", "opposite direction", "inconclusive", "not tested")
+ALPHA = 1 - CONFIDENCE
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``effect`` must lie ``side`` ("above" / "below") ``threshold`` for the thesis's claim to hold."""
+
+    effect: str
+    side: str = "above"
+    threshold: float = 0.0
+    null: float = 0.0
+    min_n: int = 3
+    unit: str = "seeds"
+
+    def __post_init__(self) -> None:
+        if self.side not in ("above", "below"):
+            raise ValueError(f"a rule's side is 'above' or 'below', got {self.side!r}")
+        if (self.side == "above" and self.threshold < self.null) or (self.side == "below" and self.threshold > self.null):
+            raise ValueError(f"rule on {self.effect!r}: threshold {self.threshold} lies on the thesis's side of the null "
+                             f"{self.null}, so no effect at all would pass it")
+        if self.min_n < 1:
+            raise ValueError(f"a rule needs at least one unit, got min_n = {self.min_n}")
+
+    def text(self) -> str:
+        other = "below" if self.side == "above" else "above"
+        null = "" if self.null == self.threshold else f"; opposite direction if entirely {other} {self.null:g}"
+        return (f"{self.effect}: reproduced if its {CONFIDENCE:.0%} interval lies entirely {self.side} {self.threshold:g}; "
+                f"not reproduced if entirely at or {other} it{null}; inconclusive if it contains {self.threshold:g}; "
+                f"needs ≥ {self.min_n} {self.unit}")
+
+
+def exactness_rule(effect: str) -> Rule:
+    """The rule of a deterministic check: ``effect`` counts errors, and none may occur."""
+    return Rule(effect, "below", 0.5, null=0.5, min_n=1, unit="evaluations")
+
+
+def count(n: int | float) -> Estimate:
+    """A deterministic count as an estimate (a zero-width interval, one evaluation)."""
+    return Estimate(float(n), (float(n), float(n)), 1, "evaluations", "a count (deterministic)")
+
+
+def effect_text(row: dict[str, Any]) -> str:
+    """One line for a claim row: the effect, its value, interval, units and threshold, the p-values and the
+    null of a maximum where there are any ("" without an estimate)."""
+    e = row.get("estimate")
+    if not e:
+        return ""
+    if e["value"] is None:
+        text = f"{row['effect']}: not measured ({e['n']} {e['unit']})"
+    else:
+        ci = "no interval" if e["interval"] is None else f"[{e['interval'][0]:.3g}, {e['interval'][1]:.3g}]"
+        text = f"{row['effect']} = {e['value']:.3g} {ci}, {e['n']} {e['unit']}; threshold {row['threshold']:g} ({row['side']})"
+    if row.get("p_holm") is not None:
+        text += f"; p = {row['p_value']:.3g}, Holm-adjusted {row['p_holm']:.3g} ({row['family']} tests)"
+    elif row.get("p_value") is not None:
+        text += f"; p = {row['p_value']:.3g}"
+    null = row.get("null")
+    if null and null.get("null_quantile") is not None:
+        text += (f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
+                 f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}")
+    return text
+
+
+def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: float | None = None) -> dict[str, Any]:
+    """The verdict of ``rule`` on ``estimate`` (``floor``: why the setting could not test the claim), with
+    the effect, its interval, the threshold and the rule's text: what a claim row in ``results.json`` holds."""
+    out: dict[str, Any] = {"rule": rule.text(), "effect": rule.effect, "estimate": estimate.to_dict(),
+                           "threshold": rule.threshold, "no_effect": rule.null, "side": rule.side, "p_value": p_value}
+    if floor:
+        return {**out, "verdict": "not tested", "why": floor}
+    if estimate.value is None or estimate.n < rule.min_n or estimate.interval is None:
+        return {**out, "verdict": "not tested",
+                "why": f"too few {rule.unit} for an interval: {estimate.n} (the rule needs ≥ {rule.min_n})"}
+    lo, hi = estimate.interval
+    t, z = rule.threshold, rule.null
+    if rule.side == "below":  # mirror: the thesis says the effect lies below the threshold
+        lo, hi, t, z = -hi, -lo, -t, -z
+    if lo > t:
+        verdict, why = "reproduced", ""
+    elif hi < z:
+        verdict, why = "opposite direction", "the whole interval lies on the other side of no effect"
+    elif hi <= t:
+        verdict, why = "not reproduced", "the whole interval lies at or short of the threshold"
+    else:
+        verdict, why = "inconclusive", "the interval contains the threshold"
+    return {**out, "verdict": verdict, "why": why}
+
+
+def holm_family(rulings: Sequence[dict[str, Any]], alpha: float = ALPHA) -> list[dict[str, Any]]:
+    """Rulings that test one claim, with Holm-adjusted p-values: a "reproduced" whose adjusted p-value is
+    not below ``alpha`` becomes "inconclusive". Rulings without a p-value are left as they are."""
+    adjusted = holm([r.get("p_value") for r in rulings])
+    out = []
+    for r, p in zip(rulings, adjusted):
+        r = {**r, "p_holm": p, "family": len([q for q in adjusted if q is not None])}
+        if p is not None and r["verdict"] == "reproduced" and p >= alpha:
+            r["verdict"], r["why"] = "inconclusive", f"Holm-adjusted p = {p:.3g} over {r['family']} tests (α = {alpha:g})"
+        out.append(r)
+    return out

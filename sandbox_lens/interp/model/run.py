@@ -1,0 +1,136 @@
+"""Running a model exactly: the precision settings, batched logits and argmax predictions, attention
+patterns, the heads that write, and TransformerLens hook names.
+
+Every forward pass that a number is reported from goes through :func:`exact_precision`: TF32
+matmuls would break the constructions' look-back margins, and subnormal attention weights (e^-40)
+are very slow on CPUs while far below float32's resolution of 1, so they are flushed to zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.errors import LengthError, ModelKindError
+from sandbox_lens.interp.model.device import on
+
+__all__ = ["exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
+           "BATCH_BYTES", "require_hooked"]
+
+Head = tuple[int, int]  # (layer, head)
+
+#: Rough per-batch memory budget for a forward pass.
+BATCH_BYTES = 256 * 2**20
+
+# TransformerLens's hook names (transformer_lens.utils.get_act_name), without importing it.
+_HOOKS = {
+    "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post",
+    "pattern": "attn.hook_pattern", "attn_scores": "attn.hook_attn_scores", "z": "attn.hook_z",
+    "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "result": "attn.hook_result",
+    "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out", "post": "mlp.hook_post", "pre": "mlp.hook_pre",
+}
+
+
+def hook_name(name: str, layer: int) -> str:
+    """``hook_name("pattern", 1)`` = ``"blocks.1.attn.hook_pattern"`` (as TransformerLens's get_act_name)."""
+    try:
+        return f"blocks.{int(layer)}.{_HOOKS[name]}"
+    except KeyError:
+        raise KeyError(f"unknown activation {name!r} (known: {', '.join(_HOOKS)})") from None
+
+
+@contextlib.contextmanager
+def exact_precision(grad: bool = False) -> Iterator[None]:
+    """Full float32 matmuls and flushed subnormals, restored afterwards; no autograd unless ``grad``
+    (attribution patching differentiates the clean run)."""
+    import torch
+
+    prev = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    torch.set_flush_denormal(True)
+    try:
+        with (torch.enable_grad() if grad else torch.inference_mode()):
+            yield
+    finally:
+        torch.set_float32_matmul_precision(prev)
+        torch.set_flush_denormal(False)
+
+
+def batch_size_for(model, n_positions: int) -> int:
+    """Sequences per forward pass within :data:`BATCH_BYTES` (activations of every block)."""
+    cfg = model.cfg
+    per_seq = 4 * n_positions * (3 * cfg.n_heads * n_positions + 3 * cfg.d_mlp + 8 * cfg.d_model)
+    return int(max(1, min(4096, BATCH_BYTES // max(per_seq, 1))))
+
+
+def _check_context(model, tokens: np.ndarray) -> None:
+    if tokens.shape[1] > model.cfg.n_ctx:
+        raise LengthError(f"inputs of {tokens.shape[1]} tokens do not fit the model's context ({model.cfg.n_ctx})")
+
+
+def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = False,
+           forward: Callable[[Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
+    ``forward`` (tokens → logits, e.g. :func:`sandbox_lens.interp.model.bare.bare_forward`) runs instead of ``model``."""
+    from tqdm import tqdm
+
+    tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
+    _check_context(model, tokens)
+    bs = batch_size or batch_size_for(model, tokens.shape[1])
+    with exact_precision():
+        for start in tqdm(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
+            batch = on(model, tokens[start: start + bs])
+            yield start, (forward(batch) if forward is not None else model(batch, return_type="logits"))
+
+
+def predict(model, words: Any, batch_size: int | None = None, progress: bool = False,
+            forward: Callable[[Any], Any] | None = None) -> np.ndarray:
+    """Argmax predictions ``[batch, T]`` of a sandbox-lens model on symbol-index words ``[batch, T]``.
+
+    The model's card says how words become tokens (``card.io``); the prediction for position t is
+    read after σ_t.
+    """
+    io = model.card.io
+    tokens = io.encode(words)
+    P = len(io.prefix)
+    if tokens.shape[1] > model.cfg.n_ctx:
+        raise LengthError(f"inputs of length {tokens.shape[1] - P} do not fit the model's context "
+                          f"({model.cfg.n_ctx - P} symbols)")
+    out = np.empty((len(tokens), tokens.shape[1] - P), dtype=np.int64)
+    for start, lg in logits(model, tokens, batch_size, progress, forward):
+        out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).cpu().numpy()
+    return out
+
+
+def require_hooked(model, what: str) -> None:
+    """Refuse, in one line, a model without attention and hook points (the LSTM baseline)."""
+    if not hasattr(model, "run_with_cache") or not hasattr(model, "blocks"):
+        kind = getattr(model.cfg, "model_kind", type(model).__name__) if hasattr(model, "cfg") else type(model).__name__
+        raise ModelKindError(f"{what} needs a transformer with hook points; this model is an {kind} (no attention)")
+
+
+def live_heads(model) -> list[Head]:
+    """Heads whose OV circuit is non-zero: padded heads of constructions (and blocks without
+    attention) attend uniformly and write nothing, so they mean nothing."""
+    import torch
+
+    require_hooked(model, "finding attention heads")
+    return [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)
+            if torch.any(model.blocks[l].attn.W_V[h] @ model.blocks[l].attn.W_O[h] != 0)]
+
+
+def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) -> dict[Head, np.ndarray]:
+    """Attention patterns ``[batch, query, key]`` (float64) of ``heads`` (default: the live heads)
+    on a token batch; one sequence of token ids gives ``[1, query, key]``."""
+    import torch
+
+    require_hooked(model, "attention patterns")
+    tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
+    _check_context(model, tokens)
+    heads = live_heads(model) if heads is None else list(heads)
+    names = sorted({hook_name("pattern", layer) for layer, _ in heads})
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(on(model, tokens), names_filter=names)
+        return {(l, h): cache[hook_name("pattern", l)][:, h].double().cpu().numpy() for l, h in heads}

@@ -1,0 +1,103 @@
+"""Saving and loading built models: ``model.safetensors`` (weights) + ``model.json`` (config, card, checksum).
+
+Format 3 keeps ``config`` to what ``HookedTransformerConfig(**config)`` accepts — the dtype, a string
+in JSON, sits beside it — so plain TransformerLens loads a saved model in three lines (README,
+"Loading a saved model without sandbox-lens"). Format 2 (dtype inside ``config``) and format 1 (an
+``automaton`` field beside the task) are still read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from sandbox_lens.interp.errors import CheckpointError
+from sandbox_lens.interp.files import atomic_write, read_text_limited
+from sandbox_lens.interp.model.card import ModelCard
+from sandbox_lens.interp.model.hooked import load_strict, new_model
+
+__all__ = ["save_model", "load_model", "WEIGHTS_FILE", "META_FILE"]
+
+FORMAT = "sandbox-lens-model"
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+WEIGHTS_FILE = "model.safetensors"
+META_FILE = "model.json"
+
+
+def save_model(model, directory: str | Path) -> Path:
+    """Save a built model: ``model.safetensors`` (weights) + ``model.json`` (config, card, checksum).
+
+    Both files are written atomically; ``model.json`` is written last, so a directory with a
+    valid ``model.json`` always has the weights it describes.
+    """
+    from safetensors.torch import save
+
+    if not hasattr(model, "card") or not hasattr(model, "sandbox_config"):
+        raise CheckpointError("only models built by sandbox-lens (to_hooked / load_model) can be saved here")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    from sandbox_lens.interp.model.hooked import tl_state_dict
+
+    params = {name: p.detach().cpu().contiguous() for name, p in tl_state_dict(model).items()}  # 3.9 names on either back end
+    blob = save(params)
+    atomic_write(out / WEIGHTS_FILE, blob)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        # TransformerLens's config takes a torch.dtype; JSON holds its name, so it goes beside the config
+        "config": {k: v for k, v in model.sandbox_config.items() if k != "dtype"},
+        "dtype": str(model.sandbox_config.get("dtype", "float32")).removeprefix("torch."),
+        "card": model.card.to_dict(),
+        "weights_sha256": hashlib.sha256(blob).hexdigest(),
+    }
+    atomic_write(out / META_FILE, (json.dumps(meta, indent=2) + "\n").encode())
+    return out
+
+
+def load_model(directory: str | Path, expect_construction: str | None = None):
+    """Load a model saved by :func:`save_model`, checking format, checksum and shapes."""
+    from safetensors.torch import load
+
+    d = Path(directory)
+    meta_path, weights_path = d / META_FILE, d / WEIGHTS_FILE
+    if not meta_path.is_file():
+        raise CheckpointError(f"no saved model in {d} ({META_FILE} missing)")
+    try:
+        meta = json.loads(read_text_limited(meta_path))
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError, OSError) as e:
+        raise CheckpointError(f"{meta_path} is corrupt: {type(e).__name__}: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{meta_path} is not a sandbox-lens model file")
+    if meta.get("format_version") not in READABLE_VERSIONS:
+        raise CheckpointError(f"{meta_path}: unsupported format version {meta.get('format_version')}")
+    try:
+        card = ModelCard.from_dict(meta["card"])
+        cfg = dict(meta["config"])
+        if meta["format_version"] >= 3:
+            cfg["dtype"] = meta["dtype"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{meta_path} is incomplete: {e}") from None
+    if expect_construction is not None and card.construction != expect_construction:
+        raise CheckpointError(f"{d} holds a {card.construction!r} model, not {expect_construction!r}")
+    if not weights_path.is_file():
+        raise CheckpointError(f"{weights_path} is missing")
+    blob = weights_path.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != meta.get("weights_sha256"):
+        raise CheckpointError(f"{weights_path} is corrupt (checksum mismatch)")
+    try:
+        tensors = load(blob)
+    except Exception as e:  # safetensors raises its own error types
+        raise CheckpointError(f"{weights_path} is corrupt: {e}") from None
+    try:
+        model = new_model(cfg)
+    except Exception as e:  # TransformerLens validates configs with asserts and various errors
+        raise CheckpointError(f"{meta_path} has an invalid config: {e}") from None
+    load_strict(model, tensors)
+    model.eval()
+    model.card = card
+    model.sandbox_config = cfg
+    from sandbox_lens.interp.model.tokens import attach_tokenizer
+
+    return attach_tokenizer(model)

@@ -1,0 +1,176 @@
+"""Training tasks: token batches, targets and the accuracy each task is judged by.
+
+* :class:`AutomatonTask` — thesis §3.4.2: predict q_t at every position of BOS + σ_1..σ_T
+  (token 1 + σ, as the constructions read them), freshly sampled words, token-level accuracy.
+* :class:`DyckTask` — next-token language modelling of Dyck_{k,D} prefixes (loss at every
+  position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
+* :class:`FFLTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
+  (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
+
+A batch at training step s is a pure function of (seed, s), so an interrupted run resumes on
+exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.tasks import ffl
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.streams import Stream, rng
+
+__all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step_rng"]
+
+
+@dataclass
+class Batch:
+    """One training or evaluation batch: input tokens, target classes, and the masks of the positions that enter the
+    loss and the accuracy."""
+    tokens: np.ndarray  # [B, n] input token ids
+    targets: np.ndarray  # [B, n] target class per position
+    loss_mask: np.ndarray  # [B, n] positions that enter the loss
+    score_mask: np.ndarray  # [B, n] positions the accuracy is measured on
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """How a training task's inputs are tokens: ``prefix`` (e.g. BOS), the token of each input symbol,
+    the names of the input tokens and of the outputs (a twin's card is made from it)."""
+
+    prefix: tuple[int, ...]
+    symbol_tokens: tuple[int, ...]
+    input_names: list[str]
+    output_names: list[str]
+
+
+def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.random.Generator:
+    """The generator of ``stream`` (:class:`sandbox_lens.interp.streams.Stream`; default: the training batches) for
+    run seed ``seed`` at training step ``step``."""
+    return rng(seed, stream, step)
+
+
+class AutomatonTask:
+    """Simulating a semiautomaton: BOS + a word of ``length`` symbols, the state after every symbol as the target."""
+    kind = "automaton"
+
+    def __init__(self, automaton: Semiautomaton, length: int) -> None:
+        if length < 1:
+            raise AutomatonError("the training length must be ≥ 1")
+        self.automaton, self.length = automaton, int(length)
+
+    @property
+    def name(self) -> str:
+        return f"{self.automaton.name} (T={self.length})"
+
+    d_vocab = property(lambda self: self.automaton.n_symbols + 1)
+    d_vocab_out = property(lambda self: self.automaton.n_states)
+    n_ctx = property(lambda self: self.length + 1)
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = self.automaton.sample(size, self.length, rng)  # legal words only where some inputs are illegal
+        states = self.automaton.run(words)
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
+        targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
+        mask = np.ones_like(tokens, dtype=bool)
+        mask[:, 0] = False
+        return Batch(tokens, targets, mask, mask)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
+
+    def token_layout(self) -> TokenLayout:
+        return TokenLayout((0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet],
+                           list(self.automaton.states))
+
+
+class DyckTask:
+    """Next-token prediction of bounded Dyck prefixes of up to ``length`` brackets (thesis §3.6)."""
+    kind = "dyck"
+
+    def __init__(self, lang: Dyck, length: int = 28) -> None:
+        if length < 2:
+            raise AutomatonError("Dyck training needs length ≥ 2")
+        self.lang, self.length = lang, int(length)
+
+    @property
+    def name(self) -> str:
+        return f"{self.lang.name} next-token (N={self.length})"
+
+    d_vocab = property(lambda self: self.lang.n_brackets + 1)
+    d_vocab_out = property(lambda self: self.lang.n_brackets)
+    n_ctx = property(lambda self: self.length)
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = self.lang.sample(size, self.length, seed=int(rng.integers(2**63)))
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words[:, :-1] + 1], axis=1)
+        targets = words
+        return Batch(tokens, targets, np.ones_like(tokens, dtype=bool), targets % 2 == 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "k": self.lang.k, "D": self.lang.D, "q": self.lang.q, "length": self.length}
+
+    def token_layout(self) -> TokenLayout:
+        names = self.lang.bracket_names
+        return TokenLayout((0,), tuple(range(1, self.lang.n_brackets + 1)), ["BOS", *names], list(names))
+
+    @property
+    def contrastive_room(self) -> int:
+        """Positions the balance regulariser (eq. 3.40) puts before an input: up to D matched pairs."""
+        return 2 * self.lang.D
+
+
+class FFLTask:
+    """Language modelling of FFL(T, p) (:mod:`sandbox_lens.interp.tasks.ffl`); loss and accuracy at the reads.
+
+    ``p`` may be a list: a mixture of training distributions, each string drawing its p uniformly
+    from it (the thesis's fix for glitches: FFL(0.9), FFL(0.98) and FFL(0.1) mixed).
+    """
+
+    kind = "ffl"
+    VOCAB = ffl.VOCAB
+
+    def __init__(self, p: "float | Sequence[float]" = 0.8, length: int = 64) -> None:
+        if length < 4 or length % 2:
+            raise AutomatonError(f"flip-flop sequences have an even length ≥ 4, got {length}")
+        ps = [float(x) for x in p] if isinstance(p, (list, tuple)) else [float(p)]
+        if not ps:
+            raise AutomatonError("a mixture of flip-flop distributions needs at least one p")
+        self.ps = tuple(ffl.check_p(x) for x in ps)
+        self.p: "float | tuple[float, ...]" = self.ps[0] if len(self.ps) == 1 else self.ps
+        self.length = int(length)
+
+    @property
+    def name(self) -> str:
+        return f"FFL({'|'.join(f'{x:g}' for x in self.ps)}) (T={self.length})"
+
+    d_vocab = property(lambda self: len(ffl.VOCAB))
+    d_vocab_out = property(lambda self: len(ffl.VOCAB))
+    n_ctx = property(lambda self: self.length - 1)
+
+    def sequences(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        if len(self.ps) == 1:
+            return ffl.sample_strings(self.ps[0], size, self.length, rng)
+        which = rng.integers(len(self.ps), size=size)
+        out = np.empty((size, self.length), dtype=np.int64)
+        for i, p in enumerate(self.ps):
+            rows = np.flatnonzero(which == i)
+            if len(rows):
+                out[rows] = ffl.sample_strings(p, len(rows), self.length, rng)
+        return out
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        seq = self.sequences(rng, size)
+        tokens, targets = seq[:, :-1], seq[:, 1:]
+        reads = tokens == ffl.R
+        return Batch(tokens, targets, reads, reads)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "p": self.ps[0] if len(self.ps) == 1 else list(self.ps), "length": self.length}
+
+    def token_layout(self) -> TokenLayout:
+        return TokenLayout((), tuple(range(len(ffl.VOCAB))), list(ffl.VOCAB), list(ffl.VOCAB))

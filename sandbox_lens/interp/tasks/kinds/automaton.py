@@ -1,0 +1,139 @@
+"""The automaton kind: predict the state after every symbol (thesis §3.4.2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, SandboxError
+from sandbox_lens.interp.streams import Stream
+from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, Option, TaskKind, checked
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["AutomatonKind", "corrupt_symbol"]
+
+
+class AutomatonKind(TaskKind):
+    """Predict q_t at every position of BOS + σ_1..σ_T (thesis §3.4.2)."""
+
+    name = "automaton"
+    summary = "predict the state of a semiautomaton after every symbol"
+    default_length, compare_length = 32, 16
+    train_defaults = {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.99}
+    train_options = (
+        Option(("--automaton",), "automaton", "automaton task: catalogue name", "NAME", group="automaton"),
+        Option(("--automaton-file",), "automaton_file", "automaton task: JSON automaton file", "PATH",
+               group="automaton"),
+    )
+    shift_options = (
+        Option(("--probs",), "probs", "automata: symbol distributions, each comma-separated over the alphabet "
+               "(e.g. 0.95,0.05)", "P", nargs="+", default=[]),
+        Option(("--counts",), "counts", "automata: words with exactly N occurrences of --count-symbol "
+               "(e.g. 0 2 14 16)", "N", type=int, nargs="+", default=[]),
+        Option(("--count-symbol",), "count_symbol", "automata: the symbol --counts counts (default: the second)",
+               "SYM"),
+    )
+    verify_samples = 1000
+    verify_accepts = frozenset({"automaton", "length", "batch_size", "progress"})
+    verifier = "sandbox_lens.interp.verify.automaton:verify_automaton"
+    evaluator = "sandbox_lens.interp.evaluate:score_automaton"
+    comparison = "sandbox_lens.interp.compare.automaton:AutomatonComparison"
+    high_level = "sandbox_lens.interp.tasks.highlevel:StateModel"
+    constructions = ("modular_counter", "memory", "gridworld", "krohn_rhodes", "prefix_scan")
+    corruptions = ("symbol", "resample")
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Any:
+        import json
+
+        from sandbox_lens.interp.tasks.automata import parse_automaton_json
+        from sandbox_lens.interp.tasks.batches import AutomatonTask
+
+        return checked(self, lambda: AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"),
+                                                    d["length"]))
+
+    def source(self, task: Mapping[str, Any]) -> Any:
+        import json
+
+        from sandbox_lens.interp.tasks.automata import parse_automaton_json
+
+        return checked(self, lambda: parse_automaton_json(json.dumps(task["automaton"]), "<model card>"))
+
+    def automaton(self, values: Mapping[str, Any]) -> Any:
+        """The automaton ``--automaton-file PATH`` or ``--automaton NAME`` names (None when neither is given)."""
+        if values.get("automaton_file"):
+            from sandbox_lens.interp.tasks.automata import load_automaton_file
+
+            return load_automaton_file(values["automaton_file"])
+        if values.get("automaton"):
+            from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+            return get_automaton(values["automaton"])
+        return None
+
+    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
+        from sandbox_lens.interp.tasks.batches import AutomatonTask
+
+        automaton = self.automaton(values)
+        if automaton is None:
+            raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
+        return AutomatonTask(automaton, length or self.default_length)
+
+    def check_source(self, construction: str, source: Any) -> None:
+        from sandbox_lens.interp.tasks.automata import Semiautomaton
+
+        if not isinstance(source, Semiautomaton):
+            what = "a Dyck language" if type(source).__name__ == "Dyck" else type(source).__name__
+            raise ConstructionError(f"{construction} needs an automaton, not {what}")
+
+    def construction_source(self, construction: str, values: Mapping[str, Any], options: dict[str, Any]) -> Any:
+        if values.get("dyck"):
+            raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")
+        if values.get("cascade_file"):
+            from sandbox_lens.interp.tasks.cascade import load_cascade_file
+
+            options["cascade"] = load_cascade_file(values["cascade_file"])
+            return options["cascade"].automaton()
+        automaton = self.automaton(values)
+        if automaton is None:
+            raise SandboxError(NO_SOURCE + values.get("_source_hint", ""))
+        return automaton
+
+    def shifts(self, source: Any, length: int, values: Mapping[str, Any]) -> list[Any]:
+        from sandbox_lens.interp.tasks.shifts import automaton_shifts, parse_probs
+
+        sym = 1 if source.n_symbols > 1 else 0
+        if values.get("count_symbol") is not None:
+            if values["count_symbol"] not in source.alphabet:
+                raise SandboxError(f"--count-symbol {values['count_symbol']!r} is not a symbol of {source.name} "
+                                   f"({', '.join(source.alphabet)})")
+            sym = source.alphabet.index(values["count_symbol"])
+        return automaton_shifts(source, length, [parse_probs(p, source.n_symbols) for p in values.get("probs") or ()],
+                                values.get("counts") or (), sym)
+
+    def draw(self, task: Mapping[str, Any], shift: Any, n: int, seed: int) -> Any:
+        from sandbox_lens.interp.tasks.batches import step_rng
+        from sandbox_lens.interp.tasks.shifts import automaton_words
+
+        return automaton_words(self.source(task), shift, n, step_rng(seed, 0, Stream.EVALUATION))
+
+    def pair_words(self, source: Any, n: int, length: int, corruption: str, rng: np.random.Generator):
+        import numpy as np
+
+        clean = source.sample(n, length, rng)
+        corrupt = corrupt_symbol(clean, source.n_symbols, rng) if corruption == "symbol" else source.sample(n, length, rng)
+        read = np.ones(clean.shape, dtype=bool)
+        return clean, corrupt, read, read, None
+
+
+def corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) -> np.ndarray:
+    """One symbol of each word replaced by another (position and new symbol uniform)."""
+    import numpy as np
+
+    if n_symbols < 2:
+        raise AutomatonError("the automaton has one symbol: no word differs from another in one symbol")
+    out = words.copy()
+    rows = np.arange(len(words))
+    pos = rng.integers(words.shape[1], size=len(words))
+    out[rows, pos] = (words[rows, pos] + rng.integers(1, n_symbols, size=len(words))) % n_symbols
+    return out

@@ -1,0 +1,290 @@
+"""The training loop: AdamW with linear warm-up and cosine (or linear) decay, gradient clipping,
+online batches (a pure function of (seed, step)), a hand-written forward with fused kernels
+(:func:`sandbox_lens.interp.model.fast.training_forward`; LayerNorm fused where hooks need TransformerLens's forward),
+evaluation every k steps on a fixed held-out set,
+early stop at a target accuracy, a time budget, a tqdm bar; a checkpoint at every evaluation and on
+SIGINT / SIGTERM (after the current step). ``resume=True`` continues from the checkpoint and ends with
+the same bits as an uninterrupted run (with the same number of torch threads)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from sandbox_lens.interp.streams import Stream
+from sandbox_lens.interp.errors import CheckpointError, Interrupted, SandboxError
+from sandbox_lens.interp.files import atomic_write, exclusive
+from sandbox_lens.interp.tasks.batches import step_rng
+from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
+from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
+from sandbox_lens.interp.model.fast import training_forward
+from sandbox_lens.interp.model.hooked import fused_layernorm
+from sandbox_lens.interp.train.twin import build_model, initialise_and_freeze, load_trained
+
+__all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES"]
+
+def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task: Any = None) -> tuple[Any, Any]:
+    """Cross-entropy on the batch's loss mask; with ``config``, the training-time regularisers too."""
+    import torch
+
+    tokens = torch.from_numpy(batch.tokens)
+    patterns: list = []
+    if config is not None and config.hooked_training:
+        from sandbox_lens.interp.train.regularise import training_hooks
+
+        logits = model.run_with_hooks(tokens, return_type="logits",
+                                      fwd_hooks=training_hooks(model, config, step, patterns))
+    else:
+        logits = model(tokens, return_type="logits")
+    mask = torch.from_numpy(batch.loss_mask).to(logits.device)
+    loss = torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets).to(logits.device)[mask])
+    if patterns:
+        from sandbox_lens.interp.train.regularise import attention_entropy
+
+        loss = loss + config.sharpen * attention_entropy(patterns)
+    if config is not None and config.contrastive:
+        from sandbox_lens.interp.train.regularise import contrastive_penalty
+
+        loss = loss + config.contrastive * contrastive_penalty(model, batch.tokens, logits, task.lang, config.seed, step)
+    if config is not None and config.alignment:
+        from sandbox_lens.interp.train.align import aligned_losses
+
+        iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
+        loss = loss + config.iit_weight * iit + config.strict_weight * strict
+    return loss, logits
+
+
+def _loss_and_accuracy(model, batch) -> tuple[Any, float, int]:
+    import torch
+
+    loss, logits = _loss(model, batch)
+    targets = torch.from_numpy(batch.targets).to(logits.device)
+    score = torch.from_numpy(batch.score_mask).to(logits.device)
+    correct = (logits.argmax(-1) == targets)[score]
+    return loss, float(correct.float().mean()) if correct.numel() else 1.0, int(correct.numel())
+
+
+def evaluate(model, task, size: int = 512, seed: int = 0) -> dict[str, float]:
+    """Loss and accuracy on the fixed held-out set of ``seed`` (not a training batch)."""
+    import torch
+
+    batch = task.batch(step_rng(seed, 0, Stream.HELD_OUT), size)
+    with torch.inference_mode():
+        loss, acc, n = _loss_and_accuracy(model, batch)
+    return {"loss": float(loss), "accuracy": acc, "scored": n}
+
+
+# -- training ------------------------------------------------------------------------------------
+#: the most memory one training step (or the held-out evaluation) may ask for, by the estimate below
+MAX_STEP_BYTES = 8 * 2**30
+
+
+def step_bytes(task, shape: ModelShape, batch: int) -> int:
+    """A generous estimate of the activations one forward and backward pass over ``batch`` inputs
+    keep: per token and layer about 16 vectors of d_model (or the LSTM's gates) and every head's
+    n_ctx scores twice, in float32, plus the logits."""
+    n_ctx = task.n_ctx
+    if shape.arch == "lstm":
+        per_token = shape.n_layers * 8 * (shape.hidden or 128) + 2 * shape.d_model
+    else:
+        per_token = shape.n_layers * (16 * shape.d_model + 2 * shape.n_heads * n_ctx + 2 * (shape.d_mlp or 4 * shape.d_model))
+    return 4 * batch * n_ctx * (per_token + 2 * task.d_vocab_out)
+
+
+def check_resources(task, shape: ModelShape, config: TrainConfig) -> None:
+    """Refuse, in one line, a run whose inputs or activations cannot fit (before allocating any)."""
+    if task.n_ctx > MAX_N_CTX:
+        raise SandboxError(f"a training length of {task.length} needs {task.n_ctx} positions; at most {MAX_N_CTX} "
+                           f"are supported")
+    for what, n in (("--batch", config.batch), ("--eval-size", config.eval_size)):
+        need = step_bytes(task, shape, n)
+        if need > MAX_STEP_BYTES:
+            raise SandboxError(f"{what} {n} at {task.n_ctx} positions would need about {need / 2**30:,.0f} GiB of "
+                               f"activations (limit {MAX_STEP_BYTES // 2**30} GiB); use a smaller {what}")
+
+
+def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec: Any):
+    """The run directory, the model (started and frozen as ``config`` says), its optimizer and moving
+    average — after every check that can refuse the run, before anything is written."""
+    import torch
+
+    check_resources(task, shape, config)  # before anything is allocated or written
+    if config.alignment:
+        from sandbox_lens.interp.train.align import check_alignment
+
+        check_alignment(config.alignment, shape, task)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise SandboxError(f"--out {out} is a file or lies under one") from None
+    except PermissionError:
+        raise SandboxError(f"--out {out}: permission denied") from None
+    if shape.arch != "transformer" and config.hooked_training:
+        raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
+    model = build_model(task, shape, config.seed)
+    if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
+        raise SandboxError(f"--pos-shift {config.pos_shift} needs a context of at least "
+                           f"{task.n_ctx + config.pos_shift} positions (--n-ctx)")
+    if config.contrastive:
+        room = getattr(task, "contrastive_room", None)
+        if room is None:
+            raise SandboxError("the contrastive (balance) regulariser is defined for Dyck tasks")
+        if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + room:
+            raise SandboxError(f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
+                               f"transformer with --n-ctx ≥ {task.n_ctx + room}")
+    if config.alignment:
+        from sandbox_lens.interp.model.hooked import is_bridge
+
+        if is_bridge(model):
+            raise SandboxError("--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
+                               "3.9 (the twin it trains loads under 4.x)")
+    initialise_and_freeze(model, config, init_spec)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise SandboxError("every parameter is frozen: nothing to train")
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    ema = None
+    if config.ema:
+        from sandbox_lens.interp.train.regularise import EMA
+
+        ema = EMA(model, config.ema)
+    return model, params, opt, ema
+
+
+def _step(model, params, opt, ema, task, config: TrainConfig, step: int):
+    """One optimizer step on the batch of ``step``; its training loss."""
+    import torch
+
+    for group in opt.param_groups:
+        group["lr"] = config.lr_at(step)
+    batch = task.batch(step_rng(config.seed, step), config.batch)
+    loss, _ = _loss(model, batch, config, step, task)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.clip:
+        torch.nn.utils.clip_grad_norm_(params, config.clip)
+    opt.step()
+    if ema is not None:
+        ema.update(model)
+    return loss
+
+
+def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
+          progress: bool = True, init_spec: Any = None, on_checkpoint: Any = None) -> dict[str, Any]:
+    """Train one model; returns (and writes) its metrics. See the module docstring.
+
+    ``init_spec`` (a construction's :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` of the same shape)
+    supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
+    ``on_checkpoint`` (no arguments) is called after every checkpoint is written (a Ray worker ships the
+    run directory to the driver then: :mod:`sandbox_lens.interp.train.remote`).
+    """
+    import torch
+    from tqdm import tqdm
+
+    out = Path(out)
+    model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
+    # a second process on the same --out is refused before it writes anything; while training the model runs the
+    # hand-written forward (sandbox_lens.interp.model.fast) and, where hooks make it fall back to TransformerLens's, fused LayerNorm
+    with exclusive(out), fused_layernorm(model), training_forward(model):
+        step, history, wall_before = 0, [], 0.0
+        identity = run_identity(task.to_dict(), shape, config)
+        if resume and has_checkpoint(out):
+            step, history, wall_before = restore(out, model, opt, ema, identity)
+        elif not resume and has_checkpoint(out):
+            raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
+
+        start = time.perf_counter()
+        best = max([h["accuracy"] for h in history], default=0.0)
+        stop_reason = "steps" if step >= config.steps else ""
+        bar = tqdm(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
+                   dynamic_ncols=True)
+
+        def wall() -> float:
+            return wall_before + time.perf_counter() - start
+
+        def checkpoint() -> None:
+            save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
+                                              "threads": torch.get_num_threads()}, ema)
+            if on_checkpoint is not None:
+                on_checkpoint()
+
+        def held_out(train_loss: float | None = None) -> None:  # the moving average, when kept, is what is judged
+            nonlocal best
+            ev = evaluate(ema.averaged(model) if ema is not None else model, task, config.eval_size, config.seed)
+            history.append({"step": step, **({"train_loss": train_loss} if train_loss is not None else {}),
+                            "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
+            best = max(best, ev["accuracy"])
+            bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
+            checkpoint()
+
+        with _stop_requests() as stop:
+            while step < config.steps:
+                loss = _step(model, params, opt, ema, task, config, step)
+                step += 1
+                bar.update(1)
+                if step % config.eval_every == 0 or step == config.steps:
+                    held_out(loss.item())
+                    if config.target_accuracy is not None and history[-1]["accuracy"] >= config.target_accuracy:
+                        stop_reason = "target"
+                        break
+                    if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
+                        stop_reason = "time"
+                        break
+                if stop:  # SIGINT / SIGTERM: keep this step's state, then stop (resume continues bit for bit)
+                    checkpoint()
+                    bar.close()
+                    raise Interrupted(stop[0], f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
+                                               "is saved: the same command with --resume continues it")
+        bar.close()
+        if not history or history[-1]["step"] != step:
+            held_out()
+        return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
+
+
+def _finish(task, shape: ModelShape, config: TrainConfig, out: Path, history: list[dict[str, Any]], best: float,
+            step: int, stop_reason: str, wall: float) -> dict[str, Any]:
+    """Save the finished transformer apart from its optimizer state and write ``metrics.json``."""
+    if shape.arch == "transformer":
+        # the weights it was evaluated with (the moving average when kept), config and card, apart from
+        # the optimizer state: `load_model(out)`, `interp verify --model out`, or plain TransformerLens
+        from sandbox_lens.interp.model.saved import save_model
+
+        save_model(load_trained(out), out)
+    metrics = {
+        "task": task.to_dict(), "task_name": task.name, "seed": config.seed, "steps": step,
+        "final_accuracy": history[-1]["accuracy"], "best_accuracy": best,
+        "wall_seconds": round(wall, 3), "stopped_by": stop_reason or "steps",
+        "minutes_to_best": round(next(h["wall_seconds"] for h in history if h["accuracy"] == best) / 60, 3),
+        "shape": asdict(shape), "config": asdict(config), "history": history,
+    }
+    atomic_write(out / METRICS, json.dumps(metrics, indent=1).encode())
+    return metrics
+
+
+@contextlib.contextmanager
+def _stop_requests():
+    """SIGINT and SIGTERM while training ask the loop to stop after the step it is in (the list it yields
+    fills with the signal); a second signal stops at once, keeping the last checkpoint. Only the main
+    thread can take signals: elsewhere (a Ray worker's thread) the list stays empty."""
+    requested: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def ask(signum: int, frame: Any) -> None:
+        if requested:
+            raise Interrupted(signum, "interrupted twice: stopped at once; the last checkpoint is kept (--resume)")
+        requested.append(signum)
+
+    previous = {sig: signal.signal(sig, ask) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield requested
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

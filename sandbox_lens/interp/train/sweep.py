@@ -1,0 +1,214 @@
+"""Populations of twins: a grid of settings × seeds, one run directory per cell, resumable, on a local
+process pool or on Ray (whose workers need not see ``--out``: :mod:`sandbox_lens.interp.train.remote`).
+
+A *cell* is one setting of the grid (``--grid lr=1e-3,3e-3 layers=1,2`` has four) trained with every
+seed: ``OUT/<cell>/seed_<s>/`` (``OUT/seed_<s>/`` without a grid). Rerunning a sweep skips the runs
+that finished (their ``metrics.json`` exists and was trained on the same task, shape and config),
+resumes the ones that stopped part-way (from their checkpoint) and trains the rest, so a killed
+sweep continues where it stopped. ``OUT/summary.json`` holds every run, per-cell figures and the
+aggregate.
+
+Every run uses one torch thread, whichever backend runs it: small models are fastest that way on a
+loaded machine, and the weights do not depend on the backend (``--backend ray`` gives the same
+summary as the local pool for the same seeds, times aside).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.files import atomic_write, exclusive
+from sandbox_lens.interp.settings import flag_of
+from sandbox_lens.interp.tasks.kinds import task_from_dict
+from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint
+from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identity
+from sandbox_lens.interp.train.loop import train
+
+__all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
+
+BACKENDS = ("local", "ray")
+#: Grid keys: ModelShape and TrainConfig fields, and the names of their `interp train` options
+#: (``layers`` for n_layers, ``d-model`` for d_model, ...), read from the fields themselves.
+ALIASES = {flag_of(f).lstrip("-"): f.name for cls in (ModelShape, TrainConfig) for f in fields(cls)
+           if flag_of(f).lstrip("-") != f.name}
+SHAPE_KEYS = tuple(f.name for f in fields(ModelShape))
+CONFIG_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
+GRID_KEYS = SHAPE_KEYS + CONFIG_KEYS
+
+
+class SweepError(SandboxError, ValueError):
+    """A grid or backend request that cannot be honoured."""
+
+
+def _value(text: str) -> Any:
+    if text.lower() == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+    """``["lr=1e-3,3e-3", "layers=1,2"]`` → ``{"lr": [0.001, 0.003], "n_layers": [1, 2]}``."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = ALIASES.get(key.strip(), key.strip().replace("-", "_"))
+        if not sep or not values:
+            raise SweepError(f"--grid takes KEY=V1,V2,...; got {item!r}")
+        if key not in GRID_KEYS:
+            raise SweepError(f"unknown grid key {item.partition('=')[0]!r} (known: {', '.join(GRID_KEYS)}; "
+                             f"short names: {', '.join(ALIASES)})")
+        if key in grid:
+            raise SweepError(f"grid key {key} given twice")
+        grid[key] = [_value(v.strip()) for v in values.split(",")]
+    return grid
+
+
+def _cell_name(setting: dict[str, Any]) -> str:
+    return "_".join(f"{k}={v}" for k, v in setting.items()) or ""
+
+
+def cells(shape: ModelShape, config: TrainConfig, grid: dict[str, list[Any]]) -> list[tuple[str, dict, ModelShape, TrainConfig]]:
+    """Every setting of the grid: (directory name, setting, shape, config); the settings are validated."""
+    keys = list(grid)
+    combos: list[dict[str, Any]] = [{}]
+    for k in keys:
+        combos = [{**c, k: v} for c in combos for v in grid[k]]
+    out = []
+    for setting in combos:
+        try:
+            s = replace(shape, **{k: v for k, v in setting.items() if k in SHAPE_KEYS})
+            c = replace(config, **{k: v for k, v in setting.items() if k in CONFIG_KEYS})
+        except (TypeError, ValueError) as e:
+            raise SweepError(f"grid setting {_cell_name(setting)}: {e}") from None
+        out.append((_cell_name(setting), setting, s, c))
+    return out
+
+
+def _job(args: tuple) -> dict[str, Any]:
+    """One run, in whatever process the backend chose: one thread, resume if a checkpoint exists."""
+    task_dict, shape, config, out, init_spec = args
+    import torch
+
+    torch.set_num_threads(1)
+    out = Path(out)
+    resume = has_checkpoint(out)
+    return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False, init_spec=init_spec)
+
+
+def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig) -> dict[str, Any] | None:
+    path = out / METRICS
+    if not path.exists():
+        return None
+    try:
+        m = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # written atomically: this is damage, not a killed run
+        raise CheckpointError(f"{path} is not valid JSON ({e.__class__.__name__}); it was damaged after it was "
+                              "written — delete it to recompute it from the run's checkpoint") from None
+    recorded = run_identity(m.get("task"), m.get("shape", {}), m.get("config", {}))
+    if recorded != run_identity(task_dict, shape, config):
+        raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
+    return m
+
+
+def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
+    from tqdm import tqdm
+
+    if workers == 1:
+        return [_job(j) for j in tqdm(jobs, disable=not progress, desc=desc, unit="run")]
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        results = list(tqdm(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
+    except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
+def _ray_ready() -> None:
+    """Ray is installed and RAY_ADDRESS, if set, answers: checked before anything is written."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise SweepError("--backend ray needs Ray: pip install 'sandbox-lens[ray]' (or pip install ray)") from None
+    from sandbox_lens.interp.train.remote import check_address
+
+    check_address()
+
+
+def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:
+    """The same jobs as Ray tasks of one CPU each, shipping their files to the driver (:mod:`sandbox_lens.interp.train.remote`)."""
+    from sandbox_lens.interp.train.remote import run_ray
+
+    return run_ray([(t, s, c, str(Path(d).resolve()), i) for t, s, c, d, i in jobs], progress, desc, num_cpus)
+
+
+def _figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    best = [r["best_accuracy"] for r in runs]
+    final = [r["final_accuracy"] for r in runs]
+    return {"best_accuracy": max(best), "median_best_accuracy": float(np.median(best)),
+            "mean_best_accuracy": float(np.mean(best)), "best_final_accuracy": max(final),
+            "median_final_accuracy": float(np.median(final)), "best_seed": runs[int(np.argmax(best))]["seed"],
+            "runs_at_target": sum(r["stopped_by"] == "target" for r in runs)}
+
+
+def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, seeds: Sequence[int],
+              grid: dict[str, list[Any]] | None = None, backend: str = "local", workers: int | None = None,
+              progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
+    """Train every (cell, seed) that has not finished; write and return ``OUT/summary.json``."""
+    if backend not in BACKENDS:
+        raise SweepError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} is a file")
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    if not seeds:
+        raise SweepError("a sweep needs at least one seed")
+    settings = cells(shape, config, grid or {})
+    task_dict = task.to_dict()
+    plan = []  # (cell name, setting, seed, directory, shape, config)
+    for name, setting, s, c in settings:
+        for seed in seeds:
+            plan.append((name, setting, seed, out / name / f"seed_{seed}" if name else out / f"seed_{seed}", s,
+                         replace(c, seed=seed)))
+    done = {i: _finished(d, task_dict, s, c) for i, (_, _, _, d, s, c) in enumerate(plan)}
+    todo = [i for i, m in done.items() if m is None]
+    if backend == "ray" and todo:
+        _ray_ready()
+    out.mkdir(parents=True, exist_ok=True)
+    with exclusive(out):
+        jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
+        desc = f"{len(todo)} of {len(plan)} runs"
+        if jobs:
+            if backend == "ray":
+                results = _run_ray(jobs, progress, desc, workers)
+            else:
+                results = _run_local(jobs, max(1, min(workers or (os.cpu_count() or 1), len(jobs))), progress, desc)
+            for i, r in zip(todo, results):
+                done[i] = r
+        keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
+        runs = [{"cell": plan[i][0], **plan[i][1], **{k: done[i][k] for k in keep}} for i in range(len(plan))]
+        per_cell = []
+        for name, setting, _, _ in settings:
+            mine = [r for r in runs if r["cell"] == name]
+            per_cell.append({"cell": name, "setting": setting, **_figures(mine)})
+        summary = {"task": task_dict, "task_name": task.name, "seeds": seeds, "grid": grid or {},
+                   "shape": asdict(shape), "config": {k: v for k, v in asdict(config).items() if k != "seed"},
+                   **_figures(runs), "cells": per_cell, "runs": runs, "trained_now": len(todo)}
+        atomic_write(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
+        return summary
+

@@ -1,0 +1,128 @@
+"""Pictures of attention: PNG heatmaps and circuitsvis HTML (patterns come from :mod:`sandbox_lens.interp.model.run`).
+
+circuitsvis's ``local_src`` inlines its JavaScript, so the HTML works offline (``str()`` of
+a circuitsvis object would load it from a CDN, which these machines cannot reach).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "token_ticks", "interchange_scans_png"]
+
+
+def figure_png(fig) -> bytes:
+    """A matplotlib ``Figure`` as PNG bytes (110 dpi, tight bounding box)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def token_ticks(ax, tokens: Sequence[str], fontsize: float = 7, most: int = 32) -> None:
+    """Token labels on both axes of an attention heatmap, every k-th one past ``most`` tokens (readable)."""
+    n = len(tokens)
+    step = max(1, -(-n // most))
+    where = list(range(0, n, step))
+    ax.set_xticks(where, [tokens[i] for i in where], rotation=90, fontsize=fontsize)
+    ax.set_yticks(where, [tokens[i] for i in where], fontsize=fontsize)
+
+
+def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str], title: str,
+                path: Path | None = None, head_labels: dict[int, str] | None = None,
+                titles: dict[tuple[int, int], str] | None = None) -> bytes:
+    """One heatmap per (block, head); returns the PNG bytes and writes ``path`` if given.
+
+    ``head_labels`` maps a block index to a caption (e.g. the block's label); ``titles`` replaces a
+    panel's whole title (e.g. heads of different models side by side).
+    """
+    from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
+
+    panels = list(patterns)
+    cols = min(4, max(1, len(panels)))
+    rows = -(-len(panels) // cols)
+    n = len(tokens)
+    size = 2.2 + 0.12 * n
+    fig = Figure(figsize=(cols * size, rows * size))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    image = None
+    for ax, (b, h) in zip(axes.flat, panels):
+        ax.axis("on")
+        image = ax.imshow(patterns[(b, h)], vmin=0, vmax=1, cmap="Blues")
+        label = (head_labels or {}).get(b, "")
+        ax.set_title((titles or {}).get((b, h), f"block {b} head {h}\n{label}"), fontsize=8)
+        token_ticks(ax, tokens)
+        ax.set_xlabel("key (source)", fontsize=7)
+        ax.set_ylabel("query (destination)", fontsize=7)
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
+    fig.suptitle(title, fontsize=10)
+    data = figure_png(fig)
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+def interchange_scans_png(result: dict) -> bytes:
+    """The interchange scans of an alignment (``sandbox_lens.interp.causal.align.align``'s result, or its JSON): one row per
+    variable, one heatmap per model (the aligned model, each construction, the null) — residual hooks down,
+    positions across, IIA on changed outputs as colour; grey where the variable changes no output."""
+    from matplotlib.figure import Figure
+
+    variables = result["variables"]
+    rows = []
+    for name, v in variables.items():
+        panels = [("model", v["model"])] + [("construction", r) for r in v.get("constructions", {}).values()]
+        rows.append((name, panels + ([("null", v["null"])] if "null" in v else [])))
+    n_cols = max(len(p) for _, p in rows)
+    n_hooks = len(next(iter(variables.values()))["model"]["scan"]["hooks"])
+    fig = Figure(figsize=(4.2 * n_cols, (0.32 * n_hooks + 1.8) * len(rows)))
+    axes = fig.subplots(len(rows), n_cols, squeeze=False, gridspec_kw={"hspace": 0.55})
+    im = None
+    for (variable, panels), line in zip(rows, axes):
+        for ax in line[len(panels):]:
+            ax.set_axis_off()
+        for ax, (kind, r) in zip(line, panels):
+            grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]], dtype=float)
+            im = ax.imshow(grid, vmin=0, vmax=1, cmap=matplotlib_cmap("viridis"), aspect="auto")
+            hooks = [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in r["scan"]["hooks"]]
+            ax.set_yticks(range(len(hooks)), hooks, fontsize=6)
+            ax.set_xticks(range(len(r["scan"]["positions"])), r["scan"]["positions"], fontsize=6)
+            ax.set_xlabel(f"position p ({variable} at p is swapped there)", fontsize=7)
+            ax.set_title(f"{variable} — {kind}: {r['title']}", fontsize=8)
+    fig.colorbar(im, ax=fig.axes, shrink=0.8, label="IIA on changed outputs")
+    return figure_png(fig)
+
+
+def matplotlib_cmap(name: str) -> Any:
+    """A copy of a matplotlib colour map that draws NaN (no changed output) in light grey."""
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_extremes(bad="#dddddd")
+
+
+def png_data_uri(data: bytes) -> str:
+    """PNG bytes as a ``data:`` URI, to inline a picture in a self-contained HTML page."""
+    return "data:image/png;base64," + base64.b64encode(data).decode()
+
+
+def circuitsvis_heads(patterns: dict, tokens: Sequence[str], names: Sequence[str] | None = None) -> str:
+    """Self-contained circuitsvis ``attention_heads`` HTML for the given (block, head) patterns.
+
+    ``names`` labels the tiles (default ``block b head h`` from the keys).
+    """
+    import circuitsvis.attention as cva
+
+    names = list(names) if names is not None else [f"block {b} head {h}" for b, h in patterns]
+    stacked = np.stack(list(patterns.values()))
+    html = cva.attention_heads(attention=stacked, tokens=list(tokens), attention_head_names=names).local_src
+    # circuitsvis writes `<div id=… />`; a self-closing div is not valid HTML and would swallow
+    # the rest of the page, so close it explicitly.
+    return re.sub(r"(<div id=\"[^\"]+\"[^>]*?)\s*/>", r"\1></div>", html, count=1)
