@@ -41,6 +41,7 @@ class Stream(enum.Enum):
     AUTO_CIRCUIT = (16, 9000)  # `interp circuit --method auto-circuit:...`: torch's global seed before the run
     ROTATION = (17, 10000)  # `interp build --rotate`: the random orthogonal embedding of the residual stream
     ALIGN_PAIRS = (18, 0)  # training with --align: each step's base and source words and swap positions
+    CAUSAL_BOOTSTRAP = (19, 0)  # sandbox_lens.interp.causal.evidence: resampled base words (intervals, stability)
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property

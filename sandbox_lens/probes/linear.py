@@ -15,7 +15,7 @@ cannot separate ("masking"; it got 0.37 where logistic regression gets 1.0 on gr
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -24,9 +24,13 @@ from sandbox_lens.interp.model.checked import residual_stream
 from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.model.run import hook_name, require_hooked
 
-__all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data", "probe_directions"]
+__all__ = ["residual_hooks", "probe_accuracy", "automaton_probe_data", "probe_directions", "probe_directions_cv"]
 
 DEFAULT_L2 = {"logistic": 1e-5, "ridge": 1e-3}
+#: The L2 strengths :func:`probe_directions_cv` chooses among (by held-out accuracy within the training words).
+L2_GRID = (1e-4, 1e-2, 1.0)
+#: Among the strengths whose cross-validated accuracy is within this of the best, the strongest is chosen.
+L2_TOLERANCE = 0.01
 
 
 def residual_hooks(n_layers: int) -> list[str]:
@@ -136,3 +140,27 @@ def probe_directions(x: np.ndarray, y: np.ndarray, n_classes: int,
     centred = w - w.mean(axis=1, keepdims=True)
     u, s, _ = np.linalg.svd(centred, full_matrices=False)
     return (u[:, s > 1e-9 * max(float(s[0]), 1e-300)] if len(s) and s[0] > 0 else u[:, :0]), w, b
+
+
+def probe_directions_cv(x: np.ndarray, y: np.ndarray, n_classes: int, grid: Sequence[float] = L2_GRID,
+                        folds: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    """:func:`probe_directions` with its L2 strength chosen by ``folds``-fold cross-validation on ``x`` alone: the
+    strongest of ``grid`` within :data:`L2_TOLERANCE` of the best held-out accuracy (a weak penalty lets a probe
+    that reads perfectly rest on directions the model never uses, so "readable but not used" is only said of
+    a probe regularised as far as its accuracy allows). Returns the basis, weights, biases and the choice
+    (``{"l2", "cv_accuracy": {l2: accuracy}}``)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y)
+    fold = np.arange(len(y)) % folds
+    accuracy = {}
+    for l2 in grid:
+        right = 0
+        for f in range(folds):
+            tr, te = fold != f, fold == f
+            w, b = _fit_logistic(x[tr], y[tr], n_classes, l2)
+            right += int(((x[te] @ w + b).argmax(1) == y[te]).sum())
+        accuracy[l2] = right / len(y)
+    best = max(accuracy.values())
+    l2 = max(v for v, a in accuracy.items() if a >= best - L2_TOLERANCE)
+    basis, w, b = probe_directions(x, y, n_classes, l2)
+    return basis, w, b, {"l2": l2, "cv_accuracy": {str(k): v for k, v in accuracy.items()}}

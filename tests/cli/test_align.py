@@ -71,7 +71,7 @@ def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, inte
     (["align", "--model", "{counter}", "--construction", "magic", "--out", "X"], "unknown construction"),
     (["align", "--run", "{twin}", "--construction", "dyck", "--out", "X"], "models the dyck task"),
     (["align", "--model", "{counter}", "--k", "two", "--out", "X"], "comma-separated integers"),
-    (["align", "--model", "{counter}", "--pairs", "2", "--out", "X"], "--pairs must be"),
+    (["align", "--model", "{counter}", "--pairs", "2", "--out", "X"], "too few for three disjoint splits"),
     (["align", "--model", "{counter}", "--das-steps", "0", "--out", "X"], "--das-steps must be"),
 ])
 def test_bad_input_is_one_line(saved, tmp_path, interp_run, monkeypatch, argv, message):

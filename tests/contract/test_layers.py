@@ -201,3 +201,12 @@ sys.exit(code)
                      "sandbox_lens.interp.tasks.cascade", "sandbox_lens.interp.verify.dyck", "sandbox_lens.interp.verify.ffl", "sandbox_lens.probes.dyck"):
         assert unwanted not in loaded, unwanted
     assert "sandbox_lens.constructions.prefix_scan" in loaded and "sandbox_lens.interp.verify.automaton" in loaded
+
+
+def test_nothing_in_the_packages_imports_the_front_door():
+    """``sandbox_lens`` (the root: ``load`` and the names it re-exports) sits above every floor, like the CLI."""
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            assert "sandbox_lens" not in names, f"{module} imports the root package sandbox_lens"

@@ -212,7 +212,8 @@ def test_interp_circuit_runs_here(tmp_path):
 
 def test_causal_alignment_runs_on_this_backend():
     """Interchange interventions and DAS through this backend's hooks: the counter's named sites carry the state
-    (IIA 1), its inert copy carries nothing, and DAS finds the state after the MLP."""
+    (IIA 1), its inert copy carries nothing, and DAS — searched only before the counter's one attention layer,
+    where there are only the tokens — finds no subspace that carries it."""
     from sandbox_lens.interp.causal.align import align
     from sandbox_lens.interp.tasks.catalogue import get_automaton
 
@@ -221,4 +222,5 @@ def test_causal_alignment_runs_on_this_backend():
     model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
     r = align(model, pairs=64, ks=(2,), das_steps=40)["variables"]["state"]
     assert [s["iia"] for s in r["model"]["named_sites"]] == [1.0, 1.0, 0.0]
-    assert r["das_verdict"]["implements"] is True
+    assert r["model"]["das"]["chosen"]["hook"] == "blocks.0.hook_resid_pre"
+    assert r["das_verdict"]["implements"] is False

@@ -23,18 +23,27 @@ and the LSTM are refused in one line. :func:`align` returns what ``align.json`` 
 
 from __future__ import annotations
 
+import hashlib
 import time
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
-from sandbox_lens.interp.causal.das import das
+from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, Counts, PairSplits, readout_basis, site_counts,
+                                                 split_pairs, stability, summarised, summary)
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
-from sandbox_lens.interp.causal.interchange import Site, pooled_iia, random_basis, word_pairs
-from sandbox_lens.interp.causal.localise import first_sites, residual_hooks, scan
-from sandbox_lens.interp.causal.verdict import IMPLEMENTS, MIN_OUTPUTS, das_verdict, verdict
+from sandbox_lens.interp.causal.interchange import Site, pooled_iia, word_pairs
+from sandbox_lens.interp.causal.localise import residual_hooks, scan_counts
+from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
+from sandbox_lens.interp.causal.verdict import (FLOOR, IMPLEMENTS, MIN_OUTPUTS, block_order, das_verdict, outcome,
+                                                verdict, with_stability)
 
-__all__ = ["align", "high_level_of", "null_of", "named_sites", "das_sweep", "off_circuit_ablation", "probe_sites"]
+__all__ = ["align", "high_level_of", "null_of", "nulls_of", "named_sites", "off_circuit_ablation", "probe_sites",
+           "NULLS"]
+
+#: Random-init models of the twin's shape searched exactly like it (the null).
+NULLS = 5
 
 
 def null_of(model: Any, seed: int = 0) -> Any:
@@ -48,46 +57,162 @@ def null_of(model: Any, seed: int = 0) -> Any:
     return random_init(task_from_dict(model.card.task), shape, seed)
 
 
+def nulls_of(model: Any, seed: int = 0, n: int = NULLS) -> list[Any]:
+    """``n`` random-init twins of ``model`` (seeds ``seed·n … seed·n + n − 1``; the first is :func:`null_of`'s for
+    seed 0)."""
+    return [null_of(model, seed * n + i) for i in range(n)]
+
+
 def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",
-          pairs: int = 256, ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0,
+          pairs: int = 128, ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0,
           variables: Sequence[str] | None = None, progress: bool = False) -> dict[str, Any]:
     """The causal section for ``model`` (see the module docstring), per variable of its task's high-level model
-    (``variables``: a subset; default all), beside the ``null`` and each of ``constructions``."""
+    (``variables``: a subset; default all), beside the ``null`` (a random-init model or a list of them, each
+    searched exactly like ``model``) and each of ``constructions``. ``pairs``: per split (fit, select, test)."""
     t0 = time.perf_counter()
     high = high_level_of(model, mode)
     names = [high.variable(v) for v in (variables or high.variables)]  # an unknown variable fails here
-    base, source = word_pairs(model, 2 * pairs, seed=seed, high=high)
-    train, held = (base[:pairs], source[:pairs]), (base[pairs:], source[pairs:])
+    splits = split_pairs(*word_pairs(model, 3 * pairs, seed=seed, high=high))
+    nulls = [] if null is None else list(null) if isinstance(null, (list, tuple)) else [null]
     ks = sorted(k for k in set(ks) if 1 <= k <= model.cfg.d_model)
     out: dict[str, Any] = {"task_kind": model.card.task_kind.name, "high_level_model": mode,
-                           "pairs": {"train": pairs, "held_out": pairs, "length": int(base.shape[1])}, "seed": seed,
-                           "das_steps": das_steps, "variables": {}}
+                           "pairs": {**splits.sizes(), "length": int(splits.test[0].shape[1])}, "seed": seed,
+                           "das_steps": das_steps, "nulls": len(nulls), "chance": _chance(model, high),
+                           "variables": {}}
     for variable in names:
-        v: dict[str, Any] = {"read_out": variable in high.read_out}
-        v["model"] = _analysed(model, high, train, held, ks, das_steps, seed, variable, progress, _title(model))
-        best_hook, k_max = v["model"]["das"]["hook"], v["model"]["das"]["k_max"]
-        if null is not None:
-            v["null"] = _scanned(null, high, *held, progress, "random init (null)", variable)
-            v["null"]["das"] = _das_at(null, high, best_hook, k_max, train, held, das_steps, seed, variable)
-        v["constructions"] = {}
-        for name, other in (constructions or {}).items():
-            c = _analysed(other, high, train, held, ks, das_steps, seed, variable, progress, name, compared=True)
-            c["verdict"] = verdict(v["model"]["best"], v["model"]["first_sites"], c["first_sites"],
-                                   v["null"]["best"] if null is not None else {}, variable,
-                                   _trivial_from(model) if v["read_out"] else None, v["model"]["ceiling"])
-            c["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), c["das"],
-                                           c["named_sites"], variable, v["model"]["ceiling"])
-            v["constructions"][name] = c
-        if not constructions:
-            v["das_verdict"] = das_verdict(v["model"]["das"], v.get("null", {}).get("das"), None,
-                                           v["model"]["named_sites"], variable, v["model"]["ceiling"])
-        out["variables"][variable] = v
+        out["variables"][variable] = _variable(model, high, splits, nulls, constructions or {}, ks, das_steps, seed,
+                                               variable, progress)
     imposed = model.card.options.get("alignment")
     if imposed:
         out["imposed"] = {"construction": imposed["construction"], "circuit": imposed["circuit"],
-                          **off_circuit_ablation(model, high, *held)}
+                          **off_circuit_ablation(model, high, *splits.test)}
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[Any], constructions: dict[str, Any],
+              ks: Sequence[int], steps: int, seed: int, variable: str, progress: bool) -> dict[str, Any]:
+    """Everything :func:`align` reports on one variable (the model, its nulls, each construction, the verdicts)."""
+    read_out = variable in high.read_out
+    trivial = _trivial_from(model) if read_out else None
+    # blocks.<l>.hook_resid_pre is blocks.<l-1>.hook_resid_post: searched once
+    hooks = [h for h in residual_hooks(model.cfg.n_layers) if (trivial is None or block_order(h) < trivial)
+             and not (h.endswith("resid_pre") and h != "blocks.0.hook_resid_pre")]
+    chance = _chance(model, high)
+    v: dict[str, Any] = {"read_out": read_out, "das_hooks": hooks}
+    m = _analysed(model, high, splits, progress, _title(model), variable)
+    fits = das_search(model, high, splits, hooks, ks, steps, seed, variable, progress) if hooks else []
+    readout = {h: site_counts(model, high, Site(h, 0, readout_basis(model, high)), *splits.test, variable)
+               for h in hooks}
+    m["das"] = _das_json(model, high, splits, fits, readout, steps, seed, variable)
+    v["model"] = m
+    null_scans, null_fits = [], []
+    for i, other in enumerate(nulls):
+        scanned, searched = _null_searched(other, high, splits, hooks, ks, steps, seed, variable, progress,
+                                           f"DAS, null {i + 1}/{len(nulls)}")
+        null_scans.append(dict(scanned))
+        null_fits.append(searched)
+    if nulls:
+        v["null"] = {**{k: x for k, x in null_scans[0].items() if k != "_raw"}, "best": _null_best(null_scans),
+                     "das": _null_das(null_fits, seed)}
+    v["constructions"] = {}
+    for name, other in constructions.items():
+        c = _analysed(other, high, splits, progress, name, variable)
+        carries = sorted({s["hook"] for s in c["named_sites"] if s["role"] == "carries"})
+        c_fits = das_search(other, high, splits, carries, ks, steps, seed, variable, progress, f"DAS, {name}") \
+            if carries else []
+        c["das"] = {"hooks": carries, "chosen": fit_json(chosen(c_fits), seed) if c_fits else None}
+        c["verdict"] = _swap_verdict(m["_raw"], [n["_raw"] for n in null_scans], c, chance, variable, trivial, seed)
+        c["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
+                                         named=c["named_sites"],
+                                         construction=c["das"]["chosen"]["test"] if c_fits else {"iia": None})
+        c.pop("_raw")
+        v["constructions"][name] = c
+    if not constructions:
+        v["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
+                                         named=m["named_sites"])
+    for r in [m, *null_scans]:
+        r.pop("_raw", None)
+    return v
+
+
+#: Each null's scan and DAS search, per (variable, splits, hooks, ks, steps, seed): a population's twins share
+#: their nulls (one shape, one task, the same pairs), which are then searched once.
+_NULL_SEARCHES: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _null_searched(null: Any, high: HighLevel, splits: PairSplits, hooks: Sequence[str], ks: Sequence[int],
+                   steps: int, seed: int, variable: str, progress: bool, desc: str) -> tuple[dict, list[Fit]]:
+    """A null's full-swap scan and DAS search, exactly as the model's (remembered for the same null and pairs)."""
+    words = hashlib.sha256(b"".join(a.tobytes() for part in (splits.fit, splits.select, splits.test) for a in part))
+    key = (high.mode, variable, tuple(hooks), tuple(ks), steps, seed, words.hexdigest())
+    memo = _NULL_SEARCHES.setdefault(null, {})
+    if key not in memo:
+        scanned = _analysed(null, high, splits, progress, "random init (null)", variable, probes=False, named=False)
+        memo[key] = (scanned, das_search(null, high, splits, hooks, ks, steps, seed, variable, progress, desc)
+                     if hooks else [])
+    return memo[key]
+
+
+def _das_decision(fits: Sequence[Fit], null_fits: Sequence[Sequence[Fit]], readout: dict[str, Any], chance: float,
+                  ceiling: float | None, variable: str, seed: int, named: Sequence[dict] = (),
+                  construction: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The DAS verdict (:func:`~sandbox_lens.interp.causal.verdict.das_verdict`) on the test split, with its
+    stability: the share of resamples of the select and test pairs (the choice redone on each) that give it."""
+    if not fits:
+        return das_verdict({}, [], None, chance=chance, ceiling=ceiling, variable=variable, readout_only=True)
+    groups = {"select": {"model": [f.select for f in fits], "nulls": [[f.select for f in n] for n in null_fits]},
+              "test": {"model": [f.test for f in fits], "nulls": [[f.test for f in n] for n in null_fits],
+                       "readout": readout}}
+    own = {f"{f.hook}/{f.k}": f for f in fits}
+
+    def rule(s: dict[str, Any]) -> dict[str, Any]:
+        pick = chosen(fits, [r["iia"] for r in s["select"]["model"]])
+        i = list(own).index(f"{pick.hook}/{pick.k}")
+        model = {**s["test"]["model"][i], "hook": pick.hook, "k": pick.k, "live_fraction": pick.live_fraction}
+        null_tests = []
+        for n, (sel, test) in enumerate(zip(s["select"]["nulls"], s["test"]["nulls"])):
+            if null_fits[n]:
+                j = null_fits[n].index(chosen(null_fits[n], [r["iia"] for r in sel]))
+                null_tests.append(test[j])
+        return das_verdict(model, null_tests, s["test"]["readout"][pick.hook], chance=chance, ceiling=ceiling,
+                           variable=variable, construction=construction, named=named)
+
+    full = rule({name: _summaries(g, seed, name == "test") for name, g in groups.items()})
+    return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed))
+
+
+def _summaries(structure: Any, seed: int, intervals: bool) -> Any:
+    return summarised(structure, None, seed, BOOTSTRAP if intervals else 0)
+
+
+def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fit], readout: dict[str, Any],
+              steps: int, seed: int, variable: str) -> dict[str, Any]:
+    """The model's DAS search as align.json holds it: by hook at the largest k, by k at the chosen hook (select
+    IIA), the chosen subspace's test numbers, the readout baseline per hook and boundless DAS there."""
+    if not fits:
+        return {"shared_over_positions": True, "k_max": None, "hook": None, "by_hook": [], "k": [], "chosen": None,
+                "readout": [], "boundless": None}
+    k_max = max(f.k for f in fits)
+    pick = chosen(fits)
+    return {"shared_over_positions": True, "k_max": k_max, "hook": pick.hook,
+            "by_hook": [fit_json(f, seed) for f in fits if f.k == k_max],
+            "k": sorted((fit_json(f, seed) for f in fits if f.hook == pick.hook), key=lambda r: r["k"]),
+            "chosen": fit_json(pick, seed),
+            "readout": [{"hook": h, "k": int(readout_basis(model, high).shape[1]), **summary(c, seed)}
+                        for h, c in readout.items()],
+            "boundless": _boundless_at(model, high, pick.hook, splits, steps, seed, variable)}
+
+
+def _null_das(null_fits: Sequence[Sequence[Fit]], seed: int) -> dict[str, Any]:
+    """The nulls' DAS, each chosen on the select split: every null's test numbers, the largest IIA and upper bound."""
+    models = [fit_json(chosen(f), seed) for f in null_fits if f]
+    if not models:
+        return {"iia": None, "upper": None, "k": None, "hook": None, "models": []}
+    worst = max(models, key=lambda r: -1.0 if r["test"]["iia"] is None else r["test"]["iia"])
+    uppers = [r["test"]["interval"][1] for r in models if r["test"]["interval"]]
+    return {"iia": worst["test"]["iia"], "upper": max(uppers) if uppers else None, "k": worst["k"],
+            "hook": worst["hook"], "models": models}
 
 
 def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray) -> dict[str, Any]:
@@ -117,11 +242,12 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
 
 
 def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable: str) -> list[dict[str, Any]]:
-    """At every residual hook: a linear probe for ``variable`` (trained on the training pairs' base words at every
-    position), its held-out accuracy — *readable* — and the IIA of swapping the probe's directions — *used*."""
+    """At every residual hook: a linear probe for ``variable`` (trained on the ``train`` pairs' base words at every
+    position, its L2 strength chosen by cross-validation there: :func:`~sandbox_lens.probes.linear.probe_directions_cv`),
+    its accuracy on the ``held`` words — *readable* — and the IIA of swapping its directions there — *used*."""
     from sandbox_lens.interp.causal.interchange import source_activations
     from sandbox_lens.interp.model.device import to_numpy
-    from sandbox_lens.probes.linear import probe_directions
+    from sandbox_lens.probes.linear import probe_directions_cv
 
     hooks = residual_hooks(model.cfg.n_layers)
     P, T = len(model.card.io.prefix), train[0].shape[1]
@@ -133,76 +259,105 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
         (y_tr, m_tr, classes), (y_te, m_te, _) = values["train"], values["held"]
         if len(np.unique(y_tr[m_tr])) < 2:
             continue
-        basis, w, b = probe_directions(x["train"][m_tr], y_tr[m_tr], classes)
+        basis, w, b, cv = probe_directions_cv(x["train"][m_tr], y_tr[m_tr], classes)
         accuracy = float(((x["held"][m_te] @ w + b).argmax(-1) == y_te[m_te]).mean())
-        used = pooled_iia(model, high, Site(hook, 0, basis), *held, variable) if basis.shape[1] else None
-        rows.append({"hook": hook, "probe_accuracy": accuracy, "dims": int(basis.shape[1]),
-                     "iia": None if used is None else used["iia"], "interval": None if used is None else used["interval"]})
+        used = summary(site_counts(model, high, Site(hook, 0, basis), *held, variable)) if basis.shape[1] else None
+        rows.append({"hook": hook, "probe_accuracy": accuracy, "dims": int(basis.shape[1]), "l2": cv["l2"],
+                     "cv_accuracy": cv["cv_accuracy"], "iia": None if used is None else used["iia"],
+                     "interval": None if used is None else used["interval"]})
     return rows
 
 
-def _analysed(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,
-              variable: str, progress: bool, title: str, compared: bool = False) -> dict[str, Any]:
-    """One model's scan, named sites and DAS sweep for ``variable``; a ``compared`` construction's DAS only at
-    the hooks its proof names (enough to tell whether DAS finds what the named subspace carries)."""
-    r = _scanned(model, high, *held, progress, title, variable)
-    r["named_sites"] = named_sites(model, high, *held, variable)
-    r["probes"] = probe_sites(model, high, train, held, variable)
-    hooks = sorted({s["hook"] for s in r["named_sites"] if s["role"] == "carries"}) if compared else None
-    r["das"] = das_sweep(model, high, train, held, ks, steps, seed, variable, progress, hooks or None)
+def _scans(model: Any, high: HighLevel, splits: PairSplits, progress: bool, variable: str) -> dict[str, Any]:
+    """Full swaps at every (residual hook, position) on the select and the test split, as grids of
+    :class:`~sandbox_lens.interp.causal.evidence.Counts` ``[hook][position]``."""
+    out: dict[str, Any] = {}
+    for name in ("select", "test"):
+        r = scan_counts(model, high, *getattr(splits, name), progress=progress, variable=variable)
+        out[name] = [[Counts(r["hits"][i, j], r["outputs"][i, j]) for j in range(len(r["positions"]))]
+                     for i in range(len(r["hooks"]))]
+        out.update(hooks=r["hooks"], positions=r["positions"], **{f"ceiling_{name}": r["ceiling"]})
+    return out
+
+
+def _swap_numbers(select: Sequence[Sequence[dict]], test: Sequence[Sequence[dict]], hooks: Sequence[str],
+                  positions: Sequence[int], bar: float) -> tuple[dict[int, float | None], dict[int, str | None]]:
+    """Per position, from grids of summaries: the test IIA at the hook the select split rates best, and the first
+    hook whose select IIA reaches ``bar`` (None where the test split has fewer than MIN_OUTPUTS changed outputs)."""
+    best: dict[int, float | None] = {}
+    first: dict[int, str | None] = {}
+    for j, p in enumerate(positions):
+        rates = [select[i][j]["iia"] for i in range(len(hooks))]
+        if all(r is None for r in rates) or max(test[i][j]["outputs"] for i in range(len(hooks))) < MIN_OUTPUTS:
+            best[int(p)], first[int(p)] = None, None
+            continue
+        top = max(range(len(hooks)), key=lambda i: (-1.0 if rates[i] is None else rates[i], -i))
+        best[int(p)] = test[top][j]["iia"]
+        first[int(p)] = next((hooks[i] for i, r in enumerate(rates) if r is not None and r >= bar), None)
+    return best, first
+
+
+def _null_best(null_scans: Sequence[dict[str, Any]]) -> dict[int, float | None]:
+    """Per position, the largest of the nulls' best full-swap IIA (each chosen on its select split)."""
+    out: dict[int, float | None] = {}
+    for scan in null_scans:
+        for p, value in scan["best"].items():
+            if value is not None:
+                out[p] = max(value, out.get(p) or 0.0)
+            else:
+                out.setdefault(p, None)
+    return out
+
+
+def _swap_verdict(raw: dict[str, Any], null_raw: Sequence[dict[str, Any]], construction: dict[str, Any],
+                  chance: float, variable: str, trivial: float | None, seed: int) -> dict[str, Any]:
+    """The full-swap verdict (:func:`~sandbox_lens.interp.causal.verdict.verdict`): sites chosen on the select split,
+    IIA read on the test split, the nulls chosen the same way; with its stability under resampling both."""
+    ceiling = raw["ceiling_test"]
+    bar = _bar(ceiling, chance)
+    groups = {name: {"model": raw[name], "nulls": [r[name] for r in null_raw]} for name in ("select", "test")}
+
+    def rule(s: dict[str, Any]) -> dict[str, Any]:
+        best, first = _swap_numbers(s["select"]["model"], s["test"]["model"], raw["hooks"], raw["positions"], bar)
+        nulls = [{"best": _swap_numbers(sel, test, r["hooks"], r["positions"], _bar(1.0, chance))[0]}
+                 for sel, test, r in zip(s["select"]["nulls"], s["test"]["nulls"], null_raw)]
+        return verdict(best, first, construction["first_sites"], _null_best(nulls), variable, trivial, ceiling,
+                       chance=chance)
+
+    full = rule({name: _summaries(g, seed, False) for name, g in groups.items()})
+    return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed, intervals=()))
+
+
+def _analysed(model: Any, high: HighLevel, splits: PairSplits, progress: bool, title: str, variable: str,
+              probes: bool = True, named: bool = True, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One model's full-swap scan (sites chosen on the select split, IIA reported on the test split), its named
+    sites and probes; ``raw`` the scans' counts (``_raw`` in the result, dropped before it is written)."""
+    raw = raw or _scans(model, high, splits, progress, variable)
+    ceiling = raw["ceiling_test"]
+    select = summarised(raw["select"], None, 0, 0)
+    test = summarised(raw["test"], None, 0, 0)
+    best, first = _swap_numbers(select, test, raw["hooks"], raw["positions"], _bar(ceiling, _chance(model, high)))
+    r = {"title": title, "ceiling": ceiling, "best": best, "first_sites": first, "_raw": raw,
+         "scan": {"hooks": raw["hooks"], "positions": [int(p) for p in raw["positions"]], "split": "test",
+                  "iia": [[c["iia"] for c in row] for row in test], "outputs": [[c["outputs"] for c in row] for row in test]}}
+    if named:
+        r["named_sites"] = named_sites(model, high, *splits.test, variable)
+    if probes:
+        r["probes"] = probe_sites(model, high, splits.fit, splits.test, variable)
     return r
 
 
-def das_sweep(model: Any, high: HighLevel, train: tuple, held: tuple, ks: Sequence[int], steps: int, seed: int,
-              variable: str, progress: bool = False, hooks: Sequence[str] | None = None) -> dict[str, Any]:
-    """DAS with one subspace shared by every position: at every residual hook (or the given ``hooks``) with the
-    largest k ("where"), then over every k at the best hook ("how many dimensions"), each beside a random
-    subspace of that k; held-out IIA on changed outputs, pooled over the positions."""
-    from tqdm import tqdm
-
-    ks = [k for k in ks if k <= model.cfg.d_model] or [model.cfg.d_model]  # a narrow construction takes fewer
-    k_max = max(ks)
-    hooks = list(hooks or residual_hooks(model.cfg.n_layers))
-    bar = tqdm(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"DAS ({variable})", unit="fit", leave=False)
-    by_hook = []
-    for hook in hooks:
-        by_hook.append(_das_at(model, high, hook, k_max, train, held, steps, seed, variable))
-        bar.update(1)
-    best = max(by_hook, key=lambda r: -1.0 if r["iia"] is None else r["iia"])
-    by_k = []
-    for k in ks:
-        by_k.append(best if k == k_max else _das_at(model, high, best["hook"], k, train, held, steps, seed, variable))
-        if k != k_max:
-            bar.update(1)
-    bar.close()
-    return {"shared_over_positions": True, "k_max": k_max, "hook": best["hook"], "by_hook": by_hook, "k": by_k,
-            "boundless": _boundless_at(model, high, best["hook"], train, held, steps, seed, variable)}
-
-
-def _boundless_at(model: Any, high: HighLevel, hook: str, train: tuple, held: tuple, steps: int, seed: int,
+def _boundless_at(model: Any, high: HighLevel, hook: str, splits: PairSplits, steps: int, seed: int,
                   variable: str) -> dict[str, Any]:
-    """Boundless DAS at ``hook``: the learned k and its held-out IIA (:func:`sandbox_lens.interp.causal.das.boundless_das`)."""
+    """Boundless DAS at ``hook`` (fitted on the fit split): the learned k and its test IIA
+    (:func:`sandbox_lens.interp.causal.das.boundless_das`)."""
     from sandbox_lens.interp.causal.das import boundless_das
 
-    basis, trace = boundless_das(model, high, hook, *train, steps=max(steps, 100), seed=seed, variable=variable)
+    basis, trace = boundless_das(model, high, hook, *splits.fit, steps=max(steps, 100), seed=seed, variable=variable)
     if not basis.shape[1]:
         return {"hook": hook, "k": 0, "iia": None, "interval": None}
-    r = pooled_iia(model, high, Site(hook, 0, basis), *held, variable)
+    r = summary(site_counts(model, high, Site(hook, 0, basis), *splits.test, variable), seed)
     return {"hook": hook, "k": int(basis.shape[1]), "iia": r["iia"], "interval": r["interval"],
-            "final_loss": trace[-1]["loss"] if trace else None}
-
-
-def _das_at(model: Any, high: HighLevel, hook: str, k: int, train: tuple, held: tuple, steps: int, seed: int,
-            variable: str) -> dict[str, Any]:
-    """A position-shared DAS subspace of ``hook`` (k dims) and a random one, scored on the held-out pairs."""
-    from sandbox_lens.interp.causal.das import live_fraction
-
-    basis, trace = das(model, high, hook, None, k, *train, steps=steps, seed=seed, variable=variable)
-    learned = pooled_iia(model, high, Site(hook, 0, basis), *held, variable)
-    control = pooled_iia(model, high, Site(hook, 0, random_basis(model.cfg.d_model, k, seed)), *held, variable)
-    return {"hook": hook, "k": k, "iia": learned["iia"], "interval": learned["interval"], "outputs": learned["outputs"],
-            "random_subspace": {"iia": control["iia"], "interval": control["interval"]},
-            "live_fraction": live_fraction(model, hook, basis, held[0]),
             "final_loss": trace[-1]["loss"] if trace else None}
 
 
@@ -221,6 +376,17 @@ def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarra
              "role": entry["role"], "note": entry.get("note", "")} for entry, site in sites]
 
 
+def _bar(ceiling: float | None, chance: float) -> float:
+    """The IIA at which a site carries a variable: :data:`IMPLEMENTS` × the model's accuracy, never below chance +
+    :data:`~sandbox_lens.interp.causal.verdict.FLOOR`."""
+    return max(IMPLEMENTS * min(1.0, ceiling or 1.0), chance + FLOOR)
+
+
+def _chance(model: Any, high: HighLevel) -> float:
+    """IIA of a uniform guess among the task's readout classes (all output classes without a readout)."""
+    return 1.0 / (len(high.readout) if high.readout is not None else int(model.cfg.d_vocab_out))
+
+
 def _trivial_from(model: Any) -> float:
     """The residual order of the last attention layer's output (see :mod:`sandbox_lens.interp.causal.verdict`)."""
     blocks = model.card.attention_blocks or list(range(model.cfg.n_layers))
@@ -230,16 +396,3 @@ def _trivial_from(model: Any) -> float:
 def _title(model: Any) -> str:
     name = model.card.construction
     return "twin" if name == "trained" else name
-
-
-def _scanned(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, progress: bool,
-             title: str, variable: str) -> dict[str, Any]:
-    r = scan(model, high, base, source, progress=progress, variable=variable)
-    best = {int(p): (None if np.all(np.isnan(r["iia"][:, j])) or r["outputs"][:, j].max() < MIN_OUTPUTS
-                     else float(np.nanmax(r["iia"][:, j]))) for j, p in enumerate(r["positions"])}
-    return {"title": title, "ceiling": r["ceiling"], "best": best,
-            "first_sites": {int(p): (h if best[int(p)] is not None else None)
-                            for p, h in first_sites(r, IMPLEMENTS * min(1.0, r["ceiling"] or 1.0)).items()},
-            "scan": {"hooks": r["hooks"], "positions": r["positions"],
-                     "iia": [[None if np.isnan(v) else float(v) for v in row] for row in r["iia"]],
-                     "outputs": r["outputs"].tolist()}}

@@ -26,7 +26,7 @@ from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.stats import wilson_interval
 
 __all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis", "source_activations",
-           "own_predictions", "answer", "construction_sites", "pooled_iia"]
+           "own_predictions", "answer", "construction_sites", "pooled_iia", "changed_hits"]
 
 
 @dataclass(frozen=True)
@@ -186,12 +186,12 @@ def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, ro
         return model.run_with_hooks(tb, fwd_hooks=[(site.hook, hook)], return_type="logits")
 
 
-def iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
-        activations: dict[str, Any] | None = None, own: np.ndarray | None = None,
-        variable: str | None = None) -> dict[str, Any]:
-    """IIA of ``site`` as ``high``'s ``variable`` (default: its first) at the site's position (see the module
-    docstring); ``activations`` and ``own`` (:func:`source_activations`, :func:`own_predictions`) when a scan
-    shares them."""
+def changed_hits(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
+                 activations: dict[str, Any] | None = None, variable: str | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per output ``[n, T]`` of an interchange at ``site``: (the intervened answer equals the counterfactual label,
+    the output is scored, the interchange changes its label) — what :func:`iia` counts, kept per base word so
+    that intervals can resample the words (:mod:`sandbox_lens.interp.causal.evidence`)."""
     variable = high.variable(variable)
     P = len(model.card.io.prefix)
     labels, scored = high.counterfactual(base, source, site.position, variable)  # refuses a position off the words
@@ -199,9 +199,19 @@ def iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.nd
     predicted = answer(logits[:, P: P + base.shape[1]], high.readout)
     plain, answered = high.answers(base)
     scored = scored & answered
-    changed = scored & (labels != plain)
+    return predicted == labels, scored, scored & (labels != plain)
+
+
+def iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
+        activations: dict[str, Any] | None = None, own: np.ndarray | None = None,
+        variable: str | None = None) -> dict[str, Any]:
+    """IIA of ``site`` as ``high``'s ``variable`` (default: its first) at the site's position (see the module
+    docstring); ``activations`` and ``own`` (:func:`source_activations`, :func:`own_predictions`) when a scan
+    shares them."""
+    variable = high.variable(variable)
+    hit, scored, changed = changed_hits(model, high, site, base, source, activations, variable)
+    plain, _ = high.answers(base)
     own = own_predictions(model, base, high.readout) if own is None else own
-    hit = predicted == labels
     out = {"site": site.name or f"{site.hook}@{site.position}", "hook": site.hook, "position": site.position,
            "dims": site.dims, "model": high.mode, "variable": variable}
     for key, mask in (("all", scored), ("changed", changed)):

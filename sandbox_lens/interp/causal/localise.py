@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from sandbox_lens.interp.causal.highlevel import HighLevel
-from sandbox_lens.interp.causal.interchange import Site, iia, own_predictions, source_activations
+from sandbox_lens.interp.causal.interchange import Site, changed_hits, own_predictions, source_activations
 
-__all__ = ["residual_hooks", "scan", "first_sites"]
+__all__ = ["residual_hooks", "scan", "scan_counts", "first_sites"]
 
 
 def residual_hooks(n_layers: int) -> list[str]:
@@ -28,11 +28,12 @@ def residual_hooks(n_layers: int) -> list[str]:
     return [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("pre", "mid", "post")]
 
 
-def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
-         positions: Sequence[int] | None = None, progress: bool = False, variable: str | None = None) -> dict[str, Any]:
-    """IIA on changed outputs for a full swap at every (hook, position) as ``variable`` (default: the model's
-    first): ``{"hooks", "positions", "iia" [hook, position], "outputs" [hook, position], "ceiling"}`` — the
-    ceiling is the model's own accuracy on every output the task scores."""
+def scan_counts(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
+                positions: Sequence[int] | None = None, progress: bool = False,
+                variable: str | None = None) -> dict[str, Any]:
+    """A full swap at every (hook, position) as ``variable``, counted per base word: ``{"hooks", "positions",
+    "hits" [hook, position, word], "outputs" [hook, position, word], "ceiling"}`` (changed outputs and those that
+    follow the high-level model; the ceiling is the model's own accuracy on every output the task scores)."""
     from tqdm import tqdm
 
     hooks = list(hooks or residual_hooks(model.cfg.n_layers))
@@ -41,19 +42,29 @@ def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hook
     own = own_predictions(model, base, high.readout)
     plain, answered = high.answers(base)
     ceiling = float((own == plain)[answered].mean()) if answered.any() else None
-    grid = np.full((len(hooks), len(positions)), np.nan)
-    counts = np.zeros((len(hooks), len(positions)), dtype=int)
-    bar = tqdm(total=grid.size, disable=not progress, desc="interchange scan", unit="site", leave=False)
+    hits = np.zeros((len(hooks), len(positions), len(base)), dtype=np.int64)
+    outputs = np.zeros_like(hits)
+    bar = tqdm(total=len(hooks) * len(positions), disable=not progress, desc="interchange scan", unit="site")
     for i, hook in enumerate(hooks):
         for j, p in enumerate(positions):
-            r = iia(model, high, Site(hook, p), base, source, activations, own, variable)
-            if r["changed"]["iia"] is not None:
-                grid[i, j] = r["changed"]["iia"]
-            counts[i, j] = r["changed"]["outputs"]
+            hit, _, changed = changed_hits(model, high, Site(hook, p), base, source, activations, variable)
+            hits[i, j], outputs[i, j] = (hit & changed).sum(axis=1), changed.sum(axis=1)
             bar.update(1)
     bar.close()
-    return {"hooks": hooks, "positions": positions, "iia": grid, "outputs": counts, "ceiling": ceiling,
+    return {"hooks": hooks, "positions": positions, "hits": hits, "outputs": outputs, "ceiling": ceiling,
             "model": high.mode, "variable": high.variable(variable)}
+
+
+def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
+         positions: Sequence[int] | None = None, progress: bool = False, variable: str | None = None) -> dict[str, Any]:
+    """IIA on changed outputs for a full swap at every (hook, position) as ``variable`` (default: the model's
+    first): ``{"hooks", "positions", "iia" [hook, position], "outputs" [hook, position], "ceiling"}`` — the
+    ceiling is the model's own accuracy on every output the task scores."""
+    r = scan_counts(model, high, base, source, hooks, positions, progress, variable)
+    k, n = r["hits"].sum(axis=-1), r["outputs"].sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        grid = np.where(n > 0, k / np.maximum(n, 1), np.nan)
+    return {**{key: r[key] for key in ("hooks", "positions", "ceiling", "model", "variable")}, "iia": grid, "outputs": n}
 
 
 def first_sites(result: dict[str, Any], threshold: float = 0.99) -> dict[int, str | None]:

@@ -1,11 +1,12 @@
-"""The verdict of a causal alignment, by a stated rule that can fail.
+"""The verdicts of a causal alignment, by stated rules that can fail (each tested on synthetic numbers).
 
-Inputs: per position, the best IIA (on changed outputs) a full swap reaches anywhere in the twin, the
-twin's first site reaching :data:`IMPLEMENTS` and the construction's (the same threshold); the random-init
-null's best.
+**Full swaps** (:func:`verdict`). Inputs: per position, the test split's IIA (on changed outputs) at the hook the
+select split rates best; the twin's first site reaching the bar on the select split and the construction's; the
+largest of the random-init nulls' best, each chosen the same way. The bar is :data:`IMPLEMENTS` × the model's own
+accuracy, and never below chance + :data:`FLOOR`.
 
-* the null reaches :data:`IMPLEMENTS` at some position → "cannot tell: the random-init null reaches it too";
-* the twin reaches it at fewer than :data:`COVERAGE` of the positions → "does not implement the variable";
+* a null reaches :data:`IMPLEMENTS` at some position → "cannot tell: the random-init null reaches it too";
+* the twin reaches the bar at fewer than :data:`COVERAGE` of the positions → "does not implement the variable";
 * otherwise it implements it, "at the construction's sites" when every position's first site is the
   construction's, else "elsewhere", saying whether it completes the state *later* (a deeper block, on
   the median position) or *earlier* than the construction.
@@ -21,6 +22,11 @@ own token (first site ``blocks.0.hook_resid_pre``) when deciding triviality and 
 (a random model whose output separates the tokens there passes by luck). When no full swap
 isolates the variable in the construction either (its sites hold other variables too, e.g. the Dyck
 depth beside the bracket's type), full swaps cannot tell, and the DAS verdict (:func:`das_verdict`) speaks.
+
+**DAS** (:func:`das_verdict`): lower bounds against chance, the nulls and the untrained readout basis.
+
+**Stability** (:func:`with_stability`): a verdict that fewer than
+:data:`~sandbox_lens.interp.causal.evidence.STABLE` of the resamples of the pairs give is "inconclusive".
 """
 
 from __future__ import annotations
@@ -31,12 +37,15 @@ from sandbox_lens.interp.causal.das import DORMANT
 
 import numpy as np
 
-__all__ = ["verdict", "IMPLEMENTS", "COVERAGE", "MIN_OUTPUTS", "block_order", "das_verdict"]
+__all__ = ["verdict", "IMPLEMENTS", "COVERAGE", "MIN_OUTPUTS", "FLOOR", "block_order", "das_verdict", "outcome",
+           "with_stability"]
 
 #: IIA (changed outputs, held out) at which a site is said to carry the variable.
 IMPLEMENTS = 0.95
 #: The share of positions (with changed outputs) at which the twin must carry it somewhere.
 COVERAGE = 0.9
+#: How far above chance a passing IIA's lower bound must lie (absolute).
+FLOOR = 0.25
 #: Changed outputs a position needs to count.
 MIN_OUTPUTS = 20
 #: The site where a variable that is a function of the position's own token is already complete.
@@ -53,13 +62,14 @@ def block_order(hook: str | None) -> float:
 
 def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str | None],
             construction_first: Mapping[int, str | None], null_best: Mapping[int, float | None],
-            variable: str = "state", trivial_from: float | None = None, ceiling: float | None = 1.0) -> dict[str, Any]:
+            variable: str = "state", trivial_from: float | None = None, ceiling: float | None = 1.0,
+            chance: float = 0.0) -> dict[str, Any]:
     """The verdict on ``variable`` and the numbers it was computed from (see the module docstring);
     ``trivial_from``: the :func:`block_order` of the twin's first trivial site (its last attention layer's
     ``resid_mid``), None when the variable is not read out directly; ``ceiling``: the twin's own accuracy — a
     site carries the variable at IIA ≥ :data:`IMPLEMENTS` × ceiling (no intervention can make a model more
-    right than it is)."""
-    bar = IMPLEMENTS * (1.0 if ceiling is None else min(1.0, ceiling))
+    right than it is) and ≥ ``chance`` + :data:`FLOOR` (a model right only as often as a guess carries nothing)."""
+    bar = max(IMPLEMENTS * (1.0 if ceiling is None else min(1.0, ceiling)), chance + FLOOR)
     what = "the state" if variable == "state" else f"{variable!r}"
     positions = [p for p, v in twin_best.items() if v is not None]
     # where the twin's variable is its own token's function, a full swap of the token carries it in any model whose
@@ -67,8 +77,10 @@ def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str 
     null_hits = [p for p, v in null_best.items()
                  if v is not None and v >= IMPLEMENTS and twin_first.get(p) != TOKEN_SITE]
     carried = [p for p in positions if twin_best[p] >= bar]
-    out: dict[str, Any] = {"rule": f"IIA ≥ {IMPLEMENTS} × the model's accuracy (here {bar:.3f}) on changed held-out "
-                                   f"outputs at ≥ {COVERAGE:.0%} of the positions; the null must stay below {IMPLEMENTS}",
+    out: dict[str, Any] = {"rule": f"sites chosen on the select pairs; IIA on the test pairs ≥ {IMPLEMENTS} × the model's "
+                                   f"accuracy and ≥ chance + {FLOOR} (here {bar:.3f}) on changed outputs at ≥ "
+                                   f"{COVERAGE:.0%} of the positions; every random-init null, chosen the same way, must "
+                                   f"stay below {IMPLEMENTS}",
                            "positions": len(positions), "carried": len(carried), "null_positions": len(null_hits)}
     if null_hits:
         return {**out, "verdict": "cannot tell: the random-init null reaches it too", "implements": None}
@@ -92,53 +104,100 @@ def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str 
                               f"(median {shift:+.2f} blocks){caveat}", "implements": True, "median_block_shift": shift}
 
 
-def das_verdict(model_das: Mapping[str, Any], null_das: Mapping[str, Any] | None,
-                construction_das: Mapping[str, Any] | None, named: Sequence[Mapping[str, Any]],
-                variable: str = "state", ceiling: float | None = 1.0) -> dict[str, Any]:
-    """Whether a linear subspace carries ``variable``, from a DAS sweep (:func:`sandbox_lens.interp.causal.align.das_sweep`),
-    at IIA ≥ :data:`IMPLEMENTS` × ``ceiling`` (the model's own accuracy; the null and the construction: 1):
+def das_verdict(model: Mapping[str, Any], nulls: Sequence[Mapping[str, Any]], readout: Mapping[str, Any] | None, *,
+                chance: float, ceiling: float | None = 1.0, variable: str = "state", readout_only: bool = False,
+                construction: Mapping[str, Any] | None = None, named: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Whether a linear subspace carries ``variable``, from test-split numbers only (each ``{"iia", "interval"}``,
+    the interval a bootstrap over base words): ``model`` — the DAS subspace chosen on the select split (with its
+    ``hook``, ``k``, ``live_fraction``); ``nulls`` — each random-init model's subspace, searched and chosen the same
+    way; ``readout`` — the untrained unembedding basis at the model's hook; ``chance`` — IIA of a uniform guess
+    among the readout classes. In order:
 
-    * the best hook's held-out IIA is undefined → "cannot tell: no changed outputs";
-    * the null's DAS at the same hook and k reaches :data:`IMPLEMENTS` → "cannot tell: the null reaches it too";
-    * the best hook reaches it, but less than :data:`~sandbox_lens.interp.causal.das.DORMANT` of its subspace lies in the
-      directions the activations move in (``live_fraction``) → "cannot tell": a dormant subspace (Makelov et al.);
-    * the best hook reaches it → "implements it linearly", with the smallest k that does;
-    * else, if a construction's named ``carries`` site reaches it but DAS on that construction (``construction_das``,
-      or ``model_das`` when the model is the construction) does not → "not found by DAS, which misses the
-      construction's own variable too": a negative DAS result is no evidence of absence here;
-    * else "no linear subspace found" (up to the largest k tried).
+    * ``readout_only`` (every hook DAS may search lies at or after the last attention layer, for a read-out
+      variable) → "readout": a swap there sets the output itself, whatever the model computes;
+    * no changed outputs → "cannot tell";
+    * the lower bound is not :data:`FLOOR` above chance, the IIA is below :data:`IMPLEMENTS` × ``ceiling``, or the
+      subspace reaches that at fewer than :data:`COVERAGE` of the positions with enough changed outputs (its
+      ``per_position`` IIA, as the full swaps are judged) →
+      "no linear subspace found" — unless a construction's named ``carries`` site reaches :data:`IMPLEMENTS`
+      where DAS on that construction (``construction``, or ``model`` when the model is the construction) does
+      not: then "no evidence of absence" (DAS's blind spot);
+    * the lower bound is not above every null's upper bound → "cannot tell: the nulls reach it too";
+    * the lower bound is not above the readout baseline's upper bound → "readout";
+    * less than :data:`~sandbox_lens.interp.causal.das.DORMANT` of the subspace is live → "cannot tell" (dormant);
+    * else "implements it linearly".
     """
     what = "the state" if variable == "state" else f"{variable!r}"
     bar = IMPLEMENTS * (1.0 if ceiling is None else min(1.0, ceiling))
-    best = max(model_das["by_hook"], key=lambda r: -1.0 if r["iia"] is None else r["iia"])
-    out: dict[str, Any] = {"rule": f"position-shared DAS, held-out IIA ≥ {IMPLEMENTS} × the model's accuracy (here "
-                                   f"{bar:.3f}) on changed outputs at some hook (k ≤ the largest tried); the null's DAS "
-                                   f"at that hook and k must stay below {IMPLEMENTS}",
-                           "hook": best["hook"], "iia": best["iia"], "k_max": best["k"],
-                           "null_iia": None if null_das is None else null_das["iia"]}
-    if best["iia"] is None:
+    floor = chance + FLOOR
+    uppers = [n["interval"][1] for n in nulls if n.get("interval")]
+    null_upper = max(uppers) if uppers else None
+    out: dict[str, Any] = {
+        "rule": f"DAS fitted, chosen and tested on disjoint pairs; on the test pairs the IIA must reach {IMPLEMENTS} × "
+                f"the model's accuracy (here {bar:.3f}), its 95% lower bound must be {FLOOR} above chance ({chance:.3f}) "
+                f"and above the upper bounds of {len(nulls)} random-init models searched the same way and of the "
+                "untrained readout basis at the same hook; at or after the last attention layer a read-out variable "
+                "is 'readout'",
+        "hook": model.get("hook"), "k": model.get("k"), "iia": model.get("iia"), "interval": model.get("interval"),
+        "chance": chance, "floor": floor, "bar": bar, "null_upper": null_upper,
+        "readout_iia": None if readout is None else readout.get("iia"),
+        "readout_upper": None if readout is None or not readout.get("interval") else readout["interval"][1]}
+    if readout_only:
+        return {**out, "verdict": f"readout: every site DAS may search for {what} lies at or after the last attention "
+                                  "layer, where a swap sets the output itself", "implements": None, "readout": True}
+    iia, interval = model.get("iia"), model.get("interval")
+    if iia is None or not interval:
         return {**out, "verdict": f"cannot tell: {what} changes no output on these pairs", "implements": None}
-    if null_das is not None and null_das["iia"] is not None and null_das["iia"] >= IMPLEMENTS:
-        return {**out, "verdict": "cannot tell: the random-init null's DAS reaches it too", "implements": None}
-    if best["iia"] >= bar:
-        reaching = [r for r in model_das["k"] if r["iia"] is not None and r["iia"] >= bar]
-        smallest = min(reaching, key=lambda r: r["k"]) if reaching else best
-        k, live = smallest["k"], smallest.get("live_fraction")  # the extra dimensions of a larger k may lie anywhere
-        if live is not None and live < DORMANT:
-            return {**out, "verdict": f"cannot tell: DAS reaches it at {best['hook']} with k = {k}, but {1 - live:.0%} of "
-                                      "its subspace "
-                                      "lies where the activations never move (a dormant direction can switch on a "
-                                      "pathway real inputs never use)", "implements": None, "dormant": True,
-                    "live_fraction": live}
-        return {**out, "verdict": f"implements {what} linearly: {k} dimension(s) at {best['hook']}",
-                "implements": True, "k": k, "live_fraction": live}
-    carried = [s for s in named if s["role"] == "carries" and s["iia"] is not None and s["iia"] >= IMPLEMENTS]
-    own = construction_das if construction_das is not None else model_das
-    own_best = max((r["iia"] or 0.0) for r in own["by_hook"])
-    if carried and own_best < IMPLEMENTS:
-        return {**out, "verdict": f"not found by DAS (best {best['iia']:.2f}), but DAS misses the construction's own "
-                                  f"{what} too (its named site {carried[0]['site']}: IIA {carried[0]['iia']:.2f}; DAS "
-                                  f"there at most {own_best:.2f}): no evidence of absence", "implements": None,
-                "das_blind": True}
-    return {**out, "verdict": f"no linear subspace found that carries {what} (best {best['iia']:.2f} at "
-                              f"{best['hook']}, k = {best['k']})", "implements": False}
+    lower = interval[0]
+    positions = [r for r in (model.get("per_position") or []) if r is not None]
+    covered = sum(r >= bar for r in positions)
+    out.update(positions=len(positions), covered=covered)
+    if lower < floor or iia < bar or covered < COVERAGE * len(positions):
+        why = (f"lower bound {lower:.2f} not {FLOOR} above chance {chance:.2f}" if lower < floor
+               else f"IIA {iia:.2f} below {bar:.2f}" if iia < bar
+               else f"IIA reaches {bar:.2f} at {covered} of {len(positions)} positions, not {COVERAGE:.0%}")
+        carried = [s for s in named if s["role"] == "carries" and s["iia"] is not None and s["iia"] >= IMPLEMENTS]
+        own = construction if construction is not None else model
+        own_iia = own.get("iia") or 0.0
+        if carried and own_iia < IMPLEMENTS:
+            return {**out, "verdict": f"not found by DAS ({why}), but DAS misses the construction's own {what} too "
+                                      f"(its named site {carried[0]['site']}: IIA {carried[0]['iia']:.2f}; DAS there "
+                                      f"{own_iia:.2f}): no evidence of absence", "implements": None, "das_blind": True}
+        return {**out, "verdict": f"no linear subspace found that carries {what} ({why}; best at {model.get('hook')}, "
+                                  f"k = {model.get('k')})", "implements": False}
+    if null_upper is not None and lower <= null_upper:
+        return {**out, "verdict": f"cannot tell: random-init models searched the same way reach up to {null_upper:.2f} "
+                                  f"(the model's lower bound {lower:.2f})", "implements": None}
+    if out["readout_upper"] is not None and lower <= out["readout_upper"]:
+        return {**out, "verdict": f"readout: the unembedding's untrained basis at {model.get('hook')} does as well "
+                                  f"({out['readout_iia']:.2f}, upper bound {out['readout_upper']:.2f})",
+                "implements": None, "readout": True}
+    live = model.get("live_fraction")
+    if live is not None and live < DORMANT:
+        return {**out, "verdict": f"cannot tell: DAS reaches it at {model.get('hook')} with k = {model.get('k')}, but "
+                                  f"{1 - live:.0%} of its subspace lies where the activations never move (a dormant "
+                                  "direction can switch on a pathway real inputs never use)", "implements": None,
+                "dormant": True, "live_fraction": live}
+    return {**out, "verdict": f"implements {what} linearly: {model.get('k')} dimension(s) at {model.get('hook')}",
+            "implements": True, "live_fraction": live}
+
+
+def outcome(decision: Mapping[str, Any]) -> tuple:
+    """What a verdict decides, without its numbers: the key :func:`~sandbox_lens.interp.causal.evidence.stability`
+    compares across resamples."""
+    import re
+
+    return (decision.get("implements"), bool(decision.get("readout")), bool(decision.get("das_blind")),
+            re.sub(r"[-+]?\d[\d.,]*", "#", decision.get("verdict", "")))
+
+
+def with_stability(decision: Mapping[str, Any], share: float) -> dict[str, Any]:
+    """``decision`` with its stability (the share of resamples that give it); "inconclusive" below :data:`STABLE`."""
+    from sandbox_lens.interp.causal.evidence import STABLE
+
+    out = {**decision, "stability": share}
+    if share < STABLE:
+        return {**out, "verdict": f"inconclusive: '{decision['verdict']}' in only {share:.0%} of resamples of the pairs "
+                                  f"(a verdict needs {STABLE:.0%})", "implements": None, "inconclusive": True,
+                "readout": False}
+    return out

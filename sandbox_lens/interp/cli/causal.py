@@ -22,8 +22,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                                    "the automaton has them a cascade's levels, a 1-D gridworld's displacement and "
                                    "boundary, by name the prefix scan's window<l>; dyck: top, depth; ffl: bit): scans full interchange interventions over the residual stream, "
                                    "runs position-shared DAS at every hook and over k with a matched random-subspace "
-                                   "control and the null's DAS, measures the construction's own named sites, on "
-                                   "held-out pairs; writes align.json and align.png.")
+                                   "control, the untrained readout basis and five random-init nulls searched the same "
+                                   "way, measures the construction's own named sites; fitted, chosen and reported on "
+                                   "three disjoint splits of the pairs; writes align.json and align.png.")
     s.add_argument("--run", metavar="DIR", help="a run directory of `interp train` (a trained twin)")
     s.add_argument("--model", metavar="DIR", help="a model saved by `interp build`")
     s.add_argument("--construction", metavar="NAME", help="also scan this construction of the model's task, at its length")
@@ -31,7 +32,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
                         "position by position (recurrent: automata, ffl)")
     s.add_argument("--variable", metavar="NAME[,NAME]", help="only these variables (default: all the task's)")
-    s.add_argument("--pairs", type=int, default=256, help="training pairs for DAS; as many again held out")
+    s.add_argument("--pairs", type=int, default=128,
+                   help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
+                        "(3 × N drawn; default 128, at least 16)")
     s.add_argument("--das-steps", type=int, default=200, help="optimiser steps of each DAS fit (default 200)")
     s.add_argument("--k", default="1,2,4,8", help="DAS dimensions, comma-separated (default 1,2,4,8)")
     s.add_argument("--seed", type=int, default=0, help="seed of the pairs, the null and DAS")
@@ -41,14 +44,16 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 
 def _cmd_align(args: argparse.Namespace) -> int:
-    from sandbox_lens.interp.causal.align import align, high_level_of, null_of
+    from sandbox_lens.interp.causal.align import align, high_level_of, nulls_of
+    from sandbox_lens.interp.causal.evidence import MIN_SPLIT
     from sandbox_lens.interp.files import atomic_write, write_json
     from sandbox_lens.interp.viz import interchange_scans_png
 
     if bool(args.run) == bool(args.model):
         raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
-    if args.pairs < 8:
-        raise SandboxError(f"--pairs must be ≥ 8, got {args.pairs}")
+    if args.pairs < MIN_SPLIT:
+        raise SandboxError(f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
+                           f"use --pairs {MIN_SPLIT} or more")
     if args.das_steps < 1:
         raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
     try:
@@ -66,7 +71,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     high = high_level_of(model, args.high_level)  # refuses other tasks and the LSTM before any work
     variables = [high.variable(v.strip()) for v in args.variable.split(",") if v.strip()] if args.variable else None
     constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
-    null = null_of(model, args.seed) if model.card.construction == "trained" else None
+    null = nulls_of(model, args.seed) if model.card.construction == "trained" else None
     result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
                    das_steps=args.das_steps, seed=args.seed, variables=variables, progress=sys.stderr.isatty())
     out.mkdir(parents=True, exist_ok=True)
@@ -84,22 +89,31 @@ def _cmd_align(args: argparse.Namespace) -> int:
         print("  linear probe, readable / used (IIA of swapping its directions), by hook: "
               + ", ".join(f"{_short(r['hook'])} {r['probe_accuracy']:.2f} / {_f(r['iia'])}" for r in m["probes"]))
         d = m["das"]
-        print(f"  DAS (one subspace for every position), k = {d['k_max']}, by hook: "
-              + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"]))
-        for r in d["k"]:
-            print(f"  DAS at {_short(d['hook'])}, k = {r['k']}: IIA {_f(r['iia'])} {_ci(r['interval'])} "
-                  f"(random {r['k']}-dim subspace: {_f(r['random_subspace']['iia'])})")
-        bd = d["boundless"]
-        print(f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}")
+        if d["chosen"] is None:
+            print("  DAS: no hook before the last attention layer to search (a read-out variable)")
+        else:
+            print(f"  DAS (one subspace for every position), k = {d['k_max']}, select-split IIA by hook: "
+                  + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"]))
+            ch = d["chosen"]
+            print(f"  DAS chosen on the select split: {_short(ch['hook'])}, k = {ch['k']}; test IIA {_f(ch['test']['iia'])} "
+                  f"{_ci(ch['test']['interval'])} (random {ch['k']}-dim subspace {_f(ch['random_subspace']['iia'])}; "
+                  f"untrained readout basis there "
+                  f"{_f(next(r['iia'] for r in d['readout'] if r['hook'] == ch['hook']))})")
+            bd = d["boundless"]
+            print(f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}")
         if "null" in v:
-            print(f"  null (random init): DAS at {_short(d['hook'])}, k = {d['k_max']}: {_f(v['null']['das']['iia'])}; "
-                  f"best full swap {_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}")
+            nd = v["null"]["das"]
+            print(f"  nulls ({result['nulls']} random-init models searched the same way): DAS test IIA up to "
+                  f"{_f(nd['iia'])} (upper bound {_f(nd['upper'])}); best full swap "
+                  f"{_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}")
         for cname, c in v["constructions"].items():
             print(f"  {cname}: first sites {_sites(c['first_sites'])}")
-            print(f"  verdict against {cname} (full swaps): {c['verdict']['verdict']}")
-            print(f"  verdict against {cname} (DAS): {c['das_verdict']['verdict']}")
+            print(f"  verdict against {cname} (full swaps): {c['verdict']['verdict']} "
+                  f"(stability {c['verdict']['stability']:.0%})")
+            print(f"  verdict against {cname} (DAS): {c['das_verdict']['verdict']} "
+                  f"(stability {c['das_verdict'].get('stability', 1.0):.0%})")
         if "das_verdict" in v:
-            print(f"  verdict (DAS): {v['das_verdict']['verdict']}")
+            print(f"  verdict (DAS): {v['das_verdict']['verdict']} (stability {v['das_verdict'].get('stability', 1.0):.0%})")
     print(f"wrote {out / 'align.json'} and {out / 'align.png'} ({result['seconds']:.0f} s)")
     return 0
 
@@ -113,7 +127,8 @@ def summary(result: dict) -> dict:
             "first_sites": m["first_sites"], "ceiling": m["ceiling"],
             "named_sites": {s["site"]: s["iia"] for s in m["named_sites"]},
             "das_hook": m["das"]["hook"],
-            "das": [{"k": d["k"], "iia": d["iia"], "random": d["random_subspace"]["iia"]} for d in m["das"]["k"]],
+            "das": [{"k": d["k"], "iia": d["iia"], "test_iia": d["test"]["iia"], "random": d["random_subspace"]["iia"]}
+                    for d in m["das"]["k"]],
             "null_das": v.get("null", {}).get("das", {}).get("iia"),
             "verdicts": {c: {"full_swaps": r["verdict"]["verdict"], "das": r["das_verdict"]["verdict"]}
                          for c, r in v["constructions"].items()},

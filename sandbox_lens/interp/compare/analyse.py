@@ -297,10 +297,10 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
 def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, Any]:
     """Where the twin computes the state, causally, beside each construction and a random-init null, with
     the verdict per construction (sandbox_lens.interp.causal.align)."""
-    from sandbox_lens.interp.causal.align import align, null_of
+    from sandbox_lens.interp.causal.align import align, nulls_of
 
     twin = models[TWIN]
-    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=null_of(twin, seed),
+    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=nulls_of(twin, seed),
                  pairs=pairs, das_steps=100, seed=seed, progress=progress)
 
 

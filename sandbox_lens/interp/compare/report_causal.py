@@ -32,13 +32,17 @@ def causal_section(c: dict[str, Any] | None) -> str:
         return ""
     from sandbox_lens.interp.viz import interchange_scans_png  # the same picture `interp align` draws
 
+    pairs = c["pairs"]
     parts = [f"""<h2>Causal alignment: where each variable is computed</h2>
-<p class="note">Interchange interventions ({c['pairs']['held_out']} held-out pairs of {c['pairs']['length']} symbols):
-a site (the whole residual at a hook and position p, or a subspace of it) is set to its value on another word and
-the outputs are scored against the high-level model ({c['high_level_model']}) with the variable at p swapped, on the
-outputs the swap changes; intervals are Wilson 95 %. A probe shows a latent is readable; this shows where it is used.
-DAS learns one k-dimensional subspace shared by every position ({c.get('das_steps', '?')} steps per fit), beside a
-random subspace of the same k and the random-init null's DAS.</p>"""]
+<p class="note">Interchange interventions on three disjoint splits of {pairs.get('fit', '?')} / {pairs.get('select', '?')} /
+{pairs.get('test', pairs.get('held_out', '?'))} pairs of {pairs['length']} symbols: DAS is fitted on the first, sites, hooks
+and k are chosen on the second, and only the third is reported. A site (the whole residual at a hook and position p, or a
+subspace of it) is set to its value on another word and the outputs are scored against the high-level model
+({c['high_level_model']}) with the variable at p swapped, on the outputs the swap changes; intervals are 95 % bootstraps
+over the base words. A probe shows a latent is readable; this shows where it is used. DAS learns one k-dimensional
+subspace shared by every position ({c.get('das_steps', '?')} steps per fit), beside a random subspace of the same k, the
+untrained readout basis and {c.get('nulls', 1)} random-init models searched the same way; a verdict's stability is the
+share of resamples of the pairs that give it.</p>"""]
     for name, v in c["variables"].items():
         m = v["model"]
         parts.append(f"<h3>{html.escape(name)}</h3>")
@@ -56,14 +60,22 @@ random subspace of the same k and the random-init null's DAS.</p>"""]
             rows.append(["random init (null)", *(_short(v["null"]["first_sites"][p]) for p in positions)])
         parts.append("<h4>First full-swap site reaching IIA 0.95, per position</h4>"
                      + _table(["model", *[f"p = {p}" for p in positions]], rows))
-        das = [[d["k"], _fmt(d["iia"]), _interval(d["interval"]), _fmt(d["random_subspace"]["iia"])] for d in m["das"]["k"]]
-        null_das = v.get("null", {}).get("das")
-        parts.append(f"<h4>DAS at {html.escape(m['das']['hook'])} (the best hook; by hook, k = {m['das']['k_max']}: "
-                     + html.escape(", ".join(f"{_short(r['hook'])} {_fmt(r['iia'])}" for r in m["das"]["by_hook"]))
-                     + ")</h4>"
-                     + _table(["k", "IIA (changed, held out)", "95 % interval", "random k-dim subspace"], das)
-                     + (f"<p class='note'>Random-init null, DAS at the same hook with k = {null_das['k']}: "
-                        f"{_fmt(null_das['iia'])} {_interval(null_das['interval'])}.</p>" if null_das else ""))
+        if m["das"].get("chosen"):
+            das = [[d["k"], _fmt(d["iia"]), _fmt(d["test"]["iia"]), _interval(d["test"]["interval"]),
+                    _fmt(d["random_subspace"]["iia"])] for d in m["das"]["k"]]
+            readout = {r["hook"]: r for r in m["das"]["readout"]}
+            null_das = v.get("null", {}).get("das")
+            parts.append(f"<h4>DAS at {html.escape(m['das']['hook'])} (chosen on the select pairs; by hook, k = "
+                         f"{m['das']['k_max']}: "
+                         + html.escape(", ".join(f"{_short(r['hook'])} {_fmt(r['iia'])}" for r in m["das"]["by_hook"]))
+                         + ")</h4>"
+                         + _table(["k", "IIA (select)", "IIA (test)", "95 % interval", "random k-dim subspace"], das)
+                         + f"<p class='note'>The untrained readout basis there: "
+                           f"{_fmt(readout[m['das']['hook']]['iia'])} {_interval(readout[m['das']['hook']]['interval'])}."
+                         + (f" The random-init nulls, searched the same way: up to {_fmt(null_das['iia'])} "
+                            f"(upper bound {_fmt(null_das.get('upper'))})." if null_das else "") + "</p>")
+        else:
+            parts.append("<p class='note'>DAS: no hook before the last attention layer to search.</p>")
         if m.get("probes"):
             parts.append("<h4>Readable is not used: a linear probe per hook, and swapping its directions</h4>"
                          + _table(["hook", "probe accuracy (held out)", "directions", "IIA of swapping them"],

@@ -52,7 +52,7 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
     docstring); per variable, the per-seed numbers and their summaries."""
     from tqdm import tqdm
 
-    from sandbox_lens.interp.causal.align import align, null_of
+    from sandbox_lens.interp.causal.align import align, nulls_of
     from sandbox_lens.interp.causal.verdict import block_order
     from sandbox_lens.interp.evaluate import skyline
     from sandbox_lens.interp.stats import estimate, wilson_interval
@@ -67,16 +67,16 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
     per_seed: dict[str, list[dict[str, Any]]] = {}
     built: dict[str, dict[str, Any]] = {}  # the construction's own alignment, per variable (the same for every twin)
     started = time.perf_counter()
-    for s, twin in tqdm(twins.items(), disable=not progress, desc="aligning twins", unit="twin", leave=False):
-        r = align(twin, constructions=constructions, null=null_of(twin, s), pairs=pairs, ks=ks, das_steps=das_steps,
-                  seed=seed)
+    nulls = nulls_of(first, seed)  # one shape, one task, the same pairs: every twin beside the same nulls
+    for s, twin in tqdm(twins.items(), disable=not progress, desc="aligning twins", unit="twin"):
+        r = align(twin, constructions=constructions, null=nulls, pairs=pairs, ks=ks, das_steps=das_steps, seed=seed)
         for variable, v in r["variables"].items():
-            best = max(v["model"]["das"]["by_hook"], key=lambda d: -1.0 if d["iia"] is None else d["iia"])
+            best = v["model"]["das"]["chosen"] or {"hook": None, "test": {"iia": None}}
             firsts = [block_order(h) for h in v["model"]["first_sites"].values() if h is not None]
             c = next(iter(v["constructions"].values()), None)
             das_v = c["das_verdict"] if c else v["das_verdict"]
             per_seed.setdefault(variable, []).append({
-                "seed": s, "ceiling": v["model"]["ceiling"], "das_iia": best["iia"], "das_hook": best["hook"],
+                "seed": s, "ceiling": v["model"]["ceiling"], "das_iia": best["test"]["iia"], "das_hook": best["hook"],
                 "das_k": das_v.get("k"), "null_das_iia": v["null"]["das"]["iia"],
                 "null_best_full_swap": max((b for b in v["null"]["best"].values() if b is not None), default=None),
                 "median_first_block": float(np.median(firsts)) if firsts else None,
@@ -98,7 +98,7 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
             "construction_median_first_block": float(np.median(c_firsts)) if c_firsts else None,
             "construction_named_sites": [{k: s[k] for k in ("site", "role", "iia", "interval")}
                                          for s in (c["named_sites"] if c else [])],
-            "das_hooks": {h: sum(r["das_hook"] == h for r in rows) for h in sorted({r["das_hook"] for r in rows})},
+            "das_hooks": {h: sum(r["das_hook"] == h for r in rows) for h in sorted({r["das_hook"] for r in rows}, key=str)},
             "das_k": [r["das_k"] for r in rows],
             "implements": {"seeds": yes, "of": len(rows), "interval": wilson_interval(yes, len(rows))},
             "blind": sum(1 for r in rows if "no evidence of absence" in r["das_verdict"]),

@@ -1,0 +1,76 @@
+"""sandbox_lens.interp.causal.evidence and .search on synthetic numbers: disjoint splits, intervals that resample
+words (not outputs), stability, the readout basis and the two-stage choice."""
+
+import numpy as np
+import pytest
+
+from sandbox_lens.interp.causal.evidence import (MIN_SPLIT, STABLE, Counts, rate_interval, readout_basis, split_pairs,
+                                                 stability, summary)
+from sandbox_lens.interp.causal.highlevel import HighLevelError
+from sandbox_lens.interp.causal.search import K_TOLERANCE, choose
+from sandbox_lens.interp.stats import wilson_interval
+
+
+def test_three_disjoint_splits_and_a_refusal_below_the_minimum():
+    base = np.arange(100).reshape(50, 2)
+    splits = split_pairs(base, base + 1000)
+    parts = [splits.fit[0], splits.select[0], splits.test[0]]
+    assert sum(len(p) for p in parts) == 50 and splits.sizes() == {"fit": 16, "select": 17, "test": 17}
+    seen = [set(map(tuple, p)) for p in parts]
+    assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
+    assert all((s[1] == s[0] + 1000).all() for s in (splits.fit, splits.select, splits.test))  # pairs stay pairs
+    with pytest.raises(HighLevelError, match=f"--pairs {3 * MIN_SPLIT}"):
+        split_pairs(base[: 3 * MIN_SPLIT - 1], base[: 3 * MIN_SPLIT - 1])
+
+
+def test_an_interval_over_words_is_wider_than_wilson_over_correlated_outputs():
+    """Each word's 10 outputs all follow or all fail (one decision per word): the evidence is 60 words, not 600
+    outputs. The word bootstrap matches a binomial over words; Wilson over the pooled outputs is ~3x narrower."""
+    hits = np.repeat([10, 0], [36, 24])
+    counts = Counts(hits, np.full(60, 10))
+    lo, hi = rate_interval(counts)
+    w_lo, w_hi = wilson_interval(360, 600)
+    words_lo, words_hi = wilson_interval(36, 60)
+    assert counts.rate == 0.6 and lo < 0.6 < hi
+    assert (hi - lo) > 2.5 * (w_hi - w_lo)
+    assert abs((hi - lo) - (words_hi - words_lo)) < 0.05
+    assert rate_interval(Counts(np.zeros(5, int), np.zeros(5, int))) is None
+    assert summary(counts, resamples=0)["interval"] is None
+
+
+def test_stability_is_one_for_a_clear_effect_and_low_for_a_borderline_one():
+    rng = np.random.default_rng(0)
+
+    def counts(p, n=64):
+        return Counts(rng.binomial(8, p, size=n), np.full(n, 8))
+
+    def above(threshold):
+        return lambda s: s["test"]["model"]["interval"][0] > threshold
+
+    assert stability({"test": {"model": counts(0.99)}}, above(0.9)) == 1.0
+    borderline = counts(0.93)
+    edge = rate_interval(borderline)[0] - 1e-9  # the rule passes on all the words, by a hair
+    assert stability({"test": {"model": borderline}}, above(edge)) < STABLE
+    with pytest.raises(ValueError, match="different words"):
+        stability({"test": [counts(0.5, 10), counts(0.5, 11)]}, above(0.5))
+
+
+def test_the_choice_takes_the_best_hook_then_the_smallest_k_within_tolerance():
+    candidates = [("h0", 8, 0.5), ("h1", 8, 0.97), ("h2", 8, 0.97), ("h1", 1, 0.6), ("h1", 2, 0.98 - K_TOLERANCE),
+                  ("h1", 4, 0.98)]
+    assert choose(candidates, 8) == 4  # h1 (first on the tie), then k = 2: within the tolerance of k = 4's 0.98
+    assert choose([("h0", 8, None), ("h1", 8, 0.1)], 8) == 1
+
+
+def test_the_readout_basis_spans_the_unembedding_differences():
+    from sandbox_lens.constructions import build_model
+    from sandbox_lens.interp.causal.highlevel import high_level_of
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+    model = build_model("modular_counter", get_automaton("C3"), 8)
+    basis = readout_basis(model, high_level_of(model))
+    assert basis.shape[1] == 2  # three states: two differences
+    assert np.allclose(basis.T @ basis, np.eye(2), atol=1e-6)
+    w = model.W_U.detach().numpy().astype(np.float64)
+    centred = w - w.mean(axis=1, keepdims=True)
+    assert np.allclose(basis @ (basis.T @ centred), centred, atol=1e-4)  # every difference lies in its span
