@@ -19,7 +19,7 @@ VENVAC  := .venv-ac
 PYAC    := $(VENVAC)/bin/python
 STAMPAC := $(VENVAC)/.installed-stamp
 
-.PHONY: demo test docs test-slow test-gpu test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
+.PHONY: dist demo test docs test-slow test-gpu test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ $(STAMPAC): pyproject.toml
 	@$(PYAC) -c "import torch" 2>/dev/null || $(PYAC) -m pip install -q $(TORCH_INSTALL)
 	$(PYAC) -m pip install -q -e ".[dev,auto-circuit]" "transformer-lens>=3.9,<3.10"
 	@touch $(STAMPAC)
+
+# A wheel and an sdist in dist/ (pip install dist/sandbox_lens-*.whl; TransformerLens 3.9 or 4.x, whichever pip picks).
+dist: $(STAMP)
+	$(PY) -m pip install -q build
+	$(PY) -m build --outdir dist .
 
 # The main job: three exact Dyck constructions vs a twin trained here, one report.
 demo: $(STAMP)

@@ -70,7 +70,8 @@ napoleon_numpy_docstring = False
 #: source is unchanged since is rendered from them instead of being executed a second time
 EXECUTED = HERE / "_build" / "executed"
 DOWNLOAD = ("{{download}}`Download this tutorial as a notebook <notebooks/{stem}.ipynb>` · to run it in Colab or a "
-            "fresh Jupyter, first run `%pip install sandbox-lens` (or `pip install .` in a clone of the repository).")
+            "fresh Jupyter, first install the package from a clone of the repository (`pip install .`) or from a "
+            "wheel built there (`make dist`, then `%pip install sandbox_lens-*.whl`).")
 
 
 def source_hash(text: str) -> str:

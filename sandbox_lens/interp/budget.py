@@ -111,8 +111,8 @@ def progress(iterable=None, *, total: int | None = None, desc: str = "", unit: s
     """The bar for work that passed :func:`require`: a tqdm bar with its rate and ETA on stderr, shown when
     ``show`` (the caller's ``progress``) and the work has at least ``at_least`` steps (one step needs no
     ETA). Works as tqdm does: wrap an iterable, or ``update`` it by hand."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     n = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
-    return tqdm(iterable, total=n, desc=desc, unit=unit, dynamic_ncols=True, leave=False,
+    return progress_bar(iterable, total=n, desc=desc, unit=unit, dynamic_ncols=True, leave=False,
                 disable=not show or (n is not None and n < at_least))

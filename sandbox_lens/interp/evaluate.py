@@ -123,7 +123,7 @@ def score_batch(model, task: dict[str, Any], shift: Shift, batch: Any) -> dict[s
 def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEFAULT_SAMPLES,
              seed: int = 0, progress: bool = False) -> list[dict[str, Any]]:
     """Every model on the same inputs of every shift; one row per (model, shift)."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     if samples < 1:
         raise ShiftError("--samples must be ≥ 1")
@@ -146,7 +146,7 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
             lower="--samples")
     score = resolve(kind.evaluator or "sandbox_lens.interp.evaluate:score_batch")
     rows = []
-    for i, shift in enumerate(tqdm(shifts, disable=not progress, desc="shifts", unit="shift", leave=False)):
+    for i, shift in enumerate(progress_bar(shifts, disable=not progress, desc="shifts", unit="shift", leave=False)):
         inputs = kind.draw(task, shift, samples, seed + i)
         for name, model in models.items():
             rows.append({"model": name, **score(model, task, shift, inputs)})

@@ -131,6 +131,27 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float) -> tu
     return w.detach().numpy(), b.detach().numpy()
 
 
+def _fit_logistic_quick(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float) -> tuple[np.ndarray, np.ndarray]:
+    """The same objective as :func:`_fit_logistic` by SciPy's L-BFGS-B on an analytic gradient (no autograd per
+    step: ~50x faster on small probes); used where only held-out accuracy is read (choosing the L2 strength)."""
+    from scipy.optimize import minimize
+    from scipy.special import log_softmax, softmax
+
+    n, d = x.shape
+    onehot = np.eye(n_classes)[y]
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes:]
+        z = x @ w + b
+        value = -(onehot * log_softmax(z, axis=1)).sum() / n + l2 * (w * w).sum()
+        g = (softmax(z, axis=1) - onehot) / n
+        return value, np.concatenate([(x.T @ g + 2 * l2 * w).ravel(), g.sum(axis=0)])
+
+    theta = minimize(loss, np.zeros(d * n_classes + n_classes), jac=True, method="L-BFGS-B",
+                     options={"maxiter": 200}).x
+    return theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes:]
+
+
 def probe_directions(x: np.ndarray, y: np.ndarray, n_classes: int,
                      l2: float = DEFAULT_L2["logistic"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A multinomial logistic probe of ``y`` (``[n]`` class indices) on ``x`` (``[n, d]``): (an orthonormal basis
@@ -157,7 +178,7 @@ def probe_directions_cv(x: np.ndarray, y: np.ndarray, n_classes: int, grid: Sequ
         right = 0
         for f in range(folds):
             tr, te = fold != f, fold == f
-            w, b = _fit_logistic(x[tr], y[tr], n_classes, l2)
+            w, b = _fit_logistic_quick(x[tr], y[tr], n_classes, l2)
             right += int(((x[te] @ w + b).argmax(1) == y[te]).sum())
         accuracy[l2] = right / len(y)
     best = max(accuracy.values())

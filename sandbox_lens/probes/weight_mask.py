@@ -128,7 +128,7 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
     """
     import torch
     from torch.func import functional_call
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     targets = list(targets)
     if not targets:
@@ -164,7 +164,7 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
             return torch.log_softmax(target(tokens, return_type="logits").double(), -1).float().clone()
 
     trace = []
-    for step in tqdm(range(steps), disable=not progress, desc="weight mask", unit="step", leave=False):
+    for step in progress_bar(range(steps), disable=not progress, desc="weight mask", unit="step", leave=False):
         tokens = on(large, np.asarray(batches(step), dtype=np.int64))
         losses = []
         for target, sc in zip(targets, scores):

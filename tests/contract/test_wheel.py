@@ -33,7 +33,8 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
-    source = {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    source = {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
+              if p.suffix == ".py" or p.name == "py.typed"}
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -41,6 +42,8 @@ def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
     assert source - packaged == set(), f"missing from the wheel: {sorted(source - packaged)[:10]}"
     assert packaged - source == set(), f"in the wheel but not in the tree: {sorted(packaged - source)[:10]}"
     assert "interp = sandbox_lens.interp.cli:main" in entry_points
+    assert "sandbox_lens/py.typed" in packaged  # typed (PEP 561)
+    assert not {n.split("/")[0] for n in names} & {"interp", "constructions", "probes"}  # one import root
     with zipfile.ZipFile(wheel) as z:
         metadata = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         assert any(n.endswith("licenses/LICENSE") for n in z.namelist())

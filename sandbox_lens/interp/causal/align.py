@@ -30,14 +30,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, Counts, PairSplits, readout_basis, site_counts,
-                                                 split_pairs, stability, summarised, summary)
+from sandbox_lens.interp.causal.evidence import (PairSplits, readout_basis, site_counts, split_pairs, stability,
+                                                 summaries, summarised, summary)
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
 from sandbox_lens.interp.causal.interchange import Site, pooled_iia, word_pairs
-from sandbox_lens.interp.causal.localise import residual_hooks, scan_counts
+from sandbox_lens.interp.causal.localise import (null_best, residual_hooks, scan_splits, site_bar, swap_numbers,
+                                                swap_verdict)
 from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
-from sandbox_lens.interp.causal.verdict import (FLOOR, IMPLEMENTS, MIN_OUTPUTS, block_order, das_verdict, outcome,
-                                                verdict, with_stability)
+from sandbox_lens.interp.causal.verdict import block_order, das_verdict, outcome, with_stability
 
 __all__ = ["align", "high_level_of", "null_of", "nulls_of", "named_sites", "off_circuit_ablation", "probe_sites",
            "NULLS"]
@@ -113,24 +113,25 @@ def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[A
         null_scans.append(dict(scanned))
         null_fits.append(searched)
     if nulls:
-        v["null"] = {**{k: x for k, x in null_scans[0].items() if k != "_raw"}, "best": _null_best(null_scans),
+        v["null"] = {**{k: x for k, x in null_scans[0].items() if k != "_raw"}, "best": null_best(null_scans),
                      "das": _null_das(null_fits, seed)}
     v["constructions"] = {}
     for name, other in constructions.items():
         c = _analysed(other, high, splits, progress, name, variable)
-        carries = sorted({s["hook"] for s in c["named_sites"] if s["role"] == "carries"})
+        # the construction's own sites where the model's DAS searched: there DAS must find what they carry
+        carries = sorted({s["hook"] for s in c["named_sites"] if s["role"] == "carries" and s["hook"] in hooks})
         c_fits = das_search(other, high, splits, carries, ks, steps, seed, variable, progress, f"DAS, {name}") \
             if carries else []
         c["das"] = {"hooks": carries, "chosen": fit_json(chosen(c_fits), seed) if c_fits else None}
-        c["verdict"] = _swap_verdict(m["_raw"], [n["_raw"] for n in null_scans], c, chance, variable, trivial, seed)
+        c["verdict"] = swap_verdict(m["_raw"], [n["_raw"] for n in null_scans], c, chance, variable, trivial, seed)
         c["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
-                                         named=c["named_sites"],
+                                         named=[x for x in c["named_sites"] if x["hook"] in hooks],
                                          construction=c["das"]["chosen"]["test"] if c_fits else {"iia": None})
         c.pop("_raw")
         v["constructions"][name] = c
     if not constructions:
         v["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
-                                         named=m["named_sites"])
+                                         named=[x for x in m["named_sites"] if x["hook"] in hooks])
     for r in [m, *null_scans]:
         r.pop("_raw", None)
     return v
@@ -178,12 +179,8 @@ def _das_decision(fits: Sequence[Fit], null_fits: Sequence[Sequence[Fit]], reado
         return das_verdict(model, null_tests, s["test"]["readout"][pick.hook], chance=chance, ceiling=ceiling,
                            variable=variable, construction=construction, named=named)
 
-    full = rule({name: _summaries(g, seed, name == "test") for name, g in groups.items()})
+    full = rule({name: summaries(g, seed, name == "test") for name, g in groups.items()})
     return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed))
-
-
-def _summaries(structure: Any, seed: int, intervals: bool) -> Any:
-    return summarised(structure, None, seed, BOOTSTRAP if intervals else 0)
 
 
 def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fit], readout: dict[str, Any],
@@ -195,13 +192,28 @@ def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fi
                 "readout": [], "boundless": None}
     k_max = max(f.k for f in fits)
     pick = chosen(fits)
+    angles = _angles_to_named(model, pick, variable)
     return {"shared_over_positions": True, "k_max": k_max, "hook": pick.hook,
             "by_hook": [fit_json(f, seed) for f in fits if f.k == k_max],
             "k": sorted((fit_json(f, seed) for f in fits if f.hook == pick.hook), key=lambda r: r["k"]),
-            "chosen": fit_json(pick, seed),
+            "chosen": {**fit_json(pick, seed), "angles_to_named": angles},
             "readout": [{"hook": h, "k": int(readout_basis(model, high).shape[1]), **summary(c, seed)}
                         for h, c in readout.items()],
             "boundless": _boundless_at(model, high, pick.hook, splits, steps, seed, variable)}
+
+
+def _angles_to_named(model: Any, fit: Fit, variable: str) -> dict[str, list[float]]:
+    """Principal angles (degrees) between the chosen DAS subspace and each named subspace the model's card puts
+    ``variable`` in at that hook (a construction, rotated or not; an imposed twin): min(k, k_named) angles, all
+    ~0 where the DAS subspace contains the proof's. Empty for a plain twin."""
+    from sandbox_lens.interp.causal.das import principal_angles
+    from sandbox_lens.interp.causal.interchange import construction_sites
+
+    out = {}
+    for entry, site in construction_sites(model, variable):
+        if entry["role"] == "carries" and site.hook == fit.hook:
+            out[site.name] = [round(float(a), 2) for a in principal_angles(fit.basis, site.basis)]
+    return out
 
 
 def _null_das(null_fits: Sequence[Sequence[Fit]], seed: int) -> dict[str, Any]:
@@ -268,75 +280,15 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
     return rows
 
 
-def _scans(model: Any, high: HighLevel, splits: PairSplits, progress: bool, variable: str) -> dict[str, Any]:
-    """Full swaps at every (residual hook, position) on the select and the test split, as grids of
-    :class:`~sandbox_lens.interp.causal.evidence.Counts` ``[hook][position]``."""
-    out: dict[str, Any] = {}
-    for name in ("select", "test"):
-        r = scan_counts(model, high, *getattr(splits, name), progress=progress, variable=variable)
-        out[name] = [[Counts(r["hits"][i, j], r["outputs"][i, j]) for j in range(len(r["positions"]))]
-                     for i in range(len(r["hooks"]))]
-        out.update(hooks=r["hooks"], positions=r["positions"], **{f"ceiling_{name}": r["ceiling"]})
-    return out
-
-
-def _swap_numbers(select: Sequence[Sequence[dict]], test: Sequence[Sequence[dict]], hooks: Sequence[str],
-                  positions: Sequence[int], bar: float) -> tuple[dict[int, float | None], dict[int, str | None]]:
-    """Per position, from grids of summaries: the test IIA at the hook the select split rates best, and the first
-    hook whose select IIA reaches ``bar`` (None where the test split has fewer than MIN_OUTPUTS changed outputs)."""
-    best: dict[int, float | None] = {}
-    first: dict[int, str | None] = {}
-    for j, p in enumerate(positions):
-        rates = [select[i][j]["iia"] for i in range(len(hooks))]
-        if all(r is None for r in rates) or max(test[i][j]["outputs"] for i in range(len(hooks))) < MIN_OUTPUTS:
-            best[int(p)], first[int(p)] = None, None
-            continue
-        top = max(range(len(hooks)), key=lambda i: (-1.0 if rates[i] is None else rates[i], -i))
-        best[int(p)] = test[top][j]["iia"]
-        first[int(p)] = next((hooks[i] for i, r in enumerate(rates) if r is not None and r >= bar), None)
-    return best, first
-
-
-def _null_best(null_scans: Sequence[dict[str, Any]]) -> dict[int, float | None]:
-    """Per position, the largest of the nulls' best full-swap IIA (each chosen on its select split)."""
-    out: dict[int, float | None] = {}
-    for scan in null_scans:
-        for p, value in scan["best"].items():
-            if value is not None:
-                out[p] = max(value, out.get(p) or 0.0)
-            else:
-                out.setdefault(p, None)
-    return out
-
-
-def _swap_verdict(raw: dict[str, Any], null_raw: Sequence[dict[str, Any]], construction: dict[str, Any],
-                  chance: float, variable: str, trivial: float | None, seed: int) -> dict[str, Any]:
-    """The full-swap verdict (:func:`~sandbox_lens.interp.causal.verdict.verdict`): sites chosen on the select split,
-    IIA read on the test split, the nulls chosen the same way; with its stability under resampling both."""
-    ceiling = raw["ceiling_test"]
-    bar = _bar(ceiling, chance)
-    groups = {name: {"model": raw[name], "nulls": [r[name] for r in null_raw]} for name in ("select", "test")}
-
-    def rule(s: dict[str, Any]) -> dict[str, Any]:
-        best, first = _swap_numbers(s["select"]["model"], s["test"]["model"], raw["hooks"], raw["positions"], bar)
-        nulls = [{"best": _swap_numbers(sel, test, r["hooks"], r["positions"], _bar(1.0, chance))[0]}
-                 for sel, test, r in zip(s["select"]["nulls"], s["test"]["nulls"], null_raw)]
-        return verdict(best, first, construction["first_sites"], _null_best(nulls), variable, trivial, ceiling,
-                       chance=chance)
-
-    full = rule({name: _summaries(g, seed, False) for name, g in groups.items()})
-    return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed, intervals=()))
-
-
 def _analysed(model: Any, high: HighLevel, splits: PairSplits, progress: bool, title: str, variable: str,
               probes: bool = True, named: bool = True, raw: dict[str, Any] | None = None) -> dict[str, Any]:
     """One model's full-swap scan (sites chosen on the select split, IIA reported on the test split), its named
     sites and probes; ``raw`` the scans' counts (``_raw`` in the result, dropped before it is written)."""
-    raw = raw or _scans(model, high, splits, progress, variable)
+    raw = raw or scan_splits(model, high, splits, progress, variable)
     ceiling = raw["ceiling_test"]
     select = summarised(raw["select"], None, 0, 0)
     test = summarised(raw["test"], None, 0, 0)
-    best, first = _swap_numbers(select, test, raw["hooks"], raw["positions"], _bar(ceiling, _chance(model, high)))
+    best, first = swap_numbers(select, test, raw["hooks"], raw["positions"], site_bar(ceiling, _chance(model, high)))
     r = {"title": title, "ceiling": ceiling, "best": best, "first_sites": first, "_raw": raw,
          "scan": {"hooks": raw["hooks"], "positions": [int(p) for p in raw["positions"]], "split": "test",
                   "iia": [[c["iia"] for c in row] for row in test], "outputs": [[c["outputs"] for c in row] for row in test]}}
@@ -365,7 +317,7 @@ def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarra
     """IIA (changed outputs, pooled over every position) at each site ``model``'s card names for ``variable``
     (:func:`sandbox_lens.interp.causal.interchange.construction_sites`), with its role: ``carries`` should reach 1, ``inert``
     should change nothing. Empty for a trained model."""
-    from sandbox_lens.interp.causal.interchange import construction_sites, own_predictions, pooled_iia, source_activations
+    from sandbox_lens.interp.causal.interchange import construction_sites, own_predictions, source_activations
 
     sites = construction_sites(model, variable)
     if not sites:
@@ -374,12 +326,6 @@ def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarra
     own = own_predictions(model, base, high.readout)
     return [{**pooled_iia(model, high, site, base, source, variable, activations, own), "subspace": entry["subspace"],
              "role": entry["role"], "note": entry.get("note", "")} for entry, site in sites]
-
-
-def _bar(ceiling: float | None, chance: float) -> float:
-    """The IIA at which a site carries a variable: :data:`IMPLEMENTS` × the model's accuracy, never below chance +
-    :data:`~sandbox_lens.interp.causal.verdict.FLOOR`."""
-    return max(IMPLEMENTS * min(1.0, ceiling or 1.0), chance + FLOOR)
 
 
 def _chance(model: Any, high: HighLevel) -> float:

@@ -28,7 +28,7 @@ from sandbox_lens.interp.stats import CONFIDENCE
 from sandbox_lens.interp.streams import Stream, rng
 
 __all__ = ["PairSplits", "split_pairs", "Counts", "site_counts", "rate_interval", "summary", "readout_basis",
-           "stability", "summarised", "MIN_SPLIT", "BOOTSTRAP", "RESAMPLES", "STABLE"]
+           "stability", "summarised", "summaries", "MIN_SPLIT", "BOOTSTRAP", "RESAMPLES", "STABLE"]
 
 #: The fewest pairs a split may have.
 MIN_SPLIT = 16
@@ -203,3 +203,8 @@ def stability(groups: Mapping[str, Any], rule: Callable[[Mapping[str, Any]], Has
                                        seed, INNER if name in intervals else 0) for name, s in groups.items()}
         same += rule(resampled) == full
     return same / resamples
+
+
+def summaries(structure: Any, seed: int = 0, intervals: bool = True) -> Any:
+    """:func:`summarised` of all the words (intervals only when ``intervals``)."""
+    return summarised(structure, None, seed, BOOTSTRAP if intervals else 0)

@@ -54,12 +54,12 @@ def _fit(model: Any, high: HighLevel, hook: str, k: int, splits: PairSplits, ste
 def das_search(model: Any, high: HighLevel, splits: PairSplits, hooks: Sequence[str], ks: Sequence[int], steps: int,
                seed: int, variable: str, progress: bool = False, desc: str = "DAS") -> list[Fit]:
     """Every subspace the two-stage search fits (see the module docstring), in the order fitted."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     ks = sorted(k for k in set(ks) if k <= model.cfg.d_model) or [model.cfg.d_model]
     k_max = ks[-1]
     activations = {name: source_activations(model, getattr(splits, name)[1], list(hooks)) for name in ("select", "test")}
-    bar = tqdm(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"{desc} ({variable})", unit="fit")
+    bar = progress_bar(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"{desc} ({variable})", unit="fit")
     fits = []
     for hook in hooks:
         fits.append(_fit(model, high, hook, k_max, splits, steps, seed, variable, activations))

@@ -65,13 +65,13 @@ def acdc_search(graph: Graph, distance: Callable[[set[Edge]], float], threshold:
                 progress: bool = False) -> tuple[set[Edge], np.ndarray, int, list[str]]:
     """The search itself, on any ``distance`` (removed edges → how far the circuit is from the full model,
     0 for nothing removed): (removed edges, signed change per edge or NaN, removals tried, removal order)."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     removed: set[Edge] = set()
     effects = np.full(len(graph.edges), np.nan)
     tried, order = 0, []
     current = distance(set())
-    bar = tqdm(total=len(graph.edges), disable=not progress, desc="ACDC", unit="edge", leave=False)
+    bar = progress_bar(total=len(graph.edges), disable=not progress, desc="ACDC", unit="edge", leave=False)
     for receiver, incoming in receiver_order(graph):
         alive = receiver == "logits" or any(e.sender == receiver and e not in removed for e in graph.edges)
         for e in incoming:

@@ -34,14 +34,14 @@ def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None =
     group runs from that block on, from the clean run's residual, many edges side by side (one copy of
     the batch each, patched through its own delta on the receiver's input). ``batched=False`` runs one
     full forward pass per edge: the reference the batched scores are tested against."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     edges = list(patcher.graph.edges if edges is None else edges)
     source = patcher.source(pairs, "resample") if source is None else source
     out = np.zeros(len(edges))
     with exact_precision():
         if not batched:
-            for j, e in enumerate(tqdm(edges, disable=not progress, desc="path patching", unit="edge", leave=False)):
+            for j, e in enumerate(progress_bar(edges, disable=not progress, desc="path patching", unit="edge", leave=False)):
                 out[j] = patcher.effect(pairs, patcher.run(pairs.clean, [e], source)[0], metric)
             return out
         state = patcher.clean_state(pairs.clean)
@@ -50,7 +50,7 @@ def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None =
         for j, e in enumerate(edges):
             if connected[patcher.graph.index[e]]:  # the others leave every output as it was: effect 0
                 by_layer[patcher.start_layer([e])].append(j)
-        bar = tqdm(total=len(edges), disable=not progress, desc="path patching", unit="edge", leave=False)
+        bar = progress_bar(total=len(edges), disable=not progress, desc="path patching", unit="edge", leave=False)
         for layer, members in sorted(by_layer.items()):
             step = _copies(patcher, pairs.clean, layer)
             for first in range(0, len(members), step):
@@ -82,7 +82,7 @@ def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_po
                   source: dict[str, Any] | None = None) -> dict[str, Any]:
     """The effect of patching each node's output (all its outgoing edges) with ``kind`` (or with the values
     in ``source``, when given); with ``per_position``, also at each token position alone (``[node, position]``)."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     g = patcher.graph
     source = patcher.source(pairs, kind) if source is None else source
@@ -99,7 +99,7 @@ def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_po
     effects = np.zeros(len(settings))
     step = _chunk(len(settings), patcher.model, pairs.clean)
     with exact_precision():
-        for start in tqdm(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
+        for start in progress_bar(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
             logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
             for j in range(len(logits)):
                 effects[start + j] = patcher.effect(pairs, logits[j], metric)

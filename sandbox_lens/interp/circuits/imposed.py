@@ -64,7 +64,7 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
     percentile-bootstrap interval (:func:`sandbox_lens.interp.stats.bootstrap_interval`), and the seconds per run."""
     import time
 
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     from sandbox_lens.interp.circuits.analyse import analyse
     from sandbox_lens.interp.errors import SandboxError
@@ -74,7 +74,7 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
     if model.card.construction != "trained" or not alignment:
         raise SandboxError("an imposed-circuit board needs a twin trained with `interp train --align`")
     rows = []
-    bar = tqdm(total=len(methods) * len(seeds), disable=not progress, desc="imposed circuit", unit="run")
+    bar = progress_bar(total=len(methods) * len(seeds), disable=not progress, desc="imposed circuit", unit="run")
     for method in methods:
         runs, seconds = [], []
         for seed in seeds:

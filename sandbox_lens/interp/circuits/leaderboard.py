@@ -53,12 +53,12 @@ def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings
                     seeds: Sequence[int], pairs: int = 32, threshold: float = 0.01, steps: int = 16,
                     progress: bool = False) -> dict[str, Any]:
     """Every (family, setting, method) cell over ``seeds``: the board :func:`markdown` renders."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     from sandbox_lens.interp.model.hooked import to_hooked
 
     rows = []
-    bar = tqdm(total=len(families) * len(settings) * len(methods), disable=not progress, desc="leaderboard", unit="cell")
+    bar = progress_bar(total=len(families) * len(settings) * len(methods), disable=not progress, desc="leaderboard", unit="cell")
     started = time.perf_counter()
     for family in families:
         spec = family.build()

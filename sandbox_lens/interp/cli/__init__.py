@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from sandbox_lens.interp.cli import analysis, causal, circuits, constructions, experiments, training
 from sandbox_lens.interp.cli.common import Parser
 from sandbox_lens.interp.errors import Interrupted, SandboxError
+from sandbox_lens.interp.progress import QUIET_ENV, heartbeat
 
 __all__ = ["main"]
 
@@ -38,6 +39,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
     p.add_argument("--threads", type=int, metavar="N",
                    help="torch CPU threads (default: 1 for the commands that train or analyse small models — "
                         f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bars or progress lines (off a terminal, long work prints a line at least every "
+                        "30 s otherwise)")
     p.add_argument("--device", metavar="cpu|cuda|auto",
                    help="where models run (default cpu; auto: CUDA when present). Honoured by "
                         f"{', '.join(sorted(ON_DEVICE))}; the other commands run no model")
@@ -113,12 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous_term = _terminate_like_interrupt()
     from sandbox_lens.interp.model.device import ENV
 
-    previous_device = os.environ.get(ENV)
+    previous_device, previous_quiet = os.environ.get(ENV), os.environ.get(QUIET_ENV)
     try:
         device = _device(args.command, args.device)
         if device is not None:
             os.environ[ENV] = device  # inherited by a sweep's worker processes
-        return handler(args)
+        if args.quiet:
+            os.environ[QUIET_ENV] = "1"  # inherited by a sweep's worker processes too
+        with heartbeat(f"interp {args.command}"):
+            return handler(args)
     except Interrupted as e:
         print(f"interp: {e}", file=sys.stderr)
         return 128 + e.signum
@@ -142,10 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"interp: error: file-system error{where}: {e.strerror or e}", file=sys.stderr)
         return 2
     finally:
-        if previous_device is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = previous_device
+        for name, value in ((ENV, previous_device), (QUIET_ENV, previous_quiet)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if previous_term is not None:
             signal.signal(signal.SIGTERM, previous_term)
         warnings.showwarning = previous_showwarning

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from sandbox_lens.interp.compare.config import CompareConfig
 from sandbox_lens.interp.errors import SandboxError
@@ -59,7 +60,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise SandboxError(f"--length must be ≥ {kind.min_length} for {kind.name} tasks, got {args.length} "
                            f"(leave it out for the default)")
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
-    report = compare(comparison, Path(args.out), config, progress=sys.stderr.isatty())
+    report = compare(comparison, Path(args.out), config, progress=progress_wanted())
     t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
     if t.get("reached_target") is False:
         print(f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "
@@ -91,7 +92,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         exact = skyline(model, top)
         if exact is not None:
             models[f"{exact.card.construction} (exact)"] = exact
-    rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=sys.stderr.isatty())
+    rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=progress_wanted())
     result = {"source": str(args.run or args.model), "kind": kind.name, "task": card.task, "samples": args.samples,
               "seed": args.seed, "rows": rows}
     if args.out:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -73,7 +73,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
     null = nulls_of(model, args.seed) if model.card.construction == "trained" else None
     result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
-                   das_steps=args.das_steps, seed=args.seed, variables=variables, progress=sys.stderr.isatty())
+                   das_steps=args.das_steps, seed=args.seed, variables=variables, progress=progress_wanted())
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", result)
     atomic_write(out / "align.png", interchange_scans_png(result))

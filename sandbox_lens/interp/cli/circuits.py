@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -151,7 +151,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     result = analyse(model, args.method, truth, threshold=args.threshold, metric=args.metric, acdc_mode=args.acdc_mode,
                      steps=args.steps, per_position=args.per_position, curve=not args.no_curve, level=args.level,
                      engine=args.engine,
-                     progress=sys.stderr.isatty(), **settings)
+                     progress=progress_wanted(), **settings)
     alignment = model.card.options.get("alignment") if model.card.construction == "trained" else None
     if alignment:  # a twin trained with --align: its imposed circuit is a ground truth of nodes
         from sandbox_lens.interp.circuits.imposed import score_imposed

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.tasks.kinds import task_kind
@@ -66,7 +66,7 @@ def _cmd_decompose(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
     a = load_automaton(args)
-    cascade = holonomy_cascade(a, progress=sys.stderr.isatty())  # refusals are one line, before anything is written
+    cascade = holonomy_cascade(a, progress=progress_wanted())  # refusals are one line, before anything is written
     out = Path(args.out)
     atomic_write(out, (json.dumps(cascade.to_dict(), indent=1, ensure_ascii=False) + "\n").encode())
     sizes = " × ".join(str(lv.automaton.n_states) for lv in cascade.levels)
@@ -250,7 +250,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         accepts = task_kind(target.task).verify_accepts
         automaton = source if "automaton" in accepts else None
     r = verify(target, automaton, args.length, samples=args.samples, exhaustive_upto=args.exhaustive_upto,
-               seed=args.seed, dtype=args.dtype, progress=sys.stderr.isatty(), forward=args.forward)
+               seed=args.seed, dtype=args.dtype, progress=progress_wanted(), forward=args.forward)
     if args.json:
         print(json.dumps(r.to_dict()))
         return 0 if r.exact else 1

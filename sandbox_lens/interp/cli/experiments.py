@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["register"]
@@ -81,13 +82,13 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         for name, e in EXPERIMENTS.items():
             print(f"{name} ...", file=sys.stderr)
             r = run_experiment(e, Path(args.out) / name, quick=args.quick, seeds=seeds, backend=args.backend,
-                               workers=args.workers, progress=sys.stderr.isatty())
+                               workers=args.workers, progress=progress_wanted())
             _summary(r, Path(args.out) / name)
         print(f"index -> {write_index(args.out, list(EXPERIMENTS))}")
         return 0
     e = get_experiment(args.name)
     r = run_experiment(e, args.out, quick=args.quick, seeds=seeds, backend=args.backend, workers=args.workers,
-                       progress=sys.stderr.isatty(), options=options)
+                       progress=progress_wanted(), options=options)
     _summary(r, Path(args.out))
     return 0
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import warnings
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
+from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig
@@ -58,13 +58,57 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--samples", type=int, default=64, help="words for the probes and reference scores (default 64)")
     s.add_argument("--seed", type=int, default=0, help="seed of the probe words")
     s.add_argument("--causal-pairs", type=int, default=0, metavar="N",
-                   help="also align every twin causally (interp align) on N pairs, and as many held out, beside its "
-                        "random-init null and the exact construction; per-variable summaries over seeds (0: skip)")
+                   help="also align every twin causally (interp align) on N pairs per split (fit, select, test), beside "
+                        "five random-init nulls and the exact construction; per-variable summaries over seeds (0: skip)")
     s.add_argument("--das-steps", type=int, default=150, help="optimiser steps of each DAS fit (default 150)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
-    return {"train": _cmd_train, "population": _cmd_population}
+    s = sub.add_parser("adopt", help="bring your own model: a TransformerLens state dict and its config, trained "
+                                     "elsewhere, saved with a card so every command takes it (--model DIR)",
+                       description="Reads a state dict (torch.save(model.state_dict()) as .pt, or .safetensors) and its "
+                                   "HookedTransformerConfig as JSON, checks them against the task (vocabulary, logits, "
+                                   "context), and saves the model like a twin (model.json + model.safetensors): then "
+                                   "`interp verify|align|evaluate|circuit --model DIR` work on it. The model must read "
+                                   "PREFIX + one token per input symbol and give the task's outputs as its first logits.")
+    s.add_argument("task", choices=kind_names(aliases=False), help="the task it was trained on")
+    add_kind_options(s, "train_options")
+    s.add_argument("--length", "-T", type=int, help=f"its training length (defaults: {kinds_help('default_length')})")
+    s.add_argument("--state-dict", required=True, metavar="FILE", help="the weights (.pt, .pth or .safetensors)")
+    s.add_argument("--config", required=True, metavar="FILE.json", help="its HookedTransformerConfig as JSON")
+    s.add_argument("--prefix", default=None, metavar="T[,T]",
+                   help="the token ids before the input (default 0: a BOS token)")
+    s.add_argument("--symbol-tokens", default=None, metavar="T,T,...",
+                   help="the token id of each input symbol, in the task's order (default: symbol s is token s + 1)")
+    s.add_argument("--out", required=True, metavar="DIR", help="where to save the adopted model")
+
+    return {"train": _cmd_train, "population": _cmd_population, "adopt": _cmd_adopt}
+
+
+def _token_list(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(t) for t in text.split(",") if t.strip() != ""]
+    except ValueError:
+        raise SandboxError(f"{flag} takes comma-separated token ids, got {text!r}") from None
+
+
+def _cmd_adopt(args: argparse.Namespace) -> int:
+    from sandbox_lens.interp.model.saved import save_model
+    from sandbox_lens.interp.train.adopt import load_adopted
+
+    prefix, symbols = _token_list(args.prefix, "--prefix"), _token_list(args.symbol_tokens, "--symbol-tokens")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SandboxError(f"--out {out} is a file")
+    task = _training_task(args)
+    model = load_adopted(args.state_dict, args.config, task, prefix=prefix, symbol_tokens=symbols,
+                         name=Path(args.state_dict).name)
+    save_model(model, out)
+    print(f"adopted {Path(args.state_dict).name} for {task.name} -> {out} "
+          f"(interp verify --model {out})")
+    return 0
 
 
 def _shape_defaults() -> dict[str, str]:
@@ -143,7 +187,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if len(seeds) == 1 and not args.grid and args.backend == "local":
         from sandbox_lens.interp.train import train
 
-        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=sys.stderr.isatty(),
+        m = train(task, shape, replace(config, seed=seeds[0]), out, resume=args.resume, progress=progress_wanted(),
                   init_spec=init_spec)
         print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
               f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
@@ -151,7 +195,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 
     s = run_sweep(task, shape, config, out, seeds, grid=parse_grid(args.grid), backend=args.backend,
-                  workers=args.workers, progress=sys.stderr.isatty(), init_spec=init_spec)
+                  workers=args.workers, progress=progress_wanted(), init_spec=init_spec)
     runs = len(s["runs"])
     print(f"{task.name}: {len(s['cells'])} cell(s) × {len(seeds)} seed(s), {s['trained_now']} of {runs} runs trained now; "
           f"best accuracy {s['best_accuracy']:.4f}, median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}")
@@ -185,7 +229,7 @@ def _cmd_population(args: argparse.Namespace) -> int:
     if args.das_steps < 1:
         raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
     result = population(Path(args.directory), samples=args.samples, seed=args.seed, out=args.out,
-                        causal_pairs=args.causal_pairs, das_steps=args.das_steps, progress=sys.stderr.isatty())
+                        causal_pairs=args.causal_pairs, das_steps=args.das_steps, progress=progress_wanted())
     if args.json:
         print(json.dumps(result))
         return 0

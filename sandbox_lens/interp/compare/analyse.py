@@ -191,7 +191,7 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     Theorem 3's weight-mask run (Dyck; 0 skips it) and Corollary 3's two-target run, the counterfactual
     pairs of the circuits section (0 skips it).
     """
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     from sandbox_lens.interp.compare.report import write_report
     from sandbox_lens.probes.attention import match_heads
@@ -221,7 +221,7 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
                                "models": {}, "probes": {}, "attention": {"matching": {}}, "ablation": {},
                                "pruning": {}}
     canon = {}
-    for name, model in tqdm(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
+    for name, model in progress_bar(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
         m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, c.masks, max(1, c.mask_steps),
                                    c.mask_sparsities)
         metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],

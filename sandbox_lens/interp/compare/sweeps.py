@@ -50,7 +50,7 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
                       progress: bool = False) -> dict[str, Any]:
     """Every transformer twin of a cell aligned beside its seeded null and the exact skyline (see the module
     docstring); per variable, the per-seed numbers and their summaries."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     from sandbox_lens.interp.causal.align import align, nulls_of
     from sandbox_lens.interp.causal.verdict import block_order
@@ -68,7 +68,7 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
     built: dict[str, dict[str, Any]] = {}  # the construction's own alignment, per variable (the same for every twin)
     started = time.perf_counter()
     nulls = nulls_of(first, seed)  # one shape, one task, the same pairs: every twin beside the same nulls
-    for s, twin in tqdm(twins.items(), disable=not progress, desc="aligning twins", unit="twin"):
+    for s, twin in progress_bar(twins.items(), disable=not progress, desc="aligning twins", unit="twin"):
         r = align(twin, constructions=constructions, null=nulls, pairs=pairs, ks=ks, das_steps=das_steps, seed=seed)
         for variable, v in r["variables"].items():
             best = v["model"]["das"]["chosen"] or {"hook": None, "test": {"iia": None}}

@@ -74,13 +74,13 @@ def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = F
            forward: Callable[[Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
     ``forward`` (tokens → logits, e.g. :func:`sandbox_lens.interp.model.bare.bare_forward`) runs instead of ``model``."""
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
     _check_context(model, tokens)
     bs = batch_size or batch_size_for(model, tokens.shape[1])
     with exact_precision():
-        for start in tqdm(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
+        for start in progress_bar(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
             batch = on(model, tokens[start: start + bs])
             yield start, (forward(batch) if forward is not None else model(batch, return_type="logits"))
 

@@ -164,9 +164,9 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     wiring: list[dict[tuple[tuple[int, ...], int], tuple[int, ...]]] = [{} for _ in sizes]
     start = co.encode(automaton.initial)
     seen, frontier = {start}, [start]
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
-    bar = tqdm(total=None, unit="chain", desc=f"decomposing {automaton.name}", disable=not progress, delay=1.0)
+    bar = progress_bar(total=None, unit="chain", desc=f"decomposing {automaton.name}", disable=not progress, delay=1.0)
     while frontier:
         bar.update(len(frontier))
         nxt = []

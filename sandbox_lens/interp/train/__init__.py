@@ -8,6 +8,8 @@
 * :mod:`~sandbox_lens.interp.train.loop` — :func:`train` (AdamW, warm-up and decay, clipping, online batches that are
   a pure function of (seed, step), held-out evaluation, early stop, a time budget, checkpoints at every
   evaluation and on SIGINT / SIGTERM; ``resume=True`` ends with the same bits as an uninterrupted run);
+* :mod:`~sandbox_lens.interp.train.adopt` — :func:`adopt`: a model trained elsewhere (plain TransformerLens) given
+  the card every analysis reads; :func:`load_adopted` from a state dict and its config on disk;
 * :mod:`~sandbox_lens.interp.train.checkpoint` — the one-file checkpoint format and resume;
 * :mod:`~sandbox_lens.interp.train.regularise` — dropout, attention sharpening, the moving average, the Dyck
   balance penalty; :mod:`~sandbox_lens.interp.train.sweep` — several seeds and a grid of settings, on a local
@@ -30,10 +32,10 @@ from typing import Any
 _WHERE = {"METRICS": "checkpoint", "has_checkpoint": "checkpoint", "MAX_N_CTX": "config", "ModelShape": "config",
           "TrainConfig": "config", "run_identity": "config", "evaluate": "loop", "train": "loop",
           "build_model": "twin", "default_shape": "twin", "load_trained": "twin", "open_model": "twin",
-          "random_init": "twin",
+          "random_init": "twin", "adopt": "adopt", "load_adopted": "adopt",
           "task_defaults": "twin"}
 
-__all__ = ["ModelShape", "TrainConfig", "build_model", "random_init", "train", "load_trained", "default_shape", "evaluate",
+__all__ = ["ModelShape", "TrainConfig", "build_model", "random_init", "adopt", "load_adopted", "train", "load_trained", "default_shape", "evaluate",
            "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX"]
 
 

@@ -185,7 +185,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     run directory to the driver then: :mod:`sandbox_lens.interp.train.remote`).
     """
     import torch
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     out = Path(out)
     model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
@@ -202,7 +202,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         start = time.perf_counter()
         best = max([h["accuracy"] for h in history], default=0.0)
         stop_reason = "steps" if step >= config.steps else ""
-        bar = tqdm(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
+        bar = progress_bar(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
                    dynamic_ncols=True)
 
         def wall() -> float:

@@ -140,7 +140,7 @@ def run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) 
     """The sweep's jobs ``(task dict, shape, config, run directory, init spec)`` as Ray tasks of one CPU each."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     started_here = _connect(num_cpus)
     try:
@@ -150,7 +150,7 @@ def run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) 
         refs = [remote.remote((*job, receiver)) for job in jobs]
         results: dict[int, dict[str, Any]] = {}
         pending = {r: i for i, r in enumerate(refs)}
-        with tqdm(total=len(refs), disable=not progress, desc=desc, unit="run") as bar:
+        with progress_bar(total=len(refs), disable=not progress, desc=desc, unit="run") as bar:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for r in done:

@@ -123,15 +123,15 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
 
 
 def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
-    from tqdm import tqdm
+    from sandbox_lens.interp.progress import bar as progress_bar
 
     if workers == 1:
-        return [_job(j) for j in tqdm(jobs, disable=not progress, desc=desc, unit="run")]
+        return [_job(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit="run")]
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(max_workers=workers)
     try:
-        results = list(tqdm(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
+        results = list(progress_bar(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
     except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
