@@ -114,6 +114,9 @@ def test_work_that_passed_the_budget_shows_a_bar_with_an_eta(capsys, monkeypatch
     for b in bars:
         b.close()
     capsys.readouterr()
+    from sandbox_lens.interp import progress
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)  # off a terminal a bar prints a line per INTERVAL: every update
     monkeypatch.setattr(verify_automaton, "CHUNK_POSITIONS", 64)  # 40 words of 16: 10 chunks of 4
     model = build_model("modular_counter", get_automaton("C3"), 16)
     assert verify(model, samples=40, exhaustive_upto=2, progress=True).accuracy == 1.0

@@ -106,7 +106,8 @@ def small_compare(out: Path) -> dict:
     from sandbox_lens.interp.compare.analyse import compare, comparison_for
 
     compare(comparison_for("parity", length=8), out, constructions=["modular_counter", "prefix_scan"], samples=64,
-            examples=4, train_steps=30, masks=False, theorem3_steps=0, circuit_pairs=0, progress=False)
+            examples=4, train_steps=30, masks=False, theorem3_steps=0, circuit_pairs=0, causal_pairs=0,
+            progress=False)
     return json.loads((out / "metrics.json").read_text())
 
 
