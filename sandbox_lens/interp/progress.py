@@ -50,12 +50,27 @@ def _bar_class() -> type:
     from tqdm import tqdm
 
     class LineBar(tqdm):  # type: ignore[misc, valid-type]
-        """tqdm that writes whole lines (no carriage returns) for a log."""
+        """tqdm that writes whole lines (no carriage returns) for a log, at most one per :data:`INTERVAL` (also when
+        ``set_postfix`` asks for a refresh), none for work shorter than that, and the final state when it ends."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._born, self._printed_at, self._closing, self._last_line = time.monotonic(), None, False, None
+            super().__init__(*args, **kwargs)
+
+        def close(self) -> None:
+            self._closing = True
+            super().close()
 
         def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+            now = time.monotonic()
+            if self._closing:
+                if self._printed_at is None:  # short work: nothing to report
+                    return True
+            elif now - self._born < INTERVAL or (self._printed_at is not None and now - self._printed_at < INTERVAL):
+                return True
             text = self.__str__().strip()
-            if text != getattr(self, "_last_line", None):  # closing right after an update: one line, not two
-                self._last_line = text
+            if text != self._last_line:
+                self._last_line, self._printed_at = text, now
                 _STATE["status"] = text
                 _line(text)
             return True
