@@ -87,7 +87,8 @@ def bar(iterable: Any = None, *, disable: bool = False, **kwargs: Any) -> Any:
     if disable or not wanted():
         return tqdm(iterable, disable=True, **kwargs)
     if _interactive():
-        return tqdm(iterable, leave=True, dynamic_ncols=True, **kwargs)
+        kwargs.setdefault("dynamic_ncols", True)
+        return tqdm(iterable, leave=True, **kwargs)
     kwargs["delay"] = max(float(kwargs.get("delay", 0.0)), INTERVAL)
     kwargs["file"] = _Sink()  # tqdm's own writes (carriage returns, the closing newline) go nowhere
     return _bar_class()(iterable, leave=True, mininterval=INTERVAL, maxinterval=INTERVAL, **kwargs)

@@ -61,7 +61,7 @@ def test_quiet_prints_nothing(log, monkeypatch, capsys):
 def test_on_a_terminal_the_bar_stays(monkeypatch):
     monkeypatch.setattr("sys.stderr", _Err(True))
     monkeypatch.delenv(progress.QUIET_ENV, raising=False)
-    b = progress.bar(range(2), desc="tty", leave=False)  # leave=False is overridden: bars stay
+    b = progress.bar(range(2), desc="tty", leave=False, dynamic_ncols=True)  # leave=False is overridden: bars stay
     assert b.leave is True
     list(b)
 
