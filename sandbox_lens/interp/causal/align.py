@@ -102,9 +102,9 @@ def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[A
     v: dict[str, Any] = {"read_out": read_out, "das_hooks": hooks}
     m = _analysed(model, high, splits, progress, _title(model), variable)
     fits = das_search(model, high, splits, hooks, ks, steps, seed, variable, progress) if hooks else []
-    readout = {h: site_counts(model, high, Site(h, 0, readout_basis(model, high)), *splits.test, variable)
-               for h in hooks}
-    m["das"] = _das_json(model, high, splits, fits, readout, steps, seed, variable)
+    unembedding = readout_basis(model, high)  # the same basis at every hook: computed once
+    readout = {h: site_counts(model, high, Site(h, 0, unembedding), *splits.test, variable) for h in hooks}
+    m["das"] = _das_json(model, high, splits, fits, readout, int(unembedding.shape[1]), steps, seed, variable)
     v["model"] = m
     null_scans, null_fits = [], []
     for i, other in enumerate(nulls):
@@ -184,7 +184,7 @@ def _das_decision(fits: Sequence[Fit], null_fits: Sequence[Sequence[Fit]], reado
 
 
 def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fit], readout: dict[str, Any],
-              steps: int, seed: int, variable: str) -> dict[str, Any]:
+              readout_k: int, steps: int, seed: int, variable: str) -> dict[str, Any]:
     """The model's DAS search as align.json holds it: by hook at the largest k, by k at the chosen hook (select
     IIA), the chosen subspace's test numbers, the readout baseline per hook and boundless DAS there."""
     if not fits:
@@ -197,7 +197,7 @@ def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fi
             "by_hook": [fit_json(f, seed) for f in fits if f.k == k_max],
             "k": sorted((fit_json(f, seed) for f in fits if f.hook == pick.hook), key=lambda r: r["k"]),
             "chosen": {**fit_json(pick, seed), "angles_to_named": angles},
-            "readout": [{"hook": h, "k": int(readout_basis(model, high).shape[1]), **summary(c, seed)}
+            "readout": [{"hook": h, "k": readout_k, **summary(c, seed)}
                         for h, c in readout.items()],
             "boundless": _boundless_at(model, high, pick.hook, splits, steps, seed, variable)}
 
