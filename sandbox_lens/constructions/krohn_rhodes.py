@@ -90,7 +90,24 @@ def build_krohn_rhodes(
                    {"path": "permutation_reset" if resets else "group", "group_order": plan.order,
                     "derived_length": plan.derived_length, "cyclic_factors": orders},
                    f"derived series quotients {orders}; counters with normaliser N = {c.N}",
-                   inert="L1.s0" if "L1.s0" in c.layout.names else None)
+                   inert="L1.s0" if "L1.s0" in c.layout.names else None,
+                   variables=[] if resets else _level_sites(c, plan))
+
+
+def _level_sites(c: Circuit, plan) -> list[dict]:
+    """Theorem 16's levels as card variables ``level<i>``: the one-hot prefix coordinate P^i (the counts of
+    :func:`~sandbox_lens.constructions.permutation_reset.simulate_component`'s level i, written by block 2(i − 1);
+    :mod:`sandbox_lens.interp.causal.groupvars` reads the same coordinates). None for a cyclic group, whose
+    single count is written straight into the state."""
+    from sandbox_lens.interp.model.spec import variable_site
+
+    out = []
+    for i, level in enumerate(plan.levels, start=1):
+        spaces = [f"L{i}.P{j}" for j in range(len(level.orders))]
+        if all(sp in c.layout.names for sp in spaces):
+            out.append(variable_site(f"level{i}", 2 * (i - 1), "post", spaces,
+                                     note=f"level {i}'s prefix coordinate P^{i} (Lemma 15's count, one-hot)"))
+    return out
 
 
 def _path(automaton: Semiautomaton) -> str:

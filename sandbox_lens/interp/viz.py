@@ -101,6 +101,37 @@ def interchange_scans_png(result: dict) -> bytes:
     return figure_png(fig)
 
 
+def candidates_png(result: dict) -> bytes:
+    """Which algorithm (:func:`sandbox_lens.interp.causal.identify.identify`'s result): per candidate, its
+    abstraction score (test IIA of all its variables' interventions) with its interval, beside the nulls' largest,
+    and each variable's test IIA as a dot (filled: passes); the identification in the title."""
+    from matplotlib.figure import Figure
+
+    rows = result["candidates"]
+    colour = {"passes": "#2a9d8f", "fails": "#b0b0b0", "untestable": "#e9c46a"}
+    fig = Figure(figsize=(8.0, 0.55 * max(len(rows), 1) + 1.6))
+    ax = fig.subplots()
+    for y, r in enumerate(rows):
+        score = r["score"]["iia"] or 0.0
+        lo, hi = r["score"]["interval"] or (score, score)
+        ax.barh(y, score, color=colour[r["status"]], height=0.6)
+        ax.plot([lo, hi], [y, y], color="black", lw=1)
+        if r["null_score"] is not None:
+            ax.plot([r["null_score"]] * 2, [y - 0.35, y + 0.35], color="#e76f51", lw=2)
+        for v in r["variables"]:
+            if v["iia"] is not None:
+                ax.plot(v["iia"], y + 0.18, "o", ms=4, color="black",
+                        fillstyle="full" if v["status"] == "passes" else "none")
+    ax.set_yticks(range(len(rows)), [f"{r['algorithm']} ({r['status']})" for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.02)
+    ax.axvline(result["chance"], color="#888888", ls=":", lw=1)
+    ax.set_xlabel("test IIA: bar = all the candidate's variables (abstraction score); dots = each variable; "
+                  "red tick = nulls' largest; dotted = chance", fontsize=7)
+    ax.set_title(f"which algorithm: {result['identified']} (stability {result['stability']:.0%})", fontsize=9)
+    return figure_png(fig)
+
+
 def matplotlib_cmap(name: str) -> Any:
     """A copy of a matplotlib colour map that draws NaN (no changed output) in light grey."""
     import matplotlib

@@ -107,7 +107,7 @@ FAMILIES = [("modular_counter", "C3", 8, {}, {"state"}), ("memory", "flipflop", 
             ("prefix_scan", "C3", 8, {}, {"state", "window1", "window2"}),
             ("prefix_scan", "grid3", 16, {}, {"state", "window1", "window2", "window3"}),
             ("gridworld", "grid5", 8, {}, {"state", "displacement"}), ("gridworld", "grid3x3", 6, {}, {"state"}),
-            ("krohn_rhodes", "S3", 8, {}, {"state"}), ("krohn_rhodes", "grid4", 8, {}, {"state", "f1", "f2", "f3"}),
+            ("krohn_rhodes", "S3", 8, {}, {"state", "level1", "level2"}), ("krohn_rhodes", "grid4", 8, {}, {"state", "f1", "f2", "f3"}),
             ("dyck", "2,4", 14, {}, {"top", "depth"}),
             ("dyck", "2,4", 14, {"variant": "balanced", "first_layer": "minimal"}, {"top", "depth"}),
             ("ffl", None, 15, {}, {"bit"})]

@@ -85,7 +85,7 @@ def test_a_swap_moves_the_output_as_the_model_says():
 
 
 def test_unknown_and_unoffered_variables_are_refused_with_what_there_is():
-    with pytest.raises(HighLevelError, match=r"no variable 'depth' \(it has: state, f1, f2, displacement, boundary, "
+    with pytest.raises(HighLevelError, match=r"no variable 'depth' \(it has: state, f1, f2, displacement, boundary, symbol, "
                                              r"window<l>"):
         StateModel(get_automaton("grid3")).variable("depth")
     assert StateModel(get_automaton("grid9")).variables[:2] == ("state", "displacement")  # 8 levels: by name only

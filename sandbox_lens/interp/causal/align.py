@@ -54,7 +54,11 @@ def null_of(model: Any, seed: int = 0) -> Any:
     cfg = model.cfg
     shape = ModelShape(n_layers=cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads, d_head=cfg.d_head,
                        d_mlp=cfg.d_mlp, normalization="LN" if cfg.normalization_type else "none")
-    return random_init(task_from_dict(model.card.task), shape, seed)
+    task = dict(model.card.task)
+    # a construction's card names no length: its words are as long as the model's (a next-token task's length
+    # counts one symbol more than its words)
+    task.setdefault("length", int(model.card.max_length) + (1 if model.card.task_kind.next_token else 0))
+    return random_init(task_from_dict(task), shape, seed)
 
 
 def nulls_of(model: Any, seed: int = 0, n: int = NULLS) -> list[Any]:

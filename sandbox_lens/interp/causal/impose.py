@@ -34,7 +34,19 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
         raise SandboxError(f"--align {name}: it models the {REGISTRY[name].takes} task, not this {kind.name} task")
     source, length = kind.construction_input(task)
     spec = build(name, source, length, **({"variant": variant} if variant else {}))
-    sites = [v for v in spec.card().variables if v["role"] == "carries"]
+    from sandbox_lens.interp.tasks.highlevel import HighLevelError
+    from sandbox_lens.interp.tasks.kinds import resolve
+
+    high = resolve(kind.high_level).of_task(task.to_dict())
+
+    def known(variable: str) -> bool:  # a card may name variables the task's high-level model does not have
+        try:
+            high.variable(variable)
+        except HighLevelError:
+            return False
+        return True
+
+    sites = [v for v in spec.card().variables if v["role"] == "carries" and known(v["variable"])]
     if not sites:
         raise SandboxError(f"--align {name}: its card names no variable sites")
     chosen: dict[str, dict[str, Any]] = {}

@@ -26,7 +26,7 @@ from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.stats import wilson_interval
 
 __all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis", "source_activations",
-           "own_predictions", "answer", "construction_sites", "pooled_iia", "changed_hits"]
+           "own_predictions", "answer", "construction_sites", "pooled_iia", "changed_hits", "pair_length"]
 
 
 @dataclass(frozen=True)
@@ -52,16 +52,22 @@ def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0,
     from sandbox_lens.interp.budget import require
     from sandbox_lens.interp.streams import Stream, rng
 
-    card = model.card
     high = high if high is not None else high_level_of(model)
-    trained = card.task.get("length") if isinstance(card.task, dict) else None
-    if trained and card.task_kind.next_token:
-        trained = int(trained) - 1
-    T = int(length or min(card.max_length, int(trained or card.max_length)))
+    T = int(length or pair_length(model))
     cfg = model.cfg
     require(f"{n} interchange pairs of {T} tokens", lower="--pairs",
             memory=n * T * (16.0 + 8 * cfg.d_model * (2 * cfg.n_layers + 2)))
     return high.pairs(n, T, rng(seed, Stream.CAUSAL_PAIRS))
+
+
+def pair_length(model: Any) -> int:
+    """The length of the words :func:`word_pairs` draws by default: the task's training length (one symbol less
+    for next-token tasks), else the model's."""
+    card = model.card
+    trained = card.task.get("length") if isinstance(card.task, dict) else None
+    if trained and card.task_kind.next_token:
+        trained = int(trained) - 1
+    return int(min(card.max_length, int(trained or card.max_length)))
 
 
 def subspace_basis(model: Any, name: str | Sequence[str]) -> np.ndarray:

@@ -32,6 +32,12 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                    help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
                         "position by position (recurrent: automata, ffl)")
     s.add_argument("--variable", metavar="NAME[,NAME]", help="only these variables (default: all the task's)")
+    s.add_argument("--candidates", metavar="all|NAME[,NAME]",
+                   help="which registered algorithm the model runs: test each candidate (sequential, scan, counter, "
+                        "cascade, parity_first, boundary; dyck: stack, depth_only) by interchanges at every residual "
+                        "site and the sites the model's card names, beside five random-init nulls, and rank them "
+                        "(writes align.json's 'candidates' and candidates.png); 'all': every one the task can have. "
+                        "Alone it skips the per-variable section (add --variable for both)")
     s.add_argument("--pairs", type=int, default=128,
                    help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
                         "(3 × N drawn; default 128, at least 16)")
@@ -70,17 +76,39 @@ def _cmd_align(args: argparse.Namespace) -> int:
     model = open_model(args.run or args.model)
     high = high_level_of(model, args.high_level)  # refuses other tasks and the LSTM before any work
     variables = [high.variable(v.strip()) for v in args.variable.split(",") if v.strip()] if args.variable else None
+    if args.candidates is not None:
+        from sandbox_lens.interp.causal.identify import candidates_of
+
+        candidates_of(model, args.candidates)  # an unknown or impossible candidate is refused before any work
+        if args.construction:
+            raise SandboxError("--candidates ranks algorithms for the model itself; --construction compares one "
+                               "variable's sites (run them separately)")
     constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
-    null = nulls_of(model, args.seed) if model.card.construction == "trained" else None
-    result = align(model, constructions=constructions, null=null, mode=args.high_level, pairs=args.pairs, ks=ks,
-                   das_steps=args.das_steps, seed=args.seed, variables=variables, progress=progress_wanted())
+    trained = model.card.construction == "trained"
+    result: dict = {}
+    if args.candidates is None or variables:
+        result = align(model, constructions=constructions, null=nulls_of(model, args.seed) if trained else None,
+                       mode=args.high_level, pairs=args.pairs, ks=ks, das_steps=args.das_steps, seed=args.seed,
+                       variables=variables, progress=progress_wanted())
+    if args.candidates is not None:
+        from sandbox_lens.interp.causal.identify import identify
+        from sandbox_lens.interp.viz import candidates_png
+
+        found = identify(model, args.candidates, nulls=nulls_of(model, args.seed), pairs=args.pairs, seed=args.seed,
+                         progress=progress_wanted())
+        result = {**result, "candidates": found, "seconds": result.get("seconds", 0.0) + found["seconds"]}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", result)
-    atomic_write(out / "align.png", interchange_scans_png(result))
+    if "variables" in result:
+        atomic_write(out / "align.png", interchange_scans_png(result))
+    if "candidates" in result:
+        atomic_write(out / "candidates.png", candidates_png(result["candidates"]))
     if args.json:
         print(json.dumps(summary(result)))
         return 0
-    for name, v in result["variables"].items():
+    if "candidates" in result:
+        _print_candidates(result["candidates"], model)
+    for name, v in result.get("variables", {}).items():
         m = v["model"]
         print(f"{name} in {model.card.construction} ({args.high_level} model); first full-swap site reaching IIA 0.95 "
               f"per position: {_sites(m['first_sites'])}")
@@ -114,14 +142,41 @@ def _cmd_align(args: argparse.Namespace) -> int:
                   f"(stability {c['das_verdict'].get('stability', 1.0):.0%})")
         if "das_verdict" in v:
             print(f"  verdict (DAS): {v['das_verdict']['verdict']} (stability {v['das_verdict'].get('stability', 1.0):.0%})")
-    print(f"wrote {out / 'align.json'} and {out / 'align.png'} ({result['seconds']:.0f} s)")
+    written = ["align.json"] + ["align.png"] * ("variables" in result) + ["candidates.png"] * ("candidates" in result)
+    print(f"wrote {', '.join(str(out / p) for p in written)} ({result['seconds']:.0f} s)")
     return 0
 
 
+def _print_candidates(found: dict, model) -> None:
+    """The ranking of the candidate algorithms, one line each, then its verdict."""
+    title = "twin" if model.card.construction == "trained" else model.card.construction
+    print(f"which algorithm does this {title} run? (test IIA on {found['pairs']['test']} held-out pairs, sites chosen "
+          f"on {found['pairs']['select']} others; {found['nulls']} random-init nulls; chance {found['chance']:.2f}, "
+          f"model accuracy {found['ceiling']:.3f})")
+    for r in found["candidates"]:
+        score = r["score"]
+        null = "" if r["null_score"] is None else f", nulls ≤ {r['null_score']:.3f}"
+        print(f"  {r['algorithm']:<13} {r['status']:<10} score {_f(score['iia'])} {_ci(score['interval'])}{null}: "
+              + ", ".join(f"{v['variable']} {_f(v['iia'])} ({v['status']})" for v in r["variables"]))
+        for v in r["variables"]:
+            for e in v["edges"]:
+                if e["status"] == "fails":
+                    print(f"      edge {e['edge']}: IIA {_f(e['iia'])} on {e['outputs']} outputs (fails)")
+    for name, why in found["not_applicable"].items():
+        print(f"  {name:<13} not applicable: {why}")
+    print(f"  verdict: {found['verdict']}")
+
+
 def summary(result: dict) -> dict:
-    """One JSON line per alignment: per variable, first sites, named sites, DAS by k and the verdicts."""
-    out = {"seconds": result["seconds"], "variables": {}}
-    for name, v in result["variables"].items():
+    """One JSON line per alignment: per variable, first sites, named sites, DAS by k and the verdicts; the
+    identified algorithm with --candidates."""
+    out: dict = {"seconds": result["seconds"], "variables": {}}
+    if "candidates" in result:
+        c = result["candidates"]
+        out["candidates"] = {"identified": c["identified"], "stability": c["stability"],
+                             "ranking": [{"algorithm": r["algorithm"], "status": r["status"],
+                                          "score": r["score"]["iia"]} for r in c["candidates"]]}
+    for name, v in result.get("variables", {}).items():
         m = v["model"]
         out["variables"][name] = {
             "first_sites": m["first_sites"], "ceiling": m["ceiling"],

@@ -14,6 +14,9 @@
   Only the outputs the node reaches are scored. Offered when the maps have at most
   :data:`MAX_WINDOW_VALUES` values (|Q|^|Q|); asked for by name (``--variable window2``), not aligned by
   default (there are ⌈log₂T⌉ − 1 of them).
+* **symbol** σ_p, the input itself: setting it at p reruns the automaton from p on, so every output t ≥ p is
+  scored (a counter reads it at every later position in one attention layer: the rival algorithms of
+  :mod:`sandbox_lens.interp.causal.algorithms` ask for it where the count is made). Asked for by name.
 * **gridworld** (Theorem 12, Algorithm 1; 1-D grids): ``displacement`` z_p, the unclamped prefix sum of
   the moves, and ``boundary`` lo_p, the value of z at the start of the most recent complete window of S + 1
   visited values — where the walk last stood at a wall — so that q_p = z_p − lo_p. Setting the
@@ -30,7 +33,8 @@ import numpy as np
 
 from sandbox_lens.interp.tasks.gridworld import grid_axes, start_moves, window_states
 
-__all__ = ["LevelVariables", "WindowVariables", "GridVariables", "MAX_WINDOW_VALUES", "state_variables"]
+__all__ = ["LevelVariables", "WindowVariables", "GridVariables", "SymbolVariables", "MAX_WINDOW_VALUES",
+           "state_variables"]
 
 #: window maps are classes |Q|^|Q| (for probes); beyond this they are not offered
 MAX_WINDOW_VALUES = 256
@@ -204,6 +208,46 @@ class GridVariables:
         return labels, scored & _scored(labels)
 
 
+class SymbolVariables:
+    """The input symbol at each position (see the module docstring)."""
+
+    names = ("symbol",)
+    default: tuple[str, ...] = ()
+
+    def __init__(self, automaton: Any) -> None:
+        self.automaton = automaton
+
+    def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        return np.asarray(words, dtype=np.int64), np.ones(words.shape, dtype=bool), len(self.automaton.alphabet)
+
+    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
+                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+        words = np.array(base, dtype=np.int64, copy=True)
+        words[:, position] = source[:, position]
+        a = self.automaton
+        if getattr(a, "feasible", None) is not None:  # an illegal symbol here has no output to score
+            legal = _legal(a, words)
+            labels = np.where(legal, a.run(np.where(legal, words, base)), -1)
+        else:
+            labels = a.run(words)
+        scored = np.zeros(base.shape, dtype=bool)
+        scored[:, position:] = True
+        return labels, scored & _scored(labels)
+
+
+def _legal(automaton: Any, words: np.ndarray) -> np.ndarray:
+    """``[n, T]``: whether each word is still legal after each position (False from its first illegal symbol on)."""
+    n, T = words.shape
+    ok = np.ones((n, T), dtype=bool)
+    q = np.full(n, automaton.initial)
+    alive = np.ones(n, dtype=bool)
+    for t in range(T):
+        alive &= automaton.feasible[words[:, t], q]
+        ok[:, t] = alive
+        q = automaton.delta[words[:, t], q]
+    return ok
+
+
 def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
     """The families of variables ``automaton`` has beside its state (``cascade``: the one a model was built from;
     otherwise the automaton's known cascade, if any)."""
@@ -218,4 +262,5 @@ def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
         out.append(GridVariables(automaton, axes[0]))
     if automaton.n_states ** automaton.n_states <= MAX_WINDOW_VALUES:
         out.append(WindowVariables(automaton))
+    out.append(SymbolVariables(automaton))
     return out

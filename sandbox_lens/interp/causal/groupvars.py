@@ -1,0 +1,164 @@
+"""A permutation automaton's group coordinates: the Krohn–Rhodes cascade's levels and the sign of the prefix.
+
+For an automaton whose every symbol permutes the states, the state after p symbols is g_p(q0) with
+g_p = σ_p ∘ … ∘ σ_1 in the group G the symbols generate. Two rival algorithms compute g_p through
+coordinates (notes: algorithms-and-methods.md, table (a)):
+
+* **the cascade** (Theorem 11 via Theorem 16, Lemmas 15, 17, 18; :mod:`sandbox_lens.constructions.solvable`):
+  along the derived series G = D_0 ⊳ D_1 ⊳ … ⊳ D_d = 1, level i counts the coordinates of its inputs
+  x^i_s ∈ D_{i−1} in D_{i−1}/D_i, P^i_p = Σ_{s≤p} coord_i(x^i_s) (an attention layer's sum), and mixes the
+  next level's input x^{i+1}_p = τ_i(P^i_p)⁻¹ x^i_p τ_i(P^i_p − coord_i(x^i_p)) (an MLP);
+  g_p = τ_1(P^1_p) ∘ … ∘ τ_d(P^d_p). ``level<i>`` is P^i. Setting it at p to the source's value changes
+  output p and the mixed input x^{i+1}_p, which every later level-(i+1) count reads: outputs t ≥ p are
+  scored (t = p only at the last level). P^i at other positions is recomputed from the inputs, unchanged.
+* **parity first** (Li, Guo & Andreas 2025's PAA, for groups with an odd permutation): ``sign`` is
+  ε(g_p), the parity of the prefix, computed first (a counter) and used to resolve the state at p only:
+  g_p = τ(ε_p) ∘ h_p with h_p in the even part G ∩ A_n and τ(1) the odd element of least order (the
+  cascade's own transversal where the first level is the sign, as for S_n). Setting it at p gives
+  output p = (τ(ε'_p) ∘ h_p)(q0); no other output reads it.
+
+Both are offered by :func:`group_variables` (asked for by name, as the rival algorithms do); neither is
+aligned by default.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GroupVariables", "group_variables", "permutation_group"]
+
+
+def permutation_group(automaton: Any) -> Any | None:
+    """The solvable plan (:func:`sandbox_lens.constructions.solvable.plan_solvable_group`) of the group
+    ``automaton``'s symbols generate; None where a symbol is not a permutation of the states. Raises the plan's
+    :class:`~sandbox_lens.interp.errors.ConstructionError` for a group that is not solvable or too large."""
+    from sandbox_lens.constructions.solvable import plan_solvable_group
+
+    maps = [automaton.transition_map(s) for s in range(len(automaton.alphabet))]
+    if any(sorted(m) != list(range(automaton.n_states)) for m in maps):
+        return None
+    return plan_solvable_group(maps, automaton.n_states, automaton.name)
+
+
+def _parity(g: tuple[int, ...]) -> int:
+    return sum(1 for i, j in itertools.combinations(range(len(g)), 2) if g[i] > g[j]) % 2
+
+
+class GroupVariables:
+    """``level<i>`` and ``sign`` of a permutation automaton (see the module docstring), as a family of
+    :class:`~sandbox_lens.interp.tasks.highlevel.StateModel` variables."""
+
+    default: tuple[str, ...] = ()
+
+    def __init__(self, automaton: Any, plan: Any) -> None:
+        from sandbox_lens.interp.tasks.groups import compose
+
+        self.automaton, self.plan = automaton, plan
+        elements = list(plan.elements)
+        self.index = {g: i for i, g in enumerate(elements)}
+        E = len(elements)
+        self.compose = np.array([[self.index[compose(f, g)] for g in elements] for f in elements], dtype=np.int64)
+        self.image = np.array([g[automaton.initial] for g in elements], dtype=np.int64)
+        self.symbol = np.array([self.index[automaton.transition_map(s)] for s in range(len(automaton.alphabet))])
+        self.levels = []
+        for level in plan.levels:
+            radix = np.cumprod([1, *level.orders[:0:-1]])[::-1]  # mixed radix of the level's coordinate P
+            values = list(level.prefixes())
+            code = {P: int(np.dot(P, radix)) for P in values}
+            coord = np.full(E, -1, dtype=np.int64)
+            for g, P in level.coords.items():
+                coord[self.index[g]] = code[P]
+            tau = np.array([self.index[level.tau(P)] for P in values], dtype=np.int64)
+            mix = np.full((E, len(values)), -1, dtype=np.int64)
+            for g in level.elements:
+                for P in values:
+                    mix[self.index[g], code[P]] = self.index[level.mix(g, P)]
+            add = np.array([[code[tuple((a + b) % n for a, b, n in zip(P, Q, level.orders))] for Q in values]
+                            for P in values], dtype=np.int64)
+            self.levels.append({"coord": coord, "tau": tau, "mix": mix, "add": add, "size": len(values)})
+        self.names = tuple(f"level{i + 1}" for i in range(len(self.levels)))
+        odd = [g for g in elements if _parity(g)]
+        self.has_sign = bool(odd)
+        if odd:
+            self.names += ("sign",)
+            order = {g: _order(g) for g in odd}
+            lift = min(odd, key=lambda g: (order[g], g))
+            self.sign = np.array([_parity(g) for g in elements], dtype=np.int64)
+            self.lift = np.array([self.index[tuple(range(len(lift)))], self.index[lift]], dtype=np.int64)
+            inverse = {self.index[g]: self.index[tuple(int(i) for i in np.argsort(g))] for g in elements}
+            self.inverse = np.array([inverse[i] for i in range(E)], dtype=np.int64)
+
+    def prefixes(self, words: np.ndarray, override: tuple[int, int, np.ndarray] | None = None) -> list[np.ndarray]:
+        """Each level's prefix coordinate P^i ``[n, T]`` (as codes), ``override`` = (level, position, codes) set
+        before the next level mixes (the cascade's intervention)."""
+        x = self.symbol[np.asarray(words, dtype=np.int64)]
+        out = []
+        for i, lv in enumerate(self.levels):
+            c = lv["coord"][x]
+            P = np.empty_like(c)
+            acc = np.zeros(len(c), dtype=np.int64)
+            for t in range(c.shape[1]):
+                acc = lv["add"][acc, c[:, t]]
+                P[:, t] = acc
+            if override is not None and override[0] == i:
+                P[:, override[1]] = override[2]
+            out.append(P)
+            if i + 1 < len(self.levels):
+                x = lv["mix"][x, P]
+        return out
+
+    def elements(self, prefixes: list[np.ndarray]) -> np.ndarray:
+        """g = τ_1(P¹) ∘ … ∘ τ_d(P^d) as element indices ``[n, T]``."""
+        g = self.levels[0]["tau"][prefixes[0]]
+        for lv, P in zip(self.levels[1:], prefixes[1:]):
+            g = self.compose[g, lv["tau"][P]]
+        return g
+
+    def _group(self, words: np.ndarray) -> np.ndarray:
+        return self.elements(self.prefixes(words))
+
+    def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        if name == "sign":
+            return self.sign[self._group(words)], np.ones(words.shape, dtype=bool), 2
+        i = self.names.index(name)
+        return self.prefixes(words)[i], np.ones(words.shape, dtype=bool), self.levels[i]["size"]
+
+    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
+                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+        scored = np.zeros(base.shape, dtype=bool)
+        if name == "sign":
+            g = self._group(base)
+            labels = self.image[g]
+            eps = self.sign[self._group(source)[:, position]]
+            h = self.compose[self.inverse[self.lift[self.sign[g[:, position]]]], g[:, position]]
+            labels[:, position] = self.image[self.compose[self.lift[eps], h]]
+            scored[:, position] = True
+            return labels, scored
+        i = self.names.index(name)
+        value = self.prefixes(source)[i][:, position]
+        labels = self.image[self.elements(self.prefixes(base, (i, position, value)))]
+        scored[:, position:] = True
+        if i == len(self.levels) - 1:
+            scored[:, position + 1:] = False
+        return labels, scored
+
+
+def _order(g: tuple[int, ...]) -> int:
+    k, h = 1, g
+    while h != tuple(range(len(g))):
+        h, k = tuple(g[x] for x in h), k + 1
+    return k
+
+
+def group_variables(automaton: Any) -> GroupVariables | None:
+    """The family for ``automaton``, or None where it is not a permutation automaton of a solvable group."""
+    from sandbox_lens.interp.errors import ConstructionError
+
+    try:
+        plan = permutation_group(automaton)
+    except ConstructionError:
+        return None
+    return None if plan is None else GroupVariables(automaton, plan)

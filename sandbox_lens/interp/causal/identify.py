@@ -1,0 +1,365 @@
+"""Which registered algorithm does a model run? Every candidate of :mod:`sandbox_lens.interp.causal.algorithms`
+tested by interchange interventions, beside random-init nulls searched exactly the same way.
+
+* **Sites.** Every residual site — ``blocks.0.hook_resid_pre`` and each block's ``resid_mid`` and
+  ``resid_post`` — at every position, swapped whole from the source word (one forward per site for all
+  positions at once: :func:`sweep`); on a model whose card names sites for a variable (a construction, a
+  twin trained with ``--align``), those named subspaces too. One sweep serves every candidate: a full swap
+  does not depend on the variable, only its score does.
+* **Fit, select, report.** Pairs come in three disjoint splits (:func:`~sandbox_lens.interp.causal.evidence.split_pairs`;
+  nothing is fitted here, the first is unused so that the splits are those of ``interp align``). Per
+  variable and position the site is chosen on the *select* split (the best IIA on changed outputs among
+  the sites the algorithm allows), and only the *test* split is reported: pooled over positions, with a
+  bootstrap interval over base words. An anchored algorithm (the counter) chooses one block for all its
+  variables, also on the select split.
+* **A variable passes** when its test IIA reaches :func:`~sandbox_lens.interp.causal.localise.site_bar`
+  (0.95 × the model's accuracy, never below chance + :data:`~sandbox_lens.interp.causal.verdict.FLOOR`),
+  its lower bound lies :data:`FLOOR` above chance, and above every null's upper bound; with fewer than
+  :data:`~sandbox_lens.interp.causal.verdict.MIN_OUTPUTS` changed outputs it is *untestable*. Each **edge**
+  (the outputs an intervention reaches through one edge of the algorithm's graph) is held to the same
+  rule where it has enough outputs.
+* **An algorithm passes** when all its variables and testable edges pass. Its **abstraction score** is the
+  IIA of all its variables' interventions together (pooled, bootstrap interval), beside the nulls'.
+* **Identified**: among the passing algorithms, the one with the most variables (the most specific
+  account: every correct model passes a bare state); a tie is "ambiguous", none passing is "none of
+  these". The identification's **stability** is the share of resamples of the select and test words that
+  give it; below :data:`~sandbox_lens.interp.causal.evidence.STABLE` it is "inconclusive".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
+from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, PairSplits,
+                                                 rate_interval, split_pairs)
+from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
+from sandbox_lens.interp.causal.interchange import answer, construction_sites, source_activations, word_pairs
+from sandbox_lens.interp.causal.localise import site_bar
+from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
+from sandbox_lens.interp.streams import Stream, rng
+
+__all__ = ["identify", "candidates_of", "sweep", "residual_sites", "MAX_ROWS"]
+
+#: Rows of one batched forward (positions × words); a sweep over longer words runs in chunks of positions.
+MAX_ROWS = 8192
+
+
+def residual_sites(n_layers: int) -> list[str]:
+    """The residual hooks a full swap is tried at, each once: block 0's input, then every block's
+    ``resid_mid`` and ``resid_post`` (``blocks.l.hook_resid_pre`` is ``blocks.(l−1).hook_resid_post``)."""
+    return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")]
+
+
+def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
+          readout: Sequence[int] | None) -> np.ndarray:
+    """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
+    or None for the whole activation) — set to its value on the ``source`` words, at each position in turn: one
+    forward per site for all positions (the words repeated once per position, each copy swapped at its own)."""
+    from sandbox_lens.interp.model.device import on
+    from sandbox_lens.interp.model.run import exact_precision
+
+    n, T = base.shape
+    P = len(model.card.io.prefix)
+    tokens = on(model, model.card.io.encode(base))
+    acts = source_activations(model, source, sorted({h for h, _ in sites}))
+    out = np.empty((len(sites), T, n, T), dtype=np.int64)
+    chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
+    for s, (hook, basis) in enumerate(sites):
+        B = None if basis is None else on(acts[hook], np.asarray(basis), dtype=acts[hook].dtype)
+        for first in range(0, T, chunk):
+            positions = np.arange(first, min(T, first + chunk))
+            rows = on(model, np.arange(len(positions) * n))
+            where = on(model, P + np.repeat(positions, n))
+            src = acts[hook][on(model, np.tile(np.arange(n), len(positions))), where]
+
+            def swap(x: Any, hook: Any, rows: Any = rows, where: Any = where, src: Any = src) -> Any:
+                x = x.clone()
+                delta = src - x[rows, where]
+                x[rows, where] = x[rows, where] + (delta if B is None else (delta @ B) @ B.T)
+                return x
+
+            with exact_precision():
+                logits = model.run_with_hooks(tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)],
+                                              return_type="logits")
+            got = answer(logits[:, P: P + T], readout)
+            out[s, positions] = got.reshape(len(positions), n, T)
+            del logits
+    return out
+
+
+class _Truth:
+    """What the high-level model says for one variable on one split: per position swapped ``[P, n, T]``, the
+    counterfactual labels, the outputs scored and those the interchange changes, and each output's offset from
+    the swapped position."""
+
+    def __init__(self, high: HighLevel, variable: Variable, base: np.ndarray, source: np.ndarray) -> None:
+        n, T = base.shape
+        plain, answered = high.answers(base)
+        self.labels = np.empty((T, n, T), dtype=np.int64)
+        self.changed = np.zeros((T, n, T), dtype=bool)
+        for p in range(T):
+            labels, scored = high.counterfactual(base, source, p, variable.name)
+            self.labels[p] = labels
+            self.changed[p] = scored & answered & (labels != plain)
+        self.offset = np.arange(T)[None, :] - np.arange(T)[:, None]  # [P, T]: t − p
+
+    def counts(self, predictions: np.ndarray, edges: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """(hits, outputs) ``[1 + edges, site, P, n]``: changed outputs that follow the high-level model, over all
+        outputs (row 0) and over those reached through each edge."""
+        hit = (predictions == self.labels[None]) & self.changed[None]  # [S, P, n, T]
+        masks = [np.ones_like(self.offset, dtype=bool)] + [np.vectorize(e.covers)(self.offset) for e in edges]
+        hits = np.stack([(hit & m[None, :, None, :]).sum(-1) for m in masks])
+        outputs = np.stack([np.broadcast_to((self.changed & m[:, None, :]).sum(-1), hit.shape[:-1]) for m in masks])
+        return hits, outputs
+
+
+def _high_levels(model: Any, modes: set[str]) -> dict[str, HighLevel]:
+    """The task's high-level model in each reading (with the group coordinates where the task has them)."""
+    return {mode: high_level_of(model, mode) for mode in sorted(modes)}
+
+
+def _named(model: Any, variable: str) -> list[tuple[str, str, Any]]:
+    """(label, hook, basis) of each site ``model``'s card names as carrying ``variable``."""
+    return [(site.name, site.hook, site.basis) for entry, site in construction_sites(model, variable)
+            if entry["role"] == "carries"]
+
+
+def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[list[Algorithm], dict[str, str]]:
+    """The candidate algorithms ``candidates`` names for ``model``'s task at the length it is aligned at, and the
+    ones ``"all"`` skips with why (:func:`~sandbox_lens.interp.causal.algorithms.resolve`: one-line refusals)."""
+    from sandbox_lens.interp.causal.interchange import pair_length
+    from sandbox_lens.interp.tasks.kinds import task_kind
+
+    high_level_of(model)  # refuses a model without a residual stream or a task without a high-level model
+    kind = task_kind(model.card.task)
+    return resolve(candidates, kind.name, kind.source(model.card.task), pair_length(model))
+
+
+def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequence[Any] = (), pairs: int = 128,
+             seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """Test each candidate algorithm (``"all"`` the task can have, or names) on ``model`` beside the ``nulls``
+    (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split."""
+    from sandbox_lens.interp.progress import bar as progress_bar
+    from sandbox_lens.interp.tasks.kinds import task_kind
+
+    t0 = time.perf_counter()
+    card = model.card
+    kind = task_kind(card.task)
+    base_high = high_level_of(model)
+    splits = split_pairs(*word_pairs(model, 3 * pairs, seed=seed, high=base_high))
+    T = int(splits.test[0].shape[1])
+    algorithms, not_applicable = candidates_of(model, candidates)
+    source_of = kind.source(card.task)
+    variables_of = {a.name: a.variables(source_of, T) for a in algorithms}
+    variables = list(dict.fromkeys(v for vs in variables_of.values() for v in vs))  # a variable's record is its key
+    highs = _high_levels(model, {v.mode for v in variables})
+    hooks = residual_sites(model.cfg.n_layers)
+    truths = {split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables}
+              for split in ("select", "test")}
+    models = [model, *nulls]
+    bar = progress_bar(total=len(models) * 2, disable=not progress, desc="algorithm sweep", unit="sweep")
+    data = []
+    for i, m in enumerate(models):
+        named = {v: _named(m, v.name) for v in variables} if i == 0 else {}
+        sites, rows = [(h, None) for h in hooks], {}
+        for v in variables:
+            rows[v] = list(range(len(hooks))) + list(range(len(sites), len(sites) + len(named.get(v, []))))
+            sites += [(h, b) for _, h, b in named.get(v, [])]
+        per_split = {}
+        for split in ("select", "test"):
+            base, source = getattr(splits, split)
+            predictions = sweep(m, sites, base, source, base_high.readout)
+            plain, answered = base_high.answers(base)
+            own = answer_of(m, base, base_high.readout)
+            per_split[split] = {"counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges)
+                                           for v in variables},
+                                "ceiling": float((own == plain)[answered].mean())}
+            bar.update(1)
+        data.append({"named": {k: [s[0] for s in v] for k, v in named.items()}, "variables_of": variables_of,
+                     "layers": m.cfg.n_layers, **per_split})
+    bar.close()
+    chance = 1.0 / (len(base_high.readout) if base_high.readout is not None else int(model.cfg.d_vocab_out))
+    ceiling = data[0]["test"]["ceiling"]
+    site_lists = {v: hooks + data[0]["named"].get(v, []) for v in variables}
+    words = {split: len(getattr(splits, split)[0]) for split in ("select", "test")}
+
+    def judge(index: dict[str, np.ndarray] | None, inner: int) -> dict[str, Any]:
+        return _judge(algorithms, data, site_lists, hooks, chance, ceiling, index, inner, seed)
+
+    full = judge(None, BOOTSTRAP)
+    draws = rng(seed, Stream.CAUSAL_BOOTSTRAP, step=2)
+    same = 0
+    for _ in range(RESAMPLES):
+        index = {split: draws.integers(0, n, size=n) for split, n in words.items()}
+        same += judge(index, INNER)["identified"] == full["identified"]
+    share = same / RESAMPLES
+    identified = full["identified"] if share >= STABLE else "inconclusive"
+    return {"task_kind": kind.name, "pairs": {**splits.sizes(), "length": T}, "seed": seed, "nulls": len(nulls),
+            "chance": chance, "ceiling": ceiling, "sites": hooks, "identified": identified,
+            "identified_on_all_pairs": full["identified"], "stability": share,
+            "verdict": _sentence(identified, full, share), "candidates": full["candidates"],
+            "not_applicable": not_applicable, "seconds": time.perf_counter() - t0}
+
+
+def answer_of(model: Any, base: np.ndarray, readout: Sequence[int] | None) -> np.ndarray:
+    """The model's own answers on ``base`` among the readout classes."""
+    from sandbox_lens.interp.causal.interchange import own_predictions
+
+    return own_predictions(model, base, readout)
+
+
+def _allowed(variable: Variable, anchor: int | None, labels: Sequence[str], hooks: Sequence[str]) -> list[int]:
+    """The sites (indices into ``labels``) where ``variable`` may be found, given the anchoring block."""
+    if anchor is None:
+        return list(range(len(labels)))
+    before = "blocks.0.hook_resid_pre" if anchor == 0 else f"blocks.{anchor - 1}.hook_resid_post"
+    after = {f"blocks.{anchor}.hook_resid_mid", f"blocks.{anchor}.hook_resid_post"}
+    out = []
+    for i, label in enumerate(labels):
+        hook = label if i < len(hooks) else label.rsplit(" @ ", 1)[-1].split(" ")[0]
+        if (variable.place == "before" and hook == before) or (variable.place == "after" and hook in after):
+            out.append(i)
+    return out
+
+
+def _choose(hits: np.ndarray, outputs: np.ndarray, allowed: Sequence[int]) -> tuple[np.ndarray, float]:
+    """Per position, the allowed site with the best select IIA (the first in ``allowed`` on a tie; −1 where no
+    allowed site has an output), and
+    the pooled select IIA of those choices. ``hits``/``outputs`` ``[site, P]`` summed over words."""
+    k, n = hits[allowed], outputs[allowed]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(n > 0, k / np.maximum(n, 1), -1.0)
+    best = rates.argmax(axis=0)
+    chosen = np.where(n.max(axis=0) > 0, np.asarray(allowed)[best], -1)
+    cols = np.arange(hits.shape[1])
+    ok = chosen >= 0
+    total = outputs[chosen[ok], cols[ok]].sum()
+    return chosen, float(hits[chosen[ok], cols[ok]].sum() / total) if total else -1.0
+
+
+def _pooled(hits: np.ndarray, outputs: np.ndarray, chosen: np.ndarray) -> Counts:
+    """Per-word counts ``[n]`` at the chosen site of each position (rows ``[site, P, n]``)."""
+    cols = np.flatnonzero(chosen >= 0)
+    if not len(cols):
+        return Counts(np.zeros(hits.shape[-1], dtype=np.int64), np.zeros(hits.shape[-1], dtype=np.int64))
+    return Counts(hits[chosen[cols], cols].sum(axis=0), outputs[chosen[cols], cols].sum(axis=0))
+
+
+def _number(counts: Counts, seed: int, inner: int) -> dict[str, Any]:
+    return {"iia": counts.rate, "interval": rate_interval(counts, seed, inner) if inner else None,
+            "outputs": int(counts.outputs.sum())}
+
+
+def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict[Variable, list[str]], hooks: Sequence[str],
+                   index: dict[str, np.ndarray] | None, inner: int, seed: int, is_model: bool) -> dict[str, Any]:
+    """One model's choices (select split) and test numbers for ``algorithm``'s variables, edges and score."""
+    vs = entry["variables_of"][algorithm.name]
+    sel, test = entry["select"]["counts"], entry["test"]["counts"]
+    take = (lambda a, s: a) if index is None else (lambda a, s: a[..., index[s]])
+    labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+    anchors = [None] if not algorithm.anchored else list(range(entry["layers"]))
+    best: tuple[float, Any] | None = None
+    for anchor in anchors:
+        picks, worst = {}, 1.0
+        for v in vs:
+            h, o = take(sel[v][0][0], "select").sum(-1), take(sel[v][1][0], "select").sum(-1)
+            # the sites a card names come first: a tie on the select split goes to the proof's own site
+            allowed = sorted((i for i in _allowed(v, anchor, labels_of[v], hooks) if i < h.shape[0]),
+                             key=lambda i: (i < len(hooks), i))
+            if not allowed:
+                worst = -1.0
+                picks[v] = np.full(h.shape[1], -1)
+                continue
+            picks[v], rate = _choose(h, o, allowed)
+            worst = min(worst, rate)
+        if best is None or worst > best[0]:
+            best = (worst, (anchor, picks))
+    anchor, picks = best[1]
+    out: dict[str, Any] = {"anchor": anchor, "variables": {}}
+    pooled_h = pooled_o = None
+    for v in vs:
+        hits, outputs = take(test[v][0], "test"), take(test[v][1], "test")
+        counts = _pooled(hits[0], outputs[0], picks[v])
+        pooled_h = counts.hits if pooled_h is None else pooled_h + counts.hits
+        pooled_o = counts.outputs if pooled_o is None else pooled_o + counts.outputs
+        sites = {int(p): labels_of[v][c] for p, c in enumerate(picks[v]) if c >= 0}
+        edges = [_number(_pooled(hits[1 + j], outputs[1 + j], picks[v]), seed, inner) for j in range(len(v.edges))]
+        out["variables"][v] = {**_number(counts, seed, inner), "sites": sites, "edges": edges}
+    out["score"] = _number(Counts(pooled_h, pooled_o), seed, inner)
+    return out
+
+
+def _passes(number: dict[str, Any], bar: float, chance: float, null_upper: float | None) -> str:
+    """"passes", "fails" or "untestable" (fewer than MIN_OUTPUTS changed outputs) for one variable or edge."""
+    if number["outputs"] < MIN_OUTPUTS or number["iia"] is None:
+        return "untestable"
+    lower = number["interval"][0] if number["interval"] else number["iia"]
+    ok = number["iia"] >= bar and lower >= chance + FLOOR and (null_upper is None or lower > null_upper)
+    return "passes" if ok else "fails"
+
+
+def _judge(algorithms: Sequence[Algorithm], data: list[dict[str, Any]], site_lists: dict[Variable, list[str]],
+           hooks: Sequence[str], chance: float, ceiling: float, index: dict[str, np.ndarray] | None, inner: int,
+           seed: int) -> dict[str, Any]:
+    """Every candidate's numbers and status on (a resample of) the words, and the identification."""
+    bar = site_bar(ceiling, chance)
+    rows = []
+    for a in algorithms:
+        numbers = [_model_numbers(a, entry, site_lists, hooks, index, inner, seed, i == 0)
+                   for i, entry in enumerate(data)]
+        own, nulls = numbers[0], numbers[1:]
+
+        def upper(get: Any) -> float | None:
+            ups = [(get(n)["interval"] or (None, get(n)["iia"]))[1] for n in nulls if get(n)["iia"] is not None]
+            return max(ups) if ups else (0.0 if nulls else None)
+
+        variables = []
+        for v in data[0]["variables_of"][a.name]:
+            r = own["variables"][v]
+            null_up = upper(lambda n, k=v: n["variables"][k])
+            edges = []
+            for j, e in enumerate(v.edges):
+                eu = upper(lambda n, k=v, j=j: n["variables"][k]["edges"][j])
+                edges.append({"edge": e.title, **r["edges"][j], "null_upper": eu,
+                              "status": _passes(r["edges"][j], bar, chance, eu)})
+            variables.append({"variable": v.key, "iia": r["iia"], "interval": r["interval"], "outputs": r["outputs"],
+                              "null_upper": null_up, "status": _passes(r, bar, chance, null_up), "sites": r["sites"],
+                              "edges": edges})
+        statuses = [v["status"] for v in variables] + [e["status"] for v in variables for e in v["edges"]
+                                                        if e["status"] != "untestable"]
+        status = "fails" if "fails" in statuses else "untestable" if "untestable" in statuses else "passes"
+        null_scores = [n["score"]["iia"] for n in nulls if n["score"]["iia"] is not None]
+        rows.append({"algorithm": a.name, "title": a.title, "summary": a.summary, "reference": a.reference,
+                     "construction": a.construction, "status": status,
+                     "anchor_block": own["anchor"], "score": own["score"],
+                     "null_score": max(null_scores) if null_scores else None, "variables": variables})
+    order = {"passes": 0, "untestable": 1, "fails": 2}
+    rows.sort(key=lambda r: (order[r["status"]], -len(r["variables"]) if r["status"] == "passes" else 0,
+                             -(r["score"]["iia"] or 0.0)))
+    passing = [r for r in rows if r["status"] == "passes"]
+    if not passing:
+        identified = "none"
+    else:
+        most = max(len(r["variables"]) for r in passing)
+        top = [r["algorithm"] for r in passing if len(r["variables"]) == most]
+        identified = top[0] if len(top) == 1 else "ambiguous: " + ", ".join(top)
+    return {"identified": identified, "candidates": rows}
+
+
+def _sentence(identified: str, full: dict[str, Any], share: float) -> str:
+    """The verdict in words."""
+    if identified == "inconclusive":
+        said = "none of these" if full["identified"] == "none" else full["identified"]
+        return (f"inconclusive: {said} on all the pairs, but only {share:.0%} of resamples agree "
+                f"(needs {STABLE:.0%})")
+    if identified == "none":
+        return "none of these: no candidate's variables all pass at any site"
+    if identified.startswith("ambiguous"):
+        return f"{identified} pass with as many variables each ({share:.0%} of resamples agree)"
+    row = next(r for r in full["candidates"] if r["algorithm"] == identified)
+    return (f"runs {row['title']}: every variable and testable edge passes, abstraction score "
+            f"{row['score']['iia']:.3f} ({share:.0%} of resamples agree)")

@@ -1,0 +1,90 @@
+"""Which algorithm: the constructions identified as the algorithm each one builds, random-init models as none,
+the batched sweep equal to one interchange per forward, the rule on synthetic numbers, and the command."""
+
+import json
+
+import numpy as np
+import pytest
+
+import sandbox_lens as sl
+from sandbox_lens.interp.causal.align import nulls_of
+from sandbox_lens.interp.causal.identify import _passes, identify, residual_sites, sweep
+from sandbox_lens.interp.causal.interchange import Site, answer, interchange, word_pairs
+from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
+
+
+@pytest.mark.parametrize("construction, source, T, expected", [
+    ("prefix_scan", "C3", 8, "scan"),
+    ("modular_counter", "C3", 8, "counter"),
+    ("krohn_rhodes", "S3", 8, "cascade"),
+    ("prefix_scan", "S3", 8, "scan"),
+    ("dyck", "2,4", 12, "stack"),
+])
+def test_each_construction_is_identified_as_its_algorithm(construction, source, T, expected):
+    """The proof's algorithm passes with abstraction score 1 and every testable edge passing, beside two nulls;
+    the rivals fail."""
+    model = sl.load(construction, source, length=T)
+    r = identify(model, "all", nulls=nulls_of(model, 0, n=2), pairs=64)
+    assert r["identified"] == expected and r["stability"] >= 0.8
+    row = next(c for c in r["candidates"] if c["algorithm"] == expected)
+    assert row["status"] == "passes" and row["score"]["iia"] == 1.0 and row["score"]["interval"][0] == 1.0
+    assert all(e["status"] in ("passes", "untestable") for v in row["variables"] for e in v["edges"])
+    assert row["null_score"] < 0.8
+    for other in r["candidates"]:
+        if other["algorithm"] != expected and len(other["variables"]) >= len(row["variables"]):
+            assert other["status"] != "passes"
+
+
+def test_a_random_init_model_runs_none_of_them():
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, random_init
+
+    shape = ModelShape(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64)
+    model = random_init(AutomatonTask(get_automaton("C3"), 8), shape, 99)
+    r = identify(model, "all", nulls=nulls_of(model, 0, n=2), pairs=48)
+    assert r["identified"] == "none" and r["verdict"].startswith("none of these")
+    assert all(c["status"] != "passes" for c in r["candidates"])
+
+
+def test_the_batched_sweep_is_one_interchange_per_forward():
+    """Every (site, position) of the batched sweep gives the answers of the plain interchange at that site."""
+    model = sl.load("prefix_scan", "parity", length=6)
+    base, source = word_pairs(model, 10, seed=4)
+    rotation = np.linalg.qr(np.random.default_rng(0).standard_normal((model.cfg.d_model, 3)))[0]
+    sites = [(h, None) for h in residual_sites(model.cfg.n_layers)] + [("blocks.1.hook_resid_mid", rotation)]
+    batched = sweep(model, sites, base, source, None)
+    P = len(model.card.io.prefix)
+    for s, (hook, basis) in enumerate(sites):
+        for p in range(base.shape[1]):
+            logits = interchange(model, base, source, Site(hook, p, basis))
+            assert np.array_equal(batched[s, p], answer(logits[:, P: P + base.shape[1]], None))
+
+
+def test_the_rule_on_synthetic_numbers():
+    """A pass needs the bar, a lower bound FLOOR above chance and above the nulls; too few outputs: untestable.
+    The accuracy-0.40 twin of the audit (IIA 0.40, chance 1/3) is refused by the floor."""
+    chance = 1 / 3
+    good = {"iia": 0.99, "interval": (0.97, 1.0), "outputs": 500}
+    assert _passes(good, 0.95, chance, 0.4) == "passes"
+    assert _passes(good, 0.95, chance, 0.98) == "fails"  # not above the null
+    assert _passes({**good, "outputs": MIN_OUTPUTS - 1}, 0.95, chance, None) == "untestable"
+    weak = {"iia": 0.40, "interval": (0.37, 0.43), "outputs": 500}
+    assert _passes(weak, max(0.95 * 0.40, chance + FLOOR), chance, 0.35) == "fails"
+    assert _passes({**good, "iia": 0.94}, 0.95, chance, None) == "fails"  # below the bar
+
+
+def test_the_command_ranks_and_refuses(interp_run, tmp_path):
+    model_dir = tmp_path / "counter"
+    assert interp_run("build", "modular_counter", "--automaton", "C3", "--length", "6", "--out", model_dir)[0] == 0
+    out = tmp_path / "al"
+    code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", "all", "--pairs", "32",
+                                   "--out", out)
+    assert code == 0, err
+    assert "verdict: runs counter" in stdout and "cascade       not applicable" in stdout
+    found = json.loads((out / "align.json").read_text())["candidates"]
+    assert found["identified"] == "counter" and (out / "candidates.png").read_bytes()[:4] == b"\x89PNG"
+    for bad, says in (("cascade", "abelian"), ("bogus", "unknown algorithm"), ("stack", "dyck tasks")):
+        target = tmp_path / f"no-{bad}"
+        code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", bad, "--out", target)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and not target.exists()
