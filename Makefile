@@ -109,6 +109,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/circuits.py
 	$(PY) benchmarks/causal.py
 	$(PY) benchmarks/aligned.py
+	$(PY) benchmarks/identify.py
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/step_profile.py
 	$(PY) benchmarks/populations.py

@@ -1,0 +1,85 @@
+"""Which algorithm, how fast (``make bench``; alone: ``python benchmarks/identify.py``).
+
+1. **The batched sweep against one intervention per forward.** Full swaps at every residual site and position
+   of a 2-layer C3 twin (T = 8): :func:`sandbox_lens.interp.causal.identify.sweep` (one forward per
+   site, every position at once) against :func:`sandbox_lens.interp.causal.interchange.interchange` at each
+   (site, position) in turn, at 16 and 128 pairs; the two alternate, five repeats each, in CPU time, and the
+   ratio is printed pair by pair with its median. Both give the same answers (tests/causal/test_identify.py).
+   Batching saves the per-forward overhead, which matters where a forward is small (few pairs); at 128 pairs on
+   one CPU thread the arithmetic dominates and the two cost about the same.
+2. **All candidates on a 2-layer twin.** ``identify(twin, "all")`` at the defaults (128 pairs per split, five
+   random-init nulls swept the same way) on the C3 twin and a Dyck_{2,4} twin, on one thread, against the
+   issue's budget of 3 CPU-minutes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BUDGET = 180.0  # issue 42: a causal section of a 2-layer twin with all candidates within 3 CPU-minutes
+REPEATS = 5
+
+
+def _per_forward(model, hooks, base, source) -> None:
+    from sandbox_lens.interp.causal.interchange import Site, answer, interchange, source_activations
+
+    P, T = len(model.card.io.prefix), base.shape[1]
+    acts = source_activations(model, source, hooks)
+    for hook in hooks:
+        for p in range(T):
+            answer(interchange(model, base, source, Site(hook, p), activations=acts)[:, P: P + T], None)
+
+
+def main() -> None:
+    import torch
+
+    from sandbox_lens.interp.causal.align import nulls_of
+    from sandbox_lens.interp.causal.identify import identify, residual_sites, sweep
+    from sandbox_lens.interp.causal.interchange import word_pairs
+    from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
+
+    torch.set_num_threads(1)
+    cases = [("C3, T = 8", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=64, n_heads=2), 400),
+             ("Dyck_{2,4}, N = 16", DyckTask(Dyck(2, 4), 16), ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50),
+              600)]
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (title, task, shape, steps) in enumerate(cases):
+            metrics = train(task, shape, TrainConfig(steps=steps, seed=0), Path(tmp) / str(i), progress=False)
+            twin = load_trained(Path(tmp) / str(i))
+            if i == 0:
+                hooks = residual_sites(twin.cfg.n_layers)
+                for pairs in (16, 128):
+                    base, source = word_pairs(twin, pairs, seed=0)
+                    ratios = []
+                    for _ in range(REPEATS):
+                        t0 = time.process_time()
+                        _per_forward(twin, hooks, base, source)
+                        one = time.process_time() - t0
+                        t0 = time.process_time()
+                        sweep(twin, [(h, None) for h in hooks], base, source, None)
+                        batched = time.process_time() - t0
+                        ratios.append(one / batched)
+                    print(f"full swaps at {len(hooks)} residual sites × {base.shape[1]} positions, {pairs} pairs "
+                          f"({title} twin): one intervention per forward / batched sweep, per repeat: "
+                          + ", ".join(f"{r:.1f}" for r in ratios) + f"; median {statistics.median(ratios):.1f}×")
+            t0 = time.process_time()
+            found = identify(twin, "all", nulls=nulls_of(twin, 0))
+            seconds = time.process_time() - t0
+            worst = max(worst, seconds)
+            print(f"all candidates on a 2-layer {title} twin (accuracy {metrics['final_accuracy']:.3f}): "
+                  f"{found['verdict']}; {seconds:.1f} CPU-s (budget {BUDGET:.0f})")
+    print(f"identify: slowest/budget {worst / BUDGET:.2f}")
+
+
+if __name__ == "__main__":
+    main()
