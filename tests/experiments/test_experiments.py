@@ -239,3 +239,16 @@ def test_the_ray_backend_gives_the_local_pool_s_numbers(parity, tmp_path):
     r = run_experiment(get_experiment("parity-ood"), tmp_path / "ray", quick=True, backend="ray", workers=2)
     assert r["backend"] == "ray" and r["trained_now"] == local["runs"]
     assert [c["measured"] for c in r["claims"]] == [c["measured"] for c in local["claims"]]
+
+
+def test_algorithm_census_quick(tmp_path_factory):
+    """Every learned twin is put to the candidates; the census table counts the verdicts with intervals and the
+    claim is ruled on the share identified as a proven algorithm."""
+    out, r = quick("algorithm-census", tmp_path_factory)
+    populations = r["data"]["populations"]
+    twins = [t for p in populations.values() for t in p["twins"].values()]
+    assert twins and all("identified" in t and 0.0 <= t["stability"] <= 1.0 for t in twins)
+    assert {"scan", "counter", "sequential"} <= set(twins[0]["candidates"]) | set(twins[0]["not_applicable"])
+    assert r["claims"][0]["verdict"] in VERDICTS
+    assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"]
+    assert (out / "figures" / "census.png").is_file()

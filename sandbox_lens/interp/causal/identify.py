@@ -28,7 +28,9 @@ tested by interchange interventions, beside random-init nulls searched exactly t
 
 from __future__ import annotations
 
+import hashlib
 import time
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -172,9 +174,8 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
         per_split = {}
         for split in ("select", "test"):
             base, source = getattr(splits, split)
-            predictions = sweep(m, sites, base, source, base_high.readout)
+            predictions, own = _swept(m, sites, base, source, base_high.readout, remember=i > 0)
             plain, answered = base_high.answers(base)
-            own = answer_of(m, base, base_high.readout)
             per_split[split] = {"counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges)
                                            for v in variables},
                                 "ceiling": float((own == plain)[answered].mean())}
@@ -205,11 +206,24 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
             "not_applicable": not_applicable, "seconds": time.perf_counter() - t0}
 
 
-def answer_of(model: Any, base: np.ndarray, readout: Sequence[int] | None) -> np.ndarray:
-    """The model's own answers on ``base`` among the readout classes."""
+#: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one
+#: shape, one seed), so each null is swept once however many twins are identified beside it.
+_NULL_SWEEPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _swept(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
+           readout: Sequence[int] | None, remember: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
     from sandbox_lens.interp.causal.interchange import own_predictions
 
-    return own_predictions(model, base, readout)
+    if not remember or any(b is not None for _, b in sites):
+        return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)
+    key = (tuple(h for h, _ in sites), None if readout is None else tuple(readout),
+           hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest())
+    memo = _NULL_SWEEPS.setdefault(model, {})
+    if key not in memo:
+        memo[key] = (sweep(model, sites, base, source, readout), own_predictions(model, base, readout))
+    return memo[key]
 
 
 def _allowed(variable: Variable, anchor: int | None, labels: Sequence[str], hooks: Sequence[str]) -> list[int]:
