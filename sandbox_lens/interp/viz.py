@@ -132,6 +132,42 @@ def candidates_png(result: dict) -> bytes:
     return figure_png(fig)
 
 
+def over_training_png(result: dict) -> bytes:
+    """Each candidate's abstraction score at every kept step (:func:`sandbox_lens.interp.causal.identify.over_training`),
+    filled where it passes, beside the run's held-out loss; the identification at each step along the top."""
+    from matplotlib.figure import Figure
+
+    rows = result["steps"]
+    steps = [r["step"] for r in rows]
+    names = list(dict.fromkeys(n for r in rows for n in r["candidates"]))
+    fig = Figure(figsize=(8.5, 4.2))
+    ax = fig.subplots()
+    for i, name in enumerate(names):
+        scores = [r["candidates"].get(name, {}).get("score") for r in rows]
+        ax.plot(steps, [np.nan if v is None else v for v in scores], "-", color=f"C{i}", label=name, lw=1.2)
+        for x, r in zip(steps, rows):
+            c = r["candidates"].get(name)
+            if c and c["score"] is not None:
+                ax.plot(x, c["score"], "o", color=f"C{i}", ms=5, fillstyle="full" if c["status"] == "passes" else "none")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("training step (log)")
+    ax.set_ylabel("abstraction score (filled: the candidate passes)")
+    ax.axhline(result["chance"], color="#888888", ls=":", lw=1)
+    history = [h for h in result["history"] if h.get("loss") is not None]
+    if history:
+        loss = ax.twinx()
+        loss.plot([h["step"] for h in history], [h["loss"] for h in history], color="black", lw=1, ls="--",
+                  label="held-out loss")
+        loss.set_yscale("log")
+        loss.set_ylabel("held-out loss (dashed)")
+    for x, r in zip(steps, rows):
+        ax.annotate(r["identified"], (x, 1.02), fontsize=6, rotation=30, ha="left")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Which algorithm, over training", fontsize=10)
+    return figure_png(fig)
+
+
 def matplotlib_cmap(name: str) -> Any:
     """A copy of a matplotlib colour map that draws NaN (no changed output) in light grey."""
     import matplotlib

@@ -88,3 +88,26 @@ def test_the_command_ranks_and_refuses(interp_run, tmp_path):
         target = tmp_path / f"no-{bad}"
         code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", bad, "--out", target)
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1 and not target.exists()
+
+
+def test_over_training_aligns_every_kept_model(interp_run, tmp_path):
+    """A run trained with --keep-checkpoints keeps log-spaced models; --checkpoints identifies each and the last step
+    on the same pairs beside the same nulls. A run that kept none, or a --model, is refused in one line."""
+    run = tmp_path / "run"
+    assert interp_run("-q", "train", "automaton", "--automaton", "parity", "--length", "6", "--steps", "60",
+                      "--eval-every", "20", "--keep-checkpoints", "2", "--out", run)[0] == 0
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_000020", "step_000060"]
+    out = tmp_path / "over"
+    code, stdout, err = interp_run("align", "--run", run, "--checkpoints", "--pairs", "16", "--out", out)
+    assert code == 0, err
+    rows = json.loads((out / "align.json").read_text())["over_training"]["steps"]
+    assert [r["step"] for r in rows] == [20, 60] and all(r["accuracy"] is not None for r in rows)
+    assert set(rows[0]["candidates"]) == {"sequential", "scan", "counter"}
+    assert (out / "over_training.png").read_bytes()[:4] == b"\x89PNG" and "step     20" in stdout
+    plain = tmp_path / "plain"
+    assert interp_run("-q", "train", "automaton", "--automaton", "parity", "--length", "6", "--steps", "20",
+                      "--eval-every", "20", "--out", plain)[0] == 0
+    for argv, says in ((["--run", plain], "kept no checkpoints"), (["--model", plain], "give --run DIR")):
+        code, _, err = interp_run("align", *argv, "--checkpoints", "--out", tmp_path / "no")
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()

@@ -38,6 +38,10 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                         "site and the sites the model's card names, beside five random-init nulls, and rank them "
                         "(writes align.json's 'candidates' and candidates.png); 'all': every one the task can have. "
                         "Alone it skips the per-variable section (add --variable for both)")
+    s.add_argument("--checkpoints", action="store_true",
+                   help="with --run: identify the algorithm (--candidates, default all) at every model the run kept "
+                        "(interp train --keep-checkpoints N) and its last step, beside its loss curve (writes "
+                        "align.json's 'over_training' and over_training.png)")
     s.add_argument("--pairs", type=int, default=128,
                    help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
                         "(3 × N drawn; default 128, at least 16)")
@@ -71,6 +75,8 @@ def _cmd_align(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
+    if args.checkpoints:
+        return _over_training(args, out)
     from sandbox_lens.interp.train import open_model
 
     model = open_model(args.run or args.model)
@@ -144,6 +150,33 @@ def _cmd_align(args: argparse.Namespace) -> int:
             print(f"  verdict (DAS): {v['das_verdict']['verdict']} (stability {v['das_verdict'].get('stability', 1.0):.0%})")
     written = ["align.json"] + ["align.png"] * ("variables" in result) + ["candidates.png"] * ("candidates" in result)
     print(f"wrote {', '.join(str(out / p) for p in written)} ({result['seconds']:.0f} s)")
+    return 0
+
+
+def _over_training(args: argparse.Namespace, out: Path) -> int:
+    """`interp align --run DIR --checkpoints`: the identification at every kept model of the run."""
+    from sandbox_lens.interp.causal.identify import over_training
+    from sandbox_lens.interp.files import atomic_write, write_json
+    from sandbox_lens.interp.viz import over_training_png
+
+    if not args.run:
+        raise SandboxError("--checkpoints aligns the models a training run kept: give --run DIR")
+    if args.construction or args.variable:
+        raise SandboxError("--checkpoints identifies the algorithm at each kept model; --construction and --variable "
+                           "belong to one model's alignment (run them on a kept model's directory)")
+    result = over_training(args.run, args.candidates or "all", pairs=args.pairs, seed=args.seed,
+                           progress=progress_wanted())
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "align.json", {"over_training": result})
+    atomic_write(out / "over_training.png", over_training_png(result))
+    print(f"which algorithm over training ({args.run}; {result['nulls']} random-init nulls, {args.pairs} pairs per split):")
+    for r in result["steps"]:
+        scores = ", ".join(f"{n} {_f(c['score'])}{'*' if c['status'] == 'passes' else ''}"
+                           for n, c in r["candidates"].items())
+        print(f"  step {r['step']:>6}  accuracy {_f(r['accuracy'])}  {r['identified']:<13} "
+              f"(stability {r['stability']:.0%}); scores {scores}")
+    print("  (* passes)")
+    print(f"wrote {out / 'align.json'}, {out / 'over_training.png'}")
     return 0
 
 

@@ -33,10 +33,10 @@ _WHERE = {"METRICS": "checkpoint", "has_checkpoint": "checkpoint", "MAX_N_CTX": 
           "TrainConfig": "config", "run_identity": "config", "evaluate": "loop", "train": "loop",
           "build_model": "twin", "default_shape": "twin", "load_trained": "twin", "open_model": "twin",
           "random_init": "twin", "adopt": "adopt", "load_adopted": "adopt",
-          "task_defaults": "twin"}
+          "task_defaults": "twin", "kept_models": "loop"}
 
 __all__ = ["ModelShape", "TrainConfig", "build_model", "random_init", "adopt", "load_adopted", "train", "load_trained", "default_shape", "evaluate",
-           "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX"]
+           "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX", "kept_models"]
 
 
 def __getattr__(name: str) -> Any:

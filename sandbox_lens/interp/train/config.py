@@ -91,6 +91,8 @@ class TrainConfig:
     clip: float = setting(1.0, "gradient norm clipping (0: none)")
     eval_every: int = setting(100, "steps between held-out evaluations (each writes a checkpoint)")
     eval_size: int = setting(512, "words in the fixed held-out set")
+    keep_checkpoints: int = setting(0, "keep the model at N log-spaced evaluations in checkpoints/step_<S>/ (interp "
+                                       "align --run DIR --checkpoints aligns each; 0: none)", metavar="N")
     target_accuracy: float | None = setting(None, "stop once held-out accuracy reaches ACC; `none` trains every step",
                                             flag="--target", metavar="ACC", parse=_target)
     max_minutes: float | None = setting(None, "time budget per run (a checkpoint is kept)", metavar="M")
@@ -114,7 +116,20 @@ class TrainConfig:
     strict_weight: float = setting(1.0, "--align: weight of the strictness loss (off-circuit heads and MLPs "
                                         "resampled must not move the answer)", metavar="λ")
 
+    def kept_steps(self) -> list[int]:
+        """The evaluation steps whose model is kept (``keep_checkpoints`` of them, log-spaced from the first
+        evaluation to the last step; fewer where evaluations are fewer)."""
+        import numpy as np
+
+        if not self.keep_checkpoints:
+            return []
+        evaluations = sorted({*range(self.eval_every, self.steps + 1, self.eval_every), self.steps})
+        picks = np.unique(np.round(np.geomspace(1, len(evaluations), self.keep_checkpoints)).astype(int)) - 1
+        return [evaluations[i] for i in picks]
+
     def __post_init__(self) -> None:
+        if self.keep_checkpoints < 0:
+            raise SandboxError(f"keep_checkpoints must be ≥ 0, got {self.keep_checkpoints}")
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
             raise SandboxError("steps, batch, eval_every and eval_size must be ≥ 1")
         if not (math.isfinite(self.lr) and self.lr > 0):
@@ -163,7 +178,7 @@ class TrainConfig:
 
 
 #: Settings a continued run may change: a new time budget or target does not make it another run.
-FREE_TO_CHANGE = ("max_minutes", "target_accuracy")
+FREE_TO_CHANGE = ("max_minutes", "target_accuracy", "keep_checkpoints")
 
 
 def run_identity(task_dict: dict[str, Any], shape: Any, config: Any) -> dict[str, Any]:

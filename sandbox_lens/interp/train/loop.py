@@ -27,7 +27,7 @@ from sandbox_lens.interp.model.fast import training_forward
 from sandbox_lens.interp.model.hooked import fused_layernorm
 from sandbox_lens.interp.train.twin import build_model, initialise_and_freeze, load_trained
 
-__all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES"]
+__all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES", "keep_model", "kept_models", "KEPT"]
 
 def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task: Any = None) -> tuple[Any, Any]:
     """Cross-entropy on the batch's loss mask; with ``config``, the training-time regularisers too."""
@@ -200,6 +200,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
             raise CheckpointError(f"{out} already holds a training run; use --resume to continue it or another --out")
 
         start = time.perf_counter()
+        kept = set(config.kept_steps())
         best = max([h["accuracy"] for h in history], default=0.0)
         stop_reason = "steps" if step >= config.steps else ""
         bar = progress_bar(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
@@ -222,6 +223,8 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
             best = max(best, ev["accuracy"])
             bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
             checkpoint()
+            if step in kept and shape.arch == "transformer":
+                keep_model(out, step)
 
         with _stop_requests() as stop:
             while step < config.steps:
@@ -245,6 +248,28 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         if not history or history[-1]["step"] != step:
             held_out()
         return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
+
+
+#: Where a run keeps the models of ``--keep-checkpoints`` (one saved model per kept step).
+KEPT = "checkpoints"
+
+
+def keep_model(out: Path, step: int) -> Path:
+    """Save the model just checkpointed in ``out`` (the moving average when kept) as ``out/checkpoints/step_<S>``:
+    a saved model every ``--model`` command takes."""
+    from sandbox_lens.interp.model.saved import save_model
+
+    return save_model(load_trained(out), out / KEPT / f"step_{step:06d}")
+
+
+def kept_models(out: str | Path) -> list[tuple[int, Path]]:
+    """The (step, directory) of every model a run kept, in step order."""
+    root = Path(out) / KEPT
+    found = []
+    for d in sorted(root.glob("step_*")) if root.is_dir() else []:
+        if d.is_dir() and not d.is_symlink() and d.name[5:].isdigit() and (d / "model.json").is_file():
+            found.append((int(d.name[5:]), d))
+    return found
 
 
 def _finish(task, shape: ModelShape, config: TrainConfig, out: Path, history: list[dict[str, Any]], best: float,
