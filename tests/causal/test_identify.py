@@ -5,10 +5,11 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import sandbox_lens as sl
 from sandbox_lens.interp.causal.align import nulls_of
-from sandbox_lens.interp.causal.identify import _passes, identify, residual_sites, sweep
+from sandbox_lens.interp.causal.identify import _passes, component_sites, identify, residual_sites, sweep
 from sandbox_lens.interp.causal.interchange import Site, answer, interchange, word_pairs
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 
@@ -58,6 +59,21 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
     for s, (hook, basis) in enumerate(sites):
         for p in range(base.shape[1]):
             logits = interchange(model, base, source, Site(hook, p, basis))
+            assert np.array_equal(batched[s, p], answer(logits[:, P: P + base.shape[1]], None))
+    # a head's output: its hook_z slice at one position, the rest of the model untouched
+    heads = [h for h in component_sites(model) if "#" in h]
+    assert heads and all(h.split("#")[0].endswith("attn.hook_z") for h in heads)
+    batched = sweep(model, [(h, None) for h in heads], base, source, None)
+    tokens, src = model.card.io.encode(base), model.card.io.encode(source)
+    for s, site in enumerate(heads):
+        hook, head = site.split("#")
+        _, cache = model.run_with_cache(torch.as_tensor(src), names_filter=[hook])
+        for p in range(base.shape[1]):
+            def patch(z, hook, p=p):
+                z = z.clone()
+                z[:, P + p, int(head)] = cache[hook.name][:, P + p, int(head)]
+                return z
+            logits = model.run_with_hooks(torch.as_tensor(tokens), fwd_hooks=[(hook, patch)])
             assert np.array_equal(batched[s, p], answer(logits[:, P: P + base.shape[1]], None))
 
 

@@ -44,7 +44,8 @@ from sandbox_lens.interp.causal.localise import site_bar
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 from sandbox_lens.interp.streams import Stream, rng
 
-__all__ = ["identify", "candidates_of", "over_training", "sweep", "residual_sites", "MAX_ROWS"]
+__all__ = ["identify", "candidates_of", "over_training", "sweep", "residual_sites", "component_sites", "model_sites",
+           "MAX_ROWS"]
 
 #: Rows of one batched forward (positions × words); a sweep over longer words runs in chunks of positions.
 MAX_ROWS = 8192
@@ -56,30 +57,62 @@ def residual_sites(n_layers: int) -> list[str]:
     return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")]
 
 
+def component_sites(model: Any) -> list[str]:
+    """Every component output a swap is tried at, block by block: the attention layer's output
+    (``blocks.l.hook_attn_out``), each head's (``blocks.l.attn.hook_z#h``: its value-weighted sum, before W_O) and
+    the MLP's (``blocks.l.hook_mlp_out``, where the block has one)."""
+    hooks = getattr(model, "hook_dict", {})
+    out = []
+    for l in range(model.cfg.n_layers):
+        out.append(f"blocks.{l}.hook_attn_out")
+        out += [f"blocks.{l}.attn.hook_z#{h}" for h in range(model.cfg.n_heads)]
+        if f"blocks.{l}.hook_mlp_out" in hooks:
+            out.append(f"blocks.{l}.hook_mlp_out")
+    return out
+
+
+def model_sites(model: Any, components: bool = True) -> list[str]:
+    """The sites every variable is searched at: the residual sites, then (``components``) the component outputs."""
+    return residual_sites(model.cfg.n_layers) + (component_sites(model) if components else [])
+
+
+def _hook_head(site: str) -> tuple[str, int | None]:
+    """(hook, head) of a site name (``hook#h``: one head of a per-head hook)."""
+    hook, _, head = site.partition("#")
+    return hook, int(head) if head else None
+
+
 def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
           readout: Sequence[int] | None) -> np.ndarray:
     """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
-    or None for the whole activation) — set to its value on the ``source`` words, at each position in turn: one
-    forward per site for all positions (the words repeated once per position, each copy swapped at its own)."""
+    or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
+    its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
+    words repeated once per position, each copy swapped at its own)."""
     from sandbox_lens.interp.model.device import on
     from sandbox_lens.interp.model.run import exact_precision
 
     n, T = base.shape
     P = len(model.card.io.prefix)
     tokens = on(model, model.card.io.encode(base))
-    acts = source_activations(model, source, sorted({h for h, _ in sites}))
+    acts = source_activations(model, source, sorted({_hook_head(h)[0] for h, _ in sites}))
     out = np.empty((len(sites), T, n, T), dtype=np.int64)
     chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
-    for s, (hook, basis) in enumerate(sites):
+    for s, (site, basis) in enumerate(sites):
+        hook, head = _hook_head(site)
         B = None if basis is None else on(acts[hook], np.asarray(basis), dtype=acts[hook].dtype)
         for first in range(0, T, chunk):
             positions = np.arange(first, min(T, first + chunk))
             rows = on(model, np.arange(len(positions) * n))
             where = on(model, P + np.repeat(positions, n))
             src = acts[hook][on(model, np.tile(np.arange(n), len(positions))), where]
+            if head is not None:
+                src = src[:, head]
 
             def swap(x: Any, hook: Any, rows: Any = rows, where: Any = where, src: Any = src) -> Any:
                 x = x.clone()
+                if head is not None:
+                    x[rows, where, head] = src
+                    return x
                 delta = src - x[rows, where]
                 x[rows, where] = x[rows, where] + (delta if B is None else (delta @ B) @ B.T)
                 return x
@@ -142,9 +175,10 @@ def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[
 
 
 def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequence[Any] = (), pairs: int = 128,
-             seed: int = 0, progress: bool = False) -> dict[str, Any]:
+             seed: int = 0, progress: bool = False, components: bool = True) -> dict[str, Any]:
     """Test each candidate algorithm (``"all"`` the task can have, or names) on ``model`` beside the ``nulls``
-    (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split."""
+    (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split;
+    ``components``: search the heads' and MLPs' outputs as well as the residual stream."""
     from sandbox_lens.interp.progress import bar as progress_bar
     from sandbox_lens.interp.tasks.kinds import task_kind
 
@@ -159,7 +193,7 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
     variables_of = {a.name: a.variables(source_of, T) for a in algorithms}
     variables = list(dict.fromkeys(v for vs in variables_of.values() for v in vs))  # a variable's record is its key
     highs = _high_levels(model, {v.mode for v in variables})
-    hooks = residual_sites(model.cfg.n_layers)
+    hooks = model_sites(model, components)
     truths = {split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables}
               for split in ("select", "test")}
     models = [model, *nulls]
@@ -267,16 +301,25 @@ def _swept(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, sourc
     return memo[key]
 
 
+def _place(label: str) -> tuple[int, str]:
+    """(block, "before" / "after") of a site: a block's input is *before* it; its attention's and MLP's outputs,
+    its heads and its ``resid_mid``/``resid_post`` are *after* it (a card's named site by its hook)."""
+    hook = _hook_head(label.rsplit(" @ ", 1)[-1].split(" ")[0])[0]
+    block = int(hook.split(".")[1])
+    return (block, "before") if hook.endswith("hook_resid_pre") else (block, "after")
+
+
 def _allowed(variable: Variable, anchor: int | None, labels: Sequence[str], hooks: Sequence[str]) -> list[int]:
-    """The sites (indices into ``labels``) where ``variable`` may be found, given the anchoring block."""
+    """The sites (indices into ``labels``) where ``variable`` may be found, given the anchoring block: before it
+    (its input, which is the block before's ``resid_post``) or after it (inside the block)."""
     if anchor is None:
         return list(range(len(labels)))
-    before = "blocks.0.hook_resid_pre" if anchor == 0 else f"blocks.{anchor - 1}.hook_resid_post"
-    after = {f"blocks.{anchor}.hook_resid_mid", f"blocks.{anchor}.hook_resid_post"}
     out = []
     for i, label in enumerate(labels):
-        hook = label if i < len(hooks) else label.rsplit(" @ ", 1)[-1].split(" ")[0]
-        if (variable.place == "before" and hook == before) or (variable.place == "after" and hook in after):
+        block, place = _place(label)
+        if label.endswith("hook_resid_post") and i < len(hooks):
+            block, place = (block + 1, "before") if variable.place == "before" else (block, "after")
+        if (block, place) == (anchor, variable.place):
             out.append(i)
     return out
 
