@@ -42,6 +42,7 @@ class Stream(enum.Enum):
     ROTATION = (17, 10000)  # `interp build --rotate`: the random orthogonal embedding of the residual stream
     ALIGN_PAIRS = (18, 0)  # training with --align: each step's base and source words and swap positions
     CAUSAL_BOOTSTRAP = (19, 0)  # sandbox_lens.interp.causal.evidence: resampled base words (intervals, stability)
+    ALIGN_HELD_OUT = (20, 0)  # training with --align: the fixed held-out pairs the imposed sites' IIA is read on
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property

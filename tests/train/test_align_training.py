@@ -39,8 +39,15 @@ def test_an_aligned_twin_records_what_was_imposed(tmp_path, interp_run):
     from sandbox_lens.interp.causal.align import align
     from sandbox_lens.interp.train import open_model
 
+    last = metrics["history"][-1]  # every evaluation logs the imposed sites' held-out IIA and the IIT loss
+    assert set(last["imposed_iia"]) == {"state"} and last["iit_loss"] >= 0 and last["strict_loss"] >= 0
+    assert all("imposed_iia" in h for h in metrics["history"])
     twin = open_model(tmp_path / "a")
     assert twin.card.variables[0]["dims"] == [0, 3] and "imposed by --align" in twin.card.variables[0]["note"]
+    # 60 steps do not reach the imposed IIA: the card says the site was imposed, not that it carries the state
+    reached = last["imposed_iia"]["state"] is not None and last["imposed_iia"]["state"] >= 0.95
+    assert twin.card.variables[0]["role"] == ("carries" if reached else "imposed")
+    assert f"held-out IIA {last['imposed_iia']['state']:.3f}" in twin.card.variables[0]["note"]
     r = align(twin, pairs=32, ks=(1,), das_steps=5)
     named = r["variables"]["state"]["model"]["named_sites"]
     assert named[0]["site"] == "state: dims 0–2 @ blocks.0.hook_resid_post" and named[0]["outputs"] > 0
@@ -68,7 +75,9 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
     (["--align", "magic"], "unknown construction"),
     (["--align", "modular_counter:uniform"], "only dyck has variants"),
     (["--align", "modular_counter", "--arch", "lstm"], "an LSTM has none"),
-    (["--iit-weight", "2"], "weigh the losses of --align"),
+    (["--iit-weight", "2"], "belong to --align"),
+    (["--align-target", "0.9"], "belong to --align"),
+    (["--align", "modular_counter", "--align-target", "1.5"], "align_target must be in (0, 1]"),
     (["--align", "modular_counter", "--strict-weight", "-1"], "strict_weight must be ≥ 0"),
     (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),
     (["--align", "modular_counter", "--seeds", "0-1", "--grid", "heads=1,2"], "a --grid over n_heads"),

@@ -180,8 +180,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 raise SandboxError(f"--align fixes the circuit for one shape; a --grid over {', '.join(shaped)} "
                                    "would change it from cell to cell (sweep those with one --align run per shape)")
         config = replace(config, alignment=correspondence(args.align, task, shape))
-    elif (config.iit_weight, config.strict_weight) != (1.0, 1.0):
-        raise SandboxError("--iit-weight and --strict-weight weigh the losses of --align")
+    elif (config.iit_weight, config.strict_weight, config.align_target) != (1.0, 1.0, 0.95):
+        raise SandboxError("--iit-weight, --strict-weight and --align-target belong to --align")
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     if len(seeds) == 1 and not args.grid and args.backend == "local":
@@ -191,6 +191,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
                   init_spec=init_spec)
         print(f"{task.name}: final accuracy {m['final_accuracy']:.4f}, best {m['best_accuracy']:.4f} after "
               f"{m['steps']} steps, {m['wall_seconds'] / 60:.1f} min (stopped by {m['stopped_by']}) -> {out / 'metrics.json'}")
+        last = m["history"][-1]
+        if "imposed_iia" in last:
+            print("  imposed sites' held-out IIA: " + ", ".join(
+                f"{k} {'—' if v is None else f'{v:.3f}'}" for k, v in last["imposed_iia"].items())
+                  + f" (target {config.align_target:g}; IIT loss {last['iit_loss']:.4f}, strictness loss "
+                    f"{last['strict_loss']:.4f})")
         return 0
     from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 

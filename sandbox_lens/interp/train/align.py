@@ -28,7 +28,11 @@ from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 
-__all__ = ["aligned_losses", "check_alignment", "circuit_nodes", "off_circuit_hooks", "resample_hooks"]
+__all__ = ["aligned_losses", "check_alignment", "circuit_nodes", "off_circuit_hooks", "resample_hooks", "imposed_iia",
+           "HELD_OUT_PAIRS"]
+
+#: Held-out pairs the imposed sites' IIA is read on at every evaluation of an aligned run.
+HELD_OUT_PAIRS = 64
 
 
 def circuit_nodes(heads_per_block: list[int], mlp_blocks: list[int], n_layers: int, n_heads: int) -> dict[str, Any]:
@@ -154,6 +158,52 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
     logits = model.run_with_hooks(tokens(base), fwd_hooks=fwd, return_type="logits")
     strict = _readout_loss(logits[:, P: P + T], answered_labels, answered, high)
     return iit, strict
+
+
+def imposed_iia(model: Any, task: Any, alignment: Mapping[str, Any], seed: int,
+                pairs: int = HELD_OUT_PAIRS) -> dict[str, dict[str, Any]]:
+    """Per imposed variable, its held-out IIA at the imposed coordinates: on ``pairs`` fixed base and source words
+    (:attr:`~sandbox_lens.interp.streams.Stream.ALIGN_HELD_OUT`, never trained on), the variable swapped at every
+    position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``)."""
+    import torch
+
+    from sandbox_lens.interp.streams import rng
+    from sandbox_lens.interp.tasks.kinds import resolve, task_kind
+
+    kind = task_kind(task)
+    high = resolve(kind.high_level).of_task(task.to_dict())
+    layout = task.token_layout()
+    T = task.length - (1 if kind.next_token else 0)
+    base, source = high.pairs(pairs, T, rng(seed, Stream.ALIGN_HELD_OUT))
+    P = len(layout.prefix)
+    encode = np.asarray(layout.symbol_tokens)
+    prefix = np.tile(np.asarray(layout.prefix, dtype=np.int64), (pairs, 1))
+    tb, ts = (torch.from_numpy(np.concatenate([prefix, encode[w]], axis=1)) for w in (base, source))
+    plain, answered = high.answers(base)
+    out = {}
+    with torch.no_grad():
+        for v in alignment["variables"]:
+            _, cache = model.run_with_cache(ts, names_filter=[v["hook"]])
+            src = cache[v["hook"]]
+            d0, d1 = v["dims"]
+            hits = total = 0
+            for p in range(T):
+                def swap(x, hook, p=p):
+                    x = x.clone()
+                    x[:, P + p, d0:d1] = src[:, P + p, d0:d1]
+                    return x
+
+                logits = model.run_with_hooks(tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P: P + T]
+                if high.readout is not None:
+                    got = np.asarray(high.readout)[logits[..., list(high.readout)].argmax(-1).cpu().numpy()]
+                else:
+                    got = logits.argmax(-1).cpu().numpy()
+                labels, scored = high.counterfactual(base, source, p, v["variable"])
+                changed = scored & answered & (labels != plain)
+                hits += int((got == labels)[changed].sum())
+                total += int(changed.sum())
+            out[v["variable"]] = {"iia": hits / total if total else None, "outputs": total}
+    return out
 
 
 def _readout_loss(logits: Any, labels: np.ndarray, scored: np.ndarray, high: Any) -> Any:

@@ -113,6 +113,8 @@ class TrainConfig:
                                       "--init-from: the copied ones)", metavar="PREFIX")
     alignment: Any = setting(None, "the imposed correspondence of --align (sandbox_lens.interp.train.align)", cli=False)
     iit_weight: float = setting(1.0, "--align: weight of the interchange-intervention loss", metavar="λ")
+    align_target: float = setting(0.95, "--align: with --target, keep training until every imposed variable's "
+                                         "held-out IIA at its imposed site reaches this too", metavar="IIA")
     strict_weight: float = setting(1.0, "--align: weight of the strictness loss (off-circuit heads and MLPs "
                                         "resampled must not move the answer)", metavar="λ")
 
@@ -128,6 +130,8 @@ class TrainConfig:
         return [evaluations[i] for i in picks]
 
     def __post_init__(self) -> None:
+        if not 0 < self.align_target <= 1:
+            raise SandboxError(f"align_target must be in (0, 1], got {self.align_target}")
         if self.keep_checkpoints < 0:
             raise SandboxError(f"keep_checkpoints must be ≥ 0, got {self.keep_checkpoints}")
         if self.steps < 1 or self.batch < 1 or self.eval_every < 1 or self.eval_size < 1:
@@ -178,7 +182,7 @@ class TrainConfig:
 
 
 #: Settings a continued run may change: a new time budget or target does not make it another run.
-FREE_TO_CHANGE = ("max_minutes", "target_accuracy", "keep_checkpoints")
+FREE_TO_CHANGE = ("max_minutes", "target_accuracy", "keep_checkpoints", "align_target")
 
 
 def run_identity(task_dict: dict[str, Any], shape: Any, config: Any) -> dict[str, Any]:

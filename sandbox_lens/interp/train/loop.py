@@ -217,9 +217,11 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
 
         def held_out(train_loss: float | None = None) -> None:  # the moving average, when kept, is what is judged
             nonlocal best
-            ev = evaluate(ema.averaged(model) if ema is not None else model, task, config.eval_size, config.seed)
+            judged = ema.averaged(model) if ema is not None else model
+            ev = evaluate(judged, task, config.eval_size, config.seed)
             history.append({"step": step, **({"train_loss": train_loss} if train_loss is not None else {}),
-                            "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3)})
+                            "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3),
+                            **(_aligned_numbers(judged, task, config, step) if config.alignment else {})})
             best = max(best, ev["accuracy"])
             bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
             checkpoint()
@@ -233,7 +235,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
                 bar.update(1)
                 if step % config.eval_every == 0 or step == config.steps:
                     held_out(loss.item())
-                    if config.target_accuracy is not None and history[-1]["accuracy"] >= config.target_accuracy:
+                    if config.target_accuracy is not None and _reached(history[-1], config):
                         stop_reason = "target"
                         break
                     if config.max_minutes is not None and wall() >= 60 * config.max_minutes:
@@ -248,6 +250,31 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         if not history or history[-1]["step"] != step:
             held_out()
         return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
+
+
+def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> dict[str, Any]:
+    """An aligned run's evaluation: the imposed variables' held-out IIA (and their least), and the IIT and
+    strictness losses of this step's pairs."""
+    import torch
+
+    from sandbox_lens.interp.train.align import aligned_losses, imposed_iia
+
+    iia = imposed_iia(model, task, config.alignment, config.seed)
+    with torch.no_grad():
+        iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
+    rates = [v["iia"] for v in iia.values() if v["iia"] is not None]
+    return {"imposed_iia": {k: v["iia"] for k, v in iia.items()}, "imposed_outputs": {k: v["outputs"] for k, v in iia.items()},
+            "imposed_iia_min": min(rates) if rates else None, "iit_loss": float(iit), "strict_loss": float(strict)}
+
+
+def _reached(last: dict[str, Any], config: TrainConfig) -> bool:
+    """Whether an evaluation meets the stop target: the accuracy, and for an aligned run every imposed variable's
+    held-out IIA at its imposed site too."""
+    if last["accuracy"] < config.target_accuracy:
+        return False
+    if not config.alignment:
+        return True
+    return last.get("imposed_iia_min") is not None and last["imposed_iia_min"] >= config.align_target
 
 
 #: Where a run keeps the models of ``--keep-checkpoints`` (one saved model per kept step).

@@ -192,15 +192,28 @@ def _card(task, meta: dict[str, Any]):
                  **({"alignment": config["alignment"]} if config.get("alignment") else {})},
         notes="trained model" + (f" with the variables of {config['alignment']['construction']} imposed (--align)"
                                  if config.get("alignment") else ""),
-        variables=imposed_sites(config.get("alignment")),
+        variables=imposed_sites(config.get("alignment"), (meta.get("history") or [{}])[-1],
+                                config.get("align_target", 0.95)),
     )
 
 
-def imposed_sites(alignment: dict[str, Any] | None) -> list[dict[str, Any]]:
+def imposed_sites(alignment: dict[str, Any] | None, last: dict[str, Any] | None = None,
+                  target: float = 0.95) -> list[dict[str, Any]]:
     """The variable sites ``--align`` imposed on a twin, in the card's format (``sandbox_lens.interp.model.spec.variable_site``,
-    with the coordinates ``dims`` instead of a named subspace)."""
+    with the coordinates ``dims`` instead of a named subspace). A site ``carries`` its variable only where the run's
+    last evaluation measured its held-out IIA at ``target`` or above (``last``: that evaluation); otherwise its role
+    is ``imposed`` (trained for, not reached), with the IIA measured in its note."""
     if not alignment:
         return []
-    return [{"variable": v["variable"], "hook": v["hook"], "dims": list(v["dims"]), "subspace": [f"dims {v['dims'][0]}–"
-             f"{v['dims'][1] - 1}"], "role": "carries", "note": f"imposed by --align {alignment['construction']} "
-             f"(its {v['construction_site']})"} for v in alignment["variables"]]
+    measured = (last or {}).get("imposed_iia") or {}
+    out = []
+    for v in alignment["variables"]:
+        iia = measured.get(v["variable"])
+        carried = iia is not None and iia >= target
+        note = f"imposed by --align {alignment['construction']} (its {v['construction_site']})"
+        if iia is not None:
+            note += f"; held-out IIA {iia:.3f} at the last evaluation (target {target:g})"
+        out.append({"variable": v["variable"], "hook": v["hook"], "dims": list(v["dims"]),
+                    "subspace": [f"dims {v['dims'][0]}–{v['dims'][1] - 1}"],
+                    "role": "carries" if carried or not measured else "imposed", "note": note})
+    return out
