@@ -97,7 +97,7 @@ def build_krohn_rhodes(
 def _level_sites(c: Circuit, plan) -> list[dict]:
     """Theorem 16's levels as card variables ``level<i>``: the one-hot prefix coordinate P^i (the counts of
     :func:`~sandbox_lens.constructions.permutation_reset.simulate_component`'s level i, written by block 2(i − 1);
-    :mod:`sandbox_lens.interp.causal.groupvars` reads the same coordinates). None for a cyclic group, whose
+    :mod:`sandbox_lens.interp.tasks.groupvars` reads the same coordinates). None for a cyclic group, whose
     single count is written straight into the state."""
     from sandbox_lens.interp.model.spec import variable_site
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox_lens.interp.causal.algorithms import ALGORITHMS, AlgorithmError, algorithms_for, resolve
-from sandbox_lens.interp.causal.groupvars import group_variables
+from sandbox_lens.interp.tasks.groupvars import group_variables
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.statevars import SymbolVariables
 

@@ -5,7 +5,7 @@ outputs under all of them; they differ in their *intermediate* variables, where 
 outputs read them (notes: algorithms-and-methods.md, table (a)). A record says, for one algorithm:
 
 * its **variables** in computation order — each a variable of the task's high-level model
-  (:mod:`sandbox_lens.interp.tasks.highlevel`, :mod:`sandbox_lens.interp.causal.groupvars`) with the reading
+  (:mod:`sandbox_lens.interp.tasks.highlevel`, :mod:`sandbox_lens.interp.tasks.groupvars`) with the reading
   under which its counterfactuals are computed, and its **edges**: which later outputs an intervention on it
   reaches, by offset t − p from its position p, each tested on its own;
 * whether its variables sit in **one block** (``anchored``: the counter's symbol is what the residual holds
@@ -106,7 +106,7 @@ def _windows(T: int) -> tuple[Variable, ...]:
 
 def _group(automaton: Any) -> tuple[Any, str | None]:
     """(the solvable plan of ``automaton``'s group, or None with the reason there is none)."""
-    from sandbox_lens.interp.causal.groupvars import permutation_group
+    from sandbox_lens.interp.tasks.groupvars import permutation_group
     from sandbox_lens.interp.errors import ConstructionError
 
     try:
@@ -148,7 +148,7 @@ def _refuse_cascade(automaton: Any, T: int) -> str | None:
 
 
 def _refuse_parity(automaton: Any, T: int) -> str | None:
-    from sandbox_lens.interp.causal.groupvars import GroupVariables
+    from sandbox_lens.interp.tasks.groupvars import GroupVariables
 
     plan, why = _group(automaton)
     if plan is None:

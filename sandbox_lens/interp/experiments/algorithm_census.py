@@ -31,24 +31,32 @@ RULES = {
 }
 
 
-def _scale(quick: bool) -> dict[str, Any]:
-    if quick:
-        return {"tasks": [("parity", "automaton", 6)], "depths": (2,), "steps": 150, "pairs": 16, "nulls": 1}
-    return {"tasks": [("parity", "automaton", 8), ("C3", "automaton", 8), ("C4", "automaton", 8),
-                      ("S3", "automaton", 8), ("A4", "automaton", 8), ("2,4", "dyck", 16)],
-            "depths": (2, 3), "steps": 3000, "pairs": 128, "nulls": 5}
-
-
-def _task(name: str, kind: str, T: int) -> tuple[Any, Any, str]:
-    """(task, shape builder, label) of one population's task."""
-    from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+def _automaton(name: str, T: int) -> Any:
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
     from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+    return AutomatonTask(get_automaton(name), T)
+
+
+def _dyck(k: int, depth: int, T: int) -> Any:
+    from sandbox_lens.interp.tasks.batches import DyckTask
     from sandbox_lens.interp.tasks.dyck import Dyck
 
-    if kind == "dyck":
-        k, d = map(int, name.split(","))
-        return DyckTask(Dyck(k, d), T), {"d_model": 50, "n_heads": 1, "d_mlp": 50}, f"Dyck_{{{name}}}"
-    return AutomatonTask(get_automaton(name), T), {"d_model": 64, "n_heads": 2}, name
+    return DyckTask(Dyck(k, depth), T)
+
+
+#: The populations' tasks: (label, title, the task, the twin's width, heads and MLP width).
+AUTOMATON_SHAPE = {"d_model": 64, "n_heads": 2}
+DYCK_SHAPE = {"d_model": 50, "n_heads": 1, "d_mlp": 50}
+
+
+def _scale(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"tasks": [("parity", "parity", lambda: _automaton("parity", 6), AUTOMATON_SHAPE)], "depths": (2,),
+                "steps": 150, "pairs": 16, "nulls": 1}
+    return {"tasks": [(n, n, lambda n=n: _automaton(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
+            + [("2-4", "Dyck_{2,4}", lambda: _dyck(2, 4, 16), DYCK_SHAPE)],
+            "depths": (2, 3), "steps": 3000, "pairs": 128, "nulls": 5}
 
 
 def run(ctx: Context) -> None:
@@ -61,10 +69,11 @@ def run(ctx: Context) -> None:
     sc = _scale(ctx.quick)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)
     populations: dict[str, dict[str, Any]] = {}
-    for name, kind, T in sc["tasks"]:
-        task, shape_args, title = _task(name, kind, T)
+    for name, title, make, shape_args in sc["tasks"]:
+        task = make()
+        T = task.length
         for depth in sc["depths"]:
-            label = f"{name.replace(',', '-')}-L{depth}"
+            label = f"{name}-L{depth}"
             summary = ctx.sweep(label, task, ModelShape(n_layers=depth, **shape_args), config)
             accuracy = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
             nulls = None

@@ -14,6 +14,8 @@
   Only the outputs the node reaches are scored. Offered when the maps have at most
   :data:`MAX_WINDOW_VALUES` values (|Q|^|Q|); asked for by name (``--variable window2``), not aligned by
   default (there are ⌈log₂T⌉ − 1 of them).
+* **group coordinates** of a permutation automaton of a solvable group (:mod:`sandbox_lens.interp.tasks.groupvars`):
+  the Krohn–Rhodes levels ``level<i>`` and the ``sign`` of the prefix. Asked for by name.
 * **symbol** σ_p, the input itself: setting it at p reruns the automaton from p on, so every output t ≥ p is
   scored (a counter reads it at every later position in one attention layer: the rival algorithms of
   :mod:`sandbox_lens.interp.causal.algorithms` ask for it where the count is made). Asked for by name.
@@ -262,5 +264,10 @@ def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
         out.append(GridVariables(automaton, axes[0]))
     if automaton.n_states ** automaton.n_states <= MAX_WINDOW_VALUES:
         out.append(WindowVariables(automaton))
+    from sandbox_lens.interp.tasks.groupvars import group_variables
+
+    group = group_variables(automaton)
+    if group is not None:
+        out.append(group)
     out.append(SymbolVariables(automaton))
     return out

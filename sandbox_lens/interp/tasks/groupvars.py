@@ -4,7 +4,7 @@ For an automaton whose every symbol permutes the states, the state after p symbo
 g_p = σ_p ∘ … ∘ σ_1 in the group G the symbols generate. Two rival algorithms compute g_p through
 coordinates (notes: algorithms-and-methods.md, table (a)):
 
-* **the cascade** (Theorem 11 via Theorem 16, Lemmas 15, 17, 18; :mod:`sandbox_lens.constructions.solvable`):
+* **the cascade** (Theorem 11 via Theorem 16, Lemmas 15, 17, 18; :mod:`sandbox_lens.interp.tasks.solvable`):
   along the derived series G = D_0 ⊳ D_1 ⊳ … ⊳ D_d = 1, level i counts the coordinates of its inputs
   x^i_s ∈ D_{i−1} in D_{i−1}/D_i, P^i_p = Σ_{s≤p} coord_i(x^i_s) (an attention layer's sum), and mixes the
   next level's input x^{i+1}_p = τ_i(P^i_p)⁻¹ x^i_p τ_i(P^i_p − coord_i(x^i_p)) (an MLP);
@@ -17,12 +17,15 @@ coordinates (notes: algorithms-and-methods.md, table (a)):
   cascade's own transversal where the first level is the sign, as for S_n). Setting it at p gives
   output p = (τ(ε'_p) ∘ h_p)(q0); no other output reads it.
 
-Both are offered by :func:`group_variables` (asked for by name, as the rival algorithms do); neither is
-aligned by default.
+Both are offered by :func:`group_variables` beside the state of every permutation automaton of a solvable group
+(:func:`sandbox_lens.interp.tasks.statevars.state_variables`), asked for by name as the rival algorithms
+(:mod:`sandbox_lens.interp.causal.algorithms`) and ``interp train --align krohn_rhodes`` do; neither is aligned by
+default.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -32,10 +35,10 @@ __all__ = ["GroupVariables", "group_variables", "permutation_group"]
 
 
 def permutation_group(automaton: Any) -> Any | None:
-    """The solvable plan (:func:`sandbox_lens.constructions.solvable.plan_solvable_group`) of the group
+    """The solvable plan (:func:`sandbox_lens.interp.tasks.solvable.plan_solvable_group`) of the group
     ``automaton``'s symbols generate; None where a symbol is not a permutation of the states. Raises the plan's
     :class:`~sandbox_lens.interp.errors.ConstructionError` for a group that is not solvable or too large."""
-    from sandbox_lens.constructions.solvable import plan_solvable_group
+    from sandbox_lens.interp.tasks.solvable import plan_solvable_group
 
     maps = [automaton.transition_map(s) for s in range(len(automaton.alphabet))]
     if any(sorted(m) != list(range(automaton.n_states)) for m in maps):
@@ -154,7 +157,16 @@ def _order(g: tuple[int, ...]) -> int:
 
 
 def group_variables(automaton: Any) -> GroupVariables | None:
-    """The family for ``automaton``, or None where it is not a permutation automaton of a solvable group."""
+    """The family for ``automaton``, or None where it is not a permutation automaton of a solvable group (computed
+    once per automaton: the derived series needs sympy)."""
+    if any(sorted(automaton.transition_map(s)) != list(range(automaton.n_states))
+           for s in range(len(automaton.alphabet))):
+        return None  # not a group: no sympy
+    return _cached(automaton.name, automaton.delta.tobytes(), automaton.initial, automaton)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | None:
     from sandbox_lens.interp.errors import ConstructionError
 
     try:
