@@ -31,6 +31,9 @@ def test_each_construction_is_identified_as_its_algorithm(construction, source, 
     assert row["status"] == "passes" and row["score"]["iia"] == 1.0 and row["score"]["interval"][0] == 1.0
     assert all(e["status"] in ("passes", "untestable") for v in row["variables"] for e in v["edges"])
     assert row["null_score"] < 0.8
+    for cells in row["partitions"].values():  # every test intervention falls in one cell of each partition
+        assert sum(c["outputs"] for c in cells.values()) == row["score"]["outputs"]
+        assert all(c["iia"] == 1.0 for c in cells.values() if c["outputs"])
     for other in r["candidates"]:
         if other["algorithm"] != expected and len(other["variables"]) >= len(row["variables"]):
             assert other["status"] != "passes"

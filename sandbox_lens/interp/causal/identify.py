@@ -215,7 +215,7 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
                                 "ceiling": float((own == plain)[answered].mean())}
             bar.update(1)
         data.append({"named": {k: [s[0] for s in v] for k, v in named.items()}, "variables_of": variables_of,
-                     "layers": m.cfg.n_layers, **per_split})
+                     "layers": m.cfg.n_layers, "partitions": _partitions(base_high, splits.test[0]), **per_split})
     bar.close()
     chance = 1.0 / (len(base_high.readout) if base_high.readout is not None else int(model.cfg.d_vocab_out))
     ceiling = data[0]["test"]["ceiling"]
@@ -379,15 +379,55 @@ def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict
     anchor, picks = best[1]
     out: dict[str, Any] = {"anchor": anchor, "variables": {}}
     pooled_h = pooled_o = None
+    cells: dict[str, dict[str, list[int]]] = {}
     for v in vs:
         hits, outputs = take(test[v][0], "test"), take(test[v][1], "test")
         counts = _pooled(hits[0], outputs[0], picks[v])
+        if index is None and is_model:
+            _add_cells(cells, entry["partitions"], hits[0], outputs[0], picks[v])
         pooled_h = counts.hits if pooled_h is None else pooled_h + counts.hits
         pooled_o = counts.outputs if pooled_o is None else pooled_o + counts.outputs
         sites = {int(p): labels_of[v][c] for p, c in enumerate(picks[v]) if c >= 0}
         edges = [_number(_pooled(hits[1 + j], outputs[1 + j], picks[v]), seed, inner) for j in range(len(v.edges))]
         out["variables"][v] = {**_number(counts, seed, inner), "sites": sites, "edges": edges}
     out["score"] = _number(Counts(pooled_h, pooled_o), seed, inner)
+    if cells:
+        out["partitions"] = {name: {cell: {"iia": k / n if n else None, "outputs": n} for cell, (k, n) in c.items()}
+                             for name, c in cells.items()}
+    return out
+
+
+def _add_cells(cells: dict[str, dict[str, list[int]]], partitions: dict[str, tuple[np.ndarray, list[str]]],
+               hits: np.ndarray, outputs: np.ndarray, chosen: np.ndarray) -> None:
+    """Add one variable's test counts at its chosen sites to each partition's cells (a partition gives every
+    (swapped position, base word) a cell)."""
+    for p, c in enumerate(chosen):
+        if c < 0:
+            continue
+        for name, (labels, titles) in partitions.items():
+            for j, title in enumerate(titles):
+                mask = labels[p] == j
+                k, n = int(hits[c, p][mask].sum()), int(outputs[c, p][mask].sum())
+                cell = cells.setdefault(name, {}).setdefault(title, [0, 0])
+                cell[0] += k
+                cell[1] += n
+
+
+def _partitions(high: HighLevel, base: np.ndarray) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """Ways to split the test interventions (swapped position p × base word) to see which inputs a candidate
+    explains: by the prefix's length (up to half the word or longer), by the task's answer after p, and for a
+    group with a sign by the prefix's parity. Each: (labels ``[P, n]``, cell titles)."""
+    n, T = base.shape
+    half = (T + 1) // 2
+    band = np.broadcast_to((np.arange(T) >= half)[:, None], (T, n)).astype(np.int64)
+    out = {"prefix length": (band, [f"≤ {half}", f"> {half}"])}
+    answers, _ = high.answers(base)
+    classes = sorted({int(x) for x in np.unique(answers)})
+    out["answer after p"] = (np.searchsorted(classes, answers.T), [str(c) for c in classes])
+    family = next((f for f in getattr(high, "families", []) if "sign" in getattr(f, "names", ())), None)
+    if family is not None:
+        sign = family.values(base, "sign")[0]
+        out["prefix parity"] = (sign.T, ["even", "odd"])
     return out
 
 
@@ -433,7 +473,7 @@ def _judge(algorithms: Sequence[Algorithm], data: list[dict[str, Any]], site_lis
         null_scores = [n["score"]["iia"] for n in nulls if n["score"]["iia"] is not None]
         rows.append({"algorithm": a.name, "title": a.title, "summary": a.summary, "reference": a.reference,
                      "construction": a.construction, "status": status,
-                     "anchor_block": own["anchor"], "score": own["score"],
+                     "anchor_block": own["anchor"], "score": own["score"], "partitions": own.get("partitions", {}),
                      "null_score": max(null_scores) if null_scores else None, "variables": variables})
     order = {"passes": 0, "untestable": 1, "fails": 2}
     rows.sort(key=lambda r: (order[r["status"]], -len(r["variables"]) if r["status"] == "passes" else 0,

@@ -195,6 +195,11 @@ def _print_candidates(found: dict, model) -> None:
             for e in v["edges"]:
                 if e["status"] == "fails":
                     print(f"      edge {e['edge']}: IIA {_f(e['iia'])} on {e['outputs']} outputs (fails)")
+    top = found["candidates"][0] if found["candidates"] else None
+    if top and top.get("partitions"):
+        print(f"  which inputs {top['algorithm']} explains (test IIA by cell): " + "; ".join(
+            f"{name}: " + ", ".join(f"{cell} {_f(c['iia'])}" for cell, c in cells.items())
+            for name, cells in top["partitions"].items()))
     for name, why in found["not_applicable"].items():
         print(f"  {name:<13} not applicable: {why}")
     print(f"  verdict: {found['verdict']}")
