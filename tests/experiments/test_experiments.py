@@ -252,3 +252,21 @@ def test_algorithm_census_quick(tmp_path_factory):
     assert r["claims"][0]["verdict"] in VERDICTS
     assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"]
     assert (out / "figures" / "census.png").is_file()
+
+
+def test_algorithm_confusion_quick(tmp_path):
+    """Imposed twins and random-init negatives are identified and counted in a confusion matrix; the claim is
+    ruled on the share identified as imposed."""
+    from sandbox_lens.interp.experiments.base import Experiment
+
+    e = EXPERIMENTS.get("algorithm-confusion") or Experiment(
+        name="algorithm-confusion", title="t", section="s", claim="c", scale="x", minutes=1.0,
+        module="sandbox_lens.interp.experiments.algorithm_confusion")
+    r = run_experiment(e, tmp_path / "out", quick=True)
+    twins = r["data"]["twins"]
+    assert {t["imposed"] for t in twins} == {"counter", "none"}
+    imposed = next(t for t in twins if t["imposed"] == "counter")
+    assert set(imposed["imposed_iia"]) == {"state"} and imposed["construction"] == "modular_counter"
+    matrix = r["tables"][0]
+    assert matrix["columns"][:2] == ["imposed", "twins"] and [row[0] for row in matrix["rows"]] == ["counter", "none"]
+    assert r["claims"][0]["verdict"] in VERDICTS
