@@ -82,3 +82,16 @@ def test_the_docs_verdict_table_is_rendered_from_the_committed_results():
         assert r["quick"] is False and r["provenance"]["commit"] and r["claims"]
         for c in r["claims"]:
             assert c["verdict"] in VERDICTS and "interval" in c["estimate"]
+
+
+def test_every_quoted_table_is_rendered_from_the_committed_results(tmp_path):
+    """A docs page may quote a result's table between `<!-- table: EXPERIMENT I -->` and `<!-- end of table -->`:
+    the block holds exactly that table of docs/results/EXPERIMENT.json; a block naming no committed file is refused."""
+    from sandbox_lens.interp.experiments.results import TABLE_BLOCK, render_tables
+
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text()
+        assert render_tables(text, ROOT / "docs" / "results") == text, f"{page}: a quoted table differs from its result"
+    assert TABLE_BLOCK.search("<!-- table: x-y 0 -->\nold\n<!-- end of table -->")
+    with pytest.raises(Exception, match="missing"):
+        render_tables("<!-- table: no-such 0 -->\nold\n<!-- end of table -->", tmp_path)

@@ -241,10 +241,11 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
 
 
 def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs: int = 128, seed: int = 0,
-                  progress: bool = False) -> dict[str, Any]:
+                  progress: bool = False, nulls: int | None = None) -> dict[str, Any]:
     """:func:`identify` at every model a run kept (``interp train --keep-checkpoints N``) and at its last step, on
-    the same pairs beside the same nulls: per step the identification, its stability and each candidate's status
-    and abstraction score, with the run's held-out loss and accuracy at that step. Refuses a run that kept none."""
+    the same pairs beside the same nulls (``nulls`` random-init models; default five): per step the identification,
+    its stability and each candidate's status and abstraction score, with the run's held-out loss and accuracy at
+    that step. Refuses a run that kept none."""
     from pathlib import Path
 
     from sandbox_lens.interp.causal.align import nulls_of
@@ -263,12 +264,12 @@ def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs
     history = {h["step"]: h for h in meta.get("history", [])}
     last = open_model(run)
     candidates_of(last, candidates)  # refused before any work
-    nulls = nulls_of(last, seed)
+    null_models = nulls_of(last, seed) if nulls is None else nulls_of(last, seed, n=nulls)
     steps = [(step, directory) for step, directory in kept if step != meta["step"]] + [(int(meta["step"]), run)]
     rows = []
     bar = progress_bar(total=len(steps), disable=not progress, desc="checkpoints", unit="model")
     for step, directory in steps:
-        found = identify(open_model(directory), candidates, nulls=nulls, pairs=pairs, seed=seed)
+        found = identify(open_model(directory), candidates, nulls=null_models, pairs=pairs, seed=seed)
         h = history.get(step, {})
         rows.append({"step": step, "loss": h.get("loss"), "accuracy": h.get("accuracy"),
                      "identified": found["identified"], "stability": found["stability"],
@@ -278,7 +279,7 @@ def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs
         bar.update(1)
     bar.close()
     return {"run": str(run), "steps": rows, "history": meta.get("history", []), "pairs": pairs, "seed": seed,
-            "nulls": len(nulls), "chance": found["chance"], "not_applicable": found["not_applicable"]}
+            "nulls": len(null_models), "chance": found["chance"], "not_applicable": found["not_applicable"]}
 
 
 #: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one

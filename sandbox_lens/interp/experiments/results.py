@@ -18,7 +18,12 @@ from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.experiments.rules import effect_text
 from sandbox_lens.interp.files import atomic_write
 
-__all__ = ["slim", "publish", "load_published", "verdict_table", "replace_table", "START", "END"]
+__all__ = ["slim", "publish", "load_published", "verdict_table", "replace_table", "START", "END", "markdown_table",
+           "render_tables", "TABLE_BLOCK"]
+
+#: A block of a docs page that holds one table of a committed result, rendered by :func:`render_tables`:
+#: ``<!-- table: EXPERIMENT INDEX -->`` … ``<!-- end of table -->``.
+TABLE_BLOCK = re.compile(r"(<!-- table: ([a-z0-9-]+) (\d+) -->\n)(.*?)(\n<!-- end of table -->)", re.S)
 
 #: what a committed file keeps of ``results.json`` (its per-model ``data`` and figures stay in the run directory)
 KEEP = ("experiment", "title", "section", "thesis_claim", "quick", "seeds", "options", "scale", "minutes", "runs",
@@ -104,3 +109,33 @@ def replace_table(text: str, table: str) -> str:
     if not pattern.search(text):
         raise SandboxError("the docs page has no verdict-table markers (add the START and END comment lines)")
     return pattern.sub(lambda _: f"{START}\n{table}\n{END}", text, count=1)
+
+
+def markdown_table(table: dict[str, Any]) -> str:
+    """One table of a result (``{"title", "columns", "rows", "note"}``) as Markdown: its title in bold, the rows,
+    its note below."""
+    def cell(x: Any) -> str:
+        return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x).replace("|", "\\|")
+
+    lines = [f"**{table['title']}**", "", "| " + " | ".join(map(cell, table["columns"])) + " |",
+             "|" + "---|" * len(table["columns"])]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table["rows"]]
+    if table.get("note"):
+        lines += ["", table["note"]]
+    return "\n".join(lines)
+
+
+def render_tables(text: str, results: str | Path) -> str:
+    """``text`` with every :data:`TABLE_BLOCK` rendered from ``results/<experiment>.json`` (its table INDEX); a
+    block naming a missing file or table is refused."""
+    def fill(m: re.Match) -> str:
+        path = Path(results) / f"{m.group(2)}.json"
+        if not path.is_file():
+            raise CheckpointError(f"{path} missing: the docs quote a table of a result that is not committed")
+        tables = json.loads(path.read_text())["tables"]
+        i = int(m.group(3))
+        if i >= len(tables):
+            raise CheckpointError(f"{path} has {len(tables)} tables; the docs quote table {i}")
+        return m.group(1) + markdown_table(tables[i]) + m.group(5)
+
+    return TABLE_BLOCK.sub(fill, text)
