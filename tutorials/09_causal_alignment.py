@@ -131,7 +131,6 @@ display(Image(interchange_scans_png(result)))
 # that a twin's negative DAS result is then no evidence of absence.
 
 # %%
-from sandbox_lens.interp.causal.align import named_sites
 from sandbox_lens.interp.tasks.dyck import Dyck
 
 dyck = to_hooked(build("dyck", Dyck(2, 4), 12))

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from sandbox_lens.interp.errors import ConstructionError, LengthError
+from sandbox_lens.interp.errors import LengthError
 from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.kinds import FFL
 from sandbox_lens.interp.model.card import TokenIO

@@ -16,7 +16,6 @@ built and checked against its product automaton, tabulated by :mod:`sandbox_lens
 import itertools
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -2,16 +2,18 @@
 tested by interchange interventions, beside random-init nulls searched exactly the same way.
 
 * **Sites.** Every residual site — ``blocks.0.hook_resid_pre`` and each block's ``resid_mid`` and
-  ``resid_post`` — at every position, swapped whole from the source word (one forward per site for all
-  positions at once: :func:`sweep`); on a model whose card names sites for a variable (a construction, a
-  twin trained with ``--align``), those named subspaces too. One sweep serves every candidate: a full swap
-  does not depend on the variable, only its score does.
+  ``resid_post`` — and every component output — each attention layer's, each head's (``attn.hook_z``, one
+  head at a time) and each MLP's (:func:`model_sites`) — at every position, swapped whole from the source
+  word (one forward per site for all positions at once: :func:`sweep`); on a model whose card names sites for
+  a variable (a construction, a twin trained with ``--align`` whose sites reached their target), those named
+  subspaces too. One sweep serves every candidate: a full swap does not depend on the variable, only its
+  score does. Each null's sweep is remembered for the same pairs, so a population's twins share it.
 * **Fit, select, report.** Pairs come in three disjoint splits (:func:`~sandbox_lens.interp.causal.evidence.split_pairs`;
   nothing is fitted here, the first is unused so that the splits are those of ``interp align``). Per
   variable and position the site is chosen on the *select* split (the best IIA on changed outputs among
-  the sites the algorithm allows), and only the *test* split is reported: pooled over positions, with a
-  bootstrap interval over base words. An anchored algorithm (the counter) chooses one block for all its
-  variables, also on the select split.
+  the sites the algorithm allows; a tie goes to a site the card names), and only the *test* split is reported:
+  pooled over positions, with a bootstrap interval over base words. An anchored algorithm (the counter)
+  chooses one block for all its variables, also on the select split.
 * **A variable passes** when its test IIA reaches :func:`~sandbox_lens.interp.causal.localise.site_bar`
   (0.95 × the model's accuracy, never below chance + :data:`~sandbox_lens.interp.causal.verdict.FLOOR`),
   its lower bound lies :data:`FLOOR` above chance, and above every null's upper bound; with fewer than
@@ -24,6 +26,10 @@ tested by interchange interventions, beside random-init nulls searched exactly t
   account: every correct model passes a bare state); a tie is "ambiguous", none passing is "none of
   these". The identification's **stability** is the share of resamples of the select and test words that
   give it; below :data:`~sandbox_lens.interp.causal.evidence.STABLE` it is "inconclusive".
+* **Partitions**: each candidate's test interventions are also counted by cell — the prefix's length, the
+  answer after the swapped position, a group's prefix parity — to show which inputs it explains.
+
+:func:`over_training` repeats the identification at every model a training run kept.
 """
 
 from __future__ import annotations
@@ -36,8 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
-from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, PairSplits,
-                                                 rate_interval, split_pairs)
+from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, rate_interval, split_pairs)
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
 from sandbox_lens.interp.causal.interchange import answer, construction_sites, source_activations, word_pairs
 from sandbox_lens.interp.causal.localise import site_bar
