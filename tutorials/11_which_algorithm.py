@@ -98,7 +98,7 @@ for row in found["candidates"]:
 # --checkpoints` does this from the shell).
 
 # %%
-from sandbox_lens.interp.causal.identify import over_training
+from sandbox_lens.interp.causal.over_training import over_training
 from sandbox_lens.interp.viz import over_training_png
 
 history = over_training(run, "all", pairs=16, nulls=1)

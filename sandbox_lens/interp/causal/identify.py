@@ -29,14 +29,12 @@ tested by interchange interventions, beside random-init nulls searched exactly t
 * **Partitions**: each candidate's test interventions are also counted by cell — the prefix's length, the
   answer after the swapped position, a group's prefix parity — to show which inputs it explains.
 
-:func:`over_training` repeats the identification at every model a training run kept.
+:func:`sandbox_lens.interp.causal.over_training.over_training` repeats it at every model a training run kept.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
-import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -44,91 +42,15 @@ import numpy as np
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
 from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, rate_interval, split_pairs)
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
-from sandbox_lens.interp.causal.interchange import answer, construction_sites, source_activations, word_pairs
+from sandbox_lens.interp.causal.interchange import construction_sites, word_pairs
 from sandbox_lens.interp.causal.localise import site_bar
+from sandbox_lens.interp.causal.sweep import (MAX_ROWS, component_sites, hook_head, model_sites, residual_sites,
+                                             swept, sweep)
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 from sandbox_lens.interp.streams import Stream, rng
 
-__all__ = ["identify", "candidates_of", "over_training", "sweep", "residual_sites", "component_sites", "model_sites",
+__all__ = ["identify", "candidates_of", "sweep", "residual_sites", "component_sites", "model_sites",
            "MAX_ROWS"]
-
-#: Rows of one batched forward (positions × words); a sweep over longer words runs in chunks of positions.
-MAX_ROWS = 8192
-
-
-def residual_sites(n_layers: int) -> list[str]:
-    """The residual hooks a full swap is tried at, each once: block 0's input, then every block's
-    ``resid_mid`` and ``resid_post`` (``blocks.l.hook_resid_pre`` is ``blocks.(l−1).hook_resid_post``)."""
-    return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")]
-
-
-def component_sites(model: Any) -> list[str]:
-    """Every component output a swap is tried at, block by block: the attention layer's output
-    (``blocks.l.hook_attn_out``), each head's (``blocks.l.attn.hook_z#h``: its value-weighted sum, before W_O) and
-    the MLP's (``blocks.l.hook_mlp_out``, where the block has one)."""
-    hooks = getattr(model, "hook_dict", {})
-    out = []
-    for l in range(model.cfg.n_layers):
-        out.append(f"blocks.{l}.hook_attn_out")
-        out += [f"blocks.{l}.attn.hook_z#{h}" for h in range(model.cfg.n_heads)]
-        if f"blocks.{l}.hook_mlp_out" in hooks:
-            out.append(f"blocks.{l}.hook_mlp_out")
-    return out
-
-
-def model_sites(model: Any, components: bool = True) -> list[str]:
-    """The sites every variable is searched at: the residual sites, then (``components``) the component outputs."""
-    return residual_sites(model.cfg.n_layers) + (component_sites(model) if components else [])
-
-
-def _hook_head(site: str) -> tuple[str, int | None]:
-    """(hook, head) of a site name (``hook#h``: one head of a per-head hook)."""
-    hook, _, head = site.partition("#")
-    return hook, int(head) if head else None
-
-
-def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
-          readout: Sequence[int] | None) -> np.ndarray:
-    """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
-    or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
-    its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
-    words repeated once per position, each copy swapped at its own)."""
-    from sandbox_lens.interp.model.device import on
-    from sandbox_lens.interp.model.run import exact_precision
-
-    n, T = base.shape
-    P = len(model.card.io.prefix)
-    tokens = on(model, model.card.io.encode(base))
-    acts = source_activations(model, source, sorted({_hook_head(h)[0] for h, _ in sites}))
-    out = np.empty((len(sites), T, n, T), dtype=np.int64)
-    chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
-    for s, (site, basis) in enumerate(sites):
-        hook, head = _hook_head(site)
-        B = None if basis is None else on(acts[hook], np.asarray(basis), dtype=acts[hook].dtype)
-        for first in range(0, T, chunk):
-            positions = np.arange(first, min(T, first + chunk))
-            rows = on(model, np.arange(len(positions) * n))
-            where = on(model, P + np.repeat(positions, n))
-            src = acts[hook][on(model, np.tile(np.arange(n), len(positions))), where]
-            if head is not None:
-                src = src[:, head]
-
-            def swap(x: Any, hook: Any, rows: Any = rows, where: Any = where, src: Any = src) -> Any:
-                x = x.clone()
-                if head is not None:
-                    x[rows, where, head] = src
-                    return x
-                delta = src - x[rows, where]
-                x[rows, where] = x[rows, where] + (delta if B is None else (delta @ B) @ B.T)
-                return x
-
-            with exact_precision():
-                logits = model.run_with_hooks(tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)],
-                                              return_type="logits")
-            got = answer(logits[:, P: P + T], readout)
-            out[s, positions] = got.reshape(len(positions), n, T)
-            del logits
-    return out
 
 
 class _Truth:
@@ -213,7 +135,7 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
         per_split = {}
         for split in ("select", "test"):
             base, source = getattr(splits, split)
-            predictions, own = _swept(m, sites, base, source, base_high.readout, remember=i > 0)
+            predictions, own = swept(m, sites, base, source, base_high.readout, remember=i > 0)
             plain, answered = base_high.answers(base)
             per_split[split] = {"counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges)
                                            for v in variables},
@@ -245,72 +167,10 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
             "not_applicable": not_applicable, "seconds": time.perf_counter() - t0}
 
 
-def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs: int = 128, seed: int = 0,
-                  progress: bool = False, nulls: int | None = None) -> dict[str, Any]:
-    """:func:`identify` at every model a run kept (``interp train --keep-checkpoints N``) and at its last step, on
-    the same pairs beside the same nulls (``nulls`` random-init models; default five): per step the identification,
-    its stability and each candidate's status and abstraction score, with the run's held-out loss and accuracy at
-    that step. Refuses a run that kept none."""
-    from pathlib import Path
-
-    from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.errors import SandboxError
-    from sandbox_lens.interp.progress import bar as progress_bar
-    from sandbox_lens.interp.train import has_checkpoint, kept_models, open_model
-    from sandbox_lens.interp.train.checkpoint import read_checkpoint
-
-    run = Path(run)
-    if not has_checkpoint(run):
-        raise SandboxError(f"--checkpoints reads a run directory of interp train; {run} holds none")
-    kept = kept_models(run)
-    if not kept:
-        raise SandboxError(f"{run} kept no checkpoints: train it with --keep-checkpoints N (N log-spaced models)")
-    meta, _ = read_checkpoint(run)
-    history = {h["step"]: h for h in meta.get("history", [])}
-    last = open_model(run)
-    candidates_of(last, candidates)  # refused before any work
-    null_models = nulls_of(last, seed) if nulls is None else nulls_of(last, seed, n=nulls)
-    steps = [(step, directory) for step, directory in kept if step != meta["step"]] + [(int(meta["step"]), run)]
-    rows = []
-    bar = progress_bar(total=len(steps), disable=not progress, desc="checkpoints", unit="model")
-    for step, directory in steps:
-        found = identify(open_model(directory), candidates, nulls=null_models, pairs=pairs, seed=seed)
-        h = history.get(step, {})
-        rows.append({"step": step, "loss": h.get("loss"), "accuracy": h.get("accuracy"),
-                     "identified": found["identified"], "stability": found["stability"],
-                     "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
-                                                     "interval": c["score"]["interval"], "null_score": c["null_score"]}
-                                    for c in found["candidates"]}})
-        bar.update(1)
-    bar.close()
-    return {"run": str(run), "steps": rows, "history": meta.get("history", []), "pairs": pairs, "seed": seed,
-            "nulls": len(null_models), "chance": found["chance"], "not_applicable": found["not_applicable"]}
-
-
-#: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one
-#: shape, one seed), so each null is swept once however many twins are identified beside it.
-_NULL_SWEEPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-def _swept(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
-           readout: Sequence[int] | None, remember: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
-    from sandbox_lens.interp.causal.interchange import own_predictions
-
-    if not remember or any(b is not None for _, b in sites):
-        return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)
-    key = (tuple(h for h, _ in sites), None if readout is None else tuple(readout),
-           hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest())
-    memo = _NULL_SWEEPS.setdefault(model, {})
-    if key not in memo:
-        memo[key] = (sweep(model, sites, base, source, readout), own_predictions(model, base, readout))
-    return memo[key]
-
-
 def _place(label: str) -> tuple[int, str]:
     """(block, "before" / "after") of a site: a block's input is *before* it; its attention's and MLP's outputs,
     its heads and its ``resid_mid``/``resid_post`` are *after* it (a card's named site by its hook)."""
-    hook = _hook_head(label.rsplit(" @ ", 1)[-1].split(" ")[0])[0]
+    hook = hook_head(label.rsplit(" @ ", 1)[-1].split(" ")[0])[0]
     block = int(hook.split(".")[1])
     return (block, "before") if hook.endswith("hook_resid_pre") else (block, "after")
 

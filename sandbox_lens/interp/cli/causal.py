@@ -55,23 +55,10 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 def _cmd_align(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.causal.align import align, high_level_of, nulls_of
-    from sandbox_lens.interp.causal.evidence import MIN_SPLIT
     from sandbox_lens.interp.files import atomic_write, write_json
     from sandbox_lens.interp.viz import interchange_scans_png
 
-    if bool(args.run) == bool(args.model):
-        raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
-    if args.pairs < MIN_SPLIT:
-        raise SandboxError(f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
-                           f"use --pairs {MIN_SPLIT} or more")
-    if args.das_steps < 1:
-        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
-    try:
-        ks = sorted({int(k) for k in args.k.split(",") if k})
-    except ValueError:
-        raise SandboxError(f"--k takes comma-separated integers, got {args.k!r}") from None
-    if not ks or min(ks) < 1:
-        raise SandboxError(f"--k needs positive dimensions, got {args.k!r}")
+    ks = _checked(args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
@@ -153,9 +140,29 @@ def _cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checked(args: argparse.Namespace) -> list[int]:
+    """The options of `interp align` checked before any work (one line each); the DAS dimensions."""
+    from sandbox_lens.interp.causal.evidence import MIN_SPLIT
+
+    if bool(args.run) == bool(args.model):
+        raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
+    if args.pairs < MIN_SPLIT:
+        raise SandboxError(f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
+                           f"use --pairs {MIN_SPLIT} or more")
+    if args.das_steps < 1:
+        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+    try:
+        ks = sorted({int(k) for k in args.k.split(",") if k})
+    except ValueError:
+        raise SandboxError(f"--k takes comma-separated integers, got {args.k!r}") from None
+    if not ks or min(ks) < 1:
+        raise SandboxError(f"--k needs positive dimensions, got {args.k!r}")
+    return ks
+
+
 def _over_training(args: argparse.Namespace, out: Path) -> int:
     """`interp align --run DIR --checkpoints`: the identification at every kept model of the run."""
-    from sandbox_lens.interp.causal.identify import over_training
+    from sandbox_lens.interp.causal.over_training import over_training
     from sandbox_lens.interp.files import atomic_write, write_json
     from sandbox_lens.interp.viz import over_training_png
 

@@ -82,15 +82,6 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
               "3000 steps × batch 32; 10 seeds per population; interp align --candidates all on each learned twin "
               "(128 pairs per split, five random-init nulls)",
         minutes=60.0, module="sandbox_lens.interp.experiments.algorithm_census"),
-    Experiment(
-        name="algorithm-confusion", title="Does the identification find the algorithm a twin was made to run?",
-        section="Theorems 1, 10, 11, Lemma 15 (positive controls)",
-        claim="Twins trained to carry a proven algorithm's variables (interchange intervention training) are identified "
-              "as that algorithm, and random-init twins as none.",
-        scale="prefix scan on C4 and S3 (6 blocks), counter on C4, Krohn–Rhodes cascade on S3 (4 blocks), stack on "
-              "Dyck_{2,4}; T = 8 (Dyck 15 brackets); up to 4000 steps, stopped at 99% accuracy and imposed IIA 0.95; "
-              "3 seeds each; 3 random-init twins per task; interp align --candidates all on each",
-        minutes=60.0, module="sandbox_lens.interp.experiments.algorithm_confusion"),
 )}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, wilson_interval
+from sandbox_lens.interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
 #: Held-out accuracy a twin needs to be put to the candidates (below it: reported, not identified).
@@ -82,8 +83,9 @@ def run(ctx: Context) -> None:
                 row: dict[str, Any] = {"accuracy": accuracy[seed]}
                 if accuracy[seed] >= LEARNED or ctx.quick:
                     twin = load_trained(directory)
-                    nulls = nulls if nulls is not None else nulls_of(twin, 0, n=sc["nulls"])
-                    found = identify(twin, "all", nulls=nulls, pairs=sc["pairs"], seed=0)
+                    if nulls is None:
+                        nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
+                    found = identify(twin, "all", nulls=nulls, pairs=sc["pairs"], seed=ExperimentSeed.ALGORITHM_PAIRS)
                     row.update(identified=found["identified"], on_all_pairs=found["identified_on_all_pairs"],
                                stability=found["stability"], seconds=found["seconds"],
                                candidates={c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],

@@ -19,6 +19,7 @@ from typing import Any
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, wilson_interval
+from sandbox_lens.interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = (0, 1, 2), (0,)
 #: Random-init twins per task (initialisation seeds from NULL_SEED): the negatives.
@@ -68,7 +69,7 @@ def _scale(quick: bool) -> dict[str, Any]:
 def _identified(model: Any, nulls: list[Any], sc: dict[str, Any]) -> dict[str, Any]:
     from sandbox_lens.interp.causal.identify import identify
 
-    found = identify(model, "all", nulls=nulls, pairs=sc["pairs"], seed=0)
+    found = identify(model, "all", nulls=nulls, pairs=sc["pairs"], seed=ExperimentSeed.ALGORITHM_PAIRS)
     return {"identified": found["identified"], "on_all_pairs": found["identified_on_all_pairs"],
             "stability": found["stability"], "seconds": found["seconds"],
             "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
@@ -93,7 +94,8 @@ def run(ctx: Context) -> None:
         nulls = None
         for seed, directory in ctx.run_dirs(label).items():
             twin = load_trained(directory)
-            nulls = nulls if nulls is not None else nulls_of(twin, 0, n=sc["nulls"])
+            if nulls is None:
+                nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
             last = _last(directory)
             imposed = last.get("imposed_iia") or {}
             reached = (by_seed[seed]["final_accuracy"] >= REACHED and bool(imposed)
@@ -106,7 +108,8 @@ def run(ctx: Context) -> None:
         nulls = None
         for i in range(sc["negatives_per_task"]):
             model = random_init(task, shape, NULL_SEED + i)
-            nulls = nulls if nulls is not None else nulls_of(model, 0, n=sc["nulls"])
+            if nulls is None:
+                nulls = nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
             twins.append({"population": label, "imposed": "none", "construction": None, "seed": NULL_SEED + i,
                           "accuracy": None, "steps": 0, "imposed_iia": {}, "reached": True,
                           **_identified(model, nulls, sc)})

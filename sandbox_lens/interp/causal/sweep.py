@@ -1,0 +1,115 @@
+"""Full swaps at many sites in batched forwards: the sites an algorithm is searched at (the residual stream,
+each attention layer's, head's and MLP's output) and :func:`sweep`, which swaps one site at every position of
+every word in one forward (the words repeated once per position, each copy swapped at its own). A null's sweep
+is remembered per pairs (:func:`swept`), so a population's twins, which share their nulls and pairs, sweep each
+null once. :mod:`sandbox_lens.interp.causal.identify` scores the answers against each candidate algorithm."""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from sandbox_lens.interp.causal.interchange import answer, source_activations
+
+__all__ = ["residual_sites", "component_sites", "model_sites", "hook_head", "sweep", "swept", "MAX_ROWS"]
+
+#: Rows of one batched forward (positions × words); a sweep over longer words runs in chunks of positions.
+MAX_ROWS = 8192
+
+
+def residual_sites(n_layers: int) -> list[str]:
+    """The residual hooks a full swap is tried at, each once: block 0's input, then every block's
+    ``resid_mid`` and ``resid_post`` (``blocks.l.hook_resid_pre`` is ``blocks.(l−1).hook_resid_post``)."""
+    return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")]
+
+
+def component_sites(model: Any) -> list[str]:
+    """Every component output a swap is tried at, block by block: the attention layer's output
+    (``blocks.l.hook_attn_out``), each head's (``blocks.l.attn.hook_z#h``: its value-weighted sum, before W_O) and
+    the MLP's (``blocks.l.hook_mlp_out``, where the block has one)."""
+    hooks = getattr(model, "hook_dict", {})
+    out = []
+    for l in range(model.cfg.n_layers):
+        out.append(f"blocks.{l}.hook_attn_out")
+        out += [f"blocks.{l}.attn.hook_z#{h}" for h in range(model.cfg.n_heads)]
+        if f"blocks.{l}.hook_mlp_out" in hooks:
+            out.append(f"blocks.{l}.hook_mlp_out")
+    return out
+
+
+def model_sites(model: Any, components: bool = True) -> list[str]:
+    """The sites every variable is searched at: the residual sites, then (``components``) the component outputs."""
+    return residual_sites(model.cfg.n_layers) + (component_sites(model) if components else [])
+
+
+def hook_head(site: str) -> tuple[str, int | None]:
+    """(hook, head) of a site name (``hook#h``: one head of a per-head hook)."""
+    hook, _, head = site.partition("#")
+    return hook, int(head) if head else None
+
+
+def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
+          readout: Sequence[int] | None) -> np.ndarray:
+    """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
+    or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
+    its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
+    words repeated once per position, each copy swapped at its own)."""
+    from sandbox_lens.interp.model.device import on
+    from sandbox_lens.interp.model.run import exact_precision
+
+    n, T = base.shape
+    P = len(model.card.io.prefix)
+    tokens = on(model, model.card.io.encode(base))
+    acts = source_activations(model, source, sorted({hook_head(h)[0] for h, _ in sites}))
+    out = np.empty((len(sites), T, n, T), dtype=np.int64)
+    chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
+    for s, (site, basis) in enumerate(sites):
+        hook, head = hook_head(site)
+        B = None if basis is None else on(acts[hook], np.asarray(basis), dtype=acts[hook].dtype)
+        for first in range(0, T, chunk):
+            positions = np.arange(first, min(T, first + chunk))
+            rows = on(model, np.arange(len(positions) * n))
+            where = on(model, P + np.repeat(positions, n))
+            src = acts[hook][on(model, np.tile(np.arange(n), len(positions))), where]
+            if head is not None:
+                src = src[:, head]
+
+            def swap(x: Any, hook: Any, rows: Any = rows, where: Any = where, src: Any = src) -> Any:
+                x = x.clone()
+                if head is not None:
+                    x[rows, where, head] = src
+                    return x
+                delta = src - x[rows, where]
+                x[rows, where] = x[rows, where] + (delta if B is None else (delta @ B) @ B.T)
+                return x
+
+            with exact_precision():
+                logits = model.run_with_hooks(tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)],
+                                              return_type="logits")
+            got = answer(logits[:, P: P + T], readout)
+            out[s, positions] = got.reshape(len(positions), n, T)
+            del logits
+    return out
+
+
+#: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one
+#: shape, one seed), so each null is swept once however many twins are identified beside it.
+_NULL_SWEEPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def swept(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
+           readout: Sequence[int] | None, remember: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
+    from sandbox_lens.interp.causal.interchange import own_predictions
+
+    if not remember or any(b is not None for _, b in sites):
+        return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)
+    key = (tuple(h for h, _ in sites), None if readout is None else tuple(readout),
+           hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest())
+    memo = _NULL_SWEEPS.setdefault(model, {})
+    if key not in memo:
+        memo[key] = (sweep(model, sites, base, source, readout), own_predictions(model, base, readout))
+    return memo[key]
