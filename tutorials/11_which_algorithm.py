@@ -109,4 +109,4 @@ display(Image(over_training_png(history)))
 
 # %% [markdown]
 # The census of plain twins (`interp experiment algorithm-census`: parity, C3, C4, S3, A4 and Dyck_{2,4}, two
-# depths, ten seeds each) is in [Causal alignment](../causal.md).
+# depths, ten seeds each) is in the docs' Causal alignment page (`docs/causal.md`, "The census").
