@@ -148,12 +148,12 @@ def _refuse_cascade(automaton: Any, T: int) -> str | None:
 
 
 def _refuse_parity(automaton: Any, T: int) -> str | None:
-    from sandbox_lens.interp.tasks.groupvars import GroupVariables
+    from sandbox_lens.interp.tasks.groupvars import group_variables
 
     plan, why = _group(automaton)
     if plan is None:
         return why
-    if not GroupVariables(automaton, plan).has_sign:
+    if not group_variables(automaton).has_sign:
         return f"{automaton.name}'s group has no odd permutation: its sign is always even"
     if automaton.n_states <= 2:
         return f"{automaton.name}'s sign is its state: parity first is the whole task"

@@ -124,6 +124,8 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
     truths = {split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables}
               for split in ("select", "test")}
     models = [model, *nulls]
+    answers = {split: base_high.answers(getattr(splits, split)[0]) for split in ("select", "test")}
+    partitions = _partitions(base_high, splits.test[0])
     bar = progress_bar(total=len(models) * 2, disable=not progress, desc="algorithm sweep", unit="sweep")
     data = []
     for i, m in enumerate(models):
@@ -136,13 +138,13 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
         for split in ("select", "test"):
             base, source = getattr(splits, split)
             predictions, own = swept(m, sites, base, source, base_high.readout, remember=i > 0)
-            plain, answered = base_high.answers(base)
+            plain, answered = answers[split]
             per_split[split] = {"counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges)
                                            for v in variables},
                                 "ceiling": float((own == plain)[answered].mean())}
             bar.update(1)
         data.append({"named": {k: [s[0] for s in v] for k, v in named.items()}, "variables_of": variables_of,
-                     "layers": m.cfg.n_layers, "partitions": _partitions(base_high, splits.test[0]), **per_split})
+                     "layers": m.cfg.n_layers, "partitions": partitions, **per_split})
     bar.close()
     chance = 1.0 / (len(base_high.readout) if base_high.readout is not None else int(model.cfg.d_vocab_out))
     ceiling = data[0]["test"]["ceiling"]

@@ -21,8 +21,8 @@ import numpy as np
 
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError, high_level_of
 from sandbox_lens.interp.errors import SandboxError
-from sandbox_lens.interp.model.device import on, to_numpy
-from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.run import exact_precision, readout_answer
 from sandbox_lens.interp.stats import wilson_interval
 
 __all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis", "source_activations",
@@ -155,11 +155,9 @@ def own_predictions(model: Any, base: np.ndarray, readout: Sequence[int] | None 
 
 
 def answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
-    """The argmax of ``logits`` ``[..., d_vocab_out]`` among the ``readout`` classes (None: all), as class indices."""
-    if readout is None:
-        return to_numpy(logits.argmax(-1))
-    index = np.asarray(readout)
-    return index[to_numpy(logits[..., list(readout)].argmax(-1))]
+    """The argmax of ``logits`` ``[..., d_vocab_out]`` among the ``readout`` classes (None: all), as class indices
+    (:func:`sandbox_lens.interp.model.run.readout_answer`)."""
+    return readout_answer(logits, readout)
 
 
 def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, rotation: Any = None,

@@ -32,14 +32,16 @@ RULES = {
 }
 
 
-def _automaton(name: str, T: int) -> Any:
+def automaton_task(name: str, T: int) -> Any:
+    """The automaton task of a catalogue name at length T."""
     from sandbox_lens.interp.tasks.batches import AutomatonTask
     from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     return AutomatonTask(get_automaton(name), T)
 
 
-def _dyck(k: int, depth: int, T: int) -> Any:
+def dyck_task(k: int, depth: int, T: int) -> Any:
+    """The Dyck_{k,depth} task at length T."""
     from sandbox_lens.interp.tasks.batches import DyckTask
     from sandbox_lens.interp.tasks.dyck import Dyck
 
@@ -53,18 +55,33 @@ DYCK_SHAPE = {"d_model": 50, "n_heads": 1, "d_mlp": 50}
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"tasks": [("parity", "parity", lambda: _automaton("parity", 6), AUTOMATON_SHAPE)], "depths": (2,),
+        return {"tasks": [("parity", "parity", lambda: automaton_task("parity", 6), AUTOMATON_SHAPE)], "depths": (2,),
                 "steps": 150, "pairs": 16, "nulls": 1}
-    return {"tasks": [(n, n, lambda n=n: _automaton(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
-            + [("2-4", "Dyck_{2,4}", lambda: _dyck(2, 4, 16), DYCK_SHAPE)],
+    return {"tasks": [(n, n, lambda n=n: automaton_task(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
+            + [("2-4", "Dyck_{2,4}", lambda: dyck_task(2, 4, 16), DYCK_SHAPE)],
             "depths": (2, 3), "steps": 3000, "pairs": 128, "nulls": 5}
+
+
+def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
+    """What the algorithm experiments keep of :func:`~sandbox_lens.interp.causal.identify.identify` on one model
+    (every candidate the task can have, ``pairs`` per split, beside ``nulls``): the verdict, its stability, and
+    per candidate its status, score, the nulls' largest score and each variable's status and test IIA."""
+    from sandbox_lens.interp.causal.identify import identify
+
+    found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS)
+    return {"identified": found["identified"], "on_all_pairs": found["identified_on_all_pairs"],
+            "stability": found["stability"], "seconds": found["seconds"],
+            "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
+                                            "null_score": c["null_score"],
+                                            "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]}}
+                           for c in found["candidates"]},
+            "not_applicable": found["not_applicable"]}
 
 
 def run(ctx: Context) -> None:
     """Train every population (or reuse finished runs), identify each learned twin, count and rule (the module
     docstring says what and how)."""
     from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.causal.identify import identify
     from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
 
     sc = _scale(ctx.quick)
@@ -85,15 +102,7 @@ def run(ctx: Context) -> None:
                     twin = load_trained(directory)
                     if nulls is None:
                         nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-                    found = identify(twin, "all", nulls=nulls, pairs=sc["pairs"], seed=ExperimentSeed.ALGORITHM_PAIRS)
-                    row.update(identified=found["identified"], on_all_pairs=found["identified_on_all_pairs"],
-                               stability=found["stability"], seconds=found["seconds"],
-                               candidates={c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
-                                                            "null_score": c["null_score"],
-                                                            "variables": {v["variable"]: [v["status"], v["iia"]]
-                                                                          for v in c["variables"]}}
-                                           for c in found["candidates"]},
-                               not_applicable=found["not_applicable"])
+                    row.update(identified_row(twin, nulls, sc["pairs"]))
                 twins[str(seed)] = row
             populations[label] = {"task": title, "layers": depth, "length": T, "twins": twins}
     ctx.data("populations", populations)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task, identified_row
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, wilson_interval
@@ -32,49 +33,24 @@ RULES = {
 }
 
 
-def _automaton(name: str, T: int) -> Any:
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-
-    return AutomatonTask(get_automaton(name), T)
-
-
-def _dyck(T: int) -> Any:
-    from sandbox_lens.interp.tasks.batches import DyckTask
-    from sandbox_lens.interp.tasks.dyck import Dyck
-
-    return DyckTask(Dyck(2, 4), T)
-
-
 def _scale(quick: bool) -> dict[str, Any]:
     """(label, imposed algorithm, construction, task, layers, shape) per population, and the budget."""
     if quick:
-        return {"populations": [("C3-counter", "counter", "modular_counter", lambda: _automaton("C3", 6), 2,
+        return {"populations": [("C3-counter", "counter", "modular_counter", lambda: automaton_task("C3", 6), 2,
                                  {"d_model": 32, "n_heads": 2})],
-                "negatives": [("C3-random", lambda: _automaton("C3", 6), 2, {"d_model": 32, "n_heads": 2})],
+                "negatives": [("C3-random", lambda: automaton_task("C3", 6), 2, {"d_model": 32, "n_heads": 2})],
                 "steps": 100, "pairs": 16, "nulls": 1, "negatives_per_task": 1}
     wide = {"d_model": 64, "n_heads": 2}
     dyck = {"d_model": 50, "n_heads": 2, "d_mlp": 50}
-    return {"populations": [("C4-scan", "scan", "prefix_scan", lambda: _automaton("C4", 8), 6, wide),
-                            ("C4-counter", "counter", "modular_counter", lambda: _automaton("C4", 8), 2, wide),
-                            ("S3-scan", "scan", "prefix_scan", lambda: _automaton("S3", 8), 6, wide),
-                            ("S3-cascade", "cascade", "krohn_rhodes", lambda: _automaton("S3", 8), 4, wide),
-                            ("Dyck-stack", "stack", "dyck", lambda: _dyck(16), 2, dyck)],
-            "negatives": [("C4-random", lambda: _automaton("C4", 8), 2, wide),
-                          ("S3-random", lambda: _automaton("S3", 8), 4, wide),
-                          ("Dyck-random", lambda: _dyck(16), 2, dyck)],
+    return {"populations": [("C4-scan", "scan", "prefix_scan", lambda: automaton_task("C4", 8), 6, wide),
+                            ("C4-counter", "counter", "modular_counter", lambda: automaton_task("C4", 8), 2, wide),
+                            ("S3-scan", "scan", "prefix_scan", lambda: automaton_task("S3", 8), 6, wide),
+                            ("S3-cascade", "cascade", "krohn_rhodes", lambda: automaton_task("S3", 8), 4, wide),
+                            ("Dyck-stack", "stack", "dyck", lambda: dyck_task(2, 4, 16), 2, dyck)],
+            "negatives": [("C4-random", lambda: automaton_task("C4", 8), 2, wide),
+                          ("S3-random", lambda: automaton_task("S3", 8), 4, wide),
+                          ("Dyck-random", lambda: dyck_task(2, 4, 16), 2, dyck)],
             "steps": 4000, "pairs": 128, "nulls": 5, "negatives_per_task": NEGATIVES}
-
-
-def _identified(model: Any, nulls: list[Any], sc: dict[str, Any]) -> dict[str, Any]:
-    from sandbox_lens.interp.causal.identify import identify
-
-    found = identify(model, "all", nulls=nulls, pairs=sc["pairs"], seed=ExperimentSeed.ALGORITHM_PAIRS)
-    return {"identified": found["identified"], "on_all_pairs": found["identified_on_all_pairs"],
-            "stability": found["stability"], "seconds": found["seconds"],
-            "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
-                                            "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]}}
-                           for c in found["candidates"]}}
 
 
 def run(ctx: Context) -> None:
@@ -102,7 +78,8 @@ def run(ctx: Context) -> None:
                        and all(v is not None and v >= REACHED for v in imposed.values()))
             twins.append({"population": label, "imposed": algorithm, "construction": construction, "seed": seed,
                           "accuracy": by_seed[seed]["final_accuracy"], "steps": by_seed[seed]["steps"],
-                          "imposed_iia": imposed, "reached": reached or ctx.quick, **_identified(twin, nulls, sc)})
+                          "imposed_iia": imposed, "reached": reached or ctx.quick,
+                          **identified_row(twin, nulls, sc["pairs"])})
     for label, make, layers, shape_args in sc["negatives"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
         nulls = None
@@ -112,7 +89,7 @@ def run(ctx: Context) -> None:
                 nulls = nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
             twins.append({"population": label, "imposed": "none", "construction": None, "seed": NULL_SEED + i,
                           "accuracy": None, "steps": 0, "imposed_iia": {}, "reached": True,
-                          **_identified(model, nulls, sc)})
+                          **identified_row(model, nulls, sc["pairs"])})
     ctx.data("twins", twins)
     ctx.data("reached_threshold", REACHED)
     _tables(ctx, twins)

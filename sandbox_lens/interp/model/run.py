@@ -16,7 +16,7 @@ import numpy as np
 from sandbox_lens.interp.errors import LengthError, ModelKindError
 from sandbox_lens.interp.model.device import on
 
-__all__ = ["exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
+__all__ = ["readout_answer", "exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
            "BATCH_BYTES", "require_hooked"]
 
 Head = tuple[int, int]  # (layer, head)
@@ -32,6 +32,16 @@ _HOOKS = {
     "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out", "post": "mlp.hook_post", "pre": "mlp.hook_pre",
 }
 
+
+
+def readout_answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
+    """The argmax of ``logits`` ``[..., d_vocab_out]`` among the ``readout`` classes (None: all), as class indices."""
+    from sandbox_lens.interp.model.device import to_numpy
+
+    if readout is None:
+        return to_numpy(logits.argmax(-1))
+    index = np.asarray(readout)
+    return index[to_numpy(logits[..., list(readout)].argmax(-1))]
 
 def hook_name(name: str, layer: int) -> str:
     """``hook_name("pattern", 1)`` = ``"blocks.1.attn.hook_pattern"`` (as TransformerLens's get_act_name)."""

@@ -31,18 +31,31 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GroupVariables", "group_variables", "permutation_group"]
+__all__ = ["GroupVariables", "group_variables", "permutation_group", "is_permutation_automaton"]
+
+
+def is_permutation_automaton(automaton: Any) -> bool:
+    """Whether every symbol of ``automaton`` permutes its states (no sympy needed to tell)."""
+    return all(sorted(automaton.transition_map(s)) == list(range(automaton.n_states))
+               for s in range(len(automaton.alphabet)))
 
 
 def permutation_group(automaton: Any) -> Any | None:
     """The solvable plan (:func:`sandbox_lens.interp.tasks.solvable.plan_solvable_group`) of the group
-    ``automaton``'s symbols generate; None where a symbol is not a permutation of the states. Raises the plan's
-    :class:`~sandbox_lens.interp.errors.ConstructionError` for a group that is not solvable or too large."""
+    ``automaton``'s symbols generate, computed once per automaton; None where a symbol is not a permutation of the
+    states. Raises the plan's :class:`~sandbox_lens.interp.errors.ConstructionError` for a group that is not
+    solvable or too large."""
+    if not is_permutation_automaton(automaton):
+        return None
+    return _plan(automaton.name, automaton.delta.tobytes(), automaton)
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(name: str, delta: bytes, automaton: Any) -> Any:
+    """The plan of an automaton's group, keyed by its name and table (the derived series needs sympy)."""
     from sandbox_lens.interp.tasks.solvable import plan_solvable_group
 
     maps = [automaton.transition_map(s) for s in range(len(automaton.alphabet))]
-    if any(sorted(m) != list(range(automaton.n_states)) for m in maps):
-        return None
     return plan_solvable_group(maps, automaton.n_states, automaton.name)
 
 
@@ -58,6 +71,7 @@ class GroupVariables:
 
     def __init__(self, automaton: Any, plan: Any) -> None:
         from sandbox_lens.interp.tasks.groups import compose
+        from sandbox_lens.interp.tasks.solvable import inverse, order_of
 
         self.automaton, self.plan = automaton, plan
         elements = list(plan.elements)
@@ -87,12 +101,10 @@ class GroupVariables:
         self.has_sign = bool(odd)
         if odd:
             self.names += ("sign",)
-            order = {g: _order(g) for g in odd}
-            lift = min(odd, key=lambda g: (order[g], g))
+            lift = min(odd, key=lambda g: (order_of(g), g))
             self.sign = np.array([_parity(g) for g in elements], dtype=np.int64)
             self.lift = np.array([self.index[tuple(range(len(lift)))], self.index[lift]], dtype=np.int64)
-            inverse = {self.index[g]: self.index[tuple(int(i) for i in np.argsort(g))] for g in elements}
-            self.inverse = np.array([inverse[i] for i in range(E)], dtype=np.int64)
+            self.inverse = np.array([self.index[inverse(g)] for g in elements], dtype=np.int64)
 
     def prefixes(self, words: np.ndarray, override: tuple[int, int, np.ndarray] | None = None) -> list[np.ndarray]:
         """Each level's prefix coordinate P^i ``[n, T]`` (as codes), ``override`` = (level, position, codes) set
@@ -149,28 +161,19 @@ class GroupVariables:
         return labels, scored
 
 
-def _order(g: tuple[int, ...]) -> int:
-    k, h = 1, g
-    while h != tuple(range(len(g))):
-        h, k = tuple(g[x] for x in h), k + 1
-    return k
-
-
 def group_variables(automaton: Any) -> GroupVariables | None:
-    """The family for ``automaton``, or None where it is not a permutation automaton of a solvable group (computed
-    once per automaton: the derived series needs sympy)."""
-    if any(sorted(automaton.transition_map(s)) != list(range(automaton.n_states))
-           for s in range(len(automaton.alphabet))):
+    """The family for ``automaton`` (computed once per automaton), or None where it is not a permutation automaton
+    of a solvable group."""
+    if not is_permutation_automaton(automaton):
         return None  # not a group: no sympy
-    return _cached(automaton.name, automaton.delta.tobytes(), automaton.initial, automaton)
+    return _family(automaton.name, automaton.delta.tobytes(), automaton.initial, automaton)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | None:
+def _family(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | None:
     from sandbox_lens.interp.errors import ConstructionError
 
     try:
-        plan = permutation_group(automaton)
+        return GroupVariables(automaton, permutation_group(automaton))
     except ConstructionError:
         return None
-    return None if plan is None else GroupVariables(automaton, plan)

@@ -32,7 +32,7 @@ from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.tasks.groups import compose, cycle_notation  # noqa: F401 - cycle_notation: public here too
 
 __all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power",
-           "cycle_notation"]
+           "order_of", "cycle_notation"]
 
 Map = tuple[int, ...]
 
@@ -258,7 +258,7 @@ def _abelian_level(upper: list[Map], kernel: frozenset[Map]) -> AbelianLevel:
     basis = abelian_basis(m, mul, coset[upper[0]])
     # lift each basis coset to one of its elements of least order: a homomorphic τ (literal
     # Lemma 18) whenever such lifts exist, and any lift works for Lemma 18′.
-    lifts = tuple(min(reps[b], key=lambda y: (_order(y), y)) for b, _ in basis)
+    lifts = tuple(min(reps[b], key=lambda y: (order_of(y), y)) for b, _ in basis)
     orders = tuple(k for _, k in basis)
     level = AbelianLevel(tuple(upper), kernel, orders, lifts, {})
     coords: dict[Map, tuple[int, ...]] = {}
@@ -271,7 +271,8 @@ def _abelian_level(upper: list[Map], kernel: frozenset[Map]) -> AbelianLevel:
     return AbelianLevel(tuple(upper), kernel, orders, lifts, coords)
 
 
-def _order(f: Map) -> int:
+def order_of(f: Map) -> int:
+    """The order of a permutation: the least k ≥ 1 with f^k the identity."""
     k, g = 1, f
     while g != tuple(range(len(f))):
         g, k = compose(f, g), k + 1

@@ -167,6 +167,7 @@ def imposed_iia(model: Any, task: Any, alignment: Mapping[str, Any], seed: int,
     position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``)."""
     import torch
 
+    from sandbox_lens.interp.model.run import readout_answer
     from sandbox_lens.interp.streams import rng
     from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 
@@ -194,10 +195,7 @@ def imposed_iia(model: Any, task: Any, alignment: Mapping[str, Any], seed: int,
                     return x
 
                 logits = model.run_with_hooks(tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P: P + T]
-                if high.readout is not None:
-                    got = np.asarray(high.readout)[logits[..., list(high.readout)].argmax(-1).cpu().numpy()]
-                else:
-                    got = logits.argmax(-1).cpu().numpy()
+                got = readout_answer(logits, high.readout)
                 labels, scored = high.counterfactual(base, source, p, v["variable"])
                 changed = scored & answered & (labels != plain)
                 hits += int((got == labels)[changed].sum())
