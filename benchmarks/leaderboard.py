@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sandbox_lens.constructions.registry import build  # noqa: E402
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
-from sandbox_lens.interp.circuits.methods import METHODS  # noqa: E402
+from sandbox_lens.interp.circuits.methods import names  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
@@ -92,7 +92,7 @@ def main() -> None:
 
         board["settings"]["auto_circuit"] = version("auto-circuit")
     else:
-        board = run_leaderboard(families(), METHODS, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
+        board = run_leaderboard(families(), names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     board["provenance"] = {"command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]), "commit": commit,
                            "wall_seconds": round(time.time() - t0, 1), "threads": 1}

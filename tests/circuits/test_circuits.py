@@ -119,7 +119,7 @@ def test_acdc_is_faithful_on_the_prefix_scan_and_keeps_no_spurious_edge():
 
 def test_attribution_is_faster_than_path_patching_and_agrees_on_nodes():
     spec = build("prefix_scan", get_automaton("parity"), 32)
-    r = analyse(to_hooked(spec), "attribution", ground_truth(spec), pairs=32)
+    r = analyse(to_hooked(spec), "attribution", ground_truth(spec), pairs=32, agreement=True)
     assert r["agreement"]["speedup_vs_path_patching"] > 3  # ≥ 10× at T = 256: `make bench`
     assert r["agreement"]["nodes_spearman_vs_activation_patching"] > 0.5
 

@@ -3,8 +3,9 @@ method's threshold and over circuit sizes), and — on a construction — the sc
 truth at the level the method can see. :func:`analyse` returns what ``circuit.json`` holds;
 :func:`score_circuit` scores a circuit found elsewhere (a file) the same way.
 
-The methods are in :mod:`sandbox_lens.interp.circuits.methods`; auto-circuit's (``auto-circuit:acdc``, ...), when
-that optional package is installed, in :mod:`sandbox_lens.interp.circuits.autocircuit`. Every method patches with one ablation
+The methods are registered in :mod:`sandbox_lens.interp.circuits.methods` (auto-circuit's, ``auto-circuit:acdc``, ...,
+among them when that optional package is installed); the settings are one
+:class:`~sandbox_lens.interp.circuits.config.CircuitConfig`. Every method patches with one ablation
 (``resample`` from the corrupted word, ``zero`` or ``mean``) and is scored against that ablation's
 ground-truth level (:data:`~sandbox_lens.interp.circuits.levels.ABLATION_LEVEL`); ``scores_by_level`` gives the
 same ranking against every level. Edges a method never scored rank last. Each miss carries a reason
@@ -19,88 +20,59 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.circuits.acdc import ACDC_MODES
-from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS
+from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig, MethodError
 from sandbox_lens.interp.circuits.curves import faithfulness_curve
+from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
-from sandbox_lens.interp.circuits.methods import BASELINES, LEVEL, METHODS, Found, run_method
-from sandbox_lens.interp.circuits.pairs import METRICS, make_pairs
-from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
-from sandbox_lens.interp.circuits.patching import SOURCES, Patcher, ablated_pairs
+from sandbox_lens.interp.circuits.methods import METHODS, Found, method_of
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
 from sandbox_lens.interp.circuits.score import precision_recall, ranking_scores, spearman
 from sandbox_lens.interp.circuits.truth import GroundTruth
-from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError"]
-
-DEFAULT_THRESHOLD = 0.01
+__all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError",
+           "CircuitConfig"]
 
 
-class MethodError(SandboxError, ValueError):
-    """An unknown method or a setting it cannot take."""
-
-
-def _prepare(model: Any, truth: GroundTruth | None, pairs: int, corruption: str | None, length: int | None,
-             seed: int, source: str, engine: str = "auto") -> tuple[Patcher, Any, dict[str, Any]]:
+def _prepare(model: Any, truth: GroundTruth | None, c: CircuitConfig) -> tuple[Patcher, Any, dict[str, Any]]:
     from sandbox_lens.interp.circuits.bare import patcher_for
 
-    patcher = patcher_for(model, truth.graph if truth is not None else None, engine)
-    raw = make_pairs(model, pairs, corruption, length, seed)
-    src = patcher.source(raw, source)
-    return patcher, ablated_pairs(patcher, raw, source, src), src
+    patcher = patcher_for(model, truth.graph if truth is not None else None, c.engine)
+    raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed)
+    src = patcher.source(raw, c.source)
+    return patcher, ablated_pairs(patcher, raw, c.source, src), src
 
 
-def analyse(model: Any, method: str, truth: GroundTruth | None = None, *, pairs: int = 64,
-            corruption: str | None = None, length: int | None = None, threshold: float = DEFAULT_THRESHOLD,
-            metric: str | None = None, source: str = "resample", acdc_mode: str = "normalised", steps: int = 16,
-            per_position: bool = False, curve: bool = True, seed: int = 0, level: str | None = None,
-            engine: str = "auto", progress: bool = False) -> dict[str, Any]:
-    """Run ``method`` on ``model`` and score it against ``truth`` when given (a construction's), at ``level``
-    (default: the level of its ablation). ``engine``: the patching engine (:func:`~sandbox_lens.interp.circuits.bare.patcher_for`)."""
-    metric = check_settings(method, metric, source, threshold, acdc_mode, steps)
-    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source, engine)
-    if method in AUTO_CIRCUIT_METHODS:
-        return _auto_circuit(model, method, truth, patcher, data, src, threshold=threshold, seed=seed, curve=curve,
-                             level=level, progress=progress)
-    out: dict[str, Any] = {"method": method, "level": LEVEL[method], "metric": metric, "threshold": threshold,
-                           "source": source, "seed": seed, "engine": type(patcher).__name__,
+def analyse(model: Any, method: str, truth: GroundTruth | None = None, config: CircuitConfig | None = None,
+            **settings: Any) -> dict[str, Any]:
+    """Run ``method`` (a name in :data:`~sandbox_lens.interp.circuits.methods.METHODS`) on ``model`` and score it
+    against ``truth`` when given (a construction's), at ``config.level`` (default: the level of its ablation).
+
+    ``config`` holds the settings (:class:`~sandbox_lens.interp.circuits.config.CircuitConfig`); keyword
+    ``settings`` override its fields (``analyse(model, "path", truth, pairs=32)``). Refusals (a setting the
+    method cannot take) come before any model is run."""
+    c = (config or CircuitConfig()).with_(**settings)
+    record = method_of(method)
+    metric = record.check(c)
+    record.require()
+    c = c.with_(metric=metric)
+    patcher, data, src = _prepare(model, truth, c)
+    out: dict[str, Any] = {"method": method, "level": record.level, "metric": metric, "threshold": c.threshold,
+                           "source": c.source, "seed": c.seed, "engine": type(patcher).__name__,
                            "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
     t0 = time.perf_counter()
-    found = run_method(method, patcher, data, src, source, threshold=threshold, metric=metric, acdc_mode=acdc_mode,
-                       steps=steps, per_position=per_position, seed=seed, progress=progress)
+    found = record.run(patcher, data, src, c)
     out["wall_seconds"] = time.perf_counter() - t0
     out.update(found.extra)
-    if method == "attribution":
-        out["agreement"] = _agreement(patcher, data, src, found.edge_fx, found.node_fx, out["wall_seconds"], progress)
+    if c.agreement:
+        out["agreement"] = _agreement(patcher, data, src, found.edge_fx, found.node_fx, out["wall_seconds"], c.progress)
     if found.edge_fx is not None:
         out["edges"] = {e.name: (None if np.isnan(v) else float(v)) for e, v in zip(patcher.graph.edges, found.edge_fx)}
     if found.node_fx is not None:
         out["nodes"] = {n: float(v) for n, v in found.node_fx.items()}
-    out.update(_evaluate(patcher, data, src, source, truth, found, threshold, curve, level))
-    return out
-
-
-def _auto_circuit(model: Any, method: str, truth: GroundTruth | None, patcher: Patcher, data: Any,
-                  src: dict[str, Any], *, threshold: float, seed: int, curve: bool, level: str | None,
-                  progress: bool) -> dict[str, Any]:
-    """auto-circuit's ``method`` (:mod:`sandbox_lens.interp.circuits.autocircuit`) on the pairs this project's methods
-    get, scored as theirs are; a ranking with no circuit of its own gets no faithfulness, precision or
-    recall at a threshold."""
-    from sandbox_lens.interp.circuits.autocircuit import prune_scores
-
-    g = patcher.graph
-    t0 = time.perf_counter()
-    rank, chosen, info = prune_scores(model, g, method, data, connected=patcher.connected(), seed=seed,
-                                      quiet=not progress)
-    out: dict[str, Any] = {"method": method, "level": "edge", "metric": "auto-circuit's own (last position)",
-                           "threshold": threshold, "source": "resample", "seed": seed, "engine": type(patcher).__name__,
-                           "pairs": data.to_dict(), "graph": g.to_dict(), "wall_seconds": time.perf_counter() - t0,
-                           "auto_circuit": info}
-    own = info["circuit_of_its_own"]
-    found = Found(rank, [e for e, c in zip(g.edges, chosen) if c], rank)
-    out.update(_evaluate(patcher, data, src, "resample", truth, found, threshold, curve, level, misses=own))
-    if not own:
+    out.update(_evaluate(patcher, data, src, truth, found, c))
+    if not found.own_circuit:  # a ranking with no circuit of its own: nothing to measure at a threshold
         out["faithfulness"] = None
         if truth is not None:
             out["edge_precision"] = out["edge_recall"] = None
@@ -109,25 +81,32 @@ def _auto_circuit(model: Any, method: str, truth: GroundTruth | None, patcher: P
     return out
 
 
-def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray, *, pairs: int = 64,
-                  corruption: str | None = None, length: int | None = None, source: str = "resample",
-                  threshold: float = DEFAULT_THRESHOLD, seed: int = 0, curve: bool = True,
-                  level: str | None = None, engine: str = "auto") -> dict[str, Any]:
+def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray,
+                  config: CircuitConfig | None = None, **settings: Any) -> dict[str, Any]:
     """Score a circuit found elsewhere — ``scores`` per graph edge (NaN: unscored) and ``chosen`` (bool per
     edge) — exactly as :func:`analyse` scores a method's: faithfulness, the curve, every level."""
-    if source not in SOURCES:
-        raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
-    patcher, data, src = _prepare(model, truth, pairs, corruption, length, seed, source, engine)
+    c = (config or CircuitConfig()).with_(**settings)
+    c.check()
+    patcher, data, src = _prepare(model, truth, c)
     g = patcher.graph
-    found = Found(np.asarray(scores, dtype=np.float64), [e for e, c in zip(g.edges, chosen) if c])
-    out: dict[str, Any] = {"method": "file", "level": "edge", "source": source, "seed": seed, "threshold": threshold,
-                           "pairs": data.to_dict(), "graph": g.to_dict()}
-    out.update(_evaluate(patcher, data, src, source, truth, found, threshold, curve, level))
+    found = Found(np.asarray(scores, dtype=np.float64), [e for e, k in zip(g.edges, chosen) if k])
+    out: dict[str, Any] = {"method": "file", "level": "edge", "source": c.source, "seed": c.seed,
+                           "threshold": c.threshold, "pairs": data.to_dict(), "graph": g.to_dict()}
+    out.update(_evaluate(patcher, data, src, truth, found, c))
     return out
 
 
-def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], source: str, truth: GroundTruth | None, found: Found,
-              threshold: float, curve: bool, level: str | None = None, misses: bool = True) -> dict[str, Any]:
+def check_settings(method: str, config: CircuitConfig | None = None, **settings: Any) -> str:
+    """Refuse settings ``method`` cannot take (before any model is built, its optional package included);
+    return the metric it will use."""
+    record = method_of(method)
+    metric = record.check((config or CircuitConfig()).with_(**settings))
+    record.require()
+    return metric
+
+
+def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTruth | None, found: Found,
+              c: CircuitConfig) -> dict[str, Any]:
     g = patcher.graph
     circuit, rank = found.circuit, found.rank
     out: dict[str, Any] = {"ranking": [None if np.isnan(v) else float(v) for v in rank],
@@ -137,13 +116,14 @@ def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], source: str, tru
     detail = faithfulness(patcher, data, circuit, src)
     out["faithfulness"] = detail["accuracy"]  # a fraction of the full model's accuracy, which is 1 by definition
     out["faithfulness_metrics"] = detail
-    if curve:
+    if c.curve:
         out["curve"] = faithfulness_curve(patcher, data, rank, src, "logit_diff")
     if truth is not None:
         levels = levels_of(truth, patcher, data)
-        level = levels.check(level or ABLATION_LEVEL[source])
+        level = levels.check(c.level or ABLATION_LEVEL[c.source])
         out.update(_scores(levels, level, rank, found.edge_fx, found.node_fx, circuit))
-        out["missed"] = _miss_reasons(patcher, data, src, levels, level, rank, circuit, threshold) if misses else {}
+        out["missed"] = (_miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold)
+                         if found.own_circuit else {})
     return out
 
 
@@ -158,45 +138,6 @@ def _agreement(patcher: Patcher, data: Any, src: dict[str, Any], edge_fx: np.nda
     return {"edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
             "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
             "path_patching_seconds": path_seconds, "speedup_vs_path_patching": path_seconds / max(seconds, 1e-9)}
-
-
-def check_settings(method: str, metric: str | None, source: str, threshold: float,
-                   acdc_mode: str = "normalised", steps: int = 16) -> str:
-    """Refuse settings a method cannot take (before any model is built); return the metric to use."""
-    if method in AUTO_CIRCUIT_METHODS:
-        if metric is not None:
-            raise MethodError(f"{method} measures auto-circuit's own metric at the last position; leave out --metric")
-        if source != "resample":
-            raise MethodError(f"{method} runs with resample ablation here (auto-circuit's default), not {source}")
-        if acdc_mode != "normalised":
-            raise MethodError(f"an ACDC mode ({acdc_mode}) goes with --method acdc, not {method}")
-        if not threshold > 0:
-            raise MethodError(f"the threshold must be positive, got {threshold}")
-        return "auto-circuit"
-    if method not in METHODS:
-        raise MethodError(f"unknown method {method!r} (choose from {', '.join(METHODS + AUTO_CIRCUIT_METHODS)})")
-    if method in BASELINES and metric is not None:
-        raise MethodError(f"the {method} baseline measures no metric; leave out --metric")
-    if method == "masks" and metric not in (None, "kl"):
-        raise MethodError("learned edge masks train on the KL over the full output distribution; leave out --metric")
-    metric = metric or ("kl" if method == "acdc" else "logit_diff")
-    if metric not in METRICS:
-        raise MethodError(f"unknown metric {metric!r} (choose from {', '.join(METRICS)})")
-    if method in ("attribution", "eap-ig") and metric != "logit_diff":
-        raise MethodError(f"{method} needs the logit difference: the KL's gradient is zero at the clean run")
-    if source not in SOURCES:
-        raise MethodError(f"unknown ablation {source!r} (choose from {', '.join(SOURCES)})")
-    if acdc_mode not in ACDC_MODES:
-        raise MethodError(f"unknown ACDC mode {acdc_mode!r} (choose from {', '.join(ACDC_MODES)})")
-    if acdc_mode != "normalised" and method != "acdc":
-        raise MethodError(f"an ACDC mode ({acdc_mode}) goes with --method acdc, not {method}")
-    if acdc_mode == "reference" and metric != "kl":
-        raise MethodError("ACDC's reference mode measures the KL over the full output distribution; leave out --metric")
-    if not 1 <= steps <= 1024:
-        raise MethodError(f"EAP-IG takes 1 to 1024 steps, got {steps}")
-    if not threshold > 0:
-        raise MethodError(f"the threshold must be positive, got {threshold}")
-    return metric
 
 
 def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | None,

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.methods import method_of
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.stats import bootstrap_interval
@@ -70,7 +71,8 @@ def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings
                     for seed in seeds:
                         t0 = time.perf_counter()
                         r = analyse(model, method, truth, pairs=pairs, corruption=setting.corruption,
-                                    source=setting.ablation, threshold=threshold, steps=steps, seed=seed)
+                                    source=setting.ablation, threshold=threshold, seed=seed,
+                                    steps=steps if method_of(method).steps else None)
                         runs.append((r, time.perf_counter() - t0))
                     rows.append(_row(family, setting, method, runs))
                 except SandboxError as e:  # a method that cannot run on this family (auto-circuit on FFL's words)

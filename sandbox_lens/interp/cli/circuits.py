@@ -15,8 +15,7 @@ __all__ = ["register"]
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
-    from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS
-    from sandbox_lens.interp.circuits.methods import METHODS
+    from sandbox_lens.interp.circuits.methods import names
     from sandbox_lens.interp.cli.common import automaton_args
 
     s = sub.add_parser("circuit", help="find a circuit (patching, path, attribution, EAP-IG, ACDC, baselines) and score "
@@ -35,7 +34,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE", help="construction option "
                    "(e.g. -O negatives=distractor,cancel,constant for informative negatives)")
     s.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
-    s.add_argument("--method", default="acdc", choices=list(METHODS + AUTO_CIRCUIT_METHODS), metavar="METHOD",
+    s.add_argument("--method", default="acdc", choices=list(names()), metavar="METHOD",
                    help="activation patching of nodes (patching), path patching (path), attribution patching "
                         "(attribution), EAP-IG (eap-ig), ACDC (acdc, the default), learned edge masks (masks), a "
                         "baseline (random, magnitude), or auto-circuit's implementation of one (auto-circuit:acdc, "
@@ -62,6 +61,8 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                         "where it runs) or TransformerLens hooks (3.9 only)")
     s.add_argument("--no-curve", action="store_true", help="skip the faithfulness curve over circuit sizes (CPR, CMD)")
     s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
+    s.add_argument("--agreement", action="store_true", help="attribution, eap-ig: also rerun path and node patching "
+                   "and report how far the estimates agree with them (Spearman's ρ; costs a path-patching run)")
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
     s.add_argument("--seed", type=int, help="seed of the counterfactual pairs (default 0, or the circuit file's)")
     s.add_argument("--json", action="store_true", help="print circuit.json's summary as one JSON object")
@@ -116,26 +117,25 @@ def _model(args: argparse.Namespace):
 
 def _cmd_circuit(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.circuits.analyse import analyse, check_settings
+    from sandbox_lens.interp.circuits.config import CircuitConfig
     from sandbox_lens.interp.model.run import require_hooked
 
     scoring = _positionals(args)
-    for flag in ("pairs", "pair_length"):
+    if scoring and (args.per_position or args.steps is not None or args.agreement):
+        raise SandboxError("interp circuit score scores a file: --per-position, --steps and --agreement go with a method")
+    config = CircuitConfig(pairs=args.pairs or 64, corruption=args.corrupt, length=args.pair_length,
+                           threshold=args.threshold, metric=args.metric, source=args.source or "resample",
+                           acdc_mode=args.acdc_mode, steps=args.steps, per_position=args.per_position,
+                           curve=not args.no_curve, seed=0 if args.seed is None else args.seed, level=args.level,
+                           engine=args.engine, agreement=args.agreement, progress=progress_wanted())
+    for flag in ("pairs", "pair_length", "seed"):
         value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise SandboxError(f"--{flag.replace('_', '-')} must be ≥ 1, got {value}")
-    if not args.threshold > 0:
-        raise SandboxError(f"--threshold must be positive, got {args.threshold}")
-    if args.per_position and (scoring or args.method != "patching"):
-        raise SandboxError("--per-position goes with --method patching (node patching at each position)")
-    if args.steps is not None and (scoring or args.method != "eap-ig"):
-        raise SandboxError("--steps goes with --method eap-ig (its integration steps)")
-    args.steps = 16 if args.steps is None else args.steps
+        if value is not None and value < (0 if flag == "seed" else 1):
+            raise SandboxError(f"--{flag.replace('_', '-')} must be ≥ {0 if flag == 'seed' else 1}, got {value}")
     if not scoring:
-        check_settings(args.method, args.metric, args.source or "resample", args.threshold, args.acdc_mode, args.steps)
-        if args.method.startswith("auto-circuit:"):
-            from sandbox_lens.interp.circuits.autocircuit import load
-
-            load()  # not installed: one line, before any model is built
+        check_settings(args.method, config)  # the method's refusals and its optional package, before any model
+    else:
+        config.check()
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
@@ -146,12 +146,9 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
                            "construction (interp circuit CONSTRUCTION ...) and set the twin's circuit beside it")
     if scoring:
         return _score_file(args, model, truth, title, out)
-    settings = {"pairs": args.pairs or 64, "corruption": args.corrupt, "length": args.pair_length,
-                "source": args.source or "resample", "seed": 0 if args.seed is None else args.seed}
-    result = analyse(model, args.method, truth, threshold=args.threshold, metric=args.metric, acdc_mode=args.acdc_mode,
-                     steps=args.steps, per_position=args.per_position, curve=not args.no_curve, level=args.level,
-                     engine=args.engine,
-                     progress=progress_wanted(), **settings)
+    settings = {"pairs": config.pairs, "corruption": config.corruption, "length": config.length,
+                "source": config.source, "seed": config.seed}
+    result = analyse(model, args.method, truth, config)
     alignment = model.card.options.get("alignment") if model.card.construction == "trained" else None
     if alignment:  # a twin trained with --align: its imposed circuit is a ground truth of nodes
         from sandbox_lens.interp.circuits.imposed import score_imposed
