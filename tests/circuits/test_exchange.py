@@ -65,14 +65,22 @@ def test_scoring_the_exported_file_gives_the_numbers_of_the_run(written, tmp_pat
 def test_the_other_formats_read_back_onto_the_graph(written):
     spec = NEGATIVE_FAMILIES["modular_counter/C3+negatives"]()
     graph = ground_truth(spec).graph
-    scores, chosen, _ = read_circuit(written / "circuit.edges.json", graph)
-    for name in ("circuit.eap-ig.json", "circuit.auto-circuit.json"):
-        s2, c2, _ = read_circuit(written / name, graph)
-        merged = np.array([e.sender in ("embed", "pos") for e in graph.edges])  # one input node there, two here
-        assert np.array_equal(c2[~merged], chosen[~merged]), name
-        assert np.all(c2[merged] >= chosen[merged]), name
-        both = ~merged & ~np.isnan(scores)
-        np.testing.assert_allclose(s2[both], scores[both], rtol=1e-12)
+    scores, chosen, _, signed = read_circuit(written / "circuit.edges.json", graph)
+    positional = np.array([e.sender == "pos" for e in graph.edges])
+    # EAP-IG's input is the token embedding: embed->X comes back exactly, pos->X unscored and out of the circuit
+    s2, c2, saved, signed2 = read_circuit(written / "circuit.eap-ig.json", graph)
+    assert np.array_equal(c2[~positional], chosen[~positional]) and not c2[positional].any()
+    assert np.isnan(s2[positional]).all() and saved["score_sign"] == "loss"
+    assert saved["unscored_positional_edges"] == [e.name for e in graph.edges if e.sender == "pos"]
+    both = ~positional & ~np.isnan(signed)
+    np.testing.assert_allclose(s2[both], signed[both], rtol=1e-12)
+    np.testing.assert_array_equal(signed2, s2)
+    # auto-circuit's Resid Start is both embeddings: it stands for both, its score the larger
+    s3, c3, _, _ = read_circuit(written / "circuit.auto-circuit.json", graph)
+    merged = np.array([e.sender in ("embed", "pos") for e in graph.edges])
+    assert np.array_equal(c3[~merged], chosen[~merged]) and np.all(c3[merged] >= chosen[merged])
+    both = ~merged & ~np.isnan(scores)
+    np.testing.assert_allclose(s3[both], scores[both], rtol=1e-12)
     model = to_hooked(spec)
     assert to_eap_ig(graph, scores, chosen, model.cfg)["cfg"]["n_heads"] == model.cfg.n_heads
     assert to_auto_circuit(graph, scores, chosen)["in_graph"]

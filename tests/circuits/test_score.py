@@ -130,8 +130,11 @@ def test_every_ablation_is_scored_against_its_own_level():
         assert r["auroc"] == 1.0 and r["edge_precision"] == 1.0
         assert set(r["scores_by_level"]) >= {"structural", "relevant", level}
         c = r["curve"]
-        assert c["faithfulness"][-1] == pytest.approx(1.0) and 0 < c["cpr"] < 1
-        assert c["cmd"] >= 0.999 - c["cpr"] - 1e-9  # |1 − f| ≥ 1 − f, equal where f never passes 1
+        assert c["signed"]["faithfulness"][-1] == pytest.approx(1.0) == c["absolute"]["faithfulness"][-1]
+        assert c["cpr"] > 0 and c["complete_edges"] >= len(r["graph"]["edges"]) - sum(
+            e.startswith("pos->") for e in r["graph"]["edges"])
+        below = areas(c["percentages"], c["absolute"]["faithfulness"])["cpr"]
+        assert c["cmd"] >= 0.999 - below - 1e-9  # |1 − f| ≥ 1 − f, equal where f never passes 1
     zero = analyse(model, "path", truth, pairs=24, source="zero")
     assert any(e.startswith("pos->") for e in zero["ground_truth_edges"])  # a position code matters when zeroed
 

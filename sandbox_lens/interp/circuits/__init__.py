@@ -7,7 +7,7 @@ corruption and an ablation can see, and why each edge is absent), :mod:`~sandbox
 (counterfactual pairs and the task's metric), :mod:`~sandbox_lens.interp.circuits.patching` (the hook engine and
 the methods), :mod:`~sandbox_lens.interp.circuits.acdc` (ACDC, reference and normalised),
 :mod:`~sandbox_lens.interp.circuits.score` (AUROC, average precision, precision, recall, CPR, CMD),
-:mod:`~sandbox_lens.interp.circuits.curves` (faithfulness over circuit sizes), :mod:`~sandbox_lens.interp.circuits.analyse`
+:mod:`~sandbox_lens.interp.circuits.mib` (MIB's faithfulness areas, as its evaluator computes them), :mod:`~sandbox_lens.interp.circuits.analyse`
 (one command's analysis and its JSON), :mod:`~sandbox_lens.interp.circuits.draw` (the picture),
 :mod:`~sandbox_lens.interp.circuits.exchange` (circuit files other tools read) and
 :mod:`~sandbox_lens.interp.circuits.autocircuit` (auto-circuit's algorithms on these models, an optional extra).

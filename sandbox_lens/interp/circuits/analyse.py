@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig, MethodError
-from sandbox_lens.interp.circuits.curves import faithfulness_curve
 from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
 from sandbox_lens.interp.circuits.methods import METHODS, Found, method_of
+from sandbox_lens.interp.circuits.mib import mib_curve
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
 from sandbox_lens.interp.circuits.score import precision_recall, ranking_scores, spearman
@@ -82,14 +82,17 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, config: C
 
 
 def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray,
-                  config: CircuitConfig | None = None, **settings: Any) -> dict[str, Any]:
-    """Score a circuit found elsewhere — ``scores`` per graph edge (NaN: unscored) and ``chosen`` (bool per
-    edge) — exactly as :func:`analyse` scores a method's: faithfulness, the curve, every level."""
+                  config: CircuitConfig | None = None, signed: np.ndarray | None = None,
+                  **settings: Any) -> dict[str, Any]:
+    """Score a circuit found elsewhere — ``scores`` per graph edge (its ranking; NaN: unscored), ``chosen`` (bool
+    per edge) and, where they differ from ``scores``, the ``signed`` scores (positive: important) — exactly as
+    :func:`analyse` scores a method's: faithfulness, MIB's areas, every level."""
     c = (config or CircuitConfig()).with_(**settings)
     c.check()
     patcher, data, src = _prepare(model, truth, c)
     g = patcher.graph
-    found = Found(np.asarray(scores, dtype=np.float64), [e for e, k in zip(g.edges, chosen) if k])
+    found = Found(np.asarray(scores, dtype=np.float64), [e for e, k in zip(g.edges, chosen) if k],
+                  signed=None if signed is None else np.asarray(signed, dtype=np.float64))
     out: dict[str, Any] = {"method": "file", "level": "edge", "source": c.source, "seed": c.seed,
                            "threshold": c.threshold, "pairs": data.to_dict(), "graph": g.to_dict()}
     out.update(_evaluate(patcher, data, src, truth, found, c))
@@ -110,6 +113,7 @@ def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTru
     g = patcher.graph
     circuit, rank = found.circuit, found.rank
     out: dict[str, Any] = {"ranking": [None if np.isnan(v) else float(v) for v in rank],
+                           "signed": [None if np.isnan(v) else float(v) for v in found.signed_scores],
                            "circuit": {"edges": [e.name for e in circuit],
                                        "nodes": sorted({e.sender for e in circuit} | {e.receiver for e in circuit},
                                                        key=lambda n: list(g.by_name).index(n))}}
@@ -117,7 +121,7 @@ def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTru
     out["faithfulness"] = detail["accuracy"]  # a fraction of the full model's accuracy, which is 1 by definition
     out["faithfulness_metrics"] = detail
     if c.curve:
-        out["curve"] = faithfulness_curve(patcher, data, rank, src, "logit_diff")
+        out["curve"] = mib_curve(patcher, data, found.signed_scores, src, "logit_diff")
     if truth is not None:
         levels = levels_of(truth, patcher, data)
         level = levels.check(c.level or ABLATION_LEVEL[c.source])

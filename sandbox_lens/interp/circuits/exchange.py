@@ -9,9 +9,12 @@ Three formats, each a JSON file:
 * ``eap-ig`` — the graph JSON of EAP-IG and of the MIB circuit track: ``cfg`` (``n_layers``,
   ``n_heads``, ``parallel_attn_mlp``, ``d_model``), ``nodes`` (``input``, ``a{l}.h{h}``, ``m{l}``,
   ``logits``: ``{"in_graph": bool}``) and ``edges`` (``a0.h1->m2``, ``input->a1.h0<q>``: ``{"score",
-  "in_graph"}``) over the *complete* graph of ``n_heads`` heads per layer. That graph has one
-  ``input`` node where this project has two (``embed`` and ``pos``): exporting, ``input->X`` takes the
-  larger score of the two and is in the graph if either is; importing, it stands for both;
+  "in_graph"}``) over the *complete* graph of ``n_heads`` heads per layer. Its ``input`` node reads
+  ``hook_embed``, the token embedding only: ``input->X`` is this project's ``embed->X``, and the ``pos``
+  edges, which that graph has no node for, are not exported and come back unscored and out of the circuit.
+  Scores are signed; EAP-IG's ``loss=True`` (MIB's default) makes positive important, ``loss=False``
+  negative. The files written here say which (``"score_sign": "loss"``); a file that does not, with a
+  negative score, is read only with the sign given (``--sign loss|metric``);
 * ``auto-circuit`` — auto-circuit's edge names with their scores: ``{"edges": {"Resid Start->A1.0.Q":
   0.5, "A0.1->MLP 2": …, "MLP 1->Resid End": …}}`` (``Resid Start`` is the embeddings, ``A{l}.{h}.Q|K|V``
   a head's inputs, ``A{l}.{h}`` its output, ``MLP {l}``, ``Resid End`` the logits); the circuit is the
@@ -27,17 +30,22 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sandbox_lens.interp.circuits.graph import Edge, Graph
+from sandbox_lens.interp.circuits.mib import CompleteGraph, mib_edge
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["SCHEMA", "FORMATS", "MAX_BYTES", "CircuitFileError", "to_sandbox_lens", "to_eap_ig", "to_auto_circuit",
-           "auto_circuit_name", "auto_circuit_names", "read_circuit", "ground_truth_files"]
+__all__ = ["SCHEMA", "FORMATS", "MAX_BYTES", "SIGNS", "CircuitFileError", "to_sandbox_lens", "to_eap_ig",
+           "to_auto_circuit", "auto_circuit_name", "auto_circuit_names", "read_circuit", "ground_truth_files",
+           "CircuitFile"]
 
 FORMATS = ("sandbox-lens", "eap-ig", "auto-circuit")
+#: How an EAP-IG file's scores are signed: ``loss`` (EAP-IG's loss=True, MIB's default: positive = important) or
+#: ``metric`` (loss=False: negative = important).
+SIGNS = ("loss", "metric")
 #: The largest circuit file read (a 16-block scan's complete graph is about 60 kB).
 MAX_BYTES = 64 << 20
 FORMAT_NAME = "sandbox-lens/circuit"
@@ -61,7 +69,9 @@ SCHEMA: dict[str, Any] = {
         "nodes": {"type": "array", "items": {"type": "string"}},
         "edges": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["score", "in_graph"],
-            "properties": {"score": {"type": ["number", "null"]}, "in_graph": {"type": "boolean"}},
+            "properties": {"score": {"type": ["number", "null"]}, "in_graph": {"type": "boolean"},
+                           "signed": {"type": ["number", "null"],
+                                      "description": "the signed score (positive: important) where it is not score"}},
             "additionalProperties": False}},
     },
 }
@@ -71,62 +81,50 @@ class CircuitFileError(SandboxError, ValueError):
     """A circuit file that cannot be read or does not fit the model's graph."""
 
 
+class CircuitFile(NamedTuple):
+    """A circuit file read onto a model's graph, in its edge order."""
+
+    rank: np.ndarray  #: the ranking (NaN: unscored)
+    chosen: np.ndarray  #: membership in the circuit
+    settings: dict[str, Any]  #: what the file says it was found under (and what reading it dropped)
+    signed: np.ndarray  #: the signed scores, positive important (the ranking where the file has no signs)
+
+
 def _score(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 def to_sandbox_lens(graph: Graph, scores: Any, chosen: Any, *, construction: str | None = None,
-                    settings: dict[str, Any] | None = None, level: str | None = None) -> dict[str, Any]:
-    """This project's format: every edge's score (None: unscored) and membership."""
+                    settings: dict[str, Any] | None = None, level: str | None = None,
+                    signed: Any = None) -> dict[str, Any]:
+    """This project's format: every edge's score (its ranking; None: unscored), membership and, where the method's
+    signed scores differ from its ranking, the signed score (positive: important)."""
+    signed = scores if signed is None else signed
+    edges = {}
+    for e, s, c, v in zip(graph.edges, scores, chosen, signed):
+        edges[e.name] = {"score": _score(s), "in_graph": bool(c)}
+        if _score(v) != _score(s):
+            edges[e.name]["signed"] = _score(v)
     return {"format": FORMAT_NAME, "version": 1, "construction": construction, "level": level,
-            "settings": settings or {}, "nodes": [n.name for n in graph.nodes],
-            "edges": {e.name: {"score": _score(s), "in_graph": bool(c)} for e, s, c in zip(graph.edges, scores, chosen)}}
-
-
-def _eap_node(name: str) -> str:
-    if name in ("embed", "pos"):
-        return "input"
-    if name.startswith("a"):
-        layer, head = name[1:].split(".")
-        return f"a{layer}.h{head}"
-    return name
-
-
-def _eap_edge(e: Edge) -> str:
-    receiver = _eap_node(e.receiver)
-    return f"{_eap_node(e.sender)}->{receiver}" + (f"<{e.channel}>" if e.channel != "in" else "")
-
-
-def _complete_eap_graph(n_layers: int, n_heads: int) -> list[str]:
-    """Every edge name of EAP-IG's complete graph (sequential attention and MLP)."""
-    edges, upstream = [], ["input"]
-    for l in range(n_layers):
-        heads = [f"a{l}.h{h}" for h in range(n_heads)]
-        edges += [f"{u}->{h}<{c}>" for u in upstream for h in heads for c in "qkv"]
-        upstream = upstream + heads
-        edges += [f"{u}->m{l}" for u in upstream]
-        upstream = upstream + [f"m{l}"]
-    return edges + [f"{u}->logits" for u in upstream]
+            "settings": settings or {}, "nodes": [n.name for n in graph.nodes], "edges": edges}
 
 
 def to_eap_ig(graph: Graph, scores: Any, chosen: Any, cfg: Any) -> dict[str, Any]:
-    """EAP-IG's / MIB's graph JSON over the complete graph of ``cfg``'s shape (see the module docstring)."""
-    best: dict[str, tuple[float, bool]] = {}
+    """EAP-IG's / MIB's graph JSON over the complete graph of ``cfg``'s shape (see the module docstring): edges
+    this model does not have score 0, the ``pos`` edges are left out, positive scores are important."""
+    ours: dict[str, tuple[float, bool]] = {}
     for e, s, c in zip(graph.edges, scores, chosen):
-        name, s = _eap_edge(e), _score(s)
-        old = best.get(name)
-        value = 0.0 if s is None else s
-        if old is None or abs(value) > abs(old[0]):
-            best[name] = (value, bool(c) or (old[1] if old else False))
-        elif c:
-            best[name] = (old[0], True)
-    edges = {name: {"score": best.get(name, (0.0, False))[0], "in_graph": best.get(name, (0.0, False))[1]}
-             for name in _complete_eap_graph(cfg.n_layers, cfg.n_heads)}
+        name = mib_edge(e)
+        if name is not None:
+            ours[name] = (_score(s) or 0.0, bool(c))
+    complete = CompleteGraph(cfg.n_layers, cfg.n_heads)
+    edges = {name: {"score": ours.get(name, (0.0, False))[0], "in_graph": ours.get(name, (0.0, False))[1]}
+             for name in complete.edge_names}
     used = {n for name, v in edges.items() if v["in_graph"] for n in name.split("<")[0].split("->")}
-    nodes = ["input"] + [f"a{l}.h{h}" for l in range(cfg.n_layers) for h in range(cfg.n_heads)] \
-        + [f"m{l}" for l in range(cfg.n_layers)] + ["logits"]
     return {"cfg": {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "parallel_attn_mlp": False, "d_model": cfg.d_model},
-            "nodes": {n: {"in_graph": n in used or n == "logits"} for n in nodes}, "edges": edges}
+            "score_sign": "loss",
+            "nodes": {n: {"in_graph": n in used or n == "logits"} for n in [*complete.forward, "logits"]},
+            "edges": edges}
 
 
 def _ac_node(name: str, channel: str | None = None) -> str:
@@ -176,9 +174,12 @@ def ground_truth_files(graph: Graph, members: dict[str, set[Edge]], construction
     return out
 
 
-def read_circuit(path: str | Path, graph: Graph) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """(scores per graph edge — NaN unscored —, membership per edge, the file's settings) of a circuit file in
-    any of :data:`FORMATS`; a :class:`CircuitFileError` (one line) for anything that does not fit."""
+def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> CircuitFile:
+    """(scores per graph edge — NaN unscored, positive important —, membership per edge, the file's settings) of a
+    circuit file in any of :data:`FORMATS`; a :class:`CircuitFileError` (one line) for anything that does not fit.
+    ``sign`` (:data:`SIGNS`) says how an EAP-IG file's scores were signed when the file does not."""
+    if sign is not None and sign not in SIGNS:
+        raise CircuitFileError(f"unknown score sign {sign!r} (choose from {', '.join(SIGNS)})")
     path = Path(path)
     if not path.is_file():
         raise CircuitFileError(f"no circuit file at {path}")
@@ -192,54 +193,86 @@ def read_circuit(path: str | Path, graph: Graph) -> tuple[np.ndarray, np.ndarray
     if not isinstance(data, dict) or not isinstance(data.get("edges"), dict):
         raise CircuitFileError(f"{path} is not a circuit file: it needs an object with \"edges\" "
                                f"(formats: {', '.join(FORMATS)})")
+    if "cfg" in data and "nodes" in data:
+        return _read_eap_ig(path, data, graph, sign)
+    if sign is not None:
+        raise CircuitFileError(f"--sign applies to EAP-IG files; {path} is in another format, whose scores are "
+                               "positive where important")
     if data.get("format") == FORMAT_NAME:
         return _read_own(path, data, graph)
-    if "cfg" in data and "nodes" in data:
-        return _read_eap_ig(path, data, graph)
     return _read_auto_circuit(path, data, graph)
 
 
-def _read_own(path: Path, data: dict[str, Any], graph: Graph) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def _read_own(path: Path, data: dict[str, Any], graph: Graph) -> CircuitFile:
     unknown = sorted(set(data["edges"]) - {e.name for e in graph.edges})
     if unknown:
         raise CircuitFileError(f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]}")
     scores, chosen = np.full(len(graph.edges), np.nan), np.zeros(len(graph.edges), dtype=bool)
+    signed = np.full(len(graph.edges), np.nan)
     for i, e in enumerate(graph.edges):
         entry = data["edges"].get(e.name)
         if entry is None:
             continue
         if not isinstance(entry, dict) or not isinstance(entry.get("in_graph"), bool) \
-                or not (entry.get("score") is None or isinstance(entry.get("score"), (int, float))):
+                or not all(_number_or_null(entry.get(k)) for k in ("score", "signed")):
             raise CircuitFileError(f"{path}: edge {e.name} needs {{\"score\": number or null, \"in_graph\": true/false}}")
         scores[i] = np.nan if entry["score"] is None else float(entry["score"])
+        value = entry.get("signed", entry["score"])
+        signed[i] = np.nan if value is None else float(value)
         chosen[i] = entry["in_graph"]
-    return scores, chosen, dict(data.get("settings") or {})
+    settings = data.get("settings")
+    if not isinstance(settings, (dict, type(None))):
+        raise CircuitFileError(f"{path}: settings must be an object")
+    return CircuitFile(scores, chosen, dict(settings or {}), signed)
 
 
-def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def _number_or_null(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
+
+
+def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph,
+                 sign: str | None) -> CircuitFile:
     ours: dict[str, list[int]] = {}
     for i, e in enumerate(graph.edges):
-        ours.setdefault(_eap_edge(e), []).append(i)
+        name = mib_edge(e)
+        if name is not None:  # a pos edge has no EAP-IG name: it stays unscored and out of the circuit
+            ours.setdefault(name, []).append(i)
     cfg = data["cfg"]
     try:
-        complete = set(_complete_eap_graph(int(cfg["n_layers"]), int(cfg["n_heads"])))
+        complete = set(CompleteGraph(int(cfg["n_layers"]), int(cfg["n_heads"])).edge_names)
     except (KeyError, TypeError, ValueError):
         raise CircuitFileError(f"{path}: cfg needs integer n_layers and n_heads") from None
     unknown = sorted(set(data["edges"]) - complete)
     if unknown:
         raise CircuitFileError(f"{path} names {len(unknown)} edge(s) an EAP-IG graph of this shape does not have, "
                                f"e.g. {unknown[0]}")
+    for name, entry in data["edges"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("in_graph"), bool) \
+                or isinstance(entry.get("score"), bool) or not isinstance(entry.get("score"), (int, float)) \
+                or not math.isfinite(entry["score"]):
+            raise CircuitFileError(f"{path}: edge {name} needs {{\"score\": a finite number, \"in_graph\": true/false}}")
+    declared = data.get("score_sign")
+    if declared is not None and declared not in SIGNS:
+        raise CircuitFileError(f"{path}: score_sign must be one of {', '.join(SIGNS)}, not {declared!r}")
+    if declared is not None and sign is not None and declared != sign:
+        raise CircuitFileError(f"{path} says its scores are signed as {declared}; --sign {sign} contradicts it")
+    sign = sign or declared
+    if sign is None and any(v["score"] < 0 for v in data["edges"].values()):
+        raise CircuitFileError(f"{path} has negative scores and does not say how they are signed: give --sign loss "
+                               "(EAP-IG's loss=True, MIB's default: positive = important) or --sign metric "
+                               "(loss=False: negative = important)")
+    flip = -1.0 if sign == "metric" else 1.0
     scores, chosen = np.full(len(graph.edges), np.nan), np.zeros(len(graph.edges), dtype=bool)
     for name, entry in data["edges"].items():
-        if not isinstance(entry, dict) or "score" not in entry or "in_graph" not in entry:
-            raise CircuitFileError(f"{path}: edge {name} needs \"score\" and \"in_graph\"")
         for i in ours.get(name, []):  # an edge into or out of a part this model does not have carries nothing
-            scores[i], chosen[i] = float(entry["score"]), bool(entry["in_graph"])
+            scores[i], chosen[i] = flip * float(entry["score"]), entry["in_graph"]
     lost = [n for n, v in data["edges"].items() if v["in_graph"] and n not in ours]
-    return scores, chosen, {"dropped_in_graph_edges": lost}
+    unscored = [e.name for e in graph.edges if mib_edge(e) is None]
+    return CircuitFile(scores, chosen, {"dropped_in_graph_edges": lost, "score_sign": sign or "loss",
+                                        "unscored_positional_edges": unscored}, scores)
 
 
-def _read_auto_circuit(path: Path, data: dict[str, Any], graph: Graph) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def _read_auto_circuit(path: Path, data: dict[str, Any], graph: Graph) -> CircuitFile:
     ours = auto_circuit_names(graph)
     unknown = sorted(set(data["edges"]) - set(ours))
     if unknown:
@@ -253,4 +286,4 @@ def _read_auto_circuit(path: Path, data: dict[str, Any], graph: Graph) -> tuple[
         for i in ours[name]:
             scores[i] = float(value)
             chosen[i] = name in marked if isinstance(marked, list) else True
-    return scores, chosen, {}
+    return CircuitFile(scores, chosen, {}, scores)

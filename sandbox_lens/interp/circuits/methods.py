@@ -53,8 +53,10 @@ Runner = Callable[[Patcher, Any, dict[str, Any], CircuitConfig], "Found"]
 class Found:
     """What a method returns: its ranking, its circuit, and the raw scores it is built from.
 
-    ``own_circuit`` is False for a method that only ranks (auto-circuit's rankers): it gets no faithfulness,
-    precision or recall at a threshold."""
+    ``rank`` orders the edges for AUROC and average precision; ``signed`` (default: ``rank``) are the scores with
+    their sign, positive where patching the edge moves the metric away from the clean run (EAP-IG's ``loss=True``
+    convention): MIB's CPR ranks by them, its CMD by their size. ``own_circuit`` is False for a method that only
+    ranks (auto-circuit's rankers): it gets no faithfulness, precision or recall at a threshold."""
 
     rank: np.ndarray
     circuit: list[Any]
@@ -62,6 +64,12 @@ class Found:
     node_fx: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     own_circuit: bool = True
+    signed: np.ndarray | None = None
+
+    @property
+    def signed_scores(self) -> np.ndarray:
+        """``signed`` where the method has signs, else ``rank``."""
+        return self.rank if self.signed is None else self.signed
 
 
 @dataclass(frozen=True)
@@ -211,7 +219,7 @@ def _run_acdc(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
     g = patcher.graph
     r = acdc(patcher, data, c.threshold, metric=c.metric, mode=c.acdc_mode, source=src, progress=c.progress)
     rank = r.effects if c.acdc_mode == "reference" else np.abs(r.effects)
-    return Found(rank, r.kept, r.effects, extra={"acdc": {
+    return Found(rank, r.kept, r.effects, signed=r.effects, extra={"acdc": {
         "mode": c.acdc_mode, "metric": r.metric, "tried": r.tried, "removed": len(g.edges) - len(r.kept),
         "untested": int(np.isnan(r.effects).sum()), "removal_order": r.order}})
 
@@ -253,7 +261,8 @@ def _auto_circuit_runner(name: str) -> Runner:
 
 
 def _thresholded(g: Graph, edge_fx: np.ndarray, node_fx: dict[str, float] | None, threshold: float) -> Found:
-    return Found(np.abs(edge_fx), [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold], edge_fx, node_fx)
+    return Found(np.abs(edge_fx), [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold], edge_fx, node_fx,
+                 signed=edge_fx)
 
 
 def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:

@@ -41,6 +41,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
                         ":eap, :ieg, :sep, :act-mag, :random; needs the auto-circuit extra)")
     s.add_argument("--circuit-file", metavar="F", help="score: a circuit in the sandbox-lens, EAP-IG/MIB or "
                                                      "auto-circuit JSON format")
+    s.add_argument("--sign", choices=["loss", "metric"], help="score: how an EAP-IG file's scores are signed when "
+                   "it does not say — loss (EAP-IG's loss=True, MIB's default: positive = important) or metric "
+                   "(loss=False: negative = important)")
     s.add_argument("--corrupt", metavar="KIND", help="the counterfactual: symbol|resample (automata), "
                                                      "bracket-type|resample (dyck), bit|instruction|resample (ffl); default the first")
     s.add_argument("--pairs", type=int, help="counterfactual pairs (default 64, or the circuit file's)")
@@ -121,6 +124,8 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.model.run import require_hooked
 
     scoring = _positionals(args)
+    if args.sign is not None and not scoring:
+        raise SandboxError("--sign goes with interp circuit score (how the circuit file's scores are signed)")
     if scoring and (args.per_position or args.steps is not None or args.agreement):
         raise SandboxError("interp circuit score scores a file: --per-position, --steps and --agreement go with a method")
     config = CircuitConfig(pairs=args.pairs or 64, corruption=args.corrupt, length=args.pair_length,
@@ -195,12 +200,12 @@ def _score_file(args: argparse.Namespace, model, truth, title: str, out: Path) -
     from sandbox_lens.interp.circuits.exchange import read_circuit
     from sandbox_lens.interp.files import write_json
 
-    scores, chosen, saved = read_circuit(args.circuit_file, truth.graph)
+    scores, chosen, saved, signed = read_circuit(args.circuit_file, truth.graph, args.sign)
     settings = {"pairs": args.pairs or saved.get("pairs") or 64, "corruption": args.corrupt or saved.get("corruption"),
                 "length": args.pair_length or saved.get("pair_length"),
                 "source": args.source or saved.get("ablation") or "resample",
                 "seed": args.seed if args.seed is not None else int(saved.get("seed") or 0)}
-    result = score_circuit(model, truth, scores, chosen, threshold=args.threshold, curve=not args.no_curve,
+    result = score_circuit(model, truth, scores, chosen, signed=signed, threshold=args.threshold, curve=not args.no_curve,
                            level=args.level, engine=args.engine, **settings)
     result["circuit_file"] = {"path": str(args.circuit_file), "settings": saved}
     out.mkdir(parents=True, exist_ok=True)
@@ -233,13 +238,14 @@ def _write(out: Path, model, truth, title: str, result: dict, settings: dict, ca
                        "shape": {k: getattr(model.cfg, k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp")}}
     graph = truth.graph if truth is not None else Graph.of_model(model)
     scores = np.array([np.nan if v is None else v for v in result["ranking"]], dtype=np.float64)
+    signed = np.array([np.nan if v is None else v for v in result["signed"]], dtype=np.float64)
     chosen = [e.name in set(result["circuit"]["edges"]) for e in graph.edges]
     file_settings = {"method": result["method"], "ablation": settings["source"], "pairs": settings["pairs"],
                      "corruption": result["pairs"]["corruption"], "seed": settings["seed"],
                      "pair_length": settings["length"], "threshold": result["threshold"]}
     files = {"circuit.edges.json": to_sandbox_lens(graph, scores, chosen, construction=model.card.construction,
-                                                   settings=file_settings),
-             "circuit.eap-ig.json": to_eap_ig(graph, scores, chosen, model.cfg),
+                                                   settings=file_settings, signed=signed),
+             "circuit.eap-ig.json": to_eap_ig(graph, signed, chosen, model.cfg),
              "circuit.auto-circuit.json": to_auto_circuit(graph, scores, chosen)}
     if truth is not None and "levels" in result:
         members = {lv: {e for e in graph.edges if lv in result["levels"]["edges"][e.name]["in"]} for lv in LEVEL_NAMES}
