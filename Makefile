@@ -91,8 +91,8 @@ test-auto-circuit: $(STAMPAC)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-# Every circuit method on six families with and without informative negatives, four settings, three
-# pair seeds (about 15 minutes): docs/circuits/leaderboard.json and leaderboard.md.
+# Every circuit method on six families with and without informative negatives, four settings, ten
+# pair seeds (about an hour on one core): docs/circuits/leaderboard.json and leaderboard.md.
 leaderboard: $(STAMP)
 	$(PY) benchmarks/leaderboard.py
 

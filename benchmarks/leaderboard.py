@@ -68,12 +68,13 @@ def _seeds(text: str) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", default="0-2", help="pair seeds, e.g. 0-2 (default)")
+    ap.add_argument("--seeds", help="pair seeds, e.g. 0-9 (default: 0-9; 0-2 with --auto-circuit)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
     ap.add_argument("--render", action="store_true", help="only render the .md again from the .json")
     ap.add_argument("--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)")
     args = ap.parse_args()
+    args.seeds = args.seeds or ("0-2" if args.auto_circuit else "0-9")
     out = Path(args.out)
     name, title = ("auto-circuit", "auto-circuit beside sandbox-lens") if args.auto_circuit else ("leaderboard", "Circuit leaderboard")
     if args.render:

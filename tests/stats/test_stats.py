@@ -101,3 +101,17 @@ def test_an_estimate_says_what_it_is():
     d = e.to_dict()
     assert d["values"] == [1.0, 2.0, 3.0, 4.0] and len(d["interval"]) == 2 and "median" in d["method"]
     assert e.text().startswith("2.5 [")
+
+
+def test_the_t_interval_is_students_and_wider_than_the_bootstrap_at_three_seeds():
+    from scipy import stats as sps
+
+    from sandbox_lens.interp.stats import bootstrap_interval, t_interval
+
+    x = [0.61, 0.74, 0.70]
+    lo, hi = t_interval(x)
+    expected = sps.t.interval(0.95, 2, loc=np.mean(x), scale=sps.sem(x))
+    assert (lo, hi) == pytest.approx(expected, rel=1e-12)
+    b = bootstrap_interval(x)
+    assert lo < b[0] and hi > b[1] and min(x) <= b[0] and b[1] <= max(x)  # the bootstrap: within the range
+    assert t_interval([0.5]) is None and t_interval([0.4, 0.4, 0.4]) == pytest.approx((0.4, 0.4), abs=1e-15)

@@ -61,14 +61,14 @@ BOARD_METRICS = ("auroc", "average_precision", "edge_precision", "edge_recall", 
 
 def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progress: bool = False) -> dict[str, Any]:
     """Every method on an aligned twin over pair ``seeds``: per method, each metric's mean over the seeds with a
-    percentile-bootstrap interval (:func:`sandbox_lens.interp.stats.bootstrap_interval`), and the seconds per run."""
+    Student's t interval (:func:`sandbox_lens.interp.stats.t_interval`), and the seconds per run."""
     import time
 
     from sandbox_lens.interp.progress import bar as progress_bar
 
     from sandbox_lens.interp.circuits.analyse import analyse
     from sandbox_lens.interp.errors import SandboxError
-    from sandbox_lens.interp.stats import bootstrap_interval
+    from sandbox_lens.interp.stats import t_interval
 
     alignment = model.card.options.get("alignment")
     if model.card.construction != "trained" or not alignment:
@@ -87,7 +87,7 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
         for metric in BOARD_METRICS:
             values = [x[metric] for x in runs if x[metric] is not None]
             row[metric] = {"mean": float(np.mean(values)) if values else None,
-                           "interval": bootstrap_interval(values), "values": values}
+                           "interval": t_interval(values), "values": values}
         rows.append(row)
     bar.close()
     return {"construction": alignment["construction"], "task": model.card.task, "imposed": sorted(imposed_nodes(alignment)),

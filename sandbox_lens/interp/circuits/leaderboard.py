@@ -1,8 +1,9 @@
 """The circuit leaderboard: every method on every construction (with and without informative negatives),
 under each corruption and ablation, scored against the ground-truth level that setting can see.
 
-A cell is run once per pair seed; each number is the mean over seeds with a percentile-bootstrap
-interval over the seeds (:func:`sandbox_lens.interp.stats.bootstrap_interval`). Each cell also says *why* a score
+A cell is run once per pair seed; each number is the mean over seeds with Student's t interval over the seeds
+(:func:`sandbox_lens.interp.stats.t_interval`), and the methods' order is decided with those intervals: two
+methods whose intervals overlap are tied. Each cell also says *why* a score
 is low: the spurious edges by the ground truth's reason for leaving them out, the misses by
 :func:`~sandbox_lens.interp.circuits.analyse.analyse`'s reason. :func:`markdown` renders the committed JSON as the
 table in the docs, so the table is never edited by hand.
@@ -21,7 +22,7 @@ from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.methods import method_of
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.errors import SandboxError
-from sandbox_lens.interp.stats import bootstrap_interval
+from sandbox_lens.interp.stats import t_interval
 
 __all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "METRICS"]
 
@@ -81,7 +82,7 @@ def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings
                 bar.update(1)
     bar.close()
     return {"settings": {"pairs": pairs, "threshold": threshold, "eap_ig_steps": steps, "seeds": list(seeds),
-                         "interval": f"95% percentile bootstrap of the mean over {len(seeds)} pair seeds"},
+                         "interval": f"95% t interval of the mean over {len(seeds)} pair seeds"},
             "cpu_seconds": time.perf_counter() - started, "rows": rows}
 
 
@@ -102,7 +103,7 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
                            "graph_edges": len(first["graph"]["edges"])}
     for name, vs in values.items():
         xs = [v for v in vs if v is not None]
-        row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": bootstrap_interval(xs), "values": vs}
+        row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": t_interval(xs), "values": vs}
     spurious = Counter(why for r, _ in runs for why in r["spurious"].values())
     missed = Counter(_short(m["reason"]) for r, _ in runs for m in r["missed"].values())
     row["why"] = {"spurious": dict(spurious), "missed": dict(missed)}
@@ -126,17 +127,28 @@ def method_orders(board: dict[str, Any], metric: str = "average_precision", sett
 
 def _order_text(board: dict[str, Any], construction: str, metric: str = "average_precision",
                 setting: str = "default/resample") -> str:
-    """``a = b > c``: methods from best to worst, equal means (to three decimals) joined by ``=``."""
-    means = {}
+    """``a ≈ b > c``: methods from best to worst; ``≈`` where a method's interval overlaps the one before it (or,
+    without intervals, their means agree to three decimals), ``>`` where it lies wholly below."""
+    stats = {}
     for row in _scored(board):
         key = row["construction"] + (" +neg" if row["negatives"] else "")
         if key == construction and row["setting"] == setting and row[metric]["mean"] is not None:
-            means[row["method"]] = round(row[metric]["mean"], 3)
+            stats[row["method"]] = row[metric]
     text, last = "", None
     for method in method_orders(board, metric, setting)[construction]:
-        text += ("" if last is None else (" = " if means[method] == last else " > ")) + method
-        last = means[method]
+        if last is not None:
+            text += " ≈ " if _tied(stats[last], stats[method]) else " > "
+        text += method
+        last = method
     return text
+
+
+def _tied(better: dict[str, Any], worse: dict[str, Any]) -> bool:
+    """Whether two cells cannot be told apart: their intervals overlap (without intervals: equal to 3 decimals)."""
+    a, b = better.get("interval"), worse.get("interval")
+    if a is None or b is None:
+        return round(better["mean"], 3) == round(worse["mean"], 3)
+    return b[1] >= a[0]
 
 
 def _scored(board: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,6 +194,6 @@ def markdown(board: dict[str, Any]) -> str:
                   for r in skipped]
         lines.append("")
     lines += ["### The methods' order (average precision, default corruption, resample ablation)", "",
-              "| construction | best → worst (= : equal to three decimals) |", "|---|---|"]
+              "| construction | best → worst (≈ : the intervals overlap, a tie) |", "|---|---|"]
     lines += [f"| {k} | {_order_text(board, k)} |" for k in method_orders(board)]
     return "\n".join(lines) + "\n"
