@@ -19,7 +19,7 @@ VENVAC  := .venv-ac
 PYAC    := $(VENVAC)/bin/python
 STAMPAC := $(VENVAC)/.installed-stamp
 
-.PHONY: dist demo test docs test-slow test-gpu test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
+.PHONY: check dist demo test docs test-slow test-gpu test-tl4 test-auto-circuit auto-circuit-board bench leaderboard reproduce browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ $(STAMPAC): pyproject.toml
 	@$(PYAC) -c "import torch" 2>/dev/null || $(PYAC) -m pip install -q $(TORCH_INSTALL)
 	$(PYAC) -m pip install -q -e ".[dev,auto-circuit]" "transformer-lens>=3.9,<3.10"
 	@touch $(STAMPAC)
+
+# Lint, format and the public API's types (ruff and mypy; their settings are in pyproject.toml).
+check: $(STAMP)
+	$(PY) -m ruff check sandbox_lens tests benchmarks tutorials
+	$(PY) -m ruff format --check sandbox_lens tests benchmarks tutorials
+	$(PY) -m mypy
 
 # A wheel and an sdist in dist/ (pip install dist/sandbox_lens-*.whl; TransformerLens 3.9 or 4.x, whichever pip picks).
 dist: $(STAMP)

@@ -47,10 +47,22 @@ def main() -> None:
     from sandbox_lens.interp.train import ModelShape
 
     torch.set_num_threads(1)
-    cases = [("C3, T = 8", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=64, n_heads=2), 400,
-              to_hooked(build("modular_counter", get_automaton("C3"), 8))),
-             ("Dyck_{2,4}, N = 16", DyckTask(Dyck(2, 4), 16), ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50),
-              600, to_hooked(build("dyck", Dyck(2, 4), 15)))]
+    cases = [
+        (
+            "C3, T = 8",
+            AutomatonTask(get_automaton("C3"), 8),
+            ModelShape(n_layers=2, d_model=64, n_heads=2),
+            400,
+            to_hooked(build("modular_counter", get_automaton("C3"), 8)),
+        ),
+        (
+            "Dyck_{2,4}, N = 16",
+            DyckTask(Dyck(2, 4), 16),
+            ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50),
+            600,
+            to_hooked(build("dyck", Dyck(2, 4), 15)),
+        ),
+    ]
     worst = 0.0
     for title, task, shape, steps, construction in cases:
         with tempfile.TemporaryDirectory() as tmp:
@@ -59,11 +71,13 @@ def main() -> None:
         name = construction.card.construction
         for variable, v in result["variables"].items():
             c = v["constructions"][name]
-            print(f"causal section of a 2-layer {title} twin (accuracy {metrics['final_accuracy']:.3f}, trained in "
-                  f"{trained:.0f} CPU-s), {variable}: DAS chosen at {v['model']['das']['hook']}, test IIA "
-                  f"{_f((v['model']['das']['chosen'] or {'test': {'iia': None}})['test']['iia'])} "
-                  f"(nulls up to {_f(v['null']['das']['iia'])}); full swaps: "
-                  f"{c['verdict']['verdict']}; DAS: {c['das_verdict']['verdict']}")
+            print(
+                f"causal section of a 2-layer {title} twin (accuracy {metrics['final_accuracy']:.3f}, trained in "
+                f"{trained:.0f} CPU-s), {variable}: DAS chosen at {v['model']['das']['hook']}, test IIA "
+                f"{_f((v['model']['das']['chosen'] or {'test': {'iia': None}})['test']['iia'])} "
+                f"(nulls up to {_f(v['null']['das']['iia'])}); full swaps: "
+                f"{c['verdict']['verdict']}; DAS: {c['das_verdict']['verdict']}"
+            )
         print(f"  {title}: {seconds:.1f} CPU-s for the whole section (budget {BUDGET:.0f})")
     print(f"causal: slowest/budget {worst / BUDGET:.2f}")
 

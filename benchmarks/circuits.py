@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox_lens.constructions.registry import build  # noqa: E402
-from sandbox_lens.interp.circuits.pairs import make_pairs  # noqa: E402
 from sandbox_lens.interp.circuits.effects import attribution, path_patching  # noqa: E402
+from sandbox_lens.interp.circuits.pairs import make_pairs  # noqa: E402
 from sandbox_lens.interp.circuits.patching import Patcher  # noqa: E402
 from sandbox_lens.interp.circuits.truth import ground_truth  # noqa: E402
 from sandbox_lens.interp.model.hooked import to_hooked  # noqa: E402
@@ -58,12 +58,21 @@ def speed(pairs: int, repeats: int = 3) -> dict:
     one_per_pass, reference = _timed(lambda: path_patching(hooks, data, source=source, batched=False))
     batched, on_hooks = _timed(lambda: path_patching(hooks, data, source=source))
     bare_s, on_bare = _timed(lambda: path_patching(bare, data, source=bare.source(data)), repeats)
-    return {"construction": "prefix_scan parity T=256", "blocks": spec.n_layers, "edges": len(graph.edges),
-            "connected_edges": int(hooks.connected().sum()), "pairs": pairs, "attribution_s": fast,
-            "path_one_per_pass_s": one_per_pass, "path_batched_hooks_s": batched, "path_batched_bare_s": bare_s,
-            "hooks_speedup": one_per_pass / batched, "bare_speedup": one_per_pass / bare_s,
-            "max_difference_hooks": float(np.abs(np.asarray(on_hooks) - reference).max()),
-            "max_difference_bare": float(np.abs(np.asarray(on_bare) - reference).max())}
+    return {
+        "construction": "prefix_scan parity T=256",
+        "blocks": spec.n_layers,
+        "edges": len(graph.edges),
+        "connected_edges": int(hooks.connected().sum()),
+        "pairs": pairs,
+        "attribution_s": fast,
+        "path_one_per_pass_s": one_per_pass,
+        "path_batched_hooks_s": batched,
+        "path_batched_bare_s": bare_s,
+        "hooks_speedup": one_per_pass / batched,
+        "bare_speedup": one_per_pass / bare_s,
+        "max_difference_hooks": float(np.abs(np.asarray(on_hooks) - reference).max()),
+        "max_difference_bare": float(np.abs(np.asarray(on_bare) - reference).max()),
+    }
 
 
 def staircase(lengths=(8, 32, 128, 256), pairs: int = 32, within: float = 0.1) -> list[dict]:
@@ -86,8 +95,15 @@ def staircase(lengths=(8, 32, 128, 256), pairs: int = 32, within: float = 0.1) -
             if np.all(np.abs(scores - exact) <= within):
                 found = m
                 break
-        rows.append({"T": T, "corruption": corruption, "mlp_units": int(spec.d_mlp), "path_patching": exact.tolist(),
-                     "steps_needed": found})
+        rows.append(
+            {
+                "T": T,
+                "corruption": corruption,
+                "mlp_units": int(spec.d_mlp),
+                "path_patching": exact.tolist(),
+                "steps_needed": found,
+            }
+        )
     return rows
 
 
@@ -101,17 +117,23 @@ def main() -> None:
     torch.set_num_threads(1)
     print("Path patching over every edge of the 16-block prefix scan: one pass per edge vs batched", flush=True)
     s = speed(args.speed_pairs)
-    print(f"  {s['construction']}: {s['blocks']} blocks, {s['edges']} edges ({s['connected_edges']} connected), "
-          f"{s['pairs']} pairs")
-    print(f"  one full pass per edge {s['path_one_per_pass_s']:.1f} s; batched on hooks {s['path_batched_hooks_s']:.2f} s "
-          f"({s['hooks_speedup']:.1f}x); batched on the bare engine {s['path_batched_bare_s']:.2f} s "
-          f"({s['bare_speedup']:.1f}x); largest score differences {s['max_difference_hooks']:.1e} / "
-          f"{s['max_difference_bare']:.1e}")
+    print(
+        f"  {s['construction']}: {s['blocks']} blocks, {s['edges']} edges ({s['connected_edges']} connected), "
+        f"{s['pairs']} pairs"
+    )
+    print(
+        f"  one full pass per edge {s['path_one_per_pass_s']:.1f} s; batched on hooks {s['path_batched_hooks_s']:.2f} s "
+        f"({s['hooks_speedup']:.1f}x); batched on the bare engine {s['path_batched_bare_s']:.2f} s "
+        f"({s['bare_speedup']:.1f}x); largest score differences {s['max_difference_hooks']:.1e} / "
+        f"{s['max_difference_bare']:.1e}"
+    )
     print(f"  attribution patching (bare) {s['attribution_s']:.2f} s")
     print("EAP-IG steps needed to cross the modular counter's ReLU staircase (within 0.1 of path patching)", flush=True)
     rows = staircase()
     for r in rows:
-        print(f"  T = {r['T']:4d} ({r['mlp_units']} MLP units), {r['corruption']:8s}: m = {r['steps_needed'] or '> 256'}")
+        print(
+            f"  T = {r['T']:4d} ({r['mlp_units']} MLP units), {r['corruption']:8s}: m = {r['steps_needed'] or '> 256'}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"speed": s, "staircase": rows}, indent=1))
 

@@ -36,11 +36,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox_lens.constructions import build  # noqa: E402
-from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.files import atomic_write  # noqa: E402
-from sandbox_lens.interp.model.run import predict  # noqa: E402
-from sandbox_lens.interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
 from sandbox_lens.interp.model.hooked import to_hooked  # noqa: E402
+from sandbox_lens.interp.model.run import predict  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.ffl import read_targets, sample_ffl  # noqa: E402
 
 torch.set_float32_matmul_precision("highest")
 torch.set_flush_denormal(True)
@@ -81,8 +81,18 @@ def prefix_scan_rows(samples: int) -> list[dict]:
             stats = lookback_stats(model, T)
             words = a.sample(samples, T, seed=T)
             acc = float((predict(model, words) == a.run(words)).mean())
-            rows.append({"construction": "prefix_scan", "option": f"code={code}", "automaton": "S5", "T": T,
-                         **stats, "accuracy": acc, "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            rows.append(
+                {
+                    "construction": "prefix_scan",
+                    "option": f"code={code}",
+                    "automaton": "S5",
+                    "T": T,
+                    **stats,
+                    "accuracy": acc,
+                    "samples": samples,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -90,12 +100,15 @@ def prefix_scan_rows(samples: int) -> list[dict]:
 def head_error(model, words: np.ndarray, channel: str, truth: np.ndarray, scale: float) -> float:
     """max |scale · channel − truth| of the block-0 head output over all real positions."""
     io = model.card.io
-    tokens = torch.tensor(np.concatenate([np.full((len(words), len(io.prefix)), io.prefix[0]),
-                                          np.asarray(io.symbol_tokens)[words]], axis=1))
+    tokens = torch.tensor(
+        np.concatenate(
+            [np.full((len(words), len(io.prefix)), io.prefix[0]), np.asarray(io.symbol_tokens)[words]], axis=1
+        )
+    )
     idx = model.card.residual_labels.index(channel)
     with torch.inference_mode():
         _, cache = model.run_with_cache(tokens, names_filter="blocks.0.hook_attn_out", stop_at_layer=1)
-    got = cache["blocks.0.hook_attn_out"][:, len(io.prefix):, idx].double().numpy() * scale
+    got = cache["blocks.0.hook_attn_out"][:, len(io.prefix) :, idx].double().numpy() * scale
     return float(np.abs(got - truth).max())
 
 
@@ -111,9 +124,19 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
             incs = np.asarray(spec.options["increments"])[words]
             err = head_error(model, words, "s", np.cumsum(incs, axis=1), spec.options["N"])
             acc = float((predict(model, words) == a.run(words)).mean())
-            rows.append({"construction": "modular_counter", "option": f"N={spec.options['N']}", "automaton": name, "T": T,
-                         "max_head_error": err, "tolerance": 0.25, "accuracy": acc, "samples": samples,
-                         "seconds": round(time.perf_counter() - t0, 1)})
+            rows.append(
+                {
+                    "construction": "modular_counter",
+                    "option": f"N={spec.options['N']}",
+                    "automaton": name,
+                    "T": T,
+                    "max_head_error": err,
+                    "tolerance": 0.25,
+                    "accuracy": acc,
+                    "samples": samples,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     for name in ("flipflop", "memory5"):
         a = get_automaton(name)
@@ -124,9 +147,19 @@ def counter_and_memory_rows(samples: int) -> list[dict]:
             truth = a.run(words)  # the state is the last written value (or q0)
             err = head_error(model, words, "mem", truth, 1.0)
             acc = float((predict(model, words) == truth).mean())
-            rows.append({"construction": "memory", "option": "", "automaton": name, "T": T, "max_head_error": err,
-                         "tolerance": 0.25, "accuracy": acc, "samples": samples,
-                         "seconds": round(time.perf_counter() - t0, 1)})
+            rows.append(
+                {
+                    "construction": "memory",
+                    "option": "",
+                    "automaton": name,
+                    "T": T,
+                    "max_head_error": err,
+                    "tolerance": 0.25,
+                    "accuracy": acc,
+                    "samples": samples,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -145,7 +178,7 @@ def preactivation_error(spec, tokens: np.ndarray) -> tuple[float, float, float]:
             l32, cache = m32.run_with_cache(tok, names_filter=names)
             errors = []
 
-            def compare(x, hook):
+            def compare(x, hook, cache=cache):
                 errors.append(float((cache[hook.name].double() - x).abs().max()))
 
             l64 = m64.run_with_hooks(tok, fwd_hooks=[(n, compare) for n in names])
@@ -161,8 +194,13 @@ def preactivation_rows(samples: int) -> list[dict]:
     from sandbox_lens.interp.tasks.dyck import Dyck
 
     rows = []
-    cases = [("krohn_rhodes", "S4", {}), ("krohn_rhodes", "Q8", {}), ("gridworld", "grid5", {}),
-             ("gridworld", "grid3x4", {}), *(("dyck", "Dyck_{2,4}", {"variant": v}) for v in ("stack", "uniform", "balanced"))]
+    cases = [
+        ("krohn_rhodes", "S4", {}),
+        ("krohn_rhodes", "Q8", {}),
+        ("gridworld", "grid5", {}),
+        ("gridworld", "grid3x4", {}),
+        *(("dyck", "Dyck_{2,4}", {"variant": v}) for v in ("stack", "uniform", "balanced")),
+    ]
     for construction, name, opts in cases:
         for T in (1024, 4096):
             t0 = time.perf_counter()
@@ -175,10 +213,20 @@ def preactivation_rows(samples: int) -> list[dict]:
                 spec = build(construction, a, T)
                 tokens = spec.card().io.encode(a.sample(samples, T, seed=T))
             err, logit_err, margin = preactivation_error(spec, tokens)
-            rows.append({"construction": construction, "option": ", ".join(f"{k}={v}" for k, v in opts.items()),
-                         "automaton": name, "T": T, "max_preactivation_error": err, "max_logit_error": logit_err,
-                         "min_float64_logit_margin": None if construction == "dyck" else margin, "tolerance": 0.5,
-                         "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            rows.append(
+                {
+                    "construction": construction,
+                    "option": ", ".join(f"{k}={v}" for k, v in opts.items()),
+                    "automaton": name,
+                    "T": T,
+                    "max_preactivation_error": err,
+                    "max_logit_error": logit_err,
+                    "min_float64_logit_margin": None if construction == "dyck" else margin,
+                    "tolerance": 0.5,
+                    "samples": samples,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -204,18 +252,32 @@ def ffl_rows(samples: int) -> list[dict]:
             bit_raw = cache[names[1]][..., labels.index("bit_raw")].double().numpy()
             written, reads = read_targets(tokens)
             acc = float((logits.argmax(-1).numpy() == written)[reads].mean())
-            rows.append({"construction": "ffl", "option": f"FFL({p})", "automaton": "flip-flop language", "T": T,
-                         "max_flag_error": float(np.abs(flag_raw - flag).max()),
-                         "max_bit_error": float(np.abs(bit_raw - bit).max()), "tolerance": 0.25, "accuracy": acc,
-                         "samples": samples, "seconds": round(time.perf_counter() - t0, 1)})
+            rows.append(
+                {
+                    "construction": "ffl",
+                    "option": f"FFL({p})",
+                    "automaton": "flip-flop language",
+                    "T": T,
+                    "max_flag_error": float(np.abs(flag_raw - flag).max()),
+                    "max_bit_error": float(np.abs(bit_raw - bit).max()),
+                    "tolerance": 0.25,
+                    "accuracy": acc,
+                    "samples": samples,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
 
 def main() -> None:
     samples = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    sections = {"prefix_scan": lambda: prefix_scan_rows(samples), "counter_memory": lambda: counter_and_memory_rows(samples),
-                "ffl": lambda: ffl_rows(samples), "preactivation": lambda: preactivation_rows(min(samples, 2))}
+    sections = {
+        "prefix_scan": lambda: prefix_scan_rows(samples),
+        "counter_memory": lambda: counter_and_memory_rows(samples),
+        "ffl": lambda: ffl_rows(samples),
+        "preactivation": lambda: preactivation_rows(min(samples, 2)),
+    }
     chosen = sys.argv[2:] or list(sections)  # e.g. `python benchmarks/float32_limits.py 2 preactivation`
     rows = [row for name in chosen for row in sections[name]()]
     out = Path("reports/bench")
@@ -228,9 +290,15 @@ def main() -> None:
         if r["construction"] == "prefix_scan":
             q = f"min gap {r['min_gap']:.3g}, min target weight {r['min_target_weight']:.3g}, wrong argmax {r['wrong_argmax']}"
         elif "max_preactivation_error" in r:
-            margin = "" if r["min_float64_logit_margin"] is None else f", float64 logit margin {r['min_float64_logit_margin']:.3g}"
-            q = (f"max MLP pre-activation error {r['max_preactivation_error']:.2e} (tolerance 0.5), max logit error "
-                 f"{r['max_logit_error']:.2e}{margin}")
+            margin = (
+                ""
+                if r["min_float64_logit_margin"] is None
+                else f", float64 logit margin {r['min_float64_logit_margin']:.3g}"
+            )
+            q = (
+                f"max MLP pre-activation error {r['max_preactivation_error']:.2e} (tolerance 0.5), max logit error "
+                f"{r['max_logit_error']:.2e}{margin}"
+            )
             print(f"| {r['construction']} | {r['option']} | {r['automaton']} | {r['T']} | {q} | |")
             continue
         elif r["construction"] == "ffl":

@@ -32,14 +32,20 @@ from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade  # noqa:
 from sandbox_lens.interp.verify import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-TOY = ('{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
-       '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}')
+TOY = (
+    '{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
+    '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}'
+)
 
 
 def examples() -> list:
     out = [get_automaton("flipflop")] + [get_automaton(f"grid{n}") for n in range(3, 10)]
-    out += [get_automaton("dyck2-depth3"), load_cascade_file(ROOT / "examples/cascades/car_on_a_circle.json").automaton(),
-            get_automaton("C3+resets"), parse_automaton_json(TOY)]
+    out += [
+        get_automaton("dyck2-depth3"),
+        load_cascade_file(ROOT / "examples/cascades/car_on_a_circle.json").automaton(),
+        get_automaton("C3+resets"),
+        parse_automaton_json(TOY),
+    ]
     return out
 
 
@@ -49,8 +55,13 @@ def main() -> None:
         t0 = time.perf_counter()
         h = holonomy_skeleton(a)
         cascade = holonomy_cascade(a, h)
-        row = {"automaton": a.name, "states": a.n_states, "levels": h.levels, "components": len(h.components),
-               "level_values": [lv.automaton.n_states for lv in cascade.levels]}
+        row = {
+            "automaton": a.name,
+            "states": a.n_states,
+            "levels": h.levels,
+            "components": len(h.components),
+            "level_values": [lv.automaton.n_states for lv in cascade.levels],
+        }
         for T in (64, 1024):
             spec = build_krohn_rhodes(a, T, cascade=cascade)
             scan = build_prefix_scan(a, T)
@@ -66,16 +77,24 @@ def main() -> None:
                 row["checked_1024"] = int(r.checked)
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
-        print(f"{a.name}: {row['levels']} levels, blocks {row['blocks_64']} -> {row['blocks_1024']}, "
-              f"exact at 1024: {row['exact_1024']} ({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
-    print("| automaton | |Q| | levels | components | level values | blocks (attention) T=64 / 1024 | "
-          "params T=64 / 1024 | prefix scan blocks / params T=1024 | exact at T=1024 |")
+        print(
+            f"{a.name}: {row['levels']} levels, blocks {row['blocks_64']} -> {row['blocks_1024']}, "
+            f"exact at 1024: {row['exact_1024']} ({row['seconds']:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    print(
+        "| automaton | |Q| | levels | components | level values | blocks (attention) T=64 / 1024 | "
+        "params T=64 / 1024 | prefix scan blocks / params T=1024 | exact at T=1024 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['automaton']} | {r['states']} | {r['levels']} | {r['components']} | "
-              f"{'×'.join(map(str, r['level_values']))} | {r['blocks_64']} ({r['attention_64']}) / {r['blocks_1024']} "
-              f"({r['attention_1024']}) | {r['params_64']:,} / {r['params_1024']:,} | {r['scan_blocks_1024']} / "
-              f"{r['scan_params_1024']:,} | {'yes' if r['exact_1024'] else 'NO'} ({r['checked_1024']:,} positions) |")
+        print(
+            f"| {r['automaton']} | {r['states']} | {r['levels']} | {r['components']} | "
+            f"{'×'.join(map(str, r['level_values']))} | {r['blocks_64']} ({r['attention_64']}) / {r['blocks_1024']} "
+            f"({r['attention_1024']}) | {r['params_64']:,} / {r['params_1024']:,} | {r['scan_blocks_1024']} / "
+            f"{r['scan_params_1024']:,} | {'yes' if r['exact_1024'] else 'NO'} ({r['checked_1024']:,} positions) |"
+        )
     out = ROOT / "reports" / "bench" / "holonomy.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, json.dumps(rows, indent=1).encode())

@@ -33,7 +33,7 @@ def _per_forward(model, hooks, base, source) -> None:
     acts = source_activations(model, source, hooks)
     for hook in hooks:
         for p in range(T):
-            answer(interchange(model, base, source, Site(hook, p), activations=acts)[:, P: P + T], None)
+            answer(interchange(model, base, source, Site(hook, p), activations=acts)[:, P : P + T], None)
 
 
 def main() -> None:
@@ -48,9 +48,10 @@ def main() -> None:
     from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
     torch.set_num_threads(1)
-    cases = [("C3, T = 8", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=64, n_heads=2), 400),
-             ("Dyck_{2,4}, N = 16", DyckTask(Dyck(2, 4), 16), ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50),
-              600)]
+    cases = [
+        ("C3, T = 8", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=64, n_heads=2), 400),
+        ("Dyck_{2,4}, N = 16", DyckTask(Dyck(2, 4), 16), ModelShape(n_layers=2, d_model=50, n_heads=1, d_mlp=50), 600),
+    ]
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for i, (title, task, shape, steps) in enumerate(cases):
@@ -69,15 +70,20 @@ def main() -> None:
                         sweep(twin, [(h, None) for h in hooks], base, source, None)
                         batched = time.process_time() - t0
                         ratios.append(one / batched)
-                    print(f"full swaps at {len(hooks)} residual sites × {base.shape[1]} positions, {pairs} pairs "
-                          f"({title} twin): one intervention per forward / batched sweep, per repeat: "
-                          + ", ".join(f"{r:.1f}" for r in ratios) + f"; median {statistics.median(ratios):.1f}×")
+                    print(
+                        f"full swaps at {len(hooks)} residual sites × {base.shape[1]} positions, {pairs} pairs "
+                        f"({title} twin): one intervention per forward / batched sweep, per repeat: "
+                        + ", ".join(f"{r:.1f}" for r in ratios)
+                        + f"; median {statistics.median(ratios):.1f}×"
+                    )
             t0 = time.process_time()
             found = identify(twin, "all", nulls=nulls_of(twin, 0))
             seconds = time.process_time() - t0
             worst = max(worst, seconds)
-            print(f"all candidates on a 2-layer {title} twin (accuracy {metrics['final_accuracy']:.3f}): "
-                  f"{found['verdict']}; {seconds:.1f} CPU-s (budget {BUDGET:.0f})")
+            print(
+                f"all candidates on a 2-layer {title} twin (accuracy {metrics['final_accuracy']:.3f}): "
+                f"{found['verdict']}; {seconds:.1f} CPU-s (budget {BUDGET:.0f})"
+            )
     print(f"identify: slowest/budget {worst / BUDGET:.2f}")
 
 

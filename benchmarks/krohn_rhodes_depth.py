@@ -19,13 +19,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sandbox_lens.constructions import build  # noqa: E402
 from sandbox_lens.constructions.krohn_rhodes import classify  # noqa: E402
 from sandbox_lens.constructions.solvable import plan_solvable_group  # noqa: E402
+from sandbox_lens.interp.files import atomic_write  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import known_cascade, load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
-from sandbox_lens.interp.files import atomic_write  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = ["C2", "C3", "C5", "C2^3", "D8", "S3", "A4", "S4", "Q8", "flipflop", "C3+resets", "S3+resets",
-         "car_on_a_circle.json", "grid3", "grid5", "grid9"]
+NAMES = [
+    "C2",
+    "C3",
+    "C5",
+    "C2^3",
+    "D8",
+    "S3",
+    "A4",
+    "S4",
+    "Q8",
+    "flipflop",
+    "C3+resets",
+    "S3+resets",
+    "car_on_a_circle.json",
+    "grid3",
+    "grid5",
+    "grid9",
+]
 LENGTHS = (16, 64, 256)
 
 
@@ -48,8 +64,10 @@ def _group_summary(a) -> tuple[int, str, float]:
 
 
 def main() -> None:
-    rows = ["| automaton | path (derived-series quotients) | \\|G\\| | TL blocks | attention layers | d_model | n_heads | d_mlp (T=256) | thesis depth bound (layers) | prefix scan at T=256 (blocks / attention) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| automaton | path (derived-series quotients) | \\|G\\| | TL blocks | attention layers | d_model | n_heads | d_mlp (T=256) | thesis depth bound (layers) | prefix scan at T=256 (blocks / attention) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     scan = build("prefix_scan", get_automaton("C2"), 256)
     for name in NAMES:
         a, cascade = _target(name)
@@ -63,11 +81,17 @@ def main() -> None:
             for lv in cascade.levels:
                 level_depths.append(build("krohn_rhodes", lv.automaton, 16).n_layers)
             k = len(cascade.levels)
-            order, path, bound = "—", f"cascade of {k}: " + ", ".join(lv.automaton.name for lv in cascade.levels), k * (max(level_depths) + 1) - 1
+            order, path, bound = (
+                "—",
+                f"cascade of {k}: " + ", ".join(lv.automaton.name for lv in cascade.levels),
+                k * (max(level_depths) + 1) - 1,
+            )
         else:
             order, path, bound = _group_summary(a)
-        rows.append(f"| {name.removesuffix('.json')} | {path} | {order} | {spec.n_layers} | {spec.attention_layers} | "
-                    f"{spec.d_model} | {spec.n_heads} | {spec.d_mlp} | {bound:.3g} | {scan.n_layers} / {scan.attention_layers} |")
+        rows.append(
+            f"| {name.removesuffix('.json')} | {path} | {order} | {spec.n_layers} | {spec.attention_layers} | "
+            f"{spec.d_model} | {spec.n_heads} | {spec.d_mlp} | {bound:.3g} | {scan.n_layers} / {scan.attention_layers} |"
+        )
     table = "\n".join(rows)
     print(table)
     out = ROOT / "reports" / "bench" / "krohn_rhodes_depth.md"

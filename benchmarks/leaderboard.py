@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox_lens.constructions.registry import build  # noqa: E402
-from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
+from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.methods import names  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
@@ -72,11 +72,17 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
     ap.add_argument("--render", action="store_true", help="only render the .md again from the .json")
-    ap.add_argument("--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)")
+    ap.add_argument(
+        "--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)"
+    )
     args = ap.parse_args()
     args.seeds = args.seeds or ("0-2" if args.auto_circuit else "0-9")
     out = Path(args.out)
-    name, title = ("auto-circuit", "auto-circuit beside sandbox-lens") if args.auto_circuit else ("leaderboard", "Circuit leaderboard")
+    name, title = (
+        ("auto-circuit", "auto-circuit beside sandbox-lens")
+        if args.auto_circuit
+        else ("leaderboard", "Circuit leaderboard")
+    )
     if args.render:
         (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(json.loads((out / f"{name}.json").read_text())))
         return
@@ -88,15 +94,25 @@ def main() -> None:
         from sandbox_lens.interp.circuits.autocircuit import load
 
         load()
-        board = run_leaderboard(families(), AUTO_CIRCUIT, SETTINGS[:1], _seeds(args.seeds), pairs=args.pairs, progress=True)
+        board = run_leaderboard(
+            families(), AUTO_CIRCUIT, SETTINGS[:1], _seeds(args.seeds), pairs=args.pairs, progress=True
+        )
         from importlib.metadata import version
 
         board["settings"]["auto_circuit"] = version("auto-circuit")
     else:
-        board = run_leaderboard(families(), names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    board["provenance"] = {"command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]), "commit": commit,
-                           "wall_seconds": round(time.time() - t0, 1), "threads": 1}
+        board = run_leaderboard(
+            families(), names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True
+        )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    board["provenance"] = {
+        "command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]),
+        "commit": commit,
+        "wall_seconds": round(time.time() - t0, 1),
+        "threads": 1,
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
     (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))

@@ -79,8 +79,9 @@ def _stacked_batch(task, members: list[int], step: int):
     from sandbox_lens.interp.tasks.batches import step_rng
 
     batches = [task.batch(step_rng(seed, step), 32) for seed in members]
-    return tuple(torch.stack([torch.from_numpy(getattr(b, f)) for b in batches])
-                 for f in ("tokens", "loss_mask", "targets"))
+    return tuple(
+        torch.stack([torch.from_numpy(getattr(b, f)) for b in batches]) for f in ("tokens", "loss_mask", "targets")
+    )
 
 
 def _member_losses(logits, mask, targets):
@@ -241,8 +242,13 @@ def _two_processes(worker, name: str, members: int, steps: int) -> float:
     return members * steps / max(seconds)
 
 
-ARMS = {"pool": _pool_worker, "handwritten": _stacked_singles_worker, "vmap": _ensemble_worker,
-        "stacked": _stacked_worker, "lockstep": _lockstep_worker}
+ARMS = {
+    "pool": _pool_worker,
+    "handwritten": _stacked_singles_worker,
+    "vmap": _ensemble_worker,
+    "stacked": _stacked_worker,
+    "lockstep": _lockstep_worker,
+}
 STACKED = ("handwritten", "vmap", "stacked", "lockstep")
 
 
@@ -265,16 +271,26 @@ def main() -> None:
             for _ in range(args.repeats):  # arms interleaved, so drift in the machine's speed hits each alike
                 for arm, worker in ARMS.items():
                     rates[arm].append(_two_processes(worker, name, members, args.steps))
-            row = {"twin": name, "ensemble_per_process": e, "members": members,
-                   **{f"{arm}_model_steps_per_s": r for arm, r in rates.items()}}
+            row = {
+                "twin": name,
+                "ensemble_per_process": e,
+                "members": members,
+                **{f"{arm}_model_steps_per_s": r for arm, r in rates.items()},
+            }
             for arm in STACKED:  # per repeat, against the pool measured beside it
                 ratios = [a / b for a, b in zip(rates[arm], rates["pool"])]
                 row[f"{arm}_ratio"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
             rows.append(row)
-            print(f"{name}: {members} members, E = {e} per process: pool {statistics.median(rates['pool']):.1f} "
-                  f"model-steps/s; " + ", ".join(
-                      f"{arm} {row[f'{arm}_ratio']['median']:.2f}x [{row[f'{arm}_ratio']['min']:.2f}, "
-                      f"{row[f'{arm}_ratio']['max']:.2f}]" for arm in STACKED), flush=True)
+            print(
+                f"{name}: {members} members, E = {e} per process: pool {statistics.median(rates['pool']):.1f} "
+                f"model-steps/s; "
+                + ", ".join(
+                    f"{arm} {row[f'{arm}_ratio']['median']:.2f}x [{row[f'{arm}_ratio']['min']:.2f}, "
+                    f"{row[f'{arm}_ratio']['max']:.2f}]"
+                    for arm in STACKED
+                ),
+                flush=True,
+            )
     ensembles = ("vmap", "stacked", "lockstep")  # the arms that train members together
 
     def best_ratio(r: dict) -> float:

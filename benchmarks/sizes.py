@@ -31,7 +31,9 @@ LENGTHS = (64, 256, 1024, 4096)
 
 
 def main() -> None:
-    print(f"{'construction':22s} {'T':>5s} {'blocks':>6s} {'attn':>4s} {'d_model':>7s} {'d_mlp':>7s} {'parameters':>12s}")
+    print(
+        f"{'construction':22s} {'T':>5s} {'blocks':>6s} {'attn':>4s} {'d_model':>7s} {'d_mlp':>7s} {'parameters':>12s}"
+    )
     for label, construction, task in CASES:
         for T in LENGTHS:
             start = time.perf_counter()
@@ -41,8 +43,11 @@ def main() -> None:
                 print(f"{label:22s} {T:5d}  refused: {e}")
                 break
             s = spec.shape_summary()
-            print(f"{label:22s} {T:5d} {s['n_layers']:6d} {s['attention_layers']:4d} {s['d_model']:7,d} "
-                  f"{s['d_mlp']:7,d} {spec.parameters:12,d}   ({time.perf_counter() - start:.1f} s)", flush=True)
+            print(
+                f"{label:22s} {T:5d} {s['n_layers']:6d} {s['attention_layers']:4d} {s['d_model']:7,d} "
+                f"{s['d_mlp']:7,d} {spec.parameters:12,d}   ({time.perf_counter() - start:.1f} s)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

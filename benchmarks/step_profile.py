@@ -45,9 +45,11 @@ from sandbox_lens.interp.train.checkpoint import save_checkpoint  # noqa: E402
 from sandbox_lens.interp.train.loop import _loss, evaluate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-TWINS = {"parity, T = 32": lambda: AutomatonTask(get_automaton("parity"), 32),
-         "Dyck_{2,4}, N ≤ 28": lambda: DyckTask(Dyck(2, 4), 28),
-         "FFL(0.8), T = 64": lambda: FFLTask(0.8, 64)}
+TWINS = {
+    "parity, T = 32": lambda: AutomatonTask(get_automaton("parity"), 32),
+    "Dyck_{2,4}, N ≤ 28": lambda: DyckTask(Dyck(2, 4), 28),
+    "FFL(0.8), T = 64": lambda: FFLTask(0.8, 64),
+}
 
 
 def _timed(f) -> float:
@@ -93,11 +95,15 @@ def _phases(model, task, config: TrainConfig, steps: int) -> tuple[dict[str, flo
             for k, v in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 times[k].append(v)
     out = {k: statistics.median(v) for k, v in times.items()}
-    out["evaluation"] = statistics.median(_timed(lambda: evaluate(model, task, config.eval_size, config.seed))
-                                          for _ in range(3)) / config.eval_every
+    out["evaluation"] = (
+        statistics.median(_timed(lambda: evaluate(model, task, config.eval_size, config.seed)) for _ in range(3))
+        / config.eval_every
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        out["checkpoint"] = statistics.median(_timed(lambda: save_checkpoint(Path(tmp), model, opt, {"step": 0}))
-                                              for _ in range(3)) / config.eval_every
+        out["checkpoint"] = (
+            statistics.median(_timed(lambda: save_checkpoint(Path(tmp), model, opt, {"step": 0})) for _ in range(3))
+            / config.eval_every
+        )
     return out, [sum(t) for t in zip(*times.values())]
 
 
@@ -175,34 +181,70 @@ def main() -> None:
         total = loop_seconds(task, shape, config)
         flops = step_flops(task, shape, config)
         bound = matmul_rate(task, shape, config)
-        rows.append({"twin": label, "parameters": sum(p.numel() for p in build_model(task, shape).parameters()),
-                     "mflop_per_step": flops / 1e6, "ms_per_step": 1e3 * total,
-                     **{f"ms_{k}": 1e3 * v for k, v in phases.items()},
-                     "ms_overhead": 1e3 * (total - sum(phases.values())),
-                     "achieved_gflops": flops / (sum(phases[k] for k in ("forward", "backward"))) / 1e9,
-                     "step_gflops": flops / total / 1e9, "matmul_gflops": bound / 1e9,
-                     **{f"ms_step_{m}": 1e3 * sum(by_mode[m].values()) for m in MODES}})
-    cols = ["ms_per_step", "ms_batch", "ms_forward", "ms_backward", "ms_optimizer", "ms_evaluation", "ms_checkpoint",
-            "ms_overhead", "mflop_per_step", "achieved_gflops", "step_gflops", "matmul_gflops"]
+        rows.append(
+            {
+                "twin": label,
+                "parameters": sum(p.numel() for p in build_model(task, shape).parameters()),
+                "mflop_per_step": flops / 1e6,
+                "ms_per_step": 1e3 * total,
+                **{f"ms_{k}": 1e3 * v for k, v in phases.items()},
+                "ms_overhead": 1e3 * (total - sum(phases.values())),
+                "achieved_gflops": flops / (sum(phases[k] for k in ("forward", "backward"))) / 1e9,
+                "step_gflops": flops / total / 1e9,
+                "matmul_gflops": bound / 1e9,
+                **{f"ms_step_{m}": 1e3 * sum(by_mode[m].values()) for m in MODES},
+            }
+        )
+    cols = [
+        "ms_per_step",
+        "ms_batch",
+        "ms_forward",
+        "ms_backward",
+        "ms_optimizer",
+        "ms_evaluation",
+        "ms_checkpoint",
+        "ms_overhead",
+        "mflop_per_step",
+        "achieved_gflops",
+        "step_gflops",
+        "matmul_gflops",
+    ]
     print("| twin | params | " + " | ".join(c.replace("ms_", "ms ").replace("_", " ") for c in cols) + " |")
     print("|---|---|" + "---|" * len(cols))
     for r in rows:
         print(f"| {r['twin']} | {r['parameters']:,} | " + " | ".join(f"{r[c]:.2f}" for c in cols) + " |")
     for r in rows:
-        print(f"{r['twin']}: a step through TransformerLens {r['ms_step_transformer_lens']:.2f} ms, with LayerNorm "
-              f"fused {r['ms_step_fused_layernorm']:.2f} ms, hand-written {r['ms_step_hand_written']:.2f} ms")
+        print(
+            f"{r['twin']}: a step through TransformerLens {r['ms_step_transformer_lens']:.2f} ms, with LayerNorm "
+            f"fused {r['ms_step_fused_layernorm']:.2f} ms, hand-written {r['ms_step_hand_written']:.2f} ms"
+        )
     ratio = statistics.mean(r["step_gflops"] / r["matmul_gflops"] for r in rows)
     fused = speedup(by_twin, "transformer_lens", "fused_layernorm")
     fast = speedup(by_twin, "transformer_lens", "hand_written")
     over_fused = speedup(by_twin, "fused_layernorm", "hand_written")
     out = ROOT / "reports" / "bench" / "step_profile.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, json.dumps({"threads": 1, "steps": args.steps, "rows": rows, "speedups": {
-        "fused_over_transformer_lens": fused, "hand_written_over_transformer_lens": fast,
-        "hand_written_over_fused": over_fused}}, indent=1).encode())
+    atomic_write(
+        out,
+        json.dumps(
+            {
+                "threads": 1,
+                "steps": args.steps,
+                "rows": rows,
+                "speedups": {
+                    "fused_over_transformer_lens": fused,
+                    "hand_written_over_transformer_lens": fast,
+                    "hand_written_over_fused": over_fused,
+                },
+            },
+            indent=1,
+        ).encode(),
+    )
     print(f"hand-written over fused LayerNorm: {over_fused[0]:.2f} [{over_fused[1]:.2f}, {over_fused[2]:.2f}]")
-    print(f"step profile: fused/unfused LayerNorm speed-up {fused[0]:.2f} [{fused[1]:.2f}, {fused[2]:.2f}], "
-          f"hand-written/TransformerLens {fast[0]:.2f} [{fast[1]:.2f}, {fast[2]:.2f}], achieved/bound {ratio:.2f}")
+    print(
+        f"step profile: fused/unfused LayerNorm speed-up {fused[0]:.2f} [{fused[1]:.2f}, {fused[2]:.2f}], "
+        f"hand-written/TransformerLens {fast[0]:.2f} [{fast[1]:.2f}, {fast[2]:.2f}], achieved/bound {ratio:.2f}"
+    )
 
 
 if __name__ == "__main__":

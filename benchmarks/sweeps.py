@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox_lens.interp.train.sweep import run_sweep  # noqa: E402
 from sandbox_lens.interp.tasks.batches import DyckTask  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 from sandbox_lens.interp.train import ModelShape, TrainConfig  # noqa: E402
+from sandbox_lens.interp.train.sweep import run_sweep  # noqa: E402
 
 
 def timed(backend: str, workers: int, runs: int, steps: int) -> tuple[float, dict]:
@@ -31,8 +31,9 @@ def timed(backend: str, workers: int, runs: int, steps: int) -> tuple[float, dic
     config = TrainConfig(steps=steps, batch=16, eval_every=steps, eval_size=64, warmup=5)
     with tempfile.TemporaryDirectory() as d:
         start = time.perf_counter()
-        summary = run_sweep(task, shape, config, Path(d), list(range(runs)), backend=backend, workers=workers,
-                            progress=False)
+        summary = run_sweep(
+            task, shape, config, Path(d), list(range(runs)), backend=backend, workers=workers, progress=False
+        )
         return time.perf_counter() - start, summary
 
 
@@ -43,15 +44,20 @@ def main() -> None:
     args = ap.parse_args()
     timed("local", 1, 1, 5)  # warm-up: imports (TransformerLens) happen once, outside every timing
     rows = {}
-    for label, backend, workers in (("local, 1 worker", "local", 1), ("local, 2 workers", "local", 2),
-                                    ("ray, 2 CPUs", "ray", 2)):
+    for label, backend, workers in (
+        ("local, 1 worker", "local", 1),
+        ("local, 2 workers", "local", 2),
+        ("ray, 2 CPUs", "ray", 2),
+    ):
         try:
             seconds, _ = timed(backend, workers, args.runs, args.steps)
         except Exception as e:  # e.g. Ray missing: report it, keep the other lines
             print(f"{label:18s} skipped: {e}")
             continue
         rows[label] = seconds
-        print(f"{label:18s} {args.runs} runs of {args.steps} steps in {seconds:6.1f} s = {60 * args.runs / seconds:6.1f} runs/min")
+        print(
+            f"{label:18s} {args.runs} runs of {args.steps} steps in {seconds:6.1f} s = {60 * args.runs / seconds:6.1f} runs/min"
+        )
     if "local, 1 worker" in rows and "local, 2 workers" in rows:
         print(f"speed-up of 2 workers over 1: {rows['local, 1 worker'] / rows['local, 2 workers']:.2f}x")
     if "ray, 2 CPUs" in rows and "local, 2 workers" in rows:

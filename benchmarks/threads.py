@@ -68,8 +68,10 @@ def measure(label: str, rounds: int = 3) -> None:
             times.setdefault(("forward", threads), []).append(forwards(model, tokens))
     for what in ("train", "forward"):
         one, two = (statistics.median(times[(what, t)]) for t in (1, 2))
-        print(f"  {label:18s} {what:8s} 1 thread {one:6.2f} s   2 threads {two:6.2f} s   ratio 2/1 {two / one:.2f}",
-              flush=True)
+        print(
+            f"  {label:18s} {what:8s} 1 thread {one:6.2f} s   2 threads {two:6.2f} s   ratio 2/1 {two / one:.2f}",
+            flush=True,
+        )
 
 
 def main() -> None:

@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
-from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 from sandbox_lens.interp.files import atomic_write  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
+from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 from sandbox_lens.interp.train import ModelShape, TrainConfig, build_model, default_shape, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,21 +65,49 @@ def accuracy_runs(minutes: float, d8_minutes: float, seeds: list[int]) -> list[d
         ("Dyck_{2,4}, N ≤ 28", DyckTask(Dyck(2, 4), 28), None, 0.97, 3e-3, minutes),
         ("parity, T = 32", AutomatonTask(get_automaton("parity"), 32), None, 0.99, 1e-3, minutes),
         ("grid9, T = 32", AutomatonTask(get_automaton("grid9"), 32), None, 0.99, 1e-3, minutes),
-        ("D8, T = 32, 4 layers", AutomatonTask(get_automaton("D8"), 32), ModelShape(n_layers=4), None, 1e-3, d8_minutes),
+        (
+            "D8, T = 32, 4 layers",
+            AutomatonTask(get_automaton("D8"), 32),
+            ModelShape(n_layers=4),
+            None,
+            1e-3,
+            d8_minutes,
+        ),
     ]
     out = []
     for label, task, shape, target, lr, minutes in runs:
         shape = shape or default_shape(task)
         best = None
         for seed in seeds:
-            config = TrainConfig(steps=100_000, batch=32, lr=lr, warmup=200, eval_every=100, eval_size=512,
-                                 target_accuracy=target, max_minutes=minutes, seed=seed)
+            config = TrainConfig(
+                steps=100_000,
+                batch=32,
+                lr=lr,
+                warmup=200,
+                eval_every=100,
+                eval_size=512,
+                target_accuracy=target,
+                max_minutes=minutes,
+                seed=seed,
+            )
             with tempfile.TemporaryDirectory() as tmp:
                 m = train(task, shape, config, tmp, progress=sys.stderr.isatty())
-            row = {"task": label, "seed": seed, "budget_minutes": minutes, "best_accuracy": m["best_accuracy"], "minutes_to_best": m["minutes_to_best"],
-                   "steps": m["steps"], "stopped_by": m["stopped_by"], "target": target, "shape": m["shape"]}
-            print(f"  {label}, seed {seed}: best {m['best_accuracy']:.4f} after {m['minutes_to_best']:.1f} min "
-                  f"({m['steps']} steps, stopped by {m['stopped_by']})", flush=True)
+            row = {
+                "task": label,
+                "seed": seed,
+                "budget_minutes": minutes,
+                "best_accuracy": m["best_accuracy"],
+                "minutes_to_best": m["minutes_to_best"],
+                "steps": m["steps"],
+                "stopped_by": m["stopped_by"],
+                "target": target,
+                "shape": m["shape"],
+            }
+            print(
+                f"  {label}, seed {seed}: best {m['best_accuracy']:.4f} after {m['minutes_to_best']:.1f} min "
+                f"({m['steps']} steps, stopped by {m['stopped_by']})",
+                flush=True,
+            )
             if best is None or row["best_accuracy"] > best["best_accuracy"]:
                 best = row
         out.append(best)
@@ -93,19 +121,30 @@ def main() -> None:
     p.add_argument("--d8-minutes", type=float, default=15.0, help="time budget of the D8 runs")
     p.add_argument("--seeds", type=int, default=2, help="seeds per task (best is reported)")
     args = p.parse_args()
-    minutes, d8_minutes, seeds = (2.0, 2.0, [0]) if args.quick else (args.minutes, args.d8_minutes, list(range(args.seeds)))
+    minutes, d8_minutes, seeds = (
+        (2.0, 2.0, [0]) if args.quick else (args.minutes, args.d8_minutes, list(range(args.seeds)))
+    )
     torch.set_num_threads(2)
     tp = throughput(200)
-    print(f"throughput: train {tp['train_steps_per_s']:.1f} steps/s vs bare loop {tp['bare_steps_per_s']:.1f} "
-          f"steps/s: ratio {tp['ratio']:.3f}", flush=True)
+    print(
+        f"throughput: train {tp['train_steps_per_s']:.1f} steps/s vs bare loop {tp['bare_steps_per_s']:.1f} "
+        f"steps/s: ratio {tp['ratio']:.3f}",
+        flush=True,
+    )
     rows = accuracy_runs(minutes, d8_minutes, seeds)
-    print("\n| task | best accuracy | target | minutes to best | budget (min) | steps | seeds |\n|---|---|---|---|---|---|---|")
+    print(
+        "\n| task | best accuracy | target | minutes to best | budget (min) | steps | seeds |\n|---|---|---|---|---|---|---|"
+    )
     for r in rows:
-        print(f"| {r['task']} | {r['best_accuracy']:.4f} | {r['target'] or '—'} | {r['minutes_to_best']:.1f} | "
-              f"{r['budget_minutes']:g} | {r['steps']} | best of {len(seeds)} |")
+        print(
+            f"| {r['task']} | {r['best_accuracy']:.4f} | {r['target'] or '—'} | {r['minutes_to_best']:.1f} | "
+            f"{r['budget_minutes']:g} | {r['steps']} | best of {len(seeds)} |"
+        )
     out = ROOT / "reports" / "bench" / "training.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, json.dumps({"throughput": tp, "accuracy": rows, "minutes": minutes, "seeds": seeds}, indent=1).encode())
+    atomic_write(
+        out, json.dumps({"throughput": tp, "accuracy": rows, "minutes": minutes, "seeds": seeds}, indent=1).encode()
+    )
     print(f"\nwritten: {out.relative_to(ROOT)}")
 
 

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from sandbox_lens.constructions import build_model  # noqa: E402
-from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.model.checked import residual_stream  # noqa: E402
+from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.verify import verify  # noqa: E402
 from sandbox_lens.probes.linear import automaton_probe_data, residual_hooks  # noqa: E402
 
@@ -52,8 +52,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     cases, rounds = (QUICK, 1) if args.quick else (CASES, args.rounds)
-    print(f"{'construction':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}  "
-          "cross-check (positions, largest logit difference)")
+    print(
+        f"{'construction':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}  "
+        "cross-check (positions, largest logit difference)"
+    )
     for construction, automaton, T, samples in cases:
         model = build_model(construction, get_automaton(automaton), T)
         times: dict[str, list[float]] = {"model": [], "bare": []}
@@ -63,11 +65,16 @@ def main() -> None:
                 times[forward].append(seconds)
         positions = samples * T
         model_rate, bare_rate = (positions / statistics.median(times[f]) for f in ("model", "bare"))
-        print(f"{construction + ' ' + automaton:28s} {T:5d} {samples:5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
-              f"{bare_rate / model_rate:5.1f}x  {details['path']}, {details['cross_checked_positions']} positions, "
-              f"{details['max_logit_difference']:.1e}", flush=True)
+        print(
+            f"{construction + ' ' + automaton:28s} {T:5d} {samples:5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
+            f"{bare_rate / model_rate:5.1f}x  {details['path']}, {details['cross_checked_positions']} positions, "
+            f"{details['max_logit_difference']:.1e}",
+            flush=True,
+        )
 
-    print(f"\n{'residual caching (probes)':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}")
+    print(
+        f"\n{'residual caching (probes)':28s} {'T':>5s} {'words':>5s} {'model pos/s':>12s} {'bare pos/s':>11s} {'ratio':>6s}"
+    )
     for construction, automaton, T in PROBE_CASES[:1] if args.quick else PROBE_CASES:
         a = get_automaton(automaton)
         model = build_model(construction, a, T)
@@ -81,8 +88,11 @@ def main() -> None:
                 times[forward].append(time.perf_counter() - start)
                 assert path == forward
         model_rate, bare_rate = (tokens.size / statistics.median(times[f]) for f in ("model", "bare"))
-        print(f"{construction + ' ' + automaton:28s} {T:5d} {len(tokens):5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
-              f"{bare_rate / model_rate:5.1f}x", flush=True)
+        print(
+            f"{construction + ' ' + automaton:28s} {T:5d} {len(tokens):5d} {model_rate:12,.0f} {bare_rate:11,.0f} "
+            f"{bare_rate / model_rate:5.1f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

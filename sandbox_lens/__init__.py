@@ -48,8 +48,9 @@ _LAZY = {
 __all__ = ["load", "__version__", *_LAZY]
 
 
-def load(construction: str, source: Any = None, length: int | None = None, *, dtype: str = "float32",
-         **options: Any) -> Any:
+def load(
+    construction: str, source: Any = None, length: int | None = None, *, dtype: str = "float32", **options: Any
+) -> Any:
     """A construction with exact weights, as a TransformerLens model (a ``HookedTransformer`` on TransformerLens
     3.9, a ``TransformerBridge`` on 4.x), with its ``card``.
 
@@ -76,8 +77,10 @@ def load(construction: str, source: Any = None, length: int | None = None, *, dt
     if entry is None:
         raise ConstructionError(f"unknown construction {construction!r} (choose from {', '.join(REGISTRY)})")
     kind = task_kind(entry.takes)
-    needs = {"automaton": "a catalogue automaton's name (e.g. 'S5') or an automaton JSON path",
-             "dyck": "a Dyck spec 'K,D' (e.g. '2,4')"}.get(kind.name)
+    needs = {
+        "automaton": "a catalogue automaton's name (e.g. 'S5') or an automaton JSON path",
+        "dyck": "a Dyck spec 'K,D' (e.g. '2,4')",
+    }.get(kind.name)
     if source is None and needs:
         raise ConstructionError(f"sandbox_lens.load({construction!r}, SOURCE) needs a source: {needs}")
     if isinstance(source, str):

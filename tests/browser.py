@@ -21,16 +21,38 @@ from sandbox_lens.interp.errors import SandboxError
 __all__ = ["find_chromium", "render", "Rendering"]
 
 # Flags from the machines' notes: no sandbox as root, no GPU, and no background traffic of its own.
-_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-          "--hide-scrollbars", "--mute-audio", "--no-pings", "--disable-domain-reliability",
-          "--disable-client-side-phishing-detection", "--disable-default-apps", "--disable-extensions",
-          "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,AutofillServerCommunication"]
+_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--no-pings",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,AutofillServerCommunication",
+]
 # What Chromium contacts on its own (updates, sign-in, time), whatever the page: recorded apart.
-BROWSER_HOSTS = frozenset({"update.googleapis.com", "accounts.google.com", "clients2.google.com",
-                           "clientservices.googleapis.com", "safebrowsing.googleapis.com", "redirector.gvt1.com",
-                           "edgedl.me.gvt1.com", "optimizationguide-pa.googleapis.com",
-                           "content-autofill.googleapis.com"})
+BROWSER_HOSTS = frozenset(
+    {
+        "update.googleapis.com",
+        "accounts.google.com",
+        "clients2.google.com",
+        "clientservices.googleapis.com",
+        "safebrowsing.googleapis.com",
+        "redirector.gvt1.com",
+        "edgedl.me.gvt1.com",
+        "optimizationguide-pa.googleapis.com",
+        "content-autofill.googleapis.com",
+    }
+)
 
 
 def find_chromium() -> str | None:
@@ -85,8 +107,9 @@ class _Recorder(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", 0), Handler)
 
 
-def render(page: str | Path, screenshot: str | Path, width: int = 1280, height: int = 2400,
-           timeout: float = 120.0) -> Rendering:
+def render(
+    page: str | Path, screenshot: str | Path, width: int = 1280, height: int = 2400, timeout: float = 120.0
+) -> Rendering:
     """Screenshot ``page`` (a local HTML file) and return its DOM after scripts ran."""
     chromium = find_chromium()
     if chromium is None:
@@ -101,10 +124,18 @@ def render(page: str | Path, screenshot: str | Path, width: int = 1280, height: 
     proxy = f"--proxy-server=http://127.0.0.1:{recorder.server_address[1]}"
     try:
         with tempfile.TemporaryDirectory() as profile:
-            common = [chromium, *_FLAGS, f"--user-data-dir={profile}", proxy, "--proxy-bypass-list=<-loopback>",
-                      "--virtual-time-budget=8000", f"--window-size={width},{height}"]
-            shot = subprocess.run([*common, f"--screenshot={screenshot}", page.as_uri()], capture_output=True,
-                                  timeout=timeout)
+            common = [
+                chromium,
+                *_FLAGS,
+                f"--user-data-dir={profile}",
+                proxy,
+                "--proxy-bypass-list=<-loopback>",
+                "--virtual-time-budget=8000",
+                f"--window-size={width},{height}",
+            ]
+            shot = subprocess.run(
+                [*common, f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=timeout
+            )
             dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, timeout=timeout)
     finally:
         recorder.shutdown()

@@ -20,8 +20,12 @@ ALL_NEGATIVES = "distractor,cancel,constant"
 def random_automaton(n_states: int = 4, n_symbols: int = 3, seed: int = 7) -> Semiautomaton:
     """A random semiautomaton (its transition table uniform over states)."""
     rng = np.random.default_rng(seed)
-    return Semiautomaton(f"random{n_states}x{n_symbols}", tuple(f"q{i}" for i in range(n_states)),
-                         tuple(f"s{i}" for i in range(n_symbols)), rng.integers(n_states, size=(n_symbols, n_states)))
+    return Semiautomaton(
+        f"random{n_states}x{n_symbols}",
+        tuple(f"q{i}" for i in range(n_states)),
+        tuple(f"s{i}" for i in range(n_symbols)),
+        rng.integers(n_states, size=(n_symbols, n_states)),
+    )
 
 
 FAMILIES = {
@@ -30,8 +34,9 @@ FAMILIES = {
     "modular_counter/C3": lambda: build("modular_counter", get_automaton("C3"), 8),
     "memory/flipflop": lambda: build("memory", get_automaton("flipflop"), 8),
     "krohn_rhodes/S4": lambda: build("krohn_rhodes", get_automaton("S4"), 8),
-    "krohn_rhodes/cascade": lambda: build("krohn_rhodes", load_cascade_file(CASCADE).automaton(), 8,
-                                          cascade=load_cascade_file(CASCADE)),
+    "krohn_rhodes/cascade": lambda: build(
+        "krohn_rhodes", load_cascade_file(CASCADE).automaton(), 8, cascade=load_cascade_file(CASCADE)
+    ),
     "gridworld/grid4": lambda: build("gridworld", get_automaton("grid4"), 8),
     "dyck/stack": lambda: build("dyck", Dyck(2, 3), 12, variant="stack"),
     "dyck/uniform": lambda: build("dyck", Dyck(2, 3), 12, variant="uniform"),

@@ -34,11 +34,15 @@ def interp_cli():
 
     def run(*argv, **kwargs):
         kwargs.setdefault("cwd", ROOT)
-        return subprocess.run([sys.executable, "-m", "sandbox_lens.interp", *map(str, argv)], capture_output=True, text=True,
-                              check=False, **kwargs)
+        return subprocess.run(
+            [sys.executable, "-m", "sandbox_lens.interp", *map(str, argv)],
+            capture_output=True,
+            text=True,
+            check=False,
+            **kwargs,
+        )
 
     return run
-
 
 
 @pytest.fixture
@@ -61,8 +65,14 @@ def interp_run(capsys):
 def _checkout_status() -> set[str] | None:
     """``git status`` of the checkout (untracked files listed one by one, ignored ones left out); None outside git."""
     try:
-        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True,
-                           text=True, check=False, timeout=60)
+        r = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return set(r.stdout.splitlines()) if r.returncode == 0 else None

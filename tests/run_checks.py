@@ -17,8 +17,9 @@ def assert_same_run(a: Path, b: Path) -> None:
     differ = [k for k in x if not torch.equal(x[k], y[k])]
     assert not differ, f"{len(differ)} tensors differ, e.g. {differ[:3]}"
     ha, hb = (json.loads((d / "metrics.json").read_text())["history"] for d in (a, b))
-    assert [{k: v for k, v in h.items() if k != "wall_seconds"} for h in ha] == \
-           [{k: v for k, v in h.items() if k != "wall_seconds"} for h in hb]
+    assert [{k: v for k, v in h.items() if k != "wall_seconds"} for h in ha] == [
+        {k: v for k, v in h.items() if k != "wall_seconds"} for h in hb
+    ]
 
 
 def assert_same_training_path(task, make_model, within) -> None:

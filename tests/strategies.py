@@ -16,4 +16,6 @@ def semiautomata(draw, max_states: int = 5, max_symbols: int = 4, any_initial: b
     m = draw(st.integers(1, max_symbols))
     delta = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=n, max_size=n), min_size=m, max_size=m))
     q0 = draw(st.integers(0, n - 1)) if any_initial else 0
-    return Semiautomaton("random", tuple(f"s{i}" for i in range(n)), tuple(f"a{i}" for i in range(m)), np.array(delta), q0)
+    return Semiautomaton(
+        "random", tuple(f"s{i}" for i in range(n)), tuple(f"a{i}" for i in range(m)), np.array(delta), q0
+    )

@@ -33,10 +33,10 @@ import numpy as np
 import torch
 
 from sandbox_lens.constructions import build
-from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.model.hooked import to_hooked
-from sandbox_lens.interp.verify import verify
 from sandbox_lens.interp.model.run import attention_patterns, hook_name
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.verify import verify
 from sandbox_lens.interp.viz import heatmap_png
 
 s5 = get_automaton("S5")
@@ -72,8 +72,10 @@ for i, block in enumerate(spec.blocks):
 # %%
 model = to_hooked(spec)
 result = verify(model, samples=300, exhaustive_upto=8)
-print(f"accuracy {result.accuracy} over {result.checked} positions "
-      f"({result.sequences} words, every word of length ≤ {result.exhaustive_upto})")
+print(
+    f"accuracy {result.accuracy} over {result.checked} positions "
+    f"({result.sequences} words, every word of length ≤ {result.exhaustive_upto})"
+)
 assert result.exact
 
 # %% [markdown]
@@ -86,7 +88,7 @@ word = s5.sample(1, T, seed=0)[0]
 ids, tokens = model.card.io.encode(word), model.card.token_names(word)
 patterns = {head: p[0] for head, p in attention_patterns(model, ids).items()}
 P = len(model.card.io.prefix)
-for layer, ((block, head), pattern) in enumerate(sorted(patterns.items()), start=1):
+for layer, ((block, _head), pattern) in enumerate(sorted(patterns.items()), start=1):
     shifts = {i - int(np.argmax(pattern[i])) for i in range(P, P + T)}
     exact = all(pattern[i, i - 2 ** (layer - 1)] == 1.0 for i in range(P, P + T))
     print(f"attention layer {layer} (block {block}): looks back by {shifts}, weight exactly 1.0: {exact}")
@@ -94,8 +96,12 @@ for layer, ((block, head), pattern) in enumerate(sorted(patterns.items()), start
 # %%
 from IPython.display import Image, display
 
-png = heatmap_png(patterns, tokens, "S5 prefix scan: look-back heads",
-                  head_labels={b: model.card.block_labels[b] for b, _ in patterns})
+png = heatmap_png(
+    patterns,
+    tokens,
+    "S5 prefix scan: look-back heads",
+    head_labels={b: model.card.block_labels[b] for b, _ in patterns},
+)
 display(Image(png))
 
 # %% [markdown]
@@ -135,7 +141,9 @@ def window_map(t: int, width: int) -> tuple:
 for l in range(1, spec.attention_layers + 1):
     resid = cache[hook_name("resid_post", 2 * l - 1)][0].numpy()
     held = [tuple(int(v) - 1 for v in resid[P + t, R]) for t in range(T)]
-    print(f"after layer {l}: every position holds its 2^{l}-window map: {held == [window_map(t, 2 ** l) for t in range(T)]}")
+    print(
+        f"after layer {l}: every position holds its 2^{l}-window map: {held == [window_map(t, 2**l) for t in range(T)]}"
+    )
 
 # %% [markdown]
 # ## What breaks if you build it exactly as printed
@@ -150,8 +158,10 @@ for l in range(1, spec.attention_layers + 1):
 for defect in ("rotation_sign", "value_matrix", "readout"):
     broken = verify(build("prefix_scan", s5, T, as_printed=defect), samples=200, exhaustive_upto=6)
     first = broken.mismatches[0]
-    print(f"{defect:14s} accuracy {broken.accuracy:.3f}; first mismatch at t = {first.position}: "
-          f"expected state {first.expected}, model says {first.predicted}")
+    print(
+        f"{defect:14s} accuracy {broken.accuracy:.3f}; first mismatch at t = {first.position}: "
+        f"expected state {first.expected}, model says {first.predicted}"
+    )
 
 # %% [markdown]
 # ## Why a multi-scale position code?
@@ -164,7 +174,7 @@ for defect in ("rotation_sign", "value_matrix", "readout"):
 # float32's rounding error:
 
 # %%
-u = 2.0 ** -24
+u = 2.0**-24
 for T_ in (256, 1024, 2048, 4096, 8192):
     circle = (1 - math.cos(math.pi / T_)) / u
     rotary = 2 / (2 * math.ceil(math.log2(2 * T_))) / u  # gap 2γ over a score of size ≈ γ·(number of pairs)

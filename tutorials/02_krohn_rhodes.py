@@ -38,8 +38,8 @@ import matplotlib.pyplot as plt
 
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.solvable import plan_solvable_group
-from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.verify import verify
 
 d8, q8 = get_automaton("D8"), get_automaton("Q8")
@@ -79,7 +79,9 @@ for a in (get_automaton("S3"), d8, q8):
     level = plan_solvable_group(gens, a.n_states).levels[0]
     homomorphic = all(
         compose(level.tau(P), level.tau(Q)) == level.tau(tuple((p + q) % n for p, q, n in zip(P, Q, level.orders)))
-        for P in level.prefixes() for Q in level.prefixes())
+        for P in level.prefixes()
+        for Q in level.prefixes()
+    )
     print(f"{a.name}: τ is a homomorphism: {homomorphic}")
 
 # %% [markdown]
@@ -97,8 +99,10 @@ for a in (d8, q8):
     for i, block in enumerate(spec.blocks):
         print(f"  block {i}: {block.label}")
     result = verify(to_hooked(spec), samples=200, exhaustive_upto=10)
-    print(f"  accuracy {result.accuracy} over {result.checked} positions "
-          f"(every word of length ≤ {result.exhaustive_upto}, 200 random words of length 64)")
+    print(
+        f"  accuracy {result.accuracy} over {result.checked} positions "
+        f"(every word of length ≤ {result.exhaustive_upto}, 200 random words of length 64)"
+    )
     assert result.exact
 
 # %% [markdown]
@@ -152,7 +156,9 @@ series = {
     "krohn_rhodes D8": [build("krohn_rhodes", d8, T).attention_layers for T in lengths],
     "krohn_rhodes Q8": [build("krohn_rhodes", q8, T).attention_layers for T in lengths],
     "krohn_rhodes S4": [build("krohn_rhodes", get_automaton("S4"), T).attention_layers for T in lengths],
-    "krohn_rhodes grid5 (cascade)": [build("krohn_rhodes", get_automaton("grid5"), T).attention_layers for T in lengths],
+    "krohn_rhodes grid5 (cascade)": [
+        build("krohn_rhodes", get_automaton("grid5"), T).attention_layers for T in lengths
+    ],
 }
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 for label, ys in series.items():
@@ -179,8 +185,10 @@ for name in ("C2^3", "D8", "S3", "A4", "S4", "Q8"):
     a = get_automaton(name)
     plan = plan_solvable_group([a.transition_map(s) for s in range(a.n_symbols)], a.n_states)
     spec = build("krohn_rhodes", a, 16)
-    print(f"{name:5s} |G| = {plan.order:3d}: {spec.n_layers} TL blocks ({spec.attention_layers} with attention); "
-          f"Theorem 16 bound 3·log2|G| = {3 * math.log2(plan.order):.1f}")
+    print(
+        f"{name:5s} |G| = {plan.order:3d}: {spec.n_layers} TL blocks ({spec.attention_layers} with attention); "
+        f"Theorem 16 bound 3·log2|G| = {3 * math.log2(plan.order):.1f}"
+    )
 
 # %% [markdown]
 # ## Refusals

@@ -36,11 +36,11 @@
 import numpy as np
 
 from sandbox_lens.constructions import build
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import attention_patterns
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.verify import verify
-from sandbox_lens.interp.model.run import attention_patterns
 from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png
-from sandbox_lens.interp.model.hooked import to_hooked
 
 grid = get_automaton("grid5")
 S = grid.n_states - 1
@@ -102,8 +102,13 @@ word = grid.sample(1, 24, seed=1)[0]
 ids, tokens = model.card.io.encode(word), model.card.token_names(word)
 patterns = {head: p[0] for head, p in attention_patterns(model, ids).items()}
 labels = {key: model.card.block_labels[key[0]] for key in patterns}
-display(Image(heatmap_png({k: v for k, v in patterns.items() if k[0] == 1}, tokens,
-                          "grid5: layer-2 offset heads (one per k = -S..S)")))
+display(
+    Image(
+        heatmap_png(
+            {k: v for k, v in patterns.items() if k[0] == 1}, tokens, "grid5: layer-2 offset heads (one per k = -S..S)"
+        )
+    )
+)
 HTML(circuitsvis_heads(patterns, tokens))
 
 # %% [markdown]

@@ -66,8 +66,8 @@ for v, spec in models.items():
 # %%
 from IPython.display import HTML, Image, display
 
-from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png
 from sandbox_lens.probes.dyck import PROBE_INPUT, layer_patterns
 
 probe = lang.encode(PROBE_INPUT)
@@ -76,8 +76,16 @@ hooked = {v: to_hooked(spec) for v, spec in models.items()}
 patterns = {v: layer_patterns(m, probe, layer=1)[0] for v, m in hooked.items()}
 panels = {(i, 0): p for i, p in enumerate(patterns.values())}  # one panel per model, each its block 1 head 0
 names = [f"{v}: block 1 head 0" for v in patterns]
-display(Image(heatmap_png(panels, tokens, "layer-2 attention on " + PROBE_INPUT,
-                          titles={key: name for key, name in zip(panels, names)})))
+display(
+    Image(
+        heatmap_png(
+            panels,
+            tokens,
+            "layer-2 attention on " + PROBE_INPUT,
+            titles={key: name for key, name in zip(panels, names)},
+        )
+    )
+)
 HTML(circuitsvis_heads(panels, tokens, names=names))
 
 # %% [markdown]

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained, train
 
 task = DyckTask(Dyck(2, 4), length=28)
@@ -47,8 +47,10 @@ config = TrainConfig(steps=300, batch=32, lr=3e-3, warmup=50, eval_every=50, see
 first = train(task, shape, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), out, progress=False)
 print(f"interrupted after {first['steps']} steps (accuracy {first['final_accuracy']:.3f})")
 metrics = train(task, shape, config, out, resume=True, progress=False)
-print(f"resumed and finished: {metrics['steps']} steps, final accuracy {metrics['final_accuracy']:.4f}, "
-      f"best {metrics['best_accuracy']:.4f}, {metrics['wall_seconds']:.0f} s")
+print(
+    f"resumed and finished: {metrics['steps']} steps, final accuracy {metrics['final_accuracy']:.4f}, "
+    f"best {metrics['best_accuracy']:.4f}, {metrics['wall_seconds']:.0f} s"
+)
 
 # %% [markdown]
 # ## The learning curve

@@ -51,15 +51,27 @@ work = Path(tempfile.mkdtemp())
 
 # %%
 dyck = comparison_for("dyck")
-report = compare(dyck, work / "dyck", samples=80, examples=8, mask_steps=60, mask_sparsities=(0.3, 1.0),
-                 theorem3_steps=150, corollary3_steps=60, circuit_pairs=16, causal_pairs=0,
-                 progress=False)  # circuits: Tutorial 8; the causal section: Tutorial 9
+report = compare(
+    dyck,
+    work / "dyck",
+    samples=80,
+    examples=8,
+    mask_steps=60,
+    mask_sparsities=(0.3, 1.0),
+    theorem3_steps=150,
+    corollary3_steps=60,
+    circuit_pairs=16,
+    causal_pairs=0,
+    progress=False,
+)  # circuits: Tutorial 8; the causal section: Tutorial 9
 m = json.loads((work / "dyck" / "metrics.json").read_text())
 print(report)
 for name, info in m["models"].items():
     depth = m["probes"][name]["depth"]
-    print(f"{name:13s} accuracy {info['accuracy']:.3f}  depth probe: best {depth['best']:.3f} at {depth['best_hook']}, "
-          f"≥ 0.99 from {depth['first_readable']}")
+    print(
+        f"{name:13s} accuracy {info['accuracy']:.3f}  depth probe: best {depth['best']:.3f} at {depth['best_hook']}, "
+        f"≥ 0.99 from {depth['first_readable']}"
+    )
 
 # %% [markdown]
 # ### Where the depth and the stack top live
@@ -79,8 +91,12 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
 for ax, latent in zip(axes, ("depth", "stack-top type")):
     for name, probes in m["probes"].items():
         acc = probes[latent]["accuracy"]
-        ax.plot([h.replace("blocks.", "").replace(".hook_resid_", " ") for h in acc], list(acc.values()), marker="o",
-                label=name)
+        ax.plot(
+            [h.replace("blocks.", "").replace(".hook_resid_", " ") for h in acc],
+            list(acc.values()),
+            marker="o",
+            label=name,
+        )
     ax.set_title(f"linear probe for the {latent}")
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize=7)
@@ -104,8 +120,10 @@ for name in m["models"]:
         best = s["best_reference"]
         r = s["references"][best]
         top = s["references"]["stack top"]
-        print(f"{name:13s} {head}: closest to {best:14s} (TV {r['tv_distance']:.2f}); "
-              f"argmax on the stack top {top['argmax_agreement']:.2f}")
+        print(
+            f"{name:13s} {head}: closest to {best:14s} (TV {r['tv_distance']:.2f}); "
+            f"argmax on the stack top {top['argmax_agreement']:.2f}"
+        )
 assert m["attention"]["stack"]["L1H0"]["best_reference"] == "stack top"
 assert m["attention"]["stack"]["L1H0"]["references"]["stack top"]["argmax_agreement"] == 1.0
 assert m["attention"]["uniform"]["L1H0"]["references"]["stack top"]["argmax_agreement"] < 0.9
@@ -128,8 +146,10 @@ for name in ("stack", "uniform", "balanced"):
     assert m["pruning"][name]["greedy"]["surviving"] == ["L0H0", "L1H0"]
 for name, pr in m["pruning"].items():
     if name != "theorem3":
-        path = "; ".join(f"λ={r['sparsity']:g}: {r['surviving']} (acc {r['accuracy_masked']:.3f})"
-                         for r in pr["learned_masks"]["runs"])
+        path = "; ".join(
+            f"λ={r['sparsity']:g}: {r['surviving']} (acc {r['accuracy_masked']:.3f})"
+            for r in pr["learned_masks"]["runs"]
+        )
         print(f"{name:13s} greedy keeps {pr['greedy']['surviving']}; learned masks keep {path}")
 
 # %% [markdown]
@@ -160,8 +180,13 @@ assert abs(t3["kept_fraction"] - 0.5) < 1e-3 and t3["accuracy"] > m["ablation"][
 
 # %%
 c3 = t3["corollary3"]
-print(c3["shared"], "identical:", c3["shared_identical"], " Jaccard of the other masks:",
-      round(c3["other_masks_jaccard"], 2))
+print(
+    c3["shared"],
+    "identical:",
+    c3["shared_identical"],
+    " Jaccard of the other masks:",
+    round(c3["other_masks_jaccard"], 2),
+)
 for name, t in c3["targets"].items():
     print(f"{name:8s} accuracy {t['accuracy']:.3f}  mean TV {t['mean_tv']:.3f}")
 assert c3["shared_identical"]
@@ -175,8 +200,17 @@ assert c3["shared_identical"]
 
 # %%
 parity = comparison_for("parity", length=16)
-compare(parity, work / "parity", samples=80, examples=8, mask_steps=50, mask_sparsities=(1.0,), circuit_pairs=0,
-        causal_pairs=0, progress=False)
+compare(
+    parity,
+    work / "parity",
+    samples=80,
+    examples=8,
+    mask_steps=50,
+    mask_sparsities=(1.0,),
+    circuit_pairs=0,
+    causal_pairs=0,
+    progress=False,
+)
 p = json.loads((work / "parity" / "metrics.json").read_text())
 for name, info in p["models"].items():
     state = p["probes"][name]["state"]
@@ -203,14 +237,27 @@ print("twin ablation:", p["ablation"][TWIN])
 
 # %%
 ffl = comparison_for("ffl", length=32)
-compare(ffl, work / "ffl", samples=80, examples=8, mask_steps=40, mask_sparsities=(1.0,), circuit_pairs=0,
-        causal_pairs=0, progress=False)
+compare(
+    ffl,
+    work / "ffl",
+    samples=80,
+    examples=8,
+    mask_steps=40,
+    mask_sparsities=(1.0,),
+    circuit_pairs=0,
+    causal_pairs=0,
+    progress=False,
+)
 f = json.loads((work / "ffl" / "metrics.json").read_text())
 for name, info in f["models"].items():
     firsts = {latent: v["first_readable"] for latent, v in f["probes"][name].items()}
-    heads = {h: (s["best_reference"], round(s["references"]["latest write"]["tv_distance"], 2))
-             for h, s in f["attention"][name].items()}
-    print(f"{name:13s} accuracy {info['accuracy']:.3f}  readable from {firsts}\n{'':13s} heads (closest, TV to latest write): {heads}")
+    heads = {
+        h: (s["best_reference"], round(s["references"]["latest write"]["tv_distance"], 2))
+        for h, s in f["attention"][name].items()
+    }
+    print(
+        f"{name:13s} accuracy {info['accuracy']:.3f}  readable from {firsts}\n{'':13s} heads (closest, TV to latest write): {heads}"
+    )
 print("zero-ablation:", {n: {h: round(a, 2) for h, a in ab["zero"].items()} for n, ab in f["ablation"].items()})
 
 # %%
@@ -219,8 +266,9 @@ assert f["probes"]["ffl"]["last written bit"]["first_readable"] == "blocks.1.hoo
 assert f["attention"]["ffl"]["L1H0"]["best_reference"] == "latest write"
 assert max(f["ablation"]["ffl"]["zero"].values()) <= f["ablation"]["ffl"]["chance"] + 0.05
 twin_heads = f["attention"][TWIN].values()
-assert any(s["references"]["latest write"]["tv_distance"] < s["references"]["all writes"]["tv_distance"]
-           for s in twin_heads)
+assert any(
+    s["references"]["latest write"]["tv_distance"] < s["references"]["all writes"]["tv_distance"] for s in twin_heads
+)
 
 # %% [markdown]
 # Here the twin converges on Proposition 3's *second* layer: its layer-2 heads attend to the

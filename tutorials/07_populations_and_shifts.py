@@ -30,11 +30,11 @@ import torch
 
 from sandbox_lens.interp.compare.population import population
 from sandbox_lens.interp.evaluate import automaton_shifts, evaluate, skyline
-from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained, train
+from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 
 torch.set_num_threads(1)  # small models: one thread is fastest on a busy machine
 work = Path(tempfile.mkdtemp())
@@ -94,9 +94,13 @@ plt.show()
 # it stays exact under the same shifts.
 
 # %%
-lstm_run = train(task, default_shape(task, "lstm"), TrainConfig(steps=150, batch=64, lr=3e-3, weight_decay=1e-9,
-                                                                 eval_every=50, target_accuracy=0.999),
-                 work / "lstm", progress=False)
+lstm_run = train(
+    task,
+    default_shape(task, "lstm"),
+    TrainConfig(steps=150, batch=64, lr=3e-3, weight_decay=1e-9, eval_every=50, target_accuracy=0.999),
+    work / "lstm",
+    progress=False,
+)
 lstm = load_trained(work / "lstm")
 lstm_rows = evaluate({"lstm": lstm}, shifts[:-1], samples=300)
 print(f"LSTM: {lstm_run['steps']} steps; worst accuracy under shift {min(r['accuracy'] for r in lstm_rows):.3f}")
@@ -111,12 +115,28 @@ assert min(r["accuracy"] for r in lstm_rows) > 0.95
 # %%
 dyck = DyckTask(Dyck(1, 3), 12)
 small = ModelShape(n_layers=2, d_model=16, n_heads=1)
-summary = run_sweep(dyck, small, TrainConfig(steps=150, batch=16, eval_every=50), work / "sweep", [0, 1, 2],
-                    grid=parse_grid(["lr=1e-3,3e-3"]), workers=1, progress=False)
+summary = run_sweep(
+    dyck,
+    small,
+    TrainConfig(steps=150, batch=16, eval_every=50),
+    work / "sweep",
+    [0, 1, 2],
+    grid=parse_grid(["lr=1e-3,3e-3"]),
+    workers=1,
+    progress=False,
+)
 for cell in summary["cells"]:
     print(f"{cell['cell']:10s} best {cell['best_accuracy']:.3f}  median {cell['median_best_accuracy']:.3f}")
-again = run_sweep(dyck, small, TrainConfig(steps=150, batch=16, eval_every=50), work / "sweep", [0, 1, 2],
-                  grid=parse_grid(["lr=1e-3,3e-3"]), workers=1, progress=False)
+again = run_sweep(
+    dyck,
+    small,
+    TrainConfig(steps=150, batch=16, eval_every=50),
+    work / "sweep",
+    [0, 1, 2],
+    grid=parse_grid(["lr=1e-3,3e-3"]),
+    workers=1,
+    progress=False,
+)
 assert again["trained_now"] == 0
 
 # %% [markdown]
@@ -130,7 +150,9 @@ pop = population(work / "sweep", samples=32)
 for name, cell in pop["cells"].items():
     for head, v in cell["attention_variation"].items():
         refs = cell["best_reference"][head]
-        print(f"{name:10s} {head}: variation {v['mean']:.2f} = {v['ratio_to_random']:.2f} × random; "
-              f"closest references {dict((r, x['heads']) for r, x in refs.items())}")
+        print(
+            f"{name:10s} {head}: variation {v['mean']:.2f} = {v['ratio_to_random']:.2f} × random; "
+            f"closest references {dict((r, x['heads']) for r, x in refs.items())}"
+        )
 ratios = [v["ratio_to_random"] for c in pop["cells"].values() for v in c["attention_variation"].values()]
 assert all(np.isfinite(ratios))

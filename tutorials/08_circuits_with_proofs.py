@@ -38,8 +38,10 @@ from sandbox_lens.interp.tasks.catalogue import get_automaton
 spec = build("prefix_scan", get_automaton("S5"), 8)
 model = to_hooked(spec)
 truth = ground_truth(spec)
-print(f"{spec.name} for S5 at T = 8: {spec.n_layers} blocks, {len(truth.graph.nodes)} nodes, "
-      f"{len(truth.graph.edges)} edges in the complete graph")
+print(
+    f"{spec.name} for S5 at T = 8: {spec.n_layers} blocks, {len(truth.graph.nodes)} nodes, "
+    f"{len(truth.graph.edges)} edges in the complete graph"
+)
 print(f"structural edges (something nonzero written where the reader reads): {len(truth.structural)}")
 print(f"task-relevant edges (word information that reaches the logits):       {len(truth.relevant)}")
 
@@ -116,7 +118,9 @@ c_truth = ground_truth(counter)
 c_path = analyse(to_hooked(counter), "path", c_truth, pairs=48)
 c_attr = analyse(to_hooked(counter), "attribution", c_truth, pairs=48)
 for e in c_truth.relevant:
-    print(f"  {e.name:16s} path patching {c_path['edges'][e.name] + 0.0:.3f}   attribution {c_attr['edges'][e.name] + 0.0:.3f}")
+    print(
+        f"  {e.name:16s} path patching {c_path['edges'][e.name] + 0.0:.3f}   attribution {c_attr['edges'][e.name] + 0.0:.3f}"
+    )
 
 # %% [markdown]
 # ## What a method *can* find: the counterfactual and the ablation decide
@@ -133,8 +137,10 @@ f_truth = ground_truth(ffl)
 for corruption in ("bit", "resample"):
     r = analyse(to_hooked(ffl), "acdc", f_truth, pairs=48, corruption=corruption)
     invisible = [e for e, v in r["levels"]["edges"].items() if v["absent"].get("resample") == "invisible"]
-    print(f"{corruption:9s}: {len(r['ground_truth_edges'])} edges at the resample level; recall {r['edge_recall']:.2f}; "
-          f"invisible to this corruption: {invisible or 'nothing'}")
+    print(
+        f"{corruption:9s}: {len(r['ground_truth_edges'])} edges at the resample level; recall {r['edge_recall']:.2f}; "
+        f"invisible to this corruption: {invisible or 'nothing'}"
+    )
 
 # %% [markdown]
 # ## When the proof routes word information that the task never varies
@@ -151,7 +157,10 @@ from sympy.combinatorics import Permutation
 kr = build("krohn_rhodes", get_automaton("S4"), 16)
 k_truth = ground_truth(kr)
 r = analyse(to_hooked(kr), "acdc", k_truth, pairs=48, corruption="resample")
-print("relevant but invisible:", [e for e, v in r["levels"]["edges"].items() if v["absent"].get("resample") == "invisible"])
+print(
+    "relevant but invisible:",
+    [e for e, v in r["levels"]["edges"].items() if v["absent"].get("resample") == "invisible"],
+)
 print("missed:", {e: m["reason"] for e, m in r["missed"].items()} or "nothing")
 s4 = get_automaton("S4")
 print("signs of the generators:", {a: Permutation(list(s4.delta[i])).signature() for i, a in enumerate(s4.alphabet)})
@@ -178,8 +187,10 @@ print(f"{'method':10s} {'AUROC':>6s} {'AP':>6s} {'precision':>9s} {'recall':>6s}
 for m in ("path", "acdc", "masks", "magnitude"):
     r = analyse(g_model, m, g_truth, pairs=32)
     why = sorted(set(r["spurious"].values()))
-    print(f"{m:10s} {r['auroc']:6.3f} {r['average_precision']:6.3f} {r['edge_precision']:9.3f} {r['edge_recall']:6.3f}  "
-          f"{len(r['spurious'])} ({', '.join(why) or '—'})")
+    print(
+        f"{m:10s} {r['auroc']:6.3f} {r['average_precision']:6.3f} {r['edge_precision']:9.3f} {r['edge_recall']:6.3f}  "
+        f"{len(r['spurious'])} ({', '.join(why) or '—'})"
+    )
 display(Image(circuit_png(analyse(g_model, "path", g_truth, pairs=32), "gridworld grid4 + negatives: path patching")))
 
 # %% [markdown]
@@ -196,10 +207,16 @@ from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
 run = Path(tempfile.mkdtemp()) / "parity-twin"
-train(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2),
-      TrainConfig(steps=150, batch=64, lr=3e-3, warmup=20, eval_every=150, seed=0), run, progress=False)
+train(
+    AutomatonTask(get_automaton("parity"), 8),
+    ModelShape(n_layers=2, d_model=32, n_heads=2),
+    TrainConfig(steps=150, batch=64, lr=3e-3, warmup=20, eval_every=150, seed=0),
+    run,
+    progress=False,
+)
 twin = load_trained(run)
 r = analyse(twin, "acdc", None, pairs=48)
-print(f"twin: {len(r['circuit']['edges'])} of {len(r['graph']['edges'])} edges kept, "
-      f"faithfulness {r['faithfulness']:.3f}")
+print(
+    f"twin: {len(r['circuit']['edges'])} of {len(r['graph']['edges'])} edges kept, faithfulness {r['faithfulness']:.3f}"
+)
 display(Image(circuit_png(r, "parity twin: ACDC")))

@@ -47,11 +47,16 @@ print("residual subspaces:", sorted(set(lab.split(":")[0] for lab in counter.car
 
 # %%
 POST, MID = "blocks.0.hook_resid_post", "blocks.0.hook_resid_mid"
-for name, hook, sub in (("state after the MLP", POST, "state"), ("count before the MLP", MID, "s"),
-                        ("count after the MLP", POST, "s")):
+for name, hook, sub in (
+    ("state after the MLP", POST, "state"),
+    ("count before the MLP", MID, "s"),
+    ("count after the MLP", POST, "s"),
+):
     r = iia(counter, high, Site(hook, 4, subspace_basis(counter, sub)), base[:200], source[:200])
-    print(f"{name:22s} IIA {r['changed']['iia']:.3f} on {r['changed']['outputs']} changed outputs "
-          f"(interval {r['changed']['interval'][0]:.2f}–{r['changed']['interval'][1]:.2f})")
+    print(
+        f"{name:22s} IIA {r['changed']['iia']:.3f} on {r['changed']['outputs']} changed outputs "
+        f"(interval {r['changed']['interval'][0]:.2f}–{r['changed']['interval'][1]:.2f})"
+    )
 r = iia(counter, StateModel(c3, "recurrent"), Site(POST, 4, subspace_basis(counter, "state")), base[:200], source[:200])
 print(f"the rival 'recurrent' model at the state: IIA {r['changed']['iia']:.3f} — the counter counts in parallel")
 
@@ -69,8 +74,10 @@ for hook, k in ((POST, 2), (MID, 1)):
     basis, _ = das(counter, high, hook, 4, k, base[:300], source[:300], steps=200)
     learned = iia(counter, high, Site(hook, 4, basis), base[300:], source[300:])["changed"]["iia"]
     control = iia(counter, high, Site(hook, 4, random_basis(counter.cfg.d_model, k)), base[300:], source[300:])
-    print(f"DAS at {hook.split('.')[-1]}, k = {k}: held-out IIA {learned:.3f} (a random {k}-dim subspace: "
-          f"{control['changed']['iia']:.3f})")
+    print(
+        f"DAS at {hook.split('.')[-1]}, k = {k}: held-out IIA {learned:.3f} (a random {k}-dim subspace: "
+        f"{control['changed']['iia']:.3f})"
+    )
 
 # %% [markdown]
 # ## Where a twin computes the state, against the construction and a null
@@ -99,8 +106,9 @@ task, shape = AutomatonTask(c3, 8), ModelShape(n_layers=2, d_model=64, n_heads=2
 run = Path(tempfile.mkdtemp()) / "c3-twin"
 train(task, shape, TrainConfig(steps=400, seed=0), run, progress=False)
 twin = load_trained(run)
-result = align(twin, constructions={"modular_counter": counter}, null=nulls_of(twin, 0), pairs=64, ks=(2, 8),
-               das_steps=100)
+result = align(
+    twin, constructions={"modular_counter": counter}, null=nulls_of(twin, 0), pairs=64, ks=(2, 8), das_steps=100
+)
 state = result["variables"]["state"]
 print("pairs per split:", result["pairs"])
 print("twin's first sites (chosen on the select split):", state["model"]["first_sites"])
@@ -108,9 +116,14 @@ for kind in ("verdict", "das_verdict"):
     v = state["constructions"]["modular_counter"][kind]
     print(f"{kind}: {v['verdict']} (stability {v['stability']:.0%})")
 chosen = state["model"]["das"]["chosen"]
-print(f"DAS chosen: {chosen['hook']}, k = {chosen['k']}; test IIA {chosen['test']['iia']:.3f} "
-      f"{tuple(round(x, 3) for x in chosen['test']['interval'])}")
-print("untrained readout basis, test IIA by hook:", {r["hook"]: round(r["iia"], 3) for r in state["model"]["das"]["readout"]})
+print(
+    f"DAS chosen: {chosen['hook']}, k = {chosen['k']}; test IIA {chosen['test']['iia']:.3f} "
+    f"{tuple(round(x, 3) for x in chosen['test']['interval'])}"
+)
+print(
+    "untrained readout basis, test IIA by hook:",
+    {r["hook"]: round(r["iia"], 3) for r in state["model"]["das"]["readout"]},
+)
 print(f"nulls: DAS test IIA up to {state['null']['das']['iia']:.3f} (upper bound {state['null']['das']['upper']:.3f})")
 display(Image(interchange_scans_png(result)))
 
@@ -137,7 +150,7 @@ dyck = to_hooked(build("dyck", Dyck(2, 4), 12))
 high = high_level_of(dyck)
 print("variables:", high.variables)
 result = align(dyck, pairs=96, ks=(1, 2), das_steps=60)
-for name, v in result["variables"].items():
+for v in result["variables"].values():
     for site in v["model"]["named_sites"]:
         print(f"{site['site']:55s} IIA {site['iia']:.3f} on {site['outputs']} changed outputs")
     chosen = v["model"]["das"]["chosen"]
@@ -160,8 +173,11 @@ for name, v in result["variables"].items():
 # %%
 from sandbox_lens.interp.causal.interchange import construction_sites, pooled_iia
 
-for name, source, T in (("krohn_rhodes", get_automaton("grid3"), 12), ("prefix_scan", get_automaton("C3"), 16),
-                        ("gridworld", get_automaton("grid3"), 12)):
+for name, source, T in (
+    ("krohn_rhodes", get_automaton("grid3"), 12),
+    ("prefix_scan", get_automaton("C3"), 16),
+    ("gridworld", get_automaton("grid3"), 12),
+):
     model = to_hooked(build(name, source, T))
     high = high_level_of(model)
     base, other = word_pairs(model, 128, seed=0, high=high)

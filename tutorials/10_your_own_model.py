@@ -46,17 +46,29 @@ torch.set_num_threads(1)  # models this small run faster on one thread (benchmar
 # %%
 c3 = sl.get_automaton("C3")
 torch.manual_seed(0)
-cfg = HookedTransformerConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=9, d_vocab=4,
-                              d_vocab_out=3, act_fn="relu", normalization_type="LN", seed=0)
+cfg = HookedTransformerConfig(
+    n_layers=2,
+    d_model=32,
+    n_heads=2,
+    d_head=16,
+    d_mlp=64,
+    n_ctx=9,
+    d_vocab=4,
+    d_vocab_out=3,
+    act_fn="relu",
+    normalization_type="LN",
+    seed=0,
+)
 model = HookedTransformer(cfg)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 rng = np.random.default_rng(0)
 losses = []
-for step in range(300):
+for _step in range(300):
     words = rng.integers(0, 3, size=(32, 8))
     tokens = torch.tensor(np.concatenate([np.zeros((32, 1), int), words + 1], axis=1))
-    loss = torch.nn.functional.cross_entropy(model(tokens)[:, 1:].reshape(-1, 3),
-                                             torch.tensor(c3.run(words)).reshape(-1))
+    loss = torch.nn.functional.cross_entropy(
+        model(tokens)[:, 1:].reshape(-1, 3), torch.tensor(c3.run(words)).reshape(-1)
+    )
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -87,8 +99,14 @@ assert exact.accuracy == 1.0 and check.accuracy > 1 / 3
 # verdicts with their stability.
 
 # %%
-result = sl.align(mine, constructions={"modular_counter": sl.load("modular_counter", "C3", length=8)},
-                  null=sl.nulls_of(mine, 0, n=2), pairs=32, ks=(2, 4), das_steps=60)
+result = sl.align(
+    mine,
+    constructions={"modular_counter": sl.load("modular_counter", "C3", length=8)},
+    null=sl.nulls_of(mine, 0, n=2),
+    pairs=32,
+    ks=(2, 4),
+    das_steps=60,
+)
 state = result["variables"]["state"]
 for kind in ("verdict", "das_verdict"):
     v = state["constructions"]["modular_counter"][kind]

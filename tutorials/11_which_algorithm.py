@@ -51,8 +51,10 @@ for name in ("prefix_scan", "modular_counter"):
     found = identify(model, "all", nulls=nulls_of(model, 0, n=1), pairs=32)
     print(f"{name}: {found['verdict']}")
     for row in found["candidates"]:
-        print(f"   {row['algorithm']:<11} {row['status']:<8} score {row['score']['iia']:.3f}  "
-              + ", ".join(f"{v['variable']} {v['iia']:.2f}" for v in row["variables"]))
+        print(
+            f"   {row['algorithm']:<11} {row['status']:<8} score {row['score']['iia']:.3f}  "
+            + ", ".join(f"{v['variable']} {v['iia']:.2f}" for v in row["variables"])
+        )
 
 # %% [markdown]
 # The Krohn–Rhodes construction on S3 carries the cascade's two levels (the sign of the permutation, then its
@@ -81,14 +83,21 @@ from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, tra
 
 run = Path(tempfile.mkdtemp()) / "c3"
 task = AutomatonTask(sl.get_automaton("C3"), 8)
-metrics = train(task, ModelShape(n_layers=2, d_model=64, n_heads=2),
-                TrainConfig(steps=600, eval_every=50, target_accuracy=0.99, keep_checkpoints=3), run, progress=False)
+metrics = train(
+    task,
+    ModelShape(n_layers=2, d_model=64, n_heads=2),
+    TrainConfig(steps=600, eval_every=50, target_accuracy=0.99, keep_checkpoints=3),
+    run,
+    progress=False,
+)
 twin = load_trained(run)
 found = identify(twin, "all", nulls=nulls_of(twin, 0, n=1), pairs=32)
 print(f"accuracy {metrics['final_accuracy']:.3f}: {found['verdict']}")
 for row in found["candidates"]:
-    print(f"   {row['algorithm']:<11} {row['status']:<8} score {row['score']['iia']:.3f}  "
-          + ", ".join(f"{v['variable']} {v['iia']:.2f} ({v['status']})" for v in row["variables"]))
+    print(
+        f"   {row['algorithm']:<11} {row['status']:<8} score {row['score']['iia']:.3f}  "
+        + ", ".join(f"{v['variable']} {v['iia']:.2f} ({v['status']})" for v in row["variables"])
+    )
 
 # %% [markdown]
 # ## Over training
@@ -103,8 +112,11 @@ from sandbox_lens.interp.viz import over_training_png
 
 history = over_training(run, "all", pairs=16, nulls=1)
 for row in history["steps"]:
-    print(f"step {row['step']:>4}: accuracy {row['accuracy']:.3f}, " + ", ".join(
-        f"{n} {c['score']:.2f}" for n, c in row["candidates"].items()) + f" -> {row['identified']}")
+    print(
+        f"step {row['step']:>4}: accuracy {row['accuracy']:.3f}, "
+        + ", ".join(f"{n} {c['score']:.2f}" for n, c in row["candidates"].items())
+        + f" -> {row['identified']}"
+    )
 display(Image(over_training_png(history)))
 
 # %% [markdown]

@@ -20,8 +20,9 @@ from sandbox_lens.constructions.registry import REGISTRY, build
 __all__ = ["REGISTRY", "build", "build_model"]
 
 
-def build_model(name: str, source: Any, length: int, *, dtype: str = "float32", use_attn_scale: bool = True,
-                **options: Any):
+def build_model(
+    name: str, source: Any, length: int, *, dtype: str = "float32", use_attn_scale: bool = True, **options: Any
+):
     """:func:`build` then :func:`sandbox_lens.interp.model.hooked.to_hooked`: the construction as a ``HookedTransformer``."""
     from sandbox_lens.interp.model.hooked import to_hooked
 

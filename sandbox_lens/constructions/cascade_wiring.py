@@ -27,7 +27,7 @@ __all__ = ["build_cascade", "cascade_stages", "level_dependencies", "WIRINGS"]
 WIRINGS = ("previous", "current")
 
 
-def cascade_stages(cascade: "Cascade") -> list[list[int]]:
+def cascade_stages(cascade: Cascade) -> list[list[int]]:
     """Group the levels into stages: a level runs in the first stage after every level it reads.
 
     Levels of one stage do not read each other, so they are simulated side by side in the same
@@ -35,26 +35,27 @@ def cascade_stages(cascade: "Cascade") -> list[list[int]]:
     wiring block. Returns the level indices of each stage.
     """
     stage: list[int] = []
-    for i, level in enumerate(cascade.levels):
+    for i, _level in enumerate(cascade.levels):
         deps = level_dependencies(cascade, i)
         stage.append(1 + max(stage[j] for j in deps) if deps else 0)
     return [[i for i, s in enumerate(stage) if s == k] for k in range(max(stage) + 1)]
 
 
-def level_dependencies(cascade: "Cascade", i: int) -> list[int]:
+def level_dependencies(cascade: Cascade, i: int) -> list[int]:
     """The earlier levels whose state changes level i's input for some σ (its wiring reads them)."""
     wiring = cascade.levels[i].wiring
     deps = []
     for j in range(i):
         for (prev, s), b in wiring.items():
-            if any(wiring[(prev[:j] + (q,) + prev[j + 1:], s)] != b
-                   for q in range(cascade.levels[j].automaton.n_states)):
+            if any(
+                wiring[(prev[:j] + (q,) + prev[j + 1 :], s)] != b for q in range(cascade.levels[j].automaton.n_states)
+            ):
                 deps.append(j)
                 break
     return deps
 
 
-def build_cascade(cascade: "Cascade", length: int, wiring: str) -> ConstructionSpec:
+def build_cascade(cascade: Cascade, length: int, wiring: str) -> ConstructionSpec:
     """Lemma 21 with previous-state wiring; levels that do not read each other run side by side (Lemma 17)."""
     c = Circuit(["BOS", *cascade.alphabet], length)
     states: dict[int, str] = {}
@@ -90,35 +91,63 @@ def build_cascade(cascade: "Cascade", length: int, wiring: str) -> ConstructionS
         c.block(f"output: product state -> {automaton.name} state", [], mlp)
         W_U = b_U = None
     theorem = "Lemma 21 (cascade product)" + (", wiring as printed (current states)" if wiring == "current" else "")
-    options = {"path": "cascade", "levels": [lv.name for lv in cascade.levels], "wiring": wiring,
-               "stages": [[cascade.levels[i].name for i in m] for m in stages], "cascade": cascade.to_dict()}
-    notes = ("each wiring block fetches the earlier levels' states at t − 1 with a previous-token head"
-             if wiring == "previous" else "NEGATIVE CONTROL: the wiring reads states after σ_t (thesis erratum E19)")
-    return finish(c, automaton, out or spaces[-1], length, theorem, options, notes, W_U, b_U,
-                  variables=_level_sites(cascade, spaces, out is not None))
+    options = {
+        "path": "cascade",
+        "levels": [lv.name for lv in cascade.levels],
+        "wiring": wiring,
+        "stages": [[cascade.levels[i].name for i in m] for m in stages],
+        "cascade": cascade.to_dict(),
+    }
+    notes = (
+        "each wiring block fetches the earlier levels' states at t − 1 with a previous-token head"
+        if wiring == "previous"
+        else "NEGATIVE CONTROL: the wiring reads states after σ_t (thesis erratum E19)"
+    )
+    return finish(
+        c,
+        automaton,
+        out or spaces[-1],
+        length,
+        theorem,
+        options,
+        notes,
+        W_U,
+        b_U,
+        variables=_level_sites(cascade, spaces, out is not None),
+    )
 
 
-def _level_sites(cascade: "Cascade", spaces: list[str], mapped: bool) -> list[dict]:
+def _level_sites(cascade: Cascade, spaces: list[str], mapped: bool) -> list[dict]:
     """Each level's state (:mod:`sandbox_lens.interp.tasks.statevars`): its one-hot where the read-out takes it — before the
     output map's block when there is one (then the one-hot is inert after it), else the last block."""
     from sandbox_lens.interp.model.spec import variable_site
 
     sites = []
     for level, space in zip(cascade.levels, spaces):
-        sites.append(variable_site(level.name, -2 if mapped else -1, "post", space,
-                                   note=f"level {level.name}'s state, one-hot (Lemma 20's simulator)"))
+        sites.append(
+            variable_site(
+                level.name,
+                -2 if mapped else -1,
+                "post",
+                space,
+                note=f"level {level.name}'s state, one-hot (Lemma 20's simulator)",
+            )
+        )
         if mapped:
-            sites.append(variable_site(level.name, -1, "post", space, "inert", "read by the output map, then by nothing"))
+            sites.append(
+                variable_site(level.name, -1, "post", space, "inert", "read by the output map, then by nothing")
+            )
     return sites
 
 
-def _renamed_tokens(cascade: "Cascade", i: int) -> list[Direction]:
+def _renamed_tokens(cascade: Cascade, i: int) -> list[Direction]:
     """Input slots of a level that reads only σ: slot b is the sum of the tokens σ it maps to b."""
     level = cascade.levels[i]
     prev = tuple(0 for _ in range(i))  # any earlier states: the wiring does not read them
     return [("tok", 0)] + [
         direction_sum([(("tok", 1 + s), 1.0) for s in range(len(cascade.alphabet)) if level.wiring[(prev, s)] == b])
-        for b in range(level.automaton.n_symbols)]
+        for b in range(level.automaton.n_symbols)
+    ]
 
 
 def _side_by_side(layout: Layout, parts: list[list[Block]]) -> list[Block]:
@@ -129,13 +158,19 @@ def _side_by_side(layout: Layout, parts: list[list[Block]]) -> list[Block]:
     for b in range(max(len(p) for p in parts)):
         here = [p[b] for p in parts if b < len(p)]
         mlps = [blk.mlp for blk in here if blk.mlp is not None]
-        merged.append(Block([h for blk in here for h in blk.heads], MLP.combine(layout, mlps, " | ".join(m.label for m in mlps)),
-                            " | ".join(blk.label for blk in here)))
+        merged.append(
+            Block(
+                [h for blk in here for h in blk.heads],
+                MLP.combine(layout, mlps, " | ".join(m.label for m in mlps)),
+                " | ".join(blk.label for blk in here),
+            )
+        )
     return merged
 
 
-def _wiring_block(c: Circuit, cascade: "Cascade", members: list[int], states: dict[int, str],
-                  wiring: str) -> dict[int, list[Direction]]:
+def _wiring_block(
+    c: Circuit, cascade: Cascade, members: list[int], states: dict[int, str], wiring: str
+) -> dict[int, list[Direction]]:
     """The block before a stage: σ^{(i)}_t = φ^{(i)}(q^{(j)}_{t−1} for the levels j it reads, σ_t) as one-hots.
 
     Returns the input slots of every level i of the stage (slot 0 = BOS). The thesis's wiring
@@ -170,6 +205,9 @@ def _wiring_block(c: Circuit, cascade: "Cascade", members: list[int], states: di
                 one_hot_lookup(mlp, inputs, {(inp, 1 + b): 1.0, (inp, 1 + default): -1.0})
         slots[i] = [(inp, k) for k in range(a.n_symbols + 1)]
     names = ", ".join(cascade.levels[i].name for i in members)
-    c.block(f"wire into {names}" + (" (previous states)" if wiring == "previous" else " (current states, as printed)"),
-            heads, mlp)
+    c.block(
+        f"wire into {names}" + (" (previous states)" if wiring == "previous" else " (current states, as printed)"),
+        heads,
+        mlp,
+    )
     return slots

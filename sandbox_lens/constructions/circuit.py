@@ -8,7 +8,7 @@ demand), the blocks written so far and the embeddings; :func:`finish` turns it i
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -84,19 +84,39 @@ def direction_sum(terms: Sequence[tuple[Direction, float]]) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
-def finish(c: "Circuit", automaton: Semiautomaton, state: str, length: int, theorem: str, options: dict,
-            notes: str, W_U: np.ndarray | None = None, b_U: np.ndarray | None = None,
-            inert: str | None = None, variables: list[dict] | None = None) -> ConstructionSpec:
+def finish(
+    c: Circuit,
+    automaton: Semiautomaton,
+    state: str,
+    length: int,
+    theorem: str,
+    options: dict,
+    notes: str,
+    W_U: np.ndarray | None = None,
+    b_U: np.ndarray | None = None,
+    inert: str | None = None,
+    variables: list[dict] | None = None,
+) -> ConstructionSpec:
     """The finished construction: embeddings from the circuit, the state read out of ``state`` (the high-level
     state's site; ``inert``: a subspace the last block holds that nothing reads any more; ``variables``: the sites
     of other high-level variables, e.g. a cascade's levels)."""
     from sandbox_lens.interp.model.spec import variable_site
 
-    variables = [variable_site("state", -1, "post", state, note="the simulated state the unembedding reads"),
-                 *(variables or [])]
+    variables = [
+        variable_site("state", -1, "post", state, note="the simulated state the unembedding reads"),
+        *(variables or []),
+    ]
     if inert is not None:
-        variables.append(variable_site("state", -1, "post", inert, "inert", "a lower level's coordinate, read by "
-                                       "the levels above it, then by nothing"))
+        variables.append(
+            variable_site(
+                "state",
+                -1,
+                "post",
+                inert,
+                "inert",
+                "a lower level's coordinate, read by the levels above it, then by nothing",
+            )
+        )
     W_E, W_pos = c.embeddings()
     if W_U is None:
         W_U, b_U = one_hot_readout(c.layout, state)

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from sandbox_lens.constructions.gadgets import bos_token_io, prefix_average_head, one_hot_readout, trapezoid
-from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.constructions.gadgets import bos_token_io, one_hot_readout, prefix_average_head, trapezoid
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Layout, variable_site
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 __all__ = ["build_modular_counter", "counter_increments", "MAX_LENGTH"]
 
@@ -96,8 +96,16 @@ def build_modular_counter(automaton: Semiautomaton, length: int) -> Construction
         options={"N": N, "increments": incs},
         notes=f"BOS sink with score log({N} - t); grid spacing 1/{N}.",
         bridge_float32_max_length=BRIDGE_FLOAT32_MAX_LENGTH,
-        variables=[variable_site("state", 0, "mid", "s", note="the head's count Σ a_j / N, before the staircase"),
-                   variable_site("state", 0, "post", "state", note="the staircase's one-hot state"),
-                   variable_site("state", 0, "post", "s", "inert", "the count, still readable, once the MLP has "
-                                 "written the state: nothing reads it")],
+        variables=[
+            variable_site("state", 0, "mid", "s", note="the head's count Σ a_j / N, before the staircase"),
+            variable_site("state", 0, "post", "state", note="the staircase's one-hot state"),
+            variable_site(
+                "state",
+                0,
+                "post",
+                "s",
+                "inert",
+                "the count, still readable, once the MLP has written the state: nothing reads it",
+            ),
+        ],
     )

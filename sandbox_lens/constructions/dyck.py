@@ -35,9 +35,9 @@ import math
 import numpy as np
 
 from sandbox_lens.constructions.gadgets import bos_token_io, prefix_average_head, trapezoid
-from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
+from sandbox_lens.interp.tasks.dyck import Dyck
 
 __all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "FLOAT32_MAX_GAIN"]
 
@@ -89,8 +89,11 @@ def _layout(lang: Dyck, slots: _Slots, per_level: bool) -> Layout:
     layout.add("val")  # +1 open, −1 close
     layout.add("depth")  # layer-1 output: depth / N
     layout.add("joint", len(slots.slots), labels=[f"{tokens[t]}@{d}" for t, d in slots.slots])
-    layout.add("a2", k * D if per_level else k,
-               labels=[f"{names[2 * i]}@{d}" for i in range(k) for d in range(1, D + 1)] if per_level else names[0::2])
+    layout.add(
+        "a2",
+        k * D if per_level else k,
+        labels=[f"{names[2 * i]}@{d}" for i in range(k) for d in range(1, D + 1)] if per_level else names[0::2],
+    )
     layout.add("top", k * D, labels=[f"{names[2 * j]}@{d}" for j in range(k) for d in range(1, D + 1)])
     return layout
 
@@ -116,8 +119,9 @@ def _forget_positions(mlp1: MLP) -> None:
     mlp1.erase("log_sink").erase("pos").erase("depth")
 
 
-def _layer2_attention(layout: Layout, slots: _Slots, M: int, variant: str, control: str, seed: int,
-                      sigma: float) -> tuple[Head, np.ndarray, float, float]:
+def _layer2_attention(
+    layout: Layout, slots: _Slots, M: int, variant: str, control: str, seed: int, sigma: float
+) -> tuple[Head, np.ndarray, float, float]:
     """Layer 2's head: stack-like (attend to the last unmatched open bracket), or balanced scores
     (Theorem 1; uniform = all scores equal, Corollary 1) with the close values that cancel each
     matched pair. Returns the head, its scores, and the read-out gain and offset of MLP 2."""
@@ -190,8 +194,15 @@ def _readout(layout: Layout, slots: _Slots) -> tuple[np.ndarray, np.ndarray]:
     return W_U, b_U
 
 
-def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, sigma: float = 1.0,
-               as_printed: str = "", first_layer: str = "full") -> ConstructionSpec:
+def build_dyck(
+    lang: Dyck,
+    length: int,
+    variant: str = "stack",
+    seed: int = 0,
+    sigma: float = 1.0,
+    as_printed: str = "",
+    first_layer: str = "full",
+) -> ConstructionSpec:
     """A two-layer exact next-token predictor for ``lang`` on inputs of up to ``length`` brackets
     (Theorem 1 / Corollary 1; the module docstring gives the proof's steps). ``first_layer="minimal"``
     erases the positional coordinates in layer 1 (Assumption 10 exactly; not with the stack variant)."""
@@ -200,13 +211,17 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
     if first_layer not in FIRST_LAYERS:
         raise ConstructionError(f"dyck: first_layer must be one of {', '.join(FIRST_LAYERS)}, got {first_layer!r}")
     if first_layer == "minimal" and variant == "stack":
-        raise ConstructionError("dyck: first_layer=minimal erases the positions the stack variant's second layer reads; "
-                                "use variant=uniform or variant=balanced")
+        raise ConstructionError(
+            "dyck: first_layer=minimal erases the positions the stack variant's second layer reads; "
+            "use variant=uniform or variant=balanced"
+        )
     control = as_printed  # a negative control of the notes
     if control and control not in CONTROLS:
         raise ConstructionError(f"dyck: as_printed must be one of {', '.join(CONTROLS)}, got {control!r}")
     if control == "unscaled" and variant != "balanced" or control == "zeroed" and variant != "uniform":
-        raise ConstructionError("dyck: as_printed=unscaled goes with variant=balanced, as_printed=zeroed with variant=uniform")
+        raise ConstructionError(
+            "dyck: as_printed=unscaled goes with variant=balanced, as_printed=zeroed with variant=uniform"
+        )
     if not 1 <= length <= MAX_LENGTH:
         raise LengthError(f"dyck is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if not 0 < sigma <= 10:
@@ -225,13 +240,19 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
     dtypes = ("float32", "float64") if gain <= FLOAT32_MAX_GAIN else ("float64",)
     return ConstructionSpec(
         name="dyck",
-        theorem={"stack": "stack-like second layer (Yao et al. 2021)", "uniform": "Corollary 1 (uniform attention)",
-                 "balanced": "Theorem 1 (balanced attention)"}[variant] + (f", control: {control}" if control else ""),
+        theorem={
+            "stack": "stack-like second layer (Yao et al. 2021)",
+            "uniform": "Corollary 1 (uniform attention)",
+            "balanced": "Theorem 1 (balanced attention)",
+        }[variant]
+        + (f", control: {control}" if control else ""),
         layout=layout,
         W_E=W_E,
         W_pos=W_pos,
-        blocks=[Block([count], mlp1, "depth counter; (token, depth) one-hot"),
-                Block([head], mlp2, f"layer 2 ({variant}); top of stack at the current depth")],
+        blocks=[
+            Block([count], mlp1, "depth counter; (token, depth) one-hot"),
+            Block([head], mlp2, f"layer 2 ({variant}); top of stack at the current depth"),
+        ],
         W_U=W_U,
         b_U=b_U,
         input_tokens=["BOS", *lang.bracket_names],
@@ -239,9 +260,17 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
         io=bos_token_io(lang.n_brackets),
         max_length=length,
         verified_dtypes=dtypes,
-        options={"variant": variant, "seed": seed, "sigma": sigma, "as_printed": control, "first_layer": first_layer,
-                 "scores": [float(x) for x in scores], "gain": gain},
-        notes=f"layer-2 read-out gain {gain:.3g}" + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
+        options={
+            "variant": variant,
+            "seed": seed,
+            "sigma": sigma,
+            "as_printed": control,
+            "first_layer": first_layer,
+            "scores": [float(x) for x in scores],
+            "gain": gain,
+        },
+        notes=f"layer-2 read-out gain {gain:.3g}"
+        + ("" if "float32" in dtypes else " > 2^20: float64 only (use --dtype float64, or a smaller sigma or length)"),
         task=lang.to_dict(),
         variables=_variable_sites(variant, first_layer),
     )
@@ -250,12 +279,23 @@ def build_dyck(lang: Dyck, length: int, variant: str = "stack", seed: int = 0, s
 def _variable_sites(variant: str, first_layer: str) -> list[dict]:
     """Theorem 1's variables: the depth after the counting head; the type at the current depth after MLP 2
     (and, for the stack head, already in its output)."""
-    sites = [variable_site("depth", 0, "mid", "depth", note="the counting head's depth / N"),
-             variable_site("top", 1, "post", "top", note="MLP 2's type at the current depth"),
-             variable_site("depth", 0, "post", "depth", "inert",
-                           "erased by MLP 1 (minimal first layer)" if first_layer == "minimal" else
-                           "the counted depth once MLP 1 has written the (token, depth) one-hot: nothing reads it")]
+    sites = [
+        variable_site("depth", 0, "mid", "depth", note="the counting head's depth / N"),
+        variable_site("top", 1, "post", "top", note="MLP 2's type at the current depth"),
+        variable_site(
+            "depth",
+            0,
+            "post",
+            "depth",
+            "inert",
+            "erased by MLP 1 (minimal first layer)"
+            if first_layer == "minimal"
+            else "the counted depth once MLP 1 has written the (token, depth) one-hot: nothing reads it",
+        ),
+    ]
     if variant == "stack":
-        sites += [variable_site("top", 1, "mid", "a2", note="the stack head's copy of the top's type"),
-                  variable_site("top", 1, "post", "a2", "inert", "the head's copy once MLP 2 has written the top")]
+        sites += [
+            variable_site("top", 1, "mid", "a2", note="the stack head's copy of the top's type"),
+            variable_site("top", 1, "post", "a2", "inert", "the head's copy once MLP 2 has written the top"),
+        ]
     return sites

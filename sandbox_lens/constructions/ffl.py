@@ -27,10 +27,10 @@ import math
 import numpy as np
 
 from sandbox_lens.interp.errors import LengthError
-from sandbox_lens.interp.tasks import ffl
-from sandbox_lens.interp.tasks.kinds import FFL
 from sandbox_lens.interp.model.card import TokenIO
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
+from sandbox_lens.interp.tasks import ffl
+from sandbox_lens.interp.tasks.kinds import FFL
 
 __all__ = ["build_ffl", "MAX_LENGTH", "FFL_TOKENS", "FLAG_THRESHOLD_DELTA", "LOGIT_K"]
 
@@ -124,8 +124,10 @@ def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
         layout=layout,
         W_E=W_E,
         W_pos=W_pos,
-        blocks=[Block([write_flag_head(layout, length)], mlp1, "flag the w and the data it writes"),
-                Block([latest_flag_head(layout, length)], mlp2, "copy the latest written bit")],
+        blocks=[
+            Block([write_flag_head(layout, length)], mlp1, "flag the w and the data it writes"),
+            Block([latest_flag_head(layout, length)], mlp2, "copy the latest written bit"),
+        ],
         W_U=W_U,
         b_U=b_U,
         input_tokens=list(FFL_TOKENS),
@@ -135,7 +137,9 @@ def build_ffl(task: object = None, length: int = 512) -> ConstructionSpec:
         options={"c1": 2.0 * length * math.log(8 * length), "c2": length * math.log(16 * length)},
         notes="reads the string without BOS; the prediction at each r is the bit written by the latest w",
         task={"kind": "ffl"},
-        variables=[variable_site("bit", 1, "mid", "bit_raw", note="layer 2's copy of the latest written bit"),
-                   variable_site("bit", 1, "post", "bit", note="its Lemma 12 rounding, which the unembedding reads"),
-                   variable_site("bit", 1, "post", "bit_raw", "inert", "the raw copy once it is rounded")],
+        variables=[
+            variable_site("bit", 1, "mid", "bit_raw", note="layer 2's copy of the latest written bit"),
+            variable_site("bit", 1, "post", "bit", note="its Lemma 12 rounding, which the unembedding reads"),
+            variable_site("bit", 1, "post", "bit_raw", "inert", "the raw copy once it is rounded"),
+        ],
     )

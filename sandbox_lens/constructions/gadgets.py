@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from sandbox_lens.interp.model.card import TokenIO
-from sandbox_lens.interp.model.spec import Direction, Head, Layout, MLP
+from sandbox_lens.interp.model.spec import MLP, Direction, Head, Layout
 
 __all__ = [
     "trapezoid",
@@ -143,8 +143,14 @@ def prefix_average_head(
 
 
 def latest_write_head(
-    layout: Layout, length: int, n_values: int, src: str, dst: str,
-    one: str = "one", not_write: str = "notwrite", pos_frac: str = "posT",
+    layout: Layout,
+    length: int,
+    n_values: int,
+    src: str,
+    dst: str,
+    one: str = "one",
+    not_write: str = "notwrite",
+    pos_frac: str = "posT",
 ) -> Head:
     """Lemma 16: attend to the most recent write (BOS counts as a write of q0) and copy ``src``.
 
@@ -173,8 +179,14 @@ def bos_token_io(n_symbols: int) -> TokenIO:
     return TokenIO.after_bos(n_symbols)
 
 
-def previous_token_head(layout: Layout, length: int, copies: Sequence[tuple[str, str]],
-                        one: str = "one", pos_frac: str = "posT", parity: str = "par") -> Head:
+def previous_token_head(
+    layout: Layout,
+    length: int,
+    copies: Sequence[tuple[str, str]],
+    one: str = "one",
+    pos_frac: str = "posT",
+    parity: str = "par",
+) -> Head:
     """Copy each ``(src, dst)`` subspace from position t − 1 (position 0 copies itself).
 
     score(t, j) = c·j/T − c·(−1)^{t+j} with c = (T/2)·ln(256T) (krohn-rhodes.md §1.5, H3):

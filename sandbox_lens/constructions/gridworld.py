@@ -39,11 +39,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sandbox_lens.constructions.gadgets import READOUT_ALPHA, prefix_average_head, trapezoid
-from sandbox_lens.interp.tasks.automata import Semiautomaton
-from sandbox_lens.interp.tasks.gridworld import GridAxis, grid_axes
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.card import TokenIO
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
+from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.gridworld import GridAxis, grid_axes
 
 __all__ = ["build_gridworld", "grid_axes", "GridAxis", "MAX_LENGTH", "MAX_CELLS", "PRINTED_DEFECTS"]
 
@@ -83,7 +83,7 @@ class _Scales:
     bias: int  # z + k + bias ≥ 0
 
     @staticmethod
-    def of(n_pos: int) -> "_Scales":
+    def of(n_pos: int) -> _Scales:
         N = 2 ** math.ceil(math.log2(2 * n_pos))
         B = math.ceil(math.log2(2 * n_pos + 2 * MAX_CELLS + 1))
         c = n_pos * math.log(16.0 * n_pos**2)
@@ -145,7 +145,9 @@ def _layer2(layout: Layout, mlp2: MLP, axis: GridAxis, sc: _Scales) -> tuple[lis
     return heads, window
 
 
-def _embeddings(layout: Layout, automaton: Semiautomaton, axes: list[GridAxis], sc: _Scales) -> tuple[np.ndarray, np.ndarray]:
+def _embeddings(
+    layout: Layout, automaton: Semiautomaton, axes: list[GridAxis], sc: _Scales
+) -> tuple[np.ndarray, np.ndarray]:
     d = layout.d_model
     W_E = np.zeros((1 + automaton.n_symbols, d))
     W_E[0, layout.index("bos")] = 1.0
@@ -178,15 +180,18 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
     if axes is None:
         raise ConstructionError(
             f"gridworld needs a 1-D or 2-D gridworld (grid<n>, grid<a>x<b>, optional noop); {automaton.name!r} is not one "
-            f"(prefix_scan handles any automaton)")
+            f"(prefix_scan handles any automaton)"
+        )
     if not 1 <= length <= MAX_LENGTH:
         raise LengthError(f"gridworld is verified for lengths 1..{MAX_LENGTH}, got {length}")
     if any(ax.cells > MAX_CELLS for ax in axes):
         raise ConstructionError(f"gridworld supports up to {MAX_CELLS} cells per axis")
     defects = {d for d in as_printed.split(",") if d}
     if defects - set(PRINTED_DEFECTS):
-        raise ConstructionError(f"gridworld: unknown as_printed defect(s) {sorted(defects - set(PRINTED_DEFECTS))} "
-                                f"(choose from {', '.join(PRINTED_DEFECTS)})")
+        raise ConstructionError(
+            f"gridworld: unknown as_printed defect(s) {sorted(defects - set(PRINTED_DEFECTS))} "
+            f"(choose from {', '.join(PRINTED_DEFECTS)})"
+        )
     pads = [] if "no_padding" in defects else _padding(automaton, axes)
     sc = _Scales.of(1 + len(pads) + length)  # BOS, padding, real moves
 
@@ -215,8 +220,10 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         layout=layout,
         W_E=W_E,
         W_pos=W_pos,
-        blocks=[Block(heads_l1, mlp1, "prefix sums z (Lemma 15) -> bit codes of z, z + k"),
-                Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window")],
+        blocks=[
+            Block(heads_l1, mlp1, "prefix sums z (Lemma 15) -> bit codes of z, z + k"),
+            Block(heads_l2, mlp2, "boundary detectors: latest z_i = z_t + k; most recent complete window"),
+        ],
         W_U=W_U,
         b_U=np.zeros(automaton.n_states),
         input_tokens=["BOS", *automaton.alphabet],
@@ -224,13 +231,31 @@ def build_gridworld(automaton: Semiautomaton, length: int, as_printed: str = "")
         io=TokenIO(prefix=(0, *[1 + s for s in pads]), symbol_tokens=tuple(range(1, automaton.n_symbols + 1))),
         max_length=length,
         task={"kind": "automaton", "automaton": automaton.to_dict()},
-        options={"as_printed": as_printed, "padding": len(pads), "axes": [ax.name or "x" for ax in axes],
-                 "code_bits": sc.B, "normaliser": sc.N},
+        options={
+            "as_printed": as_printed,
+            "padding": len(pads),
+            "axes": [ax.name or "x" for ax in axes],
+            "code_bits": sc.B,
+            "normaliser": sc.N,
+        },
         notes=f"layer-2 heads: {heads_note}; padding {len(pads)} moves; c = {sc.c:.1f}, γ = {sc.gamma:.1f}",
-        variables=[variable_site("state", 1, "post", [w for w, _ in windows], note="the windows: the state, by axis"),
-                   variable_site("state", 1, "post", [f"{ax.name}.x1" if ax.name else "x1" for _, ax in windows], "inert",
-                                 "layer 1's unclamped displacement z_t / N: read by MLP 1, then by nothing"),
-                   *([variable_site("displacement", 0, "mid", "x1", note="z_t / N, Lemma 15's prefix sum"),
-                      variable_site("displacement", 1, "post", "x1", "inert", "read by MLP 1, then by nothing")]
-                     if len(axes) == 1 else [])],
+        variables=[
+            variable_site("state", 1, "post", [w for w, _ in windows], note="the windows: the state, by axis"),
+            variable_site(
+                "state",
+                1,
+                "post",
+                [f"{ax.name}.x1" if ax.name else "x1" for _, ax in windows],
+                "inert",
+                "layer 1's unclamped displacement z_t / N: read by MLP 1, then by nothing",
+            ),
+            *(
+                [
+                    variable_site("displacement", 0, "mid", "x1", note="z_t / N, Lemma 15's prefix sum"),
+                    variable_site("displacement", 1, "post", "x1", "inert", "read by MLP 1, then by nothing"),
+                ]
+                if len(axes) == 1
+                else []
+            ),
+        ],
     )

@@ -54,7 +54,7 @@ MAX_LENGTH = 4096
 
 
 def build_krohn_rhodes(
-    automaton: Semiautomaton, length: int, cascade: "Cascade | str | Path | None" = None, as_printed: str = ""
+    automaton: Semiautomaton, length: int, cascade: Cascade | str | Path | None = None, as_printed: str = ""
 ) -> ConstructionSpec:
     """Theorem 11: a constant-depth simulator for a solvable group, a permutation-reset automaton or a cascade.
 
@@ -86,12 +86,22 @@ def build_krohn_rhodes(
     state = simulate_component(c, automaton, slots, "", plan)
     path = "permutation-reset (Lemma 20)" if resets else "solvable group (Theorem 16 via Lemma 18′)"
     orders = [list(lv.orders) for lv in plan.levels]
-    return finish(c, automaton, state, length, "Theorem 11: " + path,
-                   {"path": "permutation_reset" if resets else "group", "group_order": plan.order,
-                    "derived_length": plan.derived_length, "cyclic_factors": orders},
-                   f"derived series quotients {orders}; counters with normaliser N = {c.N}",
-                   inert="L1.s0" if "L1.s0" in c.layout.names else None,
-                   variables=[] if resets else _level_sites(c, plan))
+    return finish(
+        c,
+        automaton,
+        state,
+        length,
+        "Theorem 11: " + path,
+        {
+            "path": "permutation_reset" if resets else "group",
+            "group_order": plan.order,
+            "derived_length": plan.derived_length,
+            "cyclic_factors": orders,
+        },
+        f"derived series quotients {orders}; counters with normaliser N = {c.N}",
+        inert="L1.s0" if "L1.s0" in c.layout.names else None,
+        variables=[] if resets else _level_sites(c, plan),
+    )
 
 
 def _level_sites(c: Circuit, plan) -> list[dict]:
@@ -105,8 +115,15 @@ def _level_sites(c: Circuit, plan) -> list[dict]:
     for i, level in enumerate(plan.levels, start=1):
         spaces = [f"L{i}.P{j}" for j in range(len(level.orders))]
         if all(sp in c.layout.names for sp in spaces):
-            out.append(variable_site(f"level{i}", 2 * (i - 1), "post", spaces,
-                                     note=f"level {i}'s prefix coordinate P^{i} (Lemma 15's count, one-hot)"))
+            out.append(
+                variable_site(
+                    f"level{i}",
+                    2 * (i - 1),
+                    "post",
+                    spaces,
+                    note=f"level {i}'s prefix coordinate P^{i} (Lemma 15's count, one-hot)",
+                )
+            )
     return out
 
 
@@ -121,7 +138,7 @@ def _path(automaton: Semiautomaton) -> str:
         return "holonomy"
 
 
-def _holonomy(automaton: Semiautomaton) -> "Cascade":
+def _holonomy(automaton: Semiautomaton) -> Cascade:
     """The holonomy decomposition of ``automaton`` (:mod:`sandbox_lens.interp.tasks.holonomy_cascade`), its refusals as the
     construction's."""
     cascade, refusal = _decomposed(automaton)
@@ -131,7 +148,7 @@ def _holonomy(automaton: Semiautomaton) -> "Cascade":
 
 
 @functools.lru_cache(maxsize=8)
-def _decomposed(automaton: Semiautomaton) -> tuple["Cascade | None", str | None]:
+def _decomposed(automaton: Semiautomaton) -> tuple[Cascade | None, str | None]:
     """(the decomposition, None) or (None, why it is refused), once per automaton object (automata compare by
     identity): ``interp info`` names the path and then builds at two lengths, and a refusal past the limits
     costs seconds to reach."""
@@ -156,8 +173,10 @@ def describe_path(automaton: Semiautomaton) -> str:
         if _path(automaton) == "holonomy":
             c = _holonomy(automaton)
             sizes = [lv.automaton.n_states for lv in c.levels]
-            return (f"holonomy cascade of {len(c.levels)} permutation-reset levels ({' × '.join(map(str, sizes))} "
-                    f"values; the holonomy decomposition)")
+            return (
+                f"holonomy cascade of {len(c.levels)} permutation-reset levels ({' × '.join(map(str, sizes))} "
+                f"values; the holonomy decomposition)"
+            )
     except ConstructionError as e:
         return f"refused: {e}"
     try:
@@ -189,4 +208,5 @@ def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:
         raise ConstructionError(
             f"{automaton.name!r} is not solvable: its transformation semigroup contains the group {group_name(g)} "
             f"(order {int(g.order())}), so Theorem 11's constant-depth construction does not apply; use prefix_scan "
-            f"(Theorem 10, depth ⌈log2 T⌉) instead")
+            f"(Theorem 10, depth ⌈log2 T⌉) instead"
+        )

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from sandbox_lens.constructions.gadgets import bos_token_io, latest_write_head, one_hot_readout, trapezoid
-from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Layout, variable_site
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 __all__ = ["build_memory", "write_targets", "MAX_LENGTH"]
 
@@ -91,8 +91,11 @@ def build_memory(automaton: Semiautomaton, length: int) -> ConstructionSpec:
         task={"kind": "automaton", "automaton": automaton.to_dict()},
         options={"writes": targets},
         notes="BOS counts as a write of q0.",
-        variables=[variable_site("state", 0, "mid", "mem", note="the head's copy of the latest written value"),
-                   variable_site("state", 0, "post", "state", note="the one-hot state"),
-                   variable_site("state", 0, "post", "mem", "inert", "the copy, still readable, once the MLP has "
-                                 "written the state")],
+        variables=[
+            variable_site("state", 0, "mid", "mem", note="the head's copy of the latest written value"),
+            variable_site("state", 0, "post", "state", note="the one-hot state"),
+            variable_site(
+                "state", 0, "post", "mem", "inert", "the copy, still readable, once the MLP has written the state"
+            ),
+        ],
     )

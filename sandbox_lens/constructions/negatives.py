@@ -27,7 +27,7 @@ written in block 0, on fresh residual coordinates, so the construction's own par
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,7 +71,9 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
     if "distractor" in chosen:
         block.heads.append(_distractor_head(layout, word))
         extra = MLP(layout, "distractor unit").unit(word, 0.0, {"neg_trash": 1.0})
-        block.mlp = MLP.combine(layout, [m for m in (block.mlp, extra) if m is not None], block.mlp.label if block.mlp else "")
+        block.mlp = MLP.combine(
+            layout, [m for m in (block.mlp, extra) if m is not None], block.mlp.label if block.mlp else ""
+        )
     if "cancel" in chosen:
         block.heads.extend(_cancelling_pair(layout, word))
         spec.W_U[layout.index("neg_signal")] = readout
@@ -87,9 +89,14 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
         spec.W_E, spec.W_pos = _pad(spec.W_E, layout.d_model, axis=1), _pad(spec.W_pos, layout.d_model, axis=1)
         spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
         block.heads.extend(_backup_pair(layout, word))
-        most = MLP(layout, "backup maximum").unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0}).unit(
-            {"neg_bk_b": 1.0, "neg_bk_a": -1.0}, 0.0, {"neg_bk_or": 1.0})
-        block.mlp = MLP.combine(layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else "")
+        most = (
+            MLP(layout, "backup maximum")
+            .unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0})
+            .unit({"neg_bk_b": 1.0, "neg_bk_a": -1.0}, 0.0, {"neg_bk_or": 1.0})
+        )
+        block.mlp = MLP.combine(
+            layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else ""
+        )
         spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / GAIN) * readout
         routes = {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
     spec.options = {**spec.options, "negatives": ",".join(chosen), **({"negative_routes": [routes]} if routes else {})}
@@ -135,8 +142,10 @@ def _distractor_head(layout, word) -> Head:
 
 def _cancelling_pair(layout, word) -> list[Head]:
     """Two heads with one pattern and opposite rank-one outputs on ``neg_signal``: they sum to exactly 0."""
-    return [Head(layout, f"cancel {sign:+d}").qk(word, word, SHARP).ov(word, {"neg_signal": float(sign)})
-            for sign in (1, -1)]
+    return [
+        Head(layout, f"cancel {sign:+d}").qk(word, word, SHARP).ov(word, {"neg_signal": float(sign)})
+        for sign in (1, -1)
+    ]
 
 
 def _backup_pair(layout, word) -> list[Head]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from sandbox_lens.constructions.circuit import Circuit, direction_sum
 from sandbox_lens.constructions.gadgets import one_hot_lookup, prefix_average_head, trapezoid
@@ -67,7 +67,9 @@ def simulate_component(
     if plan is None:
         plan = plan_solvable_group([automaton.transition_map(s) for s in perms], n, automaton.name)
     # the group element each input slot carries: BOS and resets act as e (Lemma 20)
-    slot_element = [identity] + [automaton.transition_map(s) if s in perms else identity for s in range(automaton.n_symbols)]
+    slot_element = [identity] + [
+        automaton.transition_map(s) if s in perms else identity for s in range(automaton.n_symbols)
+    ]
     state = f"{tag}state"
     c.layout.add(state, n, labels=list(automaton.states))
     if plan.derived_length == 1 and len(plan.levels[0].orders) == 1 and not resets:
@@ -92,8 +94,15 @@ def simulate_component(
     return state
 
 
-def _count_level(c: Circuit, level, i: int, x_dirs: list[Direction], x_elements: list[Map], tag: str,
-                 write: list[tuple[str, int]] | None = None) -> list[str]:
+def _count_level(
+    c: Circuit,
+    level,
+    i: int,
+    x_dirs: list[Direction],
+    x_elements: list[Map],
+    tag: str,
+    write: list[tuple[str, int]] | None = None,
+) -> list[str]:
     """Lemma 15 (× Lemma 17): one counting head per cyclic factor of D_{i−1}/D_i, trapezoids to one-hots.
 
     Head j writes s = Σ_{s′≤t} coord_j(x_{s′}) / N exactly; the trapezoid at k/N writes the one-hot
@@ -106,8 +115,9 @@ def _count_level(c: Circuit, level, i: int, x_dirs: list[Direction], x_elements:
         s = f"{tag}L{i}.s{j}"
         c.layout.add(s)
         value = direction_sum([(x_dirs[slot], level.coord(x)[j]) for slot, x in enumerate(x_elements)])
-        heads.append(prefix_average_head(c.layout, src=value, dst=s, log_sink=c.log_sink(),
-                                         label=f"L{i} counter Z{order}[{j}]"))
+        heads.append(
+            prefix_average_head(c.layout, src=value, dst=s, log_sink=c.log_sink(), label=f"L{i} counter Z{order}[{j}]")
+        )
         targets = write
         if targets is None:
             oh = f"{tag}L{i}.P{j}"
@@ -120,8 +130,9 @@ def _count_level(c: Circuit, level, i: int, x_dirs: list[Direction], x_elements:
     return spaces
 
 
-def _mix_level(c: Circuit, plan: SolvablePlan, i: int, x_dirs: list[Direction], x_elements: list[Map],
-               spaces: list[str], tag: str) -> tuple[list[Direction], list[Map]]:
+def _mix_level(
+    c: Circuit, plan: SolvablePlan, i: int, x_dirs: list[Direction], x_elements: list[Map], spaces: list[str], tag: str
+) -> tuple[list[Direction], list[Map]]:
     """Lemma 18′: the next level's input c_s = τ(P_s)⁻¹ ∘ x_s ∘ τ(P_s − coord(x_s)), a one-hot over D_i.
 
     One exact lookup per (input, prefix coordinate) pair, in a block whose attention is empty.
@@ -149,8 +160,9 @@ def _flat(spaces: list[str], Ps: Sequence[Sequence[int]]) -> list[tuple[str, int
     return list(zip(spaces, [p for P in Ps for p in P]))
 
 
-def _compose_levels(c: Circuit, automaton: Semiautomaton, plan: SolvablePlan, spaces: list[str], state: str,
-                    tag: str) -> None:
+def _compose_levels(
+    c: Circuit, automaton: Semiautomaton, plan: SolvablePlan, spaces: list[str], state: str, tag: str
+) -> None:
     """Theorem 16 (flattened): q_t = (τ_1(P¹) ∘ … ∘ τ_d(P^d))(q0), one lookup per group element."""
     final = MLP(c.layout, "Φ(τ_1(P¹)∘…∘τ_d(P^d)) lookup -> one-hot state")
     if plan.derived_length == 0:  # trivial group: the state never changes
@@ -161,15 +173,24 @@ def _compose_levels(c: Circuit, automaton: Semiautomaton, plan: SolvablePlan, sp
     c.block(f"{tag}compose the levels' transversals", [], final)
 
 
-def _last_reset(c: Circuit, automaton: Semiautomaton, plan: SolvablePlan, slots: Sequence[Direction],
-                perms: list[int], resets: dict[int, int], spaces: list[str], state: str, tag: str) -> None:
+def _last_reset(
+    c: Circuit,
+    automaton: Semiautomaton,
+    plan: SolvablePlan,
+    slots: Sequence[Direction],
+    perms: list[int],
+    resets: dict[int, int],
+    spaces: list[str],
+    state: str,
+    tag: str,
+) -> None:
     """Lemma 20: q_t = Φ(g_{≤t} g_{≤r}⁻¹)(q_r), r the last reset (BOS counts as a reset to q0).
 
     A Lemma 16 head attends to the last reset and copies the group prefix there (the levels'
     one-hot coordinates) and the reset target; the MLP looks up the state.
     """
     n = automaton.n_states
-    kept = [f"{tag}at_reset.{sp[len(tag):]}" for sp in spaces]
+    kept = [f"{tag}at_reset.{sp[len(tag) :]}" for sp in spaces]
     for sp, dst in zip(spaces, kept):
         c.layout.add(dst, c.layout.size(sp))
     target = f"{tag}reset_to"

@@ -40,10 +40,10 @@ from sandbox_lens.constructions.gadgets import (
     rotary_position_code,
     trapezoid,
 )
-from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.card import TokenIO
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Layout, variable_site
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 __all__ = ["build_prefix_scan", "MAX_LENGTH", "CIRCLE_FLOAT32_MAX_LENGTH"]
 
@@ -81,13 +81,13 @@ def build_prefix_scan(
         raise ConstructionError(f"prefix_scan: padding must be 'minimal' or 'thesis', got {padding!r}")
     n, m = automaton.n_states, automaton.n_symbols
     if n > MAX_STATES:
-        raise ConstructionError(f"prefix_scan: {n} states is more than the supported {MAX_STATES} (the MLP needs n² scratch dims)")
+        raise ConstructionError(
+            f"prefix_scan: {n} states is more than the supported {MAX_STATES} (the MLP needs n² scratch dims)"
+        )
     L = n_scan_layers(length)
     P = 2 ** (L - 1) if padding == "minimal" else length
     n_ctx = P + length
-    pos_code, pos_labels = (
-        rotary_position_code(n_ctx) if code == "rotary" else circle_position_code(n_ctx, P, length)
-    )
+    pos_code, pos_labels = rotary_position_code(n_ctx) if code == "rotary" else circle_position_code(n_ctx, P, length)
 
     layout = Layout()
     q_labels = [f"q{q}" for q in range(n)]
@@ -108,10 +108,18 @@ def build_prefix_scan(
             layout,
             -shift if "rotation_sign" in defects else shift,  # erratum E1: the printed θ has the wrong sign
             src="L" if "value_matrix" in defects else "R",  # erratum E2: the printed W_V reads L
-            dst="L", code=code, gamma=gamma, period=length, label=f"look-back {shift}: copy R -> L",
+            dst="L",
+            code=code,
+            gamma=gamma,
+            period=length,
+            label=f"look-back {shift}: copy R -> L",
         )
-        blocks.append(Block([head], compose_first_half(layout, n), f"layer {l}a: fetch F(t-{shift}); Lemma 14 indicators"))
-        blocks.append(Block([], compose_second_half(layout, n), f"layer {l}b: Lemma 14 products; R = F(t)∘F(t-{shift})"))
+        blocks.append(
+            Block([head], compose_first_half(layout, n), f"layer {l}a: fetch F(t-{shift}); Lemma 14 indicators")
+        )
+        blocks.append(
+            Block([], compose_second_half(layout, n), f"layer {l}b: Lemma 14 products; R = F(t)∘F(t-{shift})")
+        )
 
     # erratum E3: the printed read-out takes "an arbitrary q"; only q0 is right at t = T = 2^L
     readout_q = (automaton.initial + 1) % n if "readout" in defects else automaton.initial
@@ -132,15 +140,27 @@ def build_prefix_scan(
         max_length=length,
         task={"kind": "automaton", "automaton": automaton.to_dict()},
         verified_dtypes=verified,
-        options={"code": code, "padding": padding, "P": P, "scan_layers": L, "gamma": gamma,
-                 "as_printed": list(defects)},
-        notes=(f"{P} PAD positions hold const_q0; after {L} look-back layers R_q0 = q_t + 1."
-               + (f" Built WITH the printed defect(s) {', '.join(defects)}: expected to fail." if defects else "")),
-        variables=[variable_site("state", -1, "mid", "H", note="Lemma 14's hidden layer of the last composition"),
-                   variable_site("state", -1, "post", "R", note="the map of the whole prefix; R_q0 = q_t + 1"),
-                   variable_site("state", -1, "post", "H", "inert", "the hidden layer once the composed map is written"),
-                   *[variable_site(f"window{l}", 2 * l - 1, "post", "R", note=f"the map of the {2 ** l} symbols up to t")
-                     for l in range(1, L)]],
+        options={
+            "code": code,
+            "padding": padding,
+            "P": P,
+            "scan_layers": L,
+            "gamma": gamma,
+            "as_printed": list(defects),
+        },
+        notes=(
+            f"{P} PAD positions hold const_q0; after {L} look-back layers R_q0 = q_t + 1."
+            + (f" Built WITH the printed defect(s) {', '.join(defects)}: expected to fail." if defects else "")
+        ),
+        variables=[
+            variable_site("state", -1, "mid", "H", note="Lemma 14's hidden layer of the last composition"),
+            variable_site("state", -1, "post", "R", note="the map of the whole prefix; R_q0 = q_t + 1"),
+            variable_site("state", -1, "post", "H", "inert", "the hidden layer once the composed map is written"),
+            *[
+                variable_site(f"window{l}", 2 * l - 1, "post", "R", note=f"the map of the {2**l} symbols up to t")
+                for l in range(1, L)
+            ],
+        ],
     )
 
 

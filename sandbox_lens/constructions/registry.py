@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import ConstructionSpec
@@ -43,15 +44,20 @@ class Option:
         try:
             value = self.type(value)
         except (TypeError, ValueError):
-            raise ConstructionError(f"{construction}: option {name} must be a {self.type.__name__}, got {value!r}") from None
+            raise ConstructionError(
+                f"{construction}: option {name} must be a {self.type.__name__}, got {value!r}"
+            ) from None
         if self.subset:
             bad = [v for v in str(value).split(",") if v and v not in self.choices]
             if bad:
-                raise ConstructionError(f"{construction}: {name} takes a comma-separated subset of "
-                                        f"{', '.join(map(str, self.choices))}; unknown: {', '.join(bad)}")
+                raise ConstructionError(
+                    f"{construction}: {name} takes a comma-separated subset of "
+                    f"{', '.join(map(str, self.choices))}; unknown: {', '.join(bad)}"
+                )
         elif self.choices and value not in self.choices:
-            raise ConstructionError(f"{construction}: {name} must be one of {', '.join(map(str, self.choices))}, "
-                                    f"got {value!r}")
+            raise ConstructionError(
+                f"{construction}: {name} must be one of {', '.join(map(str, self.choices))}, got {value!r}"
+            )
         return value
 
     def describe(self) -> dict[str, Any]:
@@ -67,6 +73,7 @@ class Option:
 class Entry:
     """One construction in the registry: where its builder lives, its theorem, a summary, the task kind it models, its
     options."""
+
     module: str
     function: str
     theorem: str
@@ -81,8 +88,12 @@ class Entry:
         return getattr(importlib.import_module(self.module), self.function)
 
     def describe(self) -> dict[str, Any]:
-        return {"theorem": self.theorem, "summary": self.summary, "takes": self.takes,
-                "options": {n: o.describe() for n, o in self.options.items() if o.cli}}
+        return {
+            "theorem": self.theorem,
+            "summary": self.summary,
+            "takes": self.takes,
+            "options": {n: o.describe() for n, o in self.options.items() if o.cli},
+        }
 
 
 def _dyck_control(value: Any) -> dict[str, Any]:
@@ -97,49 +108,103 @@ def _kr_wiring(value: Any) -> dict[str, Any]:
 
 REGISTRY: dict[str, Entry] = {
     "prefix_scan": Entry(
-        "sandbox_lens.constructions.prefix_scan", "build_prefix_scan", "Theorem 10", "any semiautomaton; ceil(log2 T) attention layers",
+        "sandbox_lens.constructions.prefix_scan",
+        "build_prefix_scan",
+        "Theorem 10",
+        "any semiautomaton; ceil(log2 T) attention layers",
         "automaton",
-        {"code": Option("rotary", choices=("rotary", "circle"), help="position code of the look-back heads"),
-         "padding": Option("minimal", choices=("minimal", "thesis"), help="padding before the word"),
-         "as_printed": Option("", choices=("rotation_sign", "value_matrix", "readout"), subset=True,
-                              help="rebuild the thesis's printed defects (negative controls)")}),
-    "modular_counter": Entry("sandbox_lens.constructions.counter", "build_modular_counter", "Lemma 15", "C<n> / parity; 1 attention layer",
-                             "automaton"),
-    "memory": Entry("sandbox_lens.constructions.memory", "build_memory", "Lemma 16", "memory<n> / flipflop; 1 attention layer", "automaton"),
+        {
+            "code": Option("rotary", choices=("rotary", "circle"), help="position code of the look-back heads"),
+            "padding": Option("minimal", choices=("minimal", "thesis"), help="padding before the word"),
+            "as_printed": Option(
+                "",
+                choices=("rotation_sign", "value_matrix", "readout"),
+                subset=True,
+                help="rebuild the thesis's printed defects (negative controls)",
+            ),
+        },
+    ),
+    "modular_counter": Entry(
+        "sandbox_lens.constructions.counter",
+        "build_modular_counter",
+        "Lemma 15",
+        "C<n> / parity; 1 attention layer",
+        "automaton",
+    ),
+    "memory": Entry(
+        "sandbox_lens.constructions.memory",
+        "build_memory",
+        "Lemma 16",
+        "memory<n> / flipflop; 1 attention layer",
+        "automaton",
+    ),
     "gridworld": Entry(
-        "sandbox_lens.constructions.gridworld", "build_gridworld", "Theorem 12",
-        "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T", "automaton",
-        {"as_printed": Option("", choices=("no_padding",), subset=True, help="drop the padding (negative control)")}),
+        "sandbox_lens.constructions.gridworld",
+        "build_gridworld",
+        "Theorem 12",
+        "grid<n>, grid<a>x<b> (+noop); 2 attention layers at every n and T",
+        "automaton",
+        {"as_printed": Option("", choices=("no_padding",), subset=True, help="drop the padding (negative control)")},
+    ),
     "dyck": Entry(
-        "sandbox_lens.constructions.dyck", "build_dyck", "Theorem 1",
-        "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers", "dyck",
-        {"variant": Option("stack", choices=("stack", "uniform", "balanced"), help="the second layer's attention"),
-         "seed": Option(0, int, help="seed of the balanced variant's random scores"),
-         "sigma": Option(1.0, float, help="scale of the balanced variant's random scores, in (0, 10]"),
-         "as_printed": Option("", choices=("", "unscaled", "zeroed"),
-                              help="negative controls: unscaled (with variant=balanced), zeroed (with variant=uniform)"),
-         "first_layer": Option("full", choices=("full", "minimal"),
-                               help="minimal: layer 1 erases the positions once read, so layer 2 sees only type and "
-                                    "depth (Assumption 10; not with variant=stack)")},
-        {"control": _dyck_control}),
-    "ffl": Entry("sandbox_lens.constructions.ffl", "build_ffl", "Proposition 3",
-                 "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each", "ffl"),
+        "sandbox_lens.constructions.dyck",
+        "build_dyck",
+        "Theorem 1",
+        "Dyck_{k,D} next-token prediction (--dyck K,D); 2 attention layers",
+        "dyck",
+        {
+            "variant": Option("stack", choices=("stack", "uniform", "balanced"), help="the second layer's attention"),
+            "seed": Option(0, int, help="seed of the balanced variant's random scores"),
+            "sigma": Option(1.0, float, help="scale of the balanced variant's random scores, in (0, 10]"),
+            "as_printed": Option(
+                "",
+                choices=("", "unscaled", "zeroed"),
+                help="negative controls: unscaled (with variant=balanced), zeroed (with variant=uniform)",
+            ),
+            "first_layer": Option(
+                "full",
+                choices=("full", "minimal"),
+                help="minimal: layer 1 erases the positions once read, so layer 2 sees only type and "
+                "depth (Assumption 10; not with variant=stack)",
+            ),
+        },
+        {"control": _dyck_control},
+    ),
+    "ffl": Entry(
+        "sandbox_lens.constructions.ffl",
+        "build_ffl",
+        "Proposition 3",
+        "the flip-flop language FFL over w r i 0 1 (no automaton); 2 attention layers, 1 head each",
+        "ffl",
+    ),
     "krohn_rhodes": Entry(
-        "sandbox_lens.constructions.krohn_rhodes", "build_krohn_rhodes", "Theorem 11",
+        "sandbox_lens.constructions.krohn_rhodes",
+        "build_krohn_rhodes",
+        "Theorem 11",
         "any solvable automaton: groups, permutation-reset, cascades (--cascade-file), grid<n>, the rest by the holonomy "
         "decomposition; depth independent of T",
         "automaton",
-        {"cascade": Option(None, object, cli=False, help="a Cascade (or a cascade JSON file) to simulate"),
-         "as_printed": Option("", choices=("", "wiring"),
-                              help="wiring: Lemma 21's printed wiring, which reads the states after σ_t (negative control)")},
-        {"wiring": _kr_wiring}),
+        {
+            "cascade": Option(None, object, cli=False, help="a Cascade (or a cascade JSON file) to simulate"),
+            "as_printed": Option(
+                "",
+                choices=("", "wiring"),
+                help="wiring: Lemma 21's printed wiring, which reads the states after σ_t (negative control)",
+            ),
+        },
+        {"wiring": _kr_wiring},
+    ),
 }
 
 
 #: Every construction takes informative negatives (parts outside its circuit; sandbox_lens.constructions.negatives).
-NEGATIVES_OPTION = Option("", choices=("distractor", "cancel", "constant", "backup"), subset=True,
-                          help="informative negatives for circuit scoring: parts that keep the model exact but "
-                               "are outside its circuit (distractor, cancel, constant), or redundant (backup)")
+NEGATIVES_OPTION = Option(
+    "",
+    choices=("distractor", "cancel", "constant", "backup"),
+    subset=True,
+    help="informative negatives for circuit scoring: parts that keep the model exact but "
+    "are outside its circuit (distractor, cancel, constant), or redundant (backup)",
+)
 for _entry in REGISTRY.values():
     _entry.options["negatives"] = NEGATIVES_OPTION
 
@@ -157,8 +222,11 @@ def validate(name: str, source: Any, options: dict[str, Any]) -> tuple[Entry, di
     for old, convert in entry.deprecated.items():
         if old in options:
             new = convert(options.pop(old))
-            warnings.warn(f"{name}: option {old}= is deprecated; use {', '.join(f'{k}={v!r}' for k, v in new.items())}",
-                          FutureWarning, stacklevel=3)
+            warnings.warn(
+                f"{name}: option {old}= is deprecated; use {', '.join(f'{k}={v!r}' for k, v in new.items())}",
+                FutureWarning,
+                stacklevel=3,
+            )
             for key, value in new.items():
                 if options.get(key, value) != value:
                     raise ConstructionError(f"{name}: {old}= and {key}= disagree")

@@ -15,8 +15,16 @@ import os
 
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["BudgetError", "require", "progress", "memory_limit", "operations_limit", "time_limit", "human_bytes",
-           "human_seconds"]
+__all__ = [
+    "BudgetError",
+    "require",
+    "progress",
+    "memory_limit",
+    "operations_limit",
+    "time_limit",
+    "human_bytes",
+    "human_seconds",
+]
 
 
 class BudgetError(SandboxError, ValueError):
@@ -94,25 +102,39 @@ def require(what: str, *, memory: float = 0.0, operations: float = 0.0, seconds:
     hint = f"; {lower} lowers it" if lower else ""
     limit = memory_limit()
     if memory > limit:
-        raise BudgetError(f"{what} would need about {human_bytes(memory)} of memory, more than the "
-                          f"{human_bytes(limit)} allowed (SANDBOX_LENS_MEMORY_GB){hint}")
+        raise BudgetError(
+            f"{what} would need about {human_bytes(memory)} of memory, more than the "
+            f"{human_bytes(limit)} allowed (SANDBOX_LENS_MEMORY_GB){hint}"
+        )
     budget = time_limit()
     if seconds > budget:
-        raise BudgetError(f"{what} would take about {human_seconds(seconds)}, more than the {human_seconds(budget)} "
-                          f"allowed (SANDBOX_LENS_MAX_HOURS){hint}")
+        raise BudgetError(
+            f"{what} would take about {human_seconds(seconds)}, more than the {human_seconds(budget)} "
+            f"allowed (SANDBOX_LENS_MAX_HOURS){hint}"
+        )
     cap = operations_limit()
     if operations > cap:
-        raise BudgetError(f"{what} would take about {operations:.2g} operations, more than the {cap:.2g} allowed "
-                          f"(SANDBOX_LENS_MAX_OPERATIONS){hint}")
+        raise BudgetError(
+            f"{what} would take about {operations:.2g} operations, more than the {cap:.2g} allowed "
+            f"(SANDBOX_LENS_MAX_OPERATIONS){hint}"
+        )
 
 
-def progress(iterable=None, *, total: int | None = None, desc: str = "", unit: str = "it", show: bool = True,
-             at_least: int = 2):
+def progress(
+    iterable=None, *, total: int | None = None, desc: str = "", unit: str = "it", show: bool = True, at_least: int = 2
+):
     """The bar for work that passed :func:`require`: a tqdm bar with its rate and ETA on stderr, shown when
     ``show`` (the caller's ``progress``) and the work has at least ``at_least`` steps (one step needs no
     ETA). Works as tqdm does: wrap an iterable, or ``update`` it by hand."""
     from sandbox_lens.interp.progress import bar as progress_bar
 
     n = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
-    return progress_bar(iterable, total=n, desc=desc, unit=unit, dynamic_ncols=True, leave=False,
-                disable=not show or (n is not None and n < at_least))
+    return progress_bar(
+        iterable,
+        total=n,
+        desc=desc,
+        unit=unit,
+        dynamic_ncols=True,
+        leave=False,
+        disable=not show or (n is not None and n < at_least),
+    )

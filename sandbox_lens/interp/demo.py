@@ -30,7 +30,6 @@ VERIFY_LENGTH = 256
 PICTURE_LENGTH = 12
 
 
-
 def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
     """Build, verify and draw the prefix scan for parity and S5 into ``out/report.html`` (`interp demo`); returns its
     path."""
@@ -58,7 +57,13 @@ def run_demo(out: Path, samples: int = 500, seed: int = 0) -> Path:
         patterns = {head: p[0] for head, p in attention_patterns(model, model.card.io.encode(word)).items()}
         labels = {b: model.card.block_labels[b] for b, _ in patterns}
         states = [automaton.states[q] for q in automaton.run(word)]
-        png = heatmap_png(patterns, tokens, f"prefix scan for {automaton.name}: look-back heads", out / f"attention_{name}.png", labels)
+        png = heatmap_png(
+            patterns,
+            tokens,
+            f"prefix scan for {automaton.name}: look-back heads",
+            out / f"attention_{name}.png",
+            labels,
+        )
         sections.append(
             f"<h2>{html.escape(automaton.name)}: attention on one word (T = {PICTURE_LENGTH})</h2>"
             f"<p>Input: <code>{html.escape(' '.join(tokens))}</code><br>States q<sub>1..T</sub>: "
@@ -76,8 +81,8 @@ of the logits at every position with exact simulation: every word up to the exha
 plus {samples} random words of length {VERIFY_LENGTH}, in float32.</p>
 <table><tr><th>automaton</th><th>description</th><th>accuracy</th><th>positions</th><th>words</th>
 <th>exhaustive up to</th><th>TL blocks</th><th>attention layers</th><th>d_model</th><th>d_mlp</th><th>seconds</th></tr>
-{''.join(rows)}</table>
-{''.join(sections)}"""
+{"".join(rows)}</table>
+{"".join(sections)}"""
     atomic_write(out / "metrics.json", (json.dumps(metrics, indent=2) + "\n").encode())
     index = out / "report.html"
     atomic_write(index, page("sandbox-lens demo: the log-depth prefix scan", body).encode())

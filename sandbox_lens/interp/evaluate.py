@@ -20,7 +20,8 @@ exact construction of a twin's task, evaluated beside it on the same words.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,11 +29,23 @@ from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.run import logits, predict
 from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
-from sandbox_lens.interp.tasks.shifts import (Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts,  # noqa: F401
-                                 parse_probs)
+from sandbox_lens.interp.tasks.shifts import Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts, parse_probs  # noqa: F401
 
-__all__ = ["Shift", "ShiftError", "evaluate", "automaton_shifts", "ffl_shifts", "dyck_shifts", "skyline",
-           "parse_probs", "DEFAULT_SAMPLES", "score_automaton", "score_ffl", "score_dyck", "score_batch"]
+__all__ = [
+    "Shift",
+    "ShiftError",
+    "evaluate",
+    "automaton_shifts",
+    "ffl_shifts",
+    "dyck_shifts",
+    "skyline",
+    "parse_probs",
+    "DEFAULT_SAMPLES",
+    "score_automaton",
+    "score_ffl",
+    "score_dyck",
+    "score_batch",
+]
 
 DEFAULT_SAMPLES = 500
 
@@ -42,22 +55,32 @@ def _check_length(model, length: int) -> None:
     if length <= card.max_length:
         return
     if card.construction == "trained" and card.options.get("positional") == "learned":
-        raise LengthError(f"this twin has learned positions trained up to length {card.max_length}; positions past it "
-                          f"were never trained (train with --pos sinusoidal|linear|none, or --pos-shift, and --n-ctx "
-                          f"to evaluate longer inputs)")
+        raise LengthError(
+            f"this twin has learned positions trained up to length {card.max_length}; positions past it "
+            f"were never trained (train with --pos sinusoidal|linear|none, or --pos-shift, and --n-ctx "
+            f"to evaluate longer inputs)"
+        )
     if card.construction == "trained":
-        raise LengthError(f"length {length} does not fit this twin's context ({card.max_length}; train with a larger --n-ctx)")
-    raise LengthError(f"{card.construction} was built for inputs of up to {card.max_length}; got {length} "
-                      f"(rebuild it with --length {length})")
+        raise LengthError(
+            f"length {length} does not fit this twin's context ({card.max_length}; train with a larger --n-ctx)"
+        )
+    raise LengthError(
+        f"{card.construction} was built for inputs of up to {card.max_length}; got {length} "
+        f"(rebuild it with --length {length})"
+    )
 
 
 # -- scoring: one row per (model, shift) ------------------------------------------------------
 def _row(label: str, params: dict, correct: np.ndarray, scored: np.ndarray, final_ok: np.ndarray) -> dict[str, Any]:
     n_scored = int(scored.sum())
-    return {"shift": label, **{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
-            "accuracy": float(correct[scored].mean()) if n_scored else float("nan"),
-            "final_accuracy": float(final_ok.mean()) if final_ok.size else float("nan"),
-            "scored": n_scored, "inputs": int(len(correct))}
+    return {
+        "shift": label,
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
+        "accuracy": float(correct[scored].mean()) if n_scored else float("nan"),
+        "final_accuracy": float(final_ok.mean()) if final_ok.size else float("nan"),
+        "scored": n_scored,
+        "inputs": int(len(correct)),
+    }
 
 
 def score_automaton(model, task: dict[str, Any], shift: Shift, words: np.ndarray) -> dict[str, Any]:
@@ -84,8 +107,12 @@ def score_ffl(model, task: dict[str, Any], shift: Shift, strings: np.ndarray) ->
     has_read = last_read >= 0
     final_ok = ok[np.arange(len(ok))[has_read], last_read[has_read]]
     row = _row(shift.label, shift.params, ok, reads, final_ok)
-    row.update(read_errors=int(wrong.sum()), strings_with_error=int(wrong.any(axis=1).sum()),
-               string_error_rate=float(wrong.any(axis=1).mean()), any_error_rate=float(wrong.any(axis=1).mean()))
+    row.update(
+        read_errors=int(wrong.sum()),
+        strings_with_error=int(wrong.any(axis=1).sum()),
+        string_error_rate=float(wrong.any(axis=1).mean()),
+        any_error_rate=float(wrong.any(axis=1).mean()),
+    )
     return row
 
 
@@ -99,8 +126,10 @@ def score_dyck(model, task: dict[str, Any], shift: Shift, prefixes: list[np.ndar
     lenient = closing_only(lang)
     # the thesis's accuracy: the last (closing) bracket of each prefix, predicted after the rest
     # (the last bracket is only a target: the model reads BOS and the n − 1 brackets before it)
-    ok = [predicted_bracket(p[-1], lenient) == int(w[-1])
-          for w, p in zip(prefixes, next_token_probabilities(model, [w[:-1] for w in prefixes]))]
+    ok = [
+        predicted_bracket(p[-1], lenient) == int(w[-1])
+        for w, p in zip(prefixes, next_token_probabilities(model, [w[:-1] for w in prefixes]))
+    ]
     ok_arr = np.asarray(ok)
     row = _row(shift.label, shift.params, ok_arr[:, None], np.ones((len(ok_arr), 1), dtype=bool), ok_arr)
     row["any_error_rate"] = float(1 - ok_arr.mean())  # one scored bracket per prefix
@@ -111,7 +140,7 @@ def score_batch(model, task: dict[str, Any], shift: Shift, batch: Any) -> dict[s
     """Any kind: argmax against the targets at the batch's scored positions (a training task's batch)."""
     correct = np.zeros(batch.targets.shape, dtype=bool)
     for start, lg in logits(model, batch.tokens):
-        correct[start: start + len(lg)] = lg.argmax(-1).cpu().numpy() == batch.targets[start: start + len(lg)]
+        correct[start : start + len(lg)] = lg.argmax(-1).cpu().numpy() == batch.targets[start : start + len(lg)]
     scored = batch.score_mask
     last = np.where(scored.any(axis=1), scored.shape[1] - 1 - np.argmax(scored[:, ::-1], axis=1), -1)
     rows = np.flatnonzero(last >= 0)
@@ -120,8 +149,13 @@ def score_batch(model, task: dict[str, Any], shift: Shift, batch: Any) -> dict[s
     return row
 
 
-def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEFAULT_SAMPLES,
-             seed: int = 0, progress: bool = False) -> list[dict[str, Any]]:
+def evaluate(
+    models: dict[str, Any],
+    shifts: Sequence[Shift],
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
     """Every model on the same inputs of every shift; one row per (model, shift)."""
     from sandbox_lens.interp.progress import bar as progress_bar
 
@@ -142,8 +176,11 @@ def evaluate(models: dict[str, Any], shifts: Sequence[Shift], samples: int = DEF
 
     longest = max((s.length() for s in shifts), default=0)
     out_dim = max(m.cfg.d_vocab_out for m in models.values())
-    require(f"{samples} inputs of up to {longest} tokens per shift", memory=samples * longest * (64.0 + 8 * out_dim),
-            lower="--samples")
+    require(
+        f"{samples} inputs of up to {longest} tokens per shift",
+        memory=samples * longest * (64.0 + 8 * out_dim),
+        lower="--samples",
+    )
     score = resolve(kind.evaluator or "sandbox_lens.interp.evaluate:score_batch")
     rows = []
     for i, shift in enumerate(progress_bar(shifts, disable=not progress, desc="shifts", unit="shift", leave=False)):

@@ -11,8 +11,17 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "remove_torn_writes", "read_text_limited", "write_json", "jsonable", "MAX_TEXT_BYTES",
-           "exclusive", "InUseError", "LOCK_NAME"]
+__all__ = [
+    "atomic_write",
+    "remove_torn_writes",
+    "read_text_limited",
+    "write_json",
+    "jsonable",
+    "MAX_TEXT_BYTES",
+    "exclusive",
+    "InUseError",
+    "LOCK_NAME",
+]
 
 #: the file in an output directory whose lock says a process is writing there
 LOCK_NAME = ".lock"
@@ -97,7 +106,6 @@ def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> An
     return data
 
 
-
 class InUseError(OSError):
     """An output directory another process is writing to (see :func:`exclusive`): an ``OSError``, which the
     CLI reports in one line with exit status 2 (floor 0 imports nothing of the project, not even its errors)."""
@@ -125,8 +133,10 @@ def exclusive(directory: Path, what: str = "--out"):
         with contextlib.suppress(OSError, ValueError):
             holder = f" (process {int(os.pread(fd, 32, 0).decode().split()[0])})"
         os.close(fd)
-        raise InUseError(f"{directory} is being written by another interp process{holder}; wait for it to finish or "
-                         f"choose another {what}") from None
+        raise InUseError(
+            f"{directory} is being written by another interp process{holder}; wait for it to finish or "
+            f"choose another {what}"
+        ) from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

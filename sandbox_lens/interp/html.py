@@ -5,7 +5,8 @@ on a page is fetched from the network (figures are data URIs, circuitsvis is inl
 from __future__ import annotations
 
 import html
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["CSS", "page", "table", "cell", "escape"]
 
@@ -43,5 +44,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], fmt: Callable[[A
 
 def page(title: str, body: str) -> str:
     """A whole self-contained document: ``title`` (escaped here), the stylesheet, ``body`` (HTML)."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>\n'
-            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>\n'
+        f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )

@@ -16,8 +16,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["bar", "wanted", "heartbeat", "INTERVAL", "QUIET_ENV"]
 

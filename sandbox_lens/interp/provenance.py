@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def git_state(root: Path = ROOT) -> dict[str, Any]:
     """``{"commit": sha or None, "dirty": bool or None}`` of the checkout ``root`` (None outside git, e.g.
     an installed wheel)."""
+
     def git(*args: str) -> str | None:
         try:
             r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
@@ -46,5 +47,10 @@ def provenance(command: str | None = None) -> dict[str, Any]:
             versions[name] = None
     if command is None:
         command = " ".join(["interp" if Path(sys.argv[0]).name == "interp" else Path(sys.argv[0]).name, *sys.argv[1:]])
-    return {**git_state(), "command": command, "versions": versions, "python": platform.python_version(),
-            "platform": platform.platform(terse=True)}
+    return {
+        **git_state(),
+        "command": command,
+        "versions": versions,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }

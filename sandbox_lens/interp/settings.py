@@ -10,16 +10,31 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["setting", "Setting", "settings_of", "flag_of"]
 
 
-def setting(default: Any, help: str, *, flag: str | None = None, metavar: str | None = None,
-            choices: Sequence[Any] | None = None, parse: Callable[[str], Any] | None = None, cli: bool = True) -> Any:
+def setting(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    metavar: str | None = None,
+    choices: Sequence[Any] | None = None,
+    parse: Callable[[str], Any] | None = None,
+    cli: bool = True,
+) -> Any:
     """A dataclass field with its command-line face (``cli=False``: a field no option sets)."""
-    meta = {"help": help, "flag": flag, "metavar": metavar, "choices": tuple(choices) if choices else None,
-            "parse": parse, "cli": cli}
+    meta = {
+        "help": help,
+        "flag": flag,
+        "metavar": metavar,
+        "choices": tuple(choices) if choices else None,
+        "parse": parse,
+        "cli": cli,
+    }
     if isinstance(default, (list, dict, set)):
         raise TypeError("a setting's default must be immutable (use a tuple)")
     return dataclasses.field(default=default, metadata={"setting": meta})
@@ -66,6 +81,16 @@ def settings_of(cls: type) -> list[Setting]:
         if not meta or not meta["cli"]:
             continue
         kind, many = _value_type(hints[f.name])
-        out.append(Setting(f.name, flag_of(f), meta["parse"] or kind, many, f.default, meta["help"], meta["metavar"],
-                           meta["choices"]))
+        out.append(
+            Setting(
+                f.name,
+                flag_of(f),
+                meta["parse"] or kind,
+                many,
+                f.default,
+                meta["help"],
+                meta["metavar"],
+                meta["choices"],
+            )
+        )
     return out

@@ -19,21 +19,39 @@ rerun prints the same interval.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
-__all__ = ["Estimate", "bootstrap_interval", "t_interval", "grouped_bootstrap_interval", "difference_interval", "paired_interval", "wilson_interval",
-           "poisson_interval", "paired_test", "permutation_test", "null_exceedance", "holm", "cohens_d",
-           "estimate", "CONFIDENCE"]
+__all__ = [
+    "Estimate",
+    "bootstrap_interval",
+    "t_interval",
+    "grouped_bootstrap_interval",
+    "difference_interval",
+    "paired_interval",
+    "wilson_interval",
+    "poisson_interval",
+    "paired_test",
+    "permutation_test",
+    "null_exceedance",
+    "holm",
+    "cohens_d",
+    "estimate",
+    "CONFIDENCE",
+]
+
+#: Per-unit values: a sequence (None or NaN where a unit has none) or an array.
+Values: TypeAlias = Sequence[float | None] | np.ndarray
 
 #: The confidence of every interval unless a caller asks for another.
 CONFIDENCE = 0.95
 RESAMPLES = 4000
 
 
-def _clean(values: Sequence[float | None]) -> np.ndarray:
+def _clean(values: Values) -> np.ndarray:
     return np.asarray([v for v in values if v is not None and not np.isnan(v)], dtype=np.float64)
 
 
@@ -42,8 +60,13 @@ def _percentiles(stats: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 
 
-def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                       confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_interval(
+    values: Values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``statistic`` over ``values`` (one per seed, or per word); None for
     fewer than two values. With a handful of seeds the interval is narrow and undercovers: report the
     number of seeds beside it."""
@@ -56,7 +79,7 @@ def bootstrap_interval(values: Sequence[float], statistic: Callable[[np.ndarray]
     return _percentiles(stats, confidence)
 
 
-def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def t_interval(values: Values, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """Student's t interval of the mean of ``values`` (one per seed); None for fewer than two values. Honest at
     the handful of seeds a percentile bootstrap is not (with 3 values the bootstrap's 95% is their range)."""
     from scipy.stats import t
@@ -68,9 +91,13 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     return float(x.mean()) - half, float(x.mean()) + half
 
 
-def grouped_bootstrap_interval(groups: Sequence[Sequence[Any]], statistic: Callable[[list[list[Any]]], float | None],
-                               confidence: float = CONFIDENCE, resamples: int = 2000,
-                               seed: int = 0) -> tuple[float, float] | None:
+def grouped_bootstrap_interval(
+    groups: Sequence[Sequence[Any]],
+    statistic: Callable[[list[list[Any]]], float | None],
+    confidence: float = CONFIDENCE,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Bootstrap interval of ``statistic(groups)`` where each group's units (seeds, twins) are resampled within
     the group (a stratified bootstrap: learning rates or populations are never mixed). Resamples on which the
     statistic is undefined (None) are dropped; None when fewer than half are defined."""
@@ -86,22 +113,37 @@ def grouped_bootstrap_interval(groups: Sequence[Sequence[Any]], statistic: Calla
     return _percentiles(np.asarray(stats), confidence)
 
 
-def difference_interval(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                        confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-                        seed: int = 0) -> tuple[float, float] | None:
+def difference_interval(
+    a: Values,
+    b: Values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Bootstrap interval of ``statistic(a) − statistic(b)`` for two independent groups (each resampled
     within itself); None when either has fewer than two values."""
     x, y = _clean(a), _clean(b)
     if len(x) < 2 or len(y) < 2:
         return None
     rng = np.random.default_rng(seed)
-    stats = np.array([statistic(x[rng.integers(len(x), size=len(x))]) - statistic(y[rng.integers(len(y), size=len(y))])
-                      for _ in range(resamples)])
+    stats = np.array(
+        [
+            statistic(x[rng.integers(len(x), size=len(x))]) - statistic(y[rng.integers(len(y), size=len(y))])
+            for _ in range(resamples)
+        ]
+    )
     return _percentiles(stats, confidence)
 
 
-def paired_interval(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                    confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
+def paired_interval(
+    a: Values,
+    b: Values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float] | None:
     """Bootstrap interval of ``statistic(a − b)`` where ``a[i]`` and ``b[i]`` share a seed or an input (the
     pairs are resampled together); None for fewer than two complete pairs."""
     if len(a) != len(b):
@@ -138,7 +180,7 @@ def poisson_interval(count: int, exposure: float = 1.0, confidence: float = CONF
     return lo / exposure, hi / exposure
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], alternative: str = "two-sided") -> float | None:
+def paired_test(a: Values, b: Values, alternative: str = "two-sided") -> float | None:
     """Wilcoxon signed-rank p-value for paired ``a`` and ``b`` (``alternative``: two-sided, greater: a > b,
     less); 1.0 when every difference is 0, None for fewer than two pairs."""
     from scipy.stats import wilcoxon
@@ -154,9 +196,15 @@ def paired_test(a: Sequence[float], b: Sequence[float], alternative: str = "two-
     return float(wilcoxon(d, alternative=alternative, zero_method="zsplit").pvalue)
 
 
-def permutation_test(a: Sequence[float], b: Sequence[float], statistic: Callable[[np.ndarray], float] = np.mean,
-                     paired: bool = False, alternative: str = "two-sided", resamples: int = 10000,
-                     seed: int = 0) -> float | None:
+def permutation_test(
+    a: Values,
+    b: Values,
+    statistic: Callable[[np.ndarray], float] = np.mean,
+    paired: bool = False,
+    alternative: str = "two-sided",
+    resamples: int = 10000,
+    seed: int = 0,
+) -> float | None:
     """Permutation p-value of ``statistic(a) − statistic(b)`` (``paired``: of ``statistic(a − b)``, by random
     sign flips); ``alternative`` two-sided, greater (a above b) or less. None for fewer than two values."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -177,7 +225,7 @@ def permutation_test(a: Sequence[float], b: Sequence[float], statistic: Callable
         null = np.empty(resamples)
         for i in range(resamples):
             p = rng.permutation(pooled)
-            null[i] = statistic(p[: len(x)]) - statistic(p[len(x):])
+            null[i] = statistic(p[: len(x)]) - statistic(p[len(x) :])
     if alternative == "greater":
         hits = np.sum(null >= observed - 1e-12)
     elif alternative == "less":
@@ -187,32 +235,44 @@ def permutation_test(a: Sequence[float], b: Sequence[float], statistic: Callable
     return float((1 + hits) / (1 + resamples))
 
 
-def null_exceedance(observed: float, null: Sequence[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
+def null_exceedance(observed: float, null: Values, confidence: float = CONFIDENCE) -> dict[str, Any]:
     """An observed maximum (over heads, sites, shifts) against the same maximum in a null (random-init
     models, permuted labels): the null's mean and ``confidence`` quantile, and the p-value
     (1 + #{null ≥ observed}) / (1 + n)."""
     z = _clean(null)
     if len(z) == 0:
-        return {"observed": float(observed), "null_n": 0, "null_mean": None, "null_quantile": None, "p_value": None,
-                "exceeds": None}
+        return {
+            "observed": float(observed),
+            "null_n": 0,
+            "null_mean": None,
+            "null_quantile": None,
+            "p_value": None,
+            "exceeds": None,
+        }
     q = float(np.quantile(z, confidence))
-    return {"observed": float(observed), "null_n": int(len(z)), "null_mean": float(z.mean()), "null_quantile": q,
-            "p_value": float((1 + np.sum(z >= observed)) / (1 + len(z))), "exceeds": bool(observed > q)}
+    return {
+        "observed": float(observed),
+        "null_n": int(len(z)),
+        "null_mean": float(z.mean()),
+        "null_quantile": q,
+        "p_value": float((1 + np.sum(z >= observed)) / (1 + len(z))),
+        "exceeds": bool(observed > q),
+    }
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm–Bonferroni adjusted p-values of a family (None stays None and does not count)."""
-    idx = [i for i, p in enumerate(p_values) if p is not None]
-    m = len(idx)
+    given = {i: float(p) for i, p in enumerate(p_values) if p is not None}
+    m = len(given)
     out: list[float | None] = [None] * len(p_values)
     running = 0.0
-    for rank, i in enumerate(sorted(idx, key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+    for rank, i in enumerate(sorted(given, key=given.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * given[i]))
         out[i] = running
     return out
 
 
-def cohens_d(a: Sequence[float], b: Sequence[float] | None = None, paired: bool = False) -> float | None:
+def cohens_d(a: Values, b: Values | None = None, paired: bool = False) -> float | None:
     """Standardised effect size: (mean a − mean b) / pooled SD; ``paired``: mean(a − b) / SD(a − b); one group:
     mean / SD. None where the SD is 0 or there are too few values."""
     x = _clean(a)
@@ -240,8 +300,14 @@ class Estimate:
     values: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "interval": None if self.interval is None else list(self.interval), "n": self.n,
-                "unit": self.unit, "method": self.method, "values": list(self.values)}
+        return {
+            "value": self.value,
+            "interval": None if self.interval is None else list(self.interval),
+            "n": self.n,
+            "unit": self.unit,
+            "method": self.method,
+            "values": list(self.values),
+        }
 
     def text(self, fmt: str = "{:.3g}") -> str:
         """``0.42 [0.31, 0.55] (5 seeds)``; ``— (0 seeds)`` when nothing was measured."""
@@ -251,11 +317,22 @@ class Estimate:
         return f"{fmt.format(self.value)}{ci} ({self.n} {self.unit})"
 
 
-def estimate(values: Sequence[float | None], statistic: str = "mean", unit: str = "seeds",
-             confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
+def estimate(
+    values: Values,
+    statistic: str = "mean",
+    unit: str = "seeds",
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Estimate:
     """``statistic`` (mean or median) of ``values`` with its percentile-bootstrap interval."""
-    fn = {"mean": np.mean, "median": np.median}[statistic]
+    fn: Callable[[np.ndarray], float] = {"mean": np.mean, "median": np.median}[statistic]  # type: ignore[assignment]
     x = _clean(values)
     value = float(fn(x)) if len(x) else None
-    return Estimate(value, bootstrap_interval(x, fn, confidence, seed=seed), int(len(x)), unit,
-                    f"{statistic}, {confidence:.0%} percentile bootstrap over {unit}", [float(v) for v in x])
+    return Estimate(
+        value,
+        bootstrap_interval(x, fn, confidence, seed=seed),
+        int(len(x)),
+        unit,
+        f"{statistic}, {confidence:.0%} percentile bootstrap over {unit}",
+        [float(v) for v in x],
+    )

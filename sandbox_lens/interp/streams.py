@@ -9,9 +9,8 @@ they were named, so training runs, checkpoints and reports keep their bits.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import enum
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np

@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,14 @@ def token_ticks(ax, tokens: Sequence[str], fontsize: float = 7, most: int = 32) 
     ax.set_yticks(where, [tokens[i] for i in where], fontsize=fontsize)
 
 
-def heatmap_png(patterns: dict[tuple[int, int], np.ndarray], tokens: Sequence[str], title: str,
-                path: Path | None = None, head_labels: dict[int, str] | None = None,
-                titles: dict[tuple[int, int], str] | None = None) -> bytes:
+def heatmap_png(
+    patterns: dict[tuple[int, int], np.ndarray],
+    tokens: Sequence[str],
+    title: str,
+    path: Path | None = None,
+    head_labels: dict[int, str] | None = None,
+    titles: dict[tuple[int, int], str] | None = None,
+) -> bytes:
     """One heatmap per (block, head); returns the PNG bytes and writes ``path`` if given.
 
     ``head_labels`` maps a block index to a caption (e.g. the block's label); ``titles`` replaces a
@@ -87,7 +93,7 @@ def interchange_scans_png(result: dict) -> bytes:
     axes = fig.subplots(len(rows), n_cols, squeeze=False, gridspec_kw={"hspace": 0.55})
     im = None
     for (variable, panels), line in zip(rows, axes):
-        for ax in line[len(panels):]:
+        for ax in line[len(panels) :]:
             ax.set_axis_off()
         for ax, (kind, r) in zip(line, panels):
             grid = np.array([[np.nan if v is None else v for v in row] for row in r["scan"]["iia"]], dtype=float)
@@ -120,14 +126,23 @@ def candidates_png(result: dict) -> bytes:
             ax.plot([r["null_score"]] * 2, [y - 0.35, y + 0.35], color="#e76f51", lw=2)
         for v in r["variables"]:
             if v["iia"] is not None:
-                ax.plot(v["iia"], y + 0.18, "o", ms=4, color="black",
-                        fillstyle="full" if v["status"] == "passes" else "none")
+                ax.plot(
+                    v["iia"],
+                    y + 0.18,
+                    "o",
+                    ms=4,
+                    color="black",
+                    fillstyle="full" if v["status"] == "passes" else "none",
+                )
     ax.set_yticks(range(len(rows)), [f"{r['algorithm']} ({r['status']})" for r in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.02)
     ax.axvline(result["chance"], color="#888888", ls=":", lw=1)
-    ax.set_xlabel("test IIA: bar = all the candidate's variables (abstraction score); dots = each variable; "
-                  "red tick = nulls' largest; dotted = chance", fontsize=7)
+    ax.set_xlabel(
+        "test IIA: bar = all the candidate's variables (abstraction score); dots = each variable; "
+        "red tick = nulls' largest; dotted = chance",
+        fontsize=7,
+    )
     ax.set_title(f"which algorithm: {result['identified']} (stability {result['stability']:.0%})", fontsize=9)
     return figure_png(fig)
 
@@ -148,7 +163,9 @@ def over_training_png(result: dict) -> bytes:
         for x, r in zip(steps, rows):
             c = r["candidates"].get(name)
             if c and c["score"] is not None:
-                ax.plot(x, c["score"], "o", color=f"C{i}", ms=5, fillstyle="full" if c["status"] == "passes" else "none")
+                ax.plot(
+                    x, c["score"], "o", color=f"C{i}", ms=5, fillstyle="full" if c["status"] == "passes" else "none"
+                )
     ax.set_xscale("log")
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("training step (log)")
@@ -157,8 +174,14 @@ def over_training_png(result: dict) -> bytes:
     history = [h for h in result["history"] if h.get("loss") is not None]
     if history:
         loss = ax.twinx()
-        loss.plot([h["step"] for h in history], [h["loss"] for h in history], color="black", lw=1, ls="--",
-                  label="held-out loss")
+        loss.plot(
+            [h["step"] for h in history],
+            [h["loss"] for h in history],
+            color="black",
+            lw=1,
+            ls="--",
+            label="held-out loss",
+        )
         loss.set_yscale("log")
         loss.set_ylabel("held-out loss (dashed)")
     for x, r in zip(steps, rows):

@@ -8,7 +8,7 @@ reports the heads that survive.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -19,8 +19,9 @@ from sandbox_lens.interp.model.run import Head, hook_name, live_heads, require_h
 __all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune"]
 
 
-def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask: np.ndarray,
-                           ablate: Iterable[Head] = (), kind: str = "zero") -> float:
+def accuracy_with_ablation(
+    model, tokens: np.ndarray, targets: np.ndarray, mask: np.ndarray, ablate: Iterable[Head] = (), kind: str = "zero"
+) -> float:
     """Argmax accuracy on ``mask`` with the heads in ``ablate`` zeroed or mean-ablated on hook_z."""
     import torch
 
@@ -37,6 +38,7 @@ def accuracy_with_ablation(model, tokens: np.ndarray, targets: np.ndarray, mask:
             for h in heads:
                 z[:, :, h, :] = 0.0 if kind == "zero" else z[:, :, h, :].mean(dim=(0, 1), keepdim=True)
             return z
+
         return hook
 
     hooks = [(hook_name("z", l), hook_for(hs)) for l, hs in by_layer.items()]
@@ -55,8 +57,9 @@ def head_ablation(model, tokens, targets, mask, kind: str = "zero", heads: Seque
     return {"kind": kind, "baseline": base, "accuracy": per_head, "drop": {hd: base - a for hd, a in per_head.items()}}
 
 
-def greedy_prune(model, tokens, targets, mask, threshold: float, kind: str = "zero",
-                 heads: Sequence[Head] | None = None) -> dict:
+def greedy_prune(
+    model, tokens, targets, mask, threshold: float, kind: str = "zero", heads: Sequence[Head] | None = None
+) -> dict:
     """Remove heads one by one (cheapest first) while accuracy stays ≥ ``threshold``."""
     remaining = list(heads if heads is not None else live_heads(model))
     removed: list[Head] = []
@@ -70,5 +73,11 @@ def greedy_prune(model, tokens, targets, mask, threshold: float, kind: str = "ze
         remaining.remove(best)
         trace.append({"removed": best, "accuracy": scores[best]})
     final = accuracy_with_ablation(model, tokens, targets, mask, removed, kind)
-    return {"kind": kind, "threshold": threshold, "surviving": remaining, "removed": removed, "accuracy": final,
-            "trace": trace}
+    return {
+        "kind": kind,
+        "threshold": threshold,
+        "surviving": remaining,
+        "removed": removed,
+        "accuracy": final,
+        "trace": trace,
+    }

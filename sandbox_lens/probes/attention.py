@@ -16,14 +16,13 @@ to one (Hungarian algorithm on pattern similarity, ``scipy.optimize.linear_sum_a
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from sandbox_lens.interp.errors import VocabularyError
 
-__all__ = ["uniform_reference", "lookback_reference", "target_reference", "score_head", "score_heads",
-           "match_heads"]
+__all__ = ["uniform_reference", "lookback_reference", "target_reference", "score_head", "score_heads", "match_heads"]
 
 
 def uniform_reference(n: int) -> np.ndarray:
@@ -50,7 +49,9 @@ def target_reference(targets: Sequence[int]) -> np.ndarray:
     return a
 
 
-def score_head(pattern: np.ndarray, reference: np.ndarray, queries: Sequence[int] | None = None) -> dict[str, float]:
+def score_head(
+    pattern: np.ndarray, reference: np.ndarray, queries: Sequence[int] | np.ndarray | None = None
+) -> dict[str, float]:
     """Mean mass on the reference's support, argmax agreement and mean total-variation distance."""
     pattern, reference = np.asarray(pattern, float), np.asarray(reference, float)
     if pattern.shape != reference.shape:
@@ -64,15 +65,22 @@ def score_head(pattern: np.ndarray, reference: np.ndarray, queries: Sequence[int
     }
 
 
-def score_heads(patterns: Mapping[tuple[int, int], np.ndarray], references: Mapping[str, np.ndarray],
-                queries: Sequence[int] | None = None) -> dict[tuple[int, int], dict[str, dict[str, float]]]:
+def score_heads(
+    patterns: Mapping[tuple[int, int], np.ndarray],
+    references: Mapping[str, np.ndarray],
+    queries: Sequence[int] | None = None,
+) -> dict[tuple[int, int], dict[str, dict[str, float]]]:
     """Every head against every reference: ``{head: {reference: scores}}``."""
-    return {head: {name: score_head(p, ref, queries) for name, ref in references.items()}
-            for head, p in patterns.items()}
+    return {
+        head: {name: score_head(p, ref, queries) for name, ref in references.items()} for head, p in patterns.items()
+    }
 
 
-def match_heads(trained: Mapping[tuple[int, int], np.ndarray], constructed: Mapping[tuple[int, int], np.ndarray],
-                queries: Sequence[int] | None = None) -> list[dict]:
+def match_heads(
+    trained: Mapping[tuple[int, int], np.ndarray],
+    constructed: Mapping[tuple[int, int], np.ndarray],
+    queries: Sequence[int] | None = None,
+) -> list[dict]:
     """One-to-one matching minimising the total mean TV distance between patterns (same input).
 
     Returns one entry per matched pair, best first; unmatched heads (when the counts differ) are
@@ -85,6 +93,7 @@ def match_heads(trained: Mapping[tuple[int, int], np.ndarray], constructed: Mapp
         return []
     cost = np.array([[score_head(trained[t], constructed[c], queries)["tv_distance"] for c in c_keys] for t in t_keys])
     rows, cols = linear_sum_assignment(cost)
-    pairs = [{"trained": t_keys[i], "constructed": c_keys[j], "tv_distance": float(cost[i, j])}
-             for i, j in zip(rows, cols)]
+    pairs = [
+        {"trained": t_keys[i], "constructed": c_keys[j], "tv_distance": float(cost[i, j])} for i, j in zip(rows, cols)
+    ]
     return sorted(pairs, key=lambda d: d["tv_distance"])

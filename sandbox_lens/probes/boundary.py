@@ -13,8 +13,8 @@ time τ ∈ [0, t] is the last one with q_τ ∈ {0, S}.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -36,7 +36,9 @@ class BoundaryScores:
     queries: int
 
 
-def _states_over_tokens(automaton: Semiautomaton, prefix_symbols: Sequence[int | None], word: Sequence[int]) -> np.ndarray:
+def _states_over_tokens(
+    automaton: Semiautomaton, prefix_symbols: Sequence[int | None], word: Sequence[int]
+) -> np.ndarray:
     """The state held at every token position: BOS (None) holds the current state, symbols move it."""
     q = automaton.initial
     out = []
@@ -85,5 +87,8 @@ def boundary_detector_scores(model, words: np.ndarray, automaton: Semiautomaton 
         for block, ok in per_block.items():
             any_hits[block] = any_hits.get(block, 0) + int(ok.sum())
         queries += len(rows)
-    return BoundaryScores({k: v / queries for k, v in sorted(hits.items())},
-                          {k: v / queries for k, v in sorted(any_hits.items())}, queries)
+    return BoundaryScores(
+        {k: v / queries for k, v in sorted(hits.items())},
+        {k: v / queries for k, v in sorted(any_hits.items())},
+        queries,
+    )

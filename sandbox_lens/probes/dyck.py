@@ -15,20 +15,29 @@
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.tasks.kinds import DYCK
 from sandbox_lens.interp.errors import ConstructionError, VocabularyError
 from sandbox_lens.interp.model.device import on, to_numpy
 from sandbox_lens.interp.model.run import attention_patterns
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.tasks.kinds import DYCK
 
-__all__ = ["PROBE_INPUT", "stack_top_mass", "attention_variation", "random_attention_baseline",
-           "random_attention_baseline_mc",
-           "balance_violation", "balance_violation_of_model", "layer_patterns", "layer_input_by_type_and_depth",
-           "minimal_first_layer_gap", "MINIMAL_TOLERANCE"]
+__all__ = [
+    "PROBE_INPUT",
+    "stack_top_mass",
+    "attention_variation",
+    "random_attention_baseline",
+    "random_attention_baseline_mc",
+    "balance_violation",
+    "balance_violation_of_model",
+    "layer_patterns",
+    "layer_input_by_type_and_depth",
+    "minimal_first_layer_gap",
+    "MINIMAL_TOLERANCE",
+]
 
 #: The thesis's probe input for attention variation (dyck.md §5.2: "[[[[]]]](((())))").
 PROBE_INPUT = "[[[[]]]](((())))"
@@ -127,8 +136,9 @@ def _type_depth_word(token: int, depth: int) -> list[int]:
     return [0] * depth + [token - 2, token - 1]  # close of type i landing at depth d: d + 1 opens, then its close
 
 
-def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, moved: int = 0,
-                                  subtract_positions: bool = False) -> dict[tuple[int, int], np.ndarray]:
+def layer_input_by_type_and_depth(
+    model, lang: Dyck, layer: int | None = None, moved: int = 0, subtract_positions: bool = False
+) -> dict[tuple[int, int], np.ndarray]:
     """Layer ``layer``'s input (default: the last) at an occurrence of every (token, depth) pair of
     ``lang``, after ``moved`` matched pairs "()" at depth 0 (which move the token by 2·moved
     positions and keep its depth); ``subtract_positions`` takes the position embedding out."""
@@ -154,8 +164,9 @@ def layer_input_by_type_and_depth(model, lang: Dyck, layer: int | None = None, m
     return out
 
 
-def minimal_first_layer_gap(model, lang: Dyck, moved: int = 2,
-                            here: dict[tuple[int, int], np.ndarray] | None = None) -> float:
+def minimal_first_layer_gap(
+    model, lang: Dyck, moved: int = 2, here: dict[tuple[int, int], np.ndarray] | None = None
+) -> float:
     """How far the model is from Assumption 10 (a minimal first layer): the largest relative change
     ‖x′ − x‖ / ‖x‖ of its last layer's input at a bracket (BOS excluded) when ``moved`` matched pairs
     put before it move it by 2·``moved`` positions and keep its type and depth. 0 (up to float32
@@ -163,8 +174,9 @@ def minimal_first_layer_gap(model, lang: Dyck, moved: int = 2,
     inputs (:func:`layer_input_by_type_and_depth`) when the caller already has them."""
     here = layer_input_by_type_and_depth(model, lang) if here is None else here
     there = layer_input_by_type_and_depth(model, lang, moved=moved)
-    return max(float(np.linalg.norm(there[key] - x) / max(np.linalg.norm(x), 1e-30))
-               for key, x in here.items() if key[0] != 0)
+    return max(
+        float(np.linalg.norm(there[key] - x) / max(np.linalg.norm(x), 1e-30)) for key, x in here.items() if key[0] != 0
+    )
 
 
 def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positions: bool = False) -> float:
@@ -180,24 +192,31 @@ def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positi
     require_hooked(model, "balance violation")
     cfg = model.cfg
     if cfg.normalization_type is not None:
-        raise ConstructionError("balance_violation_of_model needs a model without LayerNorm (the score must be "
-                                "bilinear in the layer-2 input); train with --norm none or --init-from dyck")
+        raise ConstructionError(
+            "balance_violation_of_model needs a model without LayerNorm (the score must be "
+            "bilinear in the layer-2 input); train with --norm none or --init-from dyck"
+        )
     cache = layer_input_by_type_and_depth(model, lang, subtract_positions=subtract_positions)
     if not subtract_positions:
         gap = minimal_first_layer_gap(model, lang, here=cache)
         if gap > MINIMAL_TOLERANCE:
-            raise ConstructionError(f"the last layer's input moves with position (relative change {gap:.2g} when a "
-                                    "bracket moves by 4 positions): the first layer is not minimal (Assumption 10), so "
-                                    "β is undefined; start from dyck -O first_layer=minimal, or pass "
-                                    "subtract_positions=True")
+            raise ConstructionError(
+                f"the last layer's input moves with position (relative change {gap:.2g} when a "
+                "bracket moves by 4 positions): the first layer is not minimal (Assumption 10), so "
+                "β is undefined; start from dyck -O first_layer=minimal, or pass "
+                "subtract_positions=True"
+            )
     last = cfg.n_layers - 1
     attn = model.blocks[last].attn
     W_Q, W_K, W_V, W_O = (to_numpy(x[head].double()) for x in (attn.W_Q, attn.W_K, attn.W_V, attn.W_O))
     b_Q, b_K, b_V = (to_numpy(x[head].double()) for x in (attn.b_Q, attn.b_K, attn.b_V))
     scale = 1.0 / np.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
-    return _beta(lang, lambda t, d: cache[(t, d)],
-                 lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),
-                 lambda k: (k @ W_V + b_V) @ W_O)
+    return _beta(
+        lang,
+        lambda t, d: cache[(t, d)],
+        lambda q, k: float(((q @ W_Q + b_Q) @ (k @ W_K + b_K)) * scale),
+        lambda k: (k @ W_V + b_V) @ W_O,
+    )
 
 
 def _beta(lang: Dyck, e, score, value) -> float:

@@ -15,7 +15,8 @@ cannot separate ("masking"; it got 0.37 where logistic regression gets 1.0 on gr
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +57,17 @@ def automaton_probe_data(model, automaton, words: np.ndarray, latent=None) -> tu
     return tokens, labels, mask
 
 
-def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarray, hooks: Sequence[str] | None = None,
-                   train_fraction: float = 0.7, l2: float | None = None, seed: int = 0,
-                   method: str = "logistic") -> dict[str, float]:
+def probe_accuracy(
+    model,
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    mask: np.ndarray,
+    hooks: Sequence[str] | None = None,
+    train_fraction: float = 0.7,
+    l2: float | None = None,
+    seed: int = 0,
+    method: str = "logistic",
+) -> dict[str, float]:
     """Held-out accuracy of a linear probe for ``labels`` at every hook (sequences split train/test).
 
     ``method``: ``"logistic"`` (softmax regression, L2 weight ``l2``, default 1e-5: weak, because a
@@ -90,7 +99,9 @@ def probe_accuracy(model, tokens: np.ndarray, labels: np.ndarray, mask: np.ndarr
         mu, sd = x_tr.mean(0), x_tr.std(0) + 1e-8
         x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
         y_index = np.searchsorted(classes, y_tr)
-        w, b = _fit_ridge(x_tr, y_index, len(classes), l2 if l2 is not None and method == "ridge" else DEFAULT_L2["ridge"])
+        w, b = _fit_ridge(
+            x_tr, y_index, len(classes), l2 if l2 is not None and method == "ridge" else DEFAULT_L2["ridge"]
+        )
         # Softmax regression only where least squares does not already separate the training set
         # (it is ~100x slower, and cannot beat a perfect training fit by more than luck).
         if method == "logistic" and ((x_tr @ w + b).argmax(1) != y_index).any():
@@ -118,8 +129,9 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float) -> tu
         xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
         w = torch.zeros(x.shape[1], n_classes, dtype=torch.float64, requires_grad=True)
         b = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
-        opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=100, tolerance_grad=1e-9, tolerance_change=1e-12,
-                                line_search_fn="strong_wolfe")
+        opt = torch.optim.LBFGS(
+            [w, b], lr=1.0, max_iter=100, tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe"
+        )
 
         def closure():
             opt.zero_grad()
@@ -141,19 +153,19 @@ def _fit_logistic_quick(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float)
     onehot = np.eye(n_classes)[y]
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        w, b = theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes:]
+        w, b = theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes :]
         z = x @ w + b
         value = -(onehot * log_softmax(z, axis=1)).sum() / n + l2 * (w * w).sum()
         g = (softmax(z, axis=1) - onehot) / n
         return value, np.concatenate([(x.T @ g + 2 * l2 * w).ravel(), g.sum(axis=0)])
 
-    theta = minimize(loss, np.zeros(d * n_classes + n_classes), jac=True, method="L-BFGS-B",
-                     options={"maxiter": 200}).x
-    return theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes:]
+    theta = minimize(loss, np.zeros(d * n_classes + n_classes), jac=True, method="L-BFGS-B", options={"maxiter": 200}).x
+    return theta[: d * n_classes].reshape(d, n_classes), theta[d * n_classes :]
 
 
-def probe_directions(x: np.ndarray, y: np.ndarray, n_classes: int,
-                     l2: float = DEFAULT_L2["logistic"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def probe_directions(
+    x: np.ndarray, y: np.ndarray, n_classes: int, l2: float = DEFAULT_L2["logistic"]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A multinomial logistic probe of ``y`` (``[n]`` class indices) on ``x`` (``[n, d]``): (an orthonormal basis
     ``[d, r]`` of its class weights' span after removing their mean, r ≤ n_classes − 1 — the subspace an
     interchange on "the probe's directions" swaps —, its weights ``[d, C]``, its biases ``[C]``)."""
@@ -163,8 +175,9 @@ def probe_directions(x: np.ndarray, y: np.ndarray, n_classes: int,
     return (u[:, s > 1e-9 * max(float(s[0]), 1e-300)] if len(s) and s[0] > 0 else u[:, :0]), w, b
 
 
-def probe_directions_cv(x: np.ndarray, y: np.ndarray, n_classes: int, grid: Sequence[float] = L2_GRID,
-                        folds: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+def probe_directions_cv(
+    x: np.ndarray, y: np.ndarray, n_classes: int, grid: Sequence[float] = L2_GRID, folds: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """:func:`probe_directions` with its L2 strength chosen by ``folds``-fold cross-validation on ``x`` alone: the
     strongest of ``grid`` within :data:`L2_TOLERANCE` of the best held-out accuracy (a weak penalty lets a probe
     that reads perfectly rest on directions the model never uses, so "readable but not used" is only said of

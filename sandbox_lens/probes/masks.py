@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,6 @@ def expected_open(log_alpha):
     return torch.sigmoid(log_alpha - BETA * math.log(-GAMMA / ZETA))
 
 
-
 def _gate_hooks(index: dict[Head, int], gates_now: dict[str, Any]) -> list[tuple[str, Callable]]:
     """``hook_z`` hooks that scale each masked head's output by its gate in ``gates_now["values"]``."""
     import torch
@@ -68,15 +68,25 @@ def _gate_hooks(index: dict[Head, int], gates_now: dict[str, Any]) -> list[tuple
             one = torch.ones((), dtype=values.dtype, device=values.device)
             scale = torch.stack([values[index[(layer, h)]] if (layer, h) in index else one for h in range(z.shape[2])])
             return z * scale.to(z.dtype)[None, None, :, None]
+
         return hook
 
     return [(hook_name("z", layer), hook_for(layer)) for layer in sorted({layer for layer, _ in index})]
 
 
-def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]],
-                     eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], sparsity: float = 1.0,
-                     steps: int = 200, lr: float = 0.1, weight_lr: float = 1e-4, adapt: bool = True,
-                     heads: Sequence[Head] | None = None, init_log_alpha: float = 5.0, seed: int = 0) -> dict:
+def learn_head_masks(
+    model,
+    batches: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    eval_data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sparsity: float = 1.0,
+    steps: int = 200,
+    lr: float = 0.1,
+    weight_lr: float = 1e-4,
+    adapt: bool = True,
+    heads: Sequence[Head] | None = None,
+    init_log_alpha: float = 5.0,
+    seed: int = 0,
+) -> dict:
     """Train hard-concrete head gates (and, with ``adapt``, all weights) under an L0 penalty.
 
     ``batches(step)`` returns ``(tokens, targets, loss_mask)`` for a training step; the loss is
@@ -137,15 +147,19 @@ def learn_head_masks(model, batches: Callable[[int], tuple[np.ndarray, np.ndarra
     closed = [hd for hd in heads if hd not in surviving]
     tokens, targets, score = eval_data
     with torch.inference_mode():
-        logits = work.run_with_hooks(on(model, np.asarray(tokens, dtype=np.int64)), return_type="logits",
-                                     fwd_hooks=hooks)
+        logits = work.run_with_hooks(
+            on(model, np.asarray(tokens, dtype=np.int64)), return_type="logits", fwd_hooks=hooks
+        )
     m = np.asarray(score, dtype=bool)
     masked = float((to_numpy(logits.argmax(-1))[m] == np.asarray(targets)[m]).mean())
     accuracy_intact = accuracy_with_ablation(model, tokens, targets, score)
     return {
-        "sparsity": sparsity, "adapt": adapt, "steps": steps,
+        "sparsity": sparsity,
+        "adapt": adapt,
+        "steps": steps,
         "gates": {hd: float(final[index[hd]]) for hd in heads},
-        "surviving": surviving, "closed": closed,
+        "surviving": surviving,
+        "closed": closed,
         "accuracy_intact": accuracy_intact,
         # The network as trained: adapted weights, surviving heads scaled by their deterministic gates.
         "accuracy_masked": masked,

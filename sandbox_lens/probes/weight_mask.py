@@ -22,8 +22,8 @@ matrix while computing with different mechanisms.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -56,14 +56,27 @@ def random_transformer(d_vocab: int, d_vocab_out: int, n_ctx: int, shape: Random
     from sandbox_lens.interp.model.hooked import backend
 
     if backend() != "HookedTransformer":  # the masks are keyed by 3.9's parameter names (W_Q, W_in, ...)
-        raise ModelKindError("Theorem 3's weight masks need TransformerLens 3.9's HookedTransformer; this environment "
-                             f"has the {backend()}")
+        raise ModelKindError(
+            "Theorem 3's weight masks need TransformerLens 3.9's HookedTransformer; this environment "
+            f"has the {backend()}"
+        )
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    cfg = HookedTransformerConfig(n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads,
-                                  d_head=shape.d_model // shape.n_heads, d_mlp=shape.d_mlp, n_ctx=n_ctx,
-                                  d_vocab=d_vocab, d_vocab_out=d_vocab_out, act_fn="relu", normalization_type="LN",
-                                  default_prepend_bos=False, seed=seed, device=current())
+    cfg = HookedTransformerConfig(
+        n_layers=shape.n_layers,
+        d_model=shape.d_model,
+        n_heads=shape.n_heads,
+        d_head=shape.d_model // shape.n_heads,
+        d_mlp=shape.d_mlp,
+        n_ctx=n_ctx,
+        d_vocab=d_vocab,
+        d_vocab_out=d_vocab_out,
+        act_fn="relu",
+        normalization_type="LN",
+        default_prepend_bos=False,
+        seed=seed,
+        device=current(),
+    )
     model = HookedTransformer(cfg)
     gen = torch.Generator().manual_seed(seed)  # a CPU generator: the same weights on any device
     with torch.no_grad():
@@ -81,16 +94,25 @@ def _masked(name: str) -> bool:
     return name.split(".")[-1].startswith("W_")
 
 
-def learn_weight_mask(target, large, batches: Callable[[int], np.ndarray],
-                      eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], keep: float = 0.5, steps: int = 400,
-                      lr: float = 0.05, seed: int = 0, progress: bool = False) -> dict:
+def learn_weight_mask(
+    target,
+    large,
+    batches: Callable[[int], np.ndarray],
+    eval_data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    keep: float = 0.5,
+    steps: int = 400,
+    lr: float = 0.05,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict:
     """Learn a keep-``keep`` mask of every weight matrix of ``large`` so that it matches ``target``.
 
     ``batches(step)`` gives the token batch of a step; ``eval_data`` = (tokens, targets, score_mask)
     judges the pruned network (accuracy on ``score_mask``, distances on the same positions).
     """
-    result = learn_weight_masks([target], large, batches, eval_data, keep=keep, steps=steps, lr=lr, seed=seed,
-                                progress=progress)
+    result = learn_weight_masks(
+        [target], large, batches, eval_data, keep=keep, steps=steps, lr=lr, seed=seed, progress=progress
+    )
     return {**result["targets"][0], "trace": result["trace"]}
 
 
@@ -110,14 +132,27 @@ def _agreement(p: np.ndarray, q: np.ndarray, labels: np.ndarray, sel: np.ndarray
     """How the pruned network's next-token distributions ``p`` match the target's ``q`` at the scored positions."""
     tv = 0.5 * np.abs(p - q).sum(-1)[sel]
     rel = (np.linalg.norm(p - q, axis=-1) / np.linalg.norm(q, axis=-1))[sel]
-    return {"accuracy": float((p.argmax(-1)[sel] == labels[sel]).mean()),
-            "target_accuracy": float((q.argmax(-1)[sel] == labels[sel]).mean()),
-            "max_tv": float(tv.max()), "mean_tv": float(tv.mean()), "epsilon_hat": float(rel.max())}
+    return {
+        "accuracy": float((p.argmax(-1)[sel] == labels[sel]).mean()),
+        "target_accuracy": float((q.argmax(-1)[sel] == labels[sel]).mean()),
+        "max_tv": float(tv.max()),
+        "mean_tv": float(tv.mean()),
+        "epsilon_hat": float(rel.max()),
+    }
 
 
-def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.ndarray],
-                       eval_data: tuple[np.ndarray, np.ndarray, np.ndarray], keep: float = 0.5, steps: int = 400,
-                       lr: float = 0.05, shared: Sequence[str] = (), seed: int = 0, progress: bool = False) -> dict:
+def learn_weight_masks(
+    targets: Sequence,
+    large,
+    batches: Callable[[int], np.ndarray],
+    eval_data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    keep: float = 0.5,
+    steps: int = 400,
+    lr: float = 0.05,
+    shared: Sequence[str] = (),
+    seed: int = 0,
+    progress: bool = False,
+) -> dict:
     """One pruning of ``large`` per target, trained together; the matrices named in ``shared`` get
     *one* mask for all targets (Corollary 3: the prunings coincide on that matrix).
 
@@ -128,6 +163,7 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
     """
     import torch
     from torch.func import functional_call
+
     from sandbox_lens.interp.progress import bar as progress_bar
 
     targets = list(targets)
@@ -145,21 +181,23 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
     if unknown:
         raise VocabularyError(f"not a weight matrix of the random network: {', '.join(unknown)}")
 
-    def new_scores(n: str) -> "torch.nn.Parameter":
+    def new_scores(n: str) -> torch.nn.Parameter:
         # |w| (a magnitude-pruning start) plus a little noise to break ties
         noise = torch.rand(base[n].shape, dtype=base[n].dtype).to(base[n].device)  # drawn on the CPU: any device
         return torch.nn.Parameter(base[n].abs() + 1e-3 * noise)
 
     common = {n: new_scores(n) for n in shared}
     scores = [{n: common[n] if n in common else new_scores(n) for n in names} for _ in targets]
-    opt = torch.optim.Adam(list(common.values()) + [p for sc in scores for n, p in sc.items() if n not in common], lr=lr)
+    opt = torch.optim.Adam(
+        list(common.values()) + [p for sc in scores for n, p in sc.items() if n not in common], lr=lr
+    )
 
-    def forward(sc: dict, tokens: "torch.Tensor", hard_only: bool = False) -> "torch.Tensor":
+    def forward(sc: dict, tokens: torch.Tensor, hard_only: bool = False) -> torch.Tensor:
         m = _top_k_masks(sc, names, keep, hard_only)
         params = {n: base[n] * m[n] if n in m else base[n] for n in base}
         return functional_call(large, params, (tokens,), {"return_type": "logits"})
 
-    def target_logprobs(target, tokens: "torch.Tensor") -> "torch.Tensor":
+    def target_logprobs(target, tokens: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             return torch.log_softmax(target(tokens, return_type="logits").double(), -1).float().clone()
 
@@ -170,15 +208,21 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
         for target, sc in zip(targets, scores):
             got = torch.log_softmax(forward(sc, tokens), -1)
             want = target_logprobs(target, tokens)
-            losses.append(torch.nn.functional.kl_div(got.flatten(0, 1), want.flatten(0, 1), log_target=True,
-                                                     reduction="batchmean"))
+            losses.append(
+                torch.nn.functional.kl_div(
+                    got.flatten(0, 1), want.flatten(0, 1), log_target=True, reduction="batchmean"
+                )
+            )
         loss = sum(losses)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % max(1, steps // 20) == 0 or step == steps - 1:
-            trace.append({"step": step, "kl": [float(x.detach()) for x in losses]} if len(targets) > 1
-                         else {"step": step, "kl": float(losses[0].detach())})
+            trace.append(
+                {"step": step, "kl": [float(x.detach()) for x in losses]}
+                if len(targets) > 1
+                else {"step": step, "kl": float(losses[0].detach())}
+            )
 
     tokens, labels, score = (np.asarray(x) for x in eval_data)
     tokens_t = on(large, tokens.astype(np.int64))
@@ -191,8 +235,16 @@ def learn_weight_masks(targets: Sequence, large, batches: Callable[[int], np.nda
             q = to_numpy(torch.softmax(target(tokens_t, return_type="logits").double(), -1))
             finals.append(_top_k_masks(sc, names, keep, hard_only=True))
         kept = sum(float(m.sum()) for m in finals[-1].values())
-        results.append({"keep": keep, "kept_fraction": kept / total, "kept_weights": int(kept), "weights": int(total),
-                        "steps": steps, **_agreement(p, q, labels, sel)})
+        results.append(
+            {
+                "keep": keep,
+                "kept_fraction": kept / total,
+                "kept_weights": int(kept),
+                "weights": int(total),
+                "steps": steps,
+                **_agreement(p, q, labels, sel),
+            }
+        )
     out: dict = {"targets": results, "trace": trace, "shared": list(shared)}
     if len(targets) > 1:
         out["shared_identical"] = all(torch.equal(f[n], finals[0][n]) for f in finals for n in shared)

@@ -15,9 +15,17 @@ def test_importing_the_root_loads_neither_torch_nor_transformer_lens():
     assert out == ["False", "False"]
 
 
-@pytest.mark.parametrize("args,length", [(("prefix_scan", "S5"), 16), (("modular_counter", "C3"), 8),
-                                          (("krohn_rhodes", "Q8"), 8), (("gridworld", "grid3"), 8),
-                                          (("dyck", "2,4"), 12), (("ffl",), 8)])
+@pytest.mark.parametrize(
+    "args,length",
+    [
+        (("prefix_scan", "S5"), 16),
+        (("modular_counter", "C3"), 8),
+        (("krohn_rhodes", "Q8"), 8),
+        (("gridworld", "grid3"), 8),
+        (("dyck", "2,4"), 12),
+        (("ffl",), 8),
+    ],
+)
 def test_every_kind_of_source_loads_by_string_and_verifies_exact(args, length):
     model = sl.load(*args, length=length)
     assert model.card.construction == args[0]
@@ -29,18 +37,24 @@ def test_objects_and_json_files_load_too(tmp_path):
 
     assert sl.load("dyck", sl.Dyck(2, 3), length=10).card.construction == "dyck"
     path = tmp_path / "flip.json"
-    path.write_text(json.dumps({"name": "flip", "states": ["a", "b"], "alphabet": ["x", "y"],
-                                "delta": {"x": ["a", "b"], "y": ["b", "a"]}}))
+    path.write_text(
+        json.dumps(
+            {"name": "flip", "states": ["a", "b"], "alphabet": ["x", "y"], "delta": {"x": ["a", "b"], "y": ["b", "a"]}}
+        )
+    )
     assert sl.verify(sl.load("prefix_scan", str(path), length=8), samples=10).accuracy == 1.0
 
 
-@pytest.mark.parametrize("args,message", [
-    (("dyck",), r"sandbox_lens.load\('dyck', SOURCE\) needs a source: a Dyck spec"),
-    (("prefix_scan",), "catalogue automaton's name"),
-    (("ffl", "S5"), "ffl takes no source"),
-    (("magic", "S5"), "unknown construction 'magic'"),
-    (("prefix_scan", "S99"), "got 99"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("dyck",), r"sandbox_lens.load\('dyck', SOURCE\) needs a source: a Dyck spec"),
+        (("prefix_scan",), "catalogue automaton's name"),
+        (("ffl", "S5"), "ffl takes no source"),
+        (("magic", "S5"), "unknown construction 'magic'"),
+        (("prefix_scan", "S99"), "got 99"),
+    ],
+)
 def test_bad_calls_are_one_line_errors(args, message):
     with pytest.raises(sl.SandboxError, match=message) as e:
         sl.load(*args, length=8)

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox_lens.interp.causal.algorithms import ALGORITHMS, AlgorithmError, algorithms_for, resolve
-from sandbox_lens.interp.tasks.groupvars import group_variables
 from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.groupvars import group_variables
 from sandbox_lens.interp.tasks.statevars import SymbolVariables
 
 
@@ -28,19 +28,22 @@ def test_each_task_gets_the_algorithms_it_can_have():
     assert all(a.kind in ("automaton", "dyck") for a in ALGORITHMS.values())
 
 
-@pytest.mark.parametrize("spec, automaton, T, says", [
-    ("cascade", "C3", 8, "abelian"),
-    ("cascade", "S5", 8, "not solvable"),
-    ("counter", "S3", 8, "not abelian"),
-    ("parity_first", "C3", 8, "no odd permutation"),
-    ("parity_first", "A4", 8, "no odd permutation"),
-    ("parity_first", "parity", 8, "sign is its state"),
-    ("scan", "C3", 2, "no intermediate window"),
-    ("scan", "S5", 8, "window maps"),
-    ("stack", "C3", 8, "dyck tasks"),
-    ("bogus", "C3", 8, "unknown algorithm"),
-    ("flipflop_reset", "C3", 8, "unknown algorithm"),
-])
+@pytest.mark.parametrize(
+    "spec, automaton, T, says",
+    [
+        ("cascade", "C3", 8, "abelian"),
+        ("cascade", "S5", 8, "not solvable"),
+        ("counter", "S3", 8, "not abelian"),
+        ("parity_first", "C3", 8, "no odd permutation"),
+        ("parity_first", "A4", 8, "no odd permutation"),
+        ("parity_first", "parity", 8, "sign is its state"),
+        ("scan", "C3", 2, "no intermediate window"),
+        ("scan", "S5", 8, "window maps"),
+        ("stack", "C3", 8, "dyck tasks"),
+        ("bogus", "C3", 8, "unknown algorithm"),
+        ("flipflop_reset", "C3", 8, "unknown algorithm"),
+    ],
+)
 def test_a_candidate_the_task_cannot_have_is_refused_in_one_line(spec, automaton, T, says):
     with pytest.raises(AlgorithmError) as e:
         resolve(spec, "automaton", get_automaton(automaton), T)
@@ -75,7 +78,7 @@ def test_group_coordinates_give_the_automaton(name, seed):
             _, scored = f.counterfactual(words, other, p, variable, "parallel")
             last = variable == "sign" or variable == f.names[len(f.levels) - 1]
             assert scored[:, p].all() and not scored[:, :p].any()
-            assert scored[:, p + 1:].any() == (not last and p < 8)
+            assert scored[:, p + 1 :].any() == (not last and p < 8)
 
 
 def test_the_sign_is_the_parity_of_the_prefix():

@@ -41,13 +41,20 @@ def test_the_counters_variables_live_where_the_proof_puts_them(counter):
     """The state subspace after the MLP and the head's count before it carry the state (IIA 1 on changed
     outputs); the count after the MLP, still there and readable, is causally inert (0)."""
     model, high, base, source = counter
-    at = {name: iia(model, high, Site(hook, 4, subspace_basis(model, sub), name), base[:200], source[:200])
-          for name, hook, sub in (("state", POST, "state"), ("count", MID, "s"), ("count after", POST, "s"))}
+    at = {
+        name: iia(model, high, Site(hook, 4, subspace_basis(model, sub), name), base[:200], source[:200])
+        for name, hook, sub in (("state", POST, "state"), ("count", MID, "s"), ("count after", POST, "s"))
+    }
     assert at["state"]["changed"]["iia"] == 1.0 and at["count"]["changed"]["iia"] == 1.0
     assert at["count after"]["changed"]["iia"] == 0.0 and at["count after"]["ceiling"] == 1.0
     assert at["state"]["changed"]["outputs"] > 50 and at["state"]["changed"]["interval"][0] > 0.9
-    recurrent = iia(model, StateModel(get_automaton("C3"), "recurrent"), Site(POST, 4, subspace_basis(model, "state")),
-                    base[:200], source[:200])
+    recurrent = iia(
+        model,
+        StateModel(get_automaton("C3"), "recurrent"),
+        Site(POST, 4, subspace_basis(model, "state")),
+        base[:200],
+        source[:200],
+    )
     assert recurrent["changed"]["iia"] < 0.5  # the counter counts in parallel: the recurrent reading is rejected
     control = iia(model, high, Site(POST, 4, random_basis(model.cfg.d_model, 3)), base[:200], source[:200])
     assert control["changed"]["iia"] < 0.9
@@ -85,14 +92,19 @@ def test_das_recovers_the_state_subspace_of_a_rotated_construction():
     raw = principal_angles(learned, true)
     live = live_basis(model, POST, 4, base[:400])
     inside = principal_angles(live @ (live.T @ learned), live @ (live.T @ true))
-    print(f"principal angles to the state subspace: raw {np.round(raw, 1)}°, within the live span "
-          f"{np.round(inside[:2], 1)}°")
+    print(
+        f"principal angles to the state subspace: raw {np.round(raw, 1)}°, within the live span "
+        f"{np.round(inside[:2], 1)}°"
+    )
     assert inside[:2].max() < 5.0 <= raw.max()
     from sandbox_lens.interp.causal.das import boundless_das
     from sandbox_lens.interp.causal.interchange import pooled_iia
 
     learned, _ = boundless_das(model, high, POST, base[:300], source[:300], steps=300)  # k learned, not chosen
-    assert learned.shape == (16, 2) and pooled_iia(model, high, Site(POST, 0, learned), base[400:], source[400:])["iia"] == 1.0
+    assert (
+        learned.shape == (16, 2)
+        and pooled_iia(model, high, Site(POST, 0, learned), base[400:], source[400:])["iia"] == 1.0
+    )
 
 
 def test_a_random_init_twin_stays_at_chance(counter):
@@ -149,7 +161,9 @@ def test_probes_and_interventions_disagree_where_the_proof_says(counter):
     from sandbox_lens.interp.causal.align import probe_sites
 
     model, high, base, source = counter
-    rows = {r["hook"]: r for r in probe_sites(model, high, (base[:300], source[:300]), (base[300:], source[300:]), "state")}
+    rows = {
+        r["hook"]: r for r in probe_sites(model, high, (base[:300], source[:300]), (base[300:], source[300:]), "state")
+    }
     assert rows[MID]["probe_accuracy"] < 0.5 and rows[POST]["probe_accuracy"] == 1.0
     assert rows[POST]["iia"] == 1.0 and rows[POST]["dims"] == 2
     count = iia(model, high, Site(MID, 4, subspace_basis(model, "s")), base[300:], source[300:])

@@ -4,8 +4,16 @@ words (not outputs), stability, the readout basis and the two-stage choice."""
 import numpy as np
 import pytest
 
-from sandbox_lens.interp.causal.evidence import (MIN_SPLIT, STABLE, Counts, rate_interval, readout_basis, split_pairs,
-                                                 stability, summary)
+from sandbox_lens.interp.causal.evidence import (
+    MIN_SPLIT,
+    STABLE,
+    Counts,
+    rate_interval,
+    readout_basis,
+    split_pairs,
+    stability,
+    summary,
+)
 from sandbox_lens.interp.causal.highlevel import HighLevelError
 from sandbox_lens.interp.causal.search import K_TOLERANCE, choose
 from sandbox_lens.interp.stats import wilson_interval
@@ -56,8 +64,14 @@ def test_stability_is_one_for_a_clear_effect_and_low_for_a_borderline_one():
 
 
 def test_the_choice_takes_the_best_hook_then_the_smallest_k_within_tolerance():
-    candidates = [("h0", 8, 0.5), ("h1", 8, 0.97), ("h2", 8, 0.97), ("h1", 1, 0.6), ("h1", 2, 0.98 - K_TOLERANCE),
-                  ("h1", 4, 0.98)]
+    candidates = [
+        ("h0", 8, 0.5),
+        ("h1", 8, 0.97),
+        ("h2", 8, 0.97),
+        ("h1", 1, 0.6),
+        ("h1", 2, 0.98 - K_TOLERANCE),
+        ("h1", 4, 0.98),
+    ]
     assert choose(candidates, 8) == 4  # h1 (first on the tie), then k = 2: within the tolerance of k = 4's 0.98
     assert choose([("h0", 8, None), ("h1", 8, 0.1)], 8) == 1
 

@@ -15,7 +15,7 @@ from sandbox_lens.interp.causal.interchange import Site, construction_sites, iia
 from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.tasks.ffl import ONE, R, W, ZERO, I
+from sandbox_lens.interp.tasks.ffl import ONE, ZERO, I, R, W
 
 # ( = 0, ) = 1, [ = 2, ] = 3
 WORD = np.array([[0, 2, 3, 2, 0, 1, 3]])  # ( [ ] [ ( ) ]  -> depths 1 2 1 2 3 2 1
@@ -91,8 +91,11 @@ def test_the_recurrent_flip_flop_rival_carries_the_bit_to_the_next_write():
 
 def test_the_flip_flop_construction_rejects_the_recurrent_rival():
     model = to_hooked(build("ffl", None, 15))
-    (entry, site), = [(e, s) for e, s in construction_sites(model) if e["hook"].endswith("1.hook_resid_post")
-                      and e["role"] == "carries"]
+    ((entry, site),) = [
+        (e, s)
+        for e, s in construction_sites(model)
+        if e["hook"].endswith("1.hook_resid_post") and e["role"] == "carries"
+    ]
     got = {}
     for mode in ("parallel", "recurrent"):
         high = high_level_of(model, mode)
@@ -103,14 +106,19 @@ def test_the_flip_flop_construction_rejects_the_recurrent_rival():
 
 
 #: (construction, source, T, options, the variables its proof names a site for)
-FAMILIES = [("modular_counter", "C3", 8, {}, {"state"}), ("memory", "flipflop", 8, {}, {"state"}),
-            ("prefix_scan", "C3", 8, {}, {"state", "window1", "window2"}),
-            ("prefix_scan", "grid3", 16, {}, {"state", "window1", "window2", "window3"}),
-            ("gridworld", "grid5", 8, {}, {"state", "displacement"}), ("gridworld", "grid3x3", 6, {}, {"state"}),
-            ("krohn_rhodes", "S3", 8, {}, {"state", "level1", "level2"}), ("krohn_rhodes", "grid4", 8, {}, {"state", "f1", "f2", "f3"}),
-            ("dyck", "2,4", 14, {}, {"top", "depth"}),
-            ("dyck", "2,4", 14, {"variant": "balanced", "first_layer": "minimal"}, {"top", "depth"}),
-            ("ffl", None, 15, {}, {"bit"})]
+FAMILIES = [
+    ("modular_counter", "C3", 8, {}, {"state"}),
+    ("memory", "flipflop", 8, {}, {"state"}),
+    ("prefix_scan", "C3", 8, {}, {"state", "window1", "window2"}),
+    ("prefix_scan", "grid3", 16, {}, {"state", "window1", "window2", "window3"}),
+    ("gridworld", "grid5", 8, {}, {"state", "displacement"}),
+    ("gridworld", "grid3x3", 6, {}, {"state"}),
+    ("krohn_rhodes", "S3", 8, {}, {"state", "level1", "level2"}),
+    ("krohn_rhodes", "grid4", 8, {}, {"state", "f1", "f2", "f3"}),
+    ("dyck", "2,4", 14, {}, {"top", "depth"}),
+    ("dyck", "2,4", 14, {"variant": "balanced", "first_layer": "minimal"}, {"top", "depth"}),
+    ("ffl", None, 15, {}, {"bit"}),
+]
 
 
 @pytest.mark.parametrize("name,source,T,options,named", FAMILIES, ids=lambda x: str(x))

@@ -14,13 +14,16 @@ from sandbox_lens.interp.causal.interchange import Site, answer, interchange, wo
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 
 
-@pytest.mark.parametrize("construction, source, T, expected", [
-    ("prefix_scan", "C3", 8, "scan"),
-    ("modular_counter", "C3", 8, "counter"),
-    ("krohn_rhodes", "S3", 8, "cascade"),
-    ("prefix_scan", "S3", 8, "scan"),
-    ("dyck", "2,4", 12, "stack"),
-])
+@pytest.mark.parametrize(
+    "construction, source, T, expected",
+    [
+        ("prefix_scan", "C3", 8, "scan"),
+        ("modular_counter", "C3", 8, "counter"),
+        ("krohn_rhodes", "S3", 8, "cascade"),
+        ("prefix_scan", "S3", 8, "scan"),
+        ("dyck", "2,4", 12, "stack"),
+    ],
+)
 def test_each_construction_is_identified_as_its_algorithm(construction, source, T, expected):
     """The proof's algorithm passes with abstraction score 1 and every testable edge passing, beside two nulls;
     the rivals fail."""
@@ -62,7 +65,7 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
     for s, (hook, basis) in enumerate(sites):
         for p in range(base.shape[1]):
             logits = interchange(model, base, source, Site(hook, p, basis))
-            assert np.array_equal(batched[s, p], answer(logits[:, P: P + base.shape[1]], None))
+            assert np.array_equal(batched[s, p], answer(logits[:, P : P + base.shape[1]], None))
     # a head's output: its hook_z slice at one position, the rest of the model untouched
     heads = [h for h in component_sites(model) if "#" in h]
     assert heads and all(h.split("#")[0].endswith("attn.hook_z") for h in heads)
@@ -72,12 +75,14 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
         hook, head = site.split("#")
         _, cache = model.run_with_cache(torch.as_tensor(src), names_filter=[hook])
         for p in range(base.shape[1]):
+
             def patch(z, hook, p=p):
                 z = z.clone()
                 z[:, P + p, int(head)] = cache[hook.name][:, P + p, int(head)]
                 return z
+
             logits = model.run_with_hooks(torch.as_tensor(tokens), fwd_hooks=[(hook, patch)])
-            assert np.array_equal(batched[s, p], answer(logits[:, P: P + base.shape[1]], None))
+            assert np.array_equal(batched[s, p], answer(logits[:, P : P + base.shape[1]], None))
 
 
 def test_the_rule_on_synthetic_numbers():
@@ -97,8 +102,7 @@ def test_the_command_ranks_and_refuses(interp_run, tmp_path):
     model_dir = tmp_path / "counter"
     assert interp_run("build", "modular_counter", "--automaton", "C3", "--length", "6", "--out", model_dir)[0] == 0
     out = tmp_path / "al"
-    code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", "all", "--pairs", "32",
-                                   "--out", out)
+    code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", "all", "--pairs", "32", "--out", out)
     assert code == 0, err
     assert "verdict: runs counter" in stdout and "cascade       not applicable" in stdout
     found = json.loads((out / "align.json").read_text())["candidates"]
@@ -113,8 +117,26 @@ def test_over_training_aligns_every_kept_model(interp_run, tmp_path):
     """A run trained with --keep-checkpoints keeps log-spaced models; --checkpoints identifies each and the last step
     on the same pairs beside the same nulls. A run that kept none, or a --model, is refused in one line."""
     run = tmp_path / "run"
-    assert interp_run("-q", "train", "automaton", "--automaton", "parity", "--length", "6", "--steps", "60",
-                      "--eval-every", "20", "--keep-checkpoints", "2", "--out", run)[0] == 0
+    assert (
+        interp_run(
+            "-q",
+            "train",
+            "automaton",
+            "--automaton",
+            "parity",
+            "--length",
+            "6",
+            "--steps",
+            "60",
+            "--eval-every",
+            "20",
+            "--keep-checkpoints",
+            "2",
+            "--out",
+            run,
+        )[0]
+        == 0
+    )
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_000020", "step_000060"]
     out = tmp_path / "over"
     code, stdout, err = interp_run("align", "--run", run, "--checkpoints", "--pairs", "16", "--out", out)
@@ -124,8 +146,24 @@ def test_over_training_aligns_every_kept_model(interp_run, tmp_path):
     assert set(rows[0]["candidates"]) == {"sequential", "scan", "counter"}
     assert (out / "over_training.png").read_bytes()[:4] == b"\x89PNG" and "step     20" in stdout
     plain = tmp_path / "plain"
-    assert interp_run("-q", "train", "automaton", "--automaton", "parity", "--length", "6", "--steps", "20",
-                      "--eval-every", "20", "--out", plain)[0] == 0
+    assert (
+        interp_run(
+            "-q",
+            "train",
+            "automaton",
+            "--automaton",
+            "parity",
+            "--length",
+            "6",
+            "--steps",
+            "20",
+            "--eval-every",
+            "20",
+            "--out",
+            plain,
+        )[0]
+        == 0
+    )
     for argv, says in ((["--run", plain], "kept no checkpoints"), (["--model", plain], "give --run DIR")):
         code, _, err = interp_run("align", *argv, "--checkpoints", "--out", tmp_path / "no")
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1

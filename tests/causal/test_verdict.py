@@ -136,7 +136,12 @@ def test_a_dormant_das_subspace_is_not_believed():
     from sandbox_lens.interp.causal.verdict import das_verdict
 
     dormant = das_verdict(_das(0.99, live=0.3), NULLS, None, chance=0.5)
-    assert dormant["implements"] is None and dormant["dormant"] and "70%" in dormant["verdict"] and "k = 2" in dormant["verdict"]
+    assert (
+        dormant["implements"] is None
+        and dormant["dormant"]
+        and "70%" in dormant["verdict"]
+        and "k = 2" in dormant["verdict"]
+    )
     assert das_verdict(_das(0.99, live=0.9), NULLS, None, chance=0.5)["implements"] is True
 
 

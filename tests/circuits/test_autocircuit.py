@@ -32,10 +32,10 @@ def test_without_the_extra_the_methods_are_refused_in_one_line(tmp_path, interp_
 def test_its_edge_attribution_is_ours_up_to_a_constant_on_the_same_pairs():
     """EAP, read at the last position: auto-circuit's mask gradient and this project's attribution are the
     same linear estimate; ``Resid Start->X`` is ``embed->X`` plus ``pos->X``."""
+    from sandbox_lens.interp.circuits.autocircuit import prune_scores
     from sandbox_lens.interp.circuits.bare import patcher_for
     from sandbox_lens.interp.circuits.effects import attribution
     from sandbox_lens.interp.circuits.exchange import auto_circuit_names
-    from sandbox_lens.interp.circuits.autocircuit import prune_scores
 
     model = build_model("prefix_scan", get_automaton("S3"), 8)
     patcher = patcher_for(model, None, "auto")
@@ -57,8 +57,9 @@ def test_its_edge_attribution_is_ours_up_to_a_constant_on_the_same_pairs():
 
 @needs
 def test_its_acdc_scores_and_round_trips_like_a_method_of_ours(tmp_path, interp_run):
-    code, out, err = interp_run("circuit", *BUILD, "--method", "auto-circuit:acdc", "--pairs", "32",
-                                "--out", tmp_path / "a", "--json")
+    code, out, err = interp_run(
+        "circuit", *BUILD, "--method", "auto-circuit:acdc", "--pairs", "32", "--out", tmp_path / "a", "--json"
+    )
     assert code == 0, err
     run = json.loads((tmp_path / "a" / "circuit.json").read_text())
     summary = json.loads(out)
@@ -69,8 +70,16 @@ def test_its_acdc_scores_and_round_trips_like_a_method_of_ours(tmp_path, interp_
     rank = dict(zip(run["graph"]["edges"], run["ranking"]))
     top = max(v for v in rank.values() if v is not None)
     assert {e for e, v in rank.items() if v == top} == set(run["circuit"]["edges"])
-    code, out, err = interp_run("circuit", "score", *BUILD, "--circuit-file", tmp_path / "a" / "circuit.edges.json",
-                                "--out", tmp_path / "s", "--json")
+    code, out, err = interp_run(
+        "circuit",
+        "score",
+        *BUILD,
+        "--circuit-file",
+        tmp_path / "a" / "circuit.edges.json",
+        "--out",
+        tmp_path / "s",
+        "--json",
+    )
     assert code == 0, err
     scored = json.loads(out)
     for key in ("auroc", "average_precision", "edge_precision", "edge_recall", "cpr", "cmd", "faithfulness"):
@@ -79,8 +88,9 @@ def test_its_acdc_scores_and_round_trips_like_a_method_of_ours(tmp_path, interp_
 
 @needs
 def test_a_ranking_has_no_circuit_of_its_own(tmp_path, interp_run):
-    code, out, err = interp_run("circuit", *BUILD, "--method", "auto-circuit:random", "--pairs", "16",
-                                "--out", tmp_path / "r", "--json")
+    code, out, err = interp_run(
+        "circuit", *BUILD, "--method", "auto-circuit:random", "--pairs", "16", "--out", tmp_path / "r", "--json"
+    )
     assert code == 0, err
     summary = json.loads(out)
     assert summary["faithfulness"] is None and summary["edge_precision"] is None and summary["circuit_edges"] == 0

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import BarePatcher, patcher_for
 from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
@@ -43,8 +43,9 @@ def test_the_engines_agree(family):
         lh, lb = hooks.run_many(pairs.clean, settings, sh), bare.run_many(pairs.clean, settings, sb)
         tolerance = (1e-3 if family in KINKED else 1e-5) * float(lh.abs().max())
         torch.testing.assert_close(lb, lh, rtol=0, atol=tolerance)
-        np.testing.assert_allclose(path_patching(bare, pairs, source=sb), path_patching(hooks, pairs, source=sh),
-                                   rtol=0, atol=2e-5)
+        np.testing.assert_allclose(
+            path_patching(bare, pairs, source=sb), path_patching(hooks, pairs, source=sh), rtol=0, atol=2e-5
+        )
         nh, nb = node_patching(hooks, pairs, ablation)["nodes"], node_patching(bare, pairs, ablation)["nodes"]
         assert all(abs(nh[k] - nb[k]) < 2e-5 for k in nh)
         if family not in KINKED:
@@ -70,13 +71,22 @@ def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
     from sandbox_lens.interp.tasks.catalogue import get_automaton
     from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
-    train(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2),
-          TrainConfig(steps=60, seed=0), tmp_path / "t", progress=False)
+    train(
+        AutomatonTask(get_automaton("C3"), 8),
+        ModelShape(n_layers=2, d_model=32, n_heads=2),
+        TrainConfig(steps=60, seed=0),
+        tmp_path / "t",
+        progress=False,
+    )
     twin = load_trained(tmp_path / "t")
     assert twin.cfg.normalization_type == "LN"
     hooks = Patcher(twin)
     bare = BarePatcher(twin, hooks.graph)
     pairs = make_pairs(twin, 16, seed=0)
-    np.testing.assert_allclose(path_patching(bare, pairs, source=bare.source(pairs)),
-                               path_patching(hooks, pairs, source=hooks.source(pairs)), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        path_patching(bare, pairs, source=bare.source(pairs)),
+        path_patching(hooks, pairs, source=hooks.source(pairs)),
+        rtol=0,
+        atol=1e-5,
+    )
     np.testing.assert_allclose(attribution(bare, pairs)[0], attribution(hooks, pairs)[0], rtol=0, atol=1e-5)

@@ -10,23 +10,22 @@ import sys
 import numpy as np
 import pytest
 import torch
+from circuit_families import CASCADE, FAMILIES
+from circuit_families import random_automaton as _random_automaton
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox_lens.constructions.registry import build
-from sandbox_lens.interp.circuits.analyse import analyse
-from sandbox_lens.interp.circuits.pairs import CorruptionError, make_pairs
 from sandbox_lens.interp.circuits.acdc import acdc
-from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.effects import attribution, faithfulness, node_patching, path_patching
+from sandbox_lens.interp.circuits.pairs import CorruptionError, make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
 from sandbox_lens.interp.circuits.score import auroc, precision_recall
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-
-from circuit_families import CASCADE, FAMILIES
-from circuit_families import random_automaton as _random_automaton
 
 
 def _split(truth):
@@ -150,8 +149,10 @@ def test_corruptions_stay_in_the_language():
     for w in model.card.io.decode(pairs.corrupt):
         lang.check(w)
         assert True
-    assert (np.cumsum(np.where(model.card.io.decode(pairs.clean) % 2 == 0, 1, -1), 1)
-            == np.cumsum(np.where(model.card.io.decode(pairs.corrupt) % 2 == 0, 1, -1), 1)).all()
+    assert (
+        np.cumsum(np.where(model.card.io.decode(pairs.clean) % 2 == 0, 1, -1), 1)
+        == np.cumsum(np.where(model.card.io.decode(pairs.corrupt) % 2 == 0, 1, -1), 1)
+    ).all()
     from sandbox_lens.interp.tasks.ffl import R, read_targets
 
     model = to_hooked(build("ffl", None, 20))
@@ -195,17 +196,49 @@ def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, interp_run):
     backend_before = matplotlib.get_backend()
     path = tmp_path / "random.json"
     path.write_text(json.dumps(_random_automaton().to_dict()))
-    code, _, err = interp_run("circuit", "prefix_scan", "--automaton-file", str(path), "-T", "8", "--method", "path",
-                           "--pairs", "16", "--out", str(tmp_path / "a"))
+    code, _, err = interp_run(
+        "circuit",
+        "prefix_scan",
+        "--automaton-file",
+        str(path),
+        "-T",
+        "8",
+        "--method",
+        "path",
+        "--pairs",
+        "16",
+        "--out",
+        str(tmp_path / "a"),
+    )
     assert code == 0, err
     data = json.loads((tmp_path / "a" / "circuit.json").read_text())
     assert data["ground_truth"]["relevant"] and 0.5 < data["auroc"] <= 1.0
     assert set(data["edges"]) == set(data["graph"]["edges"]) and "faithfulness" in data
     assert (tmp_path / "a" / "circuit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert matplotlib.get_backend() == backend_before  # a notebook keeps its inline plots
-    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", "circuit", "krohn_rhodes", "--cascade-file",
-                        str(CASCADE), "-T", "8", "--pairs", "16", "--json", "--out", str(tmp_path / "b")],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_lens.interp",
+            "--threads",
+            "1",
+            "circuit",
+            "krohn_rhodes",
+            "--cascade-file",
+            str(CASCADE),
+            "-T",
+            "8",
+            "--pairs",
+            "16",
+            "--json",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["method"] == "acdc" and summary["edge_precision"] == 1.0
@@ -213,16 +246,28 @@ def test_cli_on_a_user_automaton_and_a_cascade_file(tmp_path, interp_run):
 
 def test_cli_on_a_saved_construction_and_a_twin(tmp_path, interp_run):
     assert interp_run("build", "memory", "--automaton", "flipflop", "-T", "8", "--out", str(tmp_path / "m"))[0] == 0
-    code, _, err = interp_run("circuit", "--model", str(tmp_path / "m"), "--method", "patching", "--per-position",
-                           "--pairs", "16", "--out", str(tmp_path / "mc"))
+    code, _, err = interp_run(
+        "circuit",
+        "--model",
+        str(tmp_path / "m"),
+        "--method",
+        "patching",
+        "--per-position",
+        "--pairs",
+        "16",
+        "--out",
+        str(tmp_path / "mc"),
+    )
     assert code == 0, err
     data = json.loads((tmp_path / "mc" / "circuit.json").read_text())
     assert data["level"] == "node" and data["node_auroc"] == 1.0 and len(data["per_position"]["a0.0"]) == 9
-    code, _, err = interp_run("train", "automaton", "--automaton", "parity", "-T", "8", "--steps", "30",
-                           "--out", str(tmp_path / "t"))
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "parity", "-T", "8", "--steps", "30", "--out", str(tmp_path / "t")
+    )
     assert code == 0, err
-    code, _, err = interp_run("circuit", "--run", str(tmp_path / "t"), "--method", "acdc", "--pairs", "16",
-                           "--out", str(tmp_path / "tc"))
+    code, _, err = interp_run(
+        "circuit", "--run", str(tmp_path / "t"), "--method", "acdc", "--pairs", "16", "--out", str(tmp_path / "tc")
+    )
     assert code == 0, err
     data = json.loads((tmp_path / "tc" / "circuit.json").read_text())
     assert "ground_truth" not in data and "auroc" not in data and data["circuit"]["edges"]
@@ -231,20 +276,38 @@ def test_cli_on_a_saved_construction_and_a_twin(tmp_path, interp_run):
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "magic"], "invalid choice"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--corrupt", "bracket-type"], "cannot produce"),
-    (["circuit", "dyck", "--dyck", "1,3", "-T", "8"], "one bracket type"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "path", "--acdc-mode", "reference"],
-     "goes with --method acdc"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "attribution", "--metric", "kl"],
-     "gradient is zero"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--threshold", "0"], "must be positive"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pairs", "0"], "must be ≥ 1"),
-    (["circuit", "modular_counter", "--automaton", "C3"], "needs CONSTRUCTION and --length"),
-    (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pair-length", "99"], "do not fit"),
-    (["circuit", "--model", "/no/such/dir"], "no saved model"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "magic"], "invalid choice"),
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--corrupt", "bracket-type"], "cannot produce"),
+        (["circuit", "dyck", "--dyck", "1,3", "-T", "8"], "one bracket type"),
+        (
+            [
+                "circuit",
+                "modular_counter",
+                "--automaton",
+                "C3",
+                "-T",
+                "8",
+                "--method",
+                "path",
+                "--acdc-mode",
+                "reference",
+            ],
+            "goes with --method acdc",
+        ),
+        (
+            ["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "attribution", "--metric", "kl"],
+            "gradient is zero",
+        ),
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--threshold", "0"], "must be positive"),
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pairs", "0"], "must be ≥ 1"),
+        (["circuit", "modular_counter", "--automaton", "C3"], "needs CONSTRUCTION and --length"),
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pair-length", "99"], "do not fit"),
+        (["circuit", "--model", "/no/such/dir"], "no saved model"),
+    ],
+)
 def test_cli_bad_input_is_one_line(tmp_path, interp_run, argv, message):
     code, _, err = interp_run(*argv, "--out", str(tmp_path / "o"))
     assert code == 2, err

@@ -8,8 +8,8 @@ import json
 import jsonschema
 import numpy as np
 import pytest
-
 from circuit_families import NEGATIVE_FAMILIES
+
 from sandbox_lens.interp.circuits.exchange import SCHEMA, CircuitFileError, read_circuit, to_auto_circuit, to_eap_ig
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
@@ -24,16 +24,38 @@ def written(tmp_path_factory):
     from sandbox_lens.interp.cli import main
 
     out = tmp_path_factory.mktemp("run")
-    main(["circuit", *BUILD, "--method", "path", "--ablation", "zero", "--pairs", "24", "--seed", "3",
-          "--out", str(out / "a"), "--json"])
+    main(
+        [
+            "circuit",
+            *BUILD,
+            "--method",
+            "path",
+            "--ablation",
+            "zero",
+            "--pairs",
+            "24",
+            "--seed",
+            "3",
+            "--out",
+            str(out / "a"),
+            "--json",
+        ]
+    )
     return out / "a"
 
 
 def test_a_run_writes_every_format_and_the_ground_truth(written):
     own = json.loads((written / "circuit.edges.json").read_text())
     jsonschema.validate(own, SCHEMA)
-    assert own["settings"] == {"method": "path", "ablation": "zero", "pairs": 24, "corruption": "symbol", "seed": 3,
-                               "pair_length": None, "threshold": 0.01}
+    assert own["settings"] == {
+        "method": "path",
+        "ablation": "zero",
+        "pairs": 24,
+        "corruption": "symbol",
+        "seed": 3,
+        "pair_length": None,
+        "threshold": 0.01,
+    }
     eap = json.loads((written / "circuit.eap-ig.json").read_text())
     L, H = eap["cfg"]["n_layers"], eap["cfg"]["n_heads"]
     upstream, expected = 1, 0  # the complete graph: every earlier node to each head's q, k, v, each MLP, the logits
@@ -50,15 +72,26 @@ def test_a_run_writes_every_format_and_the_ground_truth(written):
 
 
 def test_scoring_the_exported_file_gives_the_numbers_of_the_run(written, tmp_path, interp_run):
-    code, out, err = interp_run("circuit", "score", *BUILD, "--circuit-file", str(written / "circuit.edges.json"),
-                             "--out", str(tmp_path / "s"), "--json")
+    code, out, err = interp_run(
+        "circuit",
+        "score",
+        *BUILD,
+        "--circuit-file",
+        str(written / "circuit.edges.json"),
+        "--out",
+        str(tmp_path / "s"),
+        "--json",
+    )
     assert code == 0, err
     scored = json.loads(out)
     run = json.loads((written / "circuit.json").read_text())
     assert scored["ground_truth_level"] == run["ground_truth_level"] == "zero"
     for key in SAME:
-        mine = run["curve"][key] if key in ("cpr", "cmd") else (len(run["circuit"]["edges"]) if key == "circuit_edges"
-                                                                else run[key])
+        mine = (
+            run["curve"][key]
+            if key in ("cpr", "cmd")
+            else (len(run["circuit"]["edges"]) if key == "circuit_edges" else run[key])
+        )
         assert scored[key] == pytest.approx(mine, abs=1e-12), key
 
 
@@ -86,17 +119,26 @@ def test_the_other_formats_read_back_onto_the_graph(written):
     assert to_auto_circuit(graph, scores, chosen)["in_graph"]
 
 
-@pytest.mark.parametrize("content,message", [
-    ('{"edges": ', "is not JSON"),
-    ('[1, 2]', "is not a circuit file"),
-    ('{"format": "sandbox-lens/circuit", "version": 1, "edges": {"a9.9->logits": {"score": 1, "in_graph": true}}}',
-     "does not have, e.g. a9.9->logits"),
-    ('{"format": "sandbox-lens/circuit", "version": 1, "edges": {"m0->logits": {"score": "big", "in_graph": true}}}',
-     "needs {\\\"score\\\""),
-    ('{"cfg": {"n_layers": 1, "n_heads": 5}, "nodes": {}, "edges": {"input->a7.h0<q>": {"score": 1, "in_graph": true}}}',
-     "EAP-IG graph of this shape does not have"),
-    ('{"edges": {"Resid Start->A3.9.Q": 0.5}}', "does not have, e.g. Resid Start->A3.9.Q"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ('{"edges": ', "is not JSON"),
+        ("[1, 2]", "is not a circuit file"),
+        (
+            '{"format": "sandbox-lens/circuit", "version": 1, "edges": {"a9.9->logits": {"score": 1, "in_graph": true}}}',
+            "does not have, e.g. a9.9->logits",
+        ),
+        (
+            '{"format": "sandbox-lens/circuit", "version": 1, "edges": {"m0->logits": {"score": "big", "in_graph": true}}}',
+            'needs {\\"score\\"',
+        ),
+        (
+            '{"cfg": {"n_layers": 1, "n_heads": 5}, "nodes": {}, "edges": {"input->a7.h0<q>": {"score": 1, "in_graph": true}}}',
+            "EAP-IG graph of this shape does not have",
+        ),
+        ('{"edges": {"Resid Start->A3.9.Q": 0.5}}', "does not have, e.g. Resid Start->A3.9.Q"),
+    ],
+)
 def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, interp_run, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
@@ -119,18 +161,26 @@ def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
         read_circuit(tmp_path / "none.json", graph)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["circuit", "score", *BUILD, "--out", "X"], "needs --circuit-file"),
-    (["circuit", *BUILD, "--circuit-file", "f.json", "--out", "X"], "goes with interp circuit score"),
-    (["circuit", *BUILD, "--method", "acdc", "--acdc-mode", "reference", "--metric", "logit_diff", "--out", "X"],
-     "reference mode measures the KL"),
-    (["circuit", *BUILD, "--method", "random", "--metric", "kl", "--out", "X"], "measures no metric"),
-    (["circuit", *BUILD, "--level", "everything", "--out", "X"], "invalid choice"),
-    (["circuit", *BUILD, "--method", "eap-ig", "--steps", "0", "--out", "X"], "1 to 1024 steps"),
-    (["circuit", *BUILD, "--method", "auto-circuit:acdc", "--ablation", "zero", "--out", "X"], "resample ablation here"),
-    (["circuit", *BUILD, "--method", "auto-circuit:eap", "--metric", "kl", "--out", "X"], "leave out --metric"),
-    (["circuit", *BUILD, "--method", "auto-circuit:magic", "--out", "X"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["circuit", "score", *BUILD, "--out", "X"], "needs --circuit-file"),
+        (["circuit", *BUILD, "--circuit-file", "f.json", "--out", "X"], "goes with interp circuit score"),
+        (
+            ["circuit", *BUILD, "--method", "acdc", "--acdc-mode", "reference", "--metric", "logit_diff", "--out", "X"],
+            "reference mode measures the KL",
+        ),
+        (["circuit", *BUILD, "--method", "random", "--metric", "kl", "--out", "X"], "measures no metric"),
+        (["circuit", *BUILD, "--level", "everything", "--out", "X"], "invalid choice"),
+        (["circuit", *BUILD, "--method", "eap-ig", "--steps", "0", "--out", "X"], "1 to 1024 steps"),
+        (
+            ["circuit", *BUILD, "--method", "auto-circuit:acdc", "--ablation", "zero", "--out", "X"],
+            "resample ablation here",
+        ),
+        (["circuit", *BUILD, "--method", "auto-circuit:eap", "--metric", "kl", "--out", "X"], "leave out --metric"),
+        (["circuit", *BUILD, "--method", "auto-circuit:magic", "--out", "X"], "invalid choice"),
+    ],
+)
 def test_bad_settings_are_one_line(tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     code, _, err = interp_run(*argv)

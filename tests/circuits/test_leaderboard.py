@@ -7,8 +7,16 @@ import json
 from pathlib import Path
 
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
-from sandbox_lens.interp.circuits.leaderboard import (METRICS, Family, Setting, _order_text, markdown, method_orders,
-                                                     run_leaderboard)
+
+from sandbox_lens.interp.circuits.leaderboard import (
+    METRICS,
+    Family,
+    Setting,
+    _order_text,
+    markdown,
+    method_orders,
+    run_leaderboard,
+)
 
 BOARD = Path(__file__).resolve().parents[2] / "docs" / "circuits"
 
@@ -22,8 +30,14 @@ def test_the_committed_table_is_rendered_from_the_committed_json():
 def test_the_committed_board_separates_the_methods():
     board = json.loads((BOARD / "leaderboard.json").read_text())
     main = [r for r in board["rows"] if r["setting"] == "default/resample"]
-    below_one = {r["construction"] for r in main if r["negatives"] and r["method"] != "patching"
-                 and r["precision"]["mean"] is not None and r["precision"]["mean"] < 1}
+    below_one = {
+        r["construction"]
+        for r in main
+        if r["negatives"]
+        and r["method"] != "patching"
+        and r["precision"]["mean"] is not None
+        and r["precision"]["mean"] < 1
+    }
     assert len(below_one) >= 3, below_one
     orders = method_orders(board)
     assert len({tuple(v) for v in orders.values()}) >= 3  # no one order of the methods fits every family
@@ -35,10 +49,13 @@ def test_the_committed_board_separates_the_methods():
 
 
 def test_a_small_board_runs_and_reports_intervals():
-    families = [Family("modular_counter C3", FAMILIES["modular_counter/C3"]),
-                Family("modular_counter C3", NEGATIVE_FAMILIES["modular_counter/C3+negatives"], negatives=True)]
-    board = run_leaderboard(families, ["path", "random"], [Setting(None, "resample"), Setting(None, "zero")], [0, 1],
-                            pairs=12)
+    families = [
+        Family("modular_counter C3", FAMILIES["modular_counter/C3"]),
+        Family("modular_counter C3", NEGATIVE_FAMILIES["modular_counter/C3+negatives"], negatives=True),
+    ]
+    board = run_leaderboard(
+        families, ["path", "random"], [Setting(None, "resample"), Setting(None, "zero")], [0, 1], pairs=12
+    )
     assert len(board["rows"]) == 2 * 2 * 2
     random = [r for r in board["rows"] if r["method"] == "random" and r["setting"] == "default/resample"]
     assert all(r["auroc"]["interval"] is not None for r in random)  # two seeds, two different draws
@@ -49,8 +66,15 @@ def test_a_small_board_runs_and_reports_intervals():
 def test_a_method_that_cannot_take_a_family_is_listed_as_not_run_and_left_out_of_the_orders():
     families = [Family("modular_counter C3", FAMILIES["modular_counter/C3"])]
     board = run_leaderboard(families, ["random", "path"], [Setting(None, "resample")], [0, 1], pairs=8)
-    board["rows"].append({"construction": "ffl", "negatives": False, "setting": "default/resample",
-                          "method": "auto-circuit:acdc", "skipped": "the task scores no output at the last position"})
+    board["rows"].append(
+        {
+            "construction": "ffl",
+            "negatives": False,
+            "setting": "default/resample",
+            "method": "auto-circuit:acdc",
+            "skipped": "the task scores no output at the last position",
+        }
+    )
     text = markdown(board)
     assert "Not run (the method cannot take the family's words):" in text
     assert "- ffl, auto-circuit:acdc: the task scores no output at the last position" in text
@@ -75,9 +99,21 @@ def test_the_committed_auto_circuit_board_is_rendered_from_its_json_and_covers_i
 
 def test_the_methods_order_ties_methods_whose_intervals_overlap():
     def row(method, mean, interval):
-        return {"construction": "c", "negatives": False, "setting": "default/resample", "method": method,
-                "average_precision": {"mean": mean, "interval": interval}}
+        return {
+            "construction": "c",
+            "negatives": False,
+            "setting": "default/resample",
+            "method": method,
+            "average_precision": {"mean": mean, "interval": interval},
+        }
 
-    board = {"rows": [row("a", 0.9, (0.85, 0.95)), row("b", 0.84, (0.80, 0.88)), row("c", 0.5, (0.45, 0.55)),
-                      row("d", 0.5, None), row("e", 0.2, (0.1, 0.3))]}
+    board = {
+        "rows": [
+            row("a", 0.9, (0.85, 0.95)),
+            row("b", 0.84, (0.80, 0.88)),
+            row("c", 0.5, (0.45, 0.55)),
+            row("d", 0.5, None),
+            row("e", 0.2, (0.1, 0.3)),
+        ]
+    }
     assert _order_text(board, "c") == "a ≈ b > c ≈ d > e"

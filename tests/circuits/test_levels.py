@@ -7,15 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
 from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.effects import path_patching
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, LevelError, levels_of
 from sandbox_lens.interp.circuits.pairs import CorruptionError, make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher
-from sandbox_lens.interp.circuits.effects import path_patching
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.model.run import exact_precision
@@ -41,8 +41,13 @@ def _assert_exact_outside(patcher, pairs, lv, level, ablation):
         clean = patcher.run(pairs.clean, [], patcher.source(pairs, ablation))[0]
         patched = patcher.run(pairs.clean, outside, patcher.source(pairs, ablation))[0]
     scale = float(clean.abs().max())
-    torch.testing.assert_close(_read(patched, pairs), _read(clean, pairs), rtol=0, atol=1e-5 * scale,
-                               msg=lambda m: f"{level} under {ablation}: {m}")
+    torch.testing.assert_close(
+        _read(patched, pairs),
+        _read(clean, pairs),
+        rtol=0,
+        atol=1e-5 * scale,
+        msg=lambda m: f"{level} under {ablation}: {m}",
+    )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES))
@@ -52,7 +57,9 @@ def test_every_level_leaves_the_read_outputs_exact(family):
         truth, model, pairs, patcher, lv = _setup(spec, corruption)
         sizes = {level: len(lv.members[level]) for level in LEVEL_NAMES}
         assert sizes["structural"] >= sizes["live"] >= sizes["relevant"] >= sizes["read"] >= sizes["resample"]
-        assert lv.members["mean"] <= lv.members["read"] and lv.members["mean"] <= lv.members["zero"] <= lv.members["live"]
+        assert (
+            lv.members["mean"] <= lv.members["read"] and lv.members["mean"] <= lv.members["zero"] <= lv.members["live"]
+        )
         for level in ("relevant", "read", "resample"):
             _assert_exact_outside(patcher, pairs, lv, level, "resample")
         for ablation, level in ABLATION_LEVEL.items():
@@ -62,18 +69,31 @@ def test_every_level_leaves_the_read_outputs_exact(family):
 def _permutation_reset(n_states: int, n_symbols: int, seed: int) -> Semiautomaton:
     """A random automaton whose every symbol permutes the states or resets them (Krohn–Rhodes builds it)."""
     rng = np.random.default_rng(seed)
-    table = [rng.permutation(n_states) if rng.random() < 0.5 else np.full(n_states, rng.integers(n_states))
-             for _ in range(n_symbols)]
-    return Semiautomaton(f"pr{n_states}x{n_symbols}", tuple(f"q{i}" for i in range(n_states)),
-                         tuple(f"s{i}" for i in range(n_symbols)), np.array(table))
+    table = [
+        rng.permutation(n_states) if rng.random() < 0.5 else np.full(n_states, rng.integers(n_states))
+        for _ in range(n_symbols)
+    ]
+    return Semiautomaton(
+        f"pr{n_states}x{n_symbols}",
+        tuple(f"q{i}" for i in range(n_states)),
+        tuple(f"s{i}" for i in range(n_symbols)),
+        np.array(table),
+    )
 
 
 @settings(max_examples=8, deadline=None)
-@given(n_states=st.integers(2, 5), n_symbols=st.integers(2, 3), seed=st.integers(0, 10_000),
-       construction=st.sampled_from(["prefix_scan", "krohn_rhodes"]))
+@given(
+    n_states=st.integers(2, 5),
+    n_symbols=st.integers(2, 3),
+    seed=st.integers(0, 10_000),
+    construction=st.sampled_from(["prefix_scan", "krohn_rhodes"]),
+)
 def test_levels_of_random_automata_tie_to_behaviour(n_states, n_symbols, seed, construction):
-    a = random_automaton(n_states, n_symbols, seed) if construction == "prefix_scan" else \
-        _permutation_reset(min(n_states, 4), n_symbols, seed)  # five states can make A5, which is not solvable
+    a = (
+        random_automaton(n_states, n_symbols, seed)
+        if construction == "prefix_scan"
+        else _permutation_reset(min(n_states, 4), n_symbols, seed)
+    )  # five states can make A5, which is not solvable
     try:
         spec = build(construction, a, 4)
         truth, model, pairs, patcher, lv = _setup(spec, n=16, seed=seed)
@@ -87,7 +107,9 @@ def test_levels_of_random_automata_tie_to_behaviour(n_states, n_symbols, seed, c
     assert pairs.accuracy(swapped) == 0.0  # patching the whole level gives the corrupted word's answers
 
 
-@pytest.mark.parametrize("family,corruption", [("ffl", "bit"), ("dyck/stack", "bracket-type"), ("gridworld/grid4", "symbol")])
+@pytest.mark.parametrize(
+    "family,corruption", [("ffl", "bit"), ("dyck/stack", "bracket-type"), ("gridworld/grid4", "symbol")]
+)
 def test_edges_called_invisible_have_no_effect_under_the_corruption(family, corruption):
     truth, model, pairs, patcher, lv = _setup(FAMILIES[family](), corruption, n=48)
     invisible = [e for e, why in lv.reasons["resample"].items() if why == "invisible"]
@@ -129,7 +151,7 @@ def test_levels_describe_every_edge_and_refuse_unknown_or_empty_levels():
     truth, model, pairs, patcher, lv = _setup(FAMILIES["ffl"](), "bit")
     d = lv.to_dict()
     assert set(d["edges"]) == {e.name for e in truth.graph.edges}
-    for name, entry in d["edges"].items():
+    for _name, entry in d["edges"].items():
         assert set(entry["in"]) | set(entry["absent"]) == set(LEVEL_NAMES)
         assert all(code in d["reasons"] for code in entry["absent"].values())
     with pytest.raises(LevelError, match="unknown ground-truth level"):

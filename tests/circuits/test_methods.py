@@ -4,12 +4,12 @@ ReLU staircase) and the two baselines (random scores; activation magnitude, whic
 from __future__ import annotations
 
 import numpy as np
-
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+
 from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.effects import attribution, path_patching
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher
-from sandbox_lens.interp.circuits.effects import attribution, path_patching
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 

@@ -116,11 +116,14 @@ def test_eap_igs_input_node_is_the_token_embedding_only(tmp_path, counter):
     assert not chosen.any() and np.isnan(rank[[e.sender == "pos" for e in graph.edges]]).all()
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d.update(score_sign="upside-down"), "score_sign must be one of"),
-    (lambda d: d["edges"].__setitem__("input->logits", {"score": True, "in_graph": False}), "a finite number"),
-    (lambda d: d["edges"].__setitem__("input->logits", {"score": 1.0, "in_graph": 1}), "a finite number"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(score_sign="upside-down"), "score_sign must be one of"),
+        (lambda d: d["edges"].__setitem__("input->logits", {"score": True, "in_graph": False}), "a finite number"),
+        (lambda d: d["edges"].__setitem__("input->logits", {"score": 1.0, "in_graph": 1}), "a finite number"),
+    ],
+)
 def test_a_malformed_eap_ig_file_is_refused_in_one_line(tmp_path, counter, edit, message):
     model, graph = counter
     data = to_eap_ig(graph, np.zeros(len(graph.edges)), np.zeros(len(graph.edges), dtype=bool), model.cfg)
@@ -139,6 +142,7 @@ def test_sign_goes_with_an_eap_ig_file_only(tmp_path, counter, interp_run):
     own.write_text(json.dumps(to_sandbox_lens(graph, np.zeros(len(graph.edges)), np.zeros(len(graph.edges)))))
     with pytest.raises(CircuitFileError, match="--sign applies to EAP-IG files"):
         read_circuit(own, graph, "metric")
-    code, _, err = interp_run("circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--sign", "metric",
-                              "--out", str(tmp_path / "o"))
+    code, _, err = interp_run(
+        "circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--sign", "metric", "--out", str(tmp_path / "o")
+    )
     assert code == 2 and "--sign goes with interp circuit score" in err and not (tmp_path / "o").exists()

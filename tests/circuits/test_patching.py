@@ -7,15 +7,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+
+from sandbox_lens.interp.circuits.effects import path_patching
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher
-from sandbox_lens.interp.circuits.effects import path_patching
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 
-CASES = ["prefix_scan/S5", "gridworld/grid4", "dyck/balanced", "ffl", "krohn_rhodes/cascade", "modular_counter/C3+negatives"]
+CASES = [
+    "prefix_scan/S5",
+    "gridworld/grid4",
+    "dyck/balanced",
+    "ffl",
+    "krohn_rhodes/cascade",
+    "modular_counter/C3+negatives",
+]
 
 
 @pytest.mark.parametrize("family", CASES)

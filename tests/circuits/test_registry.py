@@ -17,8 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sandbox_lens"
 
 
 def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
-    assert set(names(optional=False)) == {"patching", "path", "attribution", "eap-ig", "acdc", "masks", "random",
-                                         "magnitude"}
+    assert set(names(optional=False)) == {
+        "patching",
+        "path",
+        "attribution",
+        "eap-ig",
+        "acdc",
+        "masks",
+        "random",
+        "magnitude",
+    }
     assert all(n.startswith("auto-circuit:") for n in set(names()) - set(names(optional=False)))
     assert {m.level for m in METHODS.values()} == {"node", "edge"}
     assert [m.name for m in METHODS.values() if m.steps] == ["eap-ig"]
@@ -29,25 +37,28 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
         register(METHODS["path"])
 
 
-@pytest.mark.parametrize("method, settings, message", [
-    ("attribution", {"metric": "kl"}, "gradient is zero"),
-    ("eap-ig", {"metric": "kl"}, "gradient is zero"),
-    ("masks", {"metric": "logit_diff"}, "train on the KL"),
-    ("random", {"metric": "kl"}, "baseline measures no metric"),
-    ("path", {"steps": 8}, "--steps goes with --method eap-ig"),
-    ("acdc", {"per_position": True}, "--per-position goes with --method patching"),
-    ("path", {"acdc_mode": "reference"}, "goes with --method acdc"),
-    ("acdc", {"acdc_mode": "reference", "metric": "logit_diff"}, "reference mode measures the KL"),
-    ("acdc", {"acdc_mode": "sideways"}, "unknown ACDC mode"),
-    ("path", {"agreement": True}, "--agreement compares an estimate"),
-    ("path", {"threshold": float("inf")}, "positive and finite"),
-    ("path", {"threshold": float("nan")}, "positive and finite"),
-    ("path", {"source": "noise"}, "unknown ablation"),
-    ("path", {"level": "deep"}, "unknown ground-truth level"),
-    ("eap-ig", {"steps": 0}, "1 to 1024 steps"),
-    ("auto-circuit:eap", {"metric": "kl"}, "leave out --metric"),
-    ("auto-circuit:acdc", {"source": "zero"}, "resample ablation"),
-])
+@pytest.mark.parametrize(
+    "method, settings, message",
+    [
+        ("attribution", {"metric": "kl"}, "gradient is zero"),
+        ("eap-ig", {"metric": "kl"}, "gradient is zero"),
+        ("masks", {"metric": "logit_diff"}, "train on the KL"),
+        ("random", {"metric": "kl"}, "baseline measures no metric"),
+        ("path", {"steps": 8}, "--steps goes with --method eap-ig"),
+        ("acdc", {"per_position": True}, "--per-position goes with --method patching"),
+        ("path", {"acdc_mode": "reference"}, "goes with --method acdc"),
+        ("acdc", {"acdc_mode": "reference", "metric": "logit_diff"}, "reference mode measures the KL"),
+        ("acdc", {"acdc_mode": "sideways"}, "unknown ACDC mode"),
+        ("path", {"agreement": True}, "--agreement compares an estimate"),
+        ("path", {"threshold": float("inf")}, "positive and finite"),
+        ("path", {"threshold": float("nan")}, "positive and finite"),
+        ("path", {"source": "noise"}, "unknown ablation"),
+        ("path", {"level": "deep"}, "unknown ground-truth level"),
+        ("eap-ig", {"steps": 0}, "1 to 1024 steps"),
+        ("auto-circuit:eap", {"metric": "kl"}, "leave out --metric"),
+        ("auto-circuit:acdc", {"source": "zero"}, "resample ablation"),
+    ],
+)
 def test_a_setting_a_method_cannot_take_is_refused_by_its_record(method, settings, message):
     with pytest.raises(MethodError, match=message.replace("(", "\\(")):
         method_of(method).check(CircuitConfig().with_(**settings))
@@ -68,11 +79,14 @@ def _method_names_compared(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             named = any("method" in ast.unparse(s) for s in sides)
-            strings = [c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+            strings = [
+                c.value for s in sides for c in ast.walk(s) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
             hits += [(node.lineno, v) for v in strings if named and v in registered]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith":
             if "method" in ast.unparse(node.func.value) and any(
-                    isinstance(a, ast.Constant) and a.value == "auto-circuit:" for a in node.args):
+                isinstance(a, ast.Constant) and a.value == "auto-circuit:" for a in node.args
+            ):
                 hits.append((node.lineno, "auto-circuit:"))
     return hits
 
@@ -90,12 +104,15 @@ def test_no_code_outside_the_registry_branches_on_a_methods_name():
 
 def test_the_branch_finder_finds_a_branch():
     assert _method_names_compared(ast.parse('if method == "acdc": pass\nif args.method in ("path",): pass')) == [
-        (1, "acdc"), (2, "path")]
+        (1, "acdc"),
+        (2, "path"),
+    ]
 
 
 def test_a_method_added_by_one_record_runs_and_is_scored_like_the_others():
     """The recipe's toy method: every edge scored by its receiver's layer (a deliberately poor ranking)."""
     from circuit_families import FAMILIES
+
     from sandbox_lens.interp.circuits.truth import ground_truth
     from sandbox_lens.interp.model.hooked import to_hooked
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from circuit_families import FAMILIES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from circuit_families import FAMILIES
 from sandbox_lens.interp.circuits.acdc import acdc_search, receiver_order
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.graph import Graph, Node
@@ -76,8 +76,15 @@ def test_mib_areas():
 
 
 def _toy_graph() -> Graph:
-    return Graph([Node("embed", "embed", -1), Node("pos", "pos", -1), Node("a0.0", "head", 0, 0),
-                  Node("a0.1", "head", 0, 1), Node("logits", "logits", 1)])
+    return Graph(
+        [
+            Node("embed", "embed", -1),
+            Node("pos", "pos", -1),
+            Node("a0.0", "head", 0, 0),
+            Node("a0.1", "head", 0, 1),
+            Node("logits", "logits", 1),
+        ]
+    )
 
 
 def test_acdc_reference_mode_reproduces_a_hand_worked_example():
@@ -132,7 +139,8 @@ def test_every_ablation_is_scored_against_its_own_level():
         c = r["curve"]
         assert c["signed"]["faithfulness"][-1] == pytest.approx(1.0) == c["absolute"]["faithfulness"][-1]
         assert c["cpr"] > 0 and c["complete_edges"] >= len(r["graph"]["edges"]) - sum(
-            e.startswith("pos->") for e in r["graph"]["edges"])
+            e.startswith("pos->") for e in r["graph"]["edges"]
+        )
         below = areas(c["percentages"], c["absolute"]["faithfulness"])["cpr"]
         assert c["cmd"] >= 0.999 - below - 1e-9  # |1 − f| ≥ 1 − f, equal where f never passes 1
     zero = analyse(model, "path", truth, pairs=24, source="zero")

@@ -20,16 +20,23 @@ def _automaton(path, n, symbols):
     return path
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["circuit", "prefix_scan", "--automaton", "S3", "-T", "16", "--pairs", "20000000000"], "--pairs lowers it"),
-    (["circuit", "gridworld", "--automaton", "grid4", "-T", "8", "--method", "path", "--per-position"],
-     "--per-position goes with --method patching"),
-    (["circuit", "modular_counter", "--automaton", "C5", "-T", "8", "--method", "path", "--steps", "8"],
-     "--steps goes with --method eap-ig"),
-    (["verify", "prefix_scan", "--automaton", "A4", "-T", "128", "--samples", "400000000"], "--samples lowers it"),
-    (["compare", "dyck", "--length", "-3"], "--length must be ≥"),
-    (["compare", "C3", "--length", "0"], "--length must be ≥"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["circuit", "prefix_scan", "--automaton", "S3", "-T", "16", "--pairs", "20000000000"], "--pairs lowers it"),
+        (
+            ["circuit", "gridworld", "--automaton", "grid4", "-T", "8", "--method", "path", "--per-position"],
+            "--per-position goes with --method patching",
+        ),
+        (
+            ["circuit", "modular_counter", "--automaton", "C5", "-T", "8", "--method", "path", "--steps", "8"],
+            "--steps goes with --method eap-ig",
+        ),
+        (["verify", "prefix_scan", "--automaton", "A4", "-T", "128", "--samples", "400000000"], "--samples lowers it"),
+        (["compare", "dyck", "--length", "-3"], "--length must be ≥"),
+        (["compare", "C3", "--length", "0"], "--length must be ≥"),
+    ],
+)
 def test_unbounded_or_ignored_requests_are_one_line(tmp_path, interp_run, argv, message):
     t0 = time.perf_counter()
     out = [] if argv[0] == "verify" else ["--out", tmp_path / "o"]
@@ -41,7 +48,9 @@ def test_unbounded_or_ignored_requests_are_one_line(tmp_path, interp_run, argv, 
 def test_evaluating_billions_of_samples_is_refused_before_drawing_them(tmp_path, interp_run):
     code, _, err = interp_run("build", "ffl", "-T", "16", "--out", tmp_path / "m")
     assert code == 0, err
-    code, _, err = interp_run("evaluate", "--model", tmp_path / "m", "--samples", "900000000", "--out", tmp_path / "e.json")
+    code, _, err = interp_run(
+        "evaluate", "--model", tmp_path / "m", "--samples", "900000000", "--out", tmp_path / "e.json"
+    )
     assert code == 2 and "--samples lowers it" in err and "TiB" in err and not (tmp_path / "e.json").exists()
 
 
@@ -61,7 +70,9 @@ def test_an_output_on_a_special_file_system_is_one_line(tmp_path, interp_run):
 
 def test_the_budget_says_its_estimate_its_limit_and_what_lowers_it(monkeypatch):
     monkeypatch.setenv("SANDBOX_LENS_MEMORY_GB", "1")
-    with pytest.raises(BudgetError, match=r"about 2.0 GiB of memory, more than the 1.0 GiB allowed .*; --samples lowers it"):
+    with pytest.raises(
+        BudgetError, match=r"about 2.0 GiB of memory, more than the 1.0 GiB allowed .*; --samples lowers it"
+    ):
         require("the thing", memory=2 * 2**30, lower="--samples")
     require("the thing", memory=0.5 * 2**30)  # under the limit: nothing happens
     monkeypatch.setenv("SANDBOX_LENS_MAX_OPERATIONS", "1000")
@@ -76,10 +87,12 @@ def test_the_budget_says_its_estimate_its_limit_and_what_lowers_it(monkeypatch):
     assert human_bytes(512) == "512 B" and human_bytes(3 * 2**40) == "3.0 TiB"
 
 
-@pytest.mark.parametrize("where,err,text", [("fsync", 28, "No space left on device"),
-                                            ("mkstemp", 30, "Read-only file system")])
-def test_a_write_that_fails_midway_is_one_line_and_leaves_no_partial_file(tmp_path, interp_run, monkeypatch,
-                                                                          where, err, text):
+@pytest.mark.parametrize(
+    "where,err,text", [("fsync", 28, "No space left on device"), ("mkstemp", 30, "Read-only file system")]
+)
+def test_a_write_that_fails_midway_is_one_line_and_leaves_no_partial_file(
+    tmp_path, interp_run, monkeypatch, where, err, text
+):
     """Disk full while the weights are written, or a read-only file system: one line, exit 2, no temporary
     or half-written file left, and a model already saved there is kept whole."""
     import os

@@ -9,9 +9,29 @@ from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.model.saved import load_model
 
 # One --json schema for every task (issue: automata, Dyck and FFL print the same keys).
-VERIFY_KEYS = {"construction", "kind", "task", "length", "dtype", "accuracy", "exact", "checked", "checked_unit",
-               "sequences", "exhaustive_upto", "samples", "seed", "n_layers", "attention_layers", "d_model", "n_heads",
-               "d_mlp", "mismatches", "details", "backend"}
+VERIFY_KEYS = {
+    "construction",
+    "kind",
+    "task",
+    "length",
+    "dtype",
+    "accuracy",
+    "exact",
+    "checked",
+    "checked_unit",
+    "sequences",
+    "exhaustive_upto",
+    "samples",
+    "seed",
+    "n_layers",
+    "attention_layers",
+    "d_model",
+    "n_heads",
+    "d_mlp",
+    "mismatches",
+    "details",
+    "backend",
+}
 
 
 def run(capsys, *argv):
@@ -53,20 +73,27 @@ def test_info_prints_the_depth_and_size_before_building(capsys):
     code, out, _ = run(capsys, "info", "--automaton", "dyck1-depth2", "--json")
     sizes = json.loads(out)["sizes"]
     kr, scan = sizes["krohn_rhodes"], sizes["prefix_scan"]
-    assert code == 0 and kr["64"]["blocks"] == kr["1024"]["blocks"] == len(build_krohn_rhodes(
-        get_automaton("dyck1-depth2"), 1024).blocks)
+    assert code == 0 and kr["64"]["blocks"] == kr["1024"]["blocks"] == len(
+        build_krohn_rhodes(get_automaton("dyck1-depth2"), 1024).blocks
+    )
     assert (scan["64"]["attention"], scan["1024"]["attention"]) == (6, 10)
     assert kr["1024"]["parameters"] > kr["64"]["parameters"]  # the position table grows
     code, out, _ = run(capsys, "info", "--automaton", "A5+resets")
     assert code == 0 and "krohn_rhodes at" not in out and "prefix_scan at T=1024: 20 block(s)" in out
 
 
-@pytest.mark.parametrize("construction, automaton, length", [
-    ("prefix_scan", "S5", 16), ("modular_counter", "C3", 32), ("memory", "flipflop", 32),
-])
+@pytest.mark.parametrize(
+    "construction, automaton, length",
+    [
+        ("prefix_scan", "S5", 16),
+        ("modular_counter", "C3", 32),
+        ("memory", "flipflop", 32),
+    ],
+)
 def test_verify_json_contract(capsys, construction, automaton, length):
-    code, out, _ = run(capsys, "verify", construction, "--automaton", automaton, "--length", str(length),
-                       "--samples", "50", "--json")
+    code, out, _ = run(
+        capsys, "verify", construction, "--automaton", automaton, "--length", str(length), "--samples", "50", "--json"
+    )
     data = json.loads(out)
     assert code == 0
     assert set(data) == VERIFY_KEYS
@@ -76,11 +103,14 @@ def test_verify_json_contract(capsys, construction, automaton, length):
     assert data["checked"] == 50 * length + n_symbols ** data["exhaustive_upto"] * data["exhaustive_upto"]
 
 
-@pytest.mark.parametrize("argv, kind, unit", [
-    (["dyck", "--dyck", "2,4", "-T", "40"], "dyck", "closing brackets"),
-    (["ffl", "-T", "40"], "ffl", "reads"),
-    (["prefix_scan", "--automaton", "parity", "-T", "40"], "automaton", "positions"),
-])
+@pytest.mark.parametrize(
+    "argv, kind, unit",
+    [
+        (["dyck", "--dyck", "2,4", "-T", "40"], "dyck", "closing brackets"),
+        (["ffl", "-T", "40"], "ffl", "reads"),
+        (["prefix_scan", "--automaton", "parity", "-T", "40"], "automaton", "positions"),
+    ],
+)
 def test_verify_json_is_one_schema_for_every_task(capsys, argv, kind, unit):
     code, out, _ = run(capsys, "verify", *argv, "--samples", "10", "--exhaustive-upto", "4", "--json")
     data = json.loads(out)
@@ -91,15 +121,37 @@ def test_verify_json_is_one_schema_for_every_task(capsys, argv, kind, unit):
 
 def test_verify_automaton_file_and_human_output(capsys, tmp_path):
     f = tmp_path / "toy.json"
-    f.write_text(json.dumps({"name": "toy", "states": ["a", "b", "c"], "alphabet": ["x", "y"],
-                             "delta": {"x": ["b", "c", "a"], "y": ["a", "a", "c"]}, "initial": "a"}))
-    code, out, _ = run(capsys, "verify", "prefix_scan", "--automaton-file", str(f), "--length", "20",
-                       "--samples", "30", "--exhaustive-upto", "6")
+    f.write_text(
+        json.dumps(
+            {
+                "name": "toy",
+                "states": ["a", "b", "c"],
+                "alphabet": ["x", "y"],
+                "delta": {"x": ["b", "c", "a"], "y": ["a", "a", "c"]},
+                "initial": "a",
+            }
+        )
+    )
+    code, out, _ = run(
+        capsys,
+        "verify",
+        "prefix_scan",
+        "--automaton-file",
+        str(f),
+        "--length",
+        "20",
+        "--samples",
+        "30",
+        "--exhaustive-upto",
+        "6",
+    )
     assert code == 0 and out.startswith("EXACT") and "exhaustive up to length 6" in out
 
 
 def test_build_saves_a_loadable_model_that_verify_accepts(capsys, tmp_path):
-    code, out, _ = run(capsys, "build", "memory", "--automaton", "memory3", "--length", "16", "--out", str(tmp_path / "m"))
+    code, out, _ = run(
+        capsys, "build", "memory", "--automaton", "memory3", "--length", "16", "--out", str(tmp_path / "m")
+    )
     assert code == 0 and "built memory" in out
     model = load_model(tmp_path / "m")
     assert model.card.construction == "memory" and model.cfg.n_ctx == 17
@@ -112,22 +164,28 @@ def test_build_saves_a_loadable_model_that_verify_accepts(capsys, tmp_path):
     assert code == 2 and "built for lengths 1..16" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["verify", "prefix_scan", "--automaton", "nope", "--length", "8"], "unknown automaton"),
-    (["verify", "spiral", "--automaton", "C2", "--length", "8"], "unknown construction"),
-    (["verify", "modular_counter", "--automaton", "S3", "--length", "8"], "adds a constant"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "100000"], "verified for lengths"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code"], "KEY=VALUE"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code=spiral"], "code must be"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "4000", "-O", "code=circle"], "not exact in float32"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "--exhaustive-upto", "9"], "exhaustive_upto"),
-    (["verify", "prefix_scan", "--automaton-file", "/no/such.json", "--length", "8"], "not found"),
-    (["verify", "prefix_scan", "--length", "8"], "required"),
-    (["verify", "--automaton", "C2", "--length", "8"], "needs CONSTRUCTION"),
-    (["verify", "prefix_scan", "--automaton", "C2"], "needs CONSTRUCTION and --length"),
-    (["verify", "--model", "/no/such/dir"], "no saved model"),
-    (["verify", "prefix_scan", "--automaton", "C2", "--length", "eight"], "invalid int"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["verify", "prefix_scan", "--automaton", "nope", "--length", "8"], "unknown automaton"),
+        (["verify", "spiral", "--automaton", "C2", "--length", "8"], "unknown construction"),
+        (["verify", "modular_counter", "--automaton", "S3", "--length", "8"], "adds a constant"),
+        (["verify", "prefix_scan", "--automaton", "C2", "--length", "100000"], "verified for lengths"),
+        (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code"], "KEY=VALUE"),
+        (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "-O", "code=spiral"], "code must be"),
+        (
+            ["verify", "prefix_scan", "--automaton", "C2", "--length", "4000", "-O", "code=circle"],
+            "not exact in float32",
+        ),
+        (["verify", "prefix_scan", "--automaton", "C2", "--length", "8", "--exhaustive-upto", "9"], "exhaustive_upto"),
+        (["verify", "prefix_scan", "--automaton-file", "/no/such.json", "--length", "8"], "not found"),
+        (["verify", "prefix_scan", "--length", "8"], "required"),
+        (["verify", "--automaton", "C2", "--length", "8"], "needs CONSTRUCTION"),
+        (["verify", "prefix_scan", "--automaton", "C2"], "needs CONSTRUCTION and --length"),
+        (["verify", "--model", "/no/such/dir"], "no saved model"),
+        (["verify", "prefix_scan", "--automaton", "C2", "--length", "eight"], "invalid int"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(capsys, argv, message):
     try:
         code = main(argv)
@@ -152,11 +210,42 @@ def test_malformed_and_nondeterministic_files(capsys, tmp_path):
 
 def test_console_script_and_module_entry_points(tmp_path):
     script = Path(sys.executable).parent / "interp"
-    ok = subprocess.run([str(script), "verify", "modular_counter", "--automaton", "parity", "--length", "16",
-                         "--samples", "20", "--json"], capture_output=True, text=True, timeout=300)
+    ok = subprocess.run(
+        [
+            str(script),
+            "verify",
+            "modular_counter",
+            "--automaton",
+            "parity",
+            "--length",
+            "16",
+            "--samples",
+            "20",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ok.returncode == 0 and json.loads(ok.stdout)["accuracy"] == 1.0
-    bad = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "build", "prefix_scan", "--automaton", "S99",
-                          "--length", "8", "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_lens.interp",
+            "build",
+            "prefix_scan",
+            "--automaton",
+            "S99",
+            "--length",
+            "8",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     assert not (tmp_path / "x").exists()  # nothing written on error
 
@@ -177,33 +266,43 @@ def hostile(tmp_path):
     (tmp_path / "deep.json").write_text("[" * 5000 + "]" * 5000)
     (tmp_path / "afile").write_text("x")
     big = [f"s{i}" for i in range(5000)]
-    (tmp_path / "big.json").write_text(json.dumps({"name": "big", "states": ["a", "b"], "alphabet": big,
-                                                   "delta": {x: ["b", "a"] for x in big}}))
+    (tmp_path / "big.json").write_text(
+        json.dumps({"name": "big", "states": ["a", "b"], "alphabet": big, "delta": {x: ["b", "a"] for x in big}})
+    )
     return tmp_path
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["verify", "prefix_scan", "--automaton-file", "{d}/deep.json", "-T", "8"], "nested too deeply"),
-    (["verify", "prefix_scan", "--automaton-file", "/dev/zero", "-T", "8"], "larger than 16 MiB"),
-    (["train", "automaton", "--automaton", "parity", "--batch", "100000000", "--out", "{d}/t"], "use a smaller --batch"),
-    (["train", "automaton", "--automaton", "parity", "--eval-size", "100000000", "--out", "{d}/t"], "smaller --eval-size"),
-    (["train", "automaton", "--automaton", "parity", "-T", "1000000000", "--out", "{d}/t"], "at most 8192"),
-    (["train", "automaton", "--automaton", "parity", "--lr", "nan", "--out", "{d}/t"], "learning rate"),
-    (["train", "automaton", "--automaton", "parity", "--lr", "-1", "--out", "{d}/t"], "learning rate"),
-    (["train", "automaton", "--automaton", "parity", "--d-mlp", "-4", "--out", "{d}/t"], "d_mlp must be ≥ 1"),
-    (["train", "automaton", "--automaton", "parity", "--target", "2", "--out", "{d}/t"], "target accuracy"),
-    (["train", "automaton", "--automaton", "parity", "--warmup", "-5", "--out", "{d}/t"], "warmup"),
-    (["train", "automaton", "--automaton", "parity", "--clip", "-1", "--out", "{d}/t"], "clip"),
-    (["train", "automaton", "--automaton", "parity", "--max-minutes", "-1", "--out", "{d}/t"], "max_minutes"),
-    (["train", "automaton", "--automaton", "parity", "--steps", "1", "--out", "{d}/afile"], "is a file"),
-    (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile"], "File exists"),
-    (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile/sub"], "Not a directory"),
-    (["verify", "dyck", "--dyck", "2,4", "-T", "16", "-O", "q=abc"], "option q"),
-    # sizes refused from the sparse spec, before any dense weight (these once ran out of memory or minutes)
-    (["verify", "dyck", "--dyck", "64,64", "-T", "64"], "parameters"),
-    (["build", "prefix_scan", "--automaton", "C64", "-T", "16", "--out", "{d}/m"], "parameters"),
-    (["verify", "prefix_scan", "--automaton-file", "{d}/big.json", "-T", "8"], "at most 4,096 are supported"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["verify", "prefix_scan", "--automaton-file", "{d}/deep.json", "-T", "8"], "nested too deeply"),
+        (["verify", "prefix_scan", "--automaton-file", "/dev/zero", "-T", "8"], "larger than 16 MiB"),
+        (
+            ["train", "automaton", "--automaton", "parity", "--batch", "100000000", "--out", "{d}/t"],
+            "use a smaller --batch",
+        ),
+        (
+            ["train", "automaton", "--automaton", "parity", "--eval-size", "100000000", "--out", "{d}/t"],
+            "smaller --eval-size",
+        ),
+        (["train", "automaton", "--automaton", "parity", "-T", "1000000000", "--out", "{d}/t"], "at most 8192"),
+        (["train", "automaton", "--automaton", "parity", "--lr", "nan", "--out", "{d}/t"], "learning rate"),
+        (["train", "automaton", "--automaton", "parity", "--lr", "-1", "--out", "{d}/t"], "learning rate"),
+        (["train", "automaton", "--automaton", "parity", "--d-mlp", "-4", "--out", "{d}/t"], "d_mlp must be ≥ 1"),
+        (["train", "automaton", "--automaton", "parity", "--target", "2", "--out", "{d}/t"], "target accuracy"),
+        (["train", "automaton", "--automaton", "parity", "--warmup", "-5", "--out", "{d}/t"], "warmup"),
+        (["train", "automaton", "--automaton", "parity", "--clip", "-1", "--out", "{d}/t"], "clip"),
+        (["train", "automaton", "--automaton", "parity", "--max-minutes", "-1", "--out", "{d}/t"], "max_minutes"),
+        (["train", "automaton", "--automaton", "parity", "--steps", "1", "--out", "{d}/afile"], "is a file"),
+        (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile"], "File exists"),
+        (["build", "prefix_scan", "--automaton", "parity", "-T", "8", "--out", "{d}/afile/sub"], "Not a directory"),
+        (["verify", "dyck", "--dyck", "2,4", "-T", "16", "-O", "q=abc"], "option q"),
+        # sizes refused from the sparse spec, before any dense weight (these once ran out of memory or minutes)
+        (["verify", "dyck", "--dyck", "64,64", "-T", "64"], "parameters"),
+        (["build", "prefix_scan", "--automaton", "C64", "-T", "16", "--out", "{d}/m"], "parameters"),
+        (["verify", "prefix_scan", "--automaton-file", "{d}/big.json", "-T", "8"], "at most 4,096 are supported"),
+    ],
+)
 def test_hostile_requests_get_one_line_and_write_nothing(argv, message, hostile, capsys):
     before = sorted(hostile.rglob("*"))
     code = main([a.replace("{d}", str(hostile)) for a in argv])
@@ -275,8 +374,31 @@ def test_an_in_process_command_puts_back_what_it_changed(tmp_path, capsys):
 
     before_show, before_threads = warnings.showwarning, torch.get_num_threads()
     torch.set_num_threads(2)
-    assert main(["--threads", "1", "train", "automaton", "--automaton", "C2", "-T", "4", "--steps", "2",
-                 "--eval-every", "1", "--eval-size", "8", "--batch", "4", "--out", str(tmp_path / "r")]) == 0
+    assert (
+        main(
+            [
+                "--threads",
+                "1",
+                "train",
+                "automaton",
+                "--automaton",
+                "C2",
+                "-T",
+                "4",
+                "--steps",
+                "2",
+                "--eval-every",
+                "1",
+                "--eval-size",
+                "8",
+                "--batch",
+                "4",
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
     assert main(["train", "ffl", "--dyck", "2,4", "--out", str(tmp_path / "x")]) == 2  # a refusal, too
     assert warnings.showwarning is before_show and torch.get_num_threads() == 2
     torch.set_num_threads(before_threads)
@@ -286,8 +408,9 @@ def test_decompose_writes_a_cascade_that_verifies_exactly(tmp_path, capsys):
     out = tmp_path / "dyck.json"
     code, text, _ = run(capsys, "decompose", "--automaton", "dyck1-depth2", "--out", str(out))
     assert code == 0 and "3 holonomy level(s)" in text and json.loads(out.read_text())["levels"][0]["name"] == "h3"
-    code, text, _ = run(capsys, "verify", "krohn_rhodes", "--cascade-file", str(out), "--length", "64",
-                        "--samples", "100")
+    code, text, _ = run(
+        capsys, "verify", "krohn_rhodes", "--cascade-file", str(out), "--length", "64", "--samples", "100"
+    )
     assert code == 0 and text.startswith("EXACT")
 
 
@@ -312,6 +435,7 @@ def test_a_decomposition_edited_into_a_wrong_covering_is_refused_before_anything
     data["output"][key] = next(s for s in data["simulates"]["states"] if s != data["output"][key])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
-    code, _, err = run(capsys, "build", "krohn_rhodes", "--cascade-file", str(bad), "--length", "16",
-                       "--out", str(tmp_path / "model"))
+    code, _, err = run(
+        capsys, "build", "krohn_rhodes", "--cascade-file", str(bad), "--length", "16", "--out", str(tmp_path / "model")
+    )
     assert code == 2 and "not a covering" in err and err.count("\n") == 1 and not (tmp_path / "model").exists()

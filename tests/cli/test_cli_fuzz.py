@@ -16,29 +16,87 @@ from hypothesis import strategies as st
 from sandbox_lens.interp.cli import _parser, main
 
 PARSER, _ = _parser()
-COMMANDS = {name: sub for action in PARSER._actions if isinstance(action, argparse._SubParsersAction)
-            for name, sub in action.choices.items()}
+COMMANDS = {
+    name: sub
+    for action in PARSER._actions
+    if isinstance(action, argparse._SubParsersAction)
+    for name, sub in action.choices.items()
+}
 CALLS_PER_COMMAND = int(__import__("os").environ.get("SANDBOX_LENS_FUZZ_CALLS", "30"))
 CALLS: list[str] = []  # every generated call of this run (counted by the last test)
 #: What each command's positional may be: real names, near misses, junk.
-NAMES = ["prefix_scan", "modular_counter", "memory", "gridworld", "dyck", "ffl", "krohn_rhodes", "parity", "C3", "S5",
-         "grid9", "automaton", "score", "list", "all", "parity-ood", "ffl-glitches", "no_such_thing", "", "-", "..",
-         "S999", "grid0", "C0", "dyck 2,4", "x" * 300]
+NAMES = [
+    "prefix_scan",
+    "modular_counter",
+    "memory",
+    "gridworld",
+    "dyck",
+    "ffl",
+    "krohn_rhodes",
+    "parity",
+    "C3",
+    "S5",
+    "grid9",
+    "automaton",
+    "score",
+    "list",
+    "all",
+    "parity-ood",
+    "ffl-glitches",
+    "no_such_thing",
+    "",
+    "-",
+    "..",
+    "S999",
+    "grid0",
+    "C0",
+    "dyck 2,4",
+    "x" * 300,
+]
 INTS = ["-1", "0", "1", "2", "3", "8", "17", "1000000", "1000000000000", "1e3", "x", "0x10", "-0", " 4"]
 FLOATS = ["-1", "0", "0.5", "1", "1.5", "nan", "inf", "-inf", "1e300", "abc", "0.999"]
 PATHS = ["OUT/new", "OUT/file.txt", "OUT", "/proc/nope/out", "/", "OUT/a/b/c/d", "does/not/exist.json", "."]
-WORDS = ["2,4", "0,0", "9,9", "4,2", "0.8", "0.9,0.98,0.1", "1,2,3", "a-b", "3-1", "0-4", "0-100000",
-         "negatives=distractor", "variant=stack", "k=v", "=", "stack", "resample", "symbol", "zero"]
+WORDS = [
+    "2,4",
+    "0,0",
+    "9,9",
+    "4,2",
+    "0.8",
+    "0.9,0.98,0.1",
+    "1,2,3",
+    "a-b",
+    "3-1",
+    "0-4",
+    "0-100000",
+    "negatives=distractor",
+    "variant=stack",
+    "k=v",
+    "=",
+    "stack",
+    "resample",
+    "symbol",
+    "zero",
+]
 
 
 class Reached(BaseException):
     """A request that passed validation and reached the command's work (stubbed in this test)."""
 
 
-WORK = ["sandbox_lens.interp.train.train", "sandbox_lens.interp.train.sweep.run_sweep", "sandbox_lens.interp.compare.analyse.compare",
-        "sandbox_lens.interp.evaluate.evaluate", "sandbox_lens.interp.experiments.run_experiment", "sandbox_lens.interp.experiments.base.run_experiment",
-        "sandbox_lens.interp.verify.verify", "sandbox_lens.interp.circuits.analyse.analyse", "sandbox_lens.interp.circuits.analyse.score_circuit",
-        "sandbox_lens.interp.causal.align.align", "sandbox_lens.interp.model.saved.save_model", "sandbox_lens.interp.demo.run_demo"]
+WORK = [
+    "sandbox_lens.interp.train.train",
+    "sandbox_lens.interp.train.sweep.run_sweep",
+    "sandbox_lens.interp.compare.analyse.compare",
+    "sandbox_lens.interp.evaluate.evaluate",
+    "sandbox_lens.interp.experiments.run_experiment",
+    "sandbox_lens.interp.experiments.base.run_experiment",
+    "sandbox_lens.interp.verify.verify",
+    "sandbox_lens.interp.circuits.analyse.analyse",
+    "sandbox_lens.interp.circuits.analyse.score_circuit",
+    "sandbox_lens.interp.causal.align.align",
+    "sandbox_lens.interp.model.saved.save_model",
+    "sandbox_lens.interp.demo.run_demo",
+]
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +116,19 @@ def stubbed():
 
 
 GOOD = {int: ["1", "2", "4", "8", "16"], float: ["0.5", "0.01", "1"]}
-GOOD_NAMES = ["prefix_scan", "modular_counter", "memory", "gridworld", "dyck", "ffl", "parity", "C3", "automaton",
-              "parity-ood", "score"]
+GOOD_NAMES = [
+    "prefix_scan",
+    "modular_counter",
+    "memory",
+    "gridworld",
+    "dyck",
+    "ffl",
+    "parity",
+    "C3",
+    "automaton",
+    "parity-ood",
+    "score",
+]
 GOOD_WORDS = ["2,4", "0.8", "0-1", "resample", "C3", "parity", "negatives=distractor"]
 
 
@@ -73,7 +142,11 @@ def _values(action: argparse.Action) -> st.SearchStrategy[list[str]]:
         value = _pick([str(c) for c in action.choices], ["not-a-choice", ""])
     elif action.type in GOOD:
         value = _pick(GOOD[action.type], INTS if action.type is int else FLOATS)
-    elif (action.metavar or "").upper() in ("DIR", "FILE", "F", "FILE.JSON", "RUN_DIR") or action.dest in ("out", "model", "run"):
+    elif (action.metavar or "").upper() in ("DIR", "FILE", "F", "FILE.JSON", "RUN_DIR") or action.dest in (
+        "out",
+        "model",
+        "run",
+    ):
         value = _pick(["OUT/new"], PATHS)
     else:
         value = _pick(GOOD_WORDS, WORDS + INTS[:4] + PATHS[:2])
@@ -83,8 +156,11 @@ def _values(action: argparse.Action) -> st.SearchStrategy[list[str]]:
 
 def _argv(command: str) -> st.SearchStrategy[list[str]]:
     parser = COMMANDS[command]
-    options = [a for a in parser._actions if a.option_strings and not isinstance(a, (argparse._HelpAction,
-                                                                                      argparse._VersionAction))]
+    options = [
+        a
+        for a in parser._actions
+        if a.option_strings and not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+    ]
     required = [a for a in options if a.required]
     optional = [a for a in options if not a.required]
     positionals = [a for a in parser._actions if not a.option_strings]
@@ -96,8 +172,9 @@ def _argv(command: str) -> st.SearchStrategy[list[str]]:
             names = [str(c) for c in a.choices] if a.choices else GOOD_NAMES
             n = draw(st.integers(0 if a.nargs in ("?", "*") else 1, 2))
             argv += [draw(_pick(names, NAMES)) for _ in range(n)]
-        chosen = required + (draw(st.lists(st.sampled_from(optional), max_size=4, unique_by=lambda a: a.dest))
-                             if optional else [])
+        chosen = required + (
+            draw(st.lists(st.sampled_from(optional), max_size=4, unique_by=lambda a: a.dest)) if optional else []
+        )
         for a in chosen:
             flag = draw(st.sampled_from(a.option_strings))
             if a.nargs == 0:
@@ -110,15 +187,18 @@ def _argv(command: str) -> st.SearchStrategy[list[str]]:
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_generated_call_exits_0_or_2_without_a_traceback(command, stubbed, tmp_path_factory, capsys,
-                                                               monkeypatch):
+def test_every_generated_call_exits_0_or_2_without_a_traceback(command, stubbed, tmp_path_factory, capsys, monkeypatch):
     out = tmp_path_factory.mktemp(command.replace("-", "_"))
     monkeypatch.chdir(out)  # relative paths ("does/not/exist.json", ".") land here, never in the checkout
     (out / "file.txt").write_text("not a model\n")
 
     @given(_argv(command))
-    @settings(max_examples=CALLS_PER_COMMAND, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=CALLS_PER_COMMAND,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     def call(argv):
         argv = [a.replace("OUT", str(out)) for a in argv]
         note("replay: interp " + shlex.join(argv))

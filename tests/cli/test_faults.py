@@ -18,14 +18,34 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAIN = ["train", "automaton", "--automaton", "parity", "--length", "8", "--steps", "300", "--eval-every", "50",
-         "--layers", "1", "--d-model", "16"]
+TRAIN = [
+    "train",
+    "automaton",
+    "--automaton",
+    "parity",
+    "--length",
+    "8",
+    "--steps",
+    "300",
+    "--eval-every",
+    "50",
+    "--layers",
+    "1",
+    "--d-model",
+    "16",
+]
 
 
 def interp(args, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def finish(args, timeout=600) -> subprocess.CompletedProcess:
@@ -58,8 +78,10 @@ def _runs(summary: dict) -> list:
 
 def _history(run: Path) -> list:
     """Every held-out evaluation of a run (losses to the last bit), without its wall-clock times."""
-    return [{k: v for k, v in h.items() if k != "wall_seconds"}
-            for h in json.loads((run / "metrics.json").read_text())["history"]]
+    return [
+        {k: v for k, v in h.items() if k != "wall_seconds"}
+        for h in json.loads((run / "metrics.json").read_text())["history"]
+    ]
 
 
 def killed_and_resumed(args, tmp_path: Path, longest: float) -> tuple[Path, Path, int, int]:
@@ -171,7 +193,6 @@ def _full_disk_at(monkeypatch, name: str, nth: int = 1):
 
 def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp_path, monkeypatch, capsys):
     from sandbox_lens.interp.cli import main
-
     from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
     args = [*TRAIN, "--target", "none"]
@@ -186,8 +207,11 @@ def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp
     assert main([*args, "--out", str(out), "--resume"]) == 0  # and resumes to the uninterrupted run's result
     keep = ("final_accuracy", "best_accuracy", "steps", "history")
     got, want = (json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "reference"))
-    strip = lambda m: {k: m[k] for k in keep if k != "history"} | {"history": [  # noqa: E731
-        {k: v for k, v in h.items() if k != "wall_seconds"} for h in m["history"]]}
+
+    def strip(m):
+        history = [{k: v for k, v in h.items() if k != "wall_seconds"} for h in m["history"]]
+        return {k: m[k] for k in keep if k != "history"} | {"history": history}
+
     assert strip(got) == strip(want)
     experiment = tmp_path / "experiment"
     assert main(["experiment", "parity-ood", "--quick", "--workers", "1", "--out", str(experiment)]) == 0

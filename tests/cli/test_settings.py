@@ -63,6 +63,7 @@ def test_compare_settings_are_checked_when_made():
 
 def test_a_setting_default_is_immutable():
     with pytest.raises(TypeError, match="immutable"):
+
         @dataclass
         class Bad:
             xs: list = setting([1], "a list")

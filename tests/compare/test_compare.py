@@ -15,9 +15,9 @@ from sandbox_lens.interp.compare.analyse import comparison_for
 from sandbox_lens.interp.compare.automaton import AutomatonComparison
 from sandbox_lens.interp.compare.canonical import canonical
 from sandbox_lens.interp.compare.dyck import DyckComparison
+from sandbox_lens.interp.errors import CheckpointError, ConstructionError
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.errors import CheckpointError, ConstructionError
 from sandbox_lens.interp.train import ModelShape, TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +78,9 @@ def test_dyck_comparison_finds_what_the_constructions_do(dyck_report):
         depth = m["probes"][name]["depth"]
         # the layer-1 head writes the depth: readable right after it, not before it
         assert depth["first_readable"] == "blocks.0.hook_resid_mid"
-        assert depth["accuracy"]["blocks.0.hook_resid_mid"] == 1.0 and depth["accuracy"]["blocks.0.hook_resid_pre"] < 0.9
+        assert (
+            depth["accuracy"]["blocks.0.hook_resid_mid"] == 1.0 and depth["accuracy"]["blocks.0.hook_resid_pre"] < 0.9
+        )
         # the layer-2 head writes the stack-top type
         assert m["probes"][name]["stack-top type"]["first_readable"] == "blocks.1.hook_resid_mid"
         # the second-layer head is essential (others fixed) and survives pruning
@@ -113,9 +115,11 @@ def test_interp_report_rebuilds_the_page_from_files_without_a_model(dyck_report,
     copy.mkdir()
     for name in ("metrics.json", "patterns.npz"):
         shutil.copy(report.parent / name, copy / name)
-    probe = ("import sys; from sandbox_lens.interp.cli import main; code = main(['report', sys.argv[1]]); "
-             "loaded = [m for m in ('sandbox_lens.interp.compare.analyse', 'transformer_lens', 'sandbox_lens.probes.ablation') if m in sys.modules]; "
-             "print('LOADED', loaded); sys.exit(code)")
+    probe = (
+        "import sys; from sandbox_lens.interp.cli import main; code = main(['report', sys.argv[1]]); "
+        "loaded = [m for m in ('sandbox_lens.interp.compare.analyse', 'transformer_lens', 'sandbox_lens.probes.ablation') if m in sys.modules]; "
+        "print('LOADED', loaded); sys.exit(code)"
+    )
     r = subprocess.run([sys.executable, "-c", probe, str(copy)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     assert "LOADED []" in r.stdout
@@ -174,7 +178,9 @@ def test_automaton_comparison_on_parity(tmp_path):
     assert set(overlap["mapped"]) <= {"L0H0", "L2H0", "L4H0"} and set(overlap["shared"]) <= set(overlap["mapped"])
     causal = m["causal"]["variables"]["state"]  # where the state is computed, causally, with a verdict per construction
     assert causal["constructions"]["modular_counter"]["first_sites"]["4"] == "blocks.0.hook_resid_mid"
-    assert causal["constructions"]["prefix_scan"]["first_sites"]["4"] == "blocks.4.hook_resid_mid"  # Theorem 10's windows
+    assert (
+        causal["constructions"]["prefix_scan"]["first_sites"]["4"] == "blocks.4.hook_resid_mid"
+    )  # Theorem 10's windows
     for name in ("modular_counter", "prefix_scan"):
         c = causal["constructions"][name]
         assert c["verdict"]["verdict"] and "IIA" in c["verdict"]["rule"] and c["das_verdict"]["verdict"]
@@ -191,14 +197,24 @@ def test_bad_requests_get_clear_errors(tmp_path):
     with pytest.raises(ConstructionError):
         comparison_for("parity").constructions(["gridworld"], 0)
     cli = [sys.executable, "-m", "sandbox_lens.interp", "compare"]
-    r = subprocess.run([*cli, "nosuchautomaton", "--out", str(tmp_path / "a")], capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [*cli, "nosuchautomaton", "--out", str(tmp_path / "a")], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 2 and "nosuchautomaton" in r.stderr
     # a twin trained on another task is refused, and nothing is overwritten
     comp = comparison_for("parity", length=8)
-    train(comp.task, ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TrainConfig(steps=2, eval_every=1,
-          eval_size=8, warmup=1), tmp_path / "twin")
-    r = subprocess.run([*cli, "dyck", "--trained", str(tmp_path / "twin"), "--out", str(tmp_path / "b")],
-                       capture_output=True, text=True, cwd=ROOT)
+    train(
+        comp.task,
+        ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32),
+        TrainConfig(steps=2, eval_every=1, eval_size=8, warmup=1),
+        tmp_path / "twin",
+    )
+    r = subprocess.run(
+        [*cli, "dyck", "--trained", str(tmp_path / "twin"), "--out", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 2 and "not on the requested task" in r.stderr
     assert not (tmp_path / "b" / "report.html").exists()
     with pytest.raises(CheckpointError):
@@ -220,15 +236,27 @@ def test_a_twin_below_its_target_is_flagged_and_more_minutes_continue_it(tmp_pat
 
     comp = comparison_for("parity", length=8)
     monkeypatch.setattr(comp, "train_defaults", lambda: {"steps": 400, "lr": 3e-3, "target_accuracy": 1.0})
-    compare(comp, tmp_path, constructions=["modular_counter"], train_minutes=0.0, masks=False, **{
-        k: v for k, v in FAST.items() if k != "mask_steps"})
+    compare(
+        comp,
+        tmp_path,
+        constructions=["modular_counter"],
+        train_minutes=0.0,
+        masks=False,
+        **{k: v for k, v in FAST.items() if k != "mask_steps"},
+    )
     m = json.loads((tmp_path / "metrics.json").read_text())
     t = m["twin_training"]
     assert t["stopped_by"] == "time" and t["reached_target"] is False and t["steps"] < 400
     assert "The twin did not reach its target" in (tmp_path / "report.html").read_text()
     first_steps = t["steps"]
-    compare(comp, tmp_path, constructions=["modular_counter"], train_minutes=0.05, masks=False, **{
-        k: v for k, v in FAST.items() if k != "mask_steps"})
+    compare(
+        comp,
+        tmp_path,
+        constructions=["modular_counter"],
+        train_minutes=0.05,
+        masks=False,
+        **{k: v for k, v in FAST.items() if k != "mask_steps"},
+    )
     again = json.loads((tmp_path / "metrics.json").read_text())["twin_training"]
     assert again["steps"] > first_steps  # the same run, continued
     assert analyse.twin_training(tmp_path / "nowhere") == {"known": False}
@@ -278,8 +306,10 @@ def test_the_report_shows_chance_the_learning_curve_and_no_uniform_mass(dyck_rep
     report, m = dyck_report
     page = report.read_text()
     for name in m["models"]:
-        for latent, p in m["probes"][name].items():
+        for _latent, p in m["probes"][name].items():
             assert 0 < p["chance"] < 1  # the commonest value's share, drawn on the probe plot
         assert "mass" not in m["attention"][name]["L0H0"]["references"]["uniform"]
-    assert [h["step"] for h in m["twin_training"]["history"]] == sorted(h["step"] for h in m["twin_training"]["history"])
+    assert [h["step"] for h in m["twin_training"]["history"]] == sorted(
+        h["step"] for h in m["twin_training"]["history"]
+    )
     assert "learning curve of the trained twin" in page and "What we conclude" in page

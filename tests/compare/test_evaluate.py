@@ -35,8 +35,19 @@ def run_json(capsys, *argv):
 
 
 def test_a_saved_construction_is_exact_under_every_shift(runs, capsys):
-    code, data, _ = run_json(capsys, "--model", str(runs / "counter"), "--probs", "0.95,0.05", "0.5,0.5", "0.05,0.95",
-                             "--counts", "0", "2", "30")
+    code, data, _ = run_json(
+        capsys,
+        "--model",
+        str(runs / "counter"),
+        "--probs",
+        "0.95,0.05",
+        "0.5,0.5",
+        "0.05,0.95",
+        "--counts",
+        "0",
+        "2",
+        "30",
+    )
     assert code == 0
     rows = data["rows"]
     assert len(rows) == 1 + 3 + 3 and {r["model"] for r in rows} == {"modular_counter"}  # no second skyline
@@ -63,16 +74,19 @@ def test_fixed_positions_reach_past_the_training_length_and_learned_ones_are_ref
     assert code == 2 and err.count("\n") == 1 and "learned positions trained up to length 16" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--probs", "0.5,0.3"], "sum to 1"),
-    (["--probs", "0.2,0.3,0.5"], "has 3 entries"),
-    (["--probs=-0.5,1.5"], "non-negative"),
-    (["--counts", "17"], "0..16"),
-    (["--count-symbol", "7", "--counts", "1"], "not a symbol"),
-    (["--ffl", "0.1"], "applies to ffl models"),
-    (["--bands", "2-28"], "applies to dyck models"),
-    (["--length", "0"], "≥ 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--probs", "0.5,0.3"], "sum to 1"),
+        (["--probs", "0.2,0.3,0.5"], "has 3 entries"),
+        (["--probs=-0.5,1.5"], "non-negative"),
+        (["--counts", "17"], "0..16"),
+        (["--count-symbol", "7", "--counts", "1"], "not a symbol"),
+        (["--ffl", "0.1"], "applies to ffl models"),
+        (["--bands", "2-28"], "applies to dyck models"),
+        (["--length", "0"], "≥ 1"),
+    ],
+)
 def test_shifts_that_make_no_sense_are_refused_in_one_line(runs, capsys, argv, message):
     code = main(["evaluate", str(runs / "fixed"), *argv])
     err = capsys.readouterr().err
@@ -138,9 +152,35 @@ def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path
     from sandbox_lens.probes.linear import probe_accuracy
 
     out = tmp_path / "lstm"
-    assert main(["--threads", "1", "train", "automaton", "--automaton", "parity", "-T", "12", "--arch", "lstm",
-                 "--steps", "150", "--lr", "3e-3", "--batch", "64", "--eval-every", "50", "--target", "0.99",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--threads",
+                "1",
+                "train",
+                "automaton",
+                "--automaton",
+                "parity",
+                "-T",
+                "12",
+                "--arch",
+                "lstm",
+                "--steps",
+                "150",
+                "--lr",
+                "3e-3",
+                "--batch",
+                "64",
+                "--eval-every",
+                "50",
+                "--target",
+                "0.99",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["best_accuracy"] >= 0.99 and metrics["shape"]["arch"] == "lstm"
@@ -151,10 +191,12 @@ def test_the_lstm_baseline_learns_parity_and_refuses_attention_analyses(tmp_path
     with pytest.raises(ModelKindError, match="lstm"):
         attention_patterns(model, [[0, 1, 2]])
     with pytest.raises(ModelKindError, match="no attention"):
-        probe_accuracy(model, np.zeros((4, 3), dtype=np.int64), np.zeros((4, 3), dtype=np.int64),
-                       np.ones((4, 3), dtype=bool))
-    code = main(["train", "automaton", "--automaton", "parity", "--arch", "lstm", "--heads", "2", "--out",
-                 str(tmp_path / "x")])
+        probe_accuracy(
+            model, np.zeros((4, 3), dtype=np.int64), np.zeros((4, 3), dtype=np.int64), np.ones((4, 3), dtype=bool)
+        )
+    code = main(
+        ["train", "automaton", "--automaton", "parity", "--arch", "lstm", "--heads", "2", "--out", str(tmp_path / "x")]
+    )
     assert code == 2 and "an LSTM takes" in capsys.readouterr().err
 
 
@@ -165,8 +207,14 @@ def test_dyck_shifts_of_band_q_and_depth_are_exact_for_the_construction():
 
     lang = Dyck(2, 4)
     shifts = dyck_shifts(lang, [(2, 28), (90, 100)], qs=[0.3], depths=[2])
-    assert [s.label for s in shifts] == ["2-28, q=0.5", "90-100, q=0.5", "2-28, q=0.3", "90-100, q=0.3",
-                                         "2-28, q=0.5, D=2", "90-100, q=0.5, D=2"]
+    assert [s.label for s in shifts] == [
+        "2-28, q=0.5",
+        "90-100, q=0.5",
+        "2-28, q=0.3",
+        "90-100, q=0.3",
+        "2-28, q=0.5, D=2",
+        "90-100, q=0.5, D=2",
+    ]
     rows = evaluate({"stack": build_model("dyck", lang, 100)}, shifts, samples=40)
     assert all(r["accuracy"] == 1.0 and r["inputs"] == 40 for r in rows)
     with pytest.raises(Exception, match="depth shift"):

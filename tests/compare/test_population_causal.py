@@ -18,8 +18,11 @@ from sandbox_lens.interp.train.sweep import run_sweep
 def _summary(seeds, of, null=0.4, blind=0):
     from sandbox_lens.interp.stats import wilson_interval
 
-    return {"implements": {"seeds": seeds, "of": of, "interval": wilson_interval(seeds, of)},
-            "null_das_iia": {"value": null}, "blind": blind}
+    return {
+        "implements": {"seeds": seeds, "of": of, "interval": wilson_interval(seeds, of)},
+        "null_das_iia": {"value": null},
+        "blind": blind,
+    }
 
 
 def test_the_population_verdicts_rule():
@@ -37,8 +40,15 @@ def test_a_population_aligned_causally(tmp_path, capsys):
     from sandbox_lens.interp.cli import main
 
     task = AutomatonTask(get_automaton("C3"), 6)
-    run_sweep(task, ModelShape(n_layers=2, d_model=16, n_heads=1), TrainConfig(steps=150, batch=32, eval_every=50),
-              tmp_path, [0, 1], workers=1, progress=False)
+    run_sweep(
+        task,
+        ModelShape(n_layers=2, d_model=16, n_heads=1),
+        TrainConfig(steps=150, batch=32, eval_every=50),
+        tmp_path,
+        [0, 1],
+        workers=1,
+        progress=False,
+    )
     result = population(tmp_path, samples=16, causal_pairs=32, das_steps=20, ks=(1, 2))
     causal = result["cells"]["(all)"]["causal"]
     assert causal["seeds"] == [0, 1] and causal["construction"] == "modular_counter"
@@ -57,9 +67,19 @@ def test_a_population_aligned_causally(tmp_path, capsys):
     # the same population in the compare report, beside one of its twins
     from sandbox_lens.interp.compare.analyse import compare, comparison_for
 
-    compare(comparison_for("C3", length=6), tmp_path / "cmp", constructions=["modular_counter"],
-            trained=tmp_path / "seed_0", population=str(tmp_path), causal_pairs=32, samples=16, examples=2,
-            mask_steps=0, circuit_pairs=0, progress=False)
+    compare(
+        comparison_for("C3", length=6),
+        tmp_path / "cmp",
+        constructions=["modular_counter"],
+        trained=tmp_path / "seed_0",
+        population=str(tmp_path),
+        causal_pairs=32,
+        samples=16,
+        examples=2,
+        mask_steps=0,
+        circuit_pairs=0,
+        progress=False,
+    )
     m = json.loads((tmp_path / "cmp" / "metrics.json").read_text())
     assert m["causal_population"]["cells"]["(all)"]["seeds"] == [0, 1]
     assert "Causal alignment of a population" in (tmp_path / "cmp" / "report.html").read_text()

@@ -5,17 +5,18 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import semiautomata
 
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.prefix_scan import CIRCLE_FLOAT32_MAX_LENGTH, MAX_LENGTH
+from sandbox_lens.interp.errors import ConstructionError, LengthError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import attention_patterns
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.verify import verify
-from sandbox_lens.interp.model.run import attention_patterns
-from sandbox_lens.interp.model.hooked import to_hooked
-from strategies import semiautomata
 
 
 def assert_exact(result):
@@ -24,7 +25,9 @@ def assert_exact(result):
 
 
 # -- prefix scan (Theorem 10) ------------------------------------------------------------
-@pytest.mark.parametrize("name", ["parity", "C3", "S3", "D8", "Q8", "A4", "S4", "A5", "S5", "flipflop", "grid5", "grid3x4", "C2^3"])
+@pytest.mark.parametrize(
+    "name", ["parity", "C3", "S3", "D8", "Q8", "A4", "S4", "A5", "S5", "flipflop", "grid5", "grid3x4", "C2^3"]
+)
 def test_prefix_scan_exact_on_catalogue(name):
     a = get_automaton(name)
     assert_exact(verify(build("prefix_scan", a, 64), samples=200, seed=1))
@@ -230,8 +233,15 @@ def test_slow_prefix_scan_random_automaton_4096(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cname, name, samples", [("modular_counter", "parity", 1000), ("modular_counter", "C3", 250),
-                                                  ("memory", "flipflop", 1000), ("memory", "memory3", 250)])
+@pytest.mark.parametrize(
+    "cname, name, samples",
+    [
+        ("modular_counter", "parity", 1000),
+        ("modular_counter", "C3", 250),
+        ("memory", "flipflop", 1000),
+        ("memory", "memory3", 250),
+    ],
+)
 def test_slow_counters_and_memory_4096_many_words(cname, name, samples):
     # ~1-4M positions each at the longest supported length (tens of minutes on 2 cores in total)
     assert_exact(verify(build(cname, get_automaton(name), 4096), samples=samples, seed=5))

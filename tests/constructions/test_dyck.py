@@ -4,15 +4,16 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.dyck import MAX_LENGTH, build_dyck
-from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
 from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError, VocabularyError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
 from sandbox_lens.interp.verify import verify
 from sandbox_lens.interp.verify.dyck import default_bands
-from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.probes.dyck import (
     PROBE_INPUT,
     attention_variation,
@@ -92,8 +93,12 @@ def test_a_minimal_first_layer_is_exact_and_its_layer_2_input_ignores_positions(
     """first_layer=minimal (Assumption 10 exactly): still exact far beyond the training band, and layer 2's
     input at a bracket of fixed type and depth is the same wherever the bracket sits; the full first layer's
     moves with it (its positional coordinates) and β is refused there unless positions are subtracted."""
-    from sandbox_lens.probes.dyck import (MINIMAL_TOLERANCE, balance_violation_of_model, layer_input_by_type_and_depth,
-                             minimal_first_layer_gap)
+    from sandbox_lens.probes.dyck import (
+        MINIMAL_TOLERANCE,
+        balance_violation_of_model,
+        layer_input_by_type_and_depth,
+        minimal_first_layer_gap,
+    )
 
     lang = Dyck(2, 4)
     spec = build_dyck(lang, 600, variant, first_layer="minimal")
@@ -192,15 +197,38 @@ def test_cli_verify_dyck_json_and_saved_model(tmp_path, capsys):
     from sandbox_lens.interp.cli import main
 
     out = tmp_path / "dyck"
-    assert main(["build", "dyck", "--dyck", "2,4", "--variant", "balanced", "--seed", "5", "-T", "500",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["build", "dyck", "--dyck", "2,4", "--variant", "balanced", "--seed", "5", "-T", "500", "--out", str(out)])
+        == 0
+    )
     capsys.readouterr()
     assert main(["verify", "--model", str(out), "--samples", "10", "--exhaustive-upto", "5", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["accuracy"] == 1.0 and d["task"] == "Dyck_{2,4}" and d["kind"] == "dyck" and d["attention_layers"] == 2
-    assert set(d["details"]["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["details"]["max_tv"] < 1e-5
-    assert main(["verify", "dyck", "--dyck", "2,4", "--variant", "uniform", "-T", "50", "-O", "as_printed=zeroed",
-                 "--samples", "20", "--exhaustive-upto", "4"]) == 1
+    assert (
+        set(d["details"]["bands"]) == {"all prefixes of length 5", "2-28", "400-500"} and d["details"]["max_tv"] < 1e-5
+    )
+    assert (
+        main(
+            [
+                "verify",
+                "dyck",
+                "--dyck",
+                "2,4",
+                "--variant",
+                "uniform",
+                "-T",
+                "50",
+                "-O",
+                "as_printed=zeroed",
+                "--samples",
+                "20",
+                "--exhaustive-upto",
+                "4",
+            ]
+        )
+        == 1
+    )
     assert "NOT EXACT" in capsys.readouterr().out
 
 
@@ -217,16 +245,19 @@ def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty()
     import torch
 
     from sandbox_lens.constructions import build, build_model
-    from sandbox_lens.interp.train.regularise import contrastive_penalty
     from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
-    from sandbox_lens.interp.train import ModelShape, build_model as twin_model
+    from sandbox_lens.interp.train import ModelShape
+    from sandbox_lens.interp.train import build_model as twin_model
+    from sandbox_lens.interp.train.regularise import contrastive_penalty
     from sandbox_lens.probes.dyck import balance_violation_of_model
 
     lang = Dyck(2, 4)
     for variant, control in (("uniform", ""), ("balanced", ""), ("stack", ""), ("balanced", "unscaled")):
         spec = build("dyck", lang, 40, variant=variant, as_printed=control)
         model = to_hooked(spec)  # float32; the full first layer's positions come from W_pos
-        assert balance_violation_of_model(model, lang, subtract_positions=True) == pytest.approx(balance_violation(spec), abs=1e-6)
+        assert balance_violation_of_model(model, lang, subtract_positions=True) == pytest.approx(
+            balance_violation(spec), abs=1e-6
+        )
     task = DyckTask(lang, 28)
     batch = task.batch(step_rng(0, 0), 16)
     exact = build_model("dyck", lang, 40, variant="balanced")

@@ -8,17 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox_lens.constructions.ffl import MAX_LENGTH, build_ffl
-from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.compare import compare
 from sandbox_lens.interp.compare.analyse import comparison_for
 from sandbox_lens.interp.compare.ffl import FFLComparison
-from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.errors import ConstructionError, LengthError
-from sandbox_lens.interp.train import ModelShape, TrainConfig, train
-from sandbox_lens.interp.tasks.ffl import all_ffl_prefixes, read_targets
-from sandbox_lens.interp.verify import verify
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.tasks.ffl import all_ffl_prefixes, read_targets
+from sandbox_lens.interp.train import ModelShape, TrainConfig, train
+from sandbox_lens.interp.verify import verify
 
 W, R, I, ZERO, ONE = range(5)
 
@@ -26,12 +26,18 @@ W, R, I, ZERO, ONE = range(5)
 def test_all_prefixes_are_every_valid_flip_flop_prefix():
     assert [len(all_ffl_prefixes(k)) for k in (1, 2, 3, 4)] == [1, 2, 6, 10]  # w; w0 w1; w0w w0i w0r …
     words = all_ffl_prefixes(7)  # 4 pairs, the last one cut after its instruction
-    assert words.shape == (2 * 5 ** 2 * 3, 7) and len({w.tobytes() for w in words}) == len(words)
-    assert (words[:, 0] == W).all() and np.isin(words[:, 0::2], [W, R, I]).all() and np.isin(words[:, 1::2], [ZERO, ONE]).all()
+    assert words.shape == (2 * 5**2 * 3, 7) and len({w.tobytes() for w in words}) == len(words)
+    assert (
+        (words[:, 0] == W).all()
+        and np.isin(words[:, 0::2], [W, R, I]).all()
+        and np.isin(words[:, 1::2], [ZERO, ONE]).all()
+    )
     written, reads = read_targets(words)
     data_after_read = np.zeros_like(reads)
     data_after_read[:, 1:] = reads[:, :-1]
-    assert (words[data_after_read] == np.roll(written, 1, axis=1)[data_after_read]).all()  # reads repeat the latest write
+    assert (
+        words[data_after_read] == np.roll(written, 1, axis=1)[data_after_read]
+    ).all()  # reads repeat the latest write
 
 
 @pytest.mark.parametrize("length", [5, 64, 512])
@@ -39,8 +45,13 @@ def test_proposition_3_is_exact_in_float32(length):
     r = verify(build_ffl(None, length), samples=100 if length > 64 else 300)
     assert r.exact and r.dtype == "float32" and not r.mismatches
     assert r.exhaustive_upto == min(length, 14)
-    assert set(r.details["bands"]) == {f"all prefixes of length {min(length, 14)}", "FFL(0.8)", "FFL(0.98) sparse",
-                            "FFL(0.1) dense", "one early write; overridden late"}
+    assert set(r.details["bands"]) == {
+        f"all prefixes of length {min(length, 14)}",
+        "FFL(0.8)",
+        "FFL(0.98) sparse",
+        "FFL(0.1) dense",
+        "one early write; overridden late",
+    }
     assert all(b["reads"] > 0 and b["accuracy"] == 1.0 for b in r.details["bands"].values())
     assert r.shape["n_layers"] == 2 and r.shape["n_heads"] == 1 and r.shape["attention_layers"] == 2
 
@@ -126,10 +137,15 @@ def test_comparison_inputs_and_references():
 
 def test_compare_ffl_finds_proposition_3(tmp_path):
     comp = comparison_for("ffl", length=16)
-    train(comp.task, ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
-          TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3), tmp_path / "twin")
-    compare(comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), causal_pairs=32,
-            progress=False)
+    train(
+        comp.task,
+        ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
+        TrainConfig(steps=40, batch=16, eval_every=20, eval_size=64, warmup=5, lr=3e-3),
+        tmp_path / "twin",
+    )
+    compare(
+        comp, tmp_path, samples=60, examples=4, mask_steps=10, mask_sparsities=(1.0,), causal_pairs=32, progress=False
+    )
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["kind"] == "ffl" and m["models"]["ffl"]["accuracy"] == 1.0
     bit = m["causal"]["variables"]["bit"]["constructions"]["ffl"]  # the causal section, for the flip-flop's bit

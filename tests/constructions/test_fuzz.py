@@ -47,8 +47,13 @@ def random_automaton(rng: np.random.Generator, n: int) -> Semiautomaton:
             maps.append(np.full(n, rng.integers(0, n)))
         else:
             maps.append(np.arange(n))
-    return Semiautomaton("fuzz", tuple(f"q{i}" for i in range(n)), tuple(f"a{i}" for i in range(m)),
-                         np.array(maps), int(rng.integers(0, n)))
+    return Semiautomaton(
+        "fuzz",
+        tuple(f"q{i}" for i in range(n)),
+        tuple(f"a{i}" for i in range(m)),
+        np.array(maps),
+        int(rng.integers(0, n)),
+    )
 
 
 def _models():
@@ -56,8 +61,9 @@ def _models():
     models = {}
     for n in range(1, MAX_STATES + 1):
         base = random_automaton(np.random.default_rng(n), n)
-        base = Semiautomaton("base", base.states, tuple(f"a{i}" for i in range(MAX_SYMBOLS)),
-                             np.tile(np.arange(n), (MAX_SYMBOLS, 1)), 0)
+        base = Semiautomaton(
+            "base", base.states, tuple(f"a{i}" for i in range(MAX_SYMBOLS)), np.tile(np.arange(n), (MAX_SYMBOLS, 1)), 0
+        )
         spec = build("prefix_scan", base, T)
         models[n] = (spec, to_hooked(spec, "float32"))
     return models
@@ -110,8 +116,11 @@ def run_swapped(model, spec, automata: list[Semiautomaton], words: list[np.ndarr
         captured["resid"] = x
 
     with exact_precision():
-        model.run_with_hooks(tokens, return_type=None, fwd_hooks=[
-            ("hook_embed", embed), (f"blocks.{model.cfg.n_layers - 1}.hook_resid_post", keep)])
+        model.run_with_hooks(
+            tokens,
+            return_type=None,
+            fwd_hooks=[("hook_embed", embed), (f"blocks.{model.cfg.n_layers - 1}.hook_resid_post", keep)],
+        )
         logits = torch.einsum("bpd,bdn->bpn", captured["resid"][:, P:], W_U[owner]) + b_U[owner][:, None]
     pred = logits.argmax(-1).numpy()
     bounds = np.cumsum([0, *map(len, words)])
@@ -153,8 +162,9 @@ def test_a_thousand_random_automata_are_simulated_exactly(seed):
         for a, w, pred in zip(automata, words, run_swapped(model, spec, automata, words)):
             truth = a.run(w)
             bad = np.argwhere(pred != truth)
-            assert not len(bad), (f"seed {seed}: {a.to_json()} wrong on {w[bad[0][0]].tolist()} "
-                                  f"at position {bad[0][1] + 1}")
+            assert not len(bad), (
+                f"seed {seed}: {a.to_json()} wrong on {w[bad[0][0]].tolist()} at position {bad[0][1] + 1}"
+            )
             checked += 1
     assert checked == MAX_STATES * PER_STATES >= 1000
 
@@ -170,10 +180,20 @@ def random_level(rng: np.random.Generator, name: str) -> Semiautomaton:
     maps = []
     for _ in range(int(rng.integers(1, 4))):
         kind = rng.choice(["permutation", "reset", "identity"], p=[0.55, 0.3, 0.15])
-        maps.append(rng.permutation(n) if kind == "permutation"
-                    else np.full(n, rng.integers(0, n)) if kind == "reset" else np.arange(n))
-    return Semiautomaton(name, tuple(str(q) for q in range(n)), tuple(f"s{i}" for i in range(len(maps))),
-                         np.array(maps), int(rng.integers(0, n)))
+        maps.append(
+            rng.permutation(n)
+            if kind == "permutation"
+            else np.full(n, rng.integers(0, n))
+            if kind == "reset"
+            else np.arange(n)
+        )
+    return Semiautomaton(
+        name,
+        tuple(str(q) for q in range(n)),
+        tuple(f"s{i}" for i in range(len(maps))),
+        np.array(maps),
+        int(rng.integers(0, n)),
+    )
 
 
 def random_cascade(rng: np.random.Generator):
@@ -184,7 +204,9 @@ def random_cascade(rng: np.random.Generator):
     for i in range(int(rng.integers(1, 4))):
         a = random_level(rng, f"L{i}")
         earlier = [range(lv.automaton.n_states) for lv in levels]
-        wiring = {(prev, s): int(rng.integers(0, a.n_symbols)) for prev in itertools.product(*earlier) for s in range(m)}
+        wiring = {
+            (prev, s): int(rng.integers(0, a.n_symbols)) for prev in itertools.product(*earlier) for s in range(m)
+        }
         levels.append(CascadeLevel(f"L{i}", a, wiring))
     return Cascade("fuzz", tuple(f"x{j}" for j in range(m)), tuple(levels))
 
@@ -216,7 +238,11 @@ def test_the_cascade_fuzz_catches_the_printed_wiring():
             continue
         tried += 1
         product = cascade.automaton()
-        r = verify(build("krohn_rhodes", product, CASCADE_T, cascade=cascade, as_printed="wiring"), product,
-                   samples=20, seed=tried)
+        r = verify(
+            build("krohn_rhodes", product, CASCADE_T, cascade=cascade, as_printed="wiring"),
+            product,
+            samples=20,
+            seed=tried,
+        )
         caught += not r.exact
     assert caught >= 5, caught

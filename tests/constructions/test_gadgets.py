@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sandbox_lens.constructions import gadgets
 from sandbox_lens.interp.model.spec import MLP, Head, Layout
@@ -55,12 +56,15 @@ def test_the_rotary_code_is_unit_pairs_with_exact_periods(n_ctx):
     for k in range(B):  # pair k repeats every 2^(k+1) positions, exactly
         period = 2 ** (k + 1)
         if n_ctx > period:
-            assert np.array_equal(code[period:, 2 * k: 2 * k + 2], code[:-period, 2 * k: 2 * k + 2])
+            assert np.array_equal(code[period:, 2 * k : 2 * k + 2], code[:-period, 2 * k : 2 * k + 2])
 
 
 def _positions(n: int, code: str = "rotary", period: int | None = None):
-    pos, _ = (gadgets.rotary_position_code(n) if code == "rotary"
-              else gadgets.circle_position_code(n, padding=1, length=period))
+    pos, _ = (
+        gadgets.rotary_position_code(n)
+        if code == "rotary"
+        else gadgets.circle_position_code(n, padding=1, length=period)
+    )
     layout = Layout()
     layout.add("pos", pos.shape[1])
     layout.add("src")
@@ -167,8 +171,11 @@ def test_the_previous_token_head_copies_from_one_position_back(T):
 
 
 @settings(max_examples=60)
-@given(k=st.integers(1, 4), on=st.lists(st.booleans(), min_size=4, max_size=4),
-       noise=st.lists(st.floats(-1, 1), min_size=4, max_size=4))
+@given(
+    k=st.integers(1, 4),
+    on=st.lists(st.booleans(), min_size=4, max_size=4),
+    noise=st.lists(st.floats(-1, 1), min_size=4, max_size=4),
+)
 def test_the_one_hot_lookup_fires_exactly_when_every_input_is_on(k, on, noise):
     layout = Layout()
     layout.add("in", k)

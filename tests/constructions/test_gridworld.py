@@ -8,14 +8,13 @@ import pytest
 
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.gridworld import MAX_LENGTH, grid_axes
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
+from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
-from sandbox_lens.interp.verify import verify
 from sandbox_lens.interp.tasks.gridworld import last_boundary_positions
-from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.verify import verify
 from sandbox_lens.probes.boundary import boundary_detector_scores
-
 
 
 def assert_exact(result):
@@ -23,13 +22,15 @@ def assert_exact(result):
     assert result.checked > 0
 
 
-@pytest.mark.parametrize("name", ["grid2", "grid3", "grid5", "grid9", "grid16", "grid3x4", "grid4+noop", "grid2x3+noop"])
+@pytest.mark.parametrize(
+    "name", ["grid2", "grid3", "grid5", "grid9", "grid16", "grid3x4", "grid4+noop", "grid2x3+noop"]
+)
 def test_exact_exhaustive_short_and_sampled_at_256(name):
     a = get_automaton(name)
     K = int(math.log(4096, a.n_symbols))
     short = verify(build("gridworld", a, 16), exhaustive_upto=min(K, 16), samples=0)
     assert_exact(short)
-    assert short.sequences == a.n_symbols ** short.exhaustive_upto
+    assert short.sequences == a.n_symbols**short.exhaustive_upto
     samples = 40 if name == "grid16" else 100
     assert_exact(verify(build("gridworld", a, 256), exhaustive_upto=1, samples=samples, seed=3))
 
@@ -94,8 +95,9 @@ def test_grid_recognised_from_a_json_file_with_permuted_symbols():
 
 
 def test_cli_verify_gridworld_json(interp_cli):
-    r = interp_cli("verify", "gridworld", "--automaton", "grid9", "-T", "32", "--samples", "50", "--exhaustive-upto", "6",
-                   "--json")
+    r = interp_cli(
+        "verify", "gridworld", "--automaton", "grid9", "-T", "32", "--samples", "50", "--exhaustive-upto", "6", "--json"
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accuracy"] == 1.0 and out["attention_layers"] == 2 and out["n_layers"] == 2

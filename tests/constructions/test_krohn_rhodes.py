@@ -6,14 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.solvable import abelian_basis, plan_solvable_group
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.cascade import grid_cascade, load_cascade_file, parse_cascade_json
 from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
 from sandbox_lens.interp.tasks.groups import compose
 from sandbox_lens.interp.verify import verify
 
@@ -31,11 +32,21 @@ def assert_exact(result):
 
 
 # -- the algebra (no weights) ------------------------------------------------------------------
-@pytest.mark.parametrize("name, factors", [
-    ("C2", [(2,)]), ("C6", [(6,)]), ("C2^3", [(2, 2, 2)]), ("C4xC2", [(4, 2)]),
-    ("D8", [(2, 2), (2,)]), ("S3", [(2,), (3,)]), ("A4", [(3,), (2, 2)]), ("S4", [(2,), (3,), (2, 2)]),
-    ("Q8", [(2, 2), (2,)]), ("D12", [(2, 2), (3,)]),
-])
+@pytest.mark.parametrize(
+    "name, factors",
+    [
+        ("C2", [(2,)]),
+        ("C6", [(6,)]),
+        ("C2^3", [(2, 2, 2)]),
+        ("C4xC2", [(4, 2)]),
+        ("D8", [(2, 2), (2,)]),
+        ("S3", [(2,), (3,)]),
+        ("A4", [(3,), (2, 2)]),
+        ("S4", [(2,), (3,), (2, 2)]),
+        ("Q8", [(2, 2), (2,)]),
+        ("D12", [(2, 2), (3,)]),
+    ],
+)
 def test_derived_series_levels_and_telescoping(name, factors):
     """The flattened Lemma 18′ recursion reproduces g_t∘…∘g_1 on random words, and c_s ∈ D_i."""
     a = get_automaton(name)
@@ -126,18 +137,33 @@ def _target(name):
 @pytest.mark.parametrize("name", REQUIRED + ["car_on_a_circle.json", "grid3_flipflops.json", "grid5", "S3+resets"])
 def test_exact_exhaustive_short_and_sampled_at_256(name):
     a, opts = _target(name)
-    short = verify(build("krohn_rhodes", a, 16, **opts), exhaustive_upto=min(16, int(math.log(4096, a.n_symbols))),
-                   samples=0)
+    short = verify(
+        build("krohn_rhodes", a, 16, **opts), exhaustive_upto=min(16, int(math.log(4096, a.n_symbols))), samples=0
+    )
     assert_exact(short)
-    assert short.sequences == a.n_symbols ** short.exhaustive_upto
+    assert short.sequences == a.n_symbols**short.exhaustive_upto
     assert_exact(verify(build("krohn_rhodes", a, 256, **opts), exhaustive_upto=1, samples=200, seed=7))
 
 
-@pytest.mark.parametrize("name, blocks, attention", [
-    ("C2", 1, 1), ("C5", 1, 1), ("C2^3", 2, 1), ("D8", 4, 2), ("S3", 4, 2), ("A4", 4, 2), ("Q8", 4, 2),
-    ("S4", 6, 3), ("flipflop", 1, 1), ("C3+resets", 2, 2), ("S3+resets", 4, 3),
-    ("car_on_a_circle.json", 3, 3), ("grid3", 4, 3), ("grid5", 8, 7),
-])
+@pytest.mark.parametrize(
+    "name, blocks, attention",
+    [
+        ("C2", 1, 1),
+        ("C5", 1, 1),
+        ("C2^3", 2, 1),
+        ("D8", 4, 2),
+        ("S3", 4, 2),
+        ("A4", 4, 2),
+        ("Q8", 4, 2),
+        ("S4", 6, 3),
+        ("flipflop", 1, 1),
+        ("C3+resets", 2, 2),
+        ("S3+resets", 4, 3),
+        ("car_on_a_circle.json", 3, 3),
+        ("grid3", 4, 3),
+        ("grid5", 8, 7),
+    ],
+)
 def test_depth_does_not_grow_with_T(name, blocks, attention):
     a, opts = _target(name)
     for T in (16, 64, 256):
@@ -162,7 +188,8 @@ def test_grid_cascade_depth_grows_with_n_attention_2n_minus_3():
 
 
 solvable_groups = st.integers(2, 5).flatmap(
-    lambda n: st.lists(st.permutations(list(range(n))), min_size=1, max_size=3).map(lambda gs: (n, gs)))
+    lambda n: st.lists(st.permutations(list(range(n))), min_size=1, max_size=3).map(lambda gs: (n, gs))
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
@@ -172,8 +199,9 @@ def test_random_solvable_permutation_groups_are_simulated_exactly(group):
 
     n, gens = group
     assume(PermutationGroup([Permutation(g) for g in gens]).is_solvable)
-    a = Semiautomaton("random", [str(q) for q in range(n)], [f"g{i}" for i in range(len(gens))],
-                      np.array(gens, dtype=np.int64), 0)
+    a = Semiautomaton(
+        "random", [str(q) for q in range(n)], [f"g{i}" for i in range(len(gens))], np.array(gens, dtype=np.int64), 0
+    )
     assert_exact(verify(build("krohn_rhodes", a, 12), samples=30, seed=2))
 
 
@@ -195,10 +223,26 @@ def test_independent_levels_run_side_by_side():
     spec = build("krohn_rhodes", cascade.automaton(), 32, cascade=cascade)
     assert (spec.n_layers, spec.n_heads) == (3, 2)
     assert_exact(verify(spec, samples=100))
-    product = parse_cascade_json(json.dumps({
-        "name": "C2 x C3", "alphabet": ["x", "y"],
-        "levels": [{"name": "two", "automaton": "C2", "input": [{"symbol": "x", "then": "1"}, {"symbol": "y", "then": "0"}]},
-                   {"name": "three", "automaton": "C3", "input": [{"symbol": "y", "then": "1"}, {"symbol": "x", "then": "0"}]}]}))
+    product = parse_cascade_json(
+        json.dumps(
+            {
+                "name": "C2 x C3",
+                "alphabet": ["x", "y"],
+                "levels": [
+                    {
+                        "name": "two",
+                        "automaton": "C2",
+                        "input": [{"symbol": "x", "then": "1"}, {"symbol": "y", "then": "0"}],
+                    },
+                    {
+                        "name": "three",
+                        "automaton": "C3",
+                        "input": [{"symbol": "y", "then": "1"}, {"symbol": "x", "then": "0"}],
+                    },
+                ],
+            }
+        )
+    )
     spec = build("krohn_rhodes", product.automaton(), 32, cascade=product)
     assert (spec.n_layers, spec.attention_layers, spec.n_heads) == (1, 1, 2)
     assert_exact(verify(spec, samples=100))
@@ -227,15 +271,18 @@ def test_cascade_json_round_trips():
 BASE = json.loads((CASCADES / "grid3_flipflops.json").read_text())
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["levels"][1]["input"].append({"f3": "0", "then": "w0"}), "earlier level"),
-    (lambda d: d["levels"][1].pop("default"), "no input rule matches"),
-    (lambda d: d["levels"][0]["input"][0].update(then="jump"), "not in flipflop's alphabet"),
-    (lambda d: d["output"].update({"1,1": "1"}), "not a covering"),
-    (lambda d: d["output"].pop("0,1"), "has no output"),
-    (lambda d: d.pop("levels"), "missing 'levels'"),
-    (lambda d: d["levels"][0].update(automaton="nosuch"), "unknown automaton"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["levels"][1]["input"].append({"f3": "0", "then": "w0"}), "earlier level"),
+        (lambda d: d["levels"][1].pop("default"), "no input rule matches"),
+        (lambda d: d["levels"][0]["input"][0].update(then="jump"), "not in flipflop's alphabet"),
+        (lambda d: d["output"].update({"1,1": "1"}), "not a covering"),
+        (lambda d: d["output"].pop("0,1"), "has no output"),
+        (lambda d: d.pop("levels"), "missing 'levels'"),
+        (lambda d: d["levels"][0].update(automaton="nosuch"), "unknown automaton"),
+    ],
+)
 def test_bad_cascade_files_get_clear_errors(edit, message):
     d = json.loads(json.dumps(BASE))
     edit(d)
@@ -269,25 +316,35 @@ def test_describe_path_names_the_path_or_the_refusal():
     from sandbox_lens.constructions.krohn_rhodes import describe_path
 
     assert "Z2×Z2 ⊳ Z2" in describe_path(get_automaton("Q8"))
-    assert describe_path(get_automaton("S5")).startswith("refused:") and "not solvable" in describe_path(get_automaton("S5"))
+    assert describe_path(get_automaton("S5")).startswith("refused:") and "not solvable" in describe_path(
+        get_automaton("S5")
+    )
     assert "permutation-reset" in describe_path(get_automaton("C3+resets"))
     assert describe_path(get_automaton("grid4")).startswith("cascade of 3 levels")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["flipflop", *(f"grid{n}" for n in range(3, 10)), "dyck2-depth3",
-                                  "car_on_a_circle.json", "C3+resets", "toy"])
+@pytest.mark.parametrize(
+    "name",
+    ["flipflop", *(f"grid{n}" for n in range(3, 10)), "dyck2-depth3", "car_on_a_circle.json", "C3+resets", "toy"],
+)
 def test_the_issues_known_cases_through_the_holonomy_cascade_are_exact_at_1024(name):
     """Built through the holonomy decomposition even where a smaller path exists: exact at T = 1024 in float32,
     the same depth at T = 64 and T = 1024 (the table in docs/automata.md; ``make bench`` prints it)."""
     from sandbox_lens.interp.tasks.automata import parse_automaton_json
     from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
-    a = parse_automaton_json('{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
-                             '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}') if name == "toy" \
+    a = (
+        parse_automaton_json(
+            '{"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"], '
+            '"delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}'
+        )
+        if name == "toy"
         else _target(name)[0]
+    )
     cascade = holonomy_cascade(a)
     short, long = (build("krohn_rhodes", a, T, cascade=cascade) for T in (64, 1024))
     assert (short.n_layers, short.attention_layers) == (long.n_layers, long.attention_layers)
-    assert_exact(verify(long, exhaustive_upto=max(1, min(8, int(math.log(2000, max(2, a.n_symbols))))),
-                        samples=200, seed=5))
+    assert_exact(
+        verify(long, exhaustive_upto=max(1, min(8, int(math.log(2000, max(2, a.n_symbols))))), samples=200, seed=5)
+    )

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from circuit_families import FAMILIES
+
 from sandbox_lens.constructions import build
 from sandbox_lens.constructions.negatives import NEGATIVES, add_negatives
 from sandbox_lens.interp.errors import ConstructionError
@@ -33,8 +33,9 @@ def test_the_gadgets_are_where_the_module_says():
     assert len(spec.blocks[0].heads) == len(plain.blocks[0].heads) + 6  # distractor, the pair, constant, two routes
     assert spec.d_model == plain.d_model + 7 and spec.blocks[0].mlp.width == plain.blocks[0].mlp.width + 3
     first = len(plain.blocks[0].heads) + 4
-    assert spec.options["negative_routes"] == [{"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0",
-                                                "ablation": "zero"}]
+    assert spec.options["negative_routes"] == [
+        {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
+    ]
     model = to_hooked(spec)
     tokens = torch.from_numpy(model.card.io.encode(np.random.default_rng(0).integers(3, size=(16, 8))))
     with exact_precision():

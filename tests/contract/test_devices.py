@@ -14,14 +14,39 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the code that runs models for the commands in sandbox_lens.interp.cli.ON_DEVICE (training is tested on its own devices)
-PACKAGES = ["sandbox_lens/interp/circuits", "sandbox_lens/interp/causal", "sandbox_lens/interp/compare", "sandbox_lens/interp/experiments", "sandbox_lens/interp/verify", "sandbox_lens/probes",
-            "sandbox_lens/interp/evaluate.py", "sandbox_lens/interp/model/run.py", "sandbox_lens/interp/model/checked.py"]
+PACKAGES = [
+    "sandbox_lens/interp/circuits",
+    "sandbox_lens/interp/causal",
+    "sandbox_lens/interp/compare",
+    "sandbox_lens/interp/experiments",
+    "sandbox_lens/interp/verify",
+    "sandbox_lens/probes",
+    "sandbox_lens/interp/evaluate.py",
+    "sandbox_lens/interp/model/run.py",
+    "sandbox_lens/interp/model/checked.py",
+]
 #: (file, function): why its tensors stay on the CPU
 CPU_BY_DESIGN = {
-    ("sandbox_lens/probes/linear.py", "_fit_logistic"): "L-BFGS on NumPy features already on the CPU (float64, deterministic)",
+    (
+        "sandbox_lens/probes/linear.py",
+        "_fit_logistic",
+    ): "L-BFGS on NumPy features already on the CPU (float64, deterministic)",
 }
-FACTORIES = {"tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "arange", "rand", "randn", "randint",
-             "empty", "eye", "linspace"}
+FACTORIES = {
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "rand",
+    "randn",
+    "randint",
+    "empty",
+    "eye",
+    "linspace",
+}
 
 
 def _files() -> list[Path]:
@@ -67,11 +92,15 @@ def _violations(path: Path, root: Path = ROOT) -> list[str]:
             continue
         if isinstance(f.value, ast.Name) and f.value.id == "torch" and f.attr in FACTORIES:
             if f.attr in ("from_numpy", "as_tensor"):
-                bad.append(f"{where}: torch.{f.attr} makes a CPU tensor; use sandbox_lens.interp.model.device.on(model, ...)")
+                bad.append(
+                    f"{where}: torch.{f.attr} makes a CPU tensor; use sandbox_lens.interp.model.device.on(model, ...)"
+                )
             elif not any(k.arg == "device" for k in node.keywords) and not moved(node):
                 bad.append(f"{where}: torch.{f.attr}(...) without device=")
         elif f.attr == "numpy" and not node.args and not through_cpu(f.value):
-            bad.append(f"{where}: .numpy() of a tensor that may be on CUDA; use sandbox_lens.interp.model.device.to_numpy")
+            bad.append(
+                f"{where}: .numpy() of a tensor that may be on CUDA; use sandbox_lens.interp.model.device.to_numpy"
+            )
     return bad
 
 
@@ -80,11 +109,14 @@ def test_the_analysis_code_puts_its_tensors_on_the_models_device():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("import torch\ndef f(x):\n    return torch.from_numpy(x)\n", "torch.from_numpy makes a CPU tensor"),
-    ("import torch\ndef f(n):\n    return torch.arange(n)\n", "without device="),
-    ("def f(t):\n    return t.argmax(-1).numpy()\n", ".numpy() of a tensor"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("import torch\ndef f(x):\n    return torch.from_numpy(x)\n", "torch.from_numpy makes a CPU tensor"),
+        ("import torch\ndef f(n):\n    return torch.arange(n)\n", "without device="),
+        ("def f(t):\n    return t.argmax(-1).numpy()\n", ".numpy() of a tensor"),
+    ],
+)
 def test_the_check_finds_each_kind_of_cpu_tensor(tmp_path, source, expected):
     path = tmp_path / "m.py"
     path.write_text(source)
@@ -92,14 +124,16 @@ def test_the_check_finds_each_kind_of_cpu_tensor(tmp_path, source, expected):
     assert len(found) == 1 and expected in found[0]
 
 
-@pytest.mark.parametrize("source", [
-    "import torch\ndef f(n, d):\n    return torch.arange(n, device=d)\n",
-    "import torch\ndef f(n, d):\n    return torch.rand(n).to(d)\n",
-    "import torch\ndef f(m, n):\n    return on(m, torch.zeros(n))\n",
-    "def f(t):\n    return t.detach().cpu().double().numpy()\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch\ndef f(n, d):\n    return torch.arange(n, device=d)\n",
+        "import torch\ndef f(n, d):\n    return torch.rand(n).to(d)\n",
+        "import torch\ndef f(m, n):\n    return on(m, torch.zeros(n))\n",
+        "def f(t):\n    return t.detach().cpu().double().numpy()\n",
+    ],
+)
 def test_the_check_accepts_tensors_put_on_a_device(tmp_path, source):
     path = tmp_path / "m.py"
     path.write_text(source)
     assert _violations(path, tmp_path) == []
-

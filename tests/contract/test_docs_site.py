@@ -21,12 +21,27 @@ def site() -> Path:
 
 def test_every_page_was_built():
     built = site()
-    pages = ["index", "getting-started", "constructions", "experiments", "causal", "circuits/README",
-             "reference/api", "reference/cli", "reference/formats", "development"]
+    pages = [
+        "index",
+        "getting-started",
+        "constructions",
+        "experiments",
+        "causal",
+        "circuits/README",
+        "reference/api",
+        "reference/cli",
+        "reference/formats",
+        "development",
+    ]
     for page in pages + [f"tutorials/{t}" for t in TUTORIALS]:
         assert (built / f"{page}.html").is_file(), page
     api = (built / "reference" / "api.html").read_text()
-    for module in ("sandbox_lens.constructions.prefix_scan", "sandbox_lens.probes.dyck", "sandbox_lens.interp.verify", "sandbox_lens.interp.experiments.rules"):
+    for module in (
+        "sandbox_lens.constructions.prefix_scan",
+        "sandbox_lens.probes.dyck",
+        "sandbox_lens.interp.verify",
+        "sandbox_lens.interp.experiments.rules",
+    ):
         assert module in api, module  # the API from the docstrings, every public package
     cli = (built / "reference" / "cli.html").read_text()
     assert all(command in cli for command in ("verify", "train", "experiment", "circuit", "align"))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sandbox_lens.interp.streams import Stream, entropy, rng, torch_seed
 from sandbox_lens.interp.tasks.batches import step_rng
@@ -27,8 +28,12 @@ def test_the_numbers_and_offsets_are_unique_and_keep_the_old_bits():
     # the training streams are what they were before they were named: resumed runs keep their bits
     old = np.random.default_rng([3, 7, 0]).integers(1 << 30, size=4)
     assert (step_rng(3, 7).integers(1 << 30, size=4) == old).all()
-    assert (rng(3, Stream.HELD_OUT).integers(1 << 30, size=4) == np.random.default_rng([3, 0, 1]).integers(1 << 30, size=4)).all()
-    assert (rng(3, Stream.MASK_BATCHES, 2).integers(9, size=3) == np.random.default_rng([1003, 2, 3]).integers(9, size=3)).all()
+    assert (
+        rng(3, Stream.HELD_OUT).integers(1 << 30, size=4) == np.random.default_rng([3, 0, 1]).integers(1 << 30, size=4)
+    ).all()
+    assert (
+        rng(3, Stream.MASK_BATCHES, 2).integers(9, size=3) == np.random.default_rng([1003, 2, 3]).integers(9, size=3)
+    ).all()
     assert torch_seed(2, Stream.DROPOUT, 5) == 2 * 1_000_003 + 5
 
 
@@ -53,8 +58,12 @@ def test_no_code_numbers_a_stream_outside_the_table():
     for path, node in _package_nodes():
         if isinstance(node, ast.keyword) and node.arg == "stream" and isinstance(node.value, ast.Constant):
             offenders.append(f"{path}:{node.value.lineno}")
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "default_rng" and node.args
-                and isinstance(node.args[0], ast.List)):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "default_rng"
+            and node.args
+            and isinstance(node.args[0], ast.List)
+        ):
             offenders.append(f"{path}:{node.lineno}")
     assert offenders == []
 

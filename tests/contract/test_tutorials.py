@@ -26,11 +26,18 @@ def test_tutorial_executes(path, tmp_path):
     errors = [o for c in code for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     # the library draws on Figure objects and never switches the backend: inline plots survive
-    blank = [c.source.splitlines()[0] for c in code if FIGURE.search(c.source)
-             and not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    blank = [
+        c.source.splitlines()[0]
+        for c in code
+        if FIGURE.search(c.source) and not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))
+    ]
     assert not blank, f"figure cells without an image: {blank}"
-    warned = [o["text"].strip().splitlines()[0] for c in code for o in c.get("outputs", [])
-              if o.output_type == "stream" and o.get("name") == "stderr" and "Warning" in o.get("text", "")]
+    warned = [
+        o["text"].strip().splitlines()[0]
+        for c in code
+        for o in c.get("outputs", [])
+        if o.output_type == "stream" and o.get("name") == "stderr" and "Warning" in o.get("text", "")
+    ]
     assert not warned, warned
     if keep:  # only a notebook that passed every check above is kept for the docs
         import nbformat

@@ -47,8 +47,14 @@ def _digest(spec) -> str:
     return h.hexdigest()
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['construction']}-{'-'.join(map(str, c['source'].values()))}"
-                                                     f"-T{c['length']}-{'-'.join(f'{k}={v}' for k, v in c['options'].items())}")
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=lambda c: (
+        f"{c['construction']}-{'-'.join(map(str, c['source'].values()))}"
+        f"-T{c['length']}-{'-'.join(f'{k}={v}' for k, v in c['options'].items())}"
+    ),
+)
 def test_weights_match_the_recorded_hashes(case: dict) -> None:
     assert _digest(_spec(case)) == case["sha256"]
 
@@ -71,11 +77,14 @@ def test_plan_is_canonical() -> None:
     assert all(p == plans[0] for p in plans)
 
 
-@pytest.mark.parametrize("old, new, construction, source", [
-    ({"control": "zeroed", "variant": "uniform"}, {"as_printed": "zeroed", "variant": "uniform"}, "dyck", "dyck"),
-    ({"wiring": "current"}, {"as_printed": "wiring"}, "krohn_rhodes", "grid4"),
-    ({"wiring": "previous"}, {}, "krohn_rhodes", "grid4"),
-])
+@pytest.mark.parametrize(
+    "old, new, construction, source",
+    [
+        ({"control": "zeroed", "variant": "uniform"}, {"as_printed": "zeroed", "variant": "uniform"}, "dyck", "dyck"),
+        ({"wiring": "current"}, {"as_printed": "wiring"}, "krohn_rhodes", "grid4"),
+        ({"wiring": "previous"}, {}, "krohn_rhodes", "grid4"),
+    ],
+)
 def test_old_option_spellings_build_the_same_weights_with_a_warning(old, new, construction, source):
     from sandbox_lens.constructions import build
     from sandbox_lens.interp.tasks.catalogue import get_automaton

@@ -25,16 +25,25 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, src / name)
     for pkg in PACKAGES:
         shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
-                        "-w", str(out), str(src)], capture_output=True, text=True, cwd=out, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        cwd=out,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     (path,) = out.glob("sandbox_lens-*.whl")
     return path
 
 
 def test_the_wheel_holds_every_module_of_the_source_tree(wheel):
-    source = {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
-              if p.suffix == ".py" or p.name == "py.typed"}
+    source = {
+        p.relative_to(ROOT).as_posix()
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*")
+        if p.suffix == ".py" or p.name == "py.typed"
+    }
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -63,14 +72,27 @@ def test_the_sdist_carries_what_its_tests_and_examples_need(tmp_path):
     for name in tracked:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, src / name)
-    r = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b; print(b.build_sdist('dist'))"],
-                       cwd=src, capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", "import setuptools.build_meta as b; print(b.build_sdist('dist'))"],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     with tarfile.open(src / "dist" / r.stdout.strip().splitlines()[-1]) as t:
         members = {m.split("/", 1)[1] for m in t.getnames() if "/" in m}
-    for needed in ("LICENSE", "tests/conftest.py", "tests/data/construction_weights.json", "tests/circuit_families.py",
-                   "examples/cascades/parity_flipflop_counter.json", "tutorials/09_causal_alignment.py",
-                   "docs/circuits/leaderboard.json", "Makefile", "sandbox_lens/interp/cli/__init__.py"):
+    for needed in (
+        "LICENSE",
+        "tests/conftest.py",
+        "tests/data/construction_weights.json",
+        "tests/circuit_families.py",
+        "examples/cascades/parity_flipflop_counter.json",
+        "tutorials/09_causal_alignment.py",
+        "docs/circuits/leaderboard.json",
+        "Makefile",
+        "sandbox_lens/interp/cli/__init__.py",
+    ):
         assert needed in members, needed
     assert not [m for m in members if "__pycache__" in m or m.endswith(".pyc")]
 
@@ -79,8 +101,23 @@ def test_the_installed_wheel_runs_from_another_directory(wheel, tmp_path):
     """Installed apart from the checkout (its dependencies from this environment), imported and run
     from a folder that is not the repository: `interp verify` is exact."""
     target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
-                        str(target), str(wheel)], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -96,9 +133,27 @@ def test_the_installed_wheel_runs_from_another_directory(wheel, tmp_path):
         "code = main(sys.argv[1:])\n"
         "mine = [m for name, m in sys.modules.items() if name.split('.')[0] == 'sandbox_lens']\n"
         "print('FROM', sorted({str(getattr(m, '__file__', '') or '').split('/site/')[0] for m in mine}))\n"
-        "sys.exit(code)\n")
-    r = subprocess.run([sys.executable, str(script), "verify", "prefix_scan", "--automaton", "parity", "--length",
-                        "16", "--samples", "50"], capture_output=True, text=True, cwd=elsewhere, env=env, check=False)
+        "sys.exit(code)\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "verify",
+            "prefix_scan",
+            "--automaton",
+            "parity",
+            "--length",
+            "16",
+            "--samples",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
     assert r.stdout.startswith("EXACT"), r.stdout
     assert f"FROM ['{tmp_path}']" in r.stdout, r.stdout

@@ -25,11 +25,21 @@ import torch
 
 OUT = Path(__file__).with_name("mib_fixture.json")
 CASES = [
-    {"construction": "modular_counter", "source": "C3", "length": 8,
-     "options": {"negatives": "distractor,cancel,constant"}, "evaluate": True},
+    {
+        "construction": "modular_counter",
+        "source": "C3",
+        "length": 8,
+        "options": {"negatives": "distractor,cancel,constant"},
+        "evaluate": True,
+    },
     {"construction": "dyck", "source": "2,3", "length": 8, "options": {}, "evaluate": True},
-    {"construction": "gridworld", "source": "grid4", "length": 8,
-     "options": {"negatives": "distractor,cancel,constant"}, "evaluate": False},
+    {
+        "construction": "gridworld",
+        "source": "grid4",
+        "length": 8,
+        "options": {"negatives": "distractor,cancel,constant"},
+        "evaluate": False,
+    },
 ]
 PAIRS, SEED = 32, 0
 
@@ -73,10 +83,18 @@ def main(eap_src: str, mib_dir: str, *labels: str) -> None:
                 scores[mib_edge(e)] = float(v)
         # distinct scores everywhere (a tie at a cut is decided by an unstable argsort there), signs kept
         jitter = rng.permutation(len(scores)) * 1e-6 + 1e-6
-        scores = {name: v + (jitter[i] if v >= 0 else -jitter[i]) * (1 if v != 0 else rng.choice([-1, 1]))
-                  for i, (name, v) in enumerate(scores.items())}
-        g = Graph.from_model({"n_layers": model.cfg.n_layers, "n_heads": model.cfg.n_heads,
-                              "parallel_attn_mlp": False, "d_model": model.cfg.d_model})
+        scores = {
+            name: v + (jitter[i] if v >= 0 else -jitter[i]) * (1 if v != 0 else rng.choice([-1, 1]))
+            for i, (name, v) in enumerate(scores.items())
+        }
+        g = Graph.from_model(
+            {
+                "n_layers": model.cfg.n_layers,
+                "n_heads": model.cfg.n_heads,
+                "parallel_attn_mlp": False,
+                "d_model": model.cfg.d_model,
+            }
+        )
         for name, v in scores.items():
             g.edges[name].score = v
         N = len(g.edges)
@@ -86,8 +104,14 @@ def main(eap_src: str, mib_dir: str, *labels: str) -> None:
             for p in MIB_PERCENTAGES:
                 g.apply_topn(int(p * N), absolute, prune=True)
                 kept["absolute" if absolute else "signed"].append(sorted(n for n, e in g.edges.items() if e.in_graph))
-        entry = {**{k: case[k] for k in ("construction", "source", "length", "options")}, "pairs": PAIRS, "seed": SEED,
-                 "complete_edges": N, "scores": scores, "kept": kept}
+        entry = {
+            **{k: case[k] for k in ("construction", "source", "length", "options")},
+            "pairs": PAIRS,
+            "seed": SEED,
+            "complete_edges": N,
+            "scores": scores,
+            "kept": kept,
+        }
         if case["evaluate"]:
             model.set_use_attn_result(True)
             model.set_use_split_qkv_input(True)
@@ -102,16 +126,36 @@ def main(eap_src: str, mib_dir: str, *labels: str) -> None:
             entry["mib"] = {}
             for absolute in (False, True):
                 _, area_under, area_from_1, _, f = mib.evaluate_area_under_curve(
-                    model, g, loader, metric, quiet=True, absolute=absolute)
+                    model, g, loader, metric, quiet=True, absolute=absolute
+                )
                 entry["mib"]["absolute" if absolute else "signed"] = {
-                    "cpr": area_under, "cmd": area_from_1, "faithfulness": [float(x) for x in f]}
+                    "cpr": area_under,
+                    "cmd": area_from_1,
+                    "faithfulness": [float(x) for x in f],
+                }
         cases.append(entry)
     commits = {}
     for i, (name, path) in enumerate((("eap_ig", eap_src), ("mib_circuit_track", mib_dir))):
-        commits[name] = labels[i] if len(labels) > i else subprocess.run(
-            ["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-    OUT.write_text(json.dumps({"made_by": "tests/data/make_mib_fixture.py", "commits": commits,
-                               "percentages": list(MIB_PERCENTAGES), "cases": cases}, indent=1) + "\n")
+        commits[name] = (
+            labels[i]
+            if len(labels) > i
+            else subprocess.run(
+                ["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+            ).stdout.strip()
+            or "unknown"
+        )
+    OUT.write_text(
+        json.dumps(
+            {
+                "made_by": "tests/data/make_mib_fixture.py",
+                "commits": commits,
+                "percentages": list(MIB_PERCENTAGES),
+                "cases": cases,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {OUT}")
 
 

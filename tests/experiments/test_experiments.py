@@ -9,8 +9,8 @@ import pytest
 
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.experiments import EXPERIMENTS, get_experiment, run_experiment
-from sandbox_lens.interp.experiments.rules import VERDICTS
 from sandbox_lens.interp.experiments.report import write_index, write_report
+from sandbox_lens.interp.experiments.rules import VERDICTS
 
 
 def quick(name, tmp_path_factory, **options):
@@ -148,7 +148,11 @@ def test_length_generalisation_quick(tmp_path_factory):
     check_files(out, r)
     assert {x["task"] for x in r["data"]["twins"]} == {"parity", "dyck"}
     assert {x["multiple"] for x in r["data"]["twins"]} == {1, 2}
-    assert {x["positions"] for x in r["data"]["twins"]} == {"none", "learned+shift", "lstm"}  # the LSTM beside the twins
+    assert {x["positions"] for x in r["data"]["twins"]} == {
+        "none",
+        "learned+shift",
+        "lstm",
+    }  # the LSTM beside the twins
     assert all(x["accuracy"] == 1.0 for x in r["data"]["constructions"])  # exact at every length
     assert {x["construction"] for x in r["data"]["constructions"]} == {"modular_counter", "prefix_scan"}
     assert claim(r, "The constructions are exact")["verdict"] == "reproduced"
@@ -197,14 +201,17 @@ def test_list_names_every_experiment(capsys):
         assert name in out and e.section in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["experiment", "no-such", "--out", "{d}"], "unknown experiment"),
-    (["experiment", "parity-ood", "--dyck", "2,4", "--out", "{d}"], "parity-ood takes no --dyck"),
-    (["experiment", "dyck-seeds", "--automaton", "parity", "--out", "{d}"], "dyck-seeds takes no --automaton"),
-    (["experiment", "parity-ood", "--automaton", "nonsense", "--quick", "--out", "{d}"], "nonsense"),
-    (["experiment", "parity-ood"], "needs --out"),
-    (["experiment", "all", "--automaton", "C3", "--out", "{d}"], "default task"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["experiment", "no-such", "--out", "{d}"], "unknown experiment"),
+        (["experiment", "parity-ood", "--dyck", "2,4", "--out", "{d}"], "parity-ood takes no --dyck"),
+        (["experiment", "dyck-seeds", "--automaton", "parity", "--out", "{d}"], "dyck-seeds takes no --automaton"),
+        (["experiment", "parity-ood", "--automaton", "nonsense", "--quick", "--out", "{d}"], "nonsense"),
+        (["experiment", "parity-ood"], "needs --out"),
+        (["experiment", "all", "--automaton", "C3", "--out", "{d}"], "default task"),
+    ],
+)
 def test_bad_requests_get_one_line(argv, message, tmp_path, capsys):
     code = main([a.replace("{d}", str(tmp_path / "out")) for a in argv])
     err = capsys.readouterr().err
@@ -260,8 +267,14 @@ def test_algorithm_confusion_quick(tmp_path):
     from sandbox_lens.interp.experiments.base import Experiment
 
     e = EXPERIMENTS.get("algorithm-confusion") or Experiment(
-        name="algorithm-confusion", title="t", section="s", claim="c", scale="x", minutes=1.0,
-        module="sandbox_lens.interp.experiments.algorithm_confusion")
+        name="algorithm-confusion",
+        title="t",
+        section="s",
+        claim="c",
+        scale="x",
+        minutes=1.0,
+        module="sandbox_lens.interp.experiments.algorithm_confusion",
+    )
     r = run_experiment(e, tmp_path / "out", quick=True)
     twins = r["data"]["twins"]
     assert {t["imposed"] for t in twins} == {"counter", "none"}

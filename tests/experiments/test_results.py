@@ -9,7 +9,15 @@ import pytest
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.experiments import EXPERIMENTS
-from sandbox_lens.interp.experiments.results import END, START, load_published, publish, replace_table, slim, verdict_table
+from sandbox_lens.interp.experiments.results import (
+    END,
+    START,
+    load_published,
+    publish,
+    replace_table,
+    slim,
+    verdict_table,
+)
 from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, rule_on
 from sandbox_lens.interp.stats import Estimate
 
@@ -18,13 +26,35 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _results(name: str, quick: bool = False) -> dict:
     rule = Rule("a drop", "above", 0.1)
-    row = {"claim": f"{name} drops", "thesis": "drops sharply", "measured": "0.9 → 0.5", "family": None, "null": None,
-           **rule_on(rule, Estimate(0.4, (0.3, 0.5), 6, "twins", "mean"))}
-    return {"experiment": name, "title": name, "section": "§1", "thesis_claim": "x", "quick": quick, "seeds": [0, 1, 2],
-            "options": {}, "scale": "s", "minutes": 1.0, "runs": 6, "training_cpu_minutes": 2.5,
-            "provenance": {"commit": "abc1234def", "dirty": False, "command": "interp experiment all"},
-            "settings": {}, "claims": [row], "tables": [], "conclusions": [], "caveats": [], "data": {"big": [1] * 100},
-            "figures": [{"file": "f.png"}]}
+    row = {
+        "claim": f"{name} drops",
+        "thesis": "drops sharply",
+        "measured": "0.9 → 0.5",
+        "family": None,
+        "null": None,
+        **rule_on(rule, Estimate(0.4, (0.3, 0.5), 6, "twins", "mean")),
+    }
+    return {
+        "experiment": name,
+        "title": name,
+        "section": "§1",
+        "thesis_claim": "x",
+        "quick": quick,
+        "seeds": [0, 1, 2],
+        "options": {},
+        "scale": "s",
+        "minutes": 1.0,
+        "runs": 6,
+        "training_cpu_minutes": 2.5,
+        "provenance": {"commit": "abc1234def", "dirty": False, "command": "interp experiment all"},
+        "settings": {},
+        "claims": [row],
+        "tables": [],
+        "conclusions": [],
+        "caveats": [],
+        "data": {"big": [1] * 100},
+        "figures": [{"file": "f.png"}],
+    }
 
 
 def _write(tmp_path: Path, names, quick=False) -> Path:

@@ -22,10 +22,12 @@ def _synthetic(rule: Rule) -> dict[str, Estimate]:
     t, z = rule.threshold, rule.null
     gap = max(abs(t - z), 1.0)
     at = lambda a, b: _est(min(a, b), max(a, b), max(rule.min_n, 2))  # noqa: E731
-    out = {"reproduced": at(t + s * 0.1 * gap, t + s * 2 * gap),
-           "not reproduced": at(t, t) if t == z else at(z + s * 0.1 * abs(t - z), t),
-           "opposite direction": at(z - s * 2 * gap, z - s * 0.1 * gap),
-           "inconclusive": at(t - s * 0.5 * gap, t + s * 0.5 * gap)}
+    out = {
+        "reproduced": at(t + s * 0.1 * gap, t + s * 2 * gap),
+        "not reproduced": at(t, t) if t == z else at(z + s * 0.1 * abs(t - z), t),
+        "opposite direction": at(z - s * 2 * gap, z - s * 0.1 * gap),
+        "inconclusive": at(t - s * 0.5 * gap, t + s * 0.5 * gap),
+    }
     few = Estimate(t + s * gap, None if rule.min_n > 1 else (t + s * gap, t + s * gap), rule.min_n - 1)
     out["not tested"] = few
     return out

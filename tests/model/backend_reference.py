@@ -63,8 +63,11 @@ def probe_hooks(n_layers: int) -> list[str]:
     from sandbox_lens.interp.model.run import hook_name
 
     # the residual hooks and patterns the probes read, and the MLP's hidden units (the largest values in play)
-    return [hook_name(h, l) for l in range(n_layers) for h in ("resid_pre", "resid_mid", "resid_post", "pattern",
-                                                               "pre", "post")]
+    return [
+        hook_name(h, l)
+        for l in range(n_layers)
+        for h in ("resid_pre", "resid_mid", "resid_post", "pattern", "pre", "post")
+    ]
 
 
 def words_for(model, n: int = 16, seed: int = 0) -> np.ndarray:
@@ -105,9 +108,19 @@ def forward_seconds(model, tokens: np.ndarray, repeats: int = 7) -> float:
 def small_compare(out: Path) -> dict:
     from sandbox_lens.interp.compare.analyse import compare, comparison_for
 
-    compare(comparison_for("parity", length=8), out, constructions=["modular_counter", "prefix_scan"], samples=64,
-            examples=4, train_steps=30, masks=False, theorem3_steps=0, circuit_pairs=0, causal_pairs=0,
-            progress=False)
+    compare(
+        comparison_for("parity", length=8),
+        out,
+        constructions=["modular_counter", "prefix_scan"],
+        samples=64,
+        examples=4,
+        train_steps=30,
+        masks=False,
+        theorem3_steps=0,
+        circuit_pairs=0,
+        causal_pairs=0,
+        progress=False,
+    )
     return json.loads((out / "metrics.json").read_text())
 
 
@@ -129,8 +142,14 @@ def circuit_analyses(engine: str) -> dict:
     for name, construction, source, options, method in CIRCUIT_CASES:
         model = to_hooked(build_case(construction, source, options, 16))
         r = analyse(model, method, ground_truth_of_model(model), pairs=24, seed=1, curve=False, engine=engine)
-        out[name] = {"method": method, "edges": r.get("edges"), "circuit": r["circuit"]["edges"], "auroc": r["auroc"],
-                     "ground_truth_edges": r["ground_truth_edges"], "engine": r["engine"]}
+        out[name] = {
+            "method": method,
+            "edges": r.get("edges"),
+            "circuit": r["circuit"]["edges"],
+            "auroc": r["auroc"],
+            "ground_truth_edges": r["ground_truth_edges"],
+            "engine": r["engine"],
+        }
     return out
 
 
@@ -148,15 +167,20 @@ def write(directory: Path) -> None:
             model = to_hooked(build_case(construction, source, options, T))
             tokens = words_for(model)
             logits, acts = activations(model, tokens)
-            np.savez_compressed(directory / f"{name}-T{T}.npz", tokens=tokens, logits=logits,
-                                **{f"act:{k}": v for k, v in acts.items()})
+            np.savez_compressed(
+                directory / f"{name}-T{T}.npz", tokens=tokens, logits=logits, **{f"act:{k}": v for k, v in acts.items()}
+            )
     save_model(to_hooked(build_case("memory", "memory3", {}, 16)), directory / "saved-on-tl39")
     small_compare(directory / "compare-tl39")
     (directory / "circuits-tl39.json").write_text(json.dumps(circuit_analyses("hooks")))
     c, s, T = TIMED
     model = to_hooked(build_case(c, s, {}, T))
-    timing = {"backend": backend(), "model": f"{c} {s} T={T}", "batch": 64,
-              "seconds": forward_seconds(model, words_for(model, 64))}
+    timing = {
+        "backend": backend(),
+        "model": f"{c} {s} T={T}",
+        "batch": 64,
+        "seconds": forward_seconds(model, words_for(model, 64)),
+    }
     (directory / "timing.json").write_text(json.dumps(timing))
     print(f"wrote the {backend()} reference to {directory}")
 

@@ -19,8 +19,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backend_reference import (CASES, LENGTHS, TIMED, activations, build_case, circuit_analyses,  # noqa: E402
-                               forward_seconds, small_compare, words_for)
+from backend_reference import (  # noqa: E402
+    CASES,
+    LENGTHS,
+    TIMED,
+    activations,
+    build_case,
+    circuit_analyses,
+    forward_seconds,
+    small_compare,
+    words_for,
+)
 
 from sandbox_lens.interp.model.hooked import backend, to_hooked  # noqa: E402
 from sandbox_lens.interp.model.saved import load_model, save_model  # noqa: E402
@@ -51,10 +60,13 @@ def test_logits_and_probe_activations_match_hooked_transformer(case):
     logits, acts = activations(model, tokens)
     diff = float(np.abs(logits - ref["logits"]).max())
     # float32 kernels may sum in another order: differences are rounding of the largest value in play
-    scale = max([float(np.abs(ref["logits"]).max()), 1.0] + [float(np.abs(ref[k]).max()) for k in ref.files
-                                                            if k.startswith("act:")])
-    _report(f"{backend()} vs HookedTransformer {name} T={T}: max |Δ logits| {diff:.2e} (largest activation "
-            f"{scale:.1e})")
+    scale = max(
+        [float(np.abs(ref["logits"]).max()), 1.0]
+        + [float(np.abs(ref[k]).max()) for k in ref.files if k.startswith("act:")]
+    )
+    _report(
+        f"{backend()} vs HookedTransformer {name} T={T}: max |Δ logits| {diff:.2e} (largest activation {scale:.1e})"
+    )
     assert diff <= 1e-5 * scale
     assert (logits.argmax(-1) == ref["logits"].argmax(-1)).all()
     for hook, value in acts.items():
@@ -72,13 +84,34 @@ def test_every_construction_is_exact_here(case):
 
 
 def test_verify_json_reports_the_backend_and_accuracy_one():
-    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", "verify", "prefix_scan", "--automaton", "S5",
-                        "--length", "256", "--samples", "200", "--json"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_lens.interp",
+            "--threads",
+            "1",
+            "verify",
+            "prefix_scan",
+            "--automaton",
+            "S5",
+            "--length",
+            "256",
+            "--samples",
+            "200",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accuracy"] == 1.0 and out["exact"] and out["backend"] == backend()
-    _report(f"{backend()}: interp verify prefix_scan --automaton S5 --length 256 --json -> accuracy "
-            f"{out['accuracy']}, backend {out['backend']}")
+    _report(
+        f"{backend()}: interp verify prefix_scan --automaton S5 --length 256 --json -> accuracy "
+        f"{out['accuracy']}, backend {out['backend']}"
+    )
 
 
 @needs_reference
@@ -111,8 +144,10 @@ def test_forward_pass_time_beside_hooked_transformer():
     c, s, T = TIMED
     model = to_hooked(build_case(c, s, {}, T))
     mine = forward_seconds(model, words_for(model, ref["batch"]))
-    _report(f"forward pass, {ref['model']}, batch {ref['batch']}: {ref['backend']} {ref['seconds'] * 1e3:.1f} ms, "
-            f"{backend()} {mine * 1e3:.1f} ms (ratio {mine / ref['seconds']:.2f})")
+    _report(
+        f"forward pass, {ref['model']}, batch {ref['batch']}: {ref['backend']} {ref['seconds'] * 1e3:.1f} ms, "
+        f"{backend()} {mine * 1e3:.1f} ms (ratio {mine / ref['seconds']:.2f})"
+    )
     assert mine > 0
 
 
@@ -144,8 +179,13 @@ def test_a_twin_trains_saves_and_loads_here(tmp_path):
     from sandbox_lens.interp.tasks.catalogue import get_automaton
     from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
 
-    m = train(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16, n_heads=2),
-              TrainConfig(steps=40, batch=32, eval_every=20, warmup=5), tmp_path / "t", progress=False)
+    m = train(
+        AutomatonTask(get_automaton("parity"), 8),
+        ModelShape(n_layers=1, d_model=16, n_heads=2),
+        TrainConfig(steps=40, batch=32, eval_every=20, warmup=5),
+        tmp_path / "t",
+        progress=False,
+    )
     twin = load_trained(tmp_path / "t")
     assert twin.card.kind == "automaton" and 0.0 <= m["final_accuracy"] <= 1.0
     from sandbox_lens.interp.model.run import predict
@@ -158,8 +198,9 @@ def test_a_twin_trains_saves_and_loads_here(tmp_path):
     from sandbox_lens.interp.model.hooked import tl_state_dict
     from sandbox_lens.interp.train import build_model
 
-    fresh = tl_state_dict(build_model(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16,
-                                                                                         n_heads=2), seed=0))
+    fresh = tl_state_dict(
+        build_model(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16, n_heads=2), seed=0)
+    )
     loaded = tl_state_dict(twin)
     assert set(fresh) == set(loaded)
     assert not torch.equal(fresh["blocks.0.attn.W_Q"], loaded["blocks.0.attn.W_Q"])  # trained weights, not a fresh init
@@ -202,9 +243,29 @@ def test_circuit_analyses_match_the_hook_engine_on_3_9():
 
 
 def test_interp_circuit_runs_here(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "circuit", "modular_counter", "--automaton", "C3", "-T", "8",
-                        "--method", "acdc", "--pairs", "16", "--json", "--out", str(tmp_path / "c")],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_lens.interp",
+            "circuit",
+            "modular_counter",
+            "--automaton",
+            "C3",
+            "-T",
+            "8",
+            "--method",
+            "acdc",
+            "--pairs",
+            "16",
+            "--json",
+            "--out",
+            str(tmp_path / "c"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["auroc"] == 1.0 and (tmp_path / "c" / "circuit.eap-ig.json").exists()
@@ -214,10 +275,9 @@ def test_causal_alignment_runs_on_this_backend():
     """Interchange interventions and DAS through this backend's hooks: the counter's named sites carry the state
     (IIA 1), its inert copy carries nothing, and DAS — searched only before the counter's one attention layer,
     where there are only the tokens — finds no subspace that carries it."""
+    from sandbox_lens.constructions.registry import build
     from sandbox_lens.interp.causal.align import align
     from sandbox_lens.interp.tasks.catalogue import get_automaton
-
-    from sandbox_lens.constructions.registry import build
 
     model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
     r = align(model, pairs=64, ks=(2,), das_steps=40)["variables"]["state"]

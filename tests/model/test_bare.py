@@ -6,13 +6,14 @@ import torch
 
 from sandbox_lens.constructions import build_model
 from sandbox_lens.interp.model.bare import bare_forward, bare_unsupported
+from sandbox_lens.interp.model.checked import CheckedForward
 from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.train import ModelShape, build_model as build_twin
+from sandbox_lens.interp.train import ModelShape
+from sandbox_lens.interp.train import build_model as build_twin
 from sandbox_lens.interp.verify import verify
-from sandbox_lens.interp.model.checked import CheckedForward
 
 MODELS = {
     "prefix_scan/S3": lambda: build_model("prefix_scan", get_automaton("S3"), 64),
@@ -46,9 +47,13 @@ def test_bare_forward_matches_transformer_lens_on_every_construction(name):
     assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
 
 
-@pytest.mark.parametrize("shape", [ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
-                                   ModelShape(n_layers=1, d_model=16, n_heads=4, normalization="none",
-                                              positional="sinusoidal")])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
+        ModelShape(n_layers=1, d_model=16, n_heads=4, normalization="none", positional="sinusoidal"),
+    ],
+)
 def test_bare_forward_matches_a_twin_with_and_without_layernorm(shape):
     task = AutomatonTask(get_automaton("S3"), 12)
     model = build_twin(task, shape, 3)
@@ -119,7 +124,9 @@ def test_a_residual_stream_that_disagrees_or_other_hooks_come_from_the_model(mon
     import sandbox_lens.interp.model.bare as bare
     from sandbox_lens.interp.model.checked import residual_stream
 
-    model = build_twin(AutomatonTask(get_automaton("S3"), 12), ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), 0)
+    model = build_twin(
+        AutomatonTask(get_automaton("S3"), 12), ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32), 0
+    )
     tokens = AutomatonTask(get_automaton("S3"), 12).batch(step_rng(0, 0), 8).tokens
     assert residual_stream(model, tokens, ["blocks.1.hook_resid_mid"])[1] == "bare"  # LayerNorm twins too
     assert residual_stream(model, tokens, ["blocks.1.hook_resid_mid", "blocks.0.attn.hook_pattern"])[1] == "model"

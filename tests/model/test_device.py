@@ -19,8 +19,19 @@ def _fake_cuda(monkeypatch, n: int = 1) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
 
 
-CFG = {"n_layers": 1, "d_model": 8, "n_ctx": 8, "d_head": 4, "n_heads": 2, "d_mlp": 16, "d_vocab": 3,
-       "d_vocab_out": 3, "act_fn": "relu", "normalization_type": None, "dtype": "float32"}
+CFG = {
+    "n_layers": 1,
+    "d_model": 8,
+    "n_ctx": 8,
+    "d_head": 4,
+    "n_heads": 2,
+    "d_mlp": 16,
+    "d_vocab": 3,
+    "d_vocab_out": 3,
+    "act_fn": "relu",
+    "normalization_type": None,
+    "dtype": "float32",
+}
 
 
 def test_models_are_built_on_the_cpu_even_where_cuda_is_present(monkeypatch):
@@ -35,8 +46,12 @@ def test_devices_resolve_or_are_refused(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("checks the refusals of a machine without CUDA")
     assert resolve("cpu") == "cpu" and resolve(" AUTO ") == "cpu"
-    for bad, message in (("cuda", "has no CUDA device"), ("cuda:0", "has no CUDA device"), ("gpu", "cpu, cuda, cuda:N"),
-                         ("cuda:x", "cpu, cuda, cuda:N")):
+    for bad, message in (
+        ("cuda", "has no CUDA device"),
+        ("cuda:0", "has no CUDA device"),
+        ("gpu", "cpu, cuda, cuda:N"),
+        ("cuda:x", "cpu, cuda, cuda:N"),
+    ):
         with pytest.raises(SandboxError, match=message):
             resolve(bad)
     _fake_cuda(monkeypatch, 2)
@@ -45,10 +60,13 @@ def test_devices_resolve_or_are_refused(monkeypatch):
         resolve("cuda:2")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--device", "cuda", "train", "dyck", "--dyck", "1,2", "--steps", "2"], "no CUDA device"),
-    (["--device", "tpu", "evaluate", "--model", "X"], "cpu, cuda, cuda:N or auto"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--device", "cuda", "train", "dyck", "--dyck", "1,2", "--steps", "2"], "no CUDA device"),
+        (["--device", "tpu", "evaluate", "--model", "X"], "cpu, cuda, cuda:N or auto"),
+    ],
+)
 def test_bad_devices_are_one_line_and_write_nothing(tmp_path, capsys, monkeypatch, argv, message):
     if torch.cuda.is_available():
         pytest.skip("checks the refusals of a machine without CUDA")
@@ -69,7 +87,9 @@ def test_a_command_without_a_model_refuses_cuda_and_takes_auto_as_the_cpu(tmp_pa
     from sandbox_lens.interp.cli import ON_DEVICE, _device
 
     assert _device("info", "auto") is None and _device("verify", None) is None
-    assert all(_device(c, "auto") == "cuda" for c in ("train", "compare", "circuit", "align", "experiment", "population"))
+    assert all(
+        _device(c, "auto") == "cuda" for c in ("train", "compare", "circuit", "align", "experiment", "population")
+    )
     assert {"train", "evaluate", "verify", "compare", "circuit", "align", "experiment"} <= ON_DEVICE  # the list
 
 
@@ -87,6 +107,23 @@ def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, mon
         return model
 
     monkeypatch.setattr(loop, "build_model", spy)
-    assert main(["--device", "cpu", "train", "dyck", "--dyck", "1,2", "--steps", "2", "--eval-every", "2",
-                 "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            [
+                "--device",
+                "cpu",
+                "train",
+                "dyck",
+                "--dyck",
+                "1,2",
+                "--steps",
+                "2",
+                "--eval-every",
+                "2",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     assert seen == {"device": "cpu", "env": "cpu"} and ENV not in os.environ

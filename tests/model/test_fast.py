@@ -10,13 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from run_checks import assert_same_training_path  # noqa: E402
+
 from sandbox_lens.interp.model.fast import covers, fast_forward, training_forward  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
 from sandbox_lens.interp.train.config import ModelShape  # noqa: E402
-from run_checks import assert_same_training_path  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16), FFLTask(0.8, 16)]
 
@@ -55,7 +56,9 @@ def test_a_copy_made_inside_the_block_runs_on_its_own_weights():
         twin = copy.deepcopy(model)
         for p in twin.parameters():
             p.mul_(0.5)
-        assert torch.allclose(twin(tokens), fast_forward(twin, tokens)) and not torch.allclose(twin(tokens), model(tokens))
+        assert torch.allclose(twin(tokens), fast_forward(twin, tokens)) and not torch.allclose(
+            twin(tokens), model(tokens)
+        )
 
 
 def test_models_it_does_not_cover_are_left_as_they_are():

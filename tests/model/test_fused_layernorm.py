@@ -7,12 +7,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from run_checks import assert_same_training_path  # noqa: E402
+
 from sandbox_lens.interp.model.hooked import fused_layernorm  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
 from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
-from run_checks import assert_same_training_path  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16)]
 

@@ -14,8 +14,10 @@ import torch
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.model.device import ENV
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: make test-gpu needs one")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: make test-gpu needs one"),
+]
 TRAIN = ["train", "dyck", "--dyck", "1,2", "--eval-every", "10", "--target", "none"]
 
 
@@ -78,8 +80,42 @@ def test_a_quick_experiment_runs_on_cuda(tmp_path):
 
 def test_compare_and_population_run_on_cuda(tmp_path):
     sweep = tmp_path / "sweep"
-    assert main(["--device", "cuda", "train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "30",
-                 "--seeds", "0-1", "--out", str(sweep)]) == 0
+    assert (
+        main(
+            [
+                "--device",
+                "cuda",
+                "train",
+                "automaton",
+                "--automaton",
+                "C3",
+                "--length",
+                "6",
+                "--steps",
+                "30",
+                "--seeds",
+                "0-1",
+                "--out",
+                str(sweep),
+            ]
+        )
+        == 0
+    )
     assert main(["--device", "cuda", "population", str(sweep), "--causal-pairs", "32"]) == 0
-    assert main(["--device", "cuda", "compare", "C3", "--length", "6", "--population", str(sweep),
-                 "--out", str(tmp_path / "c")]) == 0
+    assert (
+        main(
+            [
+                "--device",
+                "cuda",
+                "compare",
+                "C3",
+                "--length",
+                "6",
+                "--population",
+                str(sweep),
+                "--out",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 0
+    )

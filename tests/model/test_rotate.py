@@ -13,9 +13,15 @@ from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.verify import verify
 
-FAMILIES = [("modular_counter", "C3", 32, {}), ("prefix_scan", "S3", 16, {}), ("gridworld", "grid5", 32, {}),
-            ("krohn_rhodes", "S3", 16, {}), ("memory", "flipflop", 32, {}), ("dyck", None, 40, {"variant": "uniform"}),
-            ("ffl", None, 32, {})]
+FAMILIES = [
+    ("modular_counter", "C3", 32, {}),
+    ("prefix_scan", "S3", 16, {}),
+    ("gridworld", "grid5", 32, {}),
+    ("krohn_rhodes", "S3", 16, {}),
+    ("memory", "flipflop", 32, {}),
+    ("dyck", None, 40, {"variant": "uniform"}),
+    ("ffl", None, 32, {}),
+]
 
 
 def _source(name, automaton):
@@ -69,11 +75,15 @@ def test_cli_build_rotate_saves_an_exact_model(tmp_path, capsys):
     from sandbox_lens.interp.cli import main
 
     out = tmp_path / "rot"
-    assert main(["build", "prefix_scan", "--automaton", "parity", "-T", "16", "--rotate", "--pad", "5",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["build", "prefix_scan", "--automaton", "parity", "-T", "16", "--rotate", "--pad", "5", "--out", str(out)])
+        == 0
+    )
     assert "rotated: d_model" in capsys.readouterr().out
     assert main(["verify", "--model", str(out), "--samples", "50"]) == 0
     assert "EXACT" in capsys.readouterr().out
-    assert main(["build", "prefix_scan", "--automaton", "parity", "-T", "16", "--pad", "5", "--out",
-                 str(tmp_path / "x")]) == 2
+    assert (
+        main(["build", "prefix_scan", "--automaton", "parity", "-T", "16", "--pad", "5", "--out", str(tmp_path / "x")])
+        == 2
+    )
     assert "go with --rotate" in capsys.readouterr().err and not (tmp_path / "x").exists()

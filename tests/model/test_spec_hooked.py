@@ -6,13 +6,12 @@ import pytest
 import torch
 
 from sandbox_lens.constructions import build
-from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.errors import CheckpointError, ConstructionError
-from sandbox_lens.interp.model.hooked import state_dict_arrays
-from sandbox_lens.interp.model.saved import load_model, save_model
 from sandbox_lens.interp.model.card import TokenIO
+from sandbox_lens.interp.model.hooked import state_dict_arrays, to_hooked
+from sandbox_lens.interp.model.saved import load_model, save_model
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout
-from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.verify import verify
 
 
@@ -43,10 +42,19 @@ def _toy_spec() -> ConstructionSpec:
     mlp = MLP(L).unit({"a": 2.0}, -1.0, {("c", 0): 1.0}).out_bias({"b": 0.25})
     rng = np.random.default_rng(0)
     return ConstructionSpec(
-        name="toy", theorem="none", layout=L, W_E=rng.normal(size=(3, 4)), W_pos=rng.normal(size=(5, 4)),
+        name="toy",
+        theorem="none",
+        layout=L,
+        W_E=rng.normal(size=(3, 4)),
+        W_pos=rng.normal(size=(5, 4)),
         blocks=[Block([h0, h1], mlp, "toy block"), Block([], None, "empty")],
-        W_U=rng.normal(size=(4, 2)), b_U=np.zeros(2), input_tokens=["x", "y", "z"], output_names=["p", "q"],
-        io=TokenIO(prefix=(), symbol_tokens=(0, 1, 2)), max_length=5, task={"kind": "automaton", "automaton": {}},
+        W_U=rng.normal(size=(4, 2)),
+        b_U=np.zeros(2),
+        input_tokens=["x", "y", "z"],
+        output_names=["p", "q"],
+        io=TokenIO(prefix=(), symbol_tokens=(0, 1, 2)),
+        max_length=5,
+        task={"kind": "automaton", "automaton": {}},
     )
 
 
@@ -202,14 +210,18 @@ def test_a_saved_model_loads_in_plain_transformer_lens(tmp_path):
     import sys
 
     from sandbox_lens.interp.cli import main
-    from sandbox_lens.interp.model.saved import load_model
     from sandbox_lens.interp.model.run import logits
+    from sandbox_lens.interp.model.saved import load_model
 
     assert main(["build", "modular_counter", "--automaton", "parity", "-T", "8", "--out", str(tmp_path / "m")]) == 0
     model = load_model(tmp_path / "m")
     tokens = model.card.io.encode(np.random.default_rng(0).integers(2, size=(3, 8)))
-    out = subprocess.run([sys.executable, "-c", PLAIN_TL, str(tmp_path / "m"), json.dumps(tokens.tolist())],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PLAIN_TL, str(tmp_path / "m"), json.dumps(tokens.tolist())],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["interp"] is False
     assert got["unexpected"] == [] and all(k.endswith((".mask", ".IGNORE")) for k in got["missing"])

@@ -69,8 +69,13 @@ def test_twins_and_saved_models_have_the_tokenizer_too(tmp_path):
 
     save_model(MODELS["prefix_scan/S3"](), tmp_path / "m")
     assert load_model(tmp_path / "m").to_str_tokens("(0 1)")[-1] == "(0 1)"
-    train(AutomatonTask(get_automaton("parity"), 6), ModelShape(n_layers=1, d_model=16, n_heads=2),
-          TrainConfig(steps=2, batch=4, eval_every=2, eval_size=8), tmp_path / "twin", progress=False)
+    train(
+        AutomatonTask(get_automaton("parity"), 6),
+        ModelShape(n_layers=1, d_model=16, n_heads=2),
+        TrainConfig(steps=2, batch=4, eval_every=2, eval_size=8),
+        tmp_path / "twin",
+        progress=False,
+    )
     twin = load_trained(tmp_path / "twin")
     assert twin.to_str_tokens("0 1 1") == ["BOS", "0", "1", "1"]
     assert torch.equal(twin.to_tokens("0 1 1"), torch.as_tensor(twin.card.io.encode([[0, 1, 1]])))
@@ -83,7 +88,7 @@ def test_any_word_round_trips_with_or_without_spaces(word, spaces):
     model = _S3
     names = [model.card.input_tokens[model.card.io.symbol_tokens[s % 2]] for s in word]
     text = (" " if spaces else "").join(names)
-    assert model.to_str_tokens(text)[len(model.card.io.prefix):] == names
+    assert model.to_str_tokens(text)[len(model.card.io.prefix) :] == names
 
 
 _S3 = build_model("prefix_scan", get_automaton("S3"), 16)

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from sandbox_lens.constructions import build
+from sandbox_lens.interp.errors import VocabularyError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import live_heads
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.errors import VocabularyError
-from sandbox_lens.interp.model.run import live_heads
-from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.probes.ablation import accuracy_with_ablation, greedy_prune, head_ablation
 from sandbox_lens.probes.linear import automaton_probe_data, probe_accuracy, residual_hooks
 
@@ -65,8 +65,14 @@ def test_redundant_heads_are_pruned():
 
 def test_attention_references_scores_and_matching():
     from sandbox_lens.interp.model.run import attention_patterns
-    from sandbox_lens.probes.attention import (lookback_reference, match_heads, score_head, score_heads, target_reference,
-                                  uniform_reference)
+    from sandbox_lens.probes.attention import (
+        lookback_reference,
+        match_heads,
+        score_head,
+        score_heads,
+        target_reference,
+        uniform_reference,
+    )
 
     s3 = get_automaton("S3")
     scan = to_hooked(build("prefix_scan", s3, 16))
@@ -74,10 +80,10 @@ def test_attention_references_scores_and_matching():
     patterns = {head: p[0] for head, p in attention_patterns(scan, scan.card.io.encode(word)).items()}
     n = len(scan.card.io.prefix) + len(word)
     real = list(range(len(scan.card.io.prefix), n))
-    refs = {f"back {2 ** l}": lookback_reference(n, 2 ** l) for l in range(4)} | {"uniform": uniform_reference(n)}
+    refs = {f"back {2**l}": lookback_reference(n, 2**l) for l in range(4)} | {"uniform": uniform_reference(n)}
     scores = score_heads(patterns, refs, real)
     for layer, head in enumerate(sorted(patterns)):  # attention layer l looks back 2^l: perfect scores
-        s = scores[head][f"back {2 ** layer}"]
+        s = scores[head][f"back {2**layer}"]
         assert s["mass"] == pytest.approx(1.0) and s["argmax_agreement"] == 1.0 and s["tv_distance"] < 1e-6
         assert scores[head]["uniform"]["tv_distance"] > 0.5
     # matching a model with itself pairs every head with itself at distance 0
@@ -85,7 +91,8 @@ def test_attention_references_scores_and_matching():
     assert all(p["trained"] == p["constructed"] and p["tv_distance"] < 1e-9 for p in pairs)
     shuffled = dict(zip(reversed(list(patterns)), patterns.values()))
     assert {(p["trained"], p["constructed"]) for p in match_heads(shuffled, patterns, real)} == {
-        (k, v) for k, v in zip(reversed(list(patterns)), patterns)}
+        (k, v) for k, v in zip(reversed(list(patterns)), patterns)
+    }
     with pytest.raises(VocabularyError):
         target_reference([0, 2, 1])
     with pytest.raises(VocabularyError):
@@ -95,6 +102,7 @@ def test_attention_references_scores_and_matching():
 def _automaton_batches(model, a, T):
     def batches(step):
         return automaton_probe_data(model, a, a.sample(32, T, seed=100 + step))
+
     return batches
 
 
@@ -126,8 +134,15 @@ def test_weight_mask_prunes_a_random_network_towards_a_construction():
     large = random_transformer(target.cfg.d_vocab, target.cfg.d_vocab_out, 9, RandomShape(2, 32, 2, 64), seed=0)
     weights = {k: v.clone() for k, v in large.state_dict().items()}
     ev = automaton_probe_data(target, a, a.sample(100, 8, seed=5))
-    r = learn_weight_mask(target, large, lambda s: automaton_probe_data(target, a, a.sample(32, 8, seed=s))[0], ev,
-                          keep=0.3, steps=150, lr=0.05)
+    r = learn_weight_mask(
+        target,
+        large,
+        lambda s: automaton_probe_data(target, a, a.sample(32, 8, seed=s))[0],
+        ev,
+        keep=0.3,
+        steps=150,
+        lr=0.05,
+    )
     assert abs(r["kept_fraction"] - 0.3) < 1e-3 and r["target_accuracy"] == 1.0
     assert r["trace"][-1]["kl"] < 0.5 * r["trace"][0]["kl"]  # the mask learns (weights never move)
     assert all(torch.equal(weights[k], v) for k, v in large.state_dict().items())
@@ -151,8 +166,8 @@ def test_logistic_probe_reads_a_state_stored_along_one_direction():
 
 def test_corollary3_two_prunings_share_one_identical_matrix():
     from sandbox_lens.constructions.dyck import build_dyck
-    from sandbox_lens.interp.tasks.dyck import Dyck
     from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
+    from sandbox_lens.interp.tasks.dyck import Dyck
     from sandbox_lens.probes.weight_mask import RandomShape, learn_weight_masks, random_transformer
 
     lang = Dyck(2, 4)
@@ -160,10 +175,17 @@ def test_corollary3_two_prunings_share_one_identical_matrix():
     stack, uniform = (to_hooked(build_dyck(lang, 32, v)) for v in ("stack", "uniform"))
     large = random_transformer(stack.cfg.d_vocab, stack.cfg.d_vocab_out, 16, RandomShape(2, 32, 2, 64), seed=1)
     ev = task.batch(step_rng(0, 0, Stream.HELD_OUT), 40)
-    r = learn_weight_masks([stack, uniform], large, lambda s: task.batch(step_rng(0, s), 16).tokens,
-                           (ev.tokens, ev.targets, ev.score_mask), steps=25, shared=["blocks.1.attn.W_K"])
+    r = learn_weight_masks(
+        [stack, uniform],
+        large,
+        lambda s: task.batch(step_rng(0, s), 16).tokens,
+        (ev.tokens, ev.targets, ev.score_mask),
+        steps=25,
+        shared=["blocks.1.attn.W_K"],
+    )
     assert r["shared_identical"] and 0.0 < r["other_masks_jaccard"] < 1.0  # the rest of the prunings differ
     assert len(r["targets"]) == 2 and all(t["target_accuracy"] == 1.0 for t in r["targets"])
     with pytest.raises(VocabularyError, match="not a weight matrix"):
-        learn_weight_masks([stack], large, lambda s: ev.tokens, (ev.tokens, ev.targets, ev.score_mask),
-                           shared=["blocks.9.attn.W_K"])
+        learn_weight_masks(
+            [stack], large, lambda s: ev.tokens, (ev.tokens, ev.targets, ev.score_mask), shared=["blocks.9.attn.W_K"]
+        )

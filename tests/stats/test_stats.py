@@ -8,9 +8,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox_lens.interp.stats import (Estimate, bootstrap_interval, cohens_d, difference_interval, estimate, holm,
-                          null_exceedance, paired_interval, paired_test, permutation_test, poisson_interval,
-                          wilson_interval)
+from sandbox_lens.interp.stats import (
+    Estimate,
+    bootstrap_interval,
+    cohens_d,
+    difference_interval,
+    estimate,
+    holm,
+    null_exceedance,
+    paired_interval,
+    paired_test,
+    permutation_test,
+    poisson_interval,
+    wilson_interval,
+)
 
 
 def test_bootstrap_intervals_cover_the_mean_at_about_their_confidence():

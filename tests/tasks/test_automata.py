@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from sympy.combinatorics import Permutation
 
+from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.tasks.automata import Semiautomaton, load_automaton_file, parse_automaton_json
 from sandbox_lens.interp.tasks.catalogue import catalogue_examples, get_automaton
-from sandbox_lens.interp.errors import AutomatonError
 
 
 @pytest.mark.parametrize("name", catalogue_examples() + ["A5", "S5", "memory5", "grid9", "D8-regular"])
@@ -66,7 +66,10 @@ def test_permutation_groups_act_on_points_like_sympy():
 
 def test_quaternion_relations():
     q = get_automaton("Q8")
-    run = lambda word: q.states[q.run(q.encode(word))[-1]]
+
+    def run(word):
+        return q.states[q.run(q.encode(word))[-1]]
+
     assert run(["i", "i"]) == "-1"
     assert run(["i", "j"]) == "k"
     assert run(["j", "i"]) == "-k"
@@ -110,8 +113,13 @@ def test_with_initial_changes_the_start():
     assert list(a.run([0, 1, 1])) == [2, 0, 1]
 
 
-GOOD = {"name": "toy", "states": ["a", "b"], "alphabet": ["x", "y"],
-        "delta": {"x": ["b", "a"], "y": ["a", "a"]}, "initial": "a"}
+GOOD = {
+    "name": "toy",
+    "states": ["a", "b"],
+    "alphabet": ["x", "y"],
+    "delta": {"x": ["b", "a"], "y": ["a", "a"]},
+    "initial": "a",
+}
 
 
 def test_json_file_format(tmp_path):
@@ -122,21 +130,24 @@ def test_json_file_format(tmp_path):
     assert [a.states[q] for q in a.run(a.encode(["x", "x", "y", "x"]))] == ["b", "a", "a", "b"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("{not json", "malformed JSON"),
-    ("[1, 2]", "top level must be a JSON object"),
-    (json.dumps({**GOOD, "delta": {"x": ["b", "a"]}}), "no transitions for symbol"),
-    (json.dumps({**GOOD, "delta": {**GOOD["delta"], "z": ["a", "a"]}}), "not in the alphabet"),
-    (json.dumps({**GOOD, "delta": {"x": ["b", "c"], "y": ["a", "a"]}}), "is not a state name"),
-    (json.dumps({**GOOD, "delta": {"x": [["a", "b"], "a"], "y": ["a", "a"]}}), "deterministic"),
-    (json.dumps({**GOOD, "delta": {"x": ["b"], "y": ["a", "a"]}}), "exactly one next state"),
-    (json.dumps({**GOOD, "initial": "q"}), "initial state"),
-    (json.dumps({**GOOD, "states": ["a", "a"]}), "duplicate"),
-    (json.dumps({**GOOD, "states": []}), "at least one state"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "alphabet"}), "missing key"),
-    (json.dumps({**GOOD, "extra": 1}), "unknown key"),
-    ('{"states": ["a"], "alphabet": ["x"], "delta": {"x": ["a"], "x": ["a"]}}', "duplicate key"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "malformed JSON"),
+        ("[1, 2]", "top level must be a JSON object"),
+        (json.dumps({**GOOD, "delta": {"x": ["b", "a"]}}), "no transitions for symbol"),
+        (json.dumps({**GOOD, "delta": {**GOOD["delta"], "z": ["a", "a"]}}), "not in the alphabet"),
+        (json.dumps({**GOOD, "delta": {"x": ["b", "c"], "y": ["a", "a"]}}), "is not a state name"),
+        (json.dumps({**GOOD, "delta": {"x": [["a", "b"], "a"], "y": ["a", "a"]}}), "deterministic"),
+        (json.dumps({**GOOD, "delta": {"x": ["b"], "y": ["a", "a"]}}), "exactly one next state"),
+        (json.dumps({**GOOD, "initial": "q"}), "initial state"),
+        (json.dumps({**GOOD, "states": ["a", "a"]}), "duplicate"),
+        (json.dumps({**GOOD, "states": []}), "at least one state"),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "alphabet"}), "missing key"),
+        (json.dumps({**GOOD, "extra": 1}), "unknown key"),
+        ('{"states": ["a"], "alphabet": ["x"], "delta": {"x": ["a"], "x": ["a"]}}', "duplicate key"),
+    ],
+)
 def test_json_errors_are_clear(text, message):
     with pytest.raises(AutomatonError, match=message):
         parse_automaton_json(text)
@@ -231,7 +242,7 @@ def test_feasible_tables_are_checked_and_kept_by_products_and_resets():
     pair = get_automaton("dyck1-depth2xparity")
     assert pair.feasible is not None and pair.is_feasible(pair.sample(100, 30, seed=1)).all()
     resets = get_automaton("dyck1-depth2+resets")
-    assert resets.feasible[-resets.n_states:].all()
+    assert resets.feasible[-resets.n_states :].all()
     with pytest.raises(AutomatonError, match="no feasible symbol"):  # probabilities that leave a state no legal move
         a.sample(5, 5, seed=0, probs=[0.0, 1.0])
 
@@ -253,5 +264,7 @@ def test_prefix_scan_is_exact_on_the_dyck_stack(T, samples, exhaustive):
     from sandbox_lens.constructions import build
     from sandbox_lens.interp.verify import verify
 
-    r = verify(build("prefix_scan", get_automaton("dyck2-depth4"), T), samples=samples, exhaustive_upto=exhaustive, seed=0)
+    r = verify(
+        build("prefix_scan", get_automaton("dyck2-depth4"), T), samples=samples, exhaustive_upto=exhaustive, seed=0
+    )
     assert r.exact, r.summary()

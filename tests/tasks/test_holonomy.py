@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
+from strategies import semiautomata
 
 from sandbox_lens.interp.budget import BudgetError
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.holonomy import act, holonomy_skeleton
-from strategies import semiautomata
 
 
 def _check(a: Semiautomaton) -> None:
@@ -49,11 +49,18 @@ def test_random_semiautomata_up_to_six_states(a):
     _check(a)
 
 
-@pytest.mark.parametrize("name, levels, orders", [
-    ("flipflop", 1, [1]), ("C3", 1, [3]), ("S3+resets", 1, [6]), ("memory3", 1, [1]),
-    ("grid3", 2, [1, 1]), ("grid5", 4, [1, 1, 1, 1]),  # the gridworld: a cascade of S flip-flops
-    ("A5+resets", 1, [60]),
-])
+@pytest.mark.parametrize(
+    "name, levels, orders",
+    [
+        ("flipflop", 1, [1]),
+        ("C3", 1, [3]),
+        ("S3+resets", 1, [6]),
+        ("memory3", 1, [1]),
+        ("grid3", 2, [1, 1]),
+        ("grid5", 4, [1, 1, 1, 1]),  # the gridworld: a cascade of S flip-flops
+        ("A5+resets", 1, [60]),
+    ],
+)
 def test_known_cases(name, levels, orders):
     h = holonomy_skeleton(get_automaton(name))
     assert h.levels == levels and [c["order"] for c in h.components] == orders

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
+from strategies import semiautomata
 
 from sandbox_lens.interp.budget import BudgetError
 from sandbox_lens.interp.errors import AutomatonError
@@ -14,7 +15,6 @@ from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.holonomy import holonomy_skeleton
 from sandbox_lens.interp.tasks.holonomy_cascade import Coordinates, holonomy_cascade
-from strategies import semiautomata
 
 
 def _is_permutation_reset(a: Semiautomaton) -> bool:
@@ -47,8 +47,10 @@ def test_random_semiautomata_are_decomposed_or_refused_for_a_reason(a):
             assert cascade.output[p] == q
 
 
-@pytest.mark.parametrize("name, levels", [("flipflop", 1), ("C3+resets", 1), ("grid4", 3), ("dyck1-depth2", 3),
-                                          ("grid3x3", 4), ("memory3", 1)])
+@pytest.mark.parametrize(
+    "name, levels",
+    [("flipflop", 1), ("C3+resets", 1), ("grid4", 3), ("dyck1-depth2", 3), ("grid3x3", 4), ("memory3", 1)],
+)
 def test_known_automata(name, levels):
     a = get_automaton(name)
     c = holonomy_cascade(a)
@@ -58,7 +60,9 @@ def test_known_automata(name, levels):
 
 
 def test_a_non_solvable_automaton_is_refused_naming_the_group():
-    with pytest.raises(AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} is A5 \(order 60\), not solvable"):
+    with pytest.raises(
+        AutomatonError, match=r"holonomy group of the image \{0, 1, 2, 3, 4\} is A5 \(order 60\), not solvable"
+    ):
         holonomy_cascade(get_automaton("A5+resets"))
 
 
@@ -66,9 +70,14 @@ def _built_exact(a: Semiautomaton, T: int = 256) -> None:
     from sandbox_lens.constructions.registry import build
     from sandbox_lens.interp.verify import verify
 
-    for result in (verify(build("krohn_rhodes", a, 16), exhaustive_upto=min(5, int(np.log(2000) / np.log(max(2, a.n_symbols)))),
-                          samples=0),
-                   verify(build("krohn_rhodes", a, T), exhaustive_upto=1, samples=100, seed=3)):
+    for result in (
+        verify(
+            build("krohn_rhodes", a, 16),
+            exhaustive_upto=min(5, int(np.log(2000) / np.log(max(2, a.n_symbols)))),
+            samples=0,
+        ),
+        verify(build("krohn_rhodes", a, T), exhaustive_upto=1, samples=100, seed=3),
+    ):
         assert result.accuracy == 1.0, (a.delta.tolist(), result.accuracy)
 
 

@@ -50,10 +50,16 @@ def kind_branches(source: str) -> list[int]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
             sides = (node.left, *node.comparators)
-            if any(_is_kind_literal(x) for x in sides) and any(_names_a_kind(x) for x in sides if not _is_kind_literal(x)):
+            if any(_is_kind_literal(x) for x in sides) and any(
+                _names_a_kind(x) for x in sides if not _is_kind_literal(x)
+            ):
                 lines.append(node.lineno)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
-              and len(node.args) == 2):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+        ):
             names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
             if names & TASK_CLASSES:
                 lines.append(node.lineno)
@@ -61,8 +67,10 @@ def kind_branches(source: str) -> list[int]:
 
 
 def test_the_counter_sees_what_it_counts():
-    src = ('if task.kind == "dyck": pass\nif kind in ("ffl", "x"): pass\nif isinstance(t, (DyckTask, int)): pass\n'
-           'if name == "dyck": pass\nif kind is DYCK: pass\nif "automaton" in accepts: pass\nif args.task != "ffl": pass\n')
+    src = (
+        'if task.kind == "dyck": pass\nif kind in ("ffl", "x"): pass\nif isinstance(t, (DyckTask, int)): pass\n'
+        'if name == "dyck": pass\nif kind is DYCK: pass\nif "automaton" in accepts: pass\nif args.task != "ffl": pass\n'
+    )
     assert kind_branches(src) == [1, 2, 3, 7]
 
 
@@ -76,7 +84,9 @@ def test_no_kind_branches_outside_the_registry():
             lines = kind_branches(path.read_text())
             if lines:
                 found[rel] = lines
-    assert found == {}, f"dispatch on a task kind outside sandbox_lens.interp.tasks (use sandbox_lens.interp.tasks.kinds): {found}"
+    assert found == {}, (
+        f"dispatch on a task kind outside sandbox_lens.interp.tasks (use sandbox_lens.interp.tasks.kinds): {found}"
+    )
 
 
 def test_names_aliases_and_refusals():
@@ -108,7 +118,12 @@ def test_every_kind_states_its_facts(kind):
 
 def test_the_thesis_kinds_keep_their_defaults():
     """The numbers the registry took over from the per-kind tables (behaviour unchanged)."""
-    assert (AUTOMATON.default_length, AUTOMATON.compare_length, DYCK.default_length, FFL.default_length) == (32, 16, 28, 64)
+    assert (AUTOMATON.default_length, AUTOMATON.compare_length, DYCK.default_length, FFL.default_length) == (
+        32,
+        16,
+        28,
+        64,
+    )
     assert AUTOMATON.train_defaults == {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.99}
     assert DYCK.train_defaults == {"steps": 1500, "lr": 3e-3, "target_accuracy": 0.97}
     assert FFL.train_defaults == {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.999}

@@ -39,8 +39,12 @@ def test_the_levels_of_the_grid_cascade_give_the_state(name):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.sampled_from(["C3", "S3", "grid3", "flipflop", "parity"]), st.integers(1, 5), st.integers(1, 20),
-       st.integers(0, 10_000))
+@given(
+    st.sampled_from(["C3", "S3", "grid3", "flipflop", "parity"]),
+    st.integers(1, 5),
+    st.integers(1, 20),
+    st.integers(0, 10_000),
+)
 def test_a_window_map_is_the_composition_of_its_symbols(name, l, T, seed):
     a = get_automaton(name)
     w = WindowVariables(a)
@@ -48,15 +52,19 @@ def test_a_window_map_is_the_composition_of_its_symbols(name, l, T, seed):
     top = w.maps(words, l)
     for t in range(T):
         expect = np.tile(np.arange(a.n_states), (len(words), 1))
-        for u in range(t - 2 ** l + 1, t + 1):  # oldest first; before the word: the constant map to q0
+        for u in range(t - 2**l + 1, t + 1):  # oldest first; before the word: the constant map to q0
             expect = np.full_like(expect, a.initial) if u < 0 else a.delta[words[:, u][:, None], expect]
         assert np.array_equal(top[l][:, t], expect)
     assert np.array_equal(w.counterfactual(words, words, T - 1, f"window{l}", "parallel")[0], a.run(words))
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.sampled_from(["grid3", "grid4", "C3"]), st.sampled_from(["parallel", "recurrent"]), st.integers(0, 10_000),
-       st.data())
+@given(
+    st.sampled_from(["grid3", "grid4", "C3"]),
+    st.sampled_from(["parallel", "recurrent"]),
+    st.integers(0, 10_000),
+    st.data(),
+)
 def test_setting_a_variable_to_its_own_value_changes_nothing(name, mode, seed, data):
     a = get_automaton(name)
     high = StateModel(a, mode)
@@ -85,8 +93,11 @@ def test_a_swap_moves_the_output_as_the_model_says():
 
 
 def test_unknown_and_unoffered_variables_are_refused_with_what_there_is():
-    with pytest.raises(HighLevelError, match=r"no variable 'depth' \(it has: state, f1, f2, displacement, boundary, symbol, "
-                                             r"window<l>"):
+    with pytest.raises(
+        HighLevelError,
+        match=r"no variable 'depth' \(it has: state, f1, f2, displacement, boundary, symbol, "
+        r"window<l>",
+    ):
         StateModel(get_automaton("grid3")).variable("depth")
     assert StateModel(get_automaton("grid9")).variables[:2] == ("state", "displacement")  # 8 levels: by name only
     StateModel(get_automaton("grid9")).variable("f8")

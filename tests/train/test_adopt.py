@@ -19,16 +19,28 @@ def _plain_c3(steps: int = 60):
     warnings.simplefilter("ignore", DeprecationWarning)
     torch.manual_seed(0)
     c3 = sl.get_automaton("C3")
-    cfg = HookedTransformerConfig(n_layers=2, d_model=32, n_heads=2, d_head=16, d_mlp=64, n_ctx=9, d_vocab=4,
-                                  d_vocab_out=3, act_fn="relu", normalization_type="LN", seed=0)
+    cfg = HookedTransformerConfig(
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        d_head=16,
+        d_mlp=64,
+        n_ctx=9,
+        d_vocab=4,
+        d_vocab_out=3,
+        act_fn="relu",
+        normalization_type="LN",
+        seed=0,
+    )
     model = HookedTransformer(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     rng = np.random.default_rng(0)
     for _ in range(steps):
         words = rng.integers(0, 3, size=(32, 8))
         tokens = torch.tensor(np.concatenate([np.zeros((32, 1), int), words + 1], axis=1))
-        loss = torch.nn.functional.cross_entropy(model(tokens)[:, 1:].reshape(-1, 3),
-                                                 torch.tensor(c3.run(words)).reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            model(tokens)[:, 1:].reshape(-1, 3), torch.tensor(c3.run(words)).reshape(-1)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -16,21 +16,48 @@ from sandbox_lens.interp.train import ModelShape
 
 def test_the_correspondence_follows_the_constructions_card():
     c3 = correspondence("modular_counter", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, n_heads=2))
-    assert c3["variables"] == [{"variable": "state", "hook": "blocks.0.hook_resid_post", "dims": [0, 3],
-                                "construction_site": "state @ blocks.0.hook_resid_post"}]
+    assert c3["variables"] == [
+        {
+            "variable": "state",
+            "hook": "blocks.0.hook_resid_post",
+            "dims": [0, 3],
+            "construction_site": "state @ blocks.0.hook_resid_post",
+        }
+    ]
     assert c3["circuit"] == {"heads": [[0, 0]], "mlps": [0], "off_heads": [[0, 1], [1, 0], [1, 1]], "off_mlps": [1]}
     dyck = correspondence("dyck", DyckTask(Dyck(2, 4), 12), ModelShape(n_layers=2, n_heads=2, d_model=50))
     assert [(v["variable"], v["hook"], v["dims"]) for v in dyck["variables"]] == [
-        ("top", "blocks.1.hook_resid_post", [0, 8]), ("depth", "blocks.0.hook_resid_mid", [8, 9])]
+        ("top", "blocks.1.hook_resid_post", [0, 8]),
+        ("depth", "blocks.0.hook_resid_mid", [8, 9]),
+    ]
     assert dyck["circuit"]["heads"] == [[0, 0], [1, 0]] and dyck["circuit"]["off_mlps"] == []
     ffl = correspondence("ffl", FFLTask(0.8, 16), ModelShape(n_layers=3, n_heads=1))
     assert ffl["variables"][0]["hook"] == "blocks.1.hook_resid_post" and ffl["circuit"]["off_mlps"] == [2]
 
 
 def test_an_aligned_twin_records_what_was_imposed(tmp_path, interp_run):
-    code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "6", "--layers", "2", "--heads", "2",
-                              "--d-model", "16", "--steps", "60", "--eval-every", "20", "--align", "modular_counter",
-                              "--out", tmp_path / "a")
+    code, _, err = interp_run(
+        "train",
+        "automaton",
+        "--automaton",
+        "C3",
+        "--length",
+        "6",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "--steps",
+        "60",
+        "--eval-every",
+        "20",
+        "--align",
+        "modular_counter",
+        "--out",
+        tmp_path / "a",
+    )
     assert code == 0, err
     metrics = json.loads((tmp_path / "a" / "metrics.json").read_text())
     assert metrics["config"]["alignment"]["construction"] == "modular_counter"
@@ -61,39 +88,63 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
     from sandbox_lens.interp.causal.align import align
     from sandbox_lens.interp.train import open_model
 
-    code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "8", "--layers", "2", "--heads", "2",
-                              "--d-model", "32", "--steps", "3000", "--target", "none", "--align", "modular_counter",
-                              "--out", tmp_path / "c3")
+    code, _, err = interp_run(
+        "train",
+        "automaton",
+        "--automaton",
+        "C3",
+        "--length",
+        "8",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--d-model",
+        "32",
+        "--steps",
+        "3000",
+        "--target",
+        "none",
+        "--align",
+        "modular_counter",
+        "--out",
+        tmp_path / "c3",
+    )
     assert code == 0, err
     r = align(open_model(tmp_path / "c3"), pairs=256, ks=(2,), das_steps=20)
     assert r["variables"]["state"]["model"]["named_sites"][0]["iia"] >= 0.95
     assert r["imposed"]["drop"] <= 0.02, r["imposed"]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--align", "dyck"], "models the dyck task, not this automaton task"),
-    (["--align", "magic"], "unknown construction"),
-    (["--align", "modular_counter:uniform"], "only dyck has variants"),
-    (["--align", "modular_counter", "--arch", "lstm"], "an LSTM has none"),
-    (["--iit-weight", "2"], "belong to --align"),
-    (["--align-target", "0.9"], "belong to --align"),
-    (["--align", "modular_counter", "--align-target", "1.5"], "align_target must be in (0, 1]"),
-    (["--align", "modular_counter", "--strict-weight", "-1"], "strict_weight must be ≥ 0"),
-    (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),
-    (["--align", "modular_counter", "--seeds", "0-1", "--grid", "heads=1,2"], "a --grid over n_heads"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--align", "dyck"], "models the dyck task, not this automaton task"),
+        (["--align", "magic"], "unknown construction"),
+        (["--align", "modular_counter:uniform"], "only dyck has variants"),
+        (["--align", "modular_counter", "--arch", "lstm"], "an LSTM has none"),
+        (["--iit-weight", "2"], "belong to --align"),
+        (["--align-target", "0.9"], "belong to --align"),
+        (["--align", "modular_counter", "--align-target", "1.5"], "align_target must be in (0, 1]"),
+        (["--align", "modular_counter", "--strict-weight", "-1"], "strict_weight must be ≥ 0"),
+        (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),
+        (["--align", "modular_counter", "--seeds", "0-1", "--grid", "heads=1,2"], "a --grid over n_heads"),
+    ],
+)
 def test_bad_alignments_are_one_line(tmp_path, interp_run, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "2", *argv,
-                              "--out", "X")
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "2", *argv, "--out", "X"
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "X").exists()
 
 
 def test_a_twin_too_shallow_for_the_construction_is_refused(tmp_path, interp_run, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, _, err = interp_run("train", "ffl", "--length", "8", "--layers", "1", "--steps", "2", "--align", "ffl",
-                              "--out", "X")
+    code, _, err = interp_run(
+        "train", "ffl", "--length", "8", "--layers", "1", "--steps", "2", "--align", "ffl", "--out", "X"
+    )
     assert code == 2 and "has 2 blocks: the twin needs at least as many" in err and not (tmp_path / "X").exists(), err
 
 
@@ -103,16 +154,39 @@ def test_circuit_methods_are_scored_against_the_imposed_circuit(tmp_path, interp
     from sandbox_lens.interp.circuits.imposed import imposed_board
     from sandbox_lens.interp.train import open_model
 
-    code, _, err = interp_run("train", "automaton", "--automaton", "C3", "--length", "6", "--layers", "2", "--heads", "2",
-                              "--d-model", "16", "--steps", "40", "--align", "modular_counter", "--out", tmp_path / "a")
+    code, _, err = interp_run(
+        "train",
+        "automaton",
+        "--automaton",
+        "C3",
+        "--length",
+        "6",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--d-model",
+        "16",
+        "--steps",
+        "40",
+        "--align",
+        "modular_counter",
+        "--out",
+        tmp_path / "a",
+    )
     assert code == 0, err
-    code, out, err = interp_run("circuit", "--run", tmp_path / "a", "--method", "acdc", "--pairs", "16", "--json",
-                                "--out", tmp_path / "c")
+    code, out, err = interp_run(
+        "circuit", "--run", tmp_path / "a", "--method", "acdc", "--pairs", "16", "--json", "--out", tmp_path / "c"
+    )
     assert code == 0, err
     imposed = json.loads(out)["imposed"]
-    assert imposed["imposed_nodes"] == ["a0.0", "embed", "logits", "m0", "pos"] and imposed["edges"] > imposed["positives"]
+    assert (
+        imposed["imposed_nodes"] == ["a0.0", "embed", "logits", "m0", "pos"] and imposed["edges"] > imposed["positives"]
+    )
     assert imposed["auroc"] is None or 0 <= imposed["auroc"] <= 1
     board = imposed_board(open_model(tmp_path / "a"), ["acdc", "random", "attribution"], [0, 1], pairs=16)
     assert [r["method"] for r in board["rows"]] == ["acdc", "random", "attribution"]
-    assert all(r["auroc"]["interval"] is None or r["auroc"]["interval"][0] <= r["auroc"]["mean"] <= r["auroc"]["interval"][1]
-               for r in board["rows"])
+    assert all(
+        r["auroc"]["interval"] is None or r["auroc"]["interval"][0] <= r["auroc"]["mean"] <= r["auroc"]["interval"][1]
+        for r in board["rows"]
+    )

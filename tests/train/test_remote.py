@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_checks import assert_same_run
 from safetensors.torch import load_file
 
 from sandbox_lens.interp.errors import SandboxError
@@ -22,7 +23,6 @@ from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train import ModelShape, TrainConfig, train
 from sandbox_lens.interp.train.remote import pack, unpack
 from sandbox_lens.interp.train.sweep import run_sweep
-from run_checks import assert_same_run
 
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
 FEW = TrainConfig(steps=24, batch=4, eval_every=6, eval_size=16, warmup=2)
@@ -35,6 +35,7 @@ class _Stop(Exception):
 
 def _stopped_run(out: Path, config: TrainConfig) -> None:
     """A run stopped right after its first checkpoint, as a killed sweep leaves it."""
+
     def stop() -> None:
         raise _Stop()
 
@@ -69,8 +70,11 @@ def test_pack_and_unpack_round_trip_and_stay_inside(tmp_path):
 def _can_hide(path: Path) -> bool:
     if shutil.which("unshare") is None:
         return False
-    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f"mount -t tmpfs none {path}"],
-                       capture_output=True, check=False)
+    r = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", f"mount -t tmpfs none {path}"],
+        capture_output=True,
+        check=False,
+    )
     return r.returncode == 0
 
 
@@ -91,9 +95,20 @@ def hidden_cluster(tmp_path):
     ray_bin = Path(sys.executable).with_name("ray")
     env = {**os.environ, "SANDBOX_LENS_TEST_LOSE_WORKER_AFTER": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     node = subprocess.Popen(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c",
-         f"mount -t tmpfs none {hidden} && exec {ray_bin} start --address={gcs} --num-cpus=2 --block"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs none {hidden} && exec {ray_bin} start --address={gcs} --num-cpus=2 --block",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 90
         while ray.cluster_resources().get("CPU", 0) < 2:
@@ -119,12 +134,35 @@ def test_a_sweep_on_a_node_that_cannot_see_out_resumes_and_matches_the_local_poo
     assert not list(out.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize("address, message", [("127.0.0.1:9", "does not answer"), ("nonsense", "is not host:port"),
-                                              ("ray://127.0.0.1:9", "does not answer")])
+@pytest.mark.parametrize(
+    "address, message",
+    [("127.0.0.1:9", "does not answer"), ("nonsense", "is not host:port"), ("ray://127.0.0.1:9", "does not answer")],
+)
 def test_a_ray_address_that_does_not_answer_is_one_line_and_writes_nothing(tmp_path, address, message):
     pytest.importorskip("ray")
-    r = subprocess.run([sys.executable, "-m", "sandbox_lens.interp", "train", "dyck", "--dyck", "1,2", "--steps", "2", "--seeds",
-                        "0-1", "--backend", "ray", "--out", str(tmp_path / "r")], capture_output=True, text=True,
-                       env={**os.environ, "RAY_ADDRESS": address}, timeout=120, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandbox_lens.interp",
+            "train",
+            "dyck",
+            "--dyck",
+            "1,2",
+            "--steps",
+            "2",
+            "--seeds",
+            "0-1",
+            "--backend",
+            "ray",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": address},
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "r").exists()

@@ -12,23 +12,55 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_checks import assert_same_run
 
 from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.train import ModelShape, TrainConfig, train
-from run_checks import assert_same_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 600
-ARGV = [sys.executable, "-m", "sandbox_lens.interp", "train", "automaton", "--automaton", "parity", "-T", "8", "--layers", "1",
-        "--d-model", "16", "--heads", "2", "--steps", str(STEPS), "--batch", "8", "--eval-every", "50",
-        "--eval-size", "64", "--seeds", "3", "--target", "none"]
+ARGV = [
+    sys.executable,
+    "-m",
+    "sandbox_lens.interp",
+    "train",
+    "automaton",
+    "--automaton",
+    "parity",
+    "-T",
+    "8",
+    "--layers",
+    "1",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--steps",
+    str(STEPS),
+    "--batch",
+    "8",
+    "--eval-every",
+    "50",
+    "--eval-size",
+    "64",
+    "--seeds",
+    "3",
+    "--target",
+    "none",
+]
 
 
 def _stop_with(sig: signal.Signals, out: Path, after_step: int, resume: bool) -> int:
     """Start (or resume) the run, signal it somewhere past ``after_step``, check how it stopped; the step saved."""
-    proc = subprocess.Popen([*ARGV, "--out", str(out), *(["--resume"] if resume else [])], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [*ARGV, "--out", str(out), *(["--resume"] if resume else [])],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and _saved_step(out) <= after_step:
         time.sleep(0.02)
@@ -57,8 +89,13 @@ def _saved_step(out: Path) -> int:
 def test_a_run_stopped_by_sigint_sigterm_and_sigkill_resumes_to_the_same_bits(tmp_path):
     """One run, stopped three times at random steps (Ctrl-C, then SIGTERM, then SIGKILL) and resumed
     each time, against the same command left alone (run beside it)."""
-    whole = subprocess.Popen([*ARGV, "--out", str(tmp_path / "whole")], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    whole = subprocess.Popen(
+        [*ARGV, "--out", str(tmp_path / "whole")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, step = tmp_path / "stopped", 0
     for i, sig in enumerate((signal.SIGINT, signal.SIGTERM, signal.SIGKILL)):
         step = _stop_with(sig, out, step, resume=i > 0)
@@ -75,8 +112,10 @@ def test_a_kill_between_the_two_checkpoint_files_loses_nothing(tmp_path, monkeyp
     import sandbox_lens.interp.train.checkpoint as training  # where checkpoints are written
 
     task = AutomatonTask(get_automaton("parity"), 8)
-    shape, config = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TrainConfig(
-        steps=30, batch=8, eval_every=10, eval_size=64, seed=5)
+    shape, config = (
+        ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32),
+        TrainConfig(steps=30, batch=8, eval_every=10, eval_size=64, seed=5),
+    )
     train(task, shape, config, tmp_path / "full", progress=False)
     writes, real = [], training.atomic_write
 

@@ -12,10 +12,10 @@ import pytest
 
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.errors import CheckpointError
-from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 from sandbox_lens.interp.tasks.batches import DyckTask
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train import ModelShape, TrainConfig
+from sandbox_lens.interp.train.sweep import parse_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ModelShape(n_layers=1, d_model=8, n_heads=1)
@@ -25,12 +25,16 @@ TASK = DyckTask(Dyck(1, 2), 8)
 
 def _no_times(summary: dict) -> dict:
     """A summary without what depends on the machine's speed."""
+
     def strip(x):
         if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if "seconds" not in k and "minutes" not in k and k != "trained_now"}
+            return {
+                k: strip(v) for k, v in x.items() if "seconds" not in k and "minutes" not in k and k != "trained_now"
+            }
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x
+
     return strip(summary)
 
 
@@ -46,17 +50,54 @@ def test_a_grid_trains_one_run_per_cell_and_seed(tmp_path):
     again = run_sweep(TASK, TINY, FEW, tmp_path, [0, 1], grid=grid, workers=1, progress=False)
     assert again["trained_now"] == 0 and _no_times(again) == _no_times(s)  # finished runs are skipped
     with pytest.raises(CheckpointError, match="another task, shape or config"):
-        run_sweep(TASK, TINY, FEW.__class__(**{**FEW.__dict__, "batch": 8}), tmp_path, [0, 1], grid=grid,
-                  workers=1, progress=False)
+        run_sweep(
+            TASK,
+            TINY,
+            FEW.__class__(**{**FEW.__dict__, "batch": 8}),
+            tmp_path,
+            [0, 1],
+            grid=grid,
+            workers=1,
+            progress=False,
+        )
 
 
 def test_a_killed_sweep_trains_only_the_missing_runs(tmp_path):
     """SIGKILL in the middle of a sweep, then the same command: finished runs are kept, the rest resume."""
-    argv = [sys.executable, "-m", "sandbox_lens.interp", "train", "dyck", "--dyck", "1,2", "-T", "8", "--layers", "1",
-            "--d-model", "8", "--heads", "1", "--steps", "400", "--batch", "4", "--eval-every", "20",
-            "--eval-size", "16", "--seeds", "0-3", "--workers", "1", "--out", str(tmp_path)]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "sandbox_lens.interp",
+        "train",
+        "dyck",
+        "--dyck",
+        "1,2",
+        "-T",
+        "8",
+        "--layers",
+        "1",
+        "--d-model",
+        "8",
+        "--heads",
+        "1",
+        "--steps",
+        "400",
+        "--batch",
+        "4",
+        "--eval-every",
+        "20",
+        "--eval-size",
+        "16",
+        "--seeds",
+        "0-3",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not (tmp_path / "seed_1" / "checkpoint.json").exists():
         time.sleep(0.2)
@@ -79,12 +120,15 @@ def test_ray_and_the_local_pool_give_the_same_summary(tmp_path):
     assert _no_times(ray) == _no_times(local)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--grid", "colour=red,blue"], "unknown grid key 'colour'"),
-    (["--grid", "lr"], "KEY=V1,V2"),
-    (["--grid", "layers=1,0"], "layers, d_model and heads must be ≥ 1"),
-    (["--grid", "pos=spiral"], "positional must be one of"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--grid", "colour=red,blue"], "unknown grid key 'colour'"),
+        (["--grid", "lr"], "KEY=V1,V2"),
+        (["--grid", "layers=1,0"], "layers, d_model and heads must be ≥ 1"),
+        (["--grid", "pos=spiral"], "positional must be one of"),
+    ],
+)
 def test_bad_grids_are_refused_in_one_line(tmp_path, capsys, argv, message):
     code = main(["train", "dyck", "--dyck", "1,2", "--seeds", "0-1", "--out", str(tmp_path / "x"), *argv])
     err = capsys.readouterr().err
@@ -93,9 +137,11 @@ def test_bad_grids_are_refused_in_one_line(tmp_path, capsys, argv, message):
 
 
 def test_ray_without_ray_installed_is_a_one_line_error(tmp_path):
-    probe = ("import sys; sys.modules['ray'] = None; from sandbox_lens.interp.cli import main; "
-             f"sys.exit(main(['train', 'dyck', '--dyck', '1,2', '--steps', '2', '--seeds', '0-1', "
-             f"'--backend', 'ray', '--out', {str(tmp_path / 'r')!r}]))")
+    probe = (
+        "import sys; sys.modules['ray'] = None; from sandbox_lens.interp.cli import main; "
+        f"sys.exit(main(['train', 'dyck', '--dyck', '1,2', '--steps', '2', '--seeds', '0-1', "
+        f"'--backend', 'ray', '--out', {str(tmp_path / 'r')!r}]))"
+    )
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "needs Ray" in r.stderr and "Traceback" not in r.stderr
 

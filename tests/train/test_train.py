@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.kinds import task_from_dict
-from sandbox_lens.interp.train.sweep import run_sweep
 from sandbox_lens.interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
+from sandbox_lens.interp.train.sweep import run_sweep
 
 TINY = ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32)
 
@@ -67,8 +67,13 @@ def test_interrupted_then_resumed_run_matches_an_uninterrupted_one(tmp_path):
 
 def test_training_learns_and_metrics_are_written(tmp_path):
     task = AutomatonTask(get_automaton("C3"), 6)
-    m = train(task, ModelShape(n_layers=1, d_model=32, n_heads=2), TrainConfig(steps=150, batch=32, eval_every=50, lr=3e-3, seed=0),
-              tmp_path, progress=False)
+    m = train(
+        task,
+        ModelShape(n_layers=1, d_model=32, n_heads=2),
+        TrainConfig(steps=150, batch=32, eval_every=50, lr=3e-3, seed=0),
+        tmp_path,
+        progress=False,
+    )
     on_disk = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("task", "final_accuracy", "best_accuracy", "steps", "wall_seconds", "seed"):
         assert key in on_disk
@@ -86,7 +91,13 @@ def test_a_finished_twin_is_saved_apart_from_its_optimizer_state(tmp_path):
     from sandbox_lens.interp.model.saved import load_model
 
     task = AutomatonTask(get_automaton("parity"), 8)
-    train(task, TINY, TrainConfig(steps=20, batch=8, eval_every=10, eval_size=64, ema=0.9, seed=1), tmp_path, progress=False)
+    train(
+        task,
+        TINY,
+        TrainConfig(steps=20, batch=8, eval_every=10, eval_size=64, ema=0.9, seed=1),
+        tmp_path,
+        progress=False,
+    )
     weights = load_file(tmp_path / "model.safetensors")
     assert not any(k.startswith(("optim.", "model.", "ema.")) for k in weights)
     assert any(k.startswith("optim.") for k in load_file(tmp_path / "checkpoint.safetensors"))
@@ -120,8 +131,15 @@ def test_checkpoint_errors(tmp_path):
 
 def test_replicates_write_a_summary(tmp_path):
     task = DyckTask(Dyck(1, 2), 8)
-    s = run_sweep(task, TINY, TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16), tmp_path, [0, 1],
-                  workers=2, progress=False)
+    s = run_sweep(
+        task,
+        TINY,
+        TrainConfig(steps=10, batch=4, eval_every=5, eval_size=16),
+        tmp_path,
+        [0, 1],
+        workers=2,
+        progress=False,
+    )
     assert s["seeds"] == [0, 1] and len(s["runs"]) == 2
     assert s["best_accuracy"] == max(r["best_accuracy"] for r in s["runs"])
     for seed in (0, 1):
@@ -133,17 +151,50 @@ def test_cli_train(tmp_path, interp_cli):
     def run(*argv):
         return interp_cli("train", *argv)
 
-    r = run("ffl", "--ffl", "0.5", "-T", "16", "--steps", "10", "--eval-every", "5", "--layers", "1",
-            "--d-model", "16", "--out", str(tmp_path / "ff"))
+    r = run(
+        "ffl",
+        "--ffl",
+        "0.5",
+        "-T",
+        "16",
+        "--steps",
+        "10",
+        "--eval-every",
+        "5",
+        "--layers",
+        "1",
+        "--d-model",
+        "16",
+        "--out",
+        str(tmp_path / "ff"),
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "ff" / "metrics.json").read_text())["task"]["kind"] == "ffl"
     # the old name is accepted for one release, with a one-line deprecation warning
-    r = run("flipflop", "--flipflop", "0.5", "-T", "16", "--steps", "5", "--eval-every", "5", "--layers", "1",
-            "--d-model", "16", "--out", str(tmp_path / "old"))
+    r = run(
+        "flipflop",
+        "--flipflop",
+        "0.5",
+        "-T",
+        "16",
+        "--steps",
+        "5",
+        "--eval-every",
+        "5",
+        "--layers",
+        "1",
+        "--d-model",
+        "16",
+        "--out",
+        str(tmp_path / "old"),
+    )
     assert r.returncode == 0 and "interp: warning: `interp train flipflop` is now `interp train ffl`" in r.stderr
     assert json.loads((tmp_path / "old" / "metrics.json").read_text())["task"]["kind"] == "ffl"
-    for argv, message in ((("dyck", "--out", "x"), "--dyck"), (("automaton", "--dyck", "2,4", "--out", "x"), "--dyck goes with `train dyck`"),
-                          (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds")):
+    for argv, message in (
+        (("dyck", "--out", "x"), "--dyck"),
+        (("automaton", "--dyck", "2,4", "--out", "x"), "--dyck goes with `train dyck`"),
+        (("automaton", "--automaton", "C2", "--seeds", "3-x", "--out", "x"), "--seeds"),
+    ):
         r = run(*argv)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
@@ -152,8 +203,9 @@ def test_regularised_runs_resume_exactly(tmp_path):
     """Dropout (on blocks and embeddings), attention sharpening and a moving average: an interrupted
     run resumes onto the same masks and the same average, and ends with the same weights."""
     task = AutomatonTask(get_automaton("parity"), 8)
-    config = TrainConfig(steps=30, batch=8, eval_every=10, eval_size=64, seed=3, dropout=0.1, embed_dropout=0.1,
-                         sharpen=0.05, ema=0.9)
+    config = TrainConfig(
+        steps=30, batch=8, eval_every=10, eval_size=64, seed=3, dropout=0.1, embed_dropout=0.1, sharpen=0.05, ema=0.9
+    )
     full = train(task, TINY, config, tmp_path / "full", progress=False)
     train(task, TINY, TrainConfig(**{**config.__dict__, "max_minutes": 0.0}), tmp_path / "cut", progress=False)
     resumed = train(task, TINY, config, tmp_path / "cut", resume=True, progress=False)
@@ -192,12 +244,15 @@ def test_a_mixture_of_flip_flop_distributions():
         FFLTask([0.9, 1.5], 64)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--dropout", "1.2"], "dropout must be in [0, 1)"),
-    (["--ema", "-0.1"], "ema (a decay) must be in [0, 1)"),
-    (["--sharpen", "-1"], "sharpen (λ) must be ≥ 0"),
-    (["--arch", "lstm", "--sharpen", "1"], "an LSTM has none"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--dropout", "1.2"], "dropout must be in [0, 1)"),
+        (["--ema", "-0.1"], "ema (a decay) must be in [0, 1)"),
+        (["--sharpen", "-1"], "sharpen (λ) must be ≥ 0"),
+        (["--arch", "lstm", "--sharpen", "1"], "an LSTM has none"),
+    ],
+)
 def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
     from sandbox_lens.interp.cli import main
 
@@ -213,8 +268,22 @@ def test_a_twin_started_from_a_construction_keeps_its_frozen_first_layer(tmp_pat
     from sandbox_lens.interp.cli import main
     from sandbox_lens.interp.model.hooked import state_dict_arrays
 
-    argv = ["train", "dyck", "--dyck", "2,4", "-T", "12", "--init-from", "dyck", "--steps", "20", "--eval-every", "10",
-            "--out", str(tmp_path / "t")]
+    argv = [
+        "train",
+        "dyck",
+        "--dyck",
+        "2,4",
+        "-T",
+        "12",
+        "--init-from",
+        "dyck",
+        "--steps",
+        "20",
+        "--eval-every",
+        "10",
+        "--out",
+        str(tmp_path / "t"),
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     model = load_trained(tmp_path / "t")
@@ -225,11 +294,45 @@ def test_a_twin_started_from_a_construction_keeps_its_frozen_first_layer(tmp_pat
     assert not np.array_equal(trained["blocks.1.attn.W_Q"].detach().numpy(), np.float32(exact["blocks.1.attn.W_Q"]))
     config = json.loads((tmp_path / "t" / "metrics.json").read_text())["config"]
     assert config["init"] == "dyck T=11" and config["freeze"] == ["embed", "pos_embed", "blocks.0"]
-    assert main(["train", "dyck", "--dyck", "2,4", "-T", "12", "--init-from", "dyck", "--layers", "3",
-                 "--out", str(tmp_path / "u")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "dyck",
+                "--dyck",
+                "2,4",
+                "-T",
+                "12",
+                "--init-from",
+                "dyck",
+                "--layers",
+                "3",
+                "--out",
+                str(tmp_path / "u"),
+            ]
+        )
+        == 2
+    )
     assert "construction's shape" in capsys.readouterr().err
-    assert main(["train", "dyck", "--dyck", "2,4", "-T", "12", "--freeze", "blocks.9", "--steps", "2",
-                 "--out", str(tmp_path / "v")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "dyck",
+                "--dyck",
+                "2,4",
+                "-T",
+                "12",
+                "--freeze",
+                "blocks.9",
+                "--steps",
+                "2",
+                "--out",
+                str(tmp_path / "v"),
+            ]
+        )
+        == 2
+    )
     assert "names no parameter" in capsys.readouterr().err
 
 

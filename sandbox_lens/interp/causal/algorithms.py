@@ -22,8 +22,9 @@ package names an algorithm.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 
@@ -99,15 +100,22 @@ def _windows(T: int) -> tuple[Variable, ...]:
     def up(l: int) -> str:
         return "state" if l + 1 == L else f"window{l + 1}"
 
-    return tuple(Variable(f"window{l}", edges=(Edge(f"window{l} → {up(l)} at the same position", 0, 0),
-                                              Edge(f"window{l} → {up(l)} {2 ** l} positions later", 2 ** l, 2 ** l)))
-                 for l in range(1, L))
+    return tuple(
+        Variable(
+            f"window{l}",
+            edges=(
+                Edge(f"window{l} → {up(l)} at the same position", 0, 0),
+                Edge(f"window{l} → {up(l)} {2**l} positions later", 2**l, 2**l),
+            ),
+        )
+        for l in range(1, L)
+    )
 
 
 def _group(automaton: Any) -> tuple[Any, str | None]:
     """(the solvable plan of ``automaton``'s group, or None with the reason there is none)."""
-    from sandbox_lens.interp.tasks.groupvars import permutation_group
     from sandbox_lens.interp.errors import ConstructionError
+    from sandbox_lens.interp.tasks.groupvars import permutation_group
 
     try:
         plan = permutation_group(automaton)
@@ -121,9 +129,11 @@ def _group(automaton: Any) -> tuple[Any, str | None]:
 def _refuse_scan(automaton: Any, T: int) -> str | None:
     from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES
 
-    if automaton.n_states ** automaton.n_states > MAX_WINDOW_VALUES:
-        return (f"{automaton.name}'s window maps take {automaton.n_states}^{automaton.n_states} values, more than "
-                f"{MAX_WINDOW_VALUES}")
+    if automaton.n_states**automaton.n_states > MAX_WINDOW_VALUES:
+        return (
+            f"{automaton.name}'s window maps take {automaton.n_states}^{automaton.n_states} values, more than "
+            f"{MAX_WINDOW_VALUES}"
+        )
     if _levels(T) < 2:
         return f"at length {T} the scan has no intermediate window (it needs T ≥ 3)"
     return None
@@ -153,7 +163,8 @@ def _refuse_parity(automaton: Any, T: int) -> str | None:
     plan, why = _group(automaton)
     if plan is None:
         return why
-    if not group_variables(automaton).has_sign:
+    variables = group_variables(automaton)
+    if variables is None or not variables.has_sign:
         return f"{automaton.name}'s group has no odd permutation: its sign is always even"
     if automaton.n_states <= 2:
         return f"{automaton.name}'s sign is its state: parity first is the whole task"
@@ -171,53 +182,104 @@ def _refuse_boundary(automaton: Any, T: int) -> str | None:
 def _cascade_variables(automaton: Any, T: int) -> tuple[Variable, ...]:
     plan, _ = _group(automaton)
     d = plan.derived_length
-    return tuple(Variable(f"level{i}", edges=(Edge(f"level{i} → output at the same position", 0, 0),)
-                          + ((Edge(f"level{i} → level{i + 1}'s mixed input, read by every later count", 1, None),)
-                             if i < d else ()))
-                 for i in range(1, d + 1)) + (Variable("state"),)
+    return tuple(
+        Variable(
+            f"level{i}",
+            edges=(Edge(f"level{i} → output at the same position", 0, 0),)
+            + ((Edge(f"level{i} → level{i + 1}'s mixed input, read by every later count", 1, None),) if i < d else ()),
+        )
+        for i in range(1, d + 1)
+    ) + (Variable("state"),)
 
 
 #: Every registered algorithm, by name.
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
-    Algorithm("sequential", "sequential (recurrent update)", "automaton",
-              "q_t = δ(q_{t−1}, σ_t) position by position: setting the state at p sets every later output",
-              "Li, Guo & Andreas 2025 (sequential); an RNN's update",
-              lambda a, T: (Variable("state", "recurrent", (Edge("state → next position's state", 1, 1),)),)),
-    Algorithm("scan", "associative scan (prefix scan)", "automaton",
-              "the window maps of 2^l symbols, each composed from two of the level below (Hillis–Steele)",
-              "Theorem 10, Lemma 14; Li, Guo & Andreas 2025 (AA)",
-              lambda a, T: _windows(T) + (Variable("state"),), _refuse_scan, construction="prefix_scan"),
-    Algorithm("counter", "counter", "automaton",
-              "one attention layer sums the symbols' exponents at every position, an MLP reads the count mod n",
-              "Lemma 15",
-              lambda a, T: (Variable("symbol", edges=(Edge("symbol → count at every later position", 1, None),),
-                                     place="before"),
-                            Variable("state", place="after")),
-              _refuse_counter, construction="modular_counter", anchored=True),
-    Algorithm("cascade", "Krohn–Rhodes cascade", "automaton",
-              "counts along the derived series, each level's input mixed by the levels below",
-              "Theorem 11 (Theorem 16, Lemmas 15, 17, 18)",
-              _cascade_variables, _refuse_cascade, construction="krohn_rhodes"),
-    Algorithm("parity_first", "parity first, then scan", "automaton",
-              "the sign of the prefix first (a counter), then a scan resolves the state within its parity class",
-              "Li, Guo & Andreas 2025 (PAA)",
-              lambda a, T: (Variable("sign", edges=(Edge("sign → output at the same position", 0, 0),)),)
-              + _windows(T) + (Variable("state"),), _refuse_parity),
-    Algorithm("boundary", "boundary detector", "automaton",
-              "the walk's displacement (a prefix sum), then the last wall it met; the state is their difference",
-              "Theorem 12, Algorithm 1",
-              lambda a, T: (Variable("displacement"), Variable("boundary"), Variable("state")), _refuse_boundary,
-              construction="gridworld"),
-    Algorithm("stack", "stack (depth, then top)", "dyck",
-              "the depth by a count, then the type of the latest open bracket at that depth",
-              "Theorem 1",
-              lambda lang, T: (Variable("depth", edges=(Edge("depth → the top's lookup", 0, 0),)), Variable("top")),
-              construction="dyck"),
-    Algorithm("depth_only", "depth only", "dyck",
-              "the depth alone (decides may / must close, not the closing type)",
-              "algorithms-and-methods notes (a); Wen et al. 2023",
-              lambda lang, T: (Variable("depth"),)),
-)}
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm(
+            "sequential",
+            "sequential (recurrent update)",
+            "automaton",
+            "q_t = δ(q_{t−1}, σ_t) position by position: setting the state at p sets every later output",
+            "Li, Guo & Andreas 2025 (sequential); an RNN's update",
+            lambda a, T: (Variable("state", "recurrent", (Edge("state → next position's state", 1, 1),)),),
+        ),
+        Algorithm(
+            "scan",
+            "associative scan (prefix scan)",
+            "automaton",
+            "the window maps of 2^l symbols, each composed from two of the level below (Hillis–Steele)",
+            "Theorem 10, Lemma 14; Li, Guo & Andreas 2025 (AA)",
+            lambda a, T: _windows(T) + (Variable("state"),),
+            _refuse_scan,
+            construction="prefix_scan",
+        ),
+        Algorithm(
+            "counter",
+            "counter",
+            "automaton",
+            "one attention layer sums the symbols' exponents at every position, an MLP reads the count mod n",
+            "Lemma 15",
+            lambda a, T: (
+                Variable("symbol", edges=(Edge("symbol → count at every later position", 1, None),), place="before"),
+                Variable("state", place="after"),
+            ),
+            _refuse_counter,
+            construction="modular_counter",
+            anchored=True,
+        ),
+        Algorithm(
+            "cascade",
+            "Krohn–Rhodes cascade",
+            "automaton",
+            "counts along the derived series, each level's input mixed by the levels below",
+            "Theorem 11 (Theorem 16, Lemmas 15, 17, 18)",
+            _cascade_variables,
+            _refuse_cascade,
+            construction="krohn_rhodes",
+        ),
+        Algorithm(
+            "parity_first",
+            "parity first, then scan",
+            "automaton",
+            "the sign of the prefix first (a counter), then a scan resolves the state within its parity class",
+            "Li, Guo & Andreas 2025 (PAA)",
+            lambda a, T: (
+                (Variable("sign", edges=(Edge("sign → output at the same position", 0, 0),)),)
+                + _windows(T)
+                + (Variable("state"),)
+            ),
+            _refuse_parity,
+        ),
+        Algorithm(
+            "boundary",
+            "boundary detector",
+            "automaton",
+            "the walk's displacement (a prefix sum), then the last wall it met; the state is their difference",
+            "Theorem 12, Algorithm 1",
+            lambda a, T: (Variable("displacement"), Variable("boundary"), Variable("state")),
+            _refuse_boundary,
+            construction="gridworld",
+        ),
+        Algorithm(
+            "stack",
+            "stack (depth, then top)",
+            "dyck",
+            "the depth by a count, then the type of the latest open bracket at that depth",
+            "Theorem 1",
+            lambda lang, T: (Variable("depth", edges=(Edge("depth → the top's lookup", 0, 0),)), Variable("top")),
+            construction="dyck",
+        ),
+        Algorithm(
+            "depth_only",
+            "depth only",
+            "dyck",
+            "the depth alone (decides may / must close, not the closing type)",
+            "algorithms-and-methods notes (a); Wen et al. 2023",
+            lambda lang, T: (Variable("depth"),),
+        ),
+    )
+}
 
 
 def algorithms_for(kind: str, source: Any, T: int) -> tuple[list[Algorithm], dict[str, str]]:
@@ -242,8 +304,11 @@ def resolve(spec: str | Sequence[str], kind: str, source: Any, T: int) -> tuple[
     possible, refused = algorithms_for(kind, source, T)
     if isinstance(spec, str) and spec.strip() == "all":
         if not possible:
-            raise AlgorithmError(f"no registered algorithm applies to this {kind} task ("
-                                 + "; ".join(f"{k}: {v}" for k, v in refused.items()) + ")")
+            raise AlgorithmError(
+                f"no registered algorithm applies to this {kind} task ("
+                + "; ".join(f"{k}: {v}" for k, v in refused.items())
+                + ")"
+            )
         return possible, refused
     names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     if not names:
@@ -252,11 +317,14 @@ def resolve(spec: str | Sequence[str], kind: str, source: Any, T: int) -> tuple[
     out = []
     for name in names:
         if name not in ALGORITHMS:
-            raise AlgorithmError(f"unknown algorithm {name!r} (registered: {', '.join(ALGORITHMS)}; this task can "
-                                 f"have: {can})")
+            raise AlgorithmError(
+                f"unknown algorithm {name!r} (registered: {', '.join(ALGORITHMS)}; this task can have: {can})"
+            )
         a = ALGORITHMS[name]
         if a.kind != kind:
-            raise AlgorithmError(f"{name} is an algorithm for {a.kind} tasks, not this {kind} task (it can have: {can})")
+            raise AlgorithmError(
+                f"{name} is an algorithm for {a.kind} tasks, not this {kind} task (it can have: {can})"
+            )
         if name in refused:
             raise AlgorithmError(f"{name} does not apply: {refused[name]} (this task can have: {can})")
         if a not in out:

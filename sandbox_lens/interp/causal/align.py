@@ -26,21 +26,44 @@ from __future__ import annotations
 import hashlib
 import time
 import weakref
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.causal.evidence import (PairSplits, readout_basis, site_counts, split_pairs, stability,
-                                                 summaries, summarised, summary)
+from sandbox_lens.interp.causal.evidence import (
+    PairSplits,
+    readout_basis,
+    site_counts,
+    split_pairs,
+    stability,
+    summaries,
+    summarised,
+    summary,
+)
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
 from sandbox_lens.interp.causal.interchange import Site, pooled_iia, word_pairs
-from sandbox_lens.interp.causal.localise import (null_best, residual_hooks, scan_splits, site_bar, swap_numbers,
-                                                swap_verdict)
+from sandbox_lens.interp.causal.localise import (
+    null_best,
+    residual_hooks,
+    scan_splits,
+    site_bar,
+    swap_numbers,
+    swap_verdict,
+)
 from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
 from sandbox_lens.interp.causal.verdict import block_order, das_verdict, outcome, with_stability
 
-__all__ = ["align", "high_level_of", "null_of", "nulls_of", "named_sites", "off_circuit_ablation", "probe_sites",
-           "NULLS"]
+__all__ = [
+    "align",
+    "high_level_of",
+    "null_of",
+    "nulls_of",
+    "named_sites",
+    "off_circuit_ablation",
+    "probe_sites",
+    "NULLS",
+]
 
 #: Random-init models of the twin's shape searched exactly like it (the null).
 NULLS = 5
@@ -52,8 +75,14 @@ def null_of(model: Any, seed: int = 0) -> Any:
     from sandbox_lens.interp.train import ModelShape, random_init
 
     cfg = model.cfg
-    shape = ModelShape(n_layers=cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads, d_head=cfg.d_head,
-                       d_mlp=cfg.d_mlp, normalization="LN" if cfg.normalization_type else "none")
+    shape = ModelShape(
+        n_layers=cfg.n_layers,
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        d_head=cfg.d_head,
+        d_mlp=cfg.d_mlp,
+        normalization="LN" if cfg.normalization_type else "none",
+    )
     task = dict(model.card.task)
     # a construction's card names no length: its words are as long as the model's (a next-token task's length
     # counts one symbol more than its words)
@@ -67,9 +96,19 @@ def nulls_of(model: Any, seed: int = 0, n: int = NULLS) -> list[Any]:
     return [null_of(model, seed * n + i) for i in range(n)]
 
 
-def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any = None, mode: str = "parallel",
-          pairs: int = 128, ks: Sequence[int] = (1, 2, 4, 8), das_steps: int = 200, seed: int = 0,
-          variables: Sequence[str] | None = None, progress: bool = False) -> dict[str, Any]:
+def align(
+    model: Any,
+    *,
+    constructions: dict[str, Any] | None = None,
+    null: Any = None,
+    mode: str = "parallel",
+    pairs: int = 128,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    das_steps: int = 200,
+    seed: int = 0,
+    variables: Sequence[str] | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """The causal section for ``model`` (see the module docstring), per variable of its task's high-level model
     (``variables``: a subset; default all), beside the ``null`` (a random-init model or a list of them, each
     searched exactly like ``model``) and each of ``constructions``. ``pairs``: per split (fit, select, test)."""
@@ -79,29 +118,53 @@ def align(model: Any, *, constructions: dict[str, Any] | None = None, null: Any 
     splits = split_pairs(*word_pairs(model, 3 * pairs, seed=seed, high=high))
     nulls = [] if null is None else list(null) if isinstance(null, (list, tuple)) else [null]
     ks = sorted(k for k in set(ks) if 1 <= k <= model.cfg.d_model)
-    out: dict[str, Any] = {"task_kind": model.card.task_kind.name, "high_level_model": mode,
-                           "pairs": {**splits.sizes(), "length": int(splits.test[0].shape[1])}, "seed": seed,
-                           "das_steps": das_steps, "nulls": len(nulls), "chance": _chance(model, high),
-                           "variables": {}}
+    out: dict[str, Any] = {
+        "task_kind": model.card.task_kind.name,
+        "high_level_model": mode,
+        "pairs": {**splits.sizes(), "length": int(splits.test[0].shape[1])},
+        "seed": seed,
+        "das_steps": das_steps,
+        "nulls": len(nulls),
+        "chance": _chance(model, high),
+        "variables": {},
+    }
     for variable in names:
-        out["variables"][variable] = _variable(model, high, splits, nulls, constructions or {}, ks, das_steps, seed,
-                                               variable, progress)
+        out["variables"][variable] = _variable(
+            model, high, splits, nulls, constructions or {}, ks, das_steps, seed, variable, progress
+        )
     imposed = model.card.options.get("alignment")
     if imposed:
-        out["imposed"] = {"construction": imposed["construction"], "circuit": imposed["circuit"],
-                          **off_circuit_ablation(model, high, *splits.test)}
+        out["imposed"] = {
+            "construction": imposed["construction"],
+            "circuit": imposed["circuit"],
+            **off_circuit_ablation(model, high, *splits.test),
+        }
     out["seconds"] = time.perf_counter() - t0
     return out
 
 
-def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[Any], constructions: dict[str, Any],
-              ks: Sequence[int], steps: int, seed: int, variable: str, progress: bool) -> dict[str, Any]:
+def _variable(
+    model: Any,
+    high: HighLevel,
+    splits: PairSplits,
+    nulls: Sequence[Any],
+    constructions: dict[str, Any],
+    ks: Sequence[int],
+    steps: int,
+    seed: int,
+    variable: str,
+    progress: bool,
+) -> dict[str, Any]:
     """Everything :func:`align` reports on one variable (the model, its nulls, each construction, the verdicts)."""
     read_out = variable in high.read_out
     trivial = _trivial_from(model) if read_out else None
     # blocks.<l>.hook_resid_pre is blocks.<l-1>.hook_resid_post: searched once
-    hooks = [h for h in residual_hooks(model.cfg.n_layers) if (trivial is None or block_order(h) < trivial)
-             and not (h.endswith("resid_pre") and h != "blocks.0.hook_resid_pre")]
+    hooks = [
+        h
+        for h in residual_hooks(model.cfg.n_layers)
+        if (trivial is None or block_order(h) < trivial)
+        and not (h.endswith("resid_pre") and h != "blocks.0.hook_resid_pre")
+    ]
     chance = _chance(model, high)
     v: dict[str, Any] = {"read_out": read_out, "das_hooks": hooks}
     m = _analysed(model, high, splits, progress, _title(model), variable)
@@ -112,30 +175,53 @@ def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[A
     v["model"] = m
     null_scans, null_fits = [], []
     for i, other in enumerate(nulls):
-        scanned, searched = _null_searched(other, high, splits, hooks, ks, steps, seed, variable, progress,
-                                           f"DAS, null {i + 1}/{len(nulls)}")
+        scanned, searched = _null_searched(
+            other, high, splits, hooks, ks, steps, seed, variable, progress, f"DAS, null {i + 1}/{len(nulls)}"
+        )
         null_scans.append(dict(scanned))
         null_fits.append(searched)
     if nulls:
-        v["null"] = {**{k: x for k, x in null_scans[0].items() if k != "_raw"}, "best": null_best(null_scans),
-                     "das": _null_das(null_fits, seed)}
+        v["null"] = {
+            **{k: x for k, x in null_scans[0].items() if k != "_raw"},
+            "best": null_best(null_scans),
+            "das": _null_das(null_fits, seed),
+        }
     v["constructions"] = {}
     for name, other in constructions.items():
         c = _analysed(other, high, splits, progress, name, variable)
         # the construction's own sites where the model's DAS searched: there DAS must find what they carry
         carries = sorted({s["hook"] for s in c["named_sites"] if s["role"] == "carries" and s["hook"] in hooks})
-        c_fits = das_search(other, high, splits, carries, ks, steps, seed, variable, progress, f"DAS, {name}") \
-            if carries else []
+        c_fits = (
+            das_search(other, high, splits, carries, ks, steps, seed, variable, progress, f"DAS, {name}")
+            if carries
+            else []
+        )
         c["das"] = {"hooks": carries, "chosen": fit_json(chosen(c_fits), seed) if c_fits else None}
         c["verdict"] = swap_verdict(m["_raw"], [n["_raw"] for n in null_scans], c, chance, variable, trivial, seed)
-        c["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
-                                         named=[x for x in c["named_sites"] if x["hook"] in hooks],
-                                         construction=c["das"]["chosen"]["test"] if c_fits else {"iia": None})
+        c["das_verdict"] = _das_decision(
+            fits,
+            null_fits,
+            readout,
+            chance,
+            m["ceiling"],
+            variable,
+            seed,
+            named=[x for x in c["named_sites"] if x["hook"] in hooks],
+            construction=c["das"]["chosen"]["test"] if c_fits else {"iia": None},
+        )
         c.pop("_raw")
         v["constructions"][name] = c
     if not constructions:
-        v["das_verdict"] = _das_decision(fits, null_fits, readout, chance, m["ceiling"], variable, seed,
-                                         named=[x for x in m["named_sites"] if x["hook"] in hooks])
+        v["das_verdict"] = _das_decision(
+            fits,
+            null_fits,
+            readout,
+            chance,
+            m["ceiling"],
+            variable,
+            seed,
+            named=[x for x in m["named_sites"] if x["hook"] in hooks],
+        )
     for r in [m, *null_scans]:
         r.pop("_raw", None)
     return v
@@ -143,35 +229,60 @@ def _variable(model: Any, high: HighLevel, splits: PairSplits, nulls: Sequence[A
 
 #: Each null's scan and DAS search, per (variable, splits, hooks, ks, steps, seed): a population's twins share
 #: their nulls (one shape, one task, the same pairs), which are then searched once.
-_NULL_SEARCHES: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_NULL_SEARCHES: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
-def _null_searched(null: Any, high: HighLevel, splits: PairSplits, hooks: Sequence[str], ks: Sequence[int],
-                   steps: int, seed: int, variable: str, progress: bool, desc: str) -> tuple[dict, list[Fit]]:
+def _null_searched(
+    null: Any,
+    high: HighLevel,
+    splits: PairSplits,
+    hooks: Sequence[str],
+    ks: Sequence[int],
+    steps: int,
+    seed: int,
+    variable: str,
+    progress: bool,
+    desc: str,
+) -> tuple[dict, list[Fit]]:
     """A null's full-swap scan and DAS search, exactly as the model's (remembered for the same null and pairs)."""
     words = hashlib.sha256(b"".join(a.tobytes() for part in (splits.fit, splits.select, splits.test) for a in part))
     key = (high.mode, variable, tuple(hooks), tuple(ks), steps, seed, words.hexdigest())
     memo = _NULL_SEARCHES.setdefault(null, {})
     if key not in memo:
         scanned = _analysed(null, high, splits, progress, "random init (null)", variable, probes=False, named=False)
-        memo[key] = (scanned, das_search(null, high, splits, hooks, ks, steps, seed, variable, progress, desc)
-                     if hooks else [])
+        memo[key] = (
+            scanned,
+            das_search(null, high, splits, hooks, ks, steps, seed, variable, progress, desc) if hooks else [],
+        )
     return memo[key]
 
 
-def _das_decision(fits: Sequence[Fit], null_fits: Sequence[Sequence[Fit]], readout: dict[str, Any], chance: float,
-                  ceiling: float | None, variable: str, seed: int, named: Sequence[dict] = (),
-                  construction: dict[str, Any] | None = None) -> dict[str, Any]:
+def _das_decision(
+    fits: Sequence[Fit],
+    null_fits: Sequence[Sequence[Fit]],
+    readout: dict[str, Any],
+    chance: float,
+    ceiling: float | None,
+    variable: str,
+    seed: int,
+    named: Sequence[dict] = (),
+    construction: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The DAS verdict (:func:`~sandbox_lens.interp.causal.verdict.das_verdict`) on the test split, with its
     stability: the share of resamples of the select and test pairs (the choice redone on each) that give it."""
     if not fits:
         return das_verdict({}, [], None, chance=chance, ceiling=ceiling, variable=variable, readout_only=True)
-    groups = {"select": {"model": [f.select for f in fits], "nulls": [[f.select for f in n] for n in null_fits]},
-              "test": {"model": [f.test for f in fits], "nulls": [[f.test for f in n] for n in null_fits],
-                       "readout": readout}}
+    groups = {
+        "select": {"model": [f.select for f in fits], "nulls": [[f.select for f in n] for n in null_fits]},
+        "test": {
+            "model": [f.test for f in fits],
+            "nulls": [[f.test for f in n] for n in null_fits],
+            "readout": readout,
+        },
+    }
     own = {f"{f.hook}/{f.k}": f for f in fits}
 
-    def rule(s: dict[str, Any]) -> dict[str, Any]:
+    def rule(s: Mapping[str, Any]) -> dict[str, Any]:
         pick = chosen(fits, [r["iia"] for r in s["select"]["model"]])
         i = list(own).index(f"{pick.hook}/{pick.k}")
         model = {**s["test"]["model"][i], "hook": pick.hook, "k": pick.k, "live_fraction": pick.live_fraction}
@@ -180,30 +291,58 @@ def _das_decision(fits: Sequence[Fit], null_fits: Sequence[Sequence[Fit]], reado
             if null_fits[n]:
                 j = null_fits[n].index(chosen(null_fits[n], [r["iia"] for r in sel]))
                 null_tests.append(test[j])
-        return das_verdict(model, null_tests, s["test"]["readout"][pick.hook], chance=chance, ceiling=ceiling,
-                           variable=variable, construction=construction, named=named)
+        return das_verdict(
+            model,
+            null_tests,
+            s["test"]["readout"][pick.hook],
+            chance=chance,
+            ceiling=ceiling,
+            variable=variable,
+            construction=construction,
+            named=named,
+        )
 
     full = rule({name: summaries(g, seed, name == "test") for name, g in groups.items()})
     return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed))
 
 
-def _das_json(model: Any, high: HighLevel, splits: PairSplits, fits: Sequence[Fit], readout: dict[str, Any],
-              readout_k: int, steps: int, seed: int, variable: str) -> dict[str, Any]:
+def _das_json(
+    model: Any,
+    high: HighLevel,
+    splits: PairSplits,
+    fits: Sequence[Fit],
+    readout: dict[str, Any],
+    readout_k: int,
+    steps: int,
+    seed: int,
+    variable: str,
+) -> dict[str, Any]:
     """The model's DAS search as align.json holds it: by hook at the largest k, by k at the chosen hook (select
     IIA), the chosen subspace's test numbers, the readout baseline per hook and boundless DAS there."""
     if not fits:
-        return {"shared_over_positions": True, "k_max": None, "hook": None, "by_hook": [], "k": [], "chosen": None,
-                "readout": [], "boundless": None}
+        return {
+            "shared_over_positions": True,
+            "k_max": None,
+            "hook": None,
+            "by_hook": [],
+            "k": [],
+            "chosen": None,
+            "readout": [],
+            "boundless": None,
+        }
     k_max = max(f.k for f in fits)
     pick = chosen(fits)
     angles = _angles_to_named(model, pick, variable)
-    return {"shared_over_positions": True, "k_max": k_max, "hook": pick.hook,
-            "by_hook": [fit_json(f, seed) for f in fits if f.k == k_max],
-            "k": sorted((fit_json(f, seed) for f in fits if f.hook == pick.hook), key=lambda r: r["k"]),
-            "chosen": {**fit_json(pick, seed), "angles_to_named": angles},
-            "readout": [{"hook": h, "k": readout_k, **summary(c, seed)}
-                        for h, c in readout.items()],
-            "boundless": _boundless_at(model, high, pick.hook, splits, steps, seed, variable)}
+    return {
+        "shared_over_positions": True,
+        "k_max": k_max,
+        "hook": pick.hook,
+        "by_hook": [fit_json(f, seed) for f in fits if f.k == k_max],
+        "k": sorted((fit_json(f, seed) for f in fits if f.hook == pick.hook), key=lambda r: r["k"]),
+        "chosen": {**fit_json(pick, seed), "angles_to_named": angles},
+        "readout": [{"hook": h, "k": readout_k, **summary(c, seed)} for h, c in readout.items()],
+        "boundless": _boundless_at(model, high, pick.hook, splits, steps, seed, variable),
+    }
 
 
 def _angles_to_named(model: Any, fit: Fit, variable: str) -> dict[str, list[float]]:
@@ -227,8 +366,13 @@ def _null_das(null_fits: Sequence[Sequence[Fit]], seed: int) -> dict[str, Any]:
         return {"iia": None, "upper": None, "k": None, "hook": None, "models": []}
     worst = max(models, key=lambda r: -1.0 if r["test"]["iia"] is None else r["test"]["iia"])
     uppers = [r["test"]["interval"][1] for r in models if r["test"]["interval"]]
-    return {"iia": worst["test"]["iia"], "upper": max(uppers) if uppers else None, "k": worst["k"],
-            "hook": worst["hook"], "models": models}
+    return {
+        "iia": worst["test"]["iia"],
+        "upper": max(uppers) if uppers else None,
+        "k": worst["k"],
+        "hook": worst["hook"],
+        "models": models,
+    }
 
 
 def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray) -> dict[str, Any]:
@@ -246,15 +390,21 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     labels, scored = high.answers(base)
     with exact_precision():
         _, cache = model.run_with_cache(on(model, io.encode(source)), names_filter=off_circuit_hooks(circuit))
-        logits = model.run_with_hooks(on(model, io.encode(base)), fwd_hooks=resample_hooks(circuit, cache),
-                                      return_type="logits")
-    ablated = answer(logits[:, P: P + T], high.readout)
+        logits = model.run_with_hooks(
+            on(model, io.encode(base)), fwd_hooks=resample_hooks(circuit, cache), return_type="logits"
+        )
+    ablated = answer(logits[:, P : P + T], high.readout)
     plain = own_predictions(model, base, high.readout)
     n = int(scored.sum())
     k_plain, k_ablated = int((plain == labels)[scored].sum()), int((ablated == labels)[scored].sum())
-    return {"accuracy": k_plain / n, "accuracy_interval": wilson_interval(k_plain, n),
-            "ablated_accuracy": k_ablated / n, "ablated_interval": wilson_interval(k_ablated, n),
-            "drop": (k_plain - k_ablated) / n, "outputs": n}
+    return {
+        "accuracy": k_plain / n,
+        "accuracy_interval": wilson_interval(k_plain, n),
+        "ablated_accuracy": k_ablated / n,
+        "ablated_interval": wilson_interval(k_ablated, n),
+        "drop": (k_plain - k_ablated) / n,
+        "outputs": n,
+    }
 
 
 def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable: str) -> list[dict[str, Any]]:
@@ -271,21 +421,41 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
     values = {name: high.values(words, variable) for name, words in (("train", train[0]), ("held", held[0]))}
     rows = []
     for hook in hooks:
-        x = {n: to_numpy(a[hook][:, P:P + T].double()) for n, a in acts.items()}
+        x = {n: to_numpy(a[hook][:, P : P + T].double()) for n, a in acts.items()}
         (y_tr, m_tr, classes), (y_te, m_te, _) = values["train"], values["held"]
         if len(np.unique(y_tr[m_tr])) < 2:
             continue
         basis, w, b, cv = probe_directions_cv(x["train"][m_tr], y_tr[m_tr], classes)
         accuracy = float(((x["held"][m_te] @ w + b).argmax(-1) == y_te[m_te]).mean())
-        used = summary(site_counts(model, high, Site(hook, 0, basis), *held, variable)) if basis.shape[1] else None
-        rows.append({"hook": hook, "probe_accuracy": accuracy, "dims": int(basis.shape[1]), "l2": cv["l2"],
-                     "cv_accuracy": cv["cv_accuracy"], "iia": None if used is None else used["iia"],
-                     "interval": None if used is None else used["interval"]})
+        base, source = held[0], held[1]
+        used = (
+            summary(site_counts(model, high, Site(hook, 0, basis), base, source, variable)) if basis.shape[1] else None
+        )
+        rows.append(
+            {
+                "hook": hook,
+                "probe_accuracy": accuracy,
+                "dims": int(basis.shape[1]),
+                "l2": cv["l2"],
+                "cv_accuracy": cv["cv_accuracy"],
+                "iia": None if used is None else used["iia"],
+                "interval": None if used is None else used["interval"],
+            }
+        )
     return rows
 
 
-def _analysed(model: Any, high: HighLevel, splits: PairSplits, progress: bool, title: str, variable: str,
-              probes: bool = True, named: bool = True, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+def _analysed(
+    model: Any,
+    high: HighLevel,
+    splits: PairSplits,
+    progress: bool,
+    title: str,
+    variable: str,
+    probes: bool = True,
+    named: bool = True,
+    raw: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One model's full-swap scan (sites chosen on the select split, IIA reported on the test split), its named
     sites and probes; ``raw`` the scans' counts (``_raw`` in the result, dropped before it is written)."""
     raw = raw or scan_splits(model, high, splits, progress, variable)
@@ -293,9 +463,20 @@ def _analysed(model: Any, high: HighLevel, splits: PairSplits, progress: bool, t
     select = summarised(raw["select"], None, 0, 0)
     test = summarised(raw["test"], None, 0, 0)
     best, first = swap_numbers(select, test, raw["hooks"], raw["positions"], site_bar(ceiling, _chance(model, high)))
-    r = {"title": title, "ceiling": ceiling, "best": best, "first_sites": first, "_raw": raw,
-         "scan": {"hooks": raw["hooks"], "positions": [int(p) for p in raw["positions"]], "split": "test",
-                  "iia": [[c["iia"] for c in row] for row in test], "outputs": [[c["outputs"] for c in row] for row in test]}}
+    r = {
+        "title": title,
+        "ceiling": ceiling,
+        "best": best,
+        "first_sites": first,
+        "_raw": raw,
+        "scan": {
+            "hooks": raw["hooks"],
+            "positions": [int(p) for p in raw["positions"]],
+            "split": "test",
+            "iia": [[c["iia"] for c in row] for row in test],
+            "outputs": [[c["outputs"] for c in row] for row in test],
+        },
+    }
     if named:
         r["named_sites"] = named_sites(model, high, *splits.test, variable)
     if probes:
@@ -303,8 +484,9 @@ def _analysed(model: Any, high: HighLevel, splits: PairSplits, progress: bool, t
     return r
 
 
-def _boundless_at(model: Any, high: HighLevel, hook: str, splits: PairSplits, steps: int, seed: int,
-                  variable: str) -> dict[str, Any]:
+def _boundless_at(
+    model: Any, high: HighLevel, hook: str, splits: PairSplits, steps: int, seed: int, variable: str
+) -> dict[str, Any]:
     """Boundless DAS at ``hook`` (fitted on the fit split): the learned k and its test IIA
     (:func:`sandbox_lens.interp.causal.das.boundless_das`)."""
     from sandbox_lens.interp.causal.das import boundless_das
@@ -313,11 +495,18 @@ def _boundless_at(model: Any, high: HighLevel, hook: str, splits: PairSplits, st
     if not basis.shape[1]:
         return {"hook": hook, "k": 0, "iia": None, "interval": None}
     r = summary(site_counts(model, high, Site(hook, 0, basis), *splits.test, variable), seed)
-    return {"hook": hook, "k": int(basis.shape[1]), "iia": r["iia"], "interval": r["interval"],
-            "final_loss": trace[-1]["loss"] if trace else None}
+    return {
+        "hook": hook,
+        "k": int(basis.shape[1]),
+        "iia": r["iia"],
+        "interval": r["interval"],
+        "final_loss": trace[-1]["loss"] if trace else None,
+    }
 
 
-def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, variable: str) -> list[dict[str, Any]]:
+def named_sites(
+    model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, variable: str
+) -> list[dict[str, Any]]:
     """IIA (changed outputs, pooled over every position) at each site ``model``'s card names for ``variable``
     (:func:`sandbox_lens.interp.causal.interchange.construction_sites`), with its role: ``carries`` should reach 1, ``inert``
     should change nothing. Empty for a trained model."""
@@ -328,8 +517,15 @@ def named_sites(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarra
         return []
     activations = source_activations(model, source, sorted({s.hook for _, s in sites}))
     own = own_predictions(model, base, high.readout)
-    return [{**pooled_iia(model, high, site, base, source, variable, activations, own), "subspace": entry["subspace"],
-             "role": entry["role"], "note": entry.get("note", "")} for entry, site in sites]
+    return [
+        {
+            **pooled_iia(model, high, site, base, source, variable, activations, own),
+            "subspace": entry["subspace"],
+            "role": entry["role"],
+            "note": entry.get("note", ""),
+        }
+        for entry, site in sites
+    ]
 
 
 def _chance(model: Any, high: HighLevel) -> float:

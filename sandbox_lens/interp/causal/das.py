@@ -25,9 +25,20 @@ __all__ = ["das", "boundless_das", "principal_angles", "live_basis", "live_fract
 DORMANT = 0.5
 
 
-def das(model: Any, high: HighLevel, hook: str, position: int | None, k: int, base: np.ndarray, source: np.ndarray,
-        steps: int = 200, lr: float = 0.01, batch: int = 64, seed: int = 0,
-        variable: str | None = None) -> tuple[np.ndarray, list[dict]]:
+def das(
+    model: Any,
+    high: HighLevel,
+    hook: str,
+    position: int | None,
+    k: int,
+    base: np.ndarray,
+    source: np.ndarray,
+    steps: int = 200,
+    lr: float = 0.01,
+    batch: int = 64,
+    seed: int = 0,
+    variable: str | None = None,
+) -> tuple[np.ndarray, list[dict]]:
     """The learned basis ``[d, k]`` of ``hook`` for ``high``'s ``variable`` (trained on the given pairs) and the
     loss trace. At one ``position``, or — ``position`` None — one subspace shared by every position, trained on
     (pair, position) examples drawn from all positions whose outputs the variable reaches (for a variable
@@ -41,8 +52,9 @@ def das(model: Any, high: HighLevel, hook: str, position: int | None, k: int, ba
     for p, _ in frozen:
         p.requires_grad_(False)
     try:
-        return _train(model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch,
-                      seed, d)
+        return _train(
+            model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch, seed, d
+        )
     finally:
         for p, flag in frozen:  # the model is the caller's: leave it as it was
             p.requires_grad_(flag)
@@ -54,7 +66,7 @@ def _examples(high: HighLevel, base: np.ndarray, source: np.ndarray, position: i
     T = base.shape[1]
     answered = high.answers(base)[1]
     rows, positions, labels, scored = [], [], [], []
-    for p in (range(T) if position is None else [position]):
+    for p in range(T) if position is None else [position]:
         lab, sc = high.counterfactual(base, source, p, variable)
         sc = sc & answered
         keep = np.flatnonzero(sc.any(axis=1))
@@ -67,9 +79,19 @@ def _examples(high: HighLevel, base: np.ndarray, source: np.ndarray, position: i
     return rows, positions, high.readout_labels(labels), scored
 
 
-def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, source: np.ndarray, steps: int = 300,
-                  lr: float = 0.01, batch: int = 64, seed: int = 0, variable: str | None = None,
-                  sparsity: float = 0.05) -> tuple[np.ndarray, list[dict]]:
+def boundless_das(
+    model: Any,
+    high: HighLevel,
+    hook: str,
+    base: np.ndarray,
+    source: np.ndarray,
+    steps: int = 300,
+    lr: float = 0.01,
+    batch: int = 64,
+    seed: int = 0,
+    variable: str | None = None,
+    sparsity: float = 0.05,
+) -> tuple[np.ndarray, list[dict]]:
     """Boundless DAS (Wu, Geiger, Icard, Potts, Goodman 2023): a full orthogonal rotation of ``hook`` (shared by
     every position) and a learned soft mask over its coordinates, ``sigmoid(a / τ)`` with τ annealed from 1 to
     0.01 and a penalty ``sparsity`` × Σ mask, so k is learned rather than chosen. Returns the basis ``[d, k]``
@@ -93,7 +115,8 @@ def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, sour
             torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
             # initialised on the CPU (the same numbers on any device), then moved to the model's
             rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(d, d, bias=False)).to(
-                device_of(model))
+                device_of(model)
+            )
             logits = torch.nn.Parameter(on(model, torch.zeros(d)))
             opt = torch.optim.Adam([*rotation.parameters(), logits], lr=lr)
             cached = source_activations(model, source[rows], [hook])[hook]
@@ -101,7 +124,7 @@ def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, sour
             tb = on(model, model.card.io.encode(base[rows]))
             for step in range(steps if len(rows) else 0):
                 tau = float(np.exp(np.log(1.0) + (np.log(0.01) - np.log(1.0)) * step / max(1, steps - 1)))
-                idx = order[(step * batch) % len(rows):][:batch]
+                idx = order[(step * batch) % len(rows) :][:batch]
                 mask = torch.sigmoid(logits / tau)
                 R = rotation.weight  # [d, d], orthogonal
                 at = on(model, P + positions[idx])
@@ -114,7 +137,7 @@ def boundless_das(model: Any, high: HighLevel, hook: str, base: np.ndarray, sour
                     x[n, at] = x[n, at] + (delta * mask) @ R.T
                     return x
 
-                out = model.run_with_hooks(tb[idx], fwd_hooks=[(hook, hook_fn)], return_type="logits")[:, P: P + T]
+                out = model.run_with_hooks(tb[idx], fwd_hooks=[(hook, hook_fn)], return_type="logits")[:, P : P + T]
                 if high.readout is not None:
                     out = out[..., list(high.readout)]
                 m = on(model, scored[idx])
@@ -152,12 +175,19 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
         cached = source_activations(model, source, [hook])  # the sources never change: one run
         site = Site(hook, 0)
         for step in range(steps):
-            idx = order[(step * batch) % len(base):][:batch]
+            idx = order[(step * batch) % len(base) :][:batch]
             if len(idx) < batch:
                 idx = np.concatenate([idx, order[: batch - len(idx)]])[:batch]
-            logits = interchange(model, base[idx], source[idx], site, rotation=rotation.weight,
-                                 activations={hook: cached[hook][idx]}, positions=positions[idx])
-            out = logits[:, P: P + T]
+            logits = interchange(
+                model,
+                base[idx],
+                source[idx],
+                site,
+                rotation=rotation.weight,
+                activations={hook: cached[hook][idx]},
+                positions=positions[idx],
+            )
+            out = logits[:, P : P + T]
             if high.readout is not None:
                 out = out[..., list(high.readout)]
             m = on(model, scored[idx])
@@ -203,7 +233,7 @@ def live_fraction(model: Any, hook: str, basis: np.ndarray, words: np.ndarray, t
     (Makelov, Lange, Nanda 2023's interpretability illusion) — so a DAS result mostly outside the live span
     is flagged, not believed."""
     P = len(model.card.io.prefix)
-    x = to_numpy(source_activations(model, words, [hook])[hook][:, P:P + words.shape[1]].double())
+    x = to_numpy(source_activations(model, words, [hook])[hook][:, P : P + words.shape[1]].double())
     live = _span((x - x.mean(axis=0, keepdims=True)).reshape(-1, x.shape[-1]), tolerance)
     b = np.asarray(basis, dtype=np.float64)
     return float(np.sum((live.T @ b) ** 2) / b.shape[1])

@@ -17,8 +17,9 @@ over the base words, the untrained readout baseline, and the stability of a verd
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,22 @@ from sandbox_lens.interp.causal.interchange import Site, changed_hits, source_ac
 from sandbox_lens.interp.stats import CONFIDENCE
 from sandbox_lens.interp.streams import Stream, rng
 
-__all__ = ["PairSplits", "split_pairs", "Counts", "site_counts", "rate_interval", "summary", "readout_basis",
-           "stability", "summarised", "summaries", "MIN_SPLIT", "BOOTSTRAP", "RESAMPLES", "STABLE"]
+__all__ = [
+    "PairSplits",
+    "split_pairs",
+    "Counts",
+    "site_counts",
+    "rate_interval",
+    "summary",
+    "readout_basis",
+    "stability",
+    "summarised",
+    "summaries",
+    "MIN_SPLIT",
+    "BOOTSTRAP",
+    "RESAMPLES",
+    "STABLE",
+]
 
 #: The fewest pairs a split may have.
 MIN_SPLIT = 16
@@ -61,8 +76,10 @@ def split_pairs(base: np.ndarray, source: np.ndarray) -> PairSplits:
     """Thirds of the ``n`` pairs (the test split takes the remainder); refused below :data:`MIN_SPLIT` a split."""
     n = len(base)
     if n < 3 * MIN_SPLIT:
-        raise HighLevelError(f"{n} pairs are too few for three disjoint splits (fit, select, test) of at least "
-                             f"{MIN_SPLIT} pairs each: use --pairs {3 * MIN_SPLIT} or more")
+        raise HighLevelError(
+            f"{n} pairs are too few for three disjoint splits (fit, select, test) of at least "
+            f"{MIN_SPLIT} pairs each: use --pairs {3 * MIN_SPLIT} or more"
+        )
     a, b = n // 3, 2 * n // 3
     return PairSplits((base[:a], source[:a]), (base[a:b], source[a:b]), (base[b:], source[b:]))
 
@@ -88,14 +105,21 @@ class Counts:
         k, n = self.hits.sum(axis=0), self.outputs.sum(axis=0)
         return [float(a) / b if b >= min_outputs and b else None for a, b in zip(k, n)]
 
-    def take(self, index: np.ndarray) -> "Counts":
+    def take(self, index: np.ndarray) -> Counts:
         """The counts of the words at ``index`` (a resample)."""
         return Counts(self.hits[index], self.outputs[index])
 
 
-def site_counts(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
-                variable: str | None = None, activations: dict[str, Any] | None = None,
-                positions: Sequence[int] | None = None) -> Counts:
+def site_counts(
+    model: Any,
+    high: HighLevel,
+    site: Site,
+    base: np.ndarray,
+    source: np.ndarray,
+    variable: str | None = None,
+    activations: dict[str, Any] | None = None,
+    positions: Sequence[int] | None = None,
+) -> Counts:
     """:class:`Counts` ``[words, positions]`` of ``site``'s subspace swapped at each of ``positions`` in turn
     (default: every position, as for a position-shared DAS subspace or a named site)."""
     import dataclasses
@@ -105,8 +129,9 @@ def site_counts(model: Any, high: HighLevel, site: Site, base: np.ndarray, sourc
     hits = np.zeros((len(base), len(positions)), dtype=np.int64)
     outputs = np.zeros_like(hits)
     for j, p in enumerate(positions):
-        hit, _, changed = changed_hits(model, high, dataclasses.replace(site, position=int(p)), base, source,
-                                       activations, variable)
+        hit, _, changed = changed_hits(
+            model, high, dataclasses.replace(site, position=int(p)), base, source, activations, variable
+        )
         hits[:, j] = (hit & changed).sum(axis=1)
         outputs[:, j] = changed.sum(axis=1)
     return Counts(hits, outputs)
@@ -122,8 +147,9 @@ def _rates(counts: Counts, index: np.ndarray) -> np.ndarray:
         return np.where(n > 0, k / np.maximum(n, 1), np.nan)
 
 
-def rate_interval(counts: Counts, seed: int = 0, resamples: int = BOOTSTRAP,
-                  confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def rate_interval(
+    counts: Counts, seed: int = 0, resamples: int = BOOTSTRAP, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
     """Percentile-bootstrap interval of the pooled rate, resampling base words; None without outputs."""
     if counts.rate is None:
         return None
@@ -138,9 +164,13 @@ def rate_interval(counts: Counts, seed: int = 0, resamples: int = BOOTSTRAP,
 def summary(counts: Counts, seed: int = 0, resamples: int = BOOTSTRAP) -> dict[str, Any]:
     """``{"iia", "interval", "outputs", "words", "per_position"}`` of ``counts`` (interval: :func:`rate_interval`;
     None with no ``resamples``; per position: IIA where at least :data:`MIN_POSITION_OUTPUTS` outputs changed)."""
-    return {"iia": counts.rate, "interval": rate_interval(counts, seed, resamples) if resamples else None,
-            "per_position": counts.per_position(MIN_POSITION_OUTPUTS), "outputs": int(counts.outputs.sum()),
-            "words": int(len(counts.hits))}
+    return {
+        "iia": counts.rate,
+        "interval": rate_interval(counts, seed, resamples) if resamples else None,
+        "per_position": counts.per_position(MIN_POSITION_OUTPUTS),
+        "outputs": int(counts.outputs.sum()),
+        "words": int(len(counts.hits)),
+    }
 
 
 def readout_basis(model: Any, high: HighLevel) -> np.ndarray:
@@ -182,8 +212,13 @@ def summarised(structure: Any, index: np.ndarray | None, seed: int, inner: int) 
     return structure
 
 
-def stability(groups: Mapping[str, Any], rule: Callable[[Mapping[str, Any]], Hashable], seed: int = 0,
-              resamples: int = RESAMPLES, intervals: Sequence[str] = ("test",)) -> float:
+def stability(
+    groups: Mapping[str, Any],
+    rule: Callable[[Mapping[str, Any]], Hashable],
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    intervals: Sequence[str] = ("test",),
+) -> float:
     """The share of bootstrap resamples under which ``rule`` gives what it gives on all the words. ``groups``: a
     name per set of words (the select split, the test split) mapping to dicts and lists of :class:`Counts` over
     those words — resampled together within a group, independently across groups; ``rule`` receives the same
@@ -199,8 +234,15 @@ def stability(groups: Mapping[str, Any], rule: Callable[[Mapping[str, Any]], Has
     draws = rng(seed, Stream.CAUSAL_BOOTSTRAP, step=1)
     same = 0
     for _ in range(resamples):
-        resampled = {name: summarised(s, draws.integers(0, sizes[name], size=sizes[name]) if sizes[name] else None,
-                                       seed, INNER if name in intervals else 0) for name, s in groups.items()}
+        resampled = {
+            name: summarised(
+                s,
+                draws.integers(0, sizes[name], size=sizes[name]) if sizes[name] else None,
+                seed,
+                INNER if name in intervals else 0,
+            )
+            for name, s in groups.items()
+        }
         same += rule(resampled) == full
     return same / resamples
 

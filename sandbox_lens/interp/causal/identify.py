@@ -35,22 +35,29 @@ tested by interchange interventions, beside random-init nulls searched exactly t
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
-from sandbox_lens.interp.causal.evidence import (BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, rate_interval, split_pairs)
+from sandbox_lens.interp.causal.evidence import BOOTSTRAP, INNER, RESAMPLES, STABLE, Counts, rate_interval, split_pairs
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
 from sandbox_lens.interp.causal.interchange import construction_sites, word_pairs
 from sandbox_lens.interp.causal.localise import site_bar
-from sandbox_lens.interp.causal.sweep import (MAX_ROWS, component_sites, hook_head, model_sites, residual_sites,
-                                             swept, sweep)
+from sandbox_lens.interp.causal.sweep import (
+    MAX_ROWS,
+    component_sites,
+    hook_head,
+    model_sites,
+    residual_sites,
+    sweep,
+    swept,
+)
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 from sandbox_lens.interp.streams import Stream, rng
 
-__all__ = ["identify", "candidates_of", "sweep", "residual_sites", "component_sites", "model_sites",
-           "MAX_ROWS"]
+__all__ = ["identify", "candidates_of", "sweep", "residual_sites", "component_sites", "model_sites", "MAX_ROWS"]
 
 
 class _Truth:
@@ -86,8 +93,11 @@ def _high_levels(model: Any, modes: set[str]) -> dict[str, HighLevel]:
 
 def _named(model: Any, variable: str) -> list[tuple[str, str, Any]]:
     """(label, hook, basis) of each site ``model``'s card names as carrying ``variable``."""
-    return [(site.name, site.hook, site.basis) for entry, site in construction_sites(model, variable)
-            if entry["role"] == "carries"]
+    return [
+        (site.name, site.hook, site.basis)
+        for entry, site in construction_sites(model, variable)
+        if entry["role"] == "carries"
+    ]
 
 
 def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[list[Algorithm], dict[str, str]]:
@@ -101,8 +111,15 @@ def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[
     return resolve(candidates, kind.name, kind.source(model.card.task), pair_length(model))
 
 
-def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequence[Any] = (), pairs: int = 128,
-             seed: int = 0, progress: bool = False, components: bool = True) -> dict[str, Any]:
+def identify(
+    model: Any,
+    candidates: str | Sequence[str] = "all",
+    nulls: Sequence[Any] = (),
+    pairs: int = 128,
+    seed: int = 0,
+    progress: bool = False,
+    components: bool = True,
+) -> dict[str, Any]:
     """Test each candidate algorithm (``"all"`` the task can have, or names) on ``model`` beside the ``nulls``
     (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split;
     ``components``: search the heads' and MLPs' outputs as well as the residual stream."""
@@ -121,8 +138,9 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
     variables = list(dict.fromkeys(v for vs in variables_of.values() for v in vs))  # a variable's record is its key
     highs = _high_levels(model, {v.mode for v in variables})
     hooks = model_sites(model, components)
-    truths = {split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables}
-              for split in ("select", "test")}
+    truths = {
+        split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables} for split in ("select", "test")
+    }
     models = [model, *nulls]
     answers = {split: base_high.answers(getattr(splits, split)[0]) for split in ("select", "test")}
     partitions = _partitions(base_high, splits.test[0])
@@ -139,12 +157,20 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
             base, source = getattr(splits, split)
             predictions, own = swept(m, sites, base, source, base_high.readout, remember=i > 0)
             plain, answered = answers[split]
-            per_split[split] = {"counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges)
-                                           for v in variables},
-                                "ceiling": float((own == plain)[answered].mean())}
+            per_split[split] = {
+                "counts": {v: truths[split][v].counts(predictions[rows[v]], v.edges) for v in variables},
+                "ceiling": float((own == plain)[answered].mean()),
+            }
             bar.update(1)
-        data.append({"named": {k: [s[0] for s in v] for k, v in named.items()}, "variables_of": variables_of,
-                     "layers": m.cfg.n_layers, "partitions": partitions, **per_split})
+        data.append(
+            {
+                "named": {k: [s[0] for s in v] for k, v in named.items()},
+                "variables_of": variables_of,
+                "layers": m.cfg.n_layers,
+                "partitions": partitions,
+                **per_split,
+            }
+        )
     bar.close()
     chance = 1.0 / (len(base_high.readout) if base_high.readout is not None else int(model.cfg.d_vocab_out))
     ceiling = data[0]["test"]["ceiling"]
@@ -162,11 +188,22 @@ def identify(model: Any, candidates: str | Sequence[str] = "all", nulls: Sequenc
         same += judge(index, INNER)["identified"] == full["identified"]
     share = same / RESAMPLES
     identified = full["identified"] if share >= STABLE else "inconclusive"
-    return {"task_kind": kind.name, "pairs": {**splits.sizes(), "length": T}, "seed": seed, "nulls": len(nulls),
-            "chance": chance, "ceiling": ceiling, "sites": hooks, "identified": identified,
-            "identified_on_all_pairs": full["identified"], "stability": share,
-            "verdict": _sentence(identified, full, share), "candidates": full["candidates"],
-            "not_applicable": not_applicable, "seconds": time.perf_counter() - t0}
+    return {
+        "task_kind": kind.name,
+        "pairs": {**splits.sizes(), "length": T},
+        "seed": seed,
+        "nulls": len(nulls),
+        "chance": chance,
+        "ceiling": ceiling,
+        "sites": hooks,
+        "identified": identified,
+        "identified_on_all_pairs": full["identified"],
+        "stability": share,
+        "verdict": _sentence(identified, full, share),
+        "candidates": full["candidates"],
+        "not_applicable": not_applicable,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _place(label: str) -> tuple[int, str]:
@@ -216,12 +253,23 @@ def _pooled(hits: np.ndarray, outputs: np.ndarray, chosen: np.ndarray) -> Counts
 
 
 def _number(counts: Counts, seed: int, inner: int) -> dict[str, Any]:
-    return {"iia": counts.rate, "interval": rate_interval(counts, seed, inner) if inner else None,
-            "outputs": int(counts.outputs.sum())}
+    return {
+        "iia": counts.rate,
+        "interval": rate_interval(counts, seed, inner) if inner else None,
+        "outputs": int(counts.outputs.sum()),
+    }
 
 
-def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict[Variable, list[str]], hooks: Sequence[str],
-                   index: dict[str, np.ndarray] | None, inner: int, seed: int, is_model: bool) -> dict[str, Any]:
+def _model_numbers(
+    algorithm: Algorithm,
+    entry: dict[str, Any],
+    site_lists: dict[Variable, list[str]],
+    hooks: Sequence[str],
+    index: dict[str, np.ndarray] | None,
+    inner: int,
+    seed: int,
+    is_model: bool,
+) -> dict[str, Any]:
     """One model's choices (select split) and test numbers for ``algorithm``'s variables, edges and score."""
     vs = entry["variables_of"][algorithm.name]
     sel, test = entry["select"]["counts"], entry["test"]["counts"]
@@ -234,8 +282,10 @@ def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict
         for v in vs:
             h, o = take(sel[v][0][0], "select").sum(-1), take(sel[v][1][0], "select").sum(-1)
             # the sites a card names come first: a tie on the select split goes to the proof's own site
-            allowed = sorted((i for i in _allowed(v, anchor, labels_of[v], hooks) if i < h.shape[0]),
-                             key=lambda i: (i < len(hooks), i))
+            allowed = sorted(
+                (i for i in _allowed(v, anchor, labels_of[v], hooks) if i < h.shape[0]),
+                key=lambda i: (i < len(hooks), i),
+            )
             if not allowed:
                 worst = -1.0
                 picks[v] = np.full(h.shape[1], -1)
@@ -244,9 +294,11 @@ def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict
             worst = min(worst, rate)
         if best is None or worst > best[0]:
             best = (worst, (anchor, picks))
+    assert best is not None  # anchors is never empty
     anchor, picks = best[1]
     out: dict[str, Any] = {"anchor": anchor, "variables": {}}
-    pooled_h = pooled_o = None
+    pooled_h: np.ndarray | None = None
+    pooled_o: np.ndarray | None = None
     cells: dict[str, dict[str, list[int]]] = {}
     for v in vs:
         hits, outputs = take(test[v][0], "test"), take(test[v][1], "test")
@@ -258,15 +310,23 @@ def _model_numbers(algorithm: Algorithm, entry: dict[str, Any], site_lists: dict
         sites = {int(p): labels_of[v][c] for p, c in enumerate(picks[v]) if c >= 0}
         edges = [_number(_pooled(hits[1 + j], outputs[1 + j], picks[v]), seed, inner) for j in range(len(v.edges))]
         out["variables"][v] = {**_number(counts, seed, inner), "sites": sites, "edges": edges}
+    assert pooled_h is not None and pooled_o is not None  # an algorithm has at least one variable
     out["score"] = _number(Counts(pooled_h, pooled_o), seed, inner)
     if cells:
-        out["partitions"] = {name: {cell: {"iia": k / n if n else None, "outputs": n} for cell, (k, n) in c.items()}
-                             for name, c in cells.items()}
+        out["partitions"] = {
+            name: {cell: {"iia": k / n if n else None, "outputs": n} for cell, (k, n) in c.items()}
+            for name, c in cells.items()
+        }
     return out
 
 
-def _add_cells(cells: dict[str, dict[str, list[int]]], partitions: dict[str, tuple[np.ndarray, list[str]]],
-               hits: np.ndarray, outputs: np.ndarray, chosen: np.ndarray) -> None:
+def _add_cells(
+    cells: dict[str, dict[str, list[int]]],
+    partitions: dict[str, tuple[np.ndarray, list[str]]],
+    hits: np.ndarray,
+    outputs: np.ndarray,
+    chosen: np.ndarray,
+) -> None:
     """Add one variable's test counts at its chosen sites to each partition's cells (a partition gives every
     (swapped position, base word) a cell)."""
     for p, c in enumerate(chosen):
@@ -300,7 +360,7 @@ def _partitions(high: HighLevel, base: np.ndarray) -> dict[str, tuple[np.ndarray
 
 
 def _passes(number: dict[str, Any], bar: float, chance: float, null_upper: float | None) -> str:
-    """"passes", "fails" or "untestable" (fewer than MIN_OUTPUTS changed outputs) for one variable or edge."""
+    """ "passes", "fails" or "untestable" (fewer than MIN_OUTPUTS changed outputs) for one variable or edge."""
     if number["outputs"] < MIN_OUTPUTS or number["iia"] is None:
         return "untestable"
     lower = number["interval"][0] if number["interval"] else number["iia"]
@@ -308,15 +368,24 @@ def _passes(number: dict[str, Any], bar: float, chance: float, null_upper: float
     return "passes" if ok else "fails"
 
 
-def _judge(algorithms: Sequence[Algorithm], data: list[dict[str, Any]], site_lists: dict[Variable, list[str]],
-           hooks: Sequence[str], chance: float, ceiling: float, index: dict[str, np.ndarray] | None, inner: int,
-           seed: int) -> dict[str, Any]:
+def _judge(
+    algorithms: Sequence[Algorithm],
+    data: list[dict[str, Any]],
+    site_lists: dict[Variable, list[str]],
+    hooks: Sequence[str],
+    chance: float,
+    ceiling: float,
+    index: dict[str, np.ndarray] | None,
+    inner: int,
+    seed: int,
+) -> dict[str, Any]:
     """Every candidate's numbers and status on (a resample of) the words, and the identification."""
     bar = site_bar(ceiling, chance)
     rows = []
     for a in algorithms:
-        numbers = [_model_numbers(a, entry, site_lists, hooks, index, inner, seed, i == 0)
-                   for i, entry in enumerate(data)]
+        numbers = [
+            _model_numbers(a, entry, site_lists, hooks, index, inner, seed, i == 0) for i, entry in enumerate(data)
+        ]
         own, nulls = numbers[0], numbers[1:]
 
         def upper(get: Any) -> float | None:
@@ -330,22 +399,54 @@ def _judge(algorithms: Sequence[Algorithm], data: list[dict[str, Any]], site_lis
             edges = []
             for j, e in enumerate(v.edges):
                 eu = upper(lambda n, k=v, j=j: n["variables"][k]["edges"][j])
-                edges.append({"edge": e.title, **r["edges"][j], "null_upper": eu,
-                              "status": _passes(r["edges"][j], bar, chance, eu)})
-            variables.append({"variable": v.key, "iia": r["iia"], "interval": r["interval"], "outputs": r["outputs"],
-                              "null_upper": null_up, "status": _passes(r, bar, chance, null_up), "sites": r["sites"],
-                              "edges": edges})
-        statuses = [v["status"] for v in variables] + [e["status"] for v in variables for e in v["edges"]
-                                                        if e["status"] != "untestable"]
+                edges.append(
+                    {
+                        "edge": e.title,
+                        **r["edges"][j],
+                        "null_upper": eu,
+                        "status": _passes(r["edges"][j], bar, chance, eu),
+                    }
+                )
+            variables.append(
+                {
+                    "variable": v.key,
+                    "iia": r["iia"],
+                    "interval": r["interval"],
+                    "outputs": r["outputs"],
+                    "null_upper": null_up,
+                    "status": _passes(r, bar, chance, null_up),
+                    "sites": r["sites"],
+                    "edges": edges,
+                }
+            )
+        statuses = [v["status"] for v in variables] + [
+            e["status"] for v in variables for e in v["edges"] if e["status"] != "untestable"
+        ]
         status = "fails" if "fails" in statuses else "untestable" if "untestable" in statuses else "passes"
         null_scores = [n["score"]["iia"] for n in nulls if n["score"]["iia"] is not None]
-        rows.append({"algorithm": a.name, "title": a.title, "summary": a.summary, "reference": a.reference,
-                     "construction": a.construction, "status": status,
-                     "anchor_block": own["anchor"], "score": own["score"], "partitions": own.get("partitions", {}),
-                     "null_score": max(null_scores) if null_scores else None, "variables": variables})
+        rows.append(
+            {
+                "algorithm": a.name,
+                "title": a.title,
+                "summary": a.summary,
+                "reference": a.reference,
+                "construction": a.construction,
+                "status": status,
+                "anchor_block": own["anchor"],
+                "score": own["score"],
+                "partitions": own.get("partitions", {}),
+                "null_score": max(null_scores) if null_scores else None,
+                "variables": variables,
+            }
+        )
     order = {"passes": 0, "untestable": 1, "fails": 2}
-    rows.sort(key=lambda r: (order[r["status"]], -len(r["variables"]) if r["status"] == "passes" else 0,
-                             -(r["score"]["iia"] or 0.0)))
+    rows.sort(
+        key=lambda r: (
+            order[r["status"]],
+            -len(r["variables"]) if r["status"] == "passes" else 0,
+            -(r["score"]["iia"] or 0.0),
+        )
+    )
     passing = [r for r in rows if r["status"] == "passes"]
     if not passing:
         identified = "none"
@@ -360,12 +461,13 @@ def _sentence(identified: str, full: dict[str, Any], share: float) -> str:
     """The verdict in words."""
     if identified == "inconclusive":
         said = "none of these" if full["identified"] == "none" else full["identified"]
-        return (f"inconclusive: {said} on all the pairs, but only {share:.0%} of resamples agree "
-                f"(needs {STABLE:.0%})")
+        return f"inconclusive: {said} on all the pairs, but only {share:.0%} of resamples agree (needs {STABLE:.0%})"
     if identified == "none":
         return "none of these: no candidate's variables all pass at any site"
     if identified.startswith("ambiguous"):
         return f"{identified} pass with as many variables each ({share:.0%} of resamples agree)"
     row = next(r for r in full["candidates"] if r["algorithm"] == identified)
-    return (f"runs {row['title']}: every variable and testable edge passes, abstraction score "
-            f"{row['score']['iia']:.3f} ({share:.0%} of resamples agree)")
+    return (
+        f"runs {row['title']}: every variable and testable edge passes, abstraction score "
+        f"{row['score']['iia']:.3f} ({share:.0%} of resamples agree)"
+    )

@@ -56,10 +56,21 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
     variables, start = [], 0
     for variable, v in chosen.items():
         width = sum(labels.count(s) for s in v["subspace"])
-        variables.append({"variable": variable, "hook": v["hook"], "dims": [start, start + width],
-                          "construction_site": f"{'+'.join(v['subspace'])} @ {v['hook']}"})
+        variables.append(
+            {
+                "variable": variable,
+                "hook": v["hook"],
+                "dims": [start, start + width],
+                "construction_site": f"{'+'.join(v['subspace'])} @ {v['hook']}",
+            }
+        )
         start += width
     heads = [sum(1 for h in b.heads if h.writes) for b in spec.blocks]
     mlps = [l for l, b in enumerate(spec.blocks) if b.mlp is not None]
-    return {"construction": construction, "kind": kind.name, "variables": variables, "blocks": len(spec.blocks),
-            "circuit": circuit_nodes(heads, mlps, shape.n_layers, shape.n_heads)}
+    return {
+        "construction": construction,
+        "kind": kind.name,
+        "variables": variables,
+        "blocks": len(spec.blocks),
+        "circuit": circuit_nodes(heads, mlps, shape.n_layers, shape.n_heads),
+    }

@@ -14,8 +14,9 @@ behavioural ceiling); each rate with a Wilson interval.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,21 @@ from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, readout_answer
 from sandbox_lens.interp.stats import wilson_interval
 
-__all__ = ["Site", "interchange", "iia", "word_pairs", "subspace_basis", "random_basis", "source_activations",
-           "own_predictions", "answer", "construction_sites", "pooled_iia", "changed_hits", "pair_length"]
+__all__ = [
+    "Site",
+    "interchange",
+    "iia",
+    "word_pairs",
+    "subspace_basis",
+    "random_basis",
+    "source_activations",
+    "own_predictions",
+    "answer",
+    "construction_sites",
+    "pooled_iia",
+    "changed_hits",
+    "pair_length",
+]
 
 
 @dataclass(frozen=True)
@@ -43,8 +57,9 @@ class Site:
         return None if self.basis is None else int(self.basis.shape[1])
 
 
-def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0,
-               high: HighLevel | None = None) -> tuple[np.ndarray, np.ndarray]:
+def word_pairs(
+    model: Any, n: int, length: int | None = None, seed: int = 0, high: HighLevel | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` (base, source) word pairs of ``model``'s task, drawn by its high-level model (:meth:`HighLevel.pairs`:
     independent automaton words, legal where the automaton has illegal inputs; Dyck prefixes; flip-flop strings
     with their reads aligned). ``length`` defaults to the task's training length (a twin built with room for
@@ -55,8 +70,11 @@ def word_pairs(model: Any, n: int, length: int | None = None, seed: int = 0,
     high = high if high is not None else high_level_of(model)
     T = int(length or pair_length(model))
     cfg = model.cfg
-    require(f"{n} interchange pairs of {T} tokens", lower="--pairs",
-            memory=n * T * (16.0 + 8 * cfg.d_model * (2 * cfg.n_layers + 2)))
+    require(
+        f"{n} interchange pairs of {T} tokens",
+        lower="--pairs",
+        memory=n * T * (16.0 + 8 * cfg.d_model * (2 * cfg.n_layers + 2)),
+    )
     return high.pairs(n, T, rng(seed, Stream.CAUSAL_PAIRS))
 
 
@@ -86,16 +104,24 @@ def subspace_basis(model: Any, name: str | Sequence[str]) -> np.ndarray:
     labels = [lab.split(":", 1)[0] for lab in model.card.residual_labels]
     dims = [i for i, lab in enumerate(labels) if lab == name]
     if not dims:
-        raise HighLevelError(f"{model.card.construction} has no residual subspace {name!r} "
-                             f"(it has: {', '.join(dict.fromkeys(labels))})")
+        raise HighLevelError(
+            f"{model.card.construction} has no residual subspace {name!r} (it has: {', '.join(dict.fromkeys(labels))})"
+        )
     basis = np.zeros((len(labels), len(dims)))
     basis[dims, range(len(dims))] = 1.0
     return basis
 
 
-def pooled_iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
-               variable: str | None = None, activations: dict[str, Any] | None = None,
-               own: np.ndarray | None = None) -> dict[str, Any]:
+def pooled_iia(
+    model: Any,
+    high: HighLevel,
+    site: Site,
+    base: np.ndarray,
+    source: np.ndarray,
+    variable: str | None = None,
+    activations: dict[str, Any] | None = None,
+    own: np.ndarray | None = None,
+) -> dict[str, Any]:
     """IIA of one subspace of ``site.hook`` used at *every* position in turn, pooled over the positions: the
     changed outputs' rate with its Wilson interval, and the per-position rates. For a construction's named
     site or a position-shared DAS subspace (:func:`sandbox_lens.interp.causal.das.das` with ``position=None``)."""
@@ -111,8 +137,15 @@ def pooled_iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source
         n += c["outputs"]
         k += round((c["iia"] or 0.0) * c["outputs"])
         per_position[p] = c["iia"]
-    return {"site": site.name or site.hook, "hook": site.hook, "dims": site.dims, "iia": k / n if n else None,
-            "interval": wilson_interval(k, n), "outputs": n, "per_position": per_position}
+    return {
+        "site": site.name or site.hook,
+        "hook": site.hook,
+        "dims": site.dims,
+        "iia": k / n if n else None,
+        "interval": wilson_interval(k, n),
+        "outputs": n,
+        "per_position": per_position,
+    }
 
 
 def construction_sites(model: Any, variable: str | None = None) -> list[tuple[dict[str, Any], Site]]:
@@ -122,9 +155,11 @@ def construction_sites(model: Any, variable: str | None = None) -> list[tuple[di
     out = []
     for v in getattr(model.card, "variables", None) or []:
         if variable is None or v["variable"] == variable:
-            name = f"{v['variable']}: {'+'.join(v['subspace'])} @ {v['hook']}" + (" (inert)" if v["role"] == "inert" else "")
+            name = f"{v['variable']}: {'+'.join(v['subspace'])} @ {v['hook']}" + (
+                " (inert)" if v["role"] == "inert" else ""
+            )
             if "dims" in v:  # coordinates imposed on a twin (`interp train --align`)
-                basis = np.eye(model.cfg.d_model)[:, v["dims"][0]: v["dims"][1]]
+                basis = np.eye(model.cfg.d_model)[:, v["dims"][0] : v["dims"][1]]
             else:
                 basis = subspace_basis(model, v["subspace"])
             out.append((v, Site(v["hook"], 0, basis, name)))
@@ -150,7 +185,7 @@ def own_predictions(model: Any, base: np.ndarray, readout: Sequence[int] | None 
     """The model's own answers on the ``base`` words, among the ``readout`` classes (the behavioural ceiling)."""
     P = len(model.card.io.prefix)
     with exact_precision():
-        logits = model(on(model, model.card.io.encode(base)))[:, P: P + base.shape[1]]
+        logits = model(on(model, model.card.io.encode(base)))[:, P : P + base.shape[1]]
     return answer(logits, readout)
 
 
@@ -160,20 +195,32 @@ def answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
     return readout_answer(logits, readout)
 
 
-def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, rotation: Any = None,
-                activations: dict[str, Any] | None = None, positions: np.ndarray | None = None) -> Any:
+def interchange(
+    model: Any,
+    base: np.ndarray,
+    source: np.ndarray,
+    site: Site,
+    rotation: Any = None,
+    activations: dict[str, Any] | None = None,
+    positions: np.ndarray | None = None,
+) -> Any:
     """Logits of the ``base`` words with ``site`` set to its value on the ``source`` words. ``rotation`` (a
     torch ``[d, k]`` with orthonormal columns, differentiable) overrides the site's basis (DAS trains it);
     ``activations`` are the source words' (:func:`source_activations`) when already computed; ``positions``
     (one per word) override the site's position row by row."""
     hooks = getattr(model, "hook_dict", None)
     if hooks is not None and site.hook not in hooks:
-        raise HighLevelError(f"the model has no hook {site.hook!r} (residual hooks: blocks.<0..{model.cfg.n_layers - 1}>"
-                             ".hook_resid_<pre|mid|post>)")
+        raise HighLevelError(
+            f"the model has no hook {site.hook!r} (residual hooks: blocks.<0..{model.cfg.n_layers - 1}>"
+            ".hook_resid_<pre|mid|post>)"
+        )
     card = model.card
     rows = on(model, np.arange(len(base)))
-    p = on(model, len(card.io.prefix) + (np.full(len(base), site.position) if positions is None
-                                         else np.asarray(positions, dtype=np.int64)))
+    p = on(
+        model,
+        len(card.io.prefix)
+        + (np.full(len(base), site.position) if positions is None else np.asarray(positions, dtype=np.int64)),
+    )
     tb = on(model, card.io.encode(base))
     if activations is None or site.hook not in activations:
         activations = source_activations(model, source, [site.hook])
@@ -190,9 +237,15 @@ def interchange(model: Any, base: np.ndarray, source: np.ndarray, site: Site, ro
         return model.run_with_hooks(tb, fwd_hooks=[(site.hook, hook)], return_type="logits")
 
 
-def changed_hits(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
-                 activations: dict[str, Any] | None = None, variable: str | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def changed_hits(
+    model: Any,
+    high: HighLevel,
+    site: Site,
+    base: np.ndarray,
+    source: np.ndarray,
+    activations: dict[str, Any] | None = None,
+    variable: str | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per output ``[n, T]`` of an interchange at ``site``: (the intervened answer equals the counterfactual label,
     the output is scored, the interchange changes its label) — what :func:`iia` counts, kept per base word so
     that intervals can resample the words (:mod:`sandbox_lens.interp.causal.evidence`)."""
@@ -200,15 +253,22 @@ def changed_hits(model: Any, high: HighLevel, site: Site, base: np.ndarray, sour
     P = len(model.card.io.prefix)
     labels, scored = high.counterfactual(base, source, site.position, variable)  # refuses a position off the words
     logits = interchange(model, base, source, site, activations=activations)
-    predicted = answer(logits[:, P: P + base.shape[1]], high.readout)
+    predicted = answer(logits[:, P : P + base.shape[1]], high.readout)
     plain, answered = high.answers(base)
     scored = scored & answered
     return predicted == labels, scored, scored & (labels != plain)
 
 
-def iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.ndarray,
-        activations: dict[str, Any] | None = None, own: np.ndarray | None = None,
-        variable: str | None = None) -> dict[str, Any]:
+def iia(
+    model: Any,
+    high: HighLevel,
+    site: Site,
+    base: np.ndarray,
+    source: np.ndarray,
+    activations: dict[str, Any] | None = None,
+    own: np.ndarray | None = None,
+    variable: str | None = None,
+) -> dict[str, Any]:
     """IIA of ``site`` as ``high``'s ``variable`` (default: its first) at the site's position (see the module
     docstring); ``activations`` and ``own`` (:func:`source_activations`, :func:`own_predictions`) when a scan
     shares them."""
@@ -216,8 +276,14 @@ def iia(model: Any, high: HighLevel, site: Site, base: np.ndarray, source: np.nd
     hit, scored, changed = changed_hits(model, high, site, base, source, activations, variable)
     plain, _ = high.answers(base)
     own = own_predictions(model, base, high.readout) if own is None else own
-    out = {"site": site.name or f"{site.hook}@{site.position}", "hook": site.hook, "position": site.position,
-           "dims": site.dims, "model": high.mode, "variable": variable}
+    out = {
+        "site": site.name or f"{site.hook}@{site.position}",
+        "hook": site.hook,
+        "position": site.position,
+        "dims": site.dims,
+        "model": high.mode,
+        "variable": variable,
+    }
     for key, mask in (("all", scored), ("changed", changed)):
         k, n = int(hit[mask].sum()), int(mask.sum())
         out[key] = {"iia": k / n if n else None, "interval": wilson_interval(k, n), "outputs": n}

@@ -13,17 +13,27 @@ says which sites are after the last attention that can still move information ac
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.evidence import Counts, PairSplits, stability, summaries
+from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, changed_hits, own_predictions, source_activations
 from sandbox_lens.interp.causal.verdict import FLOOR, IMPLEMENTS, MIN_OUTPUTS, outcome, verdict, with_stability
 
-__all__ = ["residual_hooks", "scan", "scan_counts", "first_sites", "scan_splits", "swap_numbers", "null_best",
-           "swap_verdict", "site_bar"]
+__all__ = [
+    "residual_hooks",
+    "scan",
+    "scan_counts",
+    "first_sites",
+    "scan_splits",
+    "swap_numbers",
+    "null_best",
+    "swap_verdict",
+    "site_bar",
+]
 
 
 def residual_hooks(n_layers: int) -> list[str]:
@@ -31,9 +41,16 @@ def residual_hooks(n_layers: int) -> list[str]:
     return [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("pre", "mid", "post")]
 
 
-def scan_counts(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
-                positions: Sequence[int] | None = None, progress: bool = False,
-                variable: str | None = None) -> dict[str, Any]:
+def scan_counts(
+    model: Any,
+    high: HighLevel,
+    base: np.ndarray,
+    source: np.ndarray,
+    hooks: Sequence[str] | None = None,
+    positions: Sequence[int] | None = None,
+    progress: bool = False,
+    variable: str | None = None,
+) -> dict[str, Any]:
     """A full swap at every (hook, position) as ``variable``, counted per base word: ``{"hooks", "positions",
     "hits" [hook, position, word], "outputs" [hook, position, word], "ceiling"}`` (changed outputs and those that
     follow the high-level model; the ceiling is the model's own accuracy on every output the task scores)."""
@@ -54,12 +71,27 @@ def scan_counts(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarra
             hits[i, j], outputs[i, j] = (hit & changed).sum(axis=1), changed.sum(axis=1)
             bar.update(1)
     bar.close()
-    return {"hooks": hooks, "positions": positions, "hits": hits, "outputs": outputs, "ceiling": ceiling,
-            "model": high.mode, "variable": high.variable(variable)}
+    return {
+        "hooks": hooks,
+        "positions": positions,
+        "hits": hits,
+        "outputs": outputs,
+        "ceiling": ceiling,
+        "model": high.mode,
+        "variable": high.variable(variable),
+    }
 
 
-def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hooks: Sequence[str] | None = None,
-         positions: Sequence[int] | None = None, progress: bool = False, variable: str | None = None) -> dict[str, Any]:
+def scan(
+    model: Any,
+    high: HighLevel,
+    base: np.ndarray,
+    source: np.ndarray,
+    hooks: Sequence[str] | None = None,
+    positions: Sequence[int] | None = None,
+    progress: bool = False,
+    variable: str | None = None,
+) -> dict[str, Any]:
     """IIA on changed outputs for a full swap at every (hook, position) as ``variable`` (default: the model's
     first): ``{"hooks", "positions", "iia" [hook, position], "outputs" [hook, position], "ceiling"}`` — the
     ceiling is the model's own accuracy on every output the task scores."""
@@ -67,7 +99,11 @@ def scan(model: Any, high: HighLevel, base: np.ndarray, source: np.ndarray, hook
     k, n = r["hits"].sum(axis=-1), r["outputs"].sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         grid = np.where(n > 0, k / np.maximum(n, 1), np.nan)
-    return {**{key: r[key] for key in ("hooks", "positions", "ceiling", "model", "variable")}, "iia": grid, "outputs": n}
+    return {
+        **{key: r[key] for key in ("hooks", "positions", "ceiling", "model", "variable")},
+        "iia": grid,
+        "outputs": n,
+    }
 
 
 def first_sites(result: dict[str, Any], threshold: float = 0.99) -> dict[int, str | None]:
@@ -86,14 +122,21 @@ def scan_splits(model: Any, high: HighLevel, splits: PairSplits, progress: bool,
     out: dict[str, Any] = {}
     for name in ("select", "test"):
         r = scan_counts(model, high, *getattr(splits, name), progress=progress, variable=variable)
-        out[name] = [[Counts(r["hits"][i, j], r["outputs"][i, j]) for j in range(len(r["positions"]))]
-                     for i in range(len(r["hooks"]))]
+        out[name] = [
+            [Counts(r["hits"][i, j], r["outputs"][i, j]) for j in range(len(r["positions"]))]
+            for i in range(len(r["hooks"]))
+        ]
         out.update(hooks=r["hooks"], positions=r["positions"], **{f"ceiling_{name}": r["ceiling"]})
     return out
 
 
-def swap_numbers(select: Sequence[Sequence[dict]], test: Sequence[Sequence[dict]], hooks: Sequence[str],
-                  positions: Sequence[int], bar: float) -> tuple[dict[int, float | None], dict[int, str | None]]:
+def swap_numbers(
+    select: Sequence[Sequence[dict]],
+    test: Sequence[Sequence[dict]],
+    hooks: Sequence[str],
+    positions: Sequence[int],
+    bar: float,
+) -> tuple[dict[int, float | None], dict[int, str | None]]:
     """Per position, from grids of summaries: the test IIA at the hook the select split rates best, and the first
     hook whose select IIA reaches ``bar`` (None where the test split has fewer than MIN_OUTPUTS changed outputs)."""
     best: dict[int, float | None] = {}
@@ -121,8 +164,15 @@ def null_best(null_scans: Sequence[dict[str, Any]]) -> dict[int, float | None]:
     return out
 
 
-def swap_verdict(raw: dict[str, Any], null_raw: Sequence[dict[str, Any]], construction: dict[str, Any],
-                  chance: float, variable: str, trivial: float | None, seed: int) -> dict[str, Any]:
+def swap_verdict(
+    raw: dict[str, Any],
+    null_raw: Sequence[dict[str, Any]],
+    construction: dict[str, Any],
+    chance: float,
+    variable: str,
+    trivial: float | None,
+    seed: int,
+) -> dict[str, Any]:
     """The full-swap verdict (:func:`~sandbox_lens.interp.causal.verdict.verdict`): sites chosen on the select split,
     IIA read on the test split, the nulls chosen the same way; with its stability under resampling both."""
     ceiling = raw["ceiling_test"]
@@ -131,10 +181,13 @@ def swap_verdict(raw: dict[str, Any], null_raw: Sequence[dict[str, Any]], constr
 
     def rule(s: dict[str, Any]) -> dict[str, Any]:
         best, first = swap_numbers(s["select"]["model"], s["test"]["model"], raw["hooks"], raw["positions"], bar)
-        nulls = [{"best": swap_numbers(sel, test, r["hooks"], r["positions"], site_bar(1.0, chance))[0]}
-                 for sel, test, r in zip(s["select"]["nulls"], s["test"]["nulls"], null_raw)]
-        return verdict(best, first, construction["first_sites"], null_best(nulls), variable, trivial, ceiling,
-                       chance=chance)
+        nulls = [
+            {"best": swap_numbers(sel, test, r["hooks"], r["positions"], site_bar(1.0, chance))[0]}
+            for sel, test, r in zip(s["select"]["nulls"], s["test"]["nulls"], null_raw)
+        ]
+        return verdict(
+            best, first, construction["first_sites"], null_best(nulls), variable, trivial, ceiling, chance=chance
+        )
 
     full = rule({name: summaries(g, seed, False) for name, g in groups.items()})
     return with_stability(full, stability(groups, lambda s: outcome(rule(s)), seed, intervals=()))

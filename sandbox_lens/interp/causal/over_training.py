@@ -4,15 +4,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox_lens.interp.causal.identify import candidates_of, identify
 
 __all__ = ["over_training"]
 
 
-def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs: int = 128, seed: int = 0,
-                  progress: bool = False, nulls: int | None = None) -> dict[str, Any]:
+def over_training(
+    run: str | Any,
+    candidates: str | Sequence[str] = "all",
+    pairs: int = 128,
+    seed: int = 0,
+    progress: bool = False,
+    nulls: int | None = None,
+) -> dict[str, Any]:
     """:func:`identify` at every model a run kept (``interp train --keep-checkpoints N``) and at its last step, on
     the same pairs beside the same nulls (``nulls`` random-init models; default five): per step the identification,
     its stability and each candidate's status and abstraction score, with the run's held-out loss and accuracy at
@@ -42,12 +49,33 @@ def over_training(run: str | Any, candidates: str | Sequence[str] = "all", pairs
     for step, directory in steps:
         found = identify(open_model(directory), candidates, nulls=null_models, pairs=pairs, seed=seed)
         h = history.get(step, {})
-        rows.append({"step": step, "loss": h.get("loss"), "accuracy": h.get("accuracy"),
-                     "identified": found["identified"], "stability": found["stability"],
-                     "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
-                                                     "interval": c["score"]["interval"], "null_score": c["null_score"]}
-                                    for c in found["candidates"]}})
+        rows.append(
+            {
+                "step": step,
+                "loss": h.get("loss"),
+                "accuracy": h.get("accuracy"),
+                "identified": found["identified"],
+                "stability": found["stability"],
+                "candidates": {
+                    c["algorithm"]: {
+                        "status": c["status"],
+                        "score": c["score"]["iia"],
+                        "interval": c["score"]["interval"],
+                        "null_score": c["null_score"],
+                    }
+                    for c in found["candidates"]
+                },
+            }
+        )
         bar.update(1)
     bar.close()
-    return {"run": str(run), "steps": rows, "history": meta.get("history", []), "pairs": pairs, "seed": seed,
-            "nulls": len(null_models), "chance": found["chance"], "not_applicable": found["not_applicable"]}
+    return {
+        "run": str(run),
+        "steps": rows,
+        "history": meta.get("history", []),
+        "pairs": pairs,
+        "seed": seed,
+        "nulls": len(null_models),
+        "chance": found["chance"],
+        "not_applicable": found["not_applicable"],
+    }

@@ -10,8 +10,9 @@ pairs (:func:`choose`, :func:`~sandbox_lens.interp.causal.evidence.stability`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,25 +41,62 @@ class Fit:
     final_loss: float | None
 
 
-def _fit(model: Any, high: HighLevel, hook: str, k: int, splits: PairSplits, steps: int, seed: int,
-         variable: str, activations: dict[str, dict[str, Any]]) -> Fit:
+def _fit(
+    model: Any,
+    high: HighLevel,
+    hook: str,
+    k: int,
+    splits: PairSplits,
+    steps: int,
+    seed: int,
+    variable: str,
+    activations: dict[str, dict[str, Any]],
+) -> Fit:
     basis, trace = das(model, high, hook, None, k, *splits.fit, steps=steps, seed=seed, variable=variable)
-    counts = {name: site_counts(model, high, Site(hook, 0, basis), *getattr(splits, name), variable,
-                                activations[name]) for name in ("select", "test")}
-    control = site_counts(model, high, Site(hook, 0, random_basis(model.cfg.d_model, k, seed)), *splits.test,
-                          variable, activations["test"])
-    return Fit(hook, k, basis, counts["select"], counts["test"], control,
-               live_fraction(model, hook, basis, splits.test[0]), trace[-1]["loss"] if trace else None)
+    counts = {
+        name: site_counts(model, high, Site(hook, 0, basis), *getattr(splits, name), variable, activations[name])
+        for name in ("select", "test")
+    }
+    control = site_counts(
+        model,
+        high,
+        Site(hook, 0, random_basis(model.cfg.d_model, k, seed)),
+        *splits.test,
+        variable,
+        activations["test"],
+    )
+    return Fit(
+        hook,
+        k,
+        basis,
+        counts["select"],
+        counts["test"],
+        control,
+        live_fraction(model, hook, basis, splits.test[0]),
+        trace[-1]["loss"] if trace else None,
+    )
 
 
-def das_search(model: Any, high: HighLevel, splits: PairSplits, hooks: Sequence[str], ks: Sequence[int], steps: int,
-               seed: int, variable: str, progress: bool = False, desc: str = "DAS") -> list[Fit]:
+def das_search(
+    model: Any,
+    high: HighLevel,
+    splits: PairSplits,
+    hooks: Sequence[str],
+    ks: Sequence[int],
+    steps: int,
+    seed: int,
+    variable: str,
+    progress: bool = False,
+    desc: str = "DAS",
+) -> list[Fit]:
     """Every subspace the two-stage search fits (see the module docstring), in the order fitted."""
     from sandbox_lens.interp.progress import bar as progress_bar
 
     ks = sorted(k for k in set(ks) if k <= model.cfg.d_model) or [model.cfg.d_model]
     k_max = ks[-1]
-    activations = {name: source_activations(model, getattr(splits, name)[1], list(hooks)) for name in ("select", "test")}
+    activations = {
+        name: source_activations(model, getattr(splits, name)[1], list(hooks)) for name in ("select", "test")
+    }
     bar = progress_bar(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"{desc} ({variable})", unit="fit")
     fits = []
     for hook in hooks:
@@ -75,6 +113,7 @@ def das_search(model: Any, high: HighLevel, splits: PairSplits, hooks: Sequence[
 def choose(candidates: Sequence[tuple[str, int, float | None]], k_max: int) -> int:
     """The index of the chosen (hook, k, select IIA): the hook with the best IIA at ``k_max`` (the first on ties),
     then there the smallest k within :data:`K_TOLERANCE` of the best k."""
+
     def score(rate: float | None) -> float:
         return -1.0 if rate is None else rate
 
@@ -93,6 +132,13 @@ def chosen(fits: Sequence[Fit], select_rates: Sequence[float | None] | None = No
 
 def fit_json(fit: Fit, seed: int = 0) -> dict[str, Any]:
     """A fit as align.json holds it: ``iia`` on the select split (what chose it), the test split's summary."""
-    return {"hook": fit.hook, "k": fit.k, "iia": fit.select.rate, "split": "select", "test": summary(fit.test, seed),
-            "random_subspace": summary(fit.random_test, seed), "live_fraction": fit.live_fraction,
-            "final_loss": fit.final_loss}
+    return {
+        "hook": fit.hook,
+        "k": fit.k,
+        "iia": fit.select.rate,
+        "split": "select",
+        "test": summary(fit.test, seed),
+        "random_subspace": summary(fit.random_test, seed),
+        "live_fraction": fit.live_fraction,
+        "final_loss": fit.final_loss,
+    }

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,9 @@ MAX_ROWS = 8192
 def residual_sites(n_layers: int) -> list[str]:
     """The residual hooks a full swap is tried at, each once: block 0's input, then every block's
     ``resid_mid`` and ``resid_post`` (``blocks.l.hook_resid_pre`` is ``blocks.(l−1).hook_resid_post``)."""
-    return ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")]
+    return ["blocks.0.hook_resid_pre"] + [
+        f"blocks.{l}.hook_resid_{x}" for l in range(n_layers) for x in ("mid", "post")
+    ]
 
 
 def component_sites(model: Any) -> list[str]:
@@ -51,8 +54,9 @@ def hook_head(site: str) -> tuple[str, int | None]:
     return hook, int(head) if head else None
 
 
-def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
-          readout: Sequence[int] | None) -> np.ndarray:
+def sweep(
+    model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray, readout: Sequence[int] | None
+) -> np.ndarray:
     """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
     or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
     its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
@@ -87,9 +91,10 @@ def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source
                 return x
 
             with exact_precision():
-                logits = model.run_with_hooks(tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)],
-                                              return_type="logits")
-            got = answer(logits[:, P: P + T], readout)
+                logits = model.run_with_hooks(
+                    tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
+                )
+            got = answer(logits[:, P : P + T], readout)
             out[s, positions] = got.reshape(len(positions), n, T)
             del logits
     return out
@@ -97,18 +102,27 @@ def sweep(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source
 
 #: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one
 #: shape, one seed), so each null is swept once however many twins are identified beside it.
-_NULL_SWEEPS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_NULL_SWEEPS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
-def swept(model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray,
-           readout: Sequence[int] | None, remember: bool) -> tuple[np.ndarray, np.ndarray]:
+def swept(
+    model: Any,
+    sites: Sequence[tuple[str, Any]],
+    base: np.ndarray,
+    source: np.ndarray,
+    readout: Sequence[int] | None,
+    remember: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
     from sandbox_lens.interp.causal.interchange import own_predictions
 
     if not remember or any(b is not None for _, b in sites):
         return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)
-    key = (tuple(h for h, _ in sites), None if readout is None else tuple(readout),
-           hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest())
+    key = (
+        tuple(h for h, _ in sites),
+        None if readout is None else tuple(readout),
+        hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest(),
+    )
     memo = _NULL_SWEEPS.setdefault(model, {})
     if key not in memo:
         memo[key] = (sweep(model, sites, base, source, readout), own_predictions(model, base, readout))

@@ -31,14 +31,24 @@ depth beside the bracket's type), full swaps cannot tell, and the DAS verdict (:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
-
-from sandbox_lens.interp.causal.das import DORMANT
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["verdict", "IMPLEMENTS", "COVERAGE", "MIN_OUTPUTS", "FLOOR", "block_order", "das_verdict", "outcome",
-           "with_stability"]
+from sandbox_lens.interp.causal.das import DORMANT
+
+__all__ = [
+    "verdict",
+    "IMPLEMENTS",
+    "COVERAGE",
+    "MIN_OUTPUTS",
+    "FLOOR",
+    "block_order",
+    "das_verdict",
+    "outcome",
+    "with_stability",
+]
 
 #: IIA (changed outputs, held out) at which a site is said to carry the variable.
 IMPLEMENTS = 0.95
@@ -60,10 +70,16 @@ def block_order(hook: str | None) -> float:
     return int(layer) + {"pre": 0.0, "mid": 1 / 3, "post": 2 / 3}[where]
 
 
-def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str | None],
-            construction_first: Mapping[int, str | None], null_best: Mapping[int, float | None],
-            variable: str = "state", trivial_from: float | None = None, ceiling: float | None = 1.0,
-            chance: float = 0.0) -> dict[str, Any]:
+def verdict(
+    twin_best: Mapping[int, float | None],
+    twin_first: Mapping[int, str | None],
+    construction_first: Mapping[int, str | None],
+    null_best: Mapping[int, float | None],
+    variable: str = "state",
+    trivial_from: float | None = None,
+    ceiling: float | None = 1.0,
+    chance: float = 0.0,
+) -> dict[str, Any]:
     """The verdict on ``variable`` and the numbers it was computed from (see the module docstring);
     ``trivial_from``: the :func:`block_order` of the twin's first trivial site (its last attention layer's
     ``resid_mid``), None when the variable is not read out directly; ``ceiling``: the twin's own accuracy — a
@@ -74,39 +90,70 @@ def verdict(twin_best: Mapping[int, float | None], twin_first: Mapping[int, str 
     positions = [p for p, v in twin_best.items() if v is not None]
     # where the twin's variable is its own token's function, a full swap of the token carries it in any model whose
     # output there separates the tokens — a random one included, by luck: not evidence for or against
-    null_hits = [p for p, v in null_best.items()
-                 if v is not None and v >= IMPLEMENTS and twin_first.get(p) != TOKEN_SITE]
+    null_hits = [
+        p for p, v in null_best.items() if v is not None and v >= IMPLEMENTS and twin_first.get(p) != TOKEN_SITE
+    ]
     carried = [p for p in positions if twin_best[p] >= bar]
-    out: dict[str, Any] = {"rule": f"sites chosen on the select pairs; IIA on the test pairs ≥ {IMPLEMENTS} × the model's "
-                                   f"accuracy and ≥ chance + {FLOOR} (here {bar:.3f}) on changed outputs at ≥ "
-                                   f"{COVERAGE:.0%} of the positions; every random-init null, chosen the same way, must "
-                                   f"stay below {IMPLEMENTS}",
-                           "positions": len(positions), "carried": len(carried), "null_positions": len(null_hits)}
+    out: dict[str, Any] = {
+        "rule": f"sites chosen on the select pairs; IIA on the test pairs ≥ {IMPLEMENTS} × the model's "
+        f"accuracy and ≥ chance + {FLOOR} (here {bar:.3f}) on changed outputs at ≥ "
+        f"{COVERAGE:.0%} of the positions; every random-init null, chosen the same way, must "
+        f"stay below {IMPLEMENTS}",
+        "positions": len(positions),
+        "carried": len(carried),
+        "null_positions": len(null_hits),
+    }
     if null_hits:
         return {**out, "verdict": "cannot tell: the random-init null reaches it too", "implements": None}
     if construction_first and all(construction_first.get(p) is None for p in positions):
-        return {**out, "verdict": f"cannot tell from full swaps: no full swap isolates {what} in the construction "
-                                  "either (it shares its sites with other variables); see DAS", "implements": None}
+        return {
+            **out,
+            "verdict": f"cannot tell from full swaps: no full swap isolates {what} in the construction "
+            "either (it shares its sites with other variables); see DAS",
+            "implements": None,
+        }
     if not positions or len(carried) < COVERAGE * len(positions):
         return {**out, "verdict": f"does not implement {what}", "implements": False}
     computed = [p for p in carried if twin_first.get(p) != TOKEN_SITE]  # not a function of the token alone
-    trivial = trivial_from is not None and bool(computed) and (
-        sum(block_order(twin_first.get(p)) >= trivial_from for p in computed) >= COVERAGE * len(computed))
+    trivial = (
+        trivial_from is not None
+        and bool(computed)
+        and (sum(block_order(twin_first.get(p)) >= trivial_from for p in computed) >= COVERAGE * len(computed))
+    )
     out["trivial"] = trivial
-    caveat = (" — only after its last attention layer, where a full swap sets the output itself: no earlier site "
-              "holds it" if trivial else "")
+    caveat = (
+        " — only after its last attention layer, where a full swap sets the output itself: no earlier site holds it"
+        if trivial
+        else ""
+    )
     same = all(twin_first.get(p) == construction_first.get(p) for p in carried)
     if same:
         return {**out, "verdict": f"implements {what} at the construction's sites{caveat}", "implements": True}
-    shift = float(np.nanmedian([block_order(twin_first.get(p)) - block_order(construction_first.get(p)) for p in carried]))
+    shift = float(
+        np.nanmedian([block_order(twin_first.get(p)) - block_order(construction_first.get(p)) for p in carried])
+    )
     where = "later than" if shift > 0 else ("earlier than" if shift < 0 else "as deep as")
-    return {**out, "verdict": f"implements {what} elsewhere: it completes it {where} the construction "
-                              f"(median {shift:+.2f} blocks){caveat}", "implements": True, "median_block_shift": shift}
+    return {
+        **out,
+        "verdict": f"implements {what} elsewhere: it completes it {where} the construction "
+        f"(median {shift:+.2f} blocks){caveat}",
+        "implements": True,
+        "median_block_shift": shift,
+    }
 
 
-def das_verdict(model: Mapping[str, Any], nulls: Sequence[Mapping[str, Any]], readout: Mapping[str, Any] | None, *,
-                chance: float, ceiling: float | None = 1.0, variable: str = "state", readout_only: bool = False,
-                construction: Mapping[str, Any] | None = None, named: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def das_verdict(
+    model: Mapping[str, Any],
+    nulls: Sequence[Mapping[str, Any]],
+    readout: Mapping[str, Any] | None,
+    *,
+    chance: float,
+    ceiling: float | None = 1.0,
+    variable: str = "state",
+    readout_only: bool = False,
+    construction: Mapping[str, Any] | None = None,
+    named: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
     """Whether a linear subspace carries ``variable``, from test-split numbers only (each ``{"iia", "interval"}``,
     the interval a bootstrap over base words): ``model`` — the DAS subspace chosen on the select split (with its
     ``hook``, ``k``, ``live_fraction``); ``nulls`` — each random-init model's subspace, searched and chosen the same
@@ -134,17 +181,29 @@ def das_verdict(model: Mapping[str, Any], nulls: Sequence[Mapping[str, Any]], re
     null_upper = max(uppers) if uppers else None
     out: dict[str, Any] = {
         "rule": f"DAS fitted, chosen and tested on disjoint pairs; on the test pairs the IIA must reach {IMPLEMENTS} × "
-                f"the model's accuracy (here {bar:.3f}), its 95% lower bound must be {FLOOR} above chance ({chance:.3f}) "
-                f"and above the upper bounds of {len(nulls)} random-init models searched the same way and of the "
-                "untrained readout basis at the same hook; at or after the last attention layer a read-out variable "
-                "is 'readout'",
-        "hook": model.get("hook"), "k": model.get("k"), "iia": model.get("iia"), "interval": model.get("interval"),
-        "chance": chance, "floor": floor, "bar": bar, "null_upper": null_upper,
+        f"the model's accuracy (here {bar:.3f}), its 95% lower bound must be {FLOOR} above chance ({chance:.3f}) "
+        f"and above the upper bounds of {len(nulls)} random-init models searched the same way and of the "
+        "untrained readout basis at the same hook; at or after the last attention layer a read-out variable "
+        "is 'readout'",
+        "hook": model.get("hook"),
+        "k": model.get("k"),
+        "iia": model.get("iia"),
+        "interval": model.get("interval"),
+        "chance": chance,
+        "floor": floor,
+        "bar": bar,
+        "null_upper": null_upper,
         "readout_iia": None if readout is None else readout.get("iia"),
-        "readout_upper": None if readout is None or not readout.get("interval") else readout["interval"][1]}
+        "readout_upper": None if readout is None or not readout.get("interval") else readout["interval"][1],
+    }
     if readout_only:
-        return {**out, "verdict": f"readout: every site DAS may search for {what} lies at or after the last attention "
-                                  "layer, where a swap sets the output itself", "implements": None, "readout": True}
+        return {
+            **out,
+            "verdict": f"readout: every site DAS may search for {what} lies at or after the last attention "
+            "layer, where a swap sets the output itself",
+            "implements": None,
+            "readout": True,
+        }
     iia, interval = model.get("iia"), model.get("interval")
     if iia is None or not interval:
         return {**out, "verdict": f"cannot tell: {what} changes no output on these pairs", "implements": None}
@@ -153,33 +212,63 @@ def das_verdict(model: Mapping[str, Any], nulls: Sequence[Mapping[str, Any]], re
     covered = sum(r >= bar for r in positions)
     out.update(positions=len(positions), covered=covered)
     if lower < floor or iia < bar or covered < COVERAGE * len(positions):
-        why = (f"lower bound {lower:.2f} not {FLOOR} above chance {chance:.2f}" if lower < floor
-               else f"IIA {iia:.2f} below {bar:.2f}" if iia < bar
-               else f"IIA reaches {bar:.2f} at {covered} of {len(positions)} positions, not {COVERAGE:.0%}")
+        why = (
+            f"lower bound {lower:.2f} not {FLOOR} above chance {chance:.2f}"
+            if lower < floor
+            else f"IIA {iia:.2f} below {bar:.2f}"
+            if iia < bar
+            else f"IIA reaches {bar:.2f} at {covered} of {len(positions)} positions, not {COVERAGE:.0%}"
+        )
         carried = [s for s in named if s["role"] == "carries" and s["iia"] is not None and s["iia"] >= IMPLEMENTS]
         own = construction if construction is not None else model
         own_iia = own.get("iia") or 0.0
         if carried and own_iia < IMPLEMENTS:
-            return {**out, "verdict": f"not found by DAS ({why}), but DAS misses the construction's own {what} too "
-                                      f"(its named site {carried[0]['site']}: IIA {carried[0]['iia']:.2f}; DAS there "
-                                      f"{own_iia:.2f}): no evidence of absence", "implements": None, "das_blind": True}
-        return {**out, "verdict": f"no linear subspace found that carries {what} ({why}; best at {model.get('hook')}, "
-                                  f"k = {model.get('k')})", "implements": False}
+            return {
+                **out,
+                "verdict": f"not found by DAS ({why}), but DAS misses the construction's own {what} too "
+                f"(its named site {carried[0]['site']}: IIA {carried[0]['iia']:.2f}; DAS there "
+                f"{own_iia:.2f}): no evidence of absence",
+                "implements": None,
+                "das_blind": True,
+            }
+        return {
+            **out,
+            "verdict": f"no linear subspace found that carries {what} ({why}; best at {model.get('hook')}, "
+            f"k = {model.get('k')})",
+            "implements": False,
+        }
     if null_upper is not None and lower <= null_upper:
-        return {**out, "verdict": f"cannot tell: random-init models searched the same way reach up to {null_upper:.2f} "
-                                  f"(the model's lower bound {lower:.2f})", "implements": None}
+        return {
+            **out,
+            "verdict": f"cannot tell: random-init models searched the same way reach up to {null_upper:.2f} "
+            f"(the model's lower bound {lower:.2f})",
+            "implements": None,
+        }
     if out["readout_upper"] is not None and lower <= out["readout_upper"]:
-        return {**out, "verdict": f"readout: the unembedding's untrained basis at {model.get('hook')} does as well "
-                                  f"({out['readout_iia']:.2f}, upper bound {out['readout_upper']:.2f})",
-                "implements": None, "readout": True}
+        return {
+            **out,
+            "verdict": f"readout: the unembedding's untrained basis at {model.get('hook')} does as well "
+            f"({out['readout_iia']:.2f}, upper bound {out['readout_upper']:.2f})",
+            "implements": None,
+            "readout": True,
+        }
     live = model.get("live_fraction")
     if live is not None and live < DORMANT:
-        return {**out, "verdict": f"cannot tell: DAS reaches it at {model.get('hook')} with k = {model.get('k')}, but "
-                                  f"{1 - live:.0%} of its subspace lies where the activations never move (a dormant "
-                                  "direction can switch on a pathway real inputs never use)", "implements": None,
-                "dormant": True, "live_fraction": live}
-    return {**out, "verdict": f"implements {what} linearly: {model.get('k')} dimension(s) at {model.get('hook')}",
-            "implements": True, "live_fraction": live}
+        return {
+            **out,
+            "verdict": f"cannot tell: DAS reaches it at {model.get('hook')} with k = {model.get('k')}, but "
+            f"{1 - live:.0%} of its subspace lies where the activations never move (a dormant "
+            "direction can switch on a pathway real inputs never use)",
+            "implements": None,
+            "dormant": True,
+            "live_fraction": live,
+        }
+    return {
+        **out,
+        "verdict": f"implements {what} linearly: {model.get('k')} dimension(s) at {model.get('hook')}",
+        "implements": True,
+        "live_fraction": live,
+    }
 
 
 def outcome(decision: Mapping[str, Any]) -> tuple:
@@ -187,8 +276,12 @@ def outcome(decision: Mapping[str, Any]) -> tuple:
     compares across resamples."""
     import re
 
-    return (decision.get("implements"), bool(decision.get("readout")), bool(decision.get("das_blind")),
-            re.sub(r"[-+]?\d[\d.,]*", "#", decision.get("verdict", "")))
+    return (
+        decision.get("implements"),
+        bool(decision.get("readout")),
+        bool(decision.get("das_blind")),
+        re.sub(r"[-+]?\d[\d.,]*", "#", decision.get("verdict", "")),
+    )
 
 
 def with_stability(decision: Mapping[str, Any], share: float) -> dict[str, Any]:
@@ -197,7 +290,12 @@ def with_stability(decision: Mapping[str, Any], share: float) -> dict[str, Any]:
 
     out = {**decision, "stability": share}
     if share < STABLE:
-        return {**out, "verdict": f"inconclusive: '{decision['verdict']}' in only {share:.0%} of resamples of the pairs "
-                                  f"(a verdict needs {STABLE:.0%})", "implements": None, "inconclusive": True,
-                "readout": False}
+        return {
+            **out,
+            "verdict": f"inconclusive: '{decision['verdict']}' in only {share:.0%} of resamples of the pairs "
+            f"(a verdict needs {STABLE:.0%})",
+            "implements": None,
+            "inconclusive": True,
+            "readout": False,
+        }
     return out

@@ -21,8 +21,9 @@ patched with the chosen ablation (resample from the corrupted word by default).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ ACDC_MODES = ("normalised", "reference")
 @dataclass
 class AcdcResult:
     """What ACDC kept, the effect measured for every edge it tried, and how many it tried."""
+
     kept: list[Edge]
     effects: np.ndarray  # per graph edge: the signed change measured when its removal was tried (NaN: never tried)
     tried: int
@@ -56,13 +58,26 @@ def receiver_order(graph: Graph) -> list[tuple[str, list[Edge]]]:
         incoming = list(graph.incoming(r.name))
         for c in CHANNELS[r.kind]:
             mine = [e for e in incoming if e.channel == c]
-            out.append((r.name, sorted(mine, key=lambda e: (graph.by_name[e.sender].order, graph.by_name[e.sender].head,
-                                                            e.sender != "embed"), reverse=True)))
+            out.append(
+                (
+                    r.name,
+                    sorted(
+                        mine,
+                        key=lambda e: (
+                            graph.by_name[e.sender].order,
+                            graph.by_name[e.sender].head,
+                            e.sender != "embed",
+                        ),
+                        reverse=True,
+                    ),
+                )
+            )
     return out
 
 
-def acdc_search(graph: Graph, distance: Callable[[set[Edge]], float], threshold: float, signed: bool,
-                progress: bool = False) -> tuple[set[Edge], np.ndarray, int, list[str]]:
+def acdc_search(
+    graph: Graph, distance: Callable[[set[Edge]], float], threshold: float, signed: bool, progress: bool = False
+) -> tuple[set[Edge], np.ndarray, int, list[str]]:
     """The search itself, on any ``distance`` (removed edges → how far the circuit is from the full model,
     0 for nothing removed): (removed edges, signed change per edge or NaN, removals tried, removal order)."""
     from sandbox_lens.interp.progress import bar as progress_bar
@@ -91,8 +106,15 @@ def acdc_search(graph: Graph, distance: Callable[[set[Edge]], float], threshold:
     return removed, effects, tried, order
 
 
-def acdc(patcher: Patcher, pairs: Any, threshold: float = 0.01, metric: str = "kl", mode: str = "normalised",
-         source: dict[str, Any] | None = None, progress: bool = False) -> AcdcResult:
+def acdc(
+    patcher: Patcher,
+    pairs: Any,
+    threshold: float = 0.01,
+    metric: str = "kl",
+    mode: str = "normalised",
+    source: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> AcdcResult:
     """ACDC on ``patcher``'s model (see the module docstring); ``metric`` applies in the normalised mode
     (the reference mode's metric is always the full KL)."""
     from sandbox_lens.interp.model.run import exact_precision
@@ -112,6 +134,13 @@ def acdc(patcher: Patcher, pairs: Any, threshold: float = 0.01, metric: str = "k
     with exact_precision():
         removed, effects, tried, order = acdc_search(patcher.graph, distance, threshold, mode == "reference", progress)
     kept = [e for e in patcher.graph.edges if e not in removed]
-    return AcdcResult(kept=kept, effects=effects, tried=tried, threshold=threshold,
-                      metric="kl_full" if mode == "reference" else metric, mode=mode,
-                      seconds=time.perf_counter() - t0, order=order)
+    return AcdcResult(
+        kept=kept,
+        effects=effects,
+        tried=tried,
+        threshold=threshold,
+        metric="kl_full" if mode == "reference" else metric,
+        mode=mode,
+        seconds=time.perf_counter() - t0,
+        order=order,
+    )

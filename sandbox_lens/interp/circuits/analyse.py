@@ -31,8 +31,7 @@ from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
 from sandbox_lens.interp.circuits.score import precision_recall, ranking_scores, spearman
 from sandbox_lens.interp.circuits.truth import GroundTruth
 
-__all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError",
-           "CircuitConfig"]
+__all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError", "CircuitConfig"]
 
 
 def _prepare(model: Any, truth: GroundTruth | None, c: CircuitConfig) -> tuple[Patcher, Any, dict[str, Any]]:
@@ -44,8 +43,9 @@ def _prepare(model: Any, truth: GroundTruth | None, c: CircuitConfig) -> tuple[P
     return patcher, ablated_pairs(patcher, raw, c.source, src), src
 
 
-def analyse(model: Any, method: str, truth: GroundTruth | None = None, config: CircuitConfig | None = None,
-            **settings: Any) -> dict[str, Any]:
+def analyse(
+    model: Any, method: str, truth: GroundTruth | None = None, config: CircuitConfig | None = None, **settings: Any
+) -> dict[str, Any]:
     """Run ``method`` (a name in :data:`~sandbox_lens.interp.circuits.methods.METHODS`) on ``model`` and score it
     against ``truth`` when given (a construction's), at ``config.level`` (default: the level of its ablation).
 
@@ -58,14 +58,24 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, config: C
     record.require()
     c = c.with_(metric=metric)
     patcher, data, src = _prepare(model, truth, c)
-    out: dict[str, Any] = {"method": method, "level": record.level, "metric": metric, "threshold": c.threshold,
-                           "source": c.source, "seed": c.seed, "engine": type(patcher).__name__,
-                           "pairs": data.to_dict(), "graph": patcher.graph.to_dict()}
+    out: dict[str, Any] = {
+        "method": method,
+        "level": record.level,
+        "metric": metric,
+        "threshold": c.threshold,
+        "source": c.source,
+        "seed": c.seed,
+        "engine": type(patcher).__name__,
+        "pairs": data.to_dict(),
+        "graph": patcher.graph.to_dict(),
+    }
     t0 = time.perf_counter()
     found = record.run(patcher, data, src, c)
     out["wall_seconds"] = time.perf_counter() - t0
     out.update(found.extra)
     if c.agreement:
+        if found.edge_fx is None or found.node_fx is None:  # a record with estimates=True returns both
+            raise MethodError(f"{method} returned no edge and node estimates to compare with real patching")
         out["agreement"] = _agreement(patcher, data, src, found.edge_fx, found.node_fx, out["wall_seconds"], c.progress)
     if found.edge_fx is not None:
         out["edges"] = {e.name: (None if np.isnan(v) else float(v)) for e, v in zip(patcher.graph.edges, found.edge_fx)}
@@ -81,9 +91,15 @@ def analyse(model: Any, method: str, truth: GroundTruth | None = None, config: C
     return out
 
 
-def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np.ndarray,
-                  config: CircuitConfig | None = None, signed: np.ndarray | None = None,
-                  **settings: Any) -> dict[str, Any]:
+def score_circuit(
+    model: Any,
+    truth: GroundTruth,
+    scores: np.ndarray,
+    chosen: np.ndarray,
+    config: CircuitConfig | None = None,
+    signed: np.ndarray | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
     """Score a circuit found elsewhere — ``scores`` per graph edge (its ranking; NaN: unscored), ``chosen`` (bool
     per edge) and, where they differ from ``scores``, the ``signed`` scores (positive: important) — exactly as
     :func:`analyse` scores a method's: faithfulness, MIB's areas, every level."""
@@ -91,10 +107,20 @@ def score_circuit(model: Any, truth: GroundTruth, scores: np.ndarray, chosen: np
     c.check()
     patcher, data, src = _prepare(model, truth, c)
     g = patcher.graph
-    found = Found(np.asarray(scores, dtype=np.float64), [e for e, k in zip(g.edges, chosen) if k],
-                  signed=None if signed is None else np.asarray(signed, dtype=np.float64))
-    out: dict[str, Any] = {"method": "file", "level": "edge", "source": c.source, "seed": c.seed,
-                           "threshold": c.threshold, "pairs": data.to_dict(), "graph": g.to_dict()}
+    found = Found(
+        np.asarray(scores, dtype=np.float64),
+        [e for e, k in zip(g.edges, chosen) if k],
+        signed=None if signed is None else np.asarray(signed, dtype=np.float64),
+    )
+    out: dict[str, Any] = {
+        "method": "file",
+        "level": "edge",
+        "source": c.source,
+        "seed": c.seed,
+        "threshold": c.threshold,
+        "pairs": data.to_dict(),
+        "graph": g.to_dict(),
+    }
     out.update(_evaluate(patcher, data, src, truth, found, c))
     return out
 
@@ -108,15 +134,21 @@ def check_settings(method: str, config: CircuitConfig | None = None, **settings:
     return metric
 
 
-def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTruth | None, found: Found,
-              c: CircuitConfig) -> dict[str, Any]:
+def _evaluate(
+    patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTruth | None, found: Found, c: CircuitConfig
+) -> dict[str, Any]:
     g = patcher.graph
     circuit, rank = found.circuit, found.rank
-    out: dict[str, Any] = {"ranking": [None if np.isnan(v) else float(v) for v in rank],
-                           "signed": [None if np.isnan(v) else float(v) for v in found.signed_scores],
-                           "circuit": {"edges": [e.name for e in circuit],
-                                       "nodes": sorted({e.sender for e in circuit} | {e.receiver for e in circuit},
-                                                       key=lambda n: list(g.by_name).index(n))}}
+    out: dict[str, Any] = {
+        "ranking": [None if np.isnan(v) else float(v) for v in rank],
+        "signed": [None if np.isnan(v) else float(v) for v in found.signed_scores],
+        "circuit": {
+            "edges": [e.name for e in circuit],
+            "nodes": sorted(
+                {e.sender for e in circuit} | {e.receiver for e in circuit}, key=lambda n: list(g.by_name).index(n)
+            ),
+        },
+    }
     detail = faithfulness(patcher, data, circuit, src)
     out["faithfulness"] = detail["accuracy"]  # a fraction of the full model's accuracy, which is 1 by definition
     out["faithfulness_metrics"] = detail
@@ -126,26 +158,43 @@ def _evaluate(patcher: Patcher, data: Any, src: dict[str, Any], truth: GroundTru
         levels = levels_of(truth, patcher, data)
         level = levels.check(c.level or ABLATION_LEVEL[c.source])
         out.update(_scores(levels, level, rank, found.edge_fx, found.node_fx, circuit))
-        out["missed"] = (_miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold)
-                         if found.own_circuit else {})
+        out["missed"] = (
+            _miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold) if found.own_circuit else {}
+        )
     return out
 
 
-def _agreement(patcher: Patcher, data: Any, src: dict[str, Any], edge_fx: np.ndarray, node_fx: dict[str, float],
-               seconds: float, progress: bool) -> dict[str, Any]:
+def _agreement(
+    patcher: Patcher,
+    data: Any,
+    src: dict[str, Any],
+    edge_fx: np.ndarray,
+    node_fx: dict[str, float],
+    seconds: float,
+    progress: bool,
+) -> dict[str, Any]:
     """How far the linear estimate agrees with the real interventions (same ablation)."""
     t1 = time.perf_counter()
     exact_edges = path_patching(patcher, data, source=src, progress=progress)
     path_seconds = time.perf_counter() - t1
     exact_nodes = node_patching(patcher, data, source=src)["nodes"]
     names = list(exact_nodes)
-    return {"edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
-            "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
-            "path_patching_seconds": path_seconds, "speedup_vs_path_patching": path_seconds / max(seconds, 1e-9)}
+    return {
+        "edges_spearman_vs_path_patching": spearman(edge_fx, exact_edges),
+        "nodes_spearman_vs_activation_patching": spearman([node_fx[n] for n in names], [exact_nodes[n] for n in names]),
+        "path_patching_seconds": path_seconds,
+        "speedup_vs_path_patching": path_seconds / max(seconds, 1e-9),
+    }
 
 
-def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | None,
-            node_fx: dict[str, float] | None, circuit: list[Edge]) -> dict[str, Any]:
+def _scores(
+    levels: Levels,
+    level: str,
+    rank: np.ndarray,
+    edge_fx: np.ndarray | None,
+    node_fx: dict[str, float] | None,
+    circuit: list[Edge],
+) -> dict[str, Any]:
     """AUROC and average precision of the ranking, precision and recall of the circuit, at ``level``
     (and the ranking's scores at every level); spurious edges with the ground truth's reason."""
     truth = levels.truth
@@ -153,8 +202,12 @@ def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | 
     labels = levels.labels(level)
     candidates = truth.edge_labels("structural")
     chosen = np.array([e in set(circuit) for e in edges])
-    out: dict[str, Any] = {"ground_truth_level": level, "ground_truth": truth.to_dict(), "levels": levels.to_dict(),
-                           "ground_truth_edges": sorted(e.name for e in levels.members[level])}
+    out: dict[str, Any] = {
+        "ground_truth_level": level,
+        "ground_truth": truth.to_dict(),
+        "levels": levels.to_dict(),
+        "ground_truth_edges": sorted(e.name for e in levels.members[level]),
+    }
     ranked, recall = _or_scored(levels, level, rank, chosen, candidates)
     out["ranking_scores"] = ranked
     out["auroc"], out["average_precision"] = ranked["auroc"], ranked["average_precision"]
@@ -163,8 +216,11 @@ def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | 
     for lv in LEVEL_NAMES:
         if levels.members[lv]:
             ranked_lv, recall_lv = _or_scored(levels, lv, rank, chosen, candidates)
-            out["scores_by_level"][lv] = {**ranked_lv, "precision": precision_recall(chosen, levels.labels(lv))[0],
-                                          "recall": recall_lv}
+            out["scores_by_level"][lv] = {
+                **ranked_lv,
+                "precision": precision_recall(chosen, levels.labels(lv))[0],
+                "recall": recall_lv,
+            }
     if node_fx is not None:
         node_truth = levels.node_labels(level)
         names = list(node_fx)
@@ -173,13 +229,15 @@ def _scores(levels: Levels, level: str, rank: np.ndarray, edge_fx: np.ndarray | 
         if edge_fx is None:
             chosen_nodes = {e.sender for e in circuit}
             out["node_precision"], out["node_recall"] = precision_recall(
-                [n in chosen_nodes for n in names], [node_truth[n] for n in names])
+                [n in chosen_nodes for n in names], [node_truth[n] for n in names]
+            )
     out["spurious"] = {e.name: levels.why_absent(e, level) for e, y, c in zip(edges, labels, chosen) if c and not y}
     return out
 
 
-def _or_scored(levels: Levels, level: str, rank: np.ndarray, chosen: np.ndarray,
-               candidates: np.ndarray) -> tuple[dict[str, Any], float | None]:
+def _or_scored(
+    levels: Levels, level: str, rank: np.ndarray, chosen: np.ndarray, candidates: np.ndarray
+) -> tuple[dict[str, Any], float | None]:
     """Ranking scores and recall at ``level`` with each OR group (redundant routes) as one item: its score
     the best route's weakest edge, found when one route is kept whole. Precision stays per edge: keeping
     both routes is not an error."""
@@ -200,15 +258,23 @@ def _or_scored(levels: Levels, level: str, rank: np.ndarray, chosen: np.ndarray,
     return {**ranking_scores(s, y, c), "or_groups": len(groups)}, precision_recall(picked, y)[1]
 
 
-def _miss_reasons(patcher: Patcher, data: Any, src: dict[str, Any], levels: Levels, level: str, rank: np.ndarray,
-                  circuit: list[Edge], threshold: float) -> dict[str, dict[str, Any]]:
+def _miss_reasons(
+    patcher: Patcher,
+    data: Any,
+    src: dict[str, Any],
+    levels: Levels,
+    level: str,
+    rank: np.ndarray,
+    circuit: list[Edge],
+    threshold: float,
+) -> dict[str, dict[str, Any]]:
     """Per ground-truth edge the circuit left out: its score, its effect patched alone (same ablation) and
     why it was missed — never scored, no effect alone (an interaction or a redundancy: it matters only
     with other edges patched), or an effect alone that the method's score did not reflect."""
     g = patcher.graph
     kept = set(circuit)
     missed = [e for e in g.edges if e in levels.members[level] and e not in kept]
-    alone = path_patching(patcher, data, missed, source=src) if missed else []
+    alone = path_patching(patcher, data, missed, source=src) if missed else np.zeros(0)
     out = {}
     for e, fx in zip(missed, alone):
         score = rank[g.index[e]]
@@ -218,7 +284,10 @@ def _miss_reasons(patcher: Patcher, data: Any, src: dict[str, Any], levels: Leve
             why = "no effect alone: an interaction or a redundancy (it matters only with other edges patched)"
         else:
             why = "an effect alone at or above the threshold that the method's score did not reflect"
-        out[e.name] = {"score": None if np.isnan(score) else float(score), "effect_alone": float(fx), "reason": why,
-                       "subspaces": levels.truth.relevant.get(e, levels.truth.structural.get(e, []))}
+        out[e.name] = {
+            "score": None if np.isnan(score) else float(score),
+            "effect_alone": float(fx),
+            "reason": why,
+            "subspaces": levels.truth.relevant.get(e, levels.truth.structural.get(e, [])),
+        }
     return out
-

@@ -114,7 +114,7 @@ def load() -> Any:
 
 
 def _algorithm(method: str) -> tuple[str, str, bool]:
-    name = method[len(PREFIX):] if method.startswith(PREFIX) else method
+    name = method[len(PREFIX) :] if method.startswith(PREFIX) else method
     if name not in ALGORITHMS:
         raise AutoCircuitError(f"unknown auto-circuit method {method!r} (choose from {', '.join(METHODS)})")
     return (name, *ALGORITHMS[name])
@@ -130,15 +130,23 @@ def _dataloader(pairs: Any, model: Any) -> tuple[Any, int]:
     keep = np.asarray(read & pairs.affected[:, -1], dtype=bool)
     n = int(keep.sum())
     if not read.any():
-        raise AutoCircuitError(f"the task scores no output at the last position of these {pairs.clean.shape[1]}-token "
-                               f"words, the only position auto-circuit reads")
+        raise AutoCircuitError(
+            f"the task scores no output at the last position of these {pairs.clean.shape[1]}-token "
+            f"words, the only position auto-circuit reads"
+        )
     if n == 0:
-        raise AutoCircuitError(f"no pair of the {len(pairs.clean)} changes the model's last output, the only one "
-                               f"auto-circuit reads: try more --pairs or another --corrupt")
+        raise AutoCircuitError(
+            f"no pair of the {len(pairs.clean)} changes the model's last output, the only one "
+            f"auto-circuit reads: try more --pairs or another --corrupt"
+        )
     right = pairs.outputs[pairs.clean_label[keep, -1]]
     wrong = pairs.outputs[pairs.corrupt_label[keep, -1]]
-    data = PromptDataset(on(model, pairs.clean[keep]), on(model, pairs.corrupt[keep]),
-                         [on(model, [int(a)]) for a in right], [on(model, [int(w)]) for w in wrong])
+    data = PromptDataset(
+        on(model, pairs.clean[keep]),
+        on(model, pairs.corrupt[keep]),
+        [on(model, [int(a)]) for a in right],
+        [on(model, [int(w)]) for w in wrong],
+    )
     return PromptDataLoader(data, seq_len=None, diverge_idx=0, batch_size=n, shuffle=False), n
 
 
@@ -156,8 +164,16 @@ def _patchable(model: Any) -> Any:
     return patchable_model(m, factorized=True, slice_output="last_seq", separate_qkv=True, device=torch.device(device))
 
 
-def prune_scores(model: Any, graph: Any, method: str, pairs: Any, *, connected: np.ndarray | None = None,
-                 seed: int = 0, quiet: bool = True) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def prune_scores(
+    model: Any,
+    graph: Any,
+    method: str,
+    pairs: Any,
+    *,
+    connected: np.ndarray | None = None,
+    seed: int = 0,
+    quiet: bool = True,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Run auto-circuit's ``method`` on ``model`` with ``pairs`` (:class:`~sandbox_lens.interp.circuits.pairs.Pairs`);
     (score per edge of ``graph``, the circuit as a bool per edge — empty for a ranking — and what the run
     used: the auto-circuit edges it dropped, the pairs it kept, seconds).
@@ -199,18 +215,27 @@ def prune_scores(model: Any, graph: Any, method: str, pairs: Any, *, connected: 
             targets = [i for i in targets if connected[i]]
         scores[targets] = value
     if ours:
-        raise AutoCircuitError(f"auto-circuit's graph lacks {len(ours)} edge(s) of this model's, e.g. {next(iter(ours))}")
+        raise AutoCircuitError(
+            f"auto-circuit's graph lacks {len(ours)} edge(s) of this model's, e.g. {next(iter(ours))}"
+        )
     chosen = (np.isinf(scores) & (scores > 0)) if has_circuit else np.zeros(len(scores), dtype=bool)
     # Rank by size, as auto-circuit does. ACDC scores an edge by the τ that pruned it and a kept one +inf:
     # kept edges rank first, at twice the largest finite score (JSON has no infinity).
     rank = np.abs(scores)
     finite = rank[np.isfinite(rank)]
     rank[np.isinf(rank)] = 2 * float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    info = {"algorithm": algo.name, "key": algo.key, "version": _version(), "pairs_kept": kept,
-            "pairs_drawn": int(len(pairs.clean)), "reads": "the last position only",
-            "dropped_edges": len(dropped),
-            "dropped_max_abs_score": float(max((abs(v) for v in dropped.values()), default=0.0)),
-            "circuit_of_its_own": has_circuit, "seconds": seconds}
+    info = {
+        "algorithm": algo.name,
+        "key": algo.key,
+        "version": _version(),
+        "pairs_kept": kept,
+        "pairs_drawn": int(len(pairs.clean)),
+        "reads": "the last position only",
+        "dropped_edges": len(dropped),
+        "dropped_max_abs_score": float(max((abs(v) for v in dropped.values()), default=0.0)),
+        "circuit_of_its_own": has_circuit,
+        "seconds": seconds,
+    }
     return rank, chosen, info
 
 

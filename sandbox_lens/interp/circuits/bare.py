@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,9 +48,8 @@ class BarePatcher(Patcher):
     def __init__(self, model: Any, graph: Graph | None = None) -> None:
         import torch
 
-        from sandbox_lens.interp.model.hooked import tl_state_dict
-
         from sandbox_lens.interp.model.bare import bare_unsupported
+        from sandbox_lens.interp.model.hooked import tl_state_dict
 
         cfg = model.cfg
         why = bare_unsupported(model)  # the bare forward's own coverage: the same arithmetic
@@ -72,8 +72,9 @@ class BarePatcher(Patcher):
         F = self.torch.nn.functional
         return F.layer_norm(x, (x.shape[-1],), self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
 
-    def _forward(self, x: Any, start: int, inputs: Any, record: set[str], current: dict[str, Any],
-                 stream: list | None = None) -> Any:
+    def _forward(
+        self, x: Any, start: int, inputs: Any, record: set[str], current: dict[str, Any], stream: list | None = None
+    ) -> Any:
         """Blocks ``start``.. on the residual ``x`` [B, T, d]; ``inputs(receiver, channel, resid)`` returns a
         channel's input (the residual, or it plus a patch); outputs of senders in ``record`` go to ``current``;
         ``stream`` collects the residual entering each block and leaving the last."""
@@ -95,8 +96,9 @@ class BarePatcher(Patcher):
                         if own is not x:  # this head's channel is patched in some copy
                             full[:, node.head] = self._norm(own, f"{p}.ln1") @ W[node.head] + b[node.head]
                     qkv[c] = full
-                z = torch.nn.functional.scaled_dot_product_attention(qkv["q"], qkv["k"], qkv["v"], is_causal=True,
-                                                                     scale=self.scale)
+                z = torch.nn.functional.scaled_dot_product_attention(
+                    qkv["q"], qkv["k"], qkv["v"], is_causal=True, scale=self.scale
+                )
                 W_O = sd[f"{p}.attn.W_O"]
                 if any(n.name in record for n in heads):
                     per_head = torch.einsum("bhte,hed->bthd", z, W_O)
@@ -108,7 +110,9 @@ class BarePatcher(Patcher):
                     x = x + torch.einsum("bhte,hed->btd", z, W_O) + sd[f"{p}.attn.b_O"]
             name = f"m{l}"
             if name in self.graph.by_name:
-                h = torch.relu(self._norm(inputs(name, "in", x), f"{p}.ln2") @ sd[f"{p}.mlp.W_in"] + sd[f"{p}.mlp.b_in"])
+                h = torch.relu(
+                    self._norm(inputs(name, "in", x), f"{p}.ln2") @ sd[f"{p}.mlp.W_in"] + sd[f"{p}.mlp.b_in"]
+                )
                 out = h @ sd[f"{p}.mlp.W_out"] + sd[f"{p}.mlp.b_out"]
                 if name in record:
                     current[name] = out
@@ -136,8 +140,13 @@ class BarePatcher(Patcher):
             self._forward(embed + pos, 0, lambda r, c, x: x, {n.name for n in self.graph.senders}, current, resid)
         return CleanState(tokens, resid, {n.name: current[n.name].clone() for n in self.graph.senders})
 
-    def run_many(self, tokens: np.ndarray, settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
-                 source: dict[str, Any], state: CleanState | None = None) -> Any:
+    def run_many(
+        self,
+        tokens: np.ndarray,
+        settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
+        source: dict[str, Any],
+        state: CleanState | None = None,
+    ) -> Any:
         torch = self.torch
         k, n = len(settings), len(tokens)
         if state is None:  # from the tokens: the embeddings are the only senders computed before block 0
@@ -175,8 +184,9 @@ class BarePatcher(Patcher):
             logits = self._forward(state.resid[start].repeat(k, 1, 1), start, inputs, record, current)
         return logits.view(k, n, *logits.shape[1:])
 
-    def gradients(self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None,
-                  alpha: float = 1.0) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
+    def gradients(
+        self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None, alpha: float = 1.0
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
         torch = self.torch
         probes: dict[tuple[str, str], Any] = {}
 
@@ -195,11 +205,12 @@ class BarePatcher(Patcher):
             logits = self._forward(embed + pos, 0, inputs, record, current)
             names = [n.name for n in self.graph.senders]
             keys = [(r.name, c) for r in self.graph.receivers for c in CHANNELS[r.kind] if (r.name, c) in probes]
-            grads = torch.autograd.grad(metric(logits), [current[x] for x in names] + [probes[x] for x in keys],
-                                        allow_unused=True)
+            grads = torch.autograd.grad(
+                metric(logits), [current[x] for x in names] + [probes[x] for x in keys], allow_unused=True
+            )
         outputs = {x: current[x].detach() for x in names}
         sender_grads = dict(zip(names, grads[: len(names)]))
-        receiver_grads = dict(zip(keys, grads[len(names):]))
+        receiver_grads = dict(zip(keys, grads[len(names) :]))
         return outputs, sender_grads, receiver_grads
 
     def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:

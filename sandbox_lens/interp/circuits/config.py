@@ -71,6 +71,13 @@ class CircuitConfig:
             raise TypeError(f"unknown circuit setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         return replace(self, **changes)
 
+    @property
+    def resolved_metric(self) -> str:
+        """The metric, once a method's record has resolved it (:meth:`CircuitMethod.check`)."""
+        if self.metric is None:
+            raise ValueError("the metric is resolved by the method's record before the method runs")
+        return self.metric
+
     def check(self) -> None:
         """Refuse a setting no method can take (one line, before any model is built)."""
         if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold) and self.threshold > 0):

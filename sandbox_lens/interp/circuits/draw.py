@@ -82,8 +82,13 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     ranking_only = "faithfulness" in result and result["faithfulness"] is None  # a method with no circuit of its own
     if ranking_only:  # draw its top k, k the ground truth's size (or 10% of the graph without one)
         k = len(truth) or max(1, len(ranking) // 10)
-        circuit = set(sorted((e for e, v in ranking.items() if v is not None and v == v), key=lambda e: -abs(ranking[e]))[:k])
-    top = max((abs(v) for v in ranking.values() if v is not None and v == v and abs(v) != float("inf")), default=1.0) or 1.0
+        circuit = set(
+            sorted((e for e, v in ranking.items() if v is not None and v == v), key=lambda e: -abs(ranking[e]))[:k]
+        )
+    top = (
+        max((abs(v) for v in ranking.values() if v is not None and v == v and abs(v) != float("inf")), default=1.0)
+        or 1.0
+    )
     xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
     fig = Figure(figsize=(min(3 + 1.25 * (max(xs) - min(xs) + 1), 16), min(2.5 + 0.62 * (max(ys) - min(ys) + 1), 22)))
     ax = fig.subplots()
@@ -102,40 +107,75 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
         elif in_truth:
             style, counts["missed"] = dict(color=MISSED, lw=0.9, ls=(0, (3, 2)), alpha=0.9), counts["missed"] + 1
         else:
-            style, counts["spurious"] = dict(color=SPURIOUS, lw=0.8 + 2.6 * w, ls="-", alpha=0.85), counts["spurious"] + 1
+            style, counts["spurious"] = (
+                dict(color=SPURIOUS, lw=0.8 + 2.6 * w, ls="-", alpha=0.85),
+                counts["spurious"] + 1,
+            )
         (x0, y0), (x1, y1) = pos[s], pos[r]
         start, end = (x0, y0 + BOX_H / 2), (x1 + PORT[c], y1 - BOX_H / 2)
         rad = 0.0 if abs(end[0] - start[0]) < 1e-9 else (0.25 if end[0] > start[0] else -0.25)
-        ax.annotate("", xy=end, xytext=start, zorder=2,
-                    arrowprops=dict(arrowstyle="-|>", connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0,
-                                    mutation_scale=7, **style))
+        ax.annotate(
+            "",
+            xy=end,
+            xytext=start,
+            zorder=2,
+            arrowprops=dict(
+                arrowstyle="-|>", connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0, mutation_scale=7, **style
+            ),
+        )
     kept_nodes = set(result.get("circuit", {}).get("nodes", []))
     for n, (x, y) in pos.items():
         kind = _parse(n)[0]
-        ax.add_patch(FancyBboxPatch((x - BOX_W / 2, y - BOX_H / 2), BOX_W, BOX_H, boxstyle="round,pad=0.02",
-                                    facecolor="#d7e6f7" if n in kept_nodes else "#f4f4f4",
-                                    edgecolor="#555" if n in kept_nodes else "#bbb", lw=1.0, zorder=3))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - BOX_W / 2, y - BOX_H / 2),
+                BOX_W,
+                BOX_H,
+                boxstyle="round,pad=0.02",
+                facecolor="#d7e6f7" if n in kept_nodes else "#f4f4f4",
+                edgecolor="#555" if n in kept_nodes else "#bbb",
+                lw=1.0,
+                zorder=3,
+            )
+        )
         ax.text(x, y + 0.02, n, ha="center", va="center", fontsize=6.5, zorder=4)
         if kind == "head":
             for ch, dx in PORT.items():
                 if ch != "in":
-                    ax.text(x + dx, y - BOX_H / 2 + 0.05, ch, ha="center", va="bottom", fontsize=4.5, color="#777", zorder=4)
+                    ax.text(
+                        x + dx, y - BOX_H / 2 + 0.05, ch, ha="center", va="bottom", fontsize=4.5, color="#777", zorder=4
+                    )
     ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
     ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
     ax.axis("off")
     if ranking_only:
         sub = f"a ranking with no circuit of its own: its top {len(circuit)} of {len(result['graph']['edges'])} edges drawn"
     else:
-        sub = (f"{len(circuit)} of {len(result['graph']['edges'])} edges kept; "
-               f"faithfulness (accuracy) {result.get('faithfulness', float('nan')):.3f}")
+        sub = (
+            f"{len(circuit)} of {len(result['graph']['edges'])} edges kept; "
+            f"faithfulness (accuracy) {result.get('faithfulness', float('nan')):.3f}"
+        )
     if result.get("auroc") is not None:
-        sub += (f"; vs the '{result.get('ground_truth_level')}' ground truth: {counts['found']} found, {counts['missed']} "
-                f"missed, {counts['spurious']} spurious, AUROC {result['auroc']:.3f}")
+        sub += (
+            f"; vs the '{result.get('ground_truth_level')}' ground truth: {counts['found']} found, {counts['missed']} "
+            f"missed, {counts['spurious']} spurious, AUROC {result['auroc']:.3f}"
+        )
     ax.set_title(f"{title}\n{sub}", fontsize=8.5)
-    handles = ([Line2D([], [], color=FOUND, lw=2, label="found (in the ground truth)"),
-                Line2D([], [], color=MISSED, lw=1, ls=(0, (3, 2)), label="missed"),
-                Line2D([], [], color=SPURIOUS, lw=2, label="spurious")] if scored else
-               [Line2D([], [], color=PLAIN, lw=2, label="recovered circuit (no ground truth)")])
-    ax.legend(handles=handles, loc="upper left", fontsize=6.5, frameon=False,
-              title="heads: inputs q, k, v from left to right", title_fontsize=6)
+    handles = (
+        [
+            Line2D([], [], color=FOUND, lw=2, label="found (in the ground truth)"),
+            Line2D([], [], color=MISSED, lw=1, ls=(0, (3, 2)), label="missed"),
+            Line2D([], [], color=SPURIOUS, lw=2, label="spurious"),
+        ]
+        if scored
+        else [Line2D([], [], color=PLAIN, lw=2, label="recovered circuit (no ground truth)")]
+    )
+    ax.legend(
+        handles=handles,
+        loc="upper left",
+        fontsize=6.5,
+        frameon=False,
+        title="heads: inputs q, k, v from left to right",
+        title_fontsize=6,
+    )
     return figure_png(fig)

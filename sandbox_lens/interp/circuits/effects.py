@@ -12,7 +12,8 @@ faithfulness — every one a use of :class:`~sandbox_lens.interp.circuits.patchi
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +25,15 @@ from sandbox_lens.interp.model.run import exact_precision
 __all__ = ["path_patching", "node_patching", "attribution", "faithfulness", "COPY_BYTES", "MAX_COPIES"]
 
 
-def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None = None,
-                  source: dict[str, Any] | None = None, metric: str = "logit_diff", progress: bool = False,
-                  batched: bool = True) -> np.ndarray:
+def path_patching(
+    patcher: Patcher,
+    pairs: Pairs,
+    edges: Sequence[Edge] | None = None,
+    source: dict[str, Any] | None = None,
+    metric: str = "logit_diff",
+    progress: bool = False,
+    batched: bool = True,
+) -> np.ndarray:
     """The effect of patching each edge alone (default: resampled from the corrupted word), in ``edges`` order.
 
     Batched (the default), an edge whose receiver cannot read anything its sender writes scores 0 without
@@ -41,7 +48,9 @@ def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None =
     out = np.zeros(len(edges))
     with exact_precision():
         if not batched:
-            for j, e in enumerate(progress_bar(edges, disable=not progress, desc="path patching", unit="edge", leave=False)):
+            for j, e in enumerate(
+                progress_bar(edges, disable=not progress, desc="path patching", unit="edge", leave=False)
+            ):
                 out[j] = patcher.effect(pairs, patcher.run(pairs.clean, [e], source)[0], metric)
             return out
         state = patcher.clean_state(pairs.clean)
@@ -54,7 +63,7 @@ def path_patching(patcher: Patcher, pairs: Pairs, edges: Sequence[Edge] | None =
         for layer, members in sorted(by_layer.items()):
             step = _copies(patcher, pairs.clean, layer)
             for first in range(0, len(members), step):
-                part = members[first: first + step]
+                part = members[first : first + step]
                 logits = patcher.run_many(pairs.clean, [([edges[j]], None) for j in part], source, state)
                 for i, j in enumerate(part):
                     out[j] = patcher.effect(pairs, logits[i], metric)
@@ -77,9 +86,15 @@ COPY_BYTES = 256 << 20
 MAX_COPIES = 256
 
 
-def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_position: bool = False,
-                  metric: str = "logit_diff", progress: bool = False,
-                  source: dict[str, Any] | None = None) -> dict[str, Any]:
+def node_patching(
+    patcher: Patcher,
+    pairs: Pairs,
+    kind: str = "resample",
+    per_position: bool = False,
+    metric: str = "logit_diff",
+    progress: bool = False,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The effect of patching each node's output (all its outgoing edges) with ``kind`` (or with the values
     in ``source``, when given); with ``per_position``, also at each token position alone (``[node, position]``)."""
     from sandbox_lens.interp.progress import bar as progress_bar
@@ -99,19 +114,24 @@ def node_patching(patcher: Patcher, pairs: Pairs, kind: str = "resample", per_po
     effects = np.zeros(len(settings))
     step = _chunk(len(settings), patcher.model, pairs.clean)
     with exact_precision():
-        for start in progress_bar(range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False):
-            logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
+        for start in progress_bar(
+            range(0, len(settings), step), disable=not progress, desc="node patching", unit="batch", leave=False
+        ):
+            logits = patcher.run_many(pairs.clean, settings[start : start + step], source)
             for j in range(len(logits)):
                 effects[start + j] = patcher.effect(pairs, logits[j], metric)
     out: dict[str, Any] = {"nodes": {n.name: float(effects[i]) for i, n in enumerate(senders)}}
     if per_position:
-        out["per_position"] = {n.name: [float(x) for x in effects[len(senders) + i * T: len(senders) + (i + 1) * T]]
-                               for i, n in enumerate(senders)}
+        out["per_position"] = {
+            n.name: [float(x) for x in effects[len(senders) + i * T : len(senders) + (i + 1) * T]]
+            for i, n in enumerate(senders)
+        }
     return out
 
 
-def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None,
-                steps: int = 1) -> tuple[np.ndarray, dict[str, float]]:
+def attribution(
+    patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None, steps: int = 1
+) -> tuple[np.ndarray, dict[str, float]]:
     """Attribution patching (EAP): effect(s → r) ≈ −Σ (s_source − s_clean)·∂m/∂(r's input), normalised like
     the other effects; the same for nodes with ∂m/∂(s's output). ``source`` is what an ablated sender
     delivers (default: the corrupted run). Returns (edge effects in graph order, node effects).
@@ -137,8 +157,10 @@ def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = 
                 receiver_grad[key] = receiver_grad.get(key, 0) + grad / steps
     span = pairs.clean_metric - pairs.corrupt_metric or 1.0
     diff = {n.name: corrupt[n.name] - outputs[n.name] for n in g.senders}
-    node_fx = {n.name: (0.0 if n.name not in sender_grad else float(-(diff[n.name] * sender_grad[n.name]).sum() / span))
-               for n in g.senders}
+    node_fx = {
+        n.name: (0.0 if n.name not in sender_grad else float(-(diff[n.name] * sender_grad[n.name]).sum() / span))
+        for n in g.senders
+    }
     edge_fx = np.zeros(len(g.edges))
     for i, e in enumerate(g.edges):
         grad = receiver_grad.get((e.receiver, e.channel))
@@ -147,10 +169,9 @@ def attribution(patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = 
     return edge_fx, node_fx
 
 
-
-
-def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],
-                 source: dict[str, Any] | None = None) -> dict[str, float]:
+def faithfulness(
+    patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge], source: dict[str, Any] | None = None
+) -> dict[str, float]:
     """The circuit's metric with every edge outside it patched from the corrupted word: its accuracy on
     the affected outputs (the full model's is 1 by definition: labels are its own answers) and its
     normalised logit difference (the full model's is 1, the corrupted word's 0)."""
@@ -159,5 +180,10 @@ def faithfulness(patcher: Patcher, pairs: Pairs, circuit: Iterable[Edge],
     source = patcher.source(pairs, "resample") if source is None else source
     with exact_precision():
         logits = patcher.run(pairs.clean, outside, source)[0]
-        return {"accuracy": pairs.accuracy(logits), "logit_diff": 1.0 - Patcher.effect(pairs, logits, "logit_diff"),
-                "kl": 1.0 - Patcher.effect(pairs, logits, "kl"), "edges": len(keep), "patched": len(outside)}
+        return {
+            "accuracy": pairs.accuracy(logits),
+            "logit_diff": 1.0 - Patcher.effect(pairs, logits, "logit_diff"),
+            "kl": 1.0 - Patcher.effect(pairs, logits, "kl"),
+            "edges": len(keep),
+            "patched": len(outside),
+        }

@@ -38,9 +38,21 @@ from sandbox_lens.interp.circuits.graph import Edge, Graph
 from sandbox_lens.interp.circuits.mib import CompleteGraph, mib_edge
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["SCHEMA", "FORMATS", "MAX_BYTES", "SIGNS", "CircuitFileError", "to_sandbox_lens", "to_eap_ig",
-           "to_auto_circuit", "auto_circuit_name", "auto_circuit_names", "read_circuit", "ground_truth_files",
-           "CircuitFile"]
+__all__ = [
+    "SCHEMA",
+    "FORMATS",
+    "MAX_BYTES",
+    "SIGNS",
+    "CircuitFileError",
+    "to_sandbox_lens",
+    "to_eap_ig",
+    "to_auto_circuit",
+    "auto_circuit_name",
+    "auto_circuit_names",
+    "read_circuit",
+    "ground_truth_files",
+    "CircuitFile",
+]
 
 FORMATS = ("sandbox-lens", "eap-ig", "auto-circuit")
 #: How an EAP-IG file's scores are signed: ``loss`` (EAP-IG's loss=True, MIB's default: positive = important) or
@@ -61,18 +73,36 @@ SCHEMA: dict[str, Any] = {
         "version": {"const": 1},
         "construction": {"type": ["string", "null"]},
         "level": {"type": ["string", "null"], "description": "for a ground truth: its level"},
-        "settings": {"type": "object", "description": "what the circuit was found under", "properties": {
-            "method": {"type": "string"}, "ablation": {"enum": ["resample", "zero", "mean"]},
-            "corruption": {"type": "string"}, "pairs": {"type": "integer", "minimum": 1},
-            "seed": {"type": "integer"}, "pair_length": {"type": ["integer", "null"]},
-            "threshold": {"type": "number"}}},
+        "settings": {
+            "type": "object",
+            "description": "what the circuit was found under",
+            "properties": {
+                "method": {"type": "string"},
+                "ablation": {"enum": ["resample", "zero", "mean"]},
+                "corruption": {"type": "string"},
+                "pairs": {"type": "integer", "minimum": 1},
+                "seed": {"type": "integer"},
+                "pair_length": {"type": ["integer", "null"]},
+                "threshold": {"type": "number"},
+            },
+        },
         "nodes": {"type": "array", "items": {"type": "string"}},
-        "edges": {"type": "object", "additionalProperties": {
-            "type": "object", "required": ["score", "in_graph"],
-            "properties": {"score": {"type": ["number", "null"]}, "in_graph": {"type": "boolean"},
-                           "signed": {"type": ["number", "null"],
-                                      "description": "the signed score (positive: important) where it is not score"}},
-            "additionalProperties": False}},
+        "edges": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["score", "in_graph"],
+                "properties": {
+                    "score": {"type": ["number", "null"]},
+                    "in_graph": {"type": "boolean"},
+                    "signed": {
+                        "type": ["number", "null"],
+                        "description": "the signed score (positive: important) where it is not score",
+                    },
+                },
+                "additionalProperties": False,
+            },
+        },
     },
 }
 
@@ -94,9 +124,16 @@ def _score(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def to_sandbox_lens(graph: Graph, scores: Any, chosen: Any, *, construction: str | None = None,
-                    settings: dict[str, Any] | None = None, level: str | None = None,
-                    signed: Any = None) -> dict[str, Any]:
+def to_sandbox_lens(
+    graph: Graph,
+    scores: Any,
+    chosen: Any,
+    *,
+    construction: str | None = None,
+    settings: dict[str, Any] | None = None,
+    level: str | None = None,
+    signed: Any = None,
+) -> dict[str, Any]:
     """This project's format: every edge's score (its ranking; None: unscored), membership and, where the method's
     signed scores differ from its ranking, the signed score (positive: important)."""
     signed = scores if signed is None else signed
@@ -105,8 +142,15 @@ def to_sandbox_lens(graph: Graph, scores: Any, chosen: Any, *, construction: str
         edges[e.name] = {"score": _score(s), "in_graph": bool(c)}
         if _score(v) != _score(s):
             edges[e.name]["signed"] = _score(v)
-    return {"format": FORMAT_NAME, "version": 1, "construction": construction, "level": level,
-            "settings": settings or {}, "nodes": [n.name for n in graph.nodes], "edges": edges}
+    return {
+        "format": FORMAT_NAME,
+        "version": 1,
+        "construction": construction,
+        "level": level,
+        "settings": settings or {},
+        "nodes": [n.name for n in graph.nodes],
+        "edges": edges,
+    }
 
 
 def to_eap_ig(graph: Graph, scores: Any, chosen: Any, cfg: Any) -> dict[str, Any]:
@@ -118,13 +162,17 @@ def to_eap_ig(graph: Graph, scores: Any, chosen: Any, cfg: Any) -> dict[str, Any
         if name is not None:
             ours[name] = (_score(s) or 0.0, bool(c))
     complete = CompleteGraph(cfg.n_layers, cfg.n_heads)
-    edges = {name: {"score": ours.get(name, (0.0, False))[0], "in_graph": ours.get(name, (0.0, False))[1]}
-             for name in complete.edge_names}
+    edges = {
+        name: {"score": ours.get(name, (0.0, False))[0], "in_graph": ours.get(name, (0.0, False))[1]}
+        for name in complete.edge_names
+    }
     used = {n for name, v in edges.items() if v["in_graph"] for n in name.split("<")[0].split("->")}
-    return {"cfg": {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "parallel_attn_mlp": False, "d_model": cfg.d_model},
-            "score_sign": "loss",
-            "nodes": {n: {"in_graph": n in used or n == "logits"} for n in [*complete.forward, "logits"]},
-            "edges": edges}
+    return {
+        "cfg": {"n_layers": cfg.n_layers, "n_heads": cfg.n_heads, "parallel_attn_mlp": False, "d_model": cfg.d_model},
+        "score_sign": "loss",
+        "nodes": {n: {"in_graph": n in used or n == "logits"} for n in [*complete.forward, "logits"]},
+        "edges": edges,
+    }
 
 
 def _ac_node(name: str, channel: str | None = None) -> str:
@@ -161,7 +209,9 @@ def to_auto_circuit(graph: Graph, scores: Any, chosen: Any) -> dict[str, Any]:
     return {"edges": {k: v[0] for k, v in out.items()}, "in_graph": sorted(k for k, v in out.items() if v[1])}
 
 
-def ground_truth_files(graph: Graph, members: dict[str, set[Edge]], construction: str, cfg: Any) -> dict[str, dict[str, Any]]:
+def ground_truth_files(
+    graph: Graph, members: dict[str, set[Edge]], construction: str, cfg: Any
+) -> dict[str, dict[str, Any]]:
     """Every non-empty ground-truth level (``members``: level → its edges) in both graph formats:
     ``{file name: content}``."""
     out = {}
@@ -191,13 +241,15 @@ def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> Cir
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CircuitFileError(f"{path} is not JSON: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("edges"), dict):
-        raise CircuitFileError(f"{path} is not a circuit file: it needs an object with \"edges\" "
-                               f"(formats: {', '.join(FORMATS)})")
+        raise CircuitFileError(
+            f'{path} is not a circuit file: it needs an object with "edges" (formats: {", ".join(FORMATS)})'
+        )
     if "cfg" in data and "nodes" in data:
         return _read_eap_ig(path, data, graph, sign)
     if sign is not None:
-        raise CircuitFileError(f"--sign applies to EAP-IG files; {path} is in another format, whose scores are "
-                               "positive where important")
+        raise CircuitFileError(
+            f"--sign applies to EAP-IG files; {path} is in another format, whose scores are positive where important"
+        )
     if data.get("format") == FORMAT_NAME:
         return _read_own(path, data, graph)
     return _read_auto_circuit(path, data, graph)
@@ -206,16 +258,21 @@ def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> Cir
 def _read_own(path: Path, data: dict[str, Any], graph: Graph) -> CircuitFile:
     unknown = sorted(set(data["edges"]) - {e.name for e in graph.edges})
     if unknown:
-        raise CircuitFileError(f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]}")
+        raise CircuitFileError(
+            f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]}"
+        )
     scores, chosen = np.full(len(graph.edges), np.nan), np.zeros(len(graph.edges), dtype=bool)
     signed = np.full(len(graph.edges), np.nan)
     for i, e in enumerate(graph.edges):
         entry = data["edges"].get(e.name)
         if entry is None:
             continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("in_graph"), bool) \
-                or not all(_number_or_null(entry.get(k)) for k in ("score", "signed")):
-            raise CircuitFileError(f"{path}: edge {e.name} needs {{\"score\": number or null, \"in_graph\": true/false}}")
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("in_graph"), bool)
+            or not all(_number_or_null(entry.get(k)) for k in ("score", "signed"))
+        ):
+            raise CircuitFileError(f'{path}: edge {e.name} needs {{"score": number or null, "in_graph": true/false}}')
         scores[i] = np.nan if entry["score"] is None else float(entry["score"])
         value = entry.get("signed", entry["score"])
         signed[i] = np.nan if value is None else float(value)
@@ -230,8 +287,7 @@ def _number_or_null(x: Any) -> bool:
     return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
 
 
-def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph,
-                 sign: str | None) -> CircuitFile:
+def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph, sign: str | None) -> CircuitFile:
     ours: dict[str, list[int]] = {}
     for i, e in enumerate(graph.edges):
         name = mib_edge(e)
@@ -244,13 +300,18 @@ def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph,
         raise CircuitFileError(f"{path}: cfg needs integer n_layers and n_heads") from None
     unknown = sorted(set(data["edges"]) - complete)
     if unknown:
-        raise CircuitFileError(f"{path} names {len(unknown)} edge(s) an EAP-IG graph of this shape does not have, "
-                               f"e.g. {unknown[0]}")
+        raise CircuitFileError(
+            f"{path} names {len(unknown)} edge(s) an EAP-IG graph of this shape does not have, e.g. {unknown[0]}"
+        )
     for name, entry in data["edges"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("in_graph"), bool) \
-                or isinstance(entry.get("score"), bool) or not isinstance(entry.get("score"), (int, float)) \
-                or not math.isfinite(entry["score"]):
-            raise CircuitFileError(f"{path}: edge {name} needs {{\"score\": a finite number, \"in_graph\": true/false}}")
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("in_graph"), bool)
+            or isinstance(entry.get("score"), bool)
+            or not isinstance(entry.get("score"), (int, float))
+            or not math.isfinite(entry["score"])
+        ):
+            raise CircuitFileError(f'{path}: edge {name} needs {{"score": a finite number, "in_graph": true/false}}')
     declared = data.get("score_sign")
     if declared is not None and declared not in SIGNS:
         raise CircuitFileError(f"{path}: score_sign must be one of {', '.join(SIGNS)}, not {declared!r}")
@@ -258,9 +319,11 @@ def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph,
         raise CircuitFileError(f"{path} says its scores are signed as {declared}; --sign {sign} contradicts it")
     sign = sign or declared
     if sign is None and any(v["score"] < 0 for v in data["edges"].values()):
-        raise CircuitFileError(f"{path} has negative scores and does not say how they are signed: give --sign loss "
-                               "(EAP-IG's loss=True, MIB's default: positive = important) or --sign metric "
-                               "(loss=False: negative = important)")
+        raise CircuitFileError(
+            f"{path} has negative scores and does not say how they are signed: give --sign loss "
+            "(EAP-IG's loss=True, MIB's default: positive = important) or --sign metric "
+            "(loss=False: negative = important)"
+        )
     flip = -1.0 if sign == "metric" else 1.0
     scores, chosen = np.full(len(graph.edges), np.nan), np.zeros(len(graph.edges), dtype=bool)
     for name, entry in data["edges"].items():
@@ -268,16 +331,22 @@ def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph,
             scores[i], chosen[i] = flip * float(entry["score"]), entry["in_graph"]
     lost = [n for n, v in data["edges"].items() if v["in_graph"] and n not in ours]
     unscored = [e.name for e in graph.edges if mib_edge(e) is None]
-    return CircuitFile(scores, chosen, {"dropped_in_graph_edges": lost, "score_sign": sign or "loss",
-                                        "unscored_positional_edges": unscored}, scores)
+    return CircuitFile(
+        scores,
+        chosen,
+        {"dropped_in_graph_edges": lost, "score_sign": sign or "loss", "unscored_positional_edges": unscored},
+        scores,
+    )
 
 
 def _read_auto_circuit(path: Path, data: dict[str, Any], graph: Graph) -> CircuitFile:
     ours = auto_circuit_names(graph)
     unknown = sorted(set(data["edges"]) - set(ours))
     if unknown:
-        raise CircuitFileError(f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]} "
-                               f"(formats: {', '.join(FORMATS)})")
+        raise CircuitFileError(
+            f"{path} names {len(unknown)} edge(s) this model's graph does not have, e.g. {unknown[0]} "
+            f"(formats: {', '.join(FORMATS)})"
+        )
     marked = data.get("in_graph")
     scores, chosen = np.full(len(graph.edges), np.nan), np.zeros(len(graph.edges), dtype=bool)
     for name, value in data["edges"].items():

@@ -15,8 +15,9 @@ block's MLP reads ``resid_mid`` and so sees them. A construction's padded heads 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["Node", "Edge", "Graph", "CHANNELS"]
 
@@ -27,6 +28,7 @@ CHANNELS = {"head": ("q", "k", "v"), "mlp": ("in",), "logits": ("in",)}
 @dataclass(frozen=True)
 class Node:
     """A node of the computational graph: an embedding, a head, an MLP or the logits, with its layer."""
+
     name: str
     kind: str  # embed | pos | head | mlp | logits
     layer: int  # -1 for the embeddings, n_layers for the unembedding
@@ -52,6 +54,7 @@ class Node:
 class Edge:
     """An edge of the graph: a sender node writing into a receiver's input channel (a head's q, k or v; an MLP's or the
     logits' input)."""
+
     sender: str
     receiver: str
     channel: str  # q | k | v | in
@@ -69,16 +72,20 @@ class Graph:
         self.by_name = {n.name: n for n in self.nodes}
         self.edges: list[Edge] = [
             Edge(s.name, r.name, c)
-            for r in self.nodes if r.reads
+            for r in self.nodes
+            if r.reads
             for c in CHANNELS[r.kind]
-            for s in self.nodes if s.writes and self.before(s, r)
+            for s in self.nodes
+            if s.writes and self.before(s, r)
         ]
         self.index = {e: i for i, e in enumerate(self.edges)}
 
     @staticmethod
     def before(sender: Node, receiver: Node) -> bool:
         """Whether ``receiver`` reads what ``sender`` writes (heads of one block do not see each other)."""
-        return sender.order < receiver.order and not (sender.kind == receiver.kind == "head" and sender.layer == receiver.layer)
+        return sender.order < receiver.order and not (
+            sender.kind == receiver.kind == "head" and sender.layer == receiver.layer
+        )
 
     @property
     def senders(self) -> list[Node]:
@@ -95,16 +102,19 @@ class Graph:
         return len(self.edges)
 
     @staticmethod
-    def of_model(model: Any) -> "Graph":
+    def of_model(model: Any) -> Graph:
         """The graph of a TransformerLens model; heads and MLPs whose weights are all zero are left out."""
         from sandbox_lens.interp.model.hooked import tl_state_dict
 
-        sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()
-              if k.startswith("blocks.") and (".attn.W_" in k or ".mlp." in k)}
+        sd = {
+            k: v.cpu().double().numpy()
+            for k, v in tl_state_dict(model).items()
+            if k.startswith("blocks.") and (".attn.W_" in k or ".mlp." in k)
+        }
         return Graph.of_weights(sd, model.cfg.n_layers, model.cfg.n_heads)
 
     @staticmethod
-    def of_weights(sd: dict[str, Any], n_layers: int, n_heads: int) -> "Graph":
+    def of_weights(sd: dict[str, Any], n_layers: int, n_heads: int) -> Graph:
         """The graph of TransformerLens state-dict arrays (``blocks.<l>.attn.W_Q`` ..., numpy)."""
         import numpy as np
 

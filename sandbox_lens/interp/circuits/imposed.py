@@ -11,7 +11,8 @@ of the method's circuit, by edge and by node.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -43,16 +44,23 @@ def score_imposed(result: Mapping[str, Any], alignment: Mapping[str, Any]) -> di
     node_chosen = [n in found_nodes for n in sorted(graph_nodes)]
     edge_p, edge_r = precision_recall(chosen_mask, labels) if chosen else (None, None)
     node_p, node_r = precision_recall(node_chosen, node_labels) if found_nodes else (None, None)
-    return {"construction": alignment["construction"], "imposed_nodes": sorted(on & graph_nodes),
-            "positives": int(labels.sum()), "edges": len(names),
-            "auroc": auroc(scores, labels) if np.isfinite(scores).any() else None,
-            "average_precision": average_precision(scores, labels) if np.isfinite(scores).any() else None,
-            "edge_precision": edge_p, "edge_recall": edge_r, "node_precision": node_p, "node_recall": node_r}
+    return {
+        "construction": alignment["construction"],
+        "imposed_nodes": sorted(on & graph_nodes),
+        "positives": int(labels.sum()),
+        "edges": len(names),
+        "auroc": auroc(scores, labels) if np.isfinite(scores).any() else None,
+        "average_precision": average_precision(scores, labels) if np.isfinite(scores).any() else None,
+        "edge_precision": edge_p,
+        "edge_recall": edge_r,
+        "node_precision": node_p,
+        "node_recall": node_r,
+    }
 
 
 def _node(receiver: str) -> str:
     """``a1.0.q`` → ``a1.0``; ``m1`` and ``logits`` stay."""
-    return receiver[: -2] if receiver.endswith((".q", ".k", ".v")) else receiver
+    return receiver[:-2] if receiver.endswith((".q", ".k", ".v")) else receiver
 
 
 #: What a trained-weights row reports (higher is better except seconds).
@@ -64,10 +72,9 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
     Student's t interval (:func:`sandbox_lens.interp.stats.t_interval`), and the seconds per run."""
     import time
 
-    from sandbox_lens.interp.progress import bar as progress_bar
-
     from sandbox_lens.interp.circuits.analyse import analyse
     from sandbox_lens.interp.errors import SandboxError
+    from sandbox_lens.interp.progress import bar as progress_bar
     from sandbox_lens.interp.stats import t_interval
 
     alignment = model.card.options.get("alignment")
@@ -86,9 +93,17 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
         row: dict[str, Any] = {"method": method, "seeds": len(runs), "seconds": float(np.mean(seconds))}
         for metric in BOARD_METRICS:
             values = [x[metric] for x in runs if x[metric] is not None]
-            row[metric] = {"mean": float(np.mean(values)) if values else None,
-                           "interval": t_interval(values), "values": values}
+            row[metric] = {
+                "mean": float(np.mean(values)) if values else None,
+                "interval": t_interval(values),
+                "values": values,
+            }
         rows.append(row)
     bar.close()
-    return {"construction": alignment["construction"], "task": model.card.task, "imposed": sorted(imposed_nodes(alignment)),
-            "pairs": pairs, "rows": rows}
+    return {
+        "construction": alignment["construction"],
+        "task": model.card.task,
+        "imposed": sorted(imposed_nodes(alignment)),
+        "pairs": pairs,
+        "rows": rows,
+    }

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -51,16 +52,24 @@ class Setting:
         return f"{self.corruption or 'default'}/{self.ablation}"
 
 
-def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings: Sequence[Setting],
-                    seeds: Sequence[int], pairs: int = 32, threshold: float = 0.01, steps: int = 16,
-                    progress: bool = False) -> dict[str, Any]:
+def run_leaderboard(
+    families: Sequence[Family],
+    methods: Sequence[str],
+    settings: Sequence[Setting],
+    seeds: Sequence[int],
+    pairs: int = 32,
+    threshold: float = 0.01,
+    steps: int = 16,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Every (family, setting, method) cell over ``seeds``: the board :func:`markdown` renders."""
+    from sandbox_lens.interp.model.hooked import to_hooked
     from sandbox_lens.interp.progress import bar as progress_bar
 
-    from sandbox_lens.interp.model.hooked import to_hooked
-
     rows = []
-    bar = progress_bar(total=len(families) * len(settings) * len(methods), disable=not progress, desc="leaderboard", unit="cell")
+    bar = progress_bar(
+        total=len(families) * len(settings) * len(methods), disable=not progress, desc="leaderboard", unit="cell"
+    )
     started = time.perf_counter()
     for family in families:
         spec = family.build()
@@ -71,19 +80,42 @@ def run_leaderboard(families: Sequence[Family], methods: Sequence[str], settings
                 try:
                     for seed in seeds:
                         t0 = time.perf_counter()
-                        r = analyse(model, method, truth, pairs=pairs, corruption=setting.corruption,
-                                    source=setting.ablation, threshold=threshold, seed=seed,
-                                    steps=steps if method_of(method).steps else None)
+                        r = analyse(
+                            model,
+                            method,
+                            truth,
+                            pairs=pairs,
+                            corruption=setting.corruption,
+                            source=setting.ablation,
+                            threshold=threshold,
+                            seed=seed,
+                            steps=steps if method_of(method).steps else None,
+                        )
                         runs.append((r, time.perf_counter() - t0))
                     rows.append(_row(family, setting, method, runs))
                 except SandboxError as e:  # a method that cannot run on this family (auto-circuit on FFL's words)
-                    rows.append({"construction": family.name, "negatives": family.negatives, "setting": setting.name,
-                                 "method": method, "skipped": str(e)})
+                    rows.append(
+                        {
+                            "construction": family.name,
+                            "negatives": family.negatives,
+                            "setting": setting.name,
+                            "method": method,
+                            "skipped": str(e),
+                        }
+                    )
                 bar.update(1)
     bar.close()
-    return {"settings": {"pairs": pairs, "threshold": threshold, "eap_ig_steps": steps, "seeds": list(seeds),
-                         "interval": f"95% t interval of the mean over {len(seeds)} pair seeds"},
-            "cpu_seconds": time.perf_counter() - started, "rows": rows}
+    return {
+        "settings": {
+            "pairs": pairs,
+            "threshold": threshold,
+            "eap_ig_steps": steps,
+            "seeds": list(seeds),
+            "interval": f"95% t interval of the mean over {len(seeds)} pair seeds",
+        },
+        "cpu_seconds": time.perf_counter() - started,
+        "rows": rows,
+    }
 
 
 def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, float]]) -> dict[str, Any]:
@@ -97,10 +129,17 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
         values["recall"].append(r["edge_recall"])
         values["seconds"].append(seconds)
     first = runs[0][0]
-    row: dict[str, Any] = {"construction": family.name, "negatives": family.negatives, "setting": setting.name,
-                           "corruption": first["pairs"]["corruption"], "ablation": setting.ablation, "method": method,
-                           "level": first["ground_truth_level"], "truth_edges": len(first["ground_truth_edges"]),
-                           "graph_edges": len(first["graph"]["edges"])}
+    row: dict[str, Any] = {
+        "construction": family.name,
+        "negatives": family.negatives,
+        "setting": setting.name,
+        "corruption": first["pairs"]["corruption"],
+        "ablation": setting.ablation,
+        "method": method,
+        "level": first["ground_truth_level"],
+        "truth_edges": len(first["ground_truth_edges"]),
+        "graph_edges": len(first["graph"]["edges"]),
+    }
     for name, vs in values.items():
         xs = [v for v in vs if v is not None]
         row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": t_interval(xs), "values": vs}
@@ -114,7 +153,9 @@ def _short(reason: str) -> str:
     return reason.split(":")[0].split(" (")[0]
 
 
-def method_orders(board: dict[str, Any], metric: str = "average_precision", setting: str = "default/resample") -> dict[str, list[str]]:
+def method_orders(
+    board: dict[str, Any], metric: str = "average_precision", setting: str = "default/resample"
+) -> dict[str, list[str]]:
     """Per construction (with negatives marked ``+neg``), the methods from best to worst on ``metric``."""
     out: dict[str, list[tuple[float, str]]] = {}
     for row in _scored(board):
@@ -125,8 +166,9 @@ def method_orders(board: dict[str, Any], metric: str = "average_precision", sett
     return {k: [m for _, m in sorted(v, key=lambda x: -x[0])] for k, v in out.items()}
 
 
-def _order_text(board: dict[str, Any], construction: str, metric: str = "average_precision",
-                setting: str = "default/resample") -> str:
+def _order_text(
+    board: dict[str, Any], construction: str, metric: str = "average_precision", setting: str = "default/resample"
+) -> str:
     """``a ≈ b > c``: methods from best to worst; ``≈`` where a method's interval overlaps the one before it (or,
     without intervals, their means agree to three decimals), ``>`` where it lies wholly below."""
     stats = {}
@@ -160,7 +202,9 @@ def _cell(stat: dict[str, Any]) -> str:
     if stat["mean"] is None:
         return "—"
     lo_hi = stat["interval"]
-    return f"{stat['mean']:.2f}" + ("" if lo_hi is None or lo_hi[1] - lo_hi[0] < 0.005 else f" [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]")
+    return f"{stat['mean']:.2f}" + (
+        "" if lo_hi is None or lo_hi[1] - lo_hi[0] < 0.005 else f" [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]"
+    )
 
 
 def _why(row: dict[str, Any]) -> str:
@@ -173,27 +217,41 @@ def markdown(board: dict[str, Any]) -> str:
     """The leaderboard as Markdown: one table per setting, rows construction × method, and the methods'
     order per construction."""
     s = board["settings"]
-    lines = [f"Pairs {s['pairs']}, threshold {s['threshold']}, EAP-IG with {s['eap_ig_steps']} steps; each number is "
-             f"the mean over pair seeds {s['seeds']} with its {s['interval']} (omitted where the seeds agree). "
-             "Counts in *why* are summed over the seeds.", ""]
+    lines = [
+        f"Pairs {s['pairs']}, threshold {s['threshold']}, EAP-IG with {s['eap_ig_steps']} steps; each number is "
+        f"the mean over pair seeds {s['seeds']} with its {s['interval']} (omitted where the seeds agree). "
+        "Counts in *why* are summed over the seeds." + (f" **{s['note']}**" if s.get("note") else ""),
+        "",
+    ]
     for setting in dict.fromkeys(r["setting"] for r in board["rows"]):
         rows = [r for r in _scored(board) if r["setting"] == setting]
-        lines += [f"### Corruption {setting.split('/')[0]}, ablation {setting.split('/')[1]}", "",
-                  "| construction | method | level (edges) | AUROC | AP | CPR | CMD | precision | recall | s | why |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### Corruption {setting.split('/')[0]}, ablation {setting.split('/')[1]}",
+            "",
+            "| construction | method | level (edges) | AUROC | AP | CPR | CMD | precision | recall | s | why |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
             name = r["construction"] + (" + negatives" if r["negatives"] else "")
-            lines.append(f"| {name} | {r['method']} | {r['level']} ({r['truth_edges']}/{r['graph_edges']}) | "
-                         + " | ".join(_cell(r[m]) for m in ("auroc", "average_precision", "cpr", "cmd", "precision", "recall"))
-                         + f" | {r['seconds']['mean']:.2f} | {_why(r)} |")
+            lines.append(
+                f"| {name} | {r['method']} | {r['level']} ({r['truth_edges']}/{r['graph_edges']}) | "
+                + " | ".join(_cell(r[m]) for m in ("auroc", "average_precision", "cpr", "cmd", "precision", "recall"))
+                + f" | {r['seconds']['mean']:.2f} | {_why(r)} |"
+            )
         lines.append("")
     skipped = [r for r in board["rows"] if "skipped" in r]
     if skipped:
         lines += ["Not run (the method cannot take the family's words):", ""]
-        lines += [f"- {r['construction']}{' + negatives' if r['negatives'] else ''}, {r['method']}: {r['skipped']}"
-                  for r in skipped]
+        lines += [
+            f"- {r['construction']}{' + negatives' if r['negatives'] else ''}, {r['method']}: {r['skipped']}"
+            for r in skipped
+        ]
         lines.append("")
-    lines += ["### The methods' order (average precision, default corruption, resample ablation)", "",
-              "| construction | best → worst (≈ : the intervals overlap, a tie) |", "|---|---|"]
+    lines += [
+        "### The methods' order (average precision, default corruption, resample ablation)",
+        "",
+        "| construction | best → worst (≈ : the intervals overlap, a tie) |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {_order_text(board, k)} |" for k in method_orders(board)]
     return "\n".join(lines) + "\n"

@@ -82,8 +82,10 @@ class Levels:
         if level not in LEVEL_NAMES:
             raise LevelError(f"unknown ground-truth level {level!r} (choose from {', '.join(LEVEL_NAMES)})")
         if not self.members[level]:
-            raise LevelError(f"{self.truth.construction} has no edge at the {level!r} level "
-                             f"({REASONS[_common_reason(self.reasons[level])]})")
+            raise LevelError(
+                f"{self.truth.construction} has no edge at the {level!r} level "
+                f"({REASONS[_common_reason(self.reasons[level])]})"
+            )
         return level
 
     def why_absent(self, edge: Edge, level: str) -> str | None:
@@ -97,8 +99,14 @@ class Levels:
         for g in self.truth.or_groups:
             if ABLATION_LEVEL.get(g.get("ablation", "")) != level:
                 continue
-            routes = [[e for e in sorted(self.members[level], key=self.truth.graph.index.get)
-                       if e.sender in nodes or e.receiver in nodes] for nodes in (set(r) for r in g["routes"])]
+            routes = [
+                [
+                    e
+                    for e in sorted(self.members[level], key=self.truth.graph.index.get)
+                    if e.sender in nodes or e.receiver in nodes
+                ]
+                for nodes in (set(r) for r in g["routes"])
+            ]
             if all(routes):
                 groups.append(routes)
         return groups
@@ -107,13 +115,24 @@ class Levels:
         """Per edge, the levels it is in and, for the others, why not; per level, its size."""
         edges = {}
         for e in self.truth.graph.edges:
-            edges[e.name] = {"in": [lv for lv in LEVEL_NAMES if e in self.members[lv]],
-                             "absent": {lv: self.reasons[lv][e] for lv in LEVEL_NAMES if e in self.reasons[lv]}}
-        return {"construction": self.truth.construction, "corruption": self.corruption, "read_outputs": self.outputs,
-                "sizes": {lv: len(self.members[lv]) for lv in LEVEL_NAMES}, "reasons": REASONS,
-                "or_groups": {lv: [[[e.name for e in r] for r in g] for g in self.or_items(lv)] for lv in LEVEL_NAMES
-                              if self.or_items(lv)},
-                "ablation_level": ABLATION_LEVEL, "edges": edges}
+            edges[e.name] = {
+                "in": [lv for lv in LEVEL_NAMES if e in self.members[lv]],
+                "absent": {lv: self.reasons[lv][e] for lv in LEVEL_NAMES if e in self.reasons[lv]},
+            }
+        return {
+            "construction": self.truth.construction,
+            "corruption": self.corruption,
+            "read_outputs": self.outputs,
+            "sizes": {lv: len(self.members[lv]) for lv in LEVEL_NAMES},
+            "reasons": REASONS,
+            "or_groups": {
+                lv: [[[e.name for e in r] for r in g] for g in self.or_items(lv)]
+                for lv in LEVEL_NAMES
+                if self.or_items(lv)
+            },
+            "ablation_level": ABLATION_LEVEL,
+            "edges": edges,
+        }
 
 
 def _common_reason(reasons: dict[Edge, str]) -> str:
@@ -167,7 +186,11 @@ def _static_reason(truth: GroundTruth, e: Edge) -> str | None:
         return "not-connected"
     if e not in truth.live:
         flow = truth.flow
-        return "cancelled" if flow is not None and (e.sender in flow.cancelled or e.receiver in flow.cancelled) else "unused"
+        return (
+            "cancelled"
+            if flow is not None and (e.sender in flow.cancelled or e.receiver in flow.cancelled)
+            else "unused"
+        )
     if e not in truth.relevant:
         return "invariant"
     return None

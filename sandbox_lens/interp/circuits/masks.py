@@ -21,8 +21,17 @@ __all__ = ["learn_edge_masks", "MASK_DEFAULTS"]
 MASK_DEFAULTS = {"steps": 300, "lr": 0.1, "sparsity": 0.5, "init_log_alpha": 3.0}
 
 
-def learn_edge_masks(patcher: Any, pairs: Any, source: dict[str, Any], *, steps: int = 300, lr: float = 0.1,
-                     sparsity: float = 0.5, init_log_alpha: float = 3.0, seed: int = 0) -> dict[str, Any]:
+def learn_edge_masks(
+    patcher: Any,
+    pairs: Any,
+    source: dict[str, Any],
+    *,
+    steps: int = 300,
+    lr: float = 0.1,
+    sparsity: float = 0.5,
+    init_log_alpha: float = 3.0,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Train one hard-concrete gate per graph edge (see the module docstring); returns ``log_alpha`` (numpy,
     graph order), the open ``gates``, and a short ``trace`` of the KL and the expected open fraction."""
     import torch
@@ -35,8 +44,9 @@ def learn_edge_masks(patcher: Any, pairs: Any, source: dict[str, Any], *, steps:
     if not hasattr(patcher, "run_gated"):
         raise ModelKindError("learned edge masks need the bare patching engine (--engine bare or auto)")
     E = len(patcher.graph.edges)
-    log_alpha = torch.full((E,), float(init_log_alpha), dtype=torch.float32, device=device_of(patcher.model),
-                           requires_grad=True)
+    log_alpha = torch.full(
+        (E,), float(init_log_alpha), dtype=torch.float32, device=device_of(patcher.model), requires_grad=True
+    )
     opt = torch.optim.Adam([log_alpha], lr=lr)
     trace = []
     with torch.random.fork_rng(), exact_precision(grad=True):

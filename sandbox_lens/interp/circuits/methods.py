@@ -28,8 +28,9 @@ sweep does; the masks their log α); a node method ranks an edge by the smaller 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -119,18 +120,22 @@ class CircuitMethod:
         if config.steps is not None and not self.steps:
             raise MethodError(f"--steps goes with --method {_taking('steps')} (its integration steps), not {self.name}")
         if config.per_position and not self.positions:
-            raise MethodError(f"--per-position goes with --method {_taking('positions')}; {self.name} scores no "
-                              "positions")
+            raise MethodError(
+                f"--per-position goes with --method {_taking('positions')}; {self.name} scores no positions"
+            )
         if config.acdc_mode != CircuitConfig.acdc_mode and config.acdc_mode not in self.modes:
             if config.acdc_mode not in ACDC_MODES:
                 raise MethodError(f"unknown ACDC mode {config.acdc_mode!r} (choose from {', '.join(ACDC_MODES)})")
-            raise MethodError(f"an ACDC mode ({config.acdc_mode}) goes with --method {_taking('modes')}, "
-                              f"not {self.name}")
+            raise MethodError(
+                f"an ACDC mode ({config.acdc_mode}) goes with --method {_taking('modes')}, not {self.name}"
+            )
         if self.ablations is not None and config.source not in self.ablations:
             raise MethodError(f"{self.name} runs with {' or '.join(self.ablations)} ablation here, not {config.source}")
         if config.agreement and not self.estimates:
-            raise MethodError(f"--agreement compares an estimate with real patching: it goes with --method "
-                              f"{_taking('estimates')}, not {self.name}")
+            raise MethodError(
+                f"--agreement compares an estimate with real patching: it goes with --method "
+                f"{_taking('estimates')}, not {self.name}"
+            )
         if self.label is not None:  # the method measures its own metric
             if config.metric is not None:
                 raise MethodError(f"{self.name} {self.metric_reason}; leave out --metric")
@@ -141,10 +146,15 @@ class CircuitMethod:
             return "logit_diff"  # what its faithfulness is measured with
         metric = config.metric or self.metrics[0]
         if metric not in self.metrics:
-            raise MethodError(f"{self.name} {self.metric_reason}; leave out --metric" if len(self.metrics) == 1
-                              else f"{self.name} cannot measure {metric}: {self.metric_reason}")
+            raise MethodError(
+                f"{self.name} {self.metric_reason}; leave out --metric"
+                if len(self.metrics) == 1
+                else f"{self.name} cannot measure {metric}: {self.metric_reason}"
+            )
         if config.acdc_mode == "reference" and metric != "kl":
-            raise MethodError("ACDC's reference mode measures the KL over the full output distribution; leave out --metric")
+            raise MethodError(
+                "ACDC's reference mode measures the KL over the full output distribution; leave out --metric"
+            )
         return metric
 
     def require(self) -> None:
@@ -190,15 +200,21 @@ def method_of(name: str) -> CircuitMethod:
 
 def _run_patching(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     g = patcher.graph
-    r = node_patching(patcher, data, c.source, per_position=c.per_position, metric=c.metric, progress=c.progress)
+    r = node_patching(
+        patcher, data, c.source, per_position=c.per_position, metric=c.resolved_metric, progress=c.progress
+    )
     node_fx = r["nodes"]
     chosen = {n for n, v in node_fx.items() if abs(v) >= c.threshold} | {"logits"}
-    return Found(_edge_ranking_of_nodes(g, node_fx), [e for e in g.edges if e.sender in chosen and e.receiver in chosen],
-                 node_fx=node_fx, extra={"per_position": r["per_position"]} if c.per_position else {})
+    return Found(
+        _edge_ranking_of_nodes(g, node_fx),
+        [e for e in g.edges if e.sender in chosen and e.receiver in chosen],
+        node_fx=node_fx,
+        extra={"per_position": r["per_position"]} if c.per_position else {},
+    )
 
 
 def _run_path(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
-    edge_fx = path_patching(patcher, data, source=src, metric=c.metric, progress=c.progress)
+    edge_fx = path_patching(patcher, data, source=src, metric=c.resolved_metric, progress=c.progress)
     return _thresholded(patcher.graph, edge_fx, None, c.threshold)
 
 
@@ -217,11 +233,24 @@ def _run_eap_ig(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConf
 
 def _run_acdc(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     g = patcher.graph
-    r = acdc(patcher, data, c.threshold, metric=c.metric, mode=c.acdc_mode, source=src, progress=c.progress)
+    r = acdc(patcher, data, c.threshold, metric=c.resolved_metric, mode=c.acdc_mode, source=src, progress=c.progress)
     rank = r.effects if c.acdc_mode == "reference" else np.abs(r.effects)
-    return Found(rank, r.kept, r.effects, signed=r.effects, extra={"acdc": {
-        "mode": c.acdc_mode, "metric": r.metric, "tried": r.tried, "removed": len(g.edges) - len(r.kept),
-        "untested": int(np.isnan(r.effects).sum()), "removal_order": r.order}})
+    return Found(
+        rank,
+        r.kept,
+        r.effects,
+        signed=r.effects,
+        extra={
+            "acdc": {
+                "mode": c.acdc_mode,
+                "metric": r.metric,
+                "tried": r.tried,
+                "removed": len(g.edges) - len(r.kept),
+                "untested": int(np.isnan(r.effects).sum()),
+                "removal_order": r.order,
+            }
+        },
+    )
 
 
 def _run_masks(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
@@ -229,8 +258,12 @@ def _run_masks(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfi
 
     g = patcher.graph
     r = learn_edge_masks(patcher, data, src, seed=c.seed)
-    return Found(r["log_alpha"], [e for e, gate in zip(g.edges, r["gates"]) if gate > 0.5], r["log_alpha"],
-                 extra={"masks": {"trace": r["trace"], "open": int((r["gates"] > 0.5).sum())}})
+    return Found(
+        r["log_alpha"],
+        [e for e, gate in zip(g.edges, r["gates"]) if gate > 0.5],
+        r["log_alpha"],
+        extra={"masks": {"trace": r["trace"], "open": int((r["gates"] > 0.5).sum())}},
+    )
 
 
 def _run_random(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
@@ -252,8 +285,9 @@ def _run_magnitude(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitC
 def _auto_circuit_runner(name: str) -> Runner:
     def run(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
         g = patcher.graph
-        rank, chosen, info = autocircuit.prune_scores(patcher.model, g, name, data, connected=patcher.connected(),
-                                                      seed=c.seed, quiet=not c.progress)
+        rank, chosen, info = autocircuit.prune_scores(
+            patcher.model, g, name, data, connected=patcher.connected(), seed=c.seed, quiet=not c.progress
+        )
         own = info["circuit_of_its_own"]
         return Found(rank, [e for e, k in zip(g.edges, chosen) if k], extra={"auto_circuit": info}, own_circuit=own)
 
@@ -261,8 +295,9 @@ def _auto_circuit_runner(name: str) -> Runner:
 
 
 def _thresholded(g: Graph, edge_fx: np.ndarray, node_fx: dict[str, float] | None, threshold: float) -> Found:
-    return Found(np.abs(edge_fx), [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold], edge_fx, node_fx,
-                 signed=edge_fx)
+    return Found(
+        np.abs(edge_fx), [e for e, v in zip(g.edges, edge_fx) if abs(v) >= threshold], edge_fx, node_fx, signed=edge_fx
+    )
 
 
 def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:
@@ -274,22 +309,67 @@ def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:
 _GRADIENT = "needs the logit difference: the KL's gradient is zero at the clean run"
 register(CircuitMethod("patching", "node", "activation patching of each node", _run_patching, positions=True))
 register(CircuitMethod("path", "edge", "path patching of each edge", _run_path))
-register(CircuitMethod("attribution", "edge", "attribution patching (EAP): a first-order estimate of each edge's "
-                       "effect", _run_attribution, metrics=("logit_diff",), metric_reason=_GRADIENT, gradients=True,
-                       estimates=True))
-register(CircuitMethod("eap-ig", "edge", "EAP with integrated gradients over m steps", _run_eap_ig,
-                       metrics=("logit_diff",), metric_reason=_GRADIENT, gradients=True, estimates=True,
-                       steps=True))
-register(CircuitMethod("acdc", "edge", "ACDC: prune edges whose removal moves the metric less than the threshold",
-                       _run_acdc, metrics=("kl", "logit_diff"), modes=ACDC_MODES))
-register(CircuitMethod("masks", "edge", "learned hard-concrete edge masks under an L0 penalty (edge pruning)",
-                       _run_masks, metrics=("kl",),
-                       metric_reason="train on the KL over the full output distribution", gradients=True))
+register(
+    CircuitMethod(
+        "attribution",
+        "edge",
+        "attribution patching (EAP): a first-order estimate of each edge's effect",
+        _run_attribution,
+        metrics=("logit_diff",),
+        metric_reason=_GRADIENT,
+        gradients=True,
+        estimates=True,
+    )
+)
+register(
+    CircuitMethod(
+        "eap-ig",
+        "edge",
+        "EAP with integrated gradients over m steps",
+        _run_eap_ig,
+        metrics=("logit_diff",),
+        metric_reason=_GRADIENT,
+        gradients=True,
+        estimates=True,
+        steps=True,
+    )
+)
+register(
+    CircuitMethod(
+        "acdc",
+        "edge",
+        "ACDC: prune edges whose removal moves the metric less than the threshold",
+        _run_acdc,
+        metrics=("kl", "logit_diff"),
+        modes=ACDC_MODES,
+    )
+)
+register(
+    CircuitMethod(
+        "masks",
+        "edge",
+        "learned hard-concrete edge masks under an L0 penalty (edge pruning)",
+        _run_masks,
+        metrics=("kl",),
+        metric_reason="train on the KL over the full output distribution",
+        gradients=True,
+    )
+)
 register(CircuitMethod("random", "edge", "a baseline: uniform random scores", _run_random, metrics=()))
-register(CircuitMethod("magnitude", "edge", "a baseline: each sender's mean activation norm", _run_magnitude,
-                       metrics=()))
+register(
+    CircuitMethod("magnitude", "edge", "a baseline: each sender's mean activation norm", _run_magnitude, metrics=())
+)
 for _name in autocircuit.ALGORITHMS:
-    register(CircuitMethod(autocircuit.PREFIX + _name, "edge", f"auto-circuit's {_name}", _auto_circuit_runner(_name),
-                           metrics=(), metric_reason="measures auto-circuit's own metric at the last position",
-                           ablations=("resample",), package=autocircuit.load,
-                           label="auto-circuit's own (last position)"))
+    register(
+        CircuitMethod(
+            autocircuit.PREFIX + _name,
+            "edge",
+            f"auto-circuit's {_name}",
+            _auto_circuit_runner(_name),
+            metrics=(),
+            metric_reason="measures auto-circuit's own metric at the last position",
+            ablations=("resample",),
+            package=autocircuit.load,
+            label="auto-circuit's own (last position)",
+        )
+    )

@@ -23,11 +23,13 @@ metric m is the task's metric on every read output, not MIB's last-token logit d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from sandbox_lens.interp.circuits.graph import Edge, Graph
 from sandbox_lens.interp.circuits.patching import Patcher, _chunk
@@ -149,7 +151,7 @@ class CompleteGraph:
         edges = edges.copy()
         nodes = np.zeros(len(self.forward), dtype=bool)
         while True:
-            incoming = (self.owner & edges.any(axis=0)[None, :]).any(axis=1)
+            incoming = np.asarray((self.owner & np.asarray(edges.any(axis=0))[None, :]).any(axis=1))
             incoming[0] = True
             new_nodes = edges.any(axis=1) & incoming
             receivers = (new_nodes[:, None] & self.owner).any(axis=0)
@@ -160,7 +162,9 @@ class CompleteGraph:
             nodes, edges = new_nodes, new_edges
 
 
-def _on_complete(graph: Graph, complete: CompleteGraph, scores: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int] | None]]:
+def _on_complete(
+    graph: Graph, complete: CompleteGraph, scores: np.ndarray
+) -> tuple[np.ndarray, list[tuple[int, int] | None]]:
     """``scores`` (one per edge of ``graph``, NaN unscored → 0 as in an exported file) on the complete graph's
     matrix, and each of ``graph``'s edges' place there (None: a ``pos`` edge)."""
     matrix = np.zeros(complete.real.shape)
@@ -176,8 +180,14 @@ def _on_complete(graph: Graph, complete: CompleteGraph, scores: np.ndarray) -> t
     return matrix, where
 
 
-def mib_curve(patcher: Patcher, pairs: Any, signed: Sequence[float], source: dict[str, Any],
-              metric: str = "logit_diff", percentages: Sequence[float] = MIB_PERCENTAGES) -> dict[str, Any]:
+def mib_curve(
+    patcher: Patcher,
+    pairs: Any,
+    signed: ArrayLike,
+    source: dict[str, Any],
+    metric: str = "logit_diff",
+    percentages: Sequence[float] = MIB_PERCENTAGES,
+) -> dict[str, Any]:
     """MIB's CPR (from the ``signed`` scores' ranking) and CMD (from their absolute values'), with each curve:
     the sizes, n = ⌊p·N⌋ over the complete graph, the edges left after pruning, and f (see the module
     docstring). ``signed`` is one score per edge of ``patcher.graph``, positive = important."""
@@ -190,7 +200,8 @@ def mib_curve(patcher: Patcher, pairs: Any, signed: Sequence[float], source: dic
     matrix, where = _on_complete(g, complete, scores)
     N = int(complete.real.sum())
     counts = [int(p * N) for p in percentages]
-    settings, kept = [], {}
+    settings: list[tuple[list[Edge], None]] = []
+    kept: dict[bool, list[int]] = {}
     for absolute in (False, True):
         kept[absolute] = []
         for n in counts:
@@ -202,15 +213,22 @@ def mib_curve(patcher: Patcher, pairs: Any, signed: Sequence[float], source: dic
     values: list[float] = []
     step = _chunk(len(settings), patcher.model, pairs.clean)
     for start in range(0, len(settings), step):
-        logits = patcher.run_many(pairs.clean, settings[start: start + step], source)
+        logits = patcher.run_many(pairs.clean, settings[start : start + step], source)
         values.extend(pairs.value(logits[j], metric) for j in range(len(logits)))
     *curves, full, empty = values
     span = full - empty
     f = [float((v - empty) / span) if span else 1.0 for v in curves]
-    f_signed, f_absolute = f[:len(counts)], f[len(counts):]
-    return {"definition": "MIB circuit track (signed ranking → CPR, absolute → CMD; complete graph; pruned)",
-            "percentages": list(percentages), "complete_edges": N, "edges": counts, "metric": metric,
-            "full": float(full), "empty": float(empty),
-            "signed": {"faithfulness": f_signed, "kept": kept[False]},
-            "absolute": {"faithfulness": f_absolute, "kept": kept[True]},
-            "cpr": areas(percentages, f_signed)["cpr"], "cmd": areas(percentages, f_absolute)["cmd"]}
+    f_signed, f_absolute = f[: len(counts)], f[len(counts) :]
+    return {
+        "definition": "MIB circuit track (signed ranking → CPR, absolute → CMD; complete graph; pruned)",
+        "percentages": list(percentages),
+        "complete_edges": N,
+        "edges": counts,
+        "metric": metric,
+        "full": float(full),
+        "empty": float(empty),
+        "signed": {"faithfulness": f_signed, "kept": kept[False]},
+        "absolute": {"faithfulness": f_absolute, "kept": kept[True]},
+        "cpr": areas(percentages, f_signed)["cpr"],
+        "cmd": areas(percentages, f_absolute)["cmd"],
+    }

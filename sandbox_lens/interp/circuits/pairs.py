@@ -113,14 +113,21 @@ class Pairs:
         return float((value - corrupt) / span) if span else 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "corruption": self.corruption, "pairs": int(len(self.clean)),
-                "tokens": int(self.clean.shape[1]), "affected_outputs": self.n_affected,
-                "clean_logit_diff": self.clean_metric, "corrupt_logit_diff": self.corrupt_metric,
-                "corrupt_kl": -self.corrupt_kl}
+        return {
+            "kind": self.kind,
+            "corruption": self.corruption,
+            "pairs": int(len(self.clean)),
+            "tokens": int(self.clean.shape[1]),
+            "affected_outputs": self.n_affected,
+            "clean_logit_diff": self.clean_metric,
+            "corrupt_logit_diff": self.corrupt_metric,
+            "corrupt_kl": -self.corrupt_kl,
+        }
 
 
-def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: int | None = None,
-               seed: int = 0) -> Pairs:
+def make_pairs(
+    model: Any, n: int = 64, corruption: str | None = None, length: int | None = None, seed: int = 0
+) -> Pairs:
     """``n`` counterfactual pairs for ``model``'s task (see the module docstring); the default corruption is
     the task's first (symbol / bracket-type / bit). ``length`` defaults to the model's length."""
     import torch
@@ -130,8 +137,9 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     choices = kind.corruptions
     corruption = corruption or choices[0]
     if corruption not in choices:
-        raise CorruptionError(f"a {kind.name} task cannot produce the corruption {corruption!r} "
-                              f"(it has: {', '.join(choices)})")
+        raise CorruptionError(
+            f"a {kind.name} task cannot produce the corruption {corruption!r} (it has: {', '.join(choices)})"
+        )
     if n < 1:
         raise CorruptionError(f"need at least one pair, got {n}")
     P = len(card.io.prefix)
@@ -142,7 +150,9 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     from sandbox_lens.interp.budget import require
 
     cfg = model.cfg
-    per_pair = T * (16.0 + 8 * cfg.d_model * (cfg.n_layers * (cfg.n_heads + 2) + 3)) + 8.0 * cfg.n_layers * cfg.n_heads * T * T
+    per_pair = (
+        T * (16.0 + 8 * cfg.d_model * (cfg.n_layers * (cfg.n_heads + 2) + 3)) + 8.0 * cfg.n_layers * cfg.n_heads * T * T
+    )
     require(f"{n} counterfactual pairs of {T} tokens", memory=n * per_pair, lower="--pairs")
     rng = np.random.default_rng(seed)
     try:
@@ -162,8 +172,10 @@ def make_pairs(model: Any, n: int = 64, corruption: str | None = None, length: i
     affected = read & read_x & (yc != yx)
     pairs = Pairs(kind.name, corruption, clean, corrupt, outputs, affected, yc, yx, read=read & read_x)
     if not pairs.n_affected:
-        raise CorruptionError(f"no output differs between the clean and the {corruption} words "
-                              f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption")
+        raise CorruptionError(
+            f"no output differs between the clean and the {corruption} words "
+            f"({n} pairs of length {T}): nothing to explain; try more pairs or another corruption"
+        )
     pairs.clean_metric = float(pairs.logit_diff(full_c))
     pairs.corrupt_metric = float(pairs.logit_diff(full_x))
     pairs.clean_probs = torch.log_softmax(full_c[..., on(full_c, outputs)][on(full_c, affected)].double(), -1)

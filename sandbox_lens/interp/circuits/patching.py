@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +41,11 @@ __all__ = ["Patcher", "CleanState", "ablated_pairs", "SOURCES", "BRIDGE_UNSUPPOR
 SOURCES = ("resample", "zero", "mean")
 #: TransformerLens 4.3's native bridge refuses ``use_attn_result`` and ``use_split_qkv_input`` for its
 #: plain attention, and edge patching needs both (one head's output, one head's inputs).
-BRIDGE_UNSUPPORTED = ("circuit analyses need per-head output and input hooks (use_attn_result, "
-                      "use_split_qkv_input), which TransformerLens 4's native TransformerBridge does not offer; "
-                      "run them under TransformerLens 3.9 (models saved under 4.x load there)")
+BRIDGE_UNSUPPORTED = (
+    "circuit analyses need per-head output and input hooks (use_attn_result, "
+    "use_split_qkv_input), which TransformerLens 4's native TransformerBridge does not offer; "
+    "run them under TransformerLens 3.9 (models saved under 4.x load there)"
+)
 
 
 def _sender_hook(node: Node) -> str:
@@ -70,8 +73,10 @@ class Patcher:
         if type(model).__name__ == "TransformerBridge":
             raise ModelKindError(BRIDGE_UNSUPPORTED)
         if not hasattr(model, "run_with_hooks") or not hasattr(model, "set_use_split_qkv_input"):
-            raise ModelKindError("circuit analyses need a TransformerLens HookedTransformer (per-head input and output "
-                                 f"hooks); this model is a {type(model).__name__}")
+            raise ModelKindError(
+                "circuit analyses need a TransformerLens HookedTransformer (per-head input and output "
+                f"hooks); this model is a {type(model).__name__}"
+            )
         self.model = model
         self.graph = graph or Graph.of_model(model)
         self.L = model.cfg.n_layers
@@ -145,12 +150,13 @@ class Patcher:
         return x[:, :, node.head] if node.kind == "head" else x
 
     # -- patched runs -------------------------------------------------------------------------------
-    def run(self, tokens: np.ndarray, patched: Iterable[Edge], source: dict[str, Any],
-            positions: np.ndarray | None = None) -> Any:
+    def run(
+        self, tokens: np.ndarray, patched: Iterable[Edge], source: dict[str, Any], positions: np.ndarray | None = None
+    ) -> Any:
         """Logits of ``tokens`` with ``patched`` edges delivering ``source`` (at ``positions`` only, if given)."""
         return self.run_many(tokens, [(list(patched), positions)], source)
 
-    def clean_state(self, tokens: np.ndarray) -> "CleanState":
+    def clean_state(self, tokens: np.ndarray) -> CleanState:
         """The unpatched run of ``tokens``: the residual entering every block (and leaving the last) and
         every sender's output — what a patched run that starts at a later block takes as given."""
         L = self.L
@@ -158,15 +164,23 @@ class Patcher:
         names = sorted({_sender_hook(n) for n in self.graph.senders}) + resid_names
         with self.hooks_on(), exact_precision():
             _, cache = self.model.run_with_cache(on(self.model, tokens), names_filter=names, return_type="logits")
-            return CleanState(tokens, [cache[h].clone() for h in resid_names],
-                              {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders})
+            return CleanState(
+                tokens,
+                [cache[h].clone() for h in resid_names],
+                {n.name: self._pick(cache[_sender_hook(n)], n).clone() for n in self.graph.senders},
+            )
 
     def start_layer(self, edges: Iterable[Edge]) -> int:
         """The first block a run patching ``edges`` must compute (the logits count as block L)."""
         return min((self.graph.by_name[e.receiver].layer for e in edges), default=self.L)
 
-    def run_many(self, tokens: np.ndarray, settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
-                 source: dict[str, Any], state: "CleanState | None" = None) -> Any:
+    def run_many(
+        self,
+        tokens: np.ndarray,
+        settings: Sequence[tuple[Sequence[Edge], np.ndarray | None]],
+        source: dict[str, Any],
+        state: CleanState | None = None,
+    ) -> Any:
         """One forward pass over ``len(settings)`` copies of the batch, copy i patched as ``settings[i]``
         says (edges, and optionally a boolean mask over positions); logits ``[copies, batch, pos, vocab]``.
 
@@ -226,12 +240,12 @@ class Patcher:
                 last = f"blocks.{self.L - 1}.hook_resid_post"
                 if start == self.L and last in groups:  # no block runs: patch the final residual itself
                     resid = patch(resid, type("Hook", (), {"name": last})())
-                logits = self.model.run_with_hooks(resid, fwd_hooks=hooks, return_type="logits",
-                                                   start_at_layer=start)
+                logits = self.model.run_with_hooks(resid, fwd_hooks=hooks, return_type="logits", start_at_layer=start)
         return logits.view(k, n, *logits.shape[1:])
 
-    def gradients(self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None,
-                  alpha: float = 1.0) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
+    def gradients(
+        self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None, alpha: float = 1.0
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
         """One differentiated run of ``tokens`` whose token and position embeddings lie at ``alpha`` of the way
         from ``base``'s (``embed``, ``pos``) to their own: (every sender's output, ∂metric/∂ that output,
         ∂metric/∂ every receiver channel's input), each ``[batch, pos, d_model]``, detached."""
@@ -257,21 +271,37 @@ class Patcher:
             receivers[hook.name] = x
             return x
 
-        hooks = [("hook_embed", lambda x, hook: interpolate(x, "embed")),
-                 ("hook_pos_embed", lambda x, hook: interpolate(x, "pos"))]
+        hooks = [
+            ("hook_embed", lambda x, hook: interpolate(x, "embed")),
+            ("hook_pos_embed", lambda x, hook: interpolate(x, "pos")),
+        ]
         hooks += [(h, record_sender) for h in sender_hooks]
         hooks += [(h, record_receiver) for h in sorted({_receiver_hook(r, c, self.L) for r, c in channels})]
         with self.hooks_on(), exact_precision(grad=True):
             logits = self.model.run_with_hooks(on(self.model, tokens), return_type="logits", fwd_hooks=hooks)
             names = list(senders) + list(receivers)
-            grads = dict(zip(names, torch.autograd.grad(metric(logits), [senders[n] for n in senders]
-                                                        + [receivers[n] for n in receivers], allow_unused=True)))
+            grads = dict(
+                zip(
+                    names,
+                    torch.autograd.grad(
+                        metric(logits),
+                        [senders[n] for n in senders] + [receivers[n] for n in receivers],
+                        allow_unused=True,
+                    ),
+                )
+            )
         pick = self._pick
         outputs = {n.name: pick(senders[_sender_hook(n)], n).detach() for n in self.graph.senders}
-        sender_grads = {n.name: None if grads[_sender_hook(n)] is None else pick(grads[_sender_hook(n)], n)
-                        for n in self.graph.senders}
-        receiver_grads = {(r.name, c): None if grads.get(_receiver_hook(r, c, self.L)) is None
-                          else pick(grads[_receiver_hook(r, c, self.L)], r) for r, c in channels}
+        sender_grads = {
+            n.name: None if grads[_sender_hook(n)] is None else pick(grads[_sender_hook(n)], n)
+            for n in self.graph.senders
+        }
+        receiver_grads = {
+            (r.name, c): None
+            if grads.get(_receiver_hook(r, c, self.L)) is None
+            else pick(grads[_receiver_hook(r, c, self.L)], r)
+            for r, c in channels
+        }
         return outputs, sender_grads, receiver_grads
 
     @staticmethod

@@ -10,18 +10,16 @@ statistic) and form one threshold in average precision (as scikit-learn's
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
+from numpy.typing import ArrayLike
 
-__all__ = ["auroc", "average_precision", "precision_recall", "spearman", "ranking_scores", "areas",
-           "MIB_PERCENTAGES"]
+__all__ = ["auroc", "average_precision", "precision_recall", "spearman", "ranking_scores", "areas", "MIB_PERCENTAGES"]
 
 #: Circuit sizes at which MIB's circuit track measures faithfulness, as fractions of the edges.
 MIB_PERCENTAGES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
-def _unscored_last(scores: Sequence[float]) -> np.ndarray:
+def _unscored_last(scores: ArrayLike) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64).copy()
     missing = np.isnan(s)
     if missing.any():
@@ -29,7 +27,7 @@ def _unscored_last(scores: Sequence[float]) -> np.ndarray:
     return s
 
 
-def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+def auroc(scores: ArrayLike, labels: ArrayLike) -> float | None:
     """Area under the ROC curve of ``scores`` ranking the positive ``labels`` first (ties count one half);
     None when one class is empty. Equals the Mann–Whitney U statistic over n₊·n₋."""
     from scipy.stats import rankdata
@@ -42,7 +40,7 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def average_precision(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+def average_precision(scores: ArrayLike, labels: ArrayLike) -> float | None:
     """Average precision of ``scores`` ranking the positive ``labels`` first: Σ (Rₙ − Rₙ₋₁)·Pₙ over the
     distinct score values from the highest down (tied edges enter together); None without positives."""
     s, y = _unscored_last(scores), np.asarray(labels, dtype=bool)
@@ -56,38 +54,51 @@ def average_precision(scores: Sequence[float], labels: Sequence[bool]) -> float 
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def ranking_scores(scores: Sequence[float], labels: Sequence[bool], candidates: Sequence[bool] | None = None) -> dict:
+def ranking_scores(scores: ArrayLike, labels: ArrayLike, candidates: ArrayLike | None = None) -> dict:
     """AUROC and average precision of a ranking over every edge and, given ``candidates`` (the edges that
     can interact at all: the structural ones), over those only; with the count of unscored edges."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
-    out = {"auroc": auroc(s, y), "average_precision": average_precision(s, y), "unscored": int(np.isnan(s).sum()),
-           "edges": int(len(s)), "positives": int(y.sum())}
+    out = {
+        "auroc": auroc(s, y),
+        "average_precision": average_precision(s, y),
+        "unscored": int(np.isnan(s).sum()),
+        "edges": int(len(s)),
+        "positives": int(y.sum()),
+    }
     if candidates is not None:
         c = np.asarray(candidates, dtype=bool)
-        out.update({"auroc_candidates": auroc(s[c], y[c]), "average_precision_candidates": average_precision(s[c], y[c]),
-                    "candidates": int(c.sum()), "positives_outside_candidates": int((y & ~c).sum())})
+        out.update(
+            {
+                "auroc_candidates": auroc(s[c], y[c]),
+                "average_precision_candidates": average_precision(s[c], y[c]),
+                "candidates": int(c.sum()),
+                "positives_outside_candidates": int((y & ~c).sum()),
+            }
+        )
     return out
 
 
-def areas(percentages: Sequence[float], faithfulness: Sequence[float]) -> dict[str, float]:
+def areas(percentages: ArrayLike, faithfulness: ArrayLike) -> dict[str, float]:
     """MIB's areas over a faithfulness curve f(k) (trapezoids on a linear axis of circuit sizes):
     **CPR**, the area under f (higher is better), and **CMD**, the area between f and 1 (lower is better)."""
     x, f = np.asarray(percentages, dtype=np.float64), np.asarray(faithfulness, dtype=np.float64)
     if len(x) != len(f) or len(x) < 2 or np.any(np.diff(x) <= 0):
         raise ValueError("a faithfulness curve needs two or more strictly increasing circuit sizes, one value each")
     dx = np.diff(x)
-    return {"cpr": float(np.sum(dx * (f[:-1] + f[1:]) / 2)),
-            "cmd": float(np.sum(dx * (np.abs(1 - f[:-1]) + np.abs(1 - f[1:])) / 2))}
+    return {
+        "cpr": float(np.sum(dx * (f[:-1] + f[1:]) / 2)),
+        "cmd": float(np.sum(dx * (np.abs(1 - f[:-1]) + np.abs(1 - f[1:])) / 2)),
+    }
 
 
-def precision_recall(chosen: Sequence[bool], labels: Sequence[bool]) -> tuple[float | None, float | None]:
+def precision_recall(chosen: ArrayLike, labels: ArrayLike) -> tuple[float | None, float | None]:
     """(precision, recall) of a chosen set against the labels; None where undefined (nothing chosen / no positives)."""
     c, y = np.asarray(chosen, dtype=bool), np.asarray(labels, dtype=bool)
     tp = int((c & y).sum())
     return (tp / int(c.sum()) if c.any() else None, tp / int(y.sum()) if y.any() else None)
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
+def spearman(a: ArrayLike, b: ArrayLike) -> float | None:
     """Spearman's rank correlation, None when either side is constant."""
     from scipy.stats import spearmanr
 

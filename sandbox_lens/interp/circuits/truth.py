@@ -34,8 +34,9 @@ that is what ties the ground truth to behaviour.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -133,9 +134,11 @@ class GroundTruth:
     def to_dict(self) -> dict[str, Any]:
         return {
             "construction": self.construction,
-            "levels": {"structural": "every nonzero writer → reader path through the residual stream",
-                       "live": "structural edges that meet the reader in a coordinate through which it can move an output",
-                       "relevant": "live edges that carry word information in such a coordinate"},
+            "levels": {
+                "structural": "every nonzero writer → reader path through the residual stream",
+                "live": "structural edges that meet the reader in a coordinate through which it can move an output",
+                "relevant": "live edges that carry word information in such a coordinate",
+            },
             "structural": {e.name: labs for e, labs in self.structural.items()},
             "live": {e.name: labs for e, labs in self.live.items()},
             "relevant": {e.name: labs for e, labs in self.relevant.items()},
@@ -148,8 +151,15 @@ def ground_truth(spec: Any) -> GroundTruth:
     from sandbox_lens.interp.model.hooked import state_dict_arrays
 
     sd = state_dict_arrays(spec)
-    truth = _derive(spec.name, sd, spec.n_layers, spec.n_heads, spec.layout.labels(),
-                    prefix=spec.io.prefix, symbols=spec.io.symbol_tokens)
+    truth = _derive(
+        spec.name,
+        sd,
+        spec.n_layers,
+        spec.n_heads,
+        spec.layout.labels(),
+        prefix=spec.io.prefix,
+        symbols=spec.io.symbol_tokens,
+    )
     truth.or_groups = list(spec.options.get("negative_routes", []))
     return truth
 
@@ -158,13 +168,22 @@ def ground_truth_of_model(model: Any) -> GroundTruth:
     """The ground truth of a built or saved construction (its card names its residual subspaces)."""
     card = getattr(model, "card", None)
     if card is None or card.construction == "trained" or not card.theorem:
-        raise ModelKindError("a trained twin has no ground-truth circuit: only constructions have one "
-                             "(score a method on the construction, then compare the twin's recovered circuit with it)")
+        raise ModelKindError(
+            "a trained twin has no ground-truth circuit: only constructions have one "
+            "(score a method on the construction, then compare the twin's recovered circuit with it)"
+        )
     from sandbox_lens.interp.model.hooked import tl_state_dict
 
     sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()}
-    truth = _derive(card.construction, sd, model.cfg.n_layers, model.cfg.n_heads, list(card.residual_labels),
-                    prefix=card.io.prefix, symbols=card.io.symbol_tokens)
+    truth = _derive(
+        card.construction,
+        sd,
+        model.cfg.n_layers,
+        model.cfg.n_heads,
+        list(card.residual_labels),
+        prefix=card.io.prefix,
+        symbols=card.io.symbol_tokens,
+    )
     truth.or_groups = list(card.options.get("negative_routes", []))
     return truth
 
@@ -177,8 +196,15 @@ def _nonzero_rows(m: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.any(m != 0, axis=1))
 
 
-def _derive(name: str, sd: dict[str, np.ndarray], n_layers: int, n_heads: int, labels: Sequence[str],
-            prefix: Sequence[int], symbols: Sequence[int]) -> GroundTruth:
+def _derive(
+    name: str,
+    sd: dict[str, np.ndarray],
+    n_layers: int,
+    n_heads: int,
+    labels: Sequence[str],
+    prefix: Sequence[int],
+    symbols: Sequence[int],
+) -> GroundTruth:
     graph = Graph.of_weights(sd, n_layers, n_heads)
     d = sd["embed.W_E"].shape[1]
     names = [_subspace(lab) for lab in labels] if len(labels) == d else [str(i) for i in range(d)]
@@ -200,12 +226,20 @@ def _derive(name: str, sd: dict[str, np.ndarray], n_layers: int, n_heads: int, l
     return GroundTruth(name, graph, structural, relevant, _summarise(names, flow.writes), live=live, flow=flow)
 
 
-def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequence[int], symbols: Sequence[int],
-          names: list[str]) -> Flow:
+def _flow(
+    graph: Graph,
+    sd: dict[str, np.ndarray],
+    n_layers: int,
+    prefix: Sequence[int],
+    symbols: Sequence[int],
+    names: list[str],
+) -> Flow:
     """What each node writes (coordinate → level, forwards) and how each reader's inputs reach its outputs."""
     d = sd["embed.W_E"].shape[1]
-    writes: dict[str, dict[int, int]] = {"embed": _embedding_levels(sd["embed.W_E"], prefix, symbols),
-                                         "pos": _position_levels(sd["pos_embed.W_pos"])}
+    writes: dict[str, dict[int, int]] = {
+        "embed": _embedding_levels(sd["embed.W_E"], prefix, symbols),
+        "pos": _position_levels(sd["pos_embed.W_pos"]),
+    }
     reach: dict[tuple[str, str], dict[int, frozenset[int]]] = {}
     cancelled: dict[str, str] = {}
     resid = np.full(d, -1)  # the highest level any writer so far put in each coordinate (-1: nothing)
@@ -227,7 +261,9 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
             moved = outs if any(resid[i] > CONST for i in _nonzero_rows(ov)) else frozenset()
             reach[(node.name, "q")] = {int(i): moved for i in _nonzero_rows(qk)}
             reach[(node.name, "k")] = {int(i): moved for i in _nonzero_rows(qk.T)}
-            reach[(node.name, "v")] = {int(i): frozenset(int(j) for j in np.flatnonzero(ov[i])) for i in _nonzero_rows(ov)}
+            reach[(node.name, "v")] = {
+                int(i): frozenset(int(j) for j in np.flatnonzero(ov[i])) for i in _nonzero_rows(ov)
+            }
             pattern_word = any(resid[i] == WORD for i in set(reach[(node.name, "q")]) | set(reach[(node.name, "k")]))
             out: dict[int, int] = {}
             for j in outs:
@@ -239,7 +275,9 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
         resid = new
         if f"m{l}" in graph.by_name:
             w_in, w_out, b_out = sd[p + "mlp.W_in"], sd[p + "mlp.W_out"], sd[p + "mlp.b_out"]
-            units = [int(u) for u in np.flatnonzero(np.any(w_out != 0, axis=1))]  # a unit that writes nothing is no path
+            units = [
+                int(u) for u in np.flatnonzero(np.any(w_out != 0, axis=1))
+            ]  # a unit that writes nothing is no path
             unit_out = {u: frozenset(int(j) for j in np.flatnonzero(w_out[u])) for u in units}
             per_input: dict[int, set[int]] = {}
             for u in units:
@@ -262,11 +300,16 @@ def _flow(graph: Graph, sd: dict[str, np.ndarray], n_layers: int, prefix: Sequen
 def _cancelling_heads(sd: dict[str, np.ndarray], p: str, heads: list) -> dict[str, str]:
     """Pairs of heads of one block with the same pattern (equal W_Q·W_Kᵀ) and opposite outputs
     (W_V·W_O summing to 0): their sum is 0 on every input, so neither is part of any circuit."""
-    mats = {n.name: (sd[p + "attn.W_Q"][n.head] @ sd[p + "attn.W_K"][n.head].T,
-                     sd[p + "attn.W_V"][n.head] @ sd[p + "attn.W_O"][n.head]) for n in heads}
+    mats = {
+        n.name: (
+            sd[p + "attn.W_Q"][n.head] @ sd[p + "attn.W_K"][n.head].T,
+            sd[p + "attn.W_V"][n.head] @ sd[p + "attn.W_O"][n.head],
+        )
+        for n in heads
+    }
     out: dict[str, str] = {}
     for i, a in enumerate(heads):
-        for b in heads[i + 1:]:
+        for b in heads[i + 1 :]:
             if a.name in out or b.name in out:
                 continue
             (qa, oa), (qb, ob) = mats[a.name], mats[b.name]
@@ -304,4 +347,6 @@ def _embedding_levels(W_E: np.ndarray, prefix: Sequence[int], symbols: Sequence[
 
 
 def _position_levels(W_pos: np.ndarray) -> dict[int, int]:
-    return {int(j): POS if np.any(W_pos[:, j] != W_pos[0, j]) else CONST for j in np.flatnonzero(np.any(W_pos != 0, axis=0))}
+    return {
+        int(j): POS if np.any(W_pos[:, j] != W_pos[0, j]) else CONST for j in np.flatnonzero(np.any(W_pos != 0, axis=0))
+    }

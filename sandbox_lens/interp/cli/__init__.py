@@ -3,9 +3,10 @@
 Every error a user can cause prints one line on stderr and exits with status 2; ``verify``
 exits 1 when the model is not exact. Heavy imports (torch, TransformerLens) happen only in
 the commands that build or run models, so ``interp list`` starts fast. Each module registers
-its commands: :mod:`~sandbox_lens.interp.cli.constructions` (list, info, build, verify),
-:mod:`~sandbox_lens.interp.cli.training` (train, population), :mod:`~sandbox_lens.interp.cli.analysis` (compare, evaluate,
-report, demo), :mod:`~sandbox_lens.interp.cli.circuits` (circuit), :mod:`~sandbox_lens.interp.cli.experiments` (experiment).
+its commands: :mod:`~sandbox_lens.interp.cli.constructions` (list, info, build, verify, decompose),
+:mod:`~sandbox_lens.interp.cli.training` (train, population, adopt), :mod:`~sandbox_lens.interp.cli.analysis`
+(compare, evaluate, report, demo), :mod:`~sandbox_lens.interp.cli.circuits` (circuit),
+:mod:`~sandbox_lens.interp.cli.causal` (align), :mod:`~sandbox_lens.interp.cli.experiments` (experiment).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sandbox_lens.interp.cli import analysis, causal, circuits, constructions, experiments, training
 from sandbox_lens.interp.cli.common import Parser
@@ -36,15 +38,26 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
     from sandbox_lens.interp import __version__
 
     p.add_argument("--version", action="version", version=f"sandbox-lens {__version__}")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch CPU threads (default: 1 for the commands that train or analyse small models — "
-                        f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="no progress bars or progress lines (off a terminal, long work prints a line at least every "
-                        "30 s otherwise)")
-    p.add_argument("--device", metavar="cpu|cuda|auto",
-                   help="where models run (default cpu; auto: CUDA when present). Honoured by "
-                        f"{', '.join(sorted(ON_DEVICE))}; the other commands run no model")
+    p.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="torch CPU threads (default: 1 for the commands that train or analyse small models — "
+        f"{', '.join(sorted(ONE_THREAD))} —, torch's choice for the others; see `make bench`)",
+    )
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress bars or progress lines (off a terminal, long work prints a line at least every "
+        "30 s otherwise)",
+    )
+    p.add_argument(
+        "--device",
+        metavar="cpu|cuda|auto",
+        help="where models run (default cpu; auto: CUDA when present). Honoured by "
+        f"{', '.join(sorted(ON_DEVICE))}; the other commands run no model",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, causal, experiments):
@@ -61,8 +74,9 @@ ONE_THREAD = frozenset({"train", "population", "compare", "demo", "experiment", 
 
 #: Commands that run a model, and so follow ``--device``: every tensor they make is put on the model's device
 #: (``sandbox_lens.interp.model.device.on``; tests/contract/test_devices.py keeps it so). The others run no model.
-ON_DEVICE = frozenset({"train", "evaluate", "verify", "compare", "demo", "circuit", "align", "experiment",
-                       "population"})
+ON_DEVICE = frozenset(
+    {"train", "evaluate", "verify", "compare", "demo", "circuit", "align", "experiment", "population"}
+)
 
 
 def _device(command: str, requested: str | None) -> str | None:
@@ -76,8 +90,10 @@ def _device(command: str, requested: str | None) -> str | None:
     if command not in ON_DEVICE and device != "cpu":
         if requested.strip().lower() == "auto":
             return None
-        raise SandboxError(f"interp {command} runs no model, so --device {requested} means nothing to it; it is "
-                           f"honoured by {', '.join(sorted(ON_DEVICE))}")
+        raise SandboxError(
+            f"interp {command} runs no model, so --device {requested} means nothing to it; it is "
+            f"honoured by {', '.join(sorted(ON_DEVICE))}"
+        )
     return device
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from sandbox_lens.interp.compare.config import CompareConfig
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
 
@@ -19,14 +19,24 @@ __all__ = ["register"]
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the `interp` parser; return their handlers."""
     s = sub.add_parser("compare", help="constructed vs trained circuits on one task: report.html + metrics.json")
-    s.add_argument("task", metavar="TASK", help="dyck, ffl (the flip-flop language), or a catalogue automaton (e.g. parity, grid9, C3, flipflop)")
+    s.add_argument(
+        "task",
+        metavar="TASK",
+        help="dyck, ffl (the flip-flop language), or a catalogue automaton (e.g. parity, grid9, C3, flipflop)",
+    )
     add_kind_options(s, "compare_options")
     s.add_argument("--length", "-T", type=int, help="length (defaults: dyck 28, ffl 64 = the FFL string, automata 16)")
     add_settings(s, CompareConfig)
-    s.add_argument("--out", required=True, metavar="DIR",
-                   help="where report.html, metrics.json, patterns.npz (and the twin, OUT/twin) go")
+    s.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="where report.html, metrics.json, patterns.npz (and the twin, OUT/twin) go",
+    )
 
-    s = sub.add_parser("evaluate", help="a twin or a model under distribution and length shifts, beside the exact construction")
+    s = sub.add_parser(
+        "evaluate", help="a twin or a model under distribution and length shifts, beside the exact construction"
+    )
     s.add_argument("run", nargs="?", metavar="RUN_DIR", help="a run directory of `interp train`")
     s.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of RUN_DIR)")
     s.add_argument("--length", "-T", type=int, help="input length (default: the training length)")
@@ -40,8 +50,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s = sub.add_parser("report", help="rebuild report.html of `interp compare` from its files (no model run)")
     s.add_argument("directory", metavar="DIR", help="the --out directory of `interp compare`")
 
-    s = sub.add_parser("demo", help="build, verify and draw the prefix scan for parity and S5 (`make demo` is "
-                                    "`interp compare dyck`)")
+    s = sub.add_parser(
+        "demo", help="build, verify and draw the prefix scan for parity and S5 (`make demo` is `interp compare dyck`)"
+    )
     s.add_argument("--out", default="reports/prefix-scan", metavar="DIR", help="where report.html goes")
     s.add_argument("--samples", type=int, default=500, help="sampled words per verification")
 
@@ -57,14 +68,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     refuse_other_kinds_options(args, kind, "compare_options", "{flag} goes with `compare {other}`")
     config = CompareConfig(**settings_given(args, CompareConfig))  # refuses a bad setting before any work
     if args.length is not None and args.length < kind.min_length:
-        raise SandboxError(f"--length must be ≥ {kind.min_length} for {kind.name} tasks, got {args.length} "
-                           f"(leave it out for the default)")
+        raise SandboxError(
+            f"--length must be ≥ {kind.min_length} for {kind.name} tasks, got {args.length} "
+            f"(leave it out for the default)"
+        )
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
     report = compare(comparison, Path(args.out), config, progress=progress_wanted())
     t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
     if t.get("reached_target") is False:
-        print(f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "
-              f"(stopped by {t['stopped_by']}); the report says so. More --train-minutes continues it.", file=sys.stderr)
+        print(
+            f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "
+            f"(stopped by {t['stopped_by']}); the report says so. More --train-minutes continues it.",
+            file=sys.stderr,
+        )
     print(f"report: {report}")
     return 0
 
@@ -93,8 +109,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if exact is not None:
             models[f"{exact.card.construction} (exact)"] = exact
     rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=progress_wanted())
-    result = {"source": str(args.run or args.model), "kind": kind.name, "task": card.task, "samples": args.samples,
-              "seed": args.seed, "rows": rows}
+    result = {
+        "source": str(args.run or args.model),
+        "kind": kind.name,
+        "task": card.task,
+        "samples": args.samples,
+        "seed": args.seed,
+        "rows": rows,
+    }
     if args.out:
         out = Path(args.out)
         if out.is_dir():

@@ -5,46 +5,65 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
-    s = sub.add_parser("align", help="causal alignment: where a model computes its task's variables (interchange "
-                                     "interventions, DAS), beside a random-init null and a construction",
-                       description="For each variable of the task's high-level model (automata: state, and where "
-                                   "the automaton has them a cascade's levels, a 1-D gridworld's displacement and "
-                                   "boundary, by name the prefix scan's window<l>; dyck: top, depth; ffl: bit): scans full interchange interventions over the residual stream, "
-                                   "runs position-shared DAS at every hook and over k with a matched random-subspace "
-                                   "control, the untrained readout basis and five random-init nulls searched the same "
-                                   "way, measures the construction's own named sites; fitted, chosen and reported on "
-                                   "three disjoint splits of the pairs; writes align.json and align.png.")
+    s = sub.add_parser(
+        "align",
+        help="causal alignment: where a model computes its task's variables (interchange "
+        "interventions, DAS), beside a random-init null and a construction",
+        description="For each variable of the task's high-level model (automata: state, and where "
+        "the automaton has them a cascade's levels, a 1-D gridworld's displacement and "
+        "boundary, by name the prefix scan's window<l>; dyck: top, depth; ffl: bit): scans full interchange interventions over the residual stream, "
+        "runs position-shared DAS at every hook and over k with a matched random-subspace "
+        "control, the untrained readout basis and five random-init nulls searched the same "
+        "way, measures the construction's own named sites; fitted, chosen and reported on "
+        "three disjoint splits of the pairs; writes align.json and align.png.",
+    )
     s.add_argument("--run", metavar="DIR", help="a run directory of `interp train` (a trained twin)")
     s.add_argument("--model", metavar="DIR", help="a model saved by `interp build`")
-    s.add_argument("--construction", metavar="NAME", help="also scan this construction of the model's task, at its length")
-    s.add_argument("--high-level", default="parallel", choices=["parallel", "recurrent"],
-                   help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
-                        "position by position (recurrent: automata, ffl)")
+    s.add_argument(
+        "--construction", metavar="NAME", help="also scan this construction of the model's task, at its length"
+    )
+    s.add_argument(
+        "--high-level",
+        default="parallel",
+        choices=["parallel", "recurrent"],
+        help="how a variable reaches the outputs: at its own position only (parallel) or carried forward "
+        "position by position (recurrent: automata, ffl)",
+    )
     s.add_argument("--variable", metavar="NAME[,NAME]", help="only these variables (default: all the task's)")
-    s.add_argument("--candidates", metavar="all|NAME[,NAME]",
-                   help="which registered algorithm the model runs: test each candidate (sequential, scan, counter, "
-                        "cascade, parity_first, boundary; dyck: stack, depth_only) by interchanges at every residual "
-                        "site and the sites the model's card names, beside five random-init nulls, and rank them "
-                        "(writes align.json's 'candidates' and candidates.png); 'all': every one the task can have. "
-                        "Alone it skips the per-variable section (add --variable for both)")
-    s.add_argument("--checkpoints", action="store_true",
-                   help="with --run: identify the algorithm (--candidates, default all) at every model the run kept "
-                        "(interp train --keep-checkpoints N) and its last step, beside its loss curve (writes "
-                        "align.json's 'over_training' and over_training.png)")
-    s.add_argument("--pairs", type=int, default=128,
-                   help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
-                        "(3 × N drawn; default 128, at least 16)")
+    s.add_argument(
+        "--candidates",
+        metavar="all|NAME[,NAME]",
+        help="which registered algorithm the model runs: test each candidate (sequential, scan, counter, "
+        "cascade, parity_first, boundary; dyck: stack, depth_only) by interchanges at every residual "
+        "site and the sites the model's card names, beside five random-init nulls, and rank them "
+        "(writes align.json's 'candidates' and candidates.png); 'all': every one the task can have. "
+        "Alone it skips the per-variable section (add --variable for both)",
+    )
+    s.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="with --run: identify the algorithm (--candidates, default all) at every model the run kept "
+        "(interp train --keep-checkpoints N) and its last step, beside its loss curve (writes "
+        "align.json's 'over_training' and over_training.png)",
+    )
+    s.add_argument(
+        "--pairs",
+        type=int,
+        default=128,
+        help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
+        "(3 × N drawn; default 128, at least 16)",
+    )
     s.add_argument("--das-steps", type=int, default=200, help="optimiser steps of each DAS fit (default 200)")
     s.add_argument("--k", default="1,2,4,8", help="DAS dimensions, comma-separated (default 1,2,4,8)")
     s.add_argument("--seed", type=int, default=0, help="seed of the pairs, the null and DAS")
@@ -74,21 +93,38 @@ def _cmd_align(args: argparse.Namespace) -> int:
 
         candidates_of(model, args.candidates)  # an unknown or impossible candidate is refused before any work
         if args.construction:
-            raise SandboxError("--candidates ranks algorithms for the model itself; --construction compares one "
-                               "variable's sites (run them separately)")
+            raise SandboxError(
+                "--candidates ranks algorithms for the model itself; --construction compares one "
+                "variable's sites (run them separately)"
+            )
     constructions = {args.construction: _construction(args.construction, model)} if args.construction else {}
     trained = model.card.construction == "trained"
     result: dict = {}
     if args.candidates is None or variables:
-        result = align(model, constructions=constructions, null=nulls_of(model, args.seed) if trained else None,
-                       mode=args.high_level, pairs=args.pairs, ks=ks, das_steps=args.das_steps, seed=args.seed,
-                       variables=variables, progress=progress_wanted())
+        result = align(
+            model,
+            constructions=constructions,
+            null=nulls_of(model, args.seed) if trained else None,
+            mode=args.high_level,
+            pairs=args.pairs,
+            ks=ks,
+            das_steps=args.das_steps,
+            seed=args.seed,
+            variables=variables,
+            progress=progress_wanted(),
+        )
     if args.candidates is not None:
         from sandbox_lens.interp.causal.identify import identify
         from sandbox_lens.interp.viz import candidates_png
 
-        found = identify(model, args.candidates, nulls=nulls_of(model, args.seed), pairs=args.pairs, seed=args.seed,
-                         progress=progress_wanted())
+        found = identify(
+            model,
+            args.candidates,
+            nulls=nulls_of(model, args.seed),
+            pairs=args.pairs,
+            seed=args.seed,
+            progress=progress_wanted(),
+        )
         result = {**result, "candidates": found, "seconds": result.get("seconds", 0.0) + found["seconds"]}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", result)
@@ -103,38 +139,56 @@ def _cmd_align(args: argparse.Namespace) -> int:
         _print_candidates(result["candidates"], model)
     for name, v in result.get("variables", {}).items():
         m = v["model"]
-        print(f"{name} in {model.card.construction} ({args.high_level} model); first full-swap site reaching IIA 0.95 "
-              f"per position: {_sites(m['first_sites'])}")
+        print(
+            f"{name} in {model.card.construction} ({args.high_level} model); first full-swap site reaching IIA 0.95 "
+            f"per position: {_sites(m['first_sites'])}"
+        )
         for site in m["named_sites"]:
             print(f"  named site {site['site']}: IIA {_f(site['iia'])} on {site['outputs']} changed held-out outputs")
-        print("  linear probe, readable / used (IIA of swapping its directions), by hook: "
-              + ", ".join(f"{_short(r['hook'])} {r['probe_accuracy']:.2f} / {_f(r['iia'])}" for r in m["probes"]))
+        print(
+            "  linear probe, readable / used (IIA of swapping its directions), by hook: "
+            + ", ".join(f"{_short(r['hook'])} {r['probe_accuracy']:.2f} / {_f(r['iia'])}" for r in m["probes"])
+        )
         d = m["das"]
         if d["chosen"] is None:
             print("  DAS: no hook before the last attention layer to search (a read-out variable)")
         else:
-            print(f"  DAS (one subspace for every position), k = {d['k_max']}, select-split IIA by hook: "
-                  + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"]))
+            print(
+                f"  DAS (one subspace for every position), k = {d['k_max']}, select-split IIA by hook: "
+                + ", ".join(f"{_short(r['hook'])} {_f(r['iia'])}" for r in d["by_hook"])
+            )
             ch = d["chosen"]
-            print(f"  DAS chosen on the select split: {_short(ch['hook'])}, k = {ch['k']}; test IIA {_f(ch['test']['iia'])} "
-                  f"{_ci(ch['test']['interval'])} (random {ch['k']}-dim subspace {_f(ch['random_subspace']['iia'])}; "
-                  f"untrained readout basis there "
-                  f"{_f(next(r['iia'] for r in d['readout'] if r['hook'] == ch['hook']))})")
+            print(
+                f"  DAS chosen on the select split: {_short(ch['hook'])}, k = {ch['k']}; test IIA {_f(ch['test']['iia'])} "
+                f"{_ci(ch['test']['interval'])} (random {ch['k']}-dim subspace {_f(ch['random_subspace']['iia'])}; "
+                f"untrained readout basis there "
+                f"{_f(next(r['iia'] for r in d['readout'] if r['hook'] == ch['hook']))})"
+            )
             bd = d["boundless"]
-            print(f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}")
+            print(
+                f"  boundless DAS at {_short(bd['hook'])}: learns k = {bd['k']}, IIA {_f(bd['iia'])} {_ci(bd['interval'])}"
+            )
         if "null" in v:
             nd = v["null"]["das"]
-            print(f"  nulls ({result['nulls']} random-init models searched the same way): DAS test IIA up to "
-                  f"{_f(nd['iia'])} (upper bound {_f(nd['upper'])}); best full swap "
-                  f"{_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}")
+            print(
+                f"  nulls ({result['nulls']} random-init models searched the same way): DAS test IIA up to "
+                f"{_f(nd['iia'])} (upper bound {_f(nd['upper'])}); best full swap "
+                f"{_f(max((b for b in v['null']['best'].values() if b is not None), default=None))}"
+            )
         for cname, c in v["constructions"].items():
             print(f"  {cname}: first sites {_sites(c['first_sites'])}")
-            print(f"  verdict against {cname} (full swaps): {c['verdict']['verdict']} "
-                  f"(stability {c['verdict']['stability']:.0%})")
-            print(f"  verdict against {cname} (DAS): {c['das_verdict']['verdict']} "
-                  f"(stability {c['das_verdict'].get('stability', 1.0):.0%})")
+            print(
+                f"  verdict against {cname} (full swaps): {c['verdict']['verdict']} "
+                f"(stability {c['verdict']['stability']:.0%})"
+            )
+            print(
+                f"  verdict against {cname} (DAS): {c['das_verdict']['verdict']} "
+                f"(stability {c['das_verdict'].get('stability', 1.0):.0%})"
+            )
         if "das_verdict" in v:
-            print(f"  verdict (DAS): {v['das_verdict']['verdict']} (stability {v['das_verdict'].get('stability', 1.0):.0%})")
+            print(
+                f"  verdict (DAS): {v['das_verdict']['verdict']} (stability {v['das_verdict'].get('stability', 1.0):.0%})"
+            )
     written = ["align.json"] + ["align.png"] * ("variables" in result) + ["candidates.png"] * ("candidates" in result)
     print(f"wrote {', '.join(str(out / p) for p in written)} ({result['seconds']:.0f} s)")
     return 0
@@ -147,8 +201,10 @@ def _checked(args: argparse.Namespace) -> list[int]:
     if bool(args.run) == bool(args.model):
         raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
     if args.pairs < MIN_SPLIT:
-        raise SandboxError(f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
-                           f"use --pairs {MIN_SPLIT} or more")
+        raise SandboxError(
+            f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
+            f"use --pairs {MIN_SPLIT} or more"
+        )
     if args.das_steps < 1:
         raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
     try:
@@ -169,19 +225,27 @@ def _over_training(args: argparse.Namespace, out: Path) -> int:
     if not args.run:
         raise SandboxError("--checkpoints aligns the models a training run kept: give --run DIR")
     if args.construction or args.variable:
-        raise SandboxError("--checkpoints identifies the algorithm at each kept model; --construction and --variable "
-                           "belong to one model's alignment (run them on a kept model's directory)")
-    result = over_training(args.run, args.candidates or "all", pairs=args.pairs, seed=args.seed,
-                           progress=progress_wanted())
+        raise SandboxError(
+            "--checkpoints identifies the algorithm at each kept model; --construction and --variable "
+            "belong to one model's alignment (run them on a kept model's directory)"
+        )
+    result = over_training(
+        args.run, args.candidates or "all", pairs=args.pairs, seed=args.seed, progress=progress_wanted()
+    )
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", {"over_training": result})
     atomic_write(out / "over_training.png", over_training_png(result))
-    print(f"which algorithm over training ({args.run}; {result['nulls']} random-init nulls, {args.pairs} pairs per split):")
+    print(
+        f"which algorithm over training ({args.run}; {result['nulls']} random-init nulls, {args.pairs} pairs per split):"
+    )
     for r in result["steps"]:
-        scores = ", ".join(f"{n} {_f(c['score'])}{'*' if c['status'] == 'passes' else ''}"
-                           for n, c in r["candidates"].items())
-        print(f"  step {r['step']:>6}  accuracy {_f(r['accuracy'])}  {r['identified']:<13} "
-              f"(stability {r['stability']:.0%}); scores {scores}")
+        scores = ", ".join(
+            f"{n} {_f(c['score'])}{'*' if c['status'] == 'passes' else ''}" for n, c in r["candidates"].items()
+        )
+        print(
+            f"  step {r['step']:>6}  accuracy {_f(r['accuracy'])}  {r['identified']:<13} "
+            f"(stability {r['stability']:.0%}); scores {scores}"
+        )
     print("  (* passes)")
     print(f"wrote {out / 'align.json'}, {out / 'over_training.png'}")
     return 0
@@ -190,23 +254,31 @@ def _over_training(args: argparse.Namespace, out: Path) -> int:
 def _print_candidates(found: dict, model) -> None:
     """The ranking of the candidate algorithms, one line each, then its verdict."""
     title = "twin" if model.card.construction == "trained" else model.card.construction
-    print(f"which algorithm does this {title} run? (test IIA on {found['pairs']['test']} held-out pairs, sites chosen "
-          f"on {found['pairs']['select']} others; {found['nulls']} random-init nulls; chance {found['chance']:.2f}, "
-          f"model accuracy {found['ceiling']:.3f})")
+    print(
+        f"which algorithm does this {title} run? (test IIA on {found['pairs']['test']} held-out pairs, sites chosen "
+        f"on {found['pairs']['select']} others; {found['nulls']} random-init nulls; chance {found['chance']:.2f}, "
+        f"model accuracy {found['ceiling']:.3f})"
+    )
     for r in found["candidates"]:
         score = r["score"]
         null = "" if r["null_score"] is None else f", nulls ≤ {r['null_score']:.3f}"
-        print(f"  {r['algorithm']:<13} {r['status']:<10} score {_f(score['iia'])} {_ci(score['interval'])}{null}: "
-              + ", ".join(f"{v['variable']} {_f(v['iia'])} ({v['status']})" for v in r["variables"]))
+        print(
+            f"  {r['algorithm']:<13} {r['status']:<10} score {_f(score['iia'])} {_ci(score['interval'])}{null}: "
+            + ", ".join(f"{v['variable']} {_f(v['iia'])} ({v['status']})" for v in r["variables"])
+        )
         for v in r["variables"]:
             for e in v["edges"]:
                 if e["status"] == "fails":
                     print(f"      edge {e['edge']}: IIA {_f(e['iia'])} on {e['outputs']} outputs (fails)")
     top = found["candidates"][0] if found["candidates"] else None
     if top and top.get("partitions"):
-        print(f"  which inputs {top['algorithm']} explains (test IIA by cell): " + "; ".join(
-            f"{name}: " + ", ".join(f"{cell} {_f(c['iia'])}" for cell, c in cells.items())
-            for name, cells in top["partitions"].items()))
+        print(
+            f"  which inputs {top['algorithm']} explains (test IIA by cell): "
+            + "; ".join(
+                f"{name}: " + ", ".join(f"{cell} {_f(c['iia'])}" for cell, c in cells.items())
+                for name, cells in top["partitions"].items()
+            )
+        )
     for name, why in found["not_applicable"].items():
         print(f"  {name:<13} not applicable: {why}")
     print(f"  verdict: {found['verdict']}")
@@ -218,21 +290,32 @@ def summary(result: dict) -> dict:
     out: dict = {"seconds": result["seconds"], "variables": {}}
     if "candidates" in result:
         c = result["candidates"]
-        out["candidates"] = {"identified": c["identified"], "stability": c["stability"],
-                             "ranking": [{"algorithm": r["algorithm"], "status": r["status"],
-                                          "score": r["score"]["iia"]} for r in c["candidates"]]}
+        out["candidates"] = {
+            "identified": c["identified"],
+            "stability": c["stability"],
+            "ranking": [
+                {"algorithm": r["algorithm"], "status": r["status"], "score": r["score"]["iia"]}
+                for r in c["candidates"]
+            ],
+        }
     for name, v in result.get("variables", {}).items():
         m = v["model"]
         out["variables"][name] = {
-            "first_sites": m["first_sites"], "ceiling": m["ceiling"],
+            "first_sites": m["first_sites"],
+            "ceiling": m["ceiling"],
             "named_sites": {s["site"]: s["iia"] for s in m["named_sites"]},
             "das_hook": m["das"]["hook"],
-            "das": [{"k": d["k"], "iia": d["iia"], "test_iia": d["test"]["iia"], "random": d["random_subspace"]["iia"]}
-                    for d in m["das"]["k"]],
+            "das": [
+                {"k": d["k"], "iia": d["iia"], "test_iia": d["test"]["iia"], "random": d["random_subspace"]["iia"]}
+                for d in m["das"]["k"]
+            ],
             "null_das": v.get("null", {}).get("das", {}).get("iia"),
-            "verdicts": {c: {"full_swaps": r["verdict"]["verdict"], "das": r["das_verdict"]["verdict"]}
-                         for c, r in v["constructions"].items()},
-            **({"das_verdict": v["das_verdict"]["verdict"]} if "das_verdict" in v else {})}
+            "verdicts": {
+                c: {"full_swaps": r["verdict"]["verdict"], "das": r["das_verdict"]["verdict"]}
+                for c, r in v["constructions"].items()
+            },
+            **({"das_verdict": v["das_verdict"]["verdict"]} if "das_verdict" in v else {}),
+        }
     return out
 
 
@@ -257,7 +340,9 @@ def _construction(name: str, model):
     if entry is None:
         build(name, None, 1)  # refuses an unknown name in one line
     if entry.takes != model.card.task_kind.name:
-        raise ConstructionError(f"{name} models the {entry.takes} task, not this model's {model.card.task_kind.name} task")
+        raise ConstructionError(
+            f"{name} models the {entry.takes} task, not this model's {model.card.task_kind.name} task"
+        )
     from sandbox_lens.interp.tasks.kinds import task_from_dict
 
     card = model.card

@@ -4,12 +4,20 @@ arguments, ``-O KEY=VALUE`` options."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["Parser", "automaton_args", "construction_args", "parse_options", "load_automaton", "add_kind_options",
-           "refuse_other_kinds_options"]
+__all__ = [
+    "Parser",
+    "automaton_args",
+    "construction_args",
+    "parse_options",
+    "load_automaton",
+    "add_kind_options",
+    "refuse_other_kinds_options",
+]
 
 
 class _HelpWithDefaults(argparse.HelpFormatter):
@@ -18,8 +26,12 @@ class _HelpWithDefaults(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (default in (None, False, [], argparse.SUPPRESS) or "default" in text or not action.option_strings
-                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+        if (
+            default in (None, False, [], argparse.SUPPRESS)
+            or "default" in text
+            or not action.option_strings
+            or isinstance(action, (argparse._HelpAction, argparse._VersionAction))
+        ):
             return text
         shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
         return f"{text} (default: {str(shown).replace('%', '%%')})"
@@ -27,6 +39,7 @@ class _HelpWithDefaults(argparse.HelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are one line on stderr and exit status 2."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpWithDefaults)
         super().__init__(*args, **kwargs)
@@ -42,8 +55,11 @@ def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascad
     g.add_argument("--automaton", metavar="NAME", help="catalogue name (see `interp list`)")
     g.add_argument("--automaton-file", metavar="PATH", help="JSON automaton file (format: docs/automata.md)")
     if cascade:
-        g.add_argument("--cascade-file", metavar="PATH",
-                       help="krohn_rhodes: a cascade JSON file (format: docs/constructions.md), simulated instead of an automaton")
+        g.add_argument(
+            "--cascade-file",
+            metavar="PATH",
+            help="krohn_rhodes: a cascade JSON file (format: docs/constructions.md), simulated instead of an automaton",
+        )
         g.add_argument("--dyck", metavar="K,D", help="dyck: the language Dyck_{K,D} (K bracket types, depth ≤ D)")
     if saved_model:
         g.add_argument("--model", metavar="DIR", help="a model saved by `interp build` (instead of building one)")
@@ -53,10 +69,22 @@ def construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> 
     """Add a construction's task and build options (``--length``, ``-O KEY=VALUE``, …) to a parser."""
     p.add_argument("construction", nargs="?" if saved_model else None, help="construction name (see `interp list`)")
     automaton_args(p, saved_model, cascade=True)
-    p.add_argument("--length", "-T", type=int, required=not saved_model, metavar="T",
-                   help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""))
-    p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
-                   help="construction option, e.g. -O code=circle (repeatable)")
+    p.add_argument(
+        "--length",
+        "-T",
+        type=int,
+        required=not saved_model,
+        metavar="T",
+        help="maximum input length" + (" (with --model: defaults to the model's)" if saved_model else ""),
+    )
+    p.add_argument(
+        "--option",
+        "-O",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="construction option, e.g. -O code=circle (repeatable)",
+    )
     p.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
 
 
@@ -122,15 +150,23 @@ def refuse_other_kinds_options(args: argparse.Namespace, kind: Any, attribute: s
                 raise SandboxError(message.format(flag=opt.flags[0], other=other.name, kind=kind.name))
 
 
-def add_settings(p: argparse.ArgumentParser, cls: type, unset: Sequence[str] = (), helps: dict[str, str] | None = None) -> None:
+def add_settings(
+    p: argparse.ArgumentParser, cls: type, unset: Sequence[str] = (), helps: dict[str, str] | None = None
+) -> None:
     """One option per setting of dataclass ``cls`` (:mod:`sandbox_lens.interp.settings`): its flag, type, choices, help and
     default come from the field. Names in ``unset`` default to None — "not given": the caller fills them
     (e.g. from the task kind); ``helps`` adds a sentence to a field's help (e.g. the per-kind defaults)."""
     from sandbox_lens.interp.settings import settings_of
 
     for s in settings_of(cls):
-        kw: dict[str, Any] = {"dest": s.name, "type": s.type, "help": s.help + ((helps or {}).get(s.name, "")),
-                              "default": None if s.name in unset else (list(s.default) if s.many and s.default is not None else s.default)}
+        kw: dict[str, Any] = {
+            "dest": s.name,
+            "type": s.type,
+            "help": s.help + ((helps or {}).get(s.name, "")),
+            "default": None
+            if s.name in unset
+            else (list(s.default) if s.many and s.default is not None else s.default),
+        }
         if s.many:
             kw["nargs"] = "+"
         if s.metavar:

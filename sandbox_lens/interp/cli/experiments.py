@@ -4,30 +4,45 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
 
 
 def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     """Add this module's commands to the ``interp`` parser; returns {command: handler}."""
-    s = sub.add_parser("experiment", help="reproduce a learning claim of the thesis (`interp experiment list`)",
-                       description="Reproduce one of the thesis's learning claims: train populations, evaluate them "
-                                   "beside the exact construction, write results.json and report.html.")
-    s.add_argument("name", metavar="NAME", help="an experiment (see `interp experiment list`), `list`, `all` "
-                                                "(every experiment into OUT/<name>, and OUT/index.html), or `publish` "
-                                                "(commit the full runs under OUT: --to DIR, --docs PAGE)")
+    s = sub.add_parser(
+        "experiment",
+        help="reproduce a learning claim of the thesis (`interp experiment list`)",
+        description="Reproduce one of the thesis's learning claims: train populations, evaluate them "
+        "beside the exact construction, write results.json and report.html.",
+    )
+    s.add_argument(
+        "name",
+        metavar="NAME",
+        help="an experiment (see `interp experiment list`), `list`, `all` "
+        "(every experiment into OUT/<name>, and OUT/index.html), or `publish` "
+        "(commit the full runs under OUT: --to DIR, --docs PAGE)",
+    )
     s.add_argument("--out", metavar="DIR", help="the experiment's directory (rerunning reuses finished runs)")
-    s.add_argument("--quick", action="store_true", help="a seconds-to-a-minute version (tests the pipeline, not the claim)")
+    s.add_argument(
+        "--quick", action="store_true", help="a seconds-to-a-minute version (tests the pipeline, not the claim)"
+    )
     s.add_argument("--seeds", metavar="RANGE", help="seeds instead of the experiment's defaults, e.g. 0-4 or 1,3")
-    s.add_argument("--backend", choices=["local", "ray"], default="local",
-                   help="train the populations on a local process pool or on Ray (default local)")
+    s.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="train the populations on a local process pool or on Ray (default local)",
+    )
     s.add_argument("--workers", type=int, metavar="N", help="local processes or Ray CPUs (default: CPU cores)")
-    s.add_argument("--automaton", metavar="NAME", help="task option (parity-ood: any catalogue automaton; default parity)")
+    s.add_argument(
+        "--automaton", metavar="NAME", help="task option (parity-ood: any catalogue automaton; default parity)"
+    )
     s.add_argument("--dyck", metavar="K,D", help="task option for the Dyck experiments (default 2,4)")
     s.add_argument("--to", metavar="DIR", help="publish: where each experiment's slim results go (docs/results)")
     s.add_argument("--docs", metavar="PAGE", help="publish: the docs page whose verdict table is rewritten from them")
@@ -35,9 +50,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 
 def _list() -> int:
-    from sandbox_lens.interp.experiments import EXPERIMENTS
-
     import textwrap
+
+    from sandbox_lens.interp.experiments import EXPERIMENTS
 
     pad = " " * 23
     for e in EXPERIMENTS.values():
@@ -77,18 +92,35 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         from sandbox_lens.interp.experiments.report import write_index
 
         if options:
-            raise SandboxError("`interp experiment all` runs every experiment on its default task; give task options "
-                               "to one experiment at a time")
+            raise SandboxError(
+                "`interp experiment all` runs every experiment on its default task; give task options "
+                "to one experiment at a time"
+            )
         for name, e in EXPERIMENTS.items():
             print(f"{name} ...", file=sys.stderr)
-            r = run_experiment(e, Path(args.out) / name, quick=args.quick, seeds=seeds, backend=args.backend,
-                               workers=args.workers, progress=progress_wanted())
+            r = run_experiment(
+                e,
+                Path(args.out) / name,
+                quick=args.quick,
+                seeds=seeds,
+                backend=args.backend,
+                workers=args.workers,
+                progress=progress_wanted(),
+            )
             _summary(r, Path(args.out) / name)
         print(f"index -> {write_index(args.out, list(EXPERIMENTS))}")
         return 0
     e = get_experiment(args.name)
-    r = run_experiment(e, args.out, quick=args.quick, seeds=seeds, backend=args.backend, workers=args.workers,
-                       progress=progress_wanted(), options=options)
+    r = run_experiment(
+        e,
+        args.out,
+        quick=args.quick,
+        seeds=seeds,
+        backend=args.backend,
+        workers=args.workers,
+        progress=progress_wanted(),
+        options=options,
+    )
     _summary(r, Path(args.out))
     return 0
 

@@ -18,8 +18,13 @@ from typing import Any
 
 __all__ = ["compare", "compare_dyck", "comparison_for", "write_report", "TWIN"]
 
-_WHERE = {"compare": "analyse", "compare_dyck": "analyse", "comparison_for": "analyse", "write_report": "report",
-          "TWIN": "names"}
+_WHERE = {
+    "compare": "analyse",
+    "compare_dyck": "analyse",
+    "comparison_for": "analyse",
+    "write_report": "report",
+    "TWIN": "names",
+}
 
 
 def __getattr__(name: str) -> Any:

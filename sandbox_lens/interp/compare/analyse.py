@@ -32,23 +32,24 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.compare.automaton import AutomatonComparison
 from sandbox_lens.interp.compare.canonical import canonical, square
 from sandbox_lens.interp.compare.config import CompareConfig
-from sandbox_lens.interp.compare.names import PATTERNS_FILE, TWIN, head_name
 from sandbox_lens.interp.compare.dyck import DyckComparison
 from sandbox_lens.interp.compare.ffl import FFLComparison
+from sandbox_lens.interp.compare.names import PATTERNS_FILE, TWIN, head_name
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.files import atomic_write, write_json
 from sandbox_lens.interp.model.hooked import backend
 from sandbox_lens.interp.model.run import attention_patterns, live_heads, require_hooked
+from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.dyck import Dyck
 
@@ -60,8 +61,15 @@ PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact ac
 Comparison = DyckComparison | AutomatonComparison | FFLComparison
 
 
-def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: int | None, minutes: float, seed: int,
-          progress: bool):
+def _twin(
+    comparison: Comparison,
+    out: Path,
+    trained: str | Path | None,
+    steps: int | None,
+    minutes: float,
+    seed: int,
+    progress: bool,
+):
     from sandbox_lens.interp.train import TrainConfig, default_shape, has_checkpoint, load_trained, train
 
     task = comparison.task
@@ -69,15 +77,26 @@ def _twin(comparison: Comparison, out: Path, trained: str | Path | None, steps: 
         return load_trained(trained, expect_task=task.to_dict()), Path(trained)
     directory = out / "twin"
     d = comparison.train_defaults()
-    config = TrainConfig(steps=steps or d["steps"], batch=32, lr=d["lr"], warmup=100, eval_every=50,
-                         target_accuracy=d["target_accuracy"], max_minutes=minutes, seed=seed)
+    config = TrainConfig(
+        steps=steps or d["steps"],
+        batch=32,
+        lr=d["lr"],
+        warmup=100,
+        eval_every=50,
+        target_accuracy=d["target_accuracy"],
+        max_minutes=minutes,
+        seed=seed,
+    )
     done = _twin_record(directory)
     # a twin that ran out of minutes continues when more are given (the same run, resumed)
-    more_time = (done is not None and done["stopped_by"] == "time" and minutes is not None
-                 and minutes > (done["config"].get("max_minutes") or 0))
+    more_time = (
+        done is not None
+        and done["stopped_by"] == "time"
+        and minutes is not None
+        and minutes > (done["config"].get("max_minutes") or 0)
+    )
     if done is None or more_time:
-        train(task, default_shape(task), config, directory, resume=has_checkpoint(directory),
-              progress=progress)
+        train(task, default_shape(task), config, directory, resume=has_checkpoint(directory), progress=progress)
     return load_trained(directory, expect_task=task.to_dict()), directory
 
 
@@ -95,11 +114,18 @@ def twin_training(directory: Path) -> dict[str, Any]:
     if m is None:
         return {"known": False}
     target = m.get("config", {}).get("target_accuracy")
-    return {"known": True, "final_accuracy": m["final_accuracy"], "best_accuracy": m["best_accuracy"],
-            "target_accuracy": target, "stopped_by": m["stopped_by"], "steps": m["steps"], "seed": m["seed"],
-            "minutes": round(m["wall_seconds"] / 60, 2),
-            "reached_target": None if target is None else m["final_accuracy"] >= target,
-            "history": [{k: h[k] for k in ("step", "loss", "accuracy") if k in h} for h in m.get("history", [])]}
+    return {
+        "known": True,
+        "final_accuracy": m["final_accuracy"],
+        "best_accuracy": m["best_accuracy"],
+        "target_accuracy": target,
+        "stopped_by": m["stopped_by"],
+        "steps": m["steps"],
+        "seed": m["seed"],
+        "minutes": round(m["wall_seconds"] / 60, 2),
+        "reached_target": None if target is None else m["final_accuracy"] >= target,
+        "history": [{k: h[k] for k in ("step", "loss", "accuracy") if k in h} for h in m.get("history", [])],
+    }
 
 
 def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) -> tuple[dict, dict]:
@@ -130,8 +156,16 @@ def attention_scores(comparison: Comparison, model, heads, words: np.ndarray) ->
     return scores, canon
 
 
-def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int, masks: bool,
-             mask_steps: int, mask_sparsities: Sequence[float]) -> tuple[dict, dict]:
+def _analyse(
+    comparison: Comparison,
+    model,
+    eval_words,
+    example_words,
+    seed: int,
+    masks: bool,
+    mask_steps: int,
+    mask_sparsities: Sequence[float],
+) -> tuple[dict, dict]:
     from sandbox_lens.probes.ablation import greedy_prune, head_ablation
     from sandbox_lens.probes.linear import probe_accuracy
     from sandbox_lens.probes.masks import learn_head_masks
@@ -142,47 +176,83 @@ def _analyse(comparison: Comparison, model, eval_words, example_words, seed: int
     for latent, (labels, mask) in data.latents.items():
         acc = probe_accuracy(model, data.tokens, labels, mask, seed=seed)
         first = next((hook for hook, a in acc.items() if a >= PROBE_TARGET), None)
-        best = max(acc, key=acc.get)
+        best = max(acc, key=lambda hook: acc[hook])
         _, counts = np.unique(labels[mask], return_counts=True)
         # chance: always answering the commonest value (a probe below it has learned nothing)
-        probes[latent] = {"accuracy": acc, "first_readable": first, "best": acc[best], "best_hook": best,
-                          "chance": float(counts.max() / counts.sum()) if counts.size else float("nan")}
+        probes[latent] = {
+            "accuracy": acc,
+            "first_readable": first,
+            "best": acc[best],
+            "best_hook": best,
+            "chance": float(counts.max() / counts.sum()) if counts.size else float("nan"),
+        }
     attention, canon = attention_scores(comparison, model, heads, example_words)
     scored = data.targets[data.score_mask]
     chance = float(np.bincount(scored).max() / len(scored)) if len(scored) else float("nan")
-    ablation = {"chance": chance}
+    ablation: dict[str, Any] = {"chance": chance}
     for kind in ("zero", "mean"):
         ab = head_ablation(model, data.tokens, data.targets, data.score_mask, kind=kind, heads=heads)
         ablation["baseline"] = ab["baseline"]
         ablation[kind] = {head_name(h): a for h, a in ab["accuracy"].items()}
-    pr = greedy_prune(model, data.tokens, data.targets, data.score_mask, threshold=PRUNE_FRACTION * ablation["baseline"],
-                      heads=heads)
-    pruning: dict[str, Any] = {"greedy": {
-        "threshold": pr["threshold"], "accuracy": pr["accuracy"], "surviving": [head_name(h) for h in pr["surviving"]],
-        "removed": [head_name(h) for h in pr["removed"]],
-        "trace": [{"removed": head_name(t["removed"]), "accuracy": t["accuracy"]} for t in pr["trace"]]}}
+    pr = greedy_prune(
+        model, data.tokens, data.targets, data.score_mask, threshold=PRUNE_FRACTION * ablation["baseline"], heads=heads
+    )
+    pruning: dict[str, Any] = {
+        "greedy": {
+            "threshold": pr["threshold"],
+            "accuracy": pr["accuracy"],
+            "surviving": [head_name(h) for h in pr["surviving"]],
+            "removed": [head_name(h) for h in pr["removed"]],
+            "trace": [{"removed": head_name(t["removed"]), "accuracy": t["accuracy"]} for t in pr["trace"]],
+        }
+    }
     if masks:
+
         def batches(step: int):
             d = comparison.inputs(model, comparison.train_words(step, seed), with_latents=False)
             return d.tokens, d.targets, d.loss_mask
 
         runs = []
         for sparsity in mask_sparsities:
-            lm = learn_head_masks(model, batches, (data.tokens, data.targets, data.score_mask), sparsity=sparsity,
-                                  steps=mask_steps, heads=heads, seed=seed)
-            runs.append({
-                "sparsity": sparsity, "gates": {head_name(h): g for h, g in lm["gates"].items()},
-                "surviving": [head_name(h) for h in lm["surviving"]], "accuracy_masked": lm["accuracy_masked"],
-                "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"],
-                "kept_accuracy": lm["kept_accuracy"]})
+            lm = learn_head_masks(
+                model,
+                batches,
+                (data.tokens, data.targets, data.score_mask),
+                sparsity=sparsity,
+                steps=mask_steps,
+                heads=heads,
+                seed=seed,
+            )
+            runs.append(
+                {
+                    "sparsity": sparsity,
+                    "gates": {head_name(h): g for h, g in lm["gates"].items()},
+                    "surviving": [head_name(h) for h in lm["surviving"]],
+                    "accuracy_masked": lm["accuracy_masked"],
+                    "accuracy_masked_original_weights": lm["accuracy_masked_original_weights"],
+                    "kept_accuracy": lm["kept_accuracy"],
+                }
+            )
         pruning["learned_masks"] = {"steps": mask_steps, "runs": runs}
-    metrics = {"accuracy": ablation["baseline"], "heads": [head_name(h) for h in heads],
-               "probes": probes, "attention": attention, "ablation": ablation, "pruning": pruning}
+    metrics = {
+        "accuracy": ablation["baseline"],
+        "heads": [head_name(h) for h in heads],
+        "probes": probes,
+        "attention": attention,
+        "ablation": ablation,
+        "pruning": pruning,
+    }
     return metrics, canon
 
 
-def compare(comparison: Comparison, out: str | Path, config: CompareConfig | None = None, *, progress: bool = True,
-            **settings: Any) -> Path:
+def compare(
+    comparison: Comparison,
+    out: str | Path,
+    config: CompareConfig | None = None,
+    *,
+    progress: bool = True,
+    **settings: Any,
+) -> Path:
     """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
 
     ``config`` (:class:`~sandbox_lens.interp.compare.config.CompareConfig`), with any of its fields given as keywords
@@ -191,9 +261,8 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     Theorem 3's weight-mask run (Dyck; 0 skips it) and Corollary 3's two-target run, the counterfactual
     pairs of the circuits section (0 skips it).
     """
-    from sandbox_lens.interp.progress import bar as progress_bar
-
     from sandbox_lens.interp.compare.report import write_report
+    from sandbox_lens.interp.progress import bar as progress_bar
     from sandbox_lens.probes.attention import match_heads
 
     c = replace(config or CompareConfig(), **settings)
@@ -213,27 +282,43 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
     eval_words = comparison.words(samples, seed)
     example_words = comparison.words(examples, seed + 1)
 
-    metrics: dict[str, Any] = {"task": comparison.title, "kind": comparison.kind, "twin": str(twin_dir),
-                               "twin_training": twin_training(twin_dir),
-                               "prefix_label": comparison.prefix_label, "scored_positions": comparison.scored_positions,
-                               "latents": list(comparison.latent_names),
-                               "samples": samples, "examples": examples, "seed": seed,
-                               "models": {}, "probes": {}, "attention": {"matching": {}}, "ablation": {},
-                               "pruning": {}}
+    metrics: dict[str, Any] = {
+        "task": comparison.title,
+        "kind": comparison.kind,
+        "twin": str(twin_dir),
+        "twin_training": twin_training(twin_dir),
+        "prefix_label": comparison.prefix_label,
+        "scored_positions": comparison.scored_positions,
+        "latents": list(comparison.latent_names),
+        "samples": samples,
+        "examples": examples,
+        "seed": seed,
+        "models": {},
+        "probes": {},
+        "attention": {"matching": {}},
+        "ablation": {},
+        "pruning": {},
+    }
     canon = {}
     for name, model in progress_bar(models.items(), disable=not progress, desc="analysing", unit="model", leave=False):
-        m, canon[name] = _analyse(comparison, model, eval_words, example_words, seed, c.masks, max(1, c.mask_steps),
-                                   c.mask_sparsities)
-        metrics["models"][name] = {"accuracy": m["accuracy"], "heads": m["heads"],
-                                   "kind": "trained" if name == TWIN else "construction",
-                                   "layers": model.cfg.n_layers, "d_model": model.cfg.d_model}
+        m, canon[name] = _analyse(
+            comparison, model, eval_words, example_words, seed, c.masks, max(1, c.mask_steps), c.mask_sparsities
+        )
+        metrics["models"][name] = {
+            "accuracy": m["accuracy"],
+            "heads": m["heads"],
+            "kind": "trained" if name == TWIN else "construction",
+            "layers": model.cfg.n_layers,
+            "d_model": model.cfg.d_model,
+        }
         for section in ("probes", "attention", "ablation", "pruning"):
             metrics[section][name] = m[section]
     for name in models:
         if name != TWIN:
             metrics["attention"]["matching"][name] = [
                 {**pair, "trained": head_name(pair["trained"]), "constructed": head_name(pair["constructed"])}
-                for pair in match_heads(canon[TWIN], canon[name])]
+                for pair in match_heads(canon[TWIN], canon[name])
+            ]
     if c.circuit_pairs:
         metrics["circuits"] = _circuits(models, metrics["attention"]["matching"], c.circuit_pairs, seed)
     if c.causal_pairs and twin.card.task_kind.high_level is not None:
@@ -243,14 +328,20 @@ def compare(comparison: Comparison, out: str | Path, config: CompareConfig | Non
 
         metrics["causal_population"] = {
             "directory": str(c.population),
-            "cells": {name or "(all)": causal_population(runs, c.causal_pairs or 128, 100, (1, 2, 4, 8), seed, progress)
-                      for name, runs in population_cells.items()}}
+            "cells": {
+                name or "(all)": causal_population(runs, c.causal_pairs or 128, 100, (1, 2, 4, 8), seed, progress)
+                for name, runs in population_cells.items()
+            },
+        }
     if comparison.theorem3 and c.theorem3_steps and backend() == "TransformerBridge":
-        metrics["pruning"]["theorem3_skipped"] = ("the random network of Theorem 3 is a HookedTransformer (its weight "
-                                                  "mask uses 3.9's parameter names): run it under TransformerLens 3.9")
+        metrics["pruning"]["theorem3_skipped"] = (
+            "the random network of Theorem 3 is a HookedTransformer (its weight "
+            "mask uses 3.9's parameter names): run it under TransformerLens 3.9"
+        )
     elif comparison.theorem3 and c.theorem3_steps:
-        metrics["pruning"]["theorem3"] = _theorem3(comparison, models, eval_words, c.theorem3_steps, c.corollary3_steps,
-                                                   seed, progress)
+        metrics["pruning"]["theorem3"] = _theorem3(
+            comparison, models, eval_words, c.theorem3_steps, c.corollary3_steps, seed, progress
+        )
     metrics["example"] = _write_example_patterns(out, comparison, models, seed)
     metrics["seconds"] = round(time.time() - started, 1)
     write_json(out / "metrics.json", metrics, strict=False)
@@ -272,15 +363,22 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
             out["models"][name] = {"error": str(e)}
             continue
         circuit_heads = sorted(n for n in r["circuit"]["nodes"] if n.startswith("a"))
-        heads[name] = {head_name(tuple(int(x) for x in n[1:].split("."))) for n in circuit_heads}
+        heads[name] = {head_name((int(n[1:].split(".")[0]), int(n.split(".")[1]))) for n in circuit_heads}
         out["models"][name] = {
-            "edges": len(r["circuit"]["edges"]), "graph_edges": len(r["graph"]["edges"]),
-            "heads": sorted(heads[name]), "nodes": r["circuit"]["nodes"],
-            "faithfulness": r["faithfulness"], "faithfulness_kl": r["faithfulness_metrics"]["kl"],
-            "corruption": r["pairs"]["corruption"], "affected_outputs": r["pairs"]["affected_outputs"],
-            "auroc": r.get("auroc"), "precision": r.get("edge_precision"), "recall": r.get("edge_recall"),
+            "edges": len(r["circuit"]["edges"]),
+            "graph_edges": len(r["graph"]["edges"]),
+            "heads": sorted(heads[name]),
+            "nodes": r["circuit"]["nodes"],
+            "faithfulness": r["faithfulness"],
+            "faithfulness_kl": r["faithfulness_metrics"]["kl"],
+            "corruption": r["pairs"]["corruption"],
+            "affected_outputs": r["pairs"]["affected_outputs"],
+            "auroc": r.get("auroc"),
+            "precision": r.get("edge_precision"),
+            "recall": r.get("edge_recall"),
             "relevant_edges": len(r["ground_truth_edges"]) if "ground_truth_edges" in r else None,
-            "seconds": r["wall_seconds"]}
+            "seconds": r["wall_seconds"],
+        }
     for construction, pairs_ in matching.items():
         if TWIN not in heads or construction not in heads:
             continue
@@ -288,9 +386,12 @@ def _circuits(models: dict, matching: dict[str, list[dict]], pairs: int, seed: i
         mapped = {partner[h] for h in heads[TWIN] if h in partner}
         union = mapped | heads[construction]
         out["overlap"][construction] = {
-            "twin_heads": sorted(heads[TWIN]), "mapped": sorted(mapped), "construction_heads": sorted(heads[construction]),
+            "twin_heads": sorted(heads[TWIN]),
+            "mapped": sorted(mapped),
+            "construction_heads": sorted(heads[construction]),
             "shared": sorted(mapped & heads[construction]),
-            "jaccard": len(mapped & heads[construction]) / len(union) if union else None}
+            "jaccard": len(mapped & heads[construction]) / len(union) if union else None,
+        }
     return out
 
 
@@ -300,8 +401,15 @@ def _causal(models: dict, pairs: int, seed: int, progress: bool) -> dict[str, An
     from sandbox_lens.interp.causal.align import align, nulls_of
 
     twin = models[TWIN]
-    return align(twin, constructions={n: m for n, m in models.items() if n != TWIN}, null=nulls_of(twin, seed),
-                 pairs=pairs, das_steps=100, seed=seed, progress=progress)
+    return align(
+        twin,
+        constructions={n: m for n, m in models.items() if n != TWIN},
+        null=nulls_of(twin, seed),
+        pairs=pairs,
+        das_steps=100,
+        seed=seed,
+        progress=progress,
+    )
 
 
 def _write_example_patterns(out: Path, comparison: Comparison, models: dict, seed: int) -> dict[str, Any]:
@@ -311,7 +419,7 @@ def _write_example_patterns(out: Path, comparison: Comparison, models: dict, see
 
     word = comparison.example_word(seed)
     arrays: dict[str, np.ndarray] = {}
-    heads: dict[str, list[str]] = {}
+    heads: dict[str, list[list[str]]] = {}
     for name, model in models.items():
         data = comparison.inputs(model, np.asarray(word)[None], with_latents=False)
         pats = attention_patterns(model, data.tokens)
@@ -321,18 +429,28 @@ def _write_example_patterns(out: Path, comparison: Comparison, models: dict, see
             arrays[key] = square(p[0], data.prefix)
             heads[name].append([head_name((layer, head)), key])
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
     atomic_write(out / PATTERNS_FILE, buf.getvalue())
     shown = comparison.display_tokens(next(iter(models.values())), word)
-    return {"tokens": [comparison.prefix_label, *shown[len(shown) - len(word):]], "heads": heads,
-            "patterns": PATTERNS_FILE}
+    return {
+        "tokens": [comparison.prefix_label, *shown[len(shown) - len(word) :]],
+        "heads": heads,
+        "patterns": PATTERNS_FILE,
+    }
 
 
 COROLLARY3_SHARED = ("blocks.1.attn.W_K",)  # the one matrix both prunings must share
 
 
-def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, corollary3_steps: int | None,
-              seed: int, progress: bool) -> dict:
+def _theorem3(
+    comparison: Any,  # a comparison whose task has Theorem 3's pruning (its ``theorem3`` is true: Dyck)
+    models: dict,
+    eval_words,
+    steps: int,
+    corollary3_steps: int | None,
+    seed: int,
+    progress: bool,
+) -> dict:
     """Theorem 3 (a random network pruned into the stack construction) and, when both the stack
     and the uniform constructions are compared, Corollary 3 (both pruned out of one random network
     with one shared pruned matrix)."""
@@ -352,11 +470,23 @@ def _theorem3(comparison: DyckComparison, models: dict, eval_words, steps: int, 
     r.update({"target": name, "random_shape": shape.__dict__})
     if corollary3_steps and {"stack", "uniform"} <= set(models):
         pair = ("stack", "uniform")
-        c = learn_weight_masks([models[n] for n in pair], large, batches, eval_data, steps=corollary3_steps,
-                               shared=COROLLARY3_SHARED, seed=seed, progress=progress)
-        r["corollary3"] = {"targets": {n: t for n, t in zip(pair, c["targets"])}, "shared": c["shared"],
-                           "shared_identical": c["shared_identical"], "other_masks_jaccard": c["other_masks_jaccard"],
-                           "steps": corollary3_steps}
+        c = learn_weight_masks(
+            [models[n] for n in pair],
+            large,
+            batches,
+            eval_data,
+            steps=corollary3_steps,
+            shared=COROLLARY3_SHARED,
+            seed=seed,
+            progress=progress,
+        )
+        r["corollary3"] = {
+            "targets": {n: t for n, t in zip(pair, c["targets"])},
+            "shared": c["shared"],
+            "shared_identical": c["shared_identical"],
+            "other_masks_jaccard": c["other_masks_jaccard"],
+            "steps": corollary3_steps,
+        }
     return r
 
 
@@ -376,8 +506,9 @@ def comparison_of_task(task: dict[str, Any]) -> Comparison:
     return resolve(kind.comparison).from_task(kind.task_from_dict(task))
 
 
-def comparison_for(task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None,
-                   ffl: float = 0.8) -> Comparison:
+def comparison_for(
+    task: str, *, dyck: tuple[int, int] = (2, 4), length: int | None = None, ffl: float = 0.8
+) -> Comparison:
     """The adapter for ``interp compare TASK``: a task kind's name (``dyck``: Dyck_``dyck``; ``ffl``:
     FFL(``ffl``)) or a catalogue automaton's; ``length`` defaults to the kind's comparison length."""
     from sandbox_lens.interp.tasks.kinds import AUTOMATON, kind_names, task_kind

@@ -4,18 +4,25 @@ constructions are those of the registry that accept it (e.g. ``modular_counter``
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.streams import Stream
-from sandbox_lens.interp.compare.canonical import AfterBos, ModelInputs, canonical_lookback, canonical_prefix, canonical_uniform
+from sandbox_lens.interp.compare.canonical import (
+    AfterBos,
+    ModelInputs,
+    canonical_lookback,
+    canonical_prefix,
+    canonical_uniform,
+)
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
-from sandbox_lens.interp.tasks.kinds import AUTOMATON
 from sandbox_lens.interp.tasks.gridworld import is_line_grid, last_boundary_positions
+from sandbox_lens.interp.tasks.kinds import AUTOMATON
 from sandbox_lens.probes.attention import target_reference
 
 __all__ = ["AutomatonComparison"]
@@ -32,7 +39,7 @@ class AutomatonComparison(AfterBos):
     theorem3 = False  # Theorem 3's random-network mask is a Dyck demonstration
 
     @classmethod
-    def from_task(cls, task: AutomatonTask) -> "AutomatonComparison":
+    def from_task(cls, task: AutomatonTask) -> AutomatonComparison:
         """The adapter for a training task (the registry's ``comparison`` of the automaton kind)."""
         return cls(task.automaton, task.length)
 
@@ -44,9 +51,15 @@ class AutomatonComparison(AfterBos):
         self.resets = [s for s in range(a.n_symbols) if len(set(a.delta[s].tolist())) == 1]
         self.latent_names = ("state", *(("distance to the last boundary",) if self.is_grid else ()))
         # Look-backs by powers of two: the prefix scan's heads (Theorem 10) look back 2^j.
-        self.lookbacks = [2 ** j for j in range(1, max(1, (self.length - 1).bit_length()))]
-        self.reference_names = ("uniform", "previous token", *(f"look-back {k}" for k in self.lookbacks), "prefix",
-                                *(("last boundary",) if self.is_grid else ()), *(("last reset",) if self.resets else ()))
+        self.lookbacks = [2**j for j in range(1, max(1, (self.length - 1).bit_length()))]
+        self.reference_names = (
+            "uniform",
+            "previous token",
+            *(f"look-back {k}" for k in self.lookbacks),
+            "prefix",
+            *(("last boundary",) if self.is_grid else ()),
+            *(("last reset",) if self.resets else ()),
+        )
 
     @property
     def title(self) -> str:
@@ -77,7 +90,7 @@ class AutomatonComparison(AfterBos):
     def example_word(self, seed: int) -> np.ndarray:
         return self.words(1, seed + 1)[0][: min(self.length, 16)]
 
-    def display_tokens(self, model, word: Sequence[int]) -> list[str]:
+    def display_tokens(self, model, word: Sequence[int] | np.ndarray) -> list[str]:
         return model.card.token_names(word)
 
     def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
@@ -94,8 +107,14 @@ class AutomatonComparison(AfterBos):
         if with_latents:
             out.latents = {"state": (targets, mask)}
             if self.is_grid:
-                last = np.array([last_boundary_positions(np.concatenate([[self.automaton.initial], row]),
-                                                         self.automaton.n_states)[1:] for row in states])
+                last = np.array(
+                    [
+                        last_boundary_positions(
+                            np.concatenate([[self.automaton.initial], row]), self.automaton.n_states
+                        )[1:]
+                        for row in states
+                    ]
+                )
                 distance = np.zeros_like(tokens)
                 distance[:, P:] = np.minimum(np.arange(1, words.shape[1] + 1) - last, BOUNDARY_DISTANCE_CAP)
                 out.latents["distance to the last boundary"] = (distance, mask)
@@ -104,8 +123,12 @@ class AutomatonComparison(AfterBos):
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         word = np.asarray(word, dtype=np.int64)
         T = len(word)
-        refs = {"uniform": canonical_uniform(T), "previous token": canonical_lookback(T, 1),
-                **{f"look-back {k}": canonical_lookback(T, k) for k in self.lookbacks}, "prefix": canonical_prefix(T)}
+        refs = {
+            "uniform": canonical_uniform(T),
+            "previous token": canonical_lookback(T, 1),
+            **{f"look-back {k}": canonical_lookback(T, k) for k in self.lookbacks},
+            "prefix": canonical_prefix(T),
+        }
         if self.is_grid:
             states = np.concatenate([[self.automaton.initial], self.automaton.run(word[None])[0]])
             refs["last boundary"] = target_reference(last_boundary_positions(states, self.automaton.n_states))[1:]

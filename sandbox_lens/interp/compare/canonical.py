@@ -14,8 +14,8 @@ BOS then the word), so every analysis is phrased on the word:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -23,8 +23,17 @@ from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.probes.attention import lookback_reference, target_reference, uniform_reference
 
-__all__ = ["ModelInputs", "canonical", "square", "AfterBos", "canonical_lookback",
-           "canonical_uniform", "canonical_prefix", "canonical_keys"]
+__all__ = [
+    "ModelInputs",
+    "canonical",
+    "square",
+    "AfterBos",
+    "canonical_lookback",
+    "canonical_uniform",
+    "canonical_prefix",
+    "canonical_keys",
+]
+
 
 @dataclass
 class ModelInputs:

@@ -16,25 +16,39 @@ class CompareConfig:
     """The settings of one comparison (the task and OUT are given apart)."""
 
     constructions: tuple[str, ...] | None = setting(
-        None, "constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)",
-        flag="--construction", metavar="NAME")
-    trained: str | None = setting(None, "a run directory of `interp train` on the same task (default: train a twin in "
-                                  "OUT/twin)", metavar="DIR")
+        None,
+        "constructions to compare (dyck: stack uniform balanced; automata: registry names; default: all that apply)",
+        flag="--construction",
+        metavar="NAME",
+    )
+    trained: str | None = setting(
+        None, "a run directory of `interp train` on the same task (default: train a twin in OUT/twin)", metavar="DIR"
+    )
     samples: int = setting(200, "sampled words for probes, ablation and pruning")
     examples: int = setting(20, "example words for the attention scores")
     train_steps: int | None = setting(None, "steps of the twin trained here (default: the task kind's)")
     train_minutes: float = setting(5.0, "time budget when the twin is trained here")
     masks: bool = setting(True, "learn head masks (the option: --mask-steps 0 skips them)", cli=False)
     mask_steps: int = setting(150, "steps of learned head masks (0: skip)")
-    mask_sparsities: tuple[float, ...] = setting((0.1, 0.3, 1.0), "L0 penalties of the learned head masks, nats per "
-                                                 "open head", flag="--mask-sparsity", metavar="λ")
+    mask_sparsities: tuple[float, ...] = setting(
+        (0.1, 0.3, 1.0),
+        "L0 penalties of the learned head masks, nats per open head",
+        flag="--mask-sparsity",
+        metavar="λ",
+    )
     theorem3_steps: int = setting(1000, "dyck: steps of the random-network weight mask (0: skip)")
     corollary3_steps: int = setting(400, "dyck: steps of the two-target mask with one shared matrix (0: skip)")
     circuit_pairs: int = setting(64, "counterfactual pairs for the circuits section (ACDC on every model; 0: skip)")
-    population: str | None = setting(None, "a sweep directory of `interp train --seeds` on the same task: every twin "
-                                      "aligned causally beside its null and the construction, summarised over seeds "
-                                      "in the report (the causal section's pairs)", metavar="DIR")
-    causal_pairs: int = setting(128, "pairs (and as many held out) for the causal section (every task kind with a high-level model); 0: skip")
+    population: str | None = setting(
+        None,
+        "a sweep directory of `interp train --seeds` on the same task: every twin "
+        "aligned causally beside its null and the construction, summarised over seeds "
+        "in the report (the causal section's pairs)",
+        metavar="DIR",
+    )
+    causal_pairs: int = setting(
+        128, "pairs (and as many held out) for the causal section (every task kind with a high-level model); 0: skip"
+    )
     seed: int = setting(0, "seed of the sampled words, the twin and the masks")
 
     def __post_init__(self) -> None:

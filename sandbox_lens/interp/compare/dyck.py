@@ -3,15 +3,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.streams import Stream
-from sandbox_lens.interp.compare.canonical import AfterBos, ModelInputs, canonical_lookback, canonical_prefix, canonical_uniform
+from sandbox_lens.interp.compare.canonical import (
+    AfterBos,
+    ModelInputs,
+    canonical_lookback,
+    canonical_prefix,
+    canonical_uniform,
+)
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.card import TokenIO
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.probes.attention import target_reference
@@ -30,7 +37,7 @@ class DyckComparison(AfterBos):
     theorem3 = True  # the stack construction pruned out of a random network (thesis Theorem 3)
 
     @classmethod
-    def from_task(cls, task: DyckTask) -> "DyckComparison":
+    def from_task(cls, task: DyckTask) -> DyckComparison:
         """The adapter for a training task (the registry's ``comparison`` of the Dyck kind)."""
         return cls(task.lang, task.length)
 
@@ -69,7 +76,7 @@ class DyckComparison(AfterBos):
             return self.lang.encode(PROBE_INPUT)
         return self.lang.sample(1, min(16, fits), seed=seed)[0]
 
-    def display_tokens(self, model, word: Sequence[int]) -> list[str]:
+    def display_tokens(self, model, word: Sequence[int] | np.ndarray) -> list[str]:
         return ["BOS", *(self.lang.bracket_names[b] for b in word)]
 
     def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
@@ -87,8 +94,12 @@ class DyckComparison(AfterBos):
         if with_latents:
             steps = np.where(words % 2 == 0, 1, -1)
             depth = np.concatenate([np.zeros((len(words), 1), dtype=np.int64), np.cumsum(steps, axis=1)], axis=1)
-            top = np.array([[self.lang.k if p == 0 else int(row[p - 1]) // 2
-                             for p in self.lang.stack_top_positions(row)] for row in words])
+            top = np.array(
+                [
+                    [self.lang.k if p == 0 else int(row[p - 1]) // 2 for p in self.lang.stack_top_positions(row)]
+                    for row in words
+                ]
+            )
             everywhere = np.ones(tokens.shape, dtype=bool)
             out.latents = {"depth": (depth, everywhere), "stack-top type": (top, everywhere)}
         return out
@@ -96,5 +107,9 @@ class DyckComparison(AfterBos):
     def references(self, word: Sequence[int]) -> dict[str, np.ndarray]:
         T = len(word)
         # With BOS as the only prefix token, token positions are canonical keys already.
-        return {"stack top": target_reference(self.lang.stack_top_positions(word))[1:], "uniform": canonical_uniform(T),
-                "previous token": canonical_lookback(T, 1), "BOS": canonical_prefix(T)}
+        return {
+            "stack top": target_reference(self.lang.stack_top_positions(word))[1:],
+            "uniform": canonical_uniform(T),
+            "previous token": canonical_lookback(T, 1),
+            "BOS": canonical_prefix(T),
+        }

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.compare.canonical import ModelInputs, canonical_keys
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.batches import FFLTask, step_rng
 
@@ -33,7 +34,7 @@ class FFLComparison:
     theorem3 = False  # Theorem 3's random-network mask is a Dyck demonstration
 
     @classmethod
-    def from_task(cls, task: FFLTask) -> "FFLComparison":
+    def from_task(cls, task: FFLTask) -> FFLComparison:
         """The adapter for a training task (the registry's ``comparison`` of the flip-flop kind)."""
         return cls(task)
 
@@ -74,7 +75,7 @@ class FFLComparison:
                 return word
         return word
 
-    def display_tokens(self, model, word: Sequence[int]) -> list[str]:
+    def display_tokens(self, model, word: Sequence[int] | np.ndarray) -> list[str]:
         return [ffl.VOCAB[t] for t in word]
 
     def inputs(self, model, words: np.ndarray, with_latents: bool = True) -> ModelInputs:
@@ -86,8 +87,10 @@ class FFLComparison:
             after_w[:, 1:] = tokens[:, :-1] == 0
             # Not probed on a w itself: a write is under way there, and Prop. 3's layer 2 attends to
             # the (flagged) w rather than carry the old bit through it — only reads need the bit.
-            out.latents = {"last written bit": (np.maximum(written - 3, 0), (written >= 0) & (tokens != 0)),
-                           "after w": (after_w, np.ones(tokens.shape, dtype=bool))}
+            out.latents = {
+                "last written bit": (np.maximum(written - 3, 0), (written >= 0) & (tokens != 0)),
+                "after w": (after_w, np.ones(tokens.shape, dtype=bool)),
+            }
         return out
 
     def scored_queries(self, word: Sequence[int]) -> np.ndarray:
@@ -112,6 +115,11 @@ class FFLComparison:
             else:
                 dense[q, q + 1] = 1.0
         uniform = np.tril(np.ones((T, T))) / (t + 1)[:, None]
-        return {"latest write": canonical_keys(np.where(latest >= 0, latest, t)), "latest w": canonical_keys(np.where(latest_w >= 0, latest_w, t)),
-                "all writes": dense, "previous token": canonical_keys(np.maximum(t - 1, 0)), "itself": canonical_keys(t),
-                "uniform": np.concatenate([np.zeros((T, 1)), uniform], axis=1)}
+        return {
+            "latest write": canonical_keys(np.where(latest >= 0, latest, t)),
+            "latest w": canonical_keys(np.where(latest_w >= 0, latest_w, t)),
+            "all writes": dense,
+            "previous token": canonical_keys(np.maximum(t - 1, 0)),
+            "itself": canonical_keys(t),
+            "uniform": np.concatenate([np.zeros((T, 1)), uniform], axis=1),
+        }

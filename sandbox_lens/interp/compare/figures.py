@@ -49,8 +49,16 @@ def probe_png(probes: dict[str, dict[str, dict[str, Any]]], latents: list[str]) 
             acc = per[latent]["accuracy"]
             xs = np.linspace(0, 1, len(acc)) if len(acc) > 1 else np.zeros(1)
             # constructions often read identically: earlier lines wider and hollow, so none hides another
-            ax.plot(xs, list(acc.values()), marker="os^Dv"[i % 5], ms=7 - 1.2 * min(i, 4), mfc="none",
-                    lw=max(0.8, 3.2 - 0.8 * i), ls=("-", "--", "-.", ":")[i % 4], label=model)
+            ax.plot(
+                xs,
+                list(acc.values()),
+                marker="os^Dv"[i % 5],
+                ms=7 - 1.2 * min(i, 4),
+                mfc="none",
+                lw=max(0.8, 3.2 - 0.8 * i),
+                ls=("-", "--", "-.", ":")[i % 4],
+                label=model,
+            )
             chance = per[latent].get("chance", chance)
         if chance is not None:
             ax.axhline(chance, ls="--", lw=0.9, color="grey")

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,12 +56,18 @@ def _cell(runs: list[Path], samples: int, seed: int) -> dict[str, Any]:
     baseline = random_attention_baseline(n)
     variation = {}
     for head in heads:
-        values = [attention_variation(patterns[a][head][0], patterns[b][head][0])
-                  for a, b in itertools.combinations(sorted(models), 2)]
+        values = [
+            attention_variation(patterns[a][head][0], patterns[b][head][0])
+            for a, b in itertools.combinations(sorted(models), 2)
+        ]
         if values:
-            variation[head_name(head)] = {"mean": float(np.mean(values)), "min": float(np.min(values)),
-                                          "max": float(np.max(values)), "pairs": len(values),
-                                          "ratio_to_random": float(np.mean(values) / baseline) if baseline else None}
+            variation[head_name(head)] = {
+                "mean": float(np.mean(values)),
+                "min": float(np.min(values)),
+                "max": float(np.max(values)),
+                "pairs": len(values),
+                "ratio_to_random": float(np.mean(values) / baseline) if baseline else None,
+            }
     words = comparison.words(samples, seed)
     references: dict[str, dict[str, Any]] = {}
     probes: dict[str, dict[str, list[float]]] = {}
@@ -77,27 +84,56 @@ def _cell(runs: list[Path], samples: int, seed: int) -> dict[str, Any]:
             ref = sc["best_reference"]
             entry = references.setdefault(head, {})
             entry.setdefault(ref, []).append(sc["references"][ref]["tv_distance"])
-        per_seed.append({"seed": s, "best_reference": {h: sc["best_reference"] for h, sc in scores.items()},
-                         "probe_best": best_probe})
+        per_seed.append(
+            {
+                "seed": s,
+                "best_reference": {h: sc["best_reference"] for h, sc in scores.items()},
+                "probe_best": best_probe,
+            }
+        )
     return {
-        "runs": [str(r) for r in runs], "seeds": sorted(models), "probe_tokens": probe[0].tolist(),
+        "runs": [str(r) for r in runs],
+        "seeds": sorted(models),
+        "probe_tokens": probe[0].tolist(),
         "probe_text": " ".join(comparison.display_tokens(first, word)),
-        "attention_variation": variation, "random_baseline": baseline, "positions": n,
-        "best_reference": {h: {ref: {"heads": len(tv), "mean_tv": float(np.mean(tv))} for ref, tv in refs.items()}
-                           for h, refs in references.items()},
-        "probes": {lat: {"median": float(np.median(v["best"])), "min": float(np.min(v["best"])),
-                         "max": float(np.max(v["best"])), "per_seed": v["best"]} for lat, v in probes.items()},
+        "attention_variation": variation,
+        "random_baseline": baseline,
+        "positions": n,
+        "best_reference": {
+            h: {ref: {"heads": len(tv), "mean_tv": float(np.mean(tv))} for ref, tv in refs.items()}
+            for h, refs in references.items()
+        },
+        "probes": {
+            lat: {
+                "median": float(np.median(v["best"])),
+                "min": float(np.min(v["best"])),
+                "max": float(np.max(v["best"])),
+                "per_seed": v["best"],
+            }
+            for lat, v in probes.items()
+        },
         "per_seed": per_seed,
     }
 
 
-def population(directory: str | Path, samples: int = 64, seed: int = 0, out: str | Path | None = None,
-               causal_pairs: int = 0, das_steps: int = 150, ks: Sequence[int] = (1, 2, 4, 8),
-               progress: bool = False) -> dict[str, Any]:
+def population(
+    directory: str | Path,
+    samples: int = 64,
+    seed: int = 0,
+    out: str | Path | None = None,
+    causal_pairs: int = 0,
+    das_steps: int = 150,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    progress: bool = False,
+) -> dict[str, Any]:
     """The population analyses of every cell of a sweep directory (see the module docstring)."""
     cells = run_directories(directory)
-    result = {"directory": str(directory), "samples": samples, "seed": seed,
-              "cells": {name or "(all)": _cell(runs, samples, seed) for name, runs in cells.items()}}
+    result = {
+        "directory": str(directory),
+        "samples": samples,
+        "seed": seed,
+        "cells": {name or "(all)": _cell(runs, samples, seed) for name, runs in cells.items()},
+    }
     if causal_pairs:
         for name, runs in cells.items():
             cell = result["cells"][name or "(all)"]

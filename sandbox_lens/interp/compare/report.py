@@ -70,11 +70,13 @@ def _twin_warning(t: dict[str, Any]) -> str:
     """A visible note when the twin stopped below its target: its circuits are not a learned model's."""
     if not t.get("known") or t.get("reached_target") is not False:
         return ""
-    return (f"<p class='warn'><b>The twin did not reach its target</b>: held-out accuracy {t['final_accuracy']:.3f} "
-            f"of {t['target_accuracy']:g} after {t['steps']} steps ({t['minutes']:.1f} min, stopped by "
-            f"{html.escape(t['stopped_by'])}). What follows describes a model that has not learned the task. Give it "
-            f"more time (<code>--train-minutes</code> larger than before continues the same run) or another "
-            f"<code>--seed</code> with another <code>--out</code>.</p>")
+    return (
+        f"<p class='warn'><b>The twin did not reach its target</b>: held-out accuracy {t['final_accuracy']:.3f} "
+        f"of {t['target_accuracy']:g} after {t['steps']} steps ({t['minutes']:.1f} min, stopped by "
+        f"{html.escape(t['stopped_by'])}). What follows describes a model that has not learned the task. Give it "
+        f"more time (<code>--train-minutes</code> larger than before continues the same run) or another "
+        f"<code>--seed</code> with another <code>--out</code>.</p>"
+    )
 
 
 def _theorem3_found(metrics: dict[str, Any]) -> bool | None:
@@ -86,8 +88,10 @@ def _corollary3_shown(metrics: dict[str, Any]) -> bool | None:
     c3 = (metrics["pruning"].get("theorem3") or {}).get("corollary3")
     if not c3:
         return None
-    return c3["shared_identical"] and all(t["accuracy"] >= metrics["models"].get(n, {}).get("accuracy", 1.0) - FOUND_MARGIN
-                                          for n, t in c3["targets"].items())
+    return c3["shared_identical"] and all(
+        t["accuracy"] >= metrics["models"].get(n, {}).get("accuracy", 1.0) - FOUND_MARGIN
+        for n, t in c3["targets"].items()
+    )
 
 
 def conclusions(metrics: dict[str, Any]) -> list[str]:
@@ -98,19 +102,27 @@ def conclusions(metrics: dict[str, Any]) -> list[str]:
     out = []
     below = {n: models[n]["accuracy"] for n in built if models[n]["accuracy"] < 1.0}
     if built:
-        out.append(f"Every construction is exact on these {metrics['samples']} words (accuracy 1.000)." if not below else
-                   "Constructions below accuracy 1 on these words: "
-                   + ", ".join(f"{n} {a:.3f}" for n, a in below.items()) + " — check the length and dtype.")
+        out.append(
+            f"Every construction is exact on these {metrics['samples']} words (accuracy 1.000)."
+            if not below
+            else "Constructions below accuracy 1 on these words: "
+            + ", ".join(f"{n} {a:.3f}" for n, a in below.items())
+            + " — check the length and dtype."
+        )
     t = metrics.get("twin_training", {})
     if twin:
         acc = models[twin]["accuracy"]
         if t.get("reached_target") is False:
-            out.append(f"The twin did NOT reach its target (held-out {t['final_accuracy']:.3f} of {t['target_accuracy']:g} "
-                       f"after {t['steps']} steps): every statement about it below describes a model that has not "
-                       "learned the task.")
+            out.append(
+                f"The twin did NOT reach its target (held-out {t['final_accuracy']:.3f} of {t['target_accuracy']:g} "
+                f"after {t['steps']} steps): every statement about it below describes a model that has not "
+                "learned the task."
+            )
         elif t.get("reached_target"):
-            out.append(f"The twin reached its target ({t['final_accuracy']:.3f} ≥ {t['target_accuracy']:g} after "
-                       f"{t['steps']} steps, seed {t['seed']}); on these words it scores {acc:.3f}.")
+            out.append(
+                f"The twin reached its target ({t['final_accuracy']:.3f} ≥ {t['target_accuracy']:g} after "
+                f"{t['steps']} steps, seed {t['seed']}); on these words it scores {acc:.3f}."
+            )
         else:
             out.append(f"The twin scores {acc:.3f} on these words (no training record with a target).")
     for latent in metrics["latents"]:
@@ -120,45 +132,73 @@ def conclusions(metrics: dict[str, Any]) -> list[str]:
         if twin:
             p = probes[twin]
             chance = p.get("chance")
-            text += (f"; in the twin from {_short_hook(p['first_readable'])}" if p["first_readable"] else
-                     f"; in the twin nowhere (best {p['best']:.3f} at {_short_hook(p['best_hook'])}"
-                     + (f", chance {chance:.3f})" if chance is not None else ")"))
+            text += (
+                f"; in the twin from {_short_hook(p['first_readable'])}"
+                if p["first_readable"]
+                else f"; in the twin nowhere (best {p['best']:.3f} at {_short_hook(p['best_hook'])}"
+                + (f", chance {chance:.3f})" if chance is not None else ")")
+            )
         out.append(text + ".")
     matching = metrics["attention"].get("matching", {})
     if matching:
         mean_tv = {c: float(np.mean([m["tv_distance"] for m in ms])) for c, ms in matching.items() if ms}
         if mean_tv:
             order = sorted(mean_tv, key=mean_tv.get)
-            out.append(f"The twin's attention is closest to the {order[0]} construction's (mean TV distance of the head "
-                       f"matching {mean_tv[order[0]]:.2f}; " + ", ".join(f"{c} {mean_tv[c]:.2f}" for c in order[1:])
-                       + "). TV 0 is the same pattern, 1 disjoint; attention alone does not show the same mechanism.")
+            out.append(
+                f"The twin's attention is closest to the {order[0]} construction's (mean TV distance of the head "
+                f"matching {mean_tv[order[0]]:.2f}; "
+                + ", ".join(f"{c} {mean_tv[c]:.2f}" for c in order[1:])
+                + "). TV 0 is the same pattern, 1 disjoint; attention alone does not show the same mechanism."
+            )
     necessary = {}
     for n, a in metrics["ablation"].items():
         margin = a["baseline"] - a["chance"]
         necessary[n] = [h for h, acc in a["zero"].items() if margin > 0 and a["baseline"] - acc > margin / 2]
     if necessary:
-        out.append("Heads whose zero-ablation costs more than half the margin over chance: "
-                   + "; ".join(f"{n}: {', '.join(hs) or 'none'}" for n, hs in necessary.items()) + ".")
-    lost = [f"{n} at λ = {r['sparsity']:g}" for n in models
-            for r in metrics["pruning"].get(n, {}).get("learned_masks", {}).get("runs", []) if not r["kept_accuracy"]]
+        out.append(
+            "Heads whose zero-ablation costs more than half the margin over chance: "
+            + "; ".join(f"{n}: {', '.join(hs) or 'none'}" for n, hs in necessary.items())
+            + "."
+        )
+    lost = [
+        f"{n} at λ = {r['sparsity']:g}"
+        for n in models
+        for r in metrics["pruning"].get(n, {}).get("learned_masks", {}).get("runs", [])
+        if not r["kept_accuracy"]
+    ]
     if any("learned_masks" in metrics["pruning"].get(n, {}) for n in models):
-        out.append("Learned head masks lost accuracy for " + ", ".join(lost) + "." if lost else
-                   "Every learned head mask kept its model's accuracy.")
+        out.append(
+            "Learned head masks lost accuracy for " + ", ".join(lost) + "."
+            if lost
+            else "Every learned head mask kept its model's accuracy."
+        )
     found, shown = _theorem3_found(metrics), _corollary3_shown(metrics)
     if found is not None:
         t3 = metrics["pruning"]["theorem3"]
-        out.append(f"Theorem 3 at this scale: the pruned random network {'reproduces' if found else 'does NOT reproduce'} "
-                   f"the {t3['target']} construction (accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f}, "
-                   f"within {FOUND_MARGIN} counts).")
+        out.append(
+            f"Theorem 3 at this scale: the pruned random network {'reproduces' if found else 'does NOT reproduce'} "
+            f"the {t3['target']} construction (accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f}, "
+            f"within {FOUND_MARGIN} counts)."
+        )
     if shown is not None:
-        out.append("Corollary 3 " + ("shown: two mechanisms pruned from one random network share one identical matrix."
-                                     if shown else "not shown at this scale (see its section)."))
+        out.append(
+            "Corollary 3 "
+            + (
+                "shown: two mechanisms pruned from one random network share one identical matrix."
+                if shown
+                else "not shown at this scale (see its section)."
+            )
+        )
     c = metrics.get("circuits") or {}
     scored = {n: r for n, r in c.get("models", {}).items() if r.get("relevant_edges") is not None}
     if scored:
-        out.append("ACDC against the constructions' proofs: precision " + ", ".join(
-            f"{n} {r['precision']:.2f}" for n, r in scored.items()) + "; recall " + ", ".join(
-            f"{n} {r['recall']:.2f}" for n, r in scored.items()) + ".")
+        out.append(
+            "ACDC against the constructions' proofs: precision "
+            + ", ".join(f"{n} {r['precision']:.2f}" for n, r in scored.items())
+            + "; recall "
+            + ", ".join(f"{n} {r['recall']:.2f}" for n, r in scored.items())
+            + "."
+        )
     return out
 
 
@@ -172,22 +212,60 @@ def _circuits_section(c: dict[str, Any] | None) -> str:
         if "error" in r:
             rows.append([name, r["error"], "", "", "", "", ""])
             continue
-        truth = (f"{_fmt(r['precision'])} / {_fmt(r['recall'])} / {_fmt(r['auroc'])} ({r['relevant_edges']} edges)"
-                 if r.get("relevant_edges") is not None else "no ground truth (trained)")
-        rows.append([name, f"{r['edges']} of {r['graph_edges']}", ", ".join(r["heads"]) or "none", r["faithfulness"],
-                     r["faithfulness_kl"], truth, f"{r['seconds']:.1f} s"])
-    overlap = [[c_name, ", ".join(o["twin_heads"]) or "none", ", ".join(o["mapped"]) or "none",
-                ", ".join(o["construction_heads"]) or "none", o["jaccard"]] for c_name, o in c["overlap"].items()]
-    return (f"""<h2>Circuits (ACDC, {c['pairs']} counterfactual pairs)</h2>
+        truth = (
+            f"{_fmt(r['precision'])} / {_fmt(r['recall'])} / {_fmt(r['auroc'])} ({r['relevant_edges']} edges)"
+            if r.get("relevant_edges") is not None
+            else "no ground truth (trained)"
+        )
+        rows.append(
+            [
+                name,
+                f"{r['edges']} of {r['graph_edges']}",
+                ", ".join(r["heads"]) or "none",
+                r["faithfulness"],
+                r["faithfulness_kl"],
+                truth,
+                f"{r['seconds']:.1f} s",
+            ]
+        )
+    overlap = [
+        [
+            c_name,
+            ", ".join(o["twin_heads"]) or "none",
+            ", ".join(o["mapped"]) or "none",
+            ", ".join(o["construction_heads"]) or "none",
+            o["jaccard"],
+        ]
+        for c_name, o in c["overlap"].items()
+    ]
+    return (
+        f"""<h2>Circuits (ACDC, {c["pairs"]} counterfactual pairs)</h2>
 <p class="note">Edges kept by ACDC (KL threshold 0.01) on pairs that differ in one controlled way; faithfulness is the
 circuit's accuracy on the outputs the corruption changes with every other edge patched (the full model's is 1), and
 its normalised KL. Constructions are scored against the task-relevant ground truth their weights imply
 (precision / recall / AUROC of the edge ranking); a twin has none. `interp circuit` runs one method on one model.</p>"""
-            + _table(["model", "edges kept", "heads in the circuit", "faithfulness (accuracy)", "faithfulness (KL)",
-                      "vs ground truth: P / R / AUROC", "time"], rows)
-            + ("<h3>The twin's circuit heads, through the head matching</h3>"
-               + _table(["construction", "twin's circuit heads", "matched to", "construction's circuit heads",
-                         "Jaccard"], overlap) if overlap else ""))
+        + _table(
+            [
+                "model",
+                "edges kept",
+                "heads in the circuit",
+                "faithfulness (accuracy)",
+                "faithfulness (KL)",
+                "vs ground truth: P / R / AUROC",
+                "time",
+            ],
+            rows,
+        )
+        + (
+            "<h3>The twin's circuit heads, through the head matching</h3>"
+            + _table(
+                ["construction", "twin's circuit heads", "matched to", "construction's circuit heads", "Jaccard"],
+                overlap,
+            )
+            if overlap
+            else ""
+        )
+    )
 
 
 def _short(hook: str | None) -> str:
@@ -200,20 +278,45 @@ def _summary_html(metrics: dict[str, Any]) -> str:
     for name, info in metrics["models"].items():
         probes = metrics["probes"][name]
         pr = metrics["pruning"][name]
-        summary.append([name, info["accuracy"], f"{info['layers']} layers, {len(info['heads'])} live heads",
-                        *(f"{p['best']:.3f} at {_short_hook(p['best_hook'])}; ≥ 0.99 from "
-                          f"{_short_hook(p['first_readable']) if p['first_readable'] else 'nowhere'}" for p in probes.values()),
-                        ", ".join(pr["greedy"]["surviving"]) or "—",
-                        "; ".join(f"λ={r['sparsity']:g}: " + (", ".join(r["surviving"]) or "none")
-                                  + ("" if r.get("kept_accuracy", True) else " ✗")  # as in the pruning table
-                                  for r in pr.get("learned_masks", {}).get("runs", [])) or "—"])
+        summary.append(
+            [
+                name,
+                info["accuracy"],
+                f"{info['layers']} layers, {len(info['heads'])} live heads",
+                *(
+                    f"{p['best']:.3f} at {_short_hook(p['best_hook'])}; ≥ 0.99 from "
+                    f"{_short_hook(p['first_readable']) if p['first_readable'] else 'nowhere'}"
+                    for p in probes.values()
+                ),
+                ", ".join(pr["greedy"]["surviving"]) or "—",
+                "; ".join(
+                    f"λ={r['sparsity']:g}: "
+                    + (", ".join(r["surviving"]) or "none")
+                    + ("" if r.get("kept_accuracy", True) else " ✗")  # as in the pruning table
+                    for r in pr.get("learned_masks", {}).get("runs", [])
+                )
+                or "—",
+            ]
+        )
     latents = list(metrics["latents"])
-    summary_table = _table(["model", "accuracy", "size", *(f"probe for {l}" for l in latents),
-                            "greedy pruning keeps", "learned masks keep"], summary)
+    summary_table = _table(
+        [
+            "model",
+            "accuracy",
+            "size",
+            *(f"probe for {l}" for l in latents),
+            "greedy pruning keeps",
+            "learned masks keep",
+        ],
+        summary,
+    )
     summary_table = _twin_warning(metrics.get("twin_training", {})) + summary_table
-    conclude = ("<h2>What we conclude</h2><p class='note'>Computed from the numbers on this page by the rules each "
-                "sentence states; nothing here is written in advance.</p><ul>"
-                + "".join(f"<li>{html.escape(c)}</li>" for c in conclusions(metrics)) + "</ul>")
+    conclude = (
+        "<h2>What we conclude</h2><p class='note'>Computed from the numbers on this page by the rules each "
+        "sentence states; nothing here is written in advance.</p><ul>"
+        + "".join(f"<li>{html.escape(c)}</li>" for c in conclusions(metrics))
+        + "</ul>"
+    )
     return summary_table + conclude
 
 
@@ -224,8 +327,11 @@ def _attention_html(metrics: dict[str, Any], patterns: dict[str, dict], tokens: 
         png = side_by_side_png(patterns, tokens)
         heat = [f"<img alt='attention of every model, side by side' src='{png_data_uri(png)}'>"]
     else:  # many heads (e.g. the gridworld construction's 2S + 1): one figure per model
-        heat = [f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' "
-                f"src='{png_data_uri(heatmap_png(pats, tokens, name))}'>" for name, pats in patterns.items()]
+        heat = [
+            f"<h3>{html.escape(name)}</h3><img alt='{html.escape(name)} attention' "
+            f"src='{png_data_uri(heatmap_png(pats, tokens, name))}'>"
+            for name, pats in patterns.items()
+        ]
     tiles = [p for pats in patterns.values() for p in pats.values()]
     tile_names = [f"{name} L{l}H{h}" for name, pats in patterns.items() for (l, h) in pats]
     cv = circuitsvis_heads(dict(enumerate(tiles)), tokens, names=tile_names) if tiles else ""
@@ -238,15 +344,18 @@ def _attention_html(metrics: dict[str, Any], patterns: dict[str, dict], tokens: 
             score_rows.append([name, head, best, r.get("mass", "—"), r["argmax_agreement"], r["tv_distance"]])
     match_html = "".join(
         f"<h3>{html.escape(TWIN)} ↔ {html.escape(c)}</h3>"
-        + _table(["trained head", "constructed head", "mean TV distance"],
-                 [[m["trained"], m["constructed"], m["tv_distance"]] for m in ms])
-        for c, ms in metrics["attention"]["matching"].items())
+        + _table(
+            ["trained head", "constructed head", "mean TV distance"],
+            [[m["trained"], m["constructed"], m["tv_distance"]] for m in ms],
+        )
+        for c, ms in metrics["attention"]["matching"].items()
+    )
 
     return f"""<h2>Attention on <code>{html.escape(word_text)}</code></h2>
 <p class="note">Canonical coordinates: one row per word position; the first key is everything before the word.
 Only heads whose OV circuit writes are shown.</p>
-{''.join(heat)}
-<h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(', '.join(tile_names))}.</p>{cv}
+{"".join(heat)}
+<h3>Interactive (circuitsvis)</h3><p class="note">Tiles in order: {html.escape(", ".join(tile_names))}.</p>{cv}
 <h2>Heads against reference patterns</h2>
 <p class="note">Averaged over example words: mass on the reference's target (— for uniform, whose target is every
 key, so any pattern puts all its mass there), argmax agreement, mean total-variation distance. Each head's closest reference (by TV distance) is shown; all are in <code>metrics.json</code>.</p>
@@ -262,55 +371,108 @@ def _pruning_html(metrics: dict[str, Any]) -> str:
         pr = metrics["pruning"][name]
         runs = pr.get("learned_masks", {}).get("runs", [{}])
         for i, r in enumerate(runs):
-            greedy = [name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—",
-                      pr["greedy"]["accuracy"]] if i == 0 else ["", "", "", ""]
-            prune_rows.append(greedy + ([f"{r['sparsity']:g}", ", ".join(f"{h} {g:.2f}" for h, g in r["gates"].items()),
-                                         ", ".join(r["surviving"]) or "none",
-                                         f"{r['accuracy_masked']:.3f}" + ("" if r["kept_accuracy"] else " ✗"),
-                                         r["accuracy_masked_original_weights"]] if r else ["—"] * 5))
+            greedy = (
+                [name, pr["greedy"]["threshold"], ", ".join(pr["greedy"]["surviving"]) or "—", pr["greedy"]["accuracy"]]
+                if i == 0
+                else ["", "", "", ""]
+            )
+            prune_rows.append(
+                greedy
+                + (
+                    [
+                        f"{r['sparsity']:g}",
+                        ", ".join(f"{h} {g:.2f}" for h, g in r["gates"].items()),
+                        ", ".join(r["surviving"]) or "none",
+                        f"{r['accuracy_masked']:.3f}" + ("" if r["kept_accuracy"] else " ✗"),
+                        r["accuracy_masked_original_weights"],
+                    ]
+                    if r
+                    else ["—"] * 5
+                )
+            )
     return f"""<h2>Pruning</h2>
 <p class="note">Greedy: remove the cheapest head while accuracy stays ≥ the threshold (others fixed). Learned masks:
 hard-concrete gates with an L0 penalty of λ nats per open head, trained with all weights (others adapt); a head survives
 when its gate is above 0.5. Accuracy as trained (adapted weights, surviving heads scaled by their gates), and with the closed heads
 zeroed in the original weights. Constructions can collapse to a constant output when a gate partly closes, which leaves
 no gradient to reopen it: a ✗ marks a run that lost accuracy.</p>
-{_table(["model", "greedy threshold", "greedy keeps", "greedy accuracy", "λ", "learned gates", "learned masks keep",
-         "accuracy as trained", "accuracy, original weights"], prune_rows)}"""
+{
+        _table(
+            [
+                "model",
+                "greedy threshold",
+                "greedy keeps",
+                "greedy accuracy",
+                "λ",
+                "learned gates",
+                "learned masks keep",
+                "accuracy as trained",
+                "accuracy, original weights",
+            ],
+            prune_rows,
+        )
+    }"""
 
 
 def _theorem3_html(metrics: dict[str, Any]) -> str:
     """Theorem 3 and Corollary 3 at toy scale (Dyck), or why they did not run."""
     theorem3 = ""
     if metrics["pruning"].get("theorem3_skipped"):
-        theorem3 = f"<h3>Theorem 3</h3><p class='note'>Not run: {html.escape(metrics['pruning']['theorem3_skipped'])}.</p>"
+        theorem3 = (
+            f"<h3>Theorem 3</h3><p class='note'>Not run: {html.escape(metrics['pruning']['theorem3_skipped'])}.</p>"
+        )
     t3 = metrics["pruning"].get("theorem3")
     if t3:
         rs = t3["random_shape"]
         # the heading states what the numbers show: found only if the pruning matches the construction
         found = _theorem3_found(metrics)
-        heading = (f"the {html.escape(t3['target'])} construction found inside a random network" if found else
-                   f"the pruned random network did <b>not</b> reproduce the {html.escape(t3['target'])} construction "
-                   f"(accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f})")
+        heading = (
+            f"the {html.escape(t3['target'])} construction found inside a random network"
+            if found
+            else f"the pruned random network did <b>not</b> reproduce the {html.escape(t3['target'])} construction "
+            f"(accuracy {t3['accuracy']:.3f} against {t3['target_accuracy']:.3f})"
+        )
         theorem3 = f"""<h3>Theorem 3 at toy scale: {heading}</h3>
-<p>A random transformer ({rs['n_layers']} layers, width {rs['d_model']}, {rs['n_heads']} heads, MLP {rs['d_mlp']};
-entries U(−1, 1)/√fan-in, never trained) is pruned — every weight kept or zeroed, {t3['kept_fraction']:.0%} kept
-({t3['kept_weights']:,} of {t3['weights']:,}) — by a mask learned for {t3['steps']} steps to reproduce the
+<p>A random transformer ({rs["n_layers"]} layers, width {rs["d_model"]}, {rs["n_heads"]} heads, MLP {rs["d_mlp"]};
+entries U(−1, 1)/√fan-in, never trained) is pruned — every weight kept or zeroed, {t3["kept_fraction"]:.0%} kept
+({t3["kept_weights"]:,} of {t3["weights"]:,}) — by a mask learned for {t3["steps"]} steps to reproduce the
 construction's next-token distribution.</p>""" + _table(
-            ["kept fraction", "accuracy of the pruned network", "construction's accuracy", "mean TV", "max TV", "ε̂ (max relative L2)"],
-            [[t3["kept_fraction"], t3["accuracy"], t3["target_accuracy"], t3["mean_tv"], t3["max_tv"], t3["epsilon_hat"]]])
+            [
+                "kept fraction",
+                "accuracy of the pruned network",
+                "construction's accuracy",
+                "mean TV",
+                "max TV",
+                "ε̂ (max relative L2)",
+            ],
+            [
+                [
+                    t3["kept_fraction"],
+                    t3["accuracy"],
+                    t3["target_accuracy"],
+                    t3["mean_tv"],
+                    t3["max_tv"],
+                    t3["epsilon_hat"],
+                ]
+            ],
+        )
         c3 = t3.get("corollary3")
         if c3:
             both = _corollary3_shown(metrics)
-            c3_heading = ("two mechanisms, one identical pruned matrix" if both else
-                          "not shown at this scale: " + ("a pruning missed its target" if c3["shared_identical"]
-                                                         else "the shared matrices differ"))
+            c3_heading = (
+                "two mechanisms, one identical pruned matrix"
+                if both
+                else "not shown at this scale: "
+                + ("a pruning missed its target" if c3["shared_identical"] else "the shared matrices differ")
+            )
             theorem3 += f"""<h3>Corollary 3: {c3_heading}</h3>
 <p>The stack-like and the uniform constructions attend differently, yet both were pruned out of the same random
-network ({c3['steps']} steps) with <b>one</b> mask on <code>{html.escape(', '.join(c3['shared']))}</code>: the two pruned
-matrices are {'identical' if c3['shared_identical'] else 'NOT identical'}. Elsewhere the two prunings overlap
-with Jaccard index {c3['other_masks_jaccard']:.2f}. Reading that one matrix cannot tell the two functions apart.</p>""" + _table(
+network ({c3["steps"]} steps) with <b>one</b> mask on <code>{html.escape(", ".join(c3["shared"]))}</code>: the two pruned
+matrices are {"identical" if c3["shared_identical"] else "NOT identical"}. Elsewhere the two prunings overlap
+with Jaccard index {c3["other_masks_jaccard"]:.2f}. Reading that one matrix cannot tell the two functions apart.</p>""" + _table(
                 ["target", "accuracy of its pruning", "mean TV", "max TV"],
-                [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()])
+                [[n, t["accuracy"], t["mean_tv"], t["max_tv"]] for n, t in c3["targets"].items()],
+            )
 
     return theorem3
 
@@ -320,16 +482,19 @@ def write_report(out: str | Path) -> Path:
     out = Path(out)
     metrics, patterns = read_results(out)
     curve = learning_curve_png(metrics.get("twin_training", {}))
-    curve_html = (f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
-                  if curve else "")
+    curve_html = (
+        f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
+        if curve
+        else ""
+    )
 
     probes = probe_png(metrics["probes"], list(metrics["latents"]))
     ablation = ablation_png(metrics["ablation"])
     body = f"""<h1>Constructed vs trained circuits</h1>
-<p><b>Task:</b> {html.escape(metrics['task'])}. Exact constructions and a trained twin
-(<code>{html.escape(metrics['twin'])}</code>) on the same {metrics['samples']} sampled words
-({metrics['examples']} for the attention scores).
-Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
+<p><b>Task:</b> {html.escape(metrics["task"])}. Exact constructions and a trained twin
+(<code>{html.escape(metrics["twin"])}</code>) on the same {metrics["samples"]} sampled words
+({metrics["examples"]} for the attention scores).
+Accuracy is the task's ({html.escape(metrics["scored_positions"])}).</p>
 {_summary_html(metrics)}
 {curve_html}
 {_attention_html(metrics, patterns, metrics["example"]["tokens"])}
@@ -340,7 +505,7 @@ Accuracy is the task's ({html.escape(metrics['scored_positions'])}).</p>
 {_circuits_section(metrics.get("circuits"))}
 {causal_section(metrics.get("causal"))}
 {population_section(metrics.get("causal_population"))}
-<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits, causal); {metrics['seconds']:.0f} s.</p>"""
+<p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits, causal); {metrics["seconds"]:.0f} s.</p>"""
     report = out / "report.html"
     atomic_write(report, page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body).encode())
     return report

@@ -5,8 +5,9 @@ population's summary without importing the attention analyses that import it).""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,20 +42,22 @@ def population_runs(task: Any, directory: str | Path) -> dict[str, list[Path]]:
     for runs in cells.values():
         got = read_checkpoint(runs[0])[0].get("task")
         if got != task.to_dict():
-            raise CheckpointError(f"--population {directory}: its twins were trained on {task_label(got)}, not on the "
-                                  f"requested task ({task.name})")
+            raise CheckpointError(
+                f"--population {directory}: its twins were trained on {task_label(got)}, not on the "
+                f"requested task ({task.name})"
+            )
     return cells
 
 
-def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequence[int], seed: int,
-                      progress: bool = False) -> dict[str, Any]:
+def causal_population(
+    runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequence[int], seed: int, progress: bool = False
+) -> dict[str, Any]:
     """Every transformer twin of a cell aligned beside its seeded null and the exact skyline (see the module
     docstring); per variable, the per-seed numbers and their summaries."""
-    from sandbox_lens.interp.progress import bar as progress_bar
-
     from sandbox_lens.interp.causal.align import align, nulls_of
     from sandbox_lens.interp.causal.verdict import block_order
     from sandbox_lens.interp.evaluate import skyline
+    from sandbox_lens.interp.progress import bar as progress_bar
     from sandbox_lens.interp.stats import estimate, wilson_interval
     from sandbox_lens.interp.tasks.kinds import task_from_dict
 
@@ -75,18 +78,32 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
             firsts = [block_order(h) for h in v["model"]["first_sites"].values() if h is not None]
             c = next(iter(v["constructions"].values()), None)
             das_v = c["das_verdict"] if c else v["das_verdict"]
-            per_seed.setdefault(variable, []).append({
-                "seed": s, "ceiling": v["model"]["ceiling"], "das_iia": best["test"]["iia"], "das_hook": best["hook"],
-                "das_k": das_v.get("k"), "null_das_iia": v["null"]["das"]["iia"],
-                "null_best_full_swap": max((b for b in v["null"]["best"].values() if b is not None), default=None),
-                "median_first_block": float(np.median(firsts)) if firsts else None,
-                "verdict": c["verdict"]["verdict"] if c else None, "das_verdict": das_v["verdict"],
-                "implements": das_v["implements"]})
+            per_seed.setdefault(variable, []).append(
+                {
+                    "seed": s,
+                    "ceiling": v["model"]["ceiling"],
+                    "das_iia": best["test"]["iia"],
+                    "das_hook": best["hook"],
+                    "das_k": das_v.get("k"),
+                    "null_das_iia": v["null"]["das"]["iia"],
+                    "null_best_full_swap": max((b for b in v["null"]["best"].values() if b is not None), default=None),
+                    "median_first_block": float(np.median(firsts)) if firsts else None,
+                    "verdict": c["verdict"]["verdict"] if c else None,
+                    "das_verdict": das_v["verdict"],
+                    "implements": das_v["implements"],
+                }
+            )
         if not built:
             built = {variable: v["constructions"] for variable, v in r["variables"].items()}
-    out: dict[str, Any] = {"pairs": pairs, "das_steps": das_steps, "ks": list(ks), "seeds": sorted(twins),
-                           "construction": next(iter(constructions), None), "variables": {},
-                           "seconds": round(time.perf_counter() - started, 1)}
+    out: dict[str, Any] = {
+        "pairs": pairs,
+        "das_steps": das_steps,
+        "ks": list(ks),
+        "seeds": sorted(twins),
+        "construction": next(iter(constructions), None),
+        "variables": {},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     for variable, rows in per_seed.items():
         yes = sum(1 for r in rows if r["implements"] is True)
         c = next(iter(built.get(variable, {}).values()), None)
@@ -96,9 +113,12 @@ def causal_population(runs: Sequence[Path], pairs: int, das_steps: int, ks: Sequ
             "null_das_iia": estimate([r["null_das_iia"] for r in rows], seed=seed).to_dict(),
             "median_first_block": estimate([r["median_first_block"] for r in rows], "median", seed=seed).to_dict(),
             "construction_median_first_block": float(np.median(c_firsts)) if c_firsts else None,
-            "construction_named_sites": [{k: s[k] for k in ("site", "role", "iia", "interval")}
-                                         for s in (c["named_sites"] if c else [])],
-            "das_hooks": {h: sum(r["das_hook"] == h for r in rows) for h in sorted({r["das_hook"] for r in rows}, key=str)},
+            "construction_named_sites": [
+                {k: s[k] for k in ("site", "role", "iia", "interval")} for s in (c["named_sites"] if c else [])
+            ],
+            "das_hooks": {
+                h: sum(r["das_hook"] == h for r in rows) for h in sorted({r["das_hook"] for r in rows}, key=str)
+            },
             "das_k": [r["das_k"] for r in rows],
             "implements": {"seeds": yes, "of": len(rows), "interval": wilson_interval(yes, len(rows))},
             "blind": sum(1 for r in rows if "no evidence of absence" in r["das_verdict"]),
@@ -123,9 +143,12 @@ def population_verdict(summary: dict[str, Any], variable: str = "state") -> dict
     what = "the state" if variable == "state" else f"{variable!r}"
     imp = summary["implements"]
     lo, hi = imp["interval"] or (0.0, 1.0)
-    out = {"rule": f"Wilson 95 % interval of the share of seeds whose DAS verdict is 'implements' above {SHARE} "
-                   f"(below: does not); the nulls' mean DAS IIA must stay below {IMPLEMENTS}",
-           "share": f"{imp['seeds']} of {imp['of']}", "interval": imp["interval"]}
+    out = {
+        "rule": f"Wilson 95 % interval of the share of seeds whose DAS verdict is 'implements' above {SHARE} "
+        f"(below: does not); the nulls' mean DAS IIA must stay below {IMPLEMENTS}",
+        "share": f"{imp['seeds']} of {imp['of']}",
+        "interval": imp["interval"],
+    }
     null = summary["null_das_iia"]["value"]
     if null is not None and null >= IMPLEMENTS:
         return {**out, "verdict": "cannot tell: the random-init nulls' DAS reaches it too", "implements": None}
@@ -133,7 +156,11 @@ def population_verdict(summary: dict[str, Any], variable: str = "state") -> dict
         return {**out, "verdict": f"the population implements {what}", "implements": True}
     if hi < SHARE:
         if summary["blind"] * 2 > imp["of"]:
-            return {**out, "verdict": f"cannot tell: DAS does not find {what} in most seeds, but it misses the "
-                                      "construction's own too", "implements": None}
+            return {
+                **out,
+                "verdict": f"cannot tell: DAS does not find {what} in most seeds, but it misses the "
+                "construction's own too",
+                "implements": None,
+            }
         return {**out, "verdict": f"the population does not implement {what}", "implements": False}
     return {**out, "verdict": f"seeds differ: {imp['seeds']} of {imp['of']} implement {what}", "implements": None}

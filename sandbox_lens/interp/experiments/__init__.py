@@ -18,71 +18,104 @@ from sandbox_lens.interp.experiments.base import Experiment, ExperimentError, ru
 
 __all__ = ["EXPERIMENTS", "get_experiment", "run_experiment", "Experiment", "ExperimentError"]
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
-    Experiment(
-        name="ffl-glitches", title="Attention glitches on the flip-flop language",
-        section="§3.5, results R1, R2, R4, R7, R8",
-        claim="Transformers trained on FFL(0.8) make rare read errors out of distribution (sparse FFL(0.98), dense "
-              "FFL(0.1)); a 1-layer LSTM makes none; training on the mixture {0.9, 0.98, 0.1} helps most; attention "
-              "sharpening makes heads sparse but does not remove the errors.",
-        scale="T = 64; 2 layers, 2 heads, width 64; 1000 steps × batch 32; 5 seeds per population; 10,000 sparse, "
-              "1000 dense and 2000 in-distribution strings",
-        minutes=10.0, module="sandbox_lens.interp.experiments.ffl_glitches"),
-    Experiment(
-        name="parity-ood", title="Parity out of distribution: shortcuts that fail off the training law",
-        section="§3.4.5, Fig. 3.20 (and Lemma 15)",
-        claim="A transformer trained on parity at Pr[σ=1] = 0.5 degrades as the test probability, or the number of "
-              "ones, moves away from training; the LSTM and the exact construction do not.",
-        scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 10 seeds; LSTM 10 seeds; 400 words "
-              "per shift; linear probes for the running count at every residual hook",
-        minutes=3.0, takes=("automaton",), defaults={"automaton": "parity"}, module="sandbox_lens.interp.experiments.parity_ood"),
-    Experiment(
-        name="dyck-seeds", title="Dyck: accurate models whose attention is not stack-like and differs by seed",
-        section="§3.6.3.1, Fig. 3.3, footnote 59",
-        claim="2-layer, 1-head, width-50 transformers reach ≥ 97% on Dyck_{2,4}; their second-layer attention is "
-              "rarely stack-like and varies across seeds almost as much as random patterns (2.20 with linear positions, "
-              "2.27 without, against 2.85).",
-        scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 20 seeds "
-              "× {linear, none, learned} positions",
-        minutes=6.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="sandbox_lens.interp.experiments.dyck_seeds"),
-    Experiment(
-        name="dyck-balance", title="Balance violation and length generalisation with a minimal first layer",
-        section="§3.6.3, Fig. 3.40 (Theorems 1–2)",
-        claim="With the construction's first layer frozen and the second trained, the balance violation β of the "
-              "trained layer is negatively correlated with accuracy on prefixes of 400–500 tokens; the contrastive "
-              "regulariser lowers β and raises that accuracy.",
-        scale="Dyck_{2,4}, trained on prefixes of ≤ 28 tokens, models of 508 positions; 1000 steps × batch 32; "
-              "lr {1e-3, 3e-3} × contrastive λ {0, 1} × 5 seeds; 200 prefixes of 400–500 tokens",
-        minutes=2.0, takes=("dyck",), defaults={"dyck": "2,4"}, module="sandbox_lens.interp.experiments.dyck_balance"),
-    Experiment(
-        name="grid-boundary", title="Nearest-boundary detectors in trained gridworld models",
-        section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",
-        claim="Transformers trained on the 1-D gridworld contain heads that attend to the most recent boundary (wall) "
-              "position — the detector Theorem 12's construction builds.",
-        scale="grid9, T = 64; 2 layers × 2 heads and 4 layers × 4 heads, width 64; up to 3000 steps × batch 32; "
-              "3 seeds each; 200 words",
-        minutes=16.0, takes=("automaton",), defaults={"automaton": "grid9"}, module="sandbox_lens.interp.experiments.grid_boundary"),
-    Experiment(
-        name="length-generalisation", title="Length generalisation: training length and position code",
-        section="§3.4.5.2.4, Fig. 3.21",
-        claim="Transformer accuracy drops at lengths unseen in training; random position shifts help but are not "
-              "perfect; removing the position encoding helps too; the LSTM keeps its accuracy; the constructions are "
-              "exact at every length.",
-        scale="parity and the Dyck stack (depth 4, 2 types: dyck2-depth4), simulated; N ∈ {8, 16, 32, 64}; positions "
-              "none / sinusoidal / learned + random shift, and the LSTM; 2 seeds; up to 1000 steps; tested at 1, 3, 8, "
-              "16 × N (200 words each)",
-        minutes=24.0, takes=("automaton", "dyck"), defaults={"automaton": "parity", "dyck": "2,4"},
-        module="sandbox_lens.interp.experiments.length_generalisation"),
-    Experiment(
-        name="algorithm-census", title="Which proven algorithm do plain twins learn?",
-        section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",
-        claim="Trained transformers find other solutions than the constructions: few plain twins run one of the "
-              "proven algorithms (prefix scan, counter, Krohn–Rhodes cascade, parity first, sequential; Dyck: stack).",
-        scale="parity, C3, C4, S3, A4 at T = 8 and Dyck_{2,4} (15 brackets); 2 and 3 layers; width 64 (Dyck 50); up to "
-              "3000 steps × batch 32; 10 seeds per population; interp align --candidates all on each learned twin "
-              "(128 pairs per split, five random-init nulls)",
-        minutes=60.0, module="sandbox_lens.interp.experiments.algorithm_census"),
-)}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            name="ffl-glitches",
+            title="Attention glitches on the flip-flop language",
+            section="§3.5, results R1, R2, R4, R7, R8",
+            claim="Transformers trained on FFL(0.8) make rare read errors out of distribution (sparse FFL(0.98), dense "
+            "FFL(0.1)); a 1-layer LSTM makes none; training on the mixture {0.9, 0.98, 0.1} helps most; attention "
+            "sharpening makes heads sparse but does not remove the errors.",
+            scale="T = 64; 2 layers, 2 heads, width 64; 1000 steps × batch 32; 5 seeds per population; 10,000 sparse, "
+            "1000 dense and 2000 in-distribution strings",
+            minutes=10.0,
+            module="sandbox_lens.interp.experiments.ffl_glitches",
+        ),
+        Experiment(
+            name="parity-ood",
+            title="Parity out of distribution: shortcuts that fail off the training law",
+            section="§3.4.5, Fig. 3.20 (and Lemma 15)",
+            claim="A transformer trained on parity at Pr[σ=1] = 0.5 degrades as the test probability, or the number of "
+            "ones, moves away from training; the LSTM and the exact construction do not.",
+            scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 10 seeds; LSTM 10 seeds; 400 words "
+            "per shift; linear probes for the running count at every residual hook",
+            minutes=3.0,
+            takes=("automaton",),
+            defaults={"automaton": "parity"},
+            module="sandbox_lens.interp.experiments.parity_ood",
+        ),
+        Experiment(
+            name="dyck-seeds",
+            title="Dyck: accurate models whose attention is not stack-like and differs by seed",
+            section="§3.6.3.1, Fig. 3.3, footnote 59",
+            claim="2-layer, 1-head, width-50 transformers reach ≥ 97% on Dyck_{2,4}; their second-layer attention is "
+            "rarely stack-like and varies across seeds almost as much as random patterns (2.20 with linear positions, "
+            "2.27 without, against 2.85).",
+            scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 20 seeds "
+            "× {linear, none, learned} positions",
+            minutes=6.0,
+            takes=("dyck",),
+            defaults={"dyck": "2,4"},
+            module="sandbox_lens.interp.experiments.dyck_seeds",
+        ),
+        Experiment(
+            name="dyck-balance",
+            title="Balance violation and length generalisation with a minimal first layer",
+            section="§3.6.3, Fig. 3.40 (Theorems 1–2)",
+            claim="With the construction's first layer frozen and the second trained, the balance violation β of the "
+            "trained layer is negatively correlated with accuracy on prefixes of 400–500 tokens; the contrastive "
+            "regulariser lowers β and raises that accuracy.",
+            scale="Dyck_{2,4}, trained on prefixes of ≤ 28 tokens, models of 508 positions; 1000 steps × batch 32; "
+            "lr {1e-3, 3e-3} × contrastive λ {0, 1} × 5 seeds; 200 prefixes of 400–500 tokens",
+            minutes=2.0,
+            takes=("dyck",),
+            defaults={"dyck": "2,4"},
+            module="sandbox_lens.interp.experiments.dyck_balance",
+        ),
+        Experiment(
+            name="grid-boundary",
+            title="Nearest-boundary detectors in trained gridworld models",
+            section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",
+            claim="Transformers trained on the 1-D gridworld contain heads that attend to the most recent boundary (wall) "
+            "position — the detector Theorem 12's construction builds.",
+            scale="grid9, T = 64; 2 layers × 2 heads and 4 layers × 4 heads, width 64; up to 3000 steps × batch 32; "
+            "3 seeds each; 200 words",
+            minutes=16.0,
+            takes=("automaton",),
+            defaults={"automaton": "grid9"},
+            module="sandbox_lens.interp.experiments.grid_boundary",
+        ),
+        Experiment(
+            name="length-generalisation",
+            title="Length generalisation: training length and position code",
+            section="§3.4.5.2.4, Fig. 3.21",
+            claim="Transformer accuracy drops at lengths unseen in training; random position shifts help but are not "
+            "perfect; removing the position encoding helps too; the LSTM keeps its accuracy; the constructions are "
+            "exact at every length.",
+            scale="parity and the Dyck stack (depth 4, 2 types: dyck2-depth4), simulated; N ∈ {8, 16, 32, 64}; positions "
+            "none / sinusoidal / learned + random shift, and the LSTM; 2 seeds; up to 1000 steps; tested at 1, 3, 8, "
+            "16 × N (200 words each)",
+            minutes=24.0,
+            takes=("automaton", "dyck"),
+            defaults={"automaton": "parity", "dyck": "2,4"},
+            module="sandbox_lens.interp.experiments.length_generalisation",
+        ),
+        Experiment(
+            name="algorithm-census",
+            title="Which proven algorithm do plain twins learn?",
+            section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",
+            claim="Trained transformers find other solutions than the constructions: few plain twins run one of the "
+            "proven algorithms (prefix scan, counter, Krohn–Rhodes cascade, parity first, sequential; Dyck: stack).",
+            scale="parity, C3, C4, S3, A4 at T = 8 and Dyck_{2,4} (15 brackets); 2 and 3 layers; width 64 (Dyck 50); up to "
+            "3000 steps × batch 32; 10 seeds per population; interp align --candidates all on each learned twin "
+            "(128 pairs per split, five random-init nulls)",
+            minutes=60.0,
+            module="sandbox_lens.interp.experiments.algorithm_census",
+        ),
+    )
+}
 
 
 def get_experiment(name: str) -> Experiment:

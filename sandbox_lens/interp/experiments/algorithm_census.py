@@ -27,8 +27,14 @@ SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
 LEARNED = 0.95
 
 RULES = {
-    "proven": Rule("share of learned twins identified as one of the registered proven algorithms (Wilson interval)",
-                   "below", 0.5, null=0.5, min_n=3, unit="twins"),
+    "proven": Rule(
+        "share of learned twins identified as one of the registered proven algorithms (Wilson interval)",
+        "below",
+        0.5,
+        null=0.5,
+        min_n=3,
+        unit="twins",
+    ),
 }
 
 
@@ -55,11 +61,21 @@ DYCK_SHAPE = {"d_model": 50, "n_heads": 1, "d_mlp": 50}
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"tasks": [("parity", "parity", lambda: automaton_task("parity", 6), AUTOMATON_SHAPE)], "depths": (2,),
-                "steps": 150, "pairs": 16, "nulls": 1}
-    return {"tasks": [(n, n, lambda n=n: automaton_task(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
-            + [("2-4", "Dyck_{2,4}", lambda: dyck_task(2, 4, 16), DYCK_SHAPE)],
-            "depths": (2, 3), "steps": 3000, "pairs": 128, "nulls": 5}
+        return {
+            "tasks": [("parity", "parity", lambda: automaton_task("parity", 6), AUTOMATON_SHAPE)],
+            "depths": (2,),
+            "steps": 150,
+            "pairs": 16,
+            "nulls": 1,
+        }
+    return {
+        "tasks": [(n, n, lambda n=n: automaton_task(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
+        + [("2-4", "Dyck_{2,4}", lambda: dyck_task(2, 4, 16), DYCK_SHAPE)],
+        "depths": (2, 3),
+        "steps": 3000,
+        "pairs": 128,
+        "nulls": 5,
+    }
 
 
 def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
@@ -69,13 +85,22 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
     from sandbox_lens.interp.causal.identify import identify
 
     found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS)
-    return {"identified": found["identified"], "on_all_pairs": found["identified_on_all_pairs"],
-            "stability": found["stability"], "seconds": found["seconds"],
-            "candidates": {c["algorithm"]: {"status": c["status"], "score": c["score"]["iia"],
-                                            "null_score": c["null_score"],
-                                            "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]}}
-                           for c in found["candidates"]},
-            "not_applicable": found["not_applicable"]}
+    return {
+        "identified": found["identified"],
+        "on_all_pairs": found["identified_on_all_pairs"],
+        "stability": found["stability"],
+        "seconds": found["seconds"],
+        "candidates": {
+            c["algorithm"]: {
+                "status": c["status"],
+                "score": c["score"]["iia"],
+                "null_score": c["null_score"],
+                "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]},
+            }
+            for c in found["candidates"]
+        },
+        "not_applicable": found["not_applicable"],
+    }
 
 
 def run(ctx: Context) -> None:
@@ -122,7 +147,7 @@ def _labels(populations: dict[str, Any]) -> list[str]:
 def _tables(ctx: Context, populations: dict[str, Any]) -> None:
     labels = _labels(populations)
     rows = []
-    for label, p in populations.items():
+    for _label, p in populations.items():
         twins = list(p["twins"].values())
         put = [t for t in twins if "identified" in t]
         cells = []
@@ -131,23 +156,50 @@ def _tables(ctx: Context, populations: dict[str, Any]) -> None:
             ci = wilson_interval(k, len(put))
             cells.append(f"{k} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "—")
         rows.append([p["task"], p["layers"], f"{len(put)} of {len(twins)}", *cells])
-    ctx.table("What each population's learned twins were identified as (count [95% Wilson interval of the share])",
-              ["task", "layers", "learned", *labels], rows,
-              note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all (128 pairs per "
-                   "split, five random-init nulls); 'inconclusive': fewer than 80% of resamples agree")
+    ctx.table(
+        "What each population's learned twins were identified as (count [95% Wilson interval of the share])",
+        ["task", "layers", "learned", *labels],
+        rows,
+        note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all (128 pairs per "
+        "split, five random-init nulls); 'inconclusive': fewer than 80% of resamples agree",
+    )
     detail = []
-    for label, p in populations.items():
+    for _label, p in populations.items():
         for seed, t in p["twins"].items():
             if "identified" not in t:
                 continue
             best = max(t["candidates"].items(), key=lambda kv: kv[1]["score"] or 0.0)
-            failing = [f"{v} {iia:.2f}" for v, (status, iia) in best[1]["variables"].items()
-                       if status != "passes" and iia is not None]
-            detail.append([p["task"], p["layers"], seed, f"{t['accuracy']:.3f}", t["identified"],
-                           f"{t['stability']:.2f}", f"{best[0]} {best[1]['score']:.3f}", ", ".join(failing) or "—"])
-    ctx.table("Every identified twin: its verdict, the best-scoring candidate and that candidate's failing variables",
-              ["task", "layers", "seed", "accuracy", "identified", "stability", "best candidate (score)",
-               "its variables that fail (test IIA)"], detail)
+            failing = [
+                f"{v} {iia:.2f}"
+                for v, (status, iia) in best[1]["variables"].items()
+                if status != "passes" and iia is not None
+            ]
+            detail.append(
+                [
+                    p["task"],
+                    p["layers"],
+                    seed,
+                    f"{t['accuracy']:.3f}",
+                    t["identified"],
+                    f"{t['stability']:.2f}",
+                    f"{best[0]} {best[1]['score']:.3f}",
+                    ", ".join(failing) or "—",
+                ]
+            )
+    ctx.table(
+        "Every identified twin: its verdict, the best-scoring candidate and that candidate's failing variables",
+        [
+            "task",
+            "layers",
+            "seed",
+            "accuracy",
+            "identified",
+            "stability",
+            "best candidate (score)",
+            "its variables that fail (test IIA)",
+        ],
+        detail,
+    )
 
 
 def _figure(ctx: Context, populations: dict[str, Any]) -> None:
@@ -162,8 +214,9 @@ def _figure(ctx: Context, populations: dict[str, Any]) -> None:
         heights = [sum(t.get("identified") == x for t in populations[n]["twins"].values()) for n in names]
         ax.bar(range(len(names)), heights, bottom=bottom, label=x, color=f"C{i}")
         bottom = [b + h for b, h in zip(bottom, heights)]
-    ax.set_xticks(range(len(names)), [f"{populations[n]['task']}\n{populations[n]['layers']} layers" for n in names],
-                  fontsize=7)
+    ax.set_xticks(
+        range(len(names)), [f"{populations[n]['task']}\n{populations[n]['layers']} layers" for n in names], fontsize=7
+    )
     ax.set_ylabel("learned twins")
     ax.legend(fontsize=7, ncol=3)
     fig.suptitle("Which algorithm each learned twin was identified as", fontsize=10)
@@ -172,19 +225,33 @@ def _figure(ctx: Context, populations: dict[str, Any]) -> None:
 
 def _claims(ctx: Context, populations: dict[str, Any]) -> None:
     put = [t for p in populations.values() for t in p["twins"].values() if "identified" in t]
-    proven = [t for t in put if t["identified"] not in ("none", "inconclusive") and not t["identified"].startswith("ambiguous")]
+    proven = [
+        t
+        for t in put
+        if t["identified"] not in ("none", "inconclusive") and not t["identified"].startswith("ambiguous")
+    ]
     ci = wilson_interval(len(proven), len(put))
     share = len(proven) / len(put) if put else None
     estimate = Estimate(share, ci, len(put), "twins", "share with a 95% Wilson interval")
-    ctx.rule("Trained twins run other algorithms than the proven constructions' (few are identified as one)",
-             "trained transformers find other solutions than the constructions (§3.4.5, §3.6.3)", RULES["proven"],
-             estimate, f"{len(proven)} of {len(put)} learned twins identified as a proven algorithm",
-             floor=None if put else "no twin learned its task")
-    ctx.conclude("A twin identified as 'none of these' still passes the bare state (every learned twin does): no "
-                 "registered account of its intermediate variables holds at the residual sites tested.")
-    ctx.caveat("Sites are whole residual streams at each position, plus no subspace search: an algorithm whose "
-               "intermediate variables share a position's residual with other live variables is missed (issue 42: "
-               "component sites and DAS per candidate are not yet run).")
+    ctx.rule(
+        "Trained twins run other algorithms than the proven constructions' (few are identified as one)",
+        "trained transformers find other solutions than the constructions (§3.4.5, §3.6.3)",
+        RULES["proven"],
+        estimate,
+        f"{len(proven)} of {len(put)} learned twins identified as a proven algorithm",
+        floor=None if put else "no twin learned its task",
+    )
+    ctx.conclude(
+        "A twin identified as 'none of these' still passes the bare state (every learned twin does): no "
+        "registered account of its intermediate variables holds at the residual sites tested."
+    )
+    ctx.caveat(
+        "Sites are whole residual streams at each position, plus no subspace search: an algorithm whose "
+        "intermediate variables share a position's residual with other live variables is missed (issue 42: "
+        "component sites and DAS per candidate are not yet run)."
+    )
     if not ctx.quick:
-        ctx.caveat("Scale: T = 8 (Dyck: 15 brackets), widths 64 / 50, ten seeds per population; the thesis's "
-                   "models were larger and trained longer.")
+        ctx.caveat(
+            "Scale: T = 8 (Dyck: 15 brackets), widths 64 / 50, ten seeds per population; the thesis's "
+            "models were larger and trained longer."
+        )

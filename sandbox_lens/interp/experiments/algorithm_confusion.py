@@ -28,29 +28,57 @@ NEGATIVES, NULL_SEED = 3, 20_000
 REACHED = 0.95  # accuracy and imposed IIA a twin needs to count as carrying its algorithm
 
 RULES = {
-    "accuracy": Rule("share of the twins that carry an imposed algorithm (or none) identified as it (Wilson interval)",
-                     "above", 0.5, null=0.5, min_n=3, unit="twins"),
+    "accuracy": Rule(
+        "share of the twins that carry an imposed algorithm (or none) identified as it (Wilson interval)",
+        "above",
+        0.5,
+        null=0.5,
+        min_n=3,
+        unit="twins",
+    ),
 }
 
 
 def _scale(quick: bool) -> dict[str, Any]:
     """(label, imposed algorithm, construction, task, layers, shape) per population, and the budget."""
     if quick:
-        return {"populations": [("C3-counter", "counter", "modular_counter", lambda: automaton_task("C3", 6), 2,
-                                 {"d_model": 32, "n_heads": 2})],
-                "negatives": [("C3-random", lambda: automaton_task("C3", 6), 2, {"d_model": 32, "n_heads": 2})],
-                "steps": 100, "pairs": 16, "nulls": 1, "negatives_per_task": 1}
+        return {
+            "populations": [
+                (
+                    "C3-counter",
+                    "counter",
+                    "modular_counter",
+                    lambda: automaton_task("C3", 6),
+                    2,
+                    {"d_model": 32, "n_heads": 2},
+                )
+            ],
+            "negatives": [("C3-random", lambda: automaton_task("C3", 6), 2, {"d_model": 32, "n_heads": 2})],
+            "steps": 100,
+            "pairs": 16,
+            "nulls": 1,
+            "negatives_per_task": 1,
+        }
     wide = {"d_model": 64, "n_heads": 2}
     dyck = {"d_model": 50, "n_heads": 2, "d_mlp": 50}
-    return {"populations": [("C4-scan", "scan", "prefix_scan", lambda: automaton_task("C4", 8), 6, wide),
-                            ("C4-counter", "counter", "modular_counter", lambda: automaton_task("C4", 8), 2, wide),
-                            ("S3-scan", "scan", "prefix_scan", lambda: automaton_task("S3", 8), 6, wide),
-                            ("S3-cascade", "cascade", "krohn_rhodes", lambda: automaton_task("S3", 8), 4, wide),
-                            ("Dyck-stack", "stack", "dyck", lambda: dyck_task(2, 4, 16), 2, dyck)],
-            "negatives": [("C4-random", lambda: automaton_task("C4", 8), 2, wide),
-                          ("S3-random", lambda: automaton_task("S3", 8), 4, wide),
-                          ("Dyck-random", lambda: dyck_task(2, 4, 16), 2, dyck)],
-            "steps": 4000, "pairs": 128, "nulls": 5, "negatives_per_task": NEGATIVES}
+    return {
+        "populations": [
+            ("C4-scan", "scan", "prefix_scan", lambda: automaton_task("C4", 8), 6, wide),
+            ("C4-counter", "counter", "modular_counter", lambda: automaton_task("C4", 8), 2, wide),
+            ("S3-scan", "scan", "prefix_scan", lambda: automaton_task("S3", 8), 6, wide),
+            ("S3-cascade", "cascade", "krohn_rhodes", lambda: automaton_task("S3", 8), 4, wide),
+            ("Dyck-stack", "stack", "dyck", lambda: dyck_task(2, 4, 16), 2, dyck),
+        ],
+        "negatives": [
+            ("C4-random", lambda: automaton_task("C4", 8), 2, wide),
+            ("S3-random", lambda: automaton_task("S3", 8), 4, wide),
+            ("Dyck-random", lambda: dyck_task(2, 4, 16), 2, dyck),
+        ],
+        "steps": 4000,
+        "pairs": 128,
+        "nulls": 5,
+        "negatives_per_task": NEGATIVES,
+    }
 
 
 def run(ctx: Context) -> None:
@@ -63,8 +91,14 @@ def run(ctx: Context) -> None:
     twins: list[dict[str, Any]] = []
     for label, algorithm, construction, make, layers, shape_args in sc["populations"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
-        config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99,
-                             alignment=correspondence(construction, task, shape))
+        config = TrainConfig(
+            steps=sc["steps"],
+            batch=32,
+            lr=1e-3,
+            eval_every=100,
+            target_accuracy=0.99,
+            alignment=correspondence(construction, task, shape),
+        )
         summary = ctx.sweep(label, task, shape, config)
         by_seed = {r["seed"]: r for r in summary["runs"]}
         nulls = None
@@ -74,12 +108,24 @@ def run(ctx: Context) -> None:
                 nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
             last = _last(directory)
             imposed = last.get("imposed_iia") or {}
-            reached = (by_seed[seed]["final_accuracy"] >= REACHED and bool(imposed)
-                       and all(v is not None and v >= REACHED for v in imposed.values()))
-            twins.append({"population": label, "imposed": algorithm, "construction": construction, "seed": seed,
-                          "accuracy": by_seed[seed]["final_accuracy"], "steps": by_seed[seed]["steps"],
-                          "imposed_iia": imposed, "reached": reached or ctx.quick,
-                          **identified_row(twin, nulls, sc["pairs"])})
+            reached = (
+                by_seed[seed]["final_accuracy"] >= REACHED
+                and bool(imposed)
+                and all(v is not None and v >= REACHED for v in imposed.values())
+            )
+            twins.append(
+                {
+                    "population": label,
+                    "imposed": algorithm,
+                    "construction": construction,
+                    "seed": seed,
+                    "accuracy": by_seed[seed]["final_accuracy"],
+                    "steps": by_seed[seed]["steps"],
+                    "imposed_iia": imposed,
+                    "reached": reached or ctx.quick,
+                    **identified_row(twin, nulls, sc["pairs"]),
+                }
+            )
     for label, make, layers, shape_args in sc["negatives"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
         nulls = None
@@ -87,9 +133,19 @@ def run(ctx: Context) -> None:
             model = random_init(task, shape, NULL_SEED + i)
             if nulls is None:
                 nulls = nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-            twins.append({"population": label, "imposed": "none", "construction": None, "seed": NULL_SEED + i,
-                          "accuracy": None, "steps": 0, "imposed_iia": {}, "reached": True,
-                          **identified_row(model, nulls, sc["pairs"])})
+            twins.append(
+                {
+                    "population": label,
+                    "imposed": "none",
+                    "construction": None,
+                    "seed": NULL_SEED + i,
+                    "accuracy": None,
+                    "steps": 0,
+                    "imposed_iia": {},
+                    "reached": True,
+                    **identified_row(model, nulls, sc["pairs"]),
+                }
+            )
     ctx.data("twins", twins)
     ctx.data("reached_threshold", REACHED)
     _tables(ctx, twins)
@@ -108,38 +164,67 @@ def _tables(ctx: Context, twins: list[dict[str, Any]]) -> None:
     counted = [t for t in twins if t["reached"]]
     rows_labels = list(dict.fromkeys(t["imposed"] for t in twins))
     cols = sorted({t["identified"] for t in counted} - {"none", "inconclusive"}) + [
-        x for x in ("none", "inconclusive") if any(t["identified"] == x for t in counted)]
+        x for x in ("none", "inconclusive") if any(t["identified"] == x for t in counted)
+    ]
     rows = []
     for imposed in rows_labels:
         mine = [t for t in counted if t["imposed"] == imposed]
         rows.append([imposed, len(mine), *[sum(t["identified"] == c for t in mine) for c in cols]])
-    ctx.table("Confusion matrix: imposed (rows) against identified (columns), twins that reached their targets",
-              ["imposed", "twins", *cols], rows,
-              note=f"reached: accuracy ≥ {REACHED} and every imposed site's held-out IIA ≥ {REACHED}; 'none' rows are "
-                   "random-init twins")
-    detail = [[t["population"], t["seed"], "—" if t["accuracy"] is None else f"{t['accuracy']:.3f}", t["steps"],
-               ", ".join(f"{k} {v:.2f}" for k, v in t["imposed_iia"].items() if v is not None) or "—",
-               "yes" if t["reached"] else "no", t["identified"], f"{t['stability']:.2f}"] for t in twins]
-    ctx.table("Every twin", ["population", "seed", "accuracy", "steps", "imposed IIA", "reached", "identified",
-                             "stability"], detail)
+    ctx.table(
+        "Confusion matrix: imposed (rows) against identified (columns), twins that reached their targets",
+        ["imposed", "twins", *cols],
+        rows,
+        note=f"reached: accuracy ≥ {REACHED} and every imposed site's held-out IIA ≥ {REACHED}; 'none' rows are "
+        "random-init twins",
+    )
+    detail = [
+        [
+            t["population"],
+            t["seed"],
+            "—" if t["accuracy"] is None else f"{t['accuracy']:.3f}",
+            t["steps"],
+            ", ".join(f"{k} {v:.2f}" for k, v in t["imposed_iia"].items() if v is not None) or "—",
+            "yes" if t["reached"] else "no",
+            t["identified"],
+            f"{t['stability']:.2f}",
+        ]
+        for t in twins
+    ]
+    ctx.table(
+        "Every twin",
+        ["population", "seed", "accuracy", "steps", "imposed IIA", "reached", "identified", "stability"],
+        detail,
+    )
 
 
 def _claims(ctx: Context, twins: list[dict[str, Any]]) -> None:
     counted = [t for t in twins if t["reached"]]
     right = sum(t["identified"] == t["imposed"] for t in counted)
     ci = wilson_interval(right, len(counted))
-    estimate = Estimate(right / len(counted) if counted else None, ci, len(counted), "twins",
-                        "share with a 95% Wilson interval")
-    ctx.rule("The identification names the algorithm a twin was made to carry, and none for random-init twins",
-             "the constructions prove these algorithms; IIT imposes them (positive controls)", RULES["accuracy"],
-             estimate, f"{right} of {len(counted)} twins identified as imposed",
-             floor=None if counted else "no imposed twin reached its targets")
+    estimate = Estimate(
+        right / len(counted) if counted else None, ci, len(counted), "twins", "share with a 95% Wilson interval"
+    )
+    ctx.rule(
+        "The identification names the algorithm a twin was made to carry, and none for random-init twins",
+        "the constructions prove these algorithms; IIT imposes them (positive controls)",
+        RULES["accuracy"],
+        estimate,
+        f"{right} of {len(counted)} twins identified as imposed",
+        floor=None if counted else "no imposed twin reached its targets",
+    )
     missed = [t for t in counted if t["identified"] != t["imposed"]]
     for t in missed:
         best = max(t["candidates"].items(), key=lambda kv: kv[1]["score"] or 0.0)
-        failing = [v for v, (status, _) in t["candidates"].get(t["imposed"], {}).get("variables", {}).items()
-                   if status != "passes"]
-        ctx.conclude(f"{t['population']} seed {t['seed']}: identified {t['identified']} (best score {best[0]} "
-                     f"{best[1]['score']:.3f}); the imposed algorithm's failing variables: {', '.join(failing) or '—'}")
-    ctx.caveat("Imposing an algorithm fixes where its variables live; it does not stop the twin computing them another "
-               "way as well, so an identification other than the imposed one can be right about the twin.")
+        failing = [
+            v
+            for v, (status, _) in t["candidates"].get(t["imposed"], {}).get("variables", {}).items()
+            if status != "passes"
+        ]
+        ctx.conclude(
+            f"{t['population']} seed {t['seed']}: identified {t['identified']} (best score {best[0]} "
+            f"{best[1]['score']:.3f}); the imposed algorithm's failing variables: {', '.join(failing) or '—'}"
+        )
+    ctx.caveat(
+        "Imposing an algorithm fixes where its variables live; it does not stop the twin computing them another "
+        "way as well, so an identification other than the imposed one can be right about the twin."
+    )

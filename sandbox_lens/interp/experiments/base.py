@@ -20,17 +20,27 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
 from sandbox_lens.interp.files import atomic_write, exclusive, write_json
 from sandbox_lens.interp.stats import Estimate
 
-__all__ = ["Experiment", "Context", "ExperimentError", "VERDICTS", "RESULTS", "MARKER", "prepare_directory",
-           "run_experiment", "mean_se"]
+__all__ = [
+    "Experiment",
+    "Context",
+    "ExperimentError",
+    "VERDICTS",
+    "RESULTS",
+    "MARKER",
+    "prepare_directory",
+    "run_experiment",
+    "mean_se",
+]
 
 RESULTS, MARKER, FIGURES, RUNS = "results.json", "experiment.json", "figures", "runs"
 
@@ -84,19 +94,43 @@ class Context:
     training_minutes: float = 0.0  # summed over every run, reused or not (one CPU each)
 
     # -- training -------------------------------------------------------------------------------
-    def sweep(self, name: str, task, shape, config, seeds: Sequence[int] | None = None, init_spec: Any = None,
-              grid: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+    def sweep(
+        self,
+        name: str,
+        task,
+        shape,
+        config,
+        seeds: Sequence[int] | None = None,
+        init_spec: Any = None,
+        grid: dict[str, list[Any]] | None = None,
+    ) -> dict[str, Any]:
         """Train (or reuse) one population under ``OUT/runs/<name>``; returns the sweep summary."""
         from sandbox_lens.interp.train.sweep import run_sweep
 
         seeds = list(self.seeds if seeds is None else seeds)
-        summary = run_sweep(task, shape, config, self.out / RUNS / name, seeds, grid=grid, backend=self.backend,
-                            workers=self.workers, progress=self.progress, init_spec=init_spec)
+        summary = run_sweep(
+            task,
+            shape,
+            config,
+            self.out / RUNS / name,
+            seeds,
+            grid=grid,
+            backend=self.backend,
+            workers=self.workers,
+            progress=self.progress,
+            init_spec=init_spec,
+        )
         self.trained_now += summary["trained_now"]
         self.runs_total += len(summary["runs"])
         self.training_minutes += sum(r["wall_seconds"] for r in summary["runs"]) / 60
-        self.settings[name] = {"task": summary["task"], "task_name": summary["task_name"], "shape": summary["shape"],
-                               "config": summary["config"], "seeds": summary["seeds"], "grid": summary["grid"]}
+        self.settings[name] = {
+            "task": summary["task"],
+            "task_name": summary["task_name"],
+            "shape": summary["shape"],
+            "config": summary["config"],
+            "seeds": summary["seeds"],
+            "grid": summary["grid"],
+        }
         return summary
 
     def run_dirs(self, name: str, seeds: Sequence[int] | None = None, cell: str = "") -> dict[int, Path]:
@@ -104,14 +138,31 @@ class Context:
         return {s: base / f"seed_{s}" for s in (self.seeds if seeds is None else seeds)}
 
     # -- what the report shows ------------------------------------------------------------------
-    def rule(self, claim: str, thesis: str, rule: Rule, estimate: Estimate, measured: str, *, floor: str | None = None,
-             p_value: float | None = None, family: str | None = None, null: dict[str, Any] | None = None) -> dict[str, Any]:
+    def rule(
+        self,
+        claim: str,
+        thesis: str,
+        rule: Rule,
+        estimate: Estimate,
+        measured: str,
+        *,
+        floor: str | None = None,
+        p_value: float | None = None,
+        family: str | None = None,
+        null: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """One row of "thesis vs measured": ``rule`` on ``estimate`` (:func:`~sandbox_lens.interp.experiments.rules.rule_on`).
         ``floor``: why this setting cannot test the claim; ``family``: rows sharing it test one claim and get
         Holm-adjusted p-values; ``null``: the null a maximum was compared with
         (:func:`~sandbox_lens.interp.stats.null_exceedance`)."""
-        row = {"claim": claim, "thesis": thesis, "measured": measured, "family": family, "null": null,
-               **rule_on(rule, estimate, floor, p_value)}
+        row = {
+            "claim": claim,
+            "thesis": thesis,
+            "measured": measured,
+            "family": family,
+            "null": null,
+            **rule_on(rule, estimate, floor, p_value),
+        }
         self.claims.append(row)
         return row
 
@@ -153,14 +204,18 @@ def prepare_directory(out: Path, experiment: Experiment, quick: bool, options: d
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ExperimentError(f"{marker} is corrupt; use another --out") from None
         if theirs.get("experiment") != experiment.name:
-            raise ExperimentError(f"{out} holds the runs of experiment {theirs.get('experiment')!r}; "
-                                  f"use another --out for {experiment.name}")
+            raise ExperimentError(
+                f"{out} holds the runs of experiment {theirs.get('experiment')!r}; "
+                f"use another --out for {experiment.name}"
+            )
         if theirs.get("quick") != quick:
             held = "a --quick run" if theirs.get("quick") else "a full-scale run"
             raise ExperimentError(f"{out} holds {held} of {experiment.name}; use another --out")
         if theirs.get("options") != options:
-            raise ExperimentError(f"{out} holds {experiment.name} with task options {theirs.get('options')}, "
-                                  f"not {options}; use another --out")
+            raise ExperimentError(
+                f"{out} holds {experiment.name} with task options {theirs.get('options')}, "
+                f"not {options}; use another --out"
+            )
         return
     if out.is_dir() and any(out.iterdir()):
         raise ExperimentError(f"{out} is not empty and holds no experiment; use another --out")
@@ -181,9 +236,17 @@ def _families(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False, seeds: Sequence[int] | None = None,
-                   backend: str = "local", workers: int | None = None, progress: bool = False,
-                   options: dict[str, Any] | None = None, command: str | None = None) -> dict[str, Any]:
+def run_experiment(
+    experiment: Experiment,
+    out: str | Path,
+    quick: bool = False,
+    seeds: Sequence[int] | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    progress: bool = False,
+    options: dict[str, Any] | None = None,
+    command: str | None = None,
+) -> dict[str, Any]:
     """Run (or finish) one experiment in ``out``; write ``results.json`` and ``report.html``. ``command``: the
     command line recorded in the provenance (default: this process's)."""
     import resource
@@ -198,8 +261,10 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
     options = {**experiment.defaults, **(options or {})}
     unknown = [k for k in options if k not in experiment.takes]
     if unknown:
-        raise ExperimentError(f"{experiment.name} takes no --{unknown[0]}"
-                              + (f" (it takes --{', --'.join(experiment.takes)})" if experiment.takes else ""))
+        raise ExperimentError(
+            f"{experiment.name} takes no --{unknown[0]}"
+            + (f" (it takes --{', --'.join(experiment.takes)})" if experiment.takes else "")
+        )
     module = experiment.load()
     if hasattr(module, "check"):
         module.check(options)  # a bad task option is refused before the directory is touched
@@ -207,6 +272,7 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
     with exclusive(out):  # a second process on the same --out is refused before it writes anything
         seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
         ctx = Context(experiment, out, quick, seeds, backend, workers, progress, options)
+
         def cpu() -> float:  # this process and its finished workers
             c = resource.getrusage(resource.RUSAGE_CHILDREN)
             return time.process_time() + c.ru_utime + c.ru_stime
@@ -214,18 +280,38 @@ def run_experiment(experiment: Experiment, out: str | Path, quick: bool = False,
         started, cpu0 = time.time(), cpu()
         module.run(ctx)
         results = {
-            "experiment": experiment.name, "title": experiment.title, "section": experiment.section,
-            "thesis_claim": experiment.claim, "quick": quick, "seeds": seeds, "backend": backend,
-            "options": options, "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
-            "minutes": round((time.time() - started) / 60, 2), "trained_now": ctx.trained_now, "runs": ctx.runs_total,
+            "experiment": experiment.name,
+            "title": experiment.title,
+            "section": experiment.section,
+            "thesis_claim": experiment.claim,
+            "quick": quick,
+            "seeds": seeds,
+            "backend": backend,
+            "options": options,
+            "scale": experiment.scale if not quick else "quick (a test of the pipeline, not of the claim)",
+            "minutes": round((time.time() - started) / 60, 2),
+            "trained_now": ctx.trained_now,
+            "runs": ctx.runs_total,
             "training_cpu_minutes": round(ctx.training_minutes, 2),
-            "provenance": {**provenance(command), "seeds": seeds,
-                           "cpu_minutes_this_invocation": round((cpu() - cpu0) / 60, 2),
-                           "training_cpu_minutes_all_runs": round(ctx.training_minutes, 2)},
-            "settings": ctx.settings, "claims": _families(ctx.claims), "tables": ctx.tables, "figures": ctx.figures,
-            "conclusions": ctx.conclusions, "caveats": ctx.caveats, "data": ctx.numbers,
-            "environment": {"sandbox_lens": __version__, "torch": torch.__version__, "python": platform.python_version(),
-                            "torch_threads_per_run": 1},
+            "provenance": {
+                **provenance(command),
+                "seeds": seeds,
+                "cpu_minutes_this_invocation": round((cpu() - cpu0) / 60, 2),
+                "training_cpu_minutes_all_runs": round(ctx.training_minutes, 2),
+            },
+            "settings": ctx.settings,
+            "claims": _families(ctx.claims),
+            "tables": ctx.tables,
+            "figures": ctx.figures,
+            "conclusions": ctx.conclusions,
+            "caveats": ctx.caveats,
+            "data": ctx.numbers,
+            "environment": {
+                "sandbox_lens": __version__,
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+                "torch_threads_per_run": 1,
+            },
         }
         # strict JSON: a number that could not be measured (no learned seed, no pair) is null, not NaN
         results = write_json(out / RESULTS, results)

@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context
-from sandbox_lens.interp.experiments.dyck_seeds import check  # noqa: F401 - the same --dyck check, run before OUT is claimed
-from sandbox_lens.interp.experiments.dyck_seeds import variation_estimate
+from sandbox_lens.interp.experiments.dyck_seeds import (
+    check,  # noqa: F401 - the same --dyck check, run before OUT is claimed
+    variation_estimate,
+)
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, estimate, grouped_bootstrap_interval, paired_test
 from sandbox_lens.interp.streams import ExperimentSeed
@@ -36,13 +38,24 @@ MIN_PER_CELL = 3  # learned twins a cell needs before it is compared
 #: Each verdict's rule. ρ and the regulariser's effects are taken within each learning rate (pooling across
 #: them mixes a second cause into the comparison); the regulariser's two effects are one claim (Holm).
 RULES = {
-    "rho": Rule("Spearman ρ(β, long-band accuracy) within each learning rate, averaged over the learning rates",
-                "below", 0.0, unit="twins"),
-    "beta": Rule("β with − without the contrastive regulariser, paired by seed within each learning rate", "below", 0.0),
-    "ood": Rule("long-band accuracy with − without the regulariser, paired by seed within each learning rate",
-                "above", 0.0),
-    "variation": Rule("attention variation between seeds ÷ the random baseline, standard training (the thesis: 0.08; "
-                      "random: 1)", "below", 0.3, null=1.0),
+    "rho": Rule(
+        "Spearman ρ(β, long-band accuracy) within each learning rate, averaged over the learning rates",
+        "below",
+        0.0,
+        unit="twins",
+    ),
+    "beta": Rule(
+        "β with − without the contrastive regulariser, paired by seed within each learning rate", "below", 0.0
+    ),
+    "ood": Rule(
+        "long-band accuracy with − without the regulariser, paired by seed within each learning rate", "above", 0.0
+    ),
+    "variation": Rule(
+        "attention variation between seeds ÷ the random baseline, standard training (the thesis: 0.08; random: 1)",
+        "below",
+        0.3,
+        null=1.0,
+    ),
 }
 
 
@@ -60,8 +73,13 @@ def run(ctx: Context) -> None:
     from sandbox_lens.interp.tasks.batches import DyckTask
     from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
     from sandbox_lens.interp.train import TrainConfig, load_trained
-    from sandbox_lens.probes.dyck import (PROBE_INPUT, balance_violation_of_model, layer_patterns, minimal_first_layer_gap,
-                             random_attention_baseline)
+    from sandbox_lens.probes.dyck import (
+        PROBE_INPUT,
+        balance_violation_of_model,
+        layer_patterns,
+        minimal_first_layer_gap,
+        random_attention_baseline,
+    )
 
     sc = _scale(ctx.quick)
     k, D = parse_dyck_spec(ctx.options["dyck"])
@@ -69,8 +87,9 @@ def run(ctx: Context) -> None:
     task = DyckTask(lang, 28)
     base = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, warmup=min(100, sc["steps"] // 4))
     # one shape for every cell: the construction built for the OOD band plus the contrastive pairs
-    shape, base, spec = start_from("dyck:uniform", task, base, extra=2 * D, length=sc["context"],
-                                   options={"first_layer": "minimal"})
+    shape, base, spec = start_from(
+        "dyck:uniform", task, base, extra=2 * D, length=sc["context"], options={"first_layer": "minimal"}
+    )
     grid = {"lr": list(sc["lrs"]), "contrastive": [0.0, CONTRASTIVE]}
     summary = ctx.sweep("minimal", task, shape, base, init_spec=spec, grid=grid)
     models = {}
@@ -86,11 +105,22 @@ def run(ctx: Context) -> None:
         cell, seed = name.rsplit(" seed ", 1)
         setting = next(c["setting"] for c in summary["cells"] if c["cell"] == cell)
         acc = {r["shift"]: r["accuracy"] for r in rows if r["model"] == name}
-        per_model.append({"model": name, "seed": int(seed), "lr": setting["lr"], "contrastive": setting["contrastive"],
-                          "beta": balance_violation_of_model(model, lang), "in_distribution": acc[in_band[0].label],
-                          "ood": acc[ood[0].label], "assumption_10_gap": minimal_first_layer_gap(model, lang)})
+        per_model.append(
+            {
+                "model": name,
+                "seed": int(seed),
+                "lr": setting["lr"],
+                "contrastive": setting["contrastive"],
+                "beta": balance_violation_of_model(model, lang),
+                "in_distribution": acc[in_band[0].label],
+                "ood": acc[ood[0].label],
+                "assumption_10_gap": minimal_first_layer_gap(model, lang),
+            }
+        )
     ctx.data("models", per_model)
-    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
+    probe_word = (
+        lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
+    )
     n = len(probe_word) + 1
     variation, patterns = {}, {}
     for lam in grid["contrastive"]:
@@ -99,7 +129,11 @@ def run(ctx: Context) -> None:
             pats = [layer_patterns(models[x], probe_word, 1)[0] for x in names]
             pairs = [float(((a - b) ** 2).sum()) for a, b in itertools.combinations(pats, 2)]
             variation[f"lr={lr:g}, λ={lam:g}"] = float(np.mean(pairs)) if pairs else float("nan")
-            learned = [i for i, x in enumerate(names) if next(m for m in per_model if m["model"] == x)["in_distribution"] >= LEARNED]
+            learned = [
+                i
+                for i, x in enumerate(names)
+                if next(m for m in per_model if m["model"] == x)["in_distribution"] >= LEARNED
+            ]
             patterns[(lr, lam)] = {names[i]: pats[i] for i in learned}
     baseline = random_attention_baseline(n)
     ctx.data("variation", {"per_cell": variation, "random_baseline": baseline, "positions": n})
@@ -108,15 +142,26 @@ def run(ctx: Context) -> None:
     for lam in grid["contrastive"]:
         for lr in grid["lr"]:
             sel = [m for m in per_model if m["contrastive"] == lam and m["lr"] == lr]
-            table.append([f"{lam:g}", f"{lr:g}", len(sel), float(np.median([m["beta"] for m in sel])),
-                          float(np.median([m["in_distribution"] for m in sel])), float(np.median([m["ood"] for m in sel])),
-                          variation[f"lr={lr:g}, λ={lam:g}"]])
+            table.append(
+                [
+                    f"{lam:g}",
+                    f"{lr:g}",
+                    len(sel),
+                    float(np.median([m["beta"] for m in sel])),
+                    float(np.median([m["in_distribution"] for m in sel])),
+                    float(np.median([m["ood"] for m in sel])),
+                    variation[f"lr={lr:g}, λ={lam:g}"],
+                ]
+            )
     lo, hi = sc["band"]
-    ctx.table("Minimal-first-layer twins (medians over seeds)", ["contrastive λ", "lr", "seeds", "β", "accuracy ≤ 28",
-              f"accuracy {lo}–{hi}", "attention variation"], table,
-              note=f"Closing-bracket accuracy on {sc['id_samples']} prefixes of 2–28 and {sc['samples']} of {lo}–{hi} tokens. "
-                   f"Attention variation between seeds of a cell on {PROBE_INPUT if n == 17 else 'a sampled word'} "
-                   f"({n} positions; random {baseline:.2f}).")
+    ctx.table(
+        "Minimal-first-layer twins (medians over seeds)",
+        ["contrastive λ", "lr", "seeds", "β", "accuracy ≤ 28", f"accuracy {lo}–{hi}", "attention variation"],
+        table,
+        note=f"Closing-bracket accuracy on {sc['id_samples']} prefixes of 2–28 and {sc['samples']} of {lo}–{hi} tokens. "
+        f"Attention variation between seeds of a cell on {PROBE_INPUT if n == 17 else 'a sampled word'} "
+        f"({n} positions; random {baseline:.2f}).",
+    )
     _figure(ctx, per_model, sc["band"])
     _claims(ctx, per_model, variation, baseline, n, patterns)
 
@@ -129,8 +174,14 @@ def _figure(ctx: Context, per_model: list[dict], band: tuple[int, int]) -> None:
     for lam, marker in ((0.0, "o"), (CONTRASTIVE, "^")):
         for i, lr in enumerate(sorted({m["lr"] for m in per_model})):
             sel = [m for m in per_model if m["contrastive"] == lam and m["lr"] == lr]
-            ax.scatter([m["beta"] for m in sel], [m["ood"] for m in sel], marker=marker, color=f"C{i}", s=36,
-                       label=f"{'contrastive' if lam else 'standard'}, lr {lr:g}")
+            ax.scatter(
+                [m["beta"] for m in sel],
+                [m["ood"] for m in sel],
+                marker=marker,
+                color=f"C{i}",
+                s=36,
+                label=f"{'contrastive' if lam else 'standard'}, lr {lr:g}",
+            )
     ax.set_xlabel("balance violation β of the trained second layer")
     ax.set_ylabel(f"closing-bracket accuracy, prefixes of {band[0]}–{band[1]}")
     ax.set_ylim(-0.02, 1.02)
@@ -162,15 +213,31 @@ def _claims(ctx: Context, per_model: list[dict], variation: dict, baseline: floa
         return None if not parts or any(x is None for x in parts) else float(np.mean(parts))
 
     value = None if any(r is None for r in rhos.values()) or not rhos else float(np.mean(list(rhos.values())))
-    rho_e = Estimate(value, grouped_bootstrap_interval(groups, mean_rho), len(learned), "twins",
-                     "mean of the within-learning-rate Spearman ρ, bootstrap over twins within each")
-    floor = (f"fewer than {MIN_PER_CELL} twins reached {LEARNED} in distribution at lr "
-             + ", ".join(f"{lr:g}" for lr in few)) if few and not ctx.quick else None
+    rho_e = Estimate(
+        value,
+        grouped_bootstrap_interval(groups, mean_rho),
+        len(learned),
+        "twins",
+        "mean of the within-learning-rate Spearman ρ, bootstrap over twins within each",
+    )
+    floor = (
+        (
+            f"fewer than {MIN_PER_CELL} twins reached {LEARNED} in distribution at lr "
+            + ", ".join(f"{lr:g}" for lr in few)
+        )
+        if few and not ctx.quick
+        else None
+    )
     ctx.data("spearman_beta_ood", {f"{lr:g}": r for lr, r in rhos.items()})
-    ctx.rule("β is negatively correlated with length generalisation", "negative correlation (Fig. 3.40; no numbers "
-             "in the text)", RULES["rho"], rho_e,
-             "Spearman ρ(β, long-band accuracy) " + ", ".join(f"{_fmt(r)} at lr {lr:g} ({len(cells[lr])} learned twins)"
-                                                             for lr, r in rhos.items()), floor=floor)
+    ctx.rule(
+        "β is negatively correlated with length generalisation",
+        "negative correlation (Fig. 3.40; no numbers in the text)",
+        RULES["rho"],
+        rho_e,
+        "Spearman ρ(β, long-band accuracy) "
+        + ", ".join(f"{_fmt(r)} at lr {lr:g} ({len(cells[lr])} learned twins)" for lr, r in rhos.items()),
+        floor=floor,
+    )
     # the regulariser: pairs of twins with the same seed and learning rate, with and without it
     pairs = []
     for lr in lrs:
@@ -179,41 +246,64 @@ def _claims(ctx: Context, per_model: list[dict], variation: dict, baseline: floa
         pairs += [(std[s], reg[s]) for s in sorted(set(std) & set(reg))]
     d_beta = [r["beta"] - s["beta"] for s, r in pairs]
     d_ood = [r["ood"] - s["ood"] for s, r in pairs]
-    floor = f"only {len(pairs)} seeds learned with and without the regulariser" if len(pairs) < MIN_PER_CELL and not ctx.quick else None
+    floor = (
+        f"only {len(pairs)} seeds learned with and without the regulariser"
+        if len(pairs) < MIN_PER_CELL and not ctx.quick
+        else None
+    )
     for key, d, what in (("beta", d_beta, "lowers β"), ("ood", d_ood, "raises length generalisation")):
-        ctx.rule(f"The contrastive regulariser {what}", "lower β and better length generalisation (Fig. 3.40; λ not given)",
-                 RULES[key], estimate(d, unit="seed pairs"),
-                 f"{len(pairs)} pairs (same seed and learning rate): median difference {_fmt(np.median(d) if d else None)}",
-                 floor=floor, p_value=paired_test(d, [0.0] * len(d), "less" if key == "beta" else "greater") if d else None,
-                 family="contrastive")
+        ctx.rule(
+            f"The contrastive regulariser {what}",
+            "lower β and better length generalisation (Fig. 3.40; λ not given)",
+            RULES[key],
+            estimate(d, unit="seed pairs"),
+            f"{len(pairs)} pairs (same seed and learning rate): median difference {_fmt(np.median(d) if d else None)}",
+            floor=floor,
+            p_value=paired_test(d, [0.0] * len(d), "less" if key == "beta" else "greater") if d else None,
+            family="contrastive",
+        )
     std_groups = [g for (lr, lam), g in patterns.items() if lam == 0]
     var_e = variation_estimate(std_groups, baseline)
-    ctx.rule("A minimal first layer makes seeds agree (attention variation far below random)",
-             f"{THESIS_MINIMAL_VARIATION} vs random {THESIS_BASELINE} (ratio {THESIS_MINIMAL_VARIATION / THESIS_BASELINE:.2f})",
-             RULES["variation"], var_e,
-             "per cell: " + ", ".join(f"{k} {x:.2f}" for k, x in variation.items()) + f" (random {baseline:.2f} at {n} "
-             f"positions; learned twins of standard training only)")
-    ctx.conclude(f"Over {len(per_model)} minimal-first-layer twins, β ranges {min(beta):.3g}–{max(beta):.3g} and the "
-                 f"long-band accuracy {min(ood):.3f}–{max(ood):.3f}; Spearman ρ within each learning rate: "
-                 + ", ".join(f"{_fmt(r)} (lr {lr:g})" for lr, r in rhos.items()) + ".")
+    ctx.rule(
+        "A minimal first layer makes seeds agree (attention variation far below random)",
+        f"{THESIS_MINIMAL_VARIATION} vs random {THESIS_BASELINE} (ratio {THESIS_MINIMAL_VARIATION / THESIS_BASELINE:.2f})",
+        RULES["variation"],
+        var_e,
+        "per cell: " + ", ".join(f"{k} {x:.2f}" for k, x in variation.items()) + f" (random {baseline:.2f} at {n} "
+        f"positions; learned twins of standard training only)",
+    )
+    ctx.conclude(
+        f"Over {len(per_model)} minimal-first-layer twins, β ranges {min(beta):.3g}–{max(beta):.3g} and the "
+        f"long-band accuracy {min(ood):.3f}–{max(ood):.3f}; Spearman ρ within each learning rate: "
+        + ", ".join(f"{_fmt(r)} (lr {lr:g})" for lr, r in rhos.items())
+        + "."
+    )
     if any(not np.isnan(x) for x in variation.values()):
         ctx.conclude("Attention variation per cell: " + ", ".join(f"{k} {x:.2f}" for k, x in variation.items()) + ".")
-    ctx.caveat(f"λ = {CONTRASTIVE} for the contrastive regulariser was fixed before any run (the thesis does not give "
-               f"it) and not changed after; a larger λ may move β more. The thesis's steps and batch size are not "
-               f"given either.")
+    ctx.caveat(
+        f"λ = {CONTRASTIVE} for the contrastive regulariser was fixed before any run (the thesis does not give "
+        f"it) and not changed after; a larger λ may move β more. The thesis's steps and batch size are not "
+        f"given either."
+    )
     gap = max(m["assumption_10_gap"] for m in per_model)
-    ctx.caveat(f"Inside Theorem 1's class (Assumption 10): each twin's layer-2 input at a bracket is unchanged when "
-               f"matched pairs before it move it (largest relative change over the twins {gap:.1g}). The trained second "
-               f"layer is a TransformerLens block without LayerNorm — attention, then an MLP, each with a residual — where "
-               f"eq. 3.23 normalises the attention output (LN) and adds the residual before g; Fig. 3.39(a) also drops the "
-               f"residual and the FFN. Until the first full rerun (issue 30) the twins kept the full first layer, whose "
-               f"positional coordinates reached layer 2 (docs/deviations.md).")
-    ctx.caveat("The regulariser's verdicts compare twins of the same seed and learning rate. The first full run pooled "
-               "both learning rates, which called a 1% difference in β a reproduction; the rule was corrected, not the "
-               "settings (docs/deviations.md).")
-    ctx.caveat("The first layer is this project's Dyck construction (type and depth written into named subspaces), "
-               "not the thesis's one-hot e(τ_{t,d}) table (eq. 3.37); both give the second layer the bracket's type "
-               "and depth.")
+    ctx.caveat(
+        f"Inside Theorem 1's class (Assumption 10): each twin's layer-2 input at a bracket is unchanged when "
+        f"matched pairs before it move it (largest relative change over the twins {gap:.1g}). The trained second "
+        f"layer is a TransformerLens block without LayerNorm — attention, then an MLP, each with a residual — where "
+        f"eq. 3.23 normalises the attention output (LN) and adds the residual before g; Fig. 3.39(a) also drops the "
+        f"residual and the FFN. Until the first full rerun (issue 30) the twins kept the full first layer, whose "
+        f"positional coordinates reached layer 2 (docs/deviations.md)."
+    )
+    ctx.caveat(
+        "The regulariser's verdicts compare twins of the same seed and learning rate. The first full run pooled "
+        "both learning rates, which called a 1% difference in β a reproduction; the rule was corrected, not the "
+        "settings (docs/deviations.md)."
+    )
+    ctx.caveat(
+        "The first layer is this project's Dyck construction (type and depth written into named subspaces), "
+        "not the thesis's one-hot e(τ_{t,d}) table (eq. 3.37); both give the second layer the bracket's type "
+        "and depth."
+    )
 
 
 def _fmt(x) -> str:

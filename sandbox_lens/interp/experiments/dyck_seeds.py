@@ -59,7 +59,9 @@ def run(ctx: Context) -> None:
     k, D = parse_dyck_spec(ctx.options["dyck"])
     lang = Dyck(k, D)
     task = DyckTask(lang, sc["length"])
-    probe_word = lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
+    probe_word = (
+        lang.encode(PROBE_INPUT) if k == 2 and D >= 4 else lang.sample(1, 16, seed=ExperimentSeed.PROBE_WORD)[0]
+    )
     probe_text = "".join(lang.bracket_names[b] for b in probe_word)
     if len(probe_word) + 1 > task.n_ctx:
         raise ExperimentError(f"the probe input {probe_text} does not fit the training length")
@@ -68,7 +70,9 @@ def run(ctx: Context) -> None:
     baseline = random_attention_baseline(n)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, target_accuracy=0.99)
 
-    constructions = {v: build_model("dyck", lang, max(sc["length"], n), variant=v) for v in ("stack", "uniform", "balanced")}
+    constructions = {
+        v: build_model("dyck", lang, max(sc["length"], n), variant=v) for v in ("stack", "uniform", "balanced")
+    }
     built = {v: layer_patterns(m, probe_word, m.cfg.n_layers - 1)[0] for v, m in constructions.items()}
     built_mass = {v: stack_top_mass(m, lang, words)[0] for v, m in constructions.items()}
 
@@ -84,34 +88,86 @@ def run(ctx: Context) -> None:
             patterns[s] = layer_patterns(model, probe_word, model.cfg.n_layers - 1)[0]
             mass[s] = stack_top_mass(model, lang, words)[0]
         pairs = [float(((patterns[a] - patterns[b]) ** 2).sum()) for a, b in itertools.combinations(learned, 2)]
-        to_built = {v: float(np.mean([((patterns[s] - p) ** 2).sum() for s in learned])) if learned else float("nan")
-                    for v, p in built.items()}
-        per_pos[pos] = {"accuracy": acc, "learned": learned, "stack_top_mass": mass,
-                        "variation": float(np.mean(pairs)) if pairs else float("nan"), "pairs": len(pairs),
-                        "to_constructions": to_built, "patterns": {s: p.tolist() for s, p in patterns.items()}}
+        to_built = {
+            v: float(np.mean([((patterns[s] - p) ** 2).sum() for s in learned])) if learned else float("nan")
+            for v, p in built.items()
+        }
+        per_pos[pos] = {
+            "accuracy": acc,
+            "learned": learned,
+            "stack_top_mass": mass,
+            "variation": float(np.mean(pairs)) if pairs else float("nan"),
+            "pairs": len(pairs),
+            "to_constructions": to_built,
+            "patterns": {s: p.tolist() for s, p in patterns.items()},
+        }
     between_built = {f"{a}–{b}": float(((built[a] - built[b]) ** 2).sum()) for a, b in itertools.combinations(built, 2)}
     ctx.data("per_position", per_pos)
-    ctx.data("constructions", {"patterns": {v: p.tolist() for v, p in built.items()}, "stack_top_mass": built_mass,
-                               "variation_between": between_built})
-    ctx.data("probe", {"input": probe_text, "positions": n, "random_baseline": baseline,
-                       "random_baseline_without_bos": random_attention_baseline(n - 1)})
+    ctx.data(
+        "constructions",
+        {
+            "patterns": {v: p.tolist() for v, p in built.items()},
+            "stack_top_mass": built_mass,
+            "variation_between": between_built,
+        },
+    )
+    ctx.data(
+        "probe",
+        {
+            "input": probe_text,
+            "positions": n,
+            "random_baseline": baseline,
+            "random_baseline_without_bos": random_attention_baseline(n - 1),
+        },
+    )
 
     rows = []
     for pos, e in per_pos.items():
         masses = list(e["stack_top_mass"].values())
-        rows.append([pos, f"{len(e['learned'])}/{len(ctx.seeds)}", float(np.median(list(e["accuracy"].values()))),
-                     float(np.median(masses)) if masses else float("nan"),
-                     sum(m > STACK_LIKE for m in masses), e["variation"], e["variation"] / baseline,
-                     *(e["to_constructions"][v] for v in built)])
+        rows.append(
+            [
+                pos,
+                f"{len(e['learned'])}/{len(ctx.seeds)}",
+                float(np.median(list(e["accuracy"].values()))),
+                float(np.median(masses)) if masses else float("nan"),
+                sum(m > STACK_LIKE for m in masses),
+                e["variation"],
+                e["variation"] / baseline,
+                *(e["to_constructions"][v] for v in built),
+            ]
+        )
     for v in built:
-        rows.append([f"construction: {v}", "—", 1.0, built_mass[v], int(built_mass[v] > STACK_LIKE), float("nan"),
-                     float("nan"), *(float(((built[v] - built[w]) ** 2).sum()) for w in built)])
-    ctx.table("Seeds, accuracy and layer-2 attention", ["positions", f"seeds ≥ {LEARNED}", "median accuracy",
-              "median stack-top mass", f"stack-like heads (mass > {STACK_LIKE})", "variation between seeds",
-              "÷ random", "variation to stack", "to uniform", "to balanced"], rows,
-              note=f"Variation on {probe_text} with BOS ({n} × {n} patterns); the exact random baseline for {n} "
-                   f"positions is {baseline:.3f} ({random_attention_baseline(n - 1):.3f} for {n - 1}). The stack-top "
-                   f"mass is averaged over {len(words)} sampled words of {sc['length'] - 1} brackets.")
+        rows.append(
+            [
+                f"construction: {v}",
+                "—",
+                1.0,
+                built_mass[v],
+                int(built_mass[v] > STACK_LIKE),
+                float("nan"),
+                float("nan"),
+                *(float(((built[v] - built[w]) ** 2).sum()) for w in built),
+            ]
+        )
+    ctx.table(
+        "Seeds, accuracy and layer-2 attention",
+        [
+            "positions",
+            f"seeds ≥ {LEARNED}",
+            "median accuracy",
+            "median stack-top mass",
+            f"stack-like heads (mass > {STACK_LIKE})",
+            "variation between seeds",
+            "÷ random",
+            "variation to stack",
+            "to uniform",
+            "to balanced",
+        ],
+        rows,
+        note=f"Variation on {probe_text} with BOS ({n} × {n} patterns); the exact random baseline for {n} "
+        f"positions is {baseline:.3f} ({random_attention_baseline(n - 1):.3f} for {n - 1}). The stack-top "
+        f"mass is averaged over {len(words)} sampled words of {sc['length'] - 1} brackets.",
+    )
     _figures(ctx, per_pos, built, built_mass, probe_text, baseline)
     _claims(ctx, per_pos, baseline, n, built_mass, lang)
 
@@ -142,9 +198,13 @@ def _figures(ctx: Context, per_pos: dict, built: dict, built_mass: dict, probe_t
     ax2.set_ylabel("mean ‖A_s − A_s'‖²_F")
     ax2.set_title(f"variation between seeds on {probe_text}", fontsize=9)
     fig.suptitle("Layer-2 attention of trained Dyck models")
-    ctx.figure("stack_top_and_variation", fig, "Left: how much of the layer-2 head's attention lands on the stack top, "
-               "per seed (dashed/dotted: the constructions). Right: attention variation between seeds; dashed: the exact "
-               "random baseline; red: the thesis's value rescaled by our baseline over its 2.85.")
+    ctx.figure(
+        "stack_top_and_variation",
+        fig,
+        "Left: how much of the layer-2 head's attention lands on the stack top, "
+        "per seed (dashed/dotted: the constructions). Right: attention variation between seeds; dashed: the exact "
+        "random baseline; red: the thesis's value rescaled by our baseline over its 2.85.",
+    )
     heads = {f"{pos} seed {s}": np.asarray(p) for pos in per_pos for s, p in list(per_pos[pos]["patterns"].items())[:3]}
     heads.update({f"construction: {v}": p for v, p in built.items()})
     cols = 4
@@ -161,18 +221,34 @@ def _figures(ctx: Context, per_pos: dict, built: dict, built_mass: dict, probe_t
         ax.set_xticks(range(len(tokens)), tokens, fontsize=6)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
-    ctx.figure("probe_patterns", fig, f"Layer-2 patterns on BOS {probe_text}: three seeds per setting and the three "
-               "constructions (rows: queries, columns: keys).")
+    ctx.figure(
+        "probe_patterns",
+        fig,
+        f"Layer-2 patterns on BOS {probe_text}: three seeds per setting and the three "
+        "constructions (rows: queries, columns: keys).",
+    )
 
 
 #: Each verdict's rule, fixed before any run.
 RULES = {
-    "learned": Rule(f"share of seeds reaching {LEARNED} held-out accuracy, pooled over the position codes", "above", 0.9,
-                    null=0.9, min_n=3),
-    "stack_like": Rule(f"share of trained layer-2 heads with stack-top mass > {STACK_LIKE}", "below", 0.5, null=0.5,
-                       min_n=3, unit="heads"),
-    "variation": Rule("variation between seeds ÷ the random baseline (the thesis's ratios: 0.77 and 0.80)", "above", 0.6,
-                      min_n=3),
+    "learned": Rule(
+        f"share of seeds reaching {LEARNED} held-out accuracy, pooled over the position codes",
+        "above",
+        0.9,
+        null=0.9,
+        min_n=3,
+    ),
+    "stack_like": Rule(
+        f"share of trained layer-2 heads with stack-top mass > {STACK_LIKE}",
+        "below",
+        0.5,
+        null=0.5,
+        min_n=3,
+        unit="heads",
+    ),
+    "variation": Rule(
+        "variation between seeds ÷ the random baseline (the thesis's ratios: 0.77 and 0.80)", "above", 0.6, min_n=3
+    ),
 }
 
 
@@ -209,39 +285,63 @@ def _claims(ctx: Context, per_pos: dict, baseline: float, n: int, built_mass: di
     seeds = len(ctx.seeds)
     learned = {p: len(e["learned"]) for p, e in per_pos.items()}
     total = seeds * len(per_pos)
-    got = sum(learned.values()) if not ctx.quick else sum(sum(a >= LEARNED for a in e["accuracy"].values())
-                                                         for e in per_pos.values())
-    ctx.rule(f"2-layer, 1-head, width-50 models reach ≥ 97% on Dyck_{{{lang.k},{lang.D}}}, with and without positions",
-             "all models reach ≥ 97% (§3.6.3.1; footnote 59 for no positions)", RULES["learned"],
-             Estimate(got / total, wilson_interval(got, total), total, "seeds", "a binomial rate, Wilson interval"),
-             "; ".join(f"{p}: {learned[p]}/{seeds} seeds" for p in per_pos))
+    got = (
+        sum(learned.values())
+        if not ctx.quick
+        else sum(sum(a >= LEARNED for a in e["accuracy"].values()) for e in per_pos.values())
+    )
+    ctx.rule(
+        f"2-layer, 1-head, width-50 models reach ≥ 97% on Dyck_{{{lang.k},{lang.D}}}, with and without positions",
+        "all models reach ≥ 97% (§3.6.3.1; footnote 59 for no positions)",
+        RULES["learned"],
+        Estimate(got / total, wilson_interval(got, total), total, "seeds", "a binomial rate, Wilson interval"),
+        "; ".join(f"{p}: {learned[p]}/{seeds} seeds" for p in per_pos),
+    )
     masses = [m for e in per_pos.values() for m in e["stack_top_mass"].values()]
     stack_like = sum(m > STACK_LIKE for m in masses)
-    ctx.rule("Their second-layer attention is mostly not stack-like", "usually not stack-like (Fig. 3.3; qualitative)",
-             RULES["stack_like"],
-             Estimate(stack_like / len(masses) if masses else None, wilson_interval(stack_like, len(masses)),
-                      len(masses), "heads", "a binomial rate, Wilson interval"),
-             f"{stack_like} of {len(masses)} trained heads put > {STACK_LIKE} of their attention on the stack top "
-             f"(median mass {np.median(masses) if masses else float('nan'):.3f}; the stack construction "
-             f"{built_mass['stack']:.3f})")
+    ctx.rule(
+        "Their second-layer attention is mostly not stack-like",
+        "usually not stack-like (Fig. 3.3; qualitative)",
+        RULES["stack_like"],
+        Estimate(
+            stack_like / len(masses) if masses else None,
+            wilson_interval(stack_like, len(masses)),
+            len(masses),
+            "heads",
+            "a binomial rate, Wilson interval",
+        ),
+        f"{stack_like} of {len(masses)} trained heads put > {STACK_LIKE} of their attention on the stack top "
+        f"(median mass {np.median(masses) if masses else float('nan'):.3f}; the stack construction "
+        f"{built_mass['stack']:.3f})",
+    )
     for pos, thesis in THESIS_VARIATION.items():
         e = per_pos[pos]
         est = variation_estimate([e["patterns"]], baseline)
         thesis_ratio = thesis / THESIS_BASELINE
-        ctx.rule(f"Attention varies across seeds nearly as much as random ({pos} positions)",
-                 f"{thesis} vs random {THESIS_BASELINE} (ratio {thesis_ratio:.2f}; 40 seeds, N ≈ 15–16)",
-                 RULES["variation"], est,
-                 f"{e['variation']:.2f} vs random {baseline:.2f} at {n} positions ({len(e['learned'])} seeds, "
-                 f"{e['pairs']} pairs)", family="variation")
+        ctx.rule(
+            f"Attention varies across seeds nearly as much as random ({pos} positions)",
+            f"{thesis} vs random {THESIS_BASELINE} (ratio {thesis_ratio:.2f}; 40 seeds, N ≈ 15–16)",
+            RULES["variation"],
+            est,
+            f"{e['variation']:.2f} vs random {baseline:.2f} at {n} positions ({len(e['learned'])} seeds, "
+            f"{e['pairs']} pairs)",
+            family="variation",
+        )
     closest = {p: min(e["to_constructions"], key=e["to_constructions"].get) for p, e in per_pos.items() if e["learned"]}
-    ctx.conclude("The construction closest to the trained heads (mean ‖A − A_construction‖²_F on the probe): "
-                 + "; ".join(f"{p} positions: {c} ({per_pos[p]['to_constructions'][c]:.2f})" for p, c in closest.items())
-                 + ". All three constructions are exact, so accuracy alone cannot tell which of them — if any — a "
-                   "trained model resembles.")
-    ctx.conclude(f"Baseline: {baseline:.3f} is E‖A₁ − A₂‖²_F for independent causal {n}×{n} patterns with Dirichlet(1) "
-                 f"rows, in closed form; the thesis's 2.85 matches such patterns at about 15 positions, so we compare "
-                 f"ratios, not raw values.")
+    ctx.conclude(
+        "The construction closest to the trained heads (mean ‖A − A_construction‖²_F on the probe): "
+        + "; ".join(f"{p} positions: {c} ({per_pos[p]['to_constructions'][c]:.2f})" for p, c in closest.items())
+        + ". All three constructions are exact, so accuracy alone cannot tell which of them — if any — a "
+        "trained model resembles."
+    )
+    ctx.conclude(
+        f"Baseline: {baseline:.3f} is E‖A₁ − A₂‖²_F for independent causal {n}×{n} patterns with Dirichlet(1) "
+        f"rows, in closed form; the thesis's 2.85 matches such patterns at about 15 positions, so we compare "
+        f"ratios, not raw values."
+    )
     if not ctx.quick:
-        ctx.caveat("The thesis's training steps, batch size and stopping rule are not given; ours: Adam(W) lr 3e-3, "
-                   "batch 32, up to 1500 steps, stopping at 0.99 held-out accuracy. Learned positions are our addition; "
-                   "the thesis reports linear positions (2.20) and none (2.27).")
+        ctx.caveat(
+            "The thesis's training steps, batch size and stopping rule are not given; ours: Adam(W) lr 3e-3, "
+            "batch 32, up to 1500 steps, stopping at 0.99 held-out accuracy. Learned positions are our addition; "
+            "the thesis reports linear positions (2.20) and none (2.27)."
+        )

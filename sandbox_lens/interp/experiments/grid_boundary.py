@@ -30,10 +30,14 @@ NULL_SEED = 10_000  # their initialisation seeds start here (no trained seed com
 #: Each verdict's rule. The thesis's claim is about *last-layer* heads, and a best head is a maximum, so
 #: each twin's best last-layer score is set against the same maximum in random-init twins of its shape.
 RULES = {
-    "detector": Rule("best last-layer boundary score − the 95% quantile of the same maximum in random-init twins, "
-                     "per learned twin", "above", 0.0),
-    "exact": exactness_rule("queries on which no head of the construction's detecting block puts its argmax on the "
-                            "last wall"),
+    "detector": Rule(
+        "best last-layer boundary score − the 95% quantile of the same maximum in random-init twins, per learned twin",
+        "above",
+        0.0,
+    ),
+    "exact": exactness_rule(
+        "queries on which no head of the construction's detecting block puts its argmax on the last wall"
+    ),
 }
 
 
@@ -64,9 +68,12 @@ def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
     states = np.concatenate([np.full((len(words), 1), automaton.initial), automaton.run(words)], axis=1)
     target = np.stack([last_boundary_positions(row, automaton.n_states)[1:] for row in states])
     T = target.shape[1]
-    return {"heads": {f"L{b}H{h}": v for (b, h), v in scores.heads.items()},
-            "any_head": max(scores.blocks.values(), default=0.0),
-            "always_bos": float((target == 0).mean()), "always_self": float((target == np.arange(1, T + 1)).mean())}
+    return {
+        "heads": {f"L{b}H{h}": v for (b, h), v in scores.heads.items()},
+        "any_head": max(scores.blocks.values(), default=0.0),
+        "always_bos": float((target == 0).mean()),
+        "always_self": float((target == np.arange(1, T + 1)).mean()),
+    }
 
 
 def run(ctx: Context) -> None:
@@ -95,8 +102,15 @@ def run(ctx: Context) -> None:
         for s, d in ctx.run_dirs(label).items():
             per_seed[s] = {"accuracy": acc[s], **boundary_scores(load_trained(d), a, words)}
         results[label] = per_seed
-        null[label] = [_best_last(boundary_scores(random_init(task, ModelShape(n_layers=layers, n_heads=heads), NULL_SEED + i),
-                                                  a, words)["heads"], layers) for i in range(NULL_MODELS)]
+        null[label] = [
+            _best_last(
+                boundary_scores(random_init(task, ModelShape(n_layers=layers, n_heads=heads), NULL_SEED + i), a, words)[
+                    "heads"
+                ],
+                layers,
+            )
+            for i in range(NULL_MODELS)
+        ]
     first_run = next(iter(ctx.run_dirs(next(iter(sc["shapes"]))).values()))
     exact = skyline(load_trained(first_run), T)
     built = boundary_scores(exact, a, words)
@@ -110,15 +124,27 @@ def run(ctx: Context) -> None:
     for label, per in results.items():
         for s, r in per.items():
             best = max(r["heads"], key=r["heads"].get)
-            rows.append([f"{label} seed {s}", r["accuracy"], best, r["heads"][best], int(best[1:].split("H")[0]),
-                         r["any_head"]])
+            rows.append(
+                [f"{label} seed {s}", r["accuracy"], best, r["heads"][best], int(best[1:].split("H")[0]), r["any_head"]]
+            )
     best_c = max(built["heads"], key=built["heads"].get)
-    rows.append([f"construction ({exact.card.construction})", 1.0, best_c, built["heads"][best_c],
-                 int(best_c[1:].split("H")[0]), built["any_head"]])
-    ctx.table("Boundary-detector scores (fraction of queries whose argmax is the last wall position)",
-              ["model", "held-out accuracy", "best head", "its score", "its layer", "any head of one layer"], rows,
-              note=f"{len(words)} words of length {T}; baselines: always-BOS {bos:.3f}, always-self {self_:.3f}. "
-                   f"Layers count TransformerLens blocks from 0.")
+    rows.append(
+        [
+            f"construction ({exact.card.construction})",
+            1.0,
+            best_c,
+            built["heads"][best_c],
+            int(best_c[1:].split("H")[0]),
+            built["any_head"],
+        ]
+    )
+    ctx.table(
+        "Boundary-detector scores (fraction of queries whose argmax is the last wall position)",
+        ["model", "held-out accuracy", "best head", "its score", "its layer", "any head of one layer"],
+        rows,
+        note=f"{len(words)} words of length {T}; baselines: always-BOS {bos:.3f}, always-self {self_:.3f}. "
+        f"Layers count TransformerLens blocks from 0.",
+    )
     _figure(ctx, results, built, bos, self_, exact.card.construction)
     _claims(ctx, results, built, bos, self_, a.name, T, null, sc["shapes"], len(words))
 
@@ -132,13 +158,18 @@ def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     for i, (label, per) in enumerate(results.items()):
         for s, r in per.items():
             names = list(r["heads"])
-            ax.scatter([x + j * 0.8 / max(1, len(names)) for j in range(len(names))], [r["heads"][h] for h in names],
-                       color=f"C{i}", s=14)
+            ax.scatter(
+                [x + j * 0.8 / max(1, len(names)) for j in range(len(names))],
+                [r["heads"][h] for h in names],
+                color=f"C{i}",
+                s=14,
+            )
             labels.append((x + 0.4, f"{label}\nseed {s}"))
             x += 1
     names = list(built["heads"])
-    ax.scatter([x + j * 0.8 / len(names) for j in range(len(names))], [built["heads"][h] for h in names],
-               color="k", s=14)
+    ax.scatter(
+        [x + j * 0.8 / len(names) for j in range(len(names))], [built["heads"][h] for h in names], color="k", s=14
+    )
     labels.append((x + 0.4, "construction"))
     ax.axhline(bos, color="C3", ls="--", lw=1, label=f"always BOS ({bos:.2f})")
     ax.axhline(self_, color="C4", ls=":", lw=1, label=f"always self ({self_:.2f})")
@@ -148,8 +179,12 @@ def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(f"Nearest-boundary detection: every head of every model ({name} beside the twins)", fontsize=10)
-    ctx.figure("boundary_scores", fig, "Each dot is one head (left to right: layer by layer); the lines are what a "
-               "head scores by always attending to BOS or to itself.")
+    ctx.figure(
+        "boundary_scores",
+        fig,
+        "Each dot is one head (left to right: layer by layer); the lines are what a "
+        "head scores by always attending to BOS or to itself.",
+    )
 
 
 def _best_last(heads: dict[str, float], layers: int) -> float:
@@ -157,39 +192,65 @@ def _best_last(heads: dict[str, float], layers: int) -> float:
     return max(v for h, v in heads.items() if int(h[1:].split("H")[0]) == layers - 1)
 
 
-def _claims(ctx: Context, results: dict, built: dict, bos: float, self_: float, name: str, T: int,
-            null: dict[str, list[float]], shapes: dict, n_words: int) -> None:
+def _claims(
+    ctx: Context,
+    results: dict,
+    built: dict,
+    bos: float,
+    self_: float,
+    name: str,
+    T: int,
+    null: dict[str, list[float]],
+    shapes: dict,
+    n_words: int,
+) -> None:
     for label, per in results.items():
         layers = shapes[label][0]
         learned = {s: r for s, r in per.items() if r["accuracy"] >= LEARNED or ctx.quick}
         best = {s: _best_last(r["heads"], layers) for s, r in learned.items()}
         q = float(np.quantile(null[label], 0.95))
         ex = null_exceedance(float(np.median(list(best.values()))) if best else float("nan"), null[label])
-        ctx.rule(f"Trained {label} twins contain a nearest-boundary detector in their last layer",
-                 "last-layer heads act as nearest-boundary detectors (Fig. 3.6, 3.17: 4-layer, 8-head GPT-2 on Grid_9, "
-                 "T = 128)", RULES["detector"], estimate([b - q for b in best.values()]),
-                 f"best last-layer score per learned twin {', '.join(f'{b:.2f}' for b in best.values())} "
-                 f"({len(learned)} of {len(per)} learned); random-init twins' best: mean {np.mean(null[label]):.2f}, "
-                 f"95% quantile {q:.2f} ({NULL_MODELS} models); free baselines: always-BOS {bos:.2f}, always-self "
-                 f"{self_:.2f}", floor=None if learned else f"no {label} twin reached {LEARNED} held-out accuracy",
-                 null=ex)
+        ctx.rule(
+            f"Trained {label} twins contain a nearest-boundary detector in their last layer",
+            "last-layer heads act as nearest-boundary detectors (Fig. 3.6, 3.17: 4-layer, 8-head GPT-2 on Grid_9, "
+            "T = 128)",
+            RULES["detector"],
+            estimate([b - q for b in best.values()]),
+            f"best last-layer score per learned twin {', '.join(f'{b:.2f}' for b in best.values())} "
+            f"({len(learned)} of {len(per)} learned); random-init twins' best: mean {np.mean(null[label]):.2f}, "
+            f"95% quantile {q:.2f} ({NULL_MODELS} models); free baselines: always-BOS {bos:.2f}, always-self "
+            f"{self_:.2f}",
+            floor=None if learned else f"no {label} twin reached {LEARNED} held-out accuracy",
+            null=ex,
+        )
     missed = int(round((1 - built["any_head"]) * n_words * T))
-    ctx.rule("Theorem 12's construction detects the nearest boundary exactly",
-             "a 2-layer construction whose layer-2 heads attend to the last boundary (Theorem 12)", RULES["exact"],
-             count(missed),
-             f"for {built['any_head']:.3f} of {n_words * T} queries some head's argmax is the last wall position")
-    ctx.conclude(f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
-                 f"boundary score well above both means the head tracks the walls, not a fixed position.")
+    ctx.rule(
+        "Theorem 12's construction detects the nearest boundary exactly",
+        "a 2-layer construction whose layer-2 heads attend to the last boundary (Theorem 12)",
+        RULES["exact"],
+        count(missed),
+        f"for {built['any_head']:.3f} of {n_words * T} queries some head's argmax is the last wall position",
+    )
+    ctx.conclude(
+        f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
+        f"boundary score well above both means the head tracks the walls, not a fixed position."
+    )
     twin_best = max(max(r["heads"].values()) for per in results.values() for r in per.values())
     best_layer = max(built["heads"], key=built["heads"].get).split("H")[0]
     n_layer = sum(h.startswith(best_layer + "H") for h in built["heads"])
-    ctx.conclude(f"The construction spreads detection over the {n_layer} heads of its block {best_layer[1:]}, indexed by "
-                 f"offset: its best "
-                 f"single head scores {max(built['heads'].values()):.3f}, yet for {built['any_head']:.3f} of queries one "
-                 f"head of its second layer is exactly on the wall. The twins concentrate it instead (best single "
-                 f"head {twin_best:.3f}) — a per-head score alone would rank the exact circuit below the learned ones.")
-    ctx.caveat("Only last-layer heads are ruled on, as the thesis states the claim; the table and figure show every "
-               "head. The first full runs took the best head of any layer with no null (docs/deviations.md).")
+    ctx.conclude(
+        f"The construction spreads detection over the {n_layer} heads of its block {best_layer[1:]}, indexed by "
+        f"offset: its best "
+        f"single head scores {max(built['heads'].values()):.3f}, yet for {built['any_head']:.3f} of queries one "
+        f"head of its second layer is exactly on the wall. The twins concentrate it instead (best single "
+        f"head {twin_best:.3f}) — a per-head score alone would rank the exact circuit below the learned ones."
+    )
+    ctx.caveat(
+        "Only last-layer heads are ruled on, as the thesis states the claim; the table and figure show every "
+        "head. The first full runs took the best head of any layer with no null (docs/deviations.md)."
+    )
     if not ctx.quick:
-        ctx.caveat(f"Scale: T = {T} and width 64 (the thesis: T = 100 for training, length-128 probes, width 512, 8 heads); "
-                   f"{len(ctx.seeds)} seeds per shape.")
+        ctx.caveat(
+            f"Scale: T = {T} and width 64 (the thesis: T = 100 for training, length-128 probes, width 512, 8 heads); "
+            f"{len(ctx.seeds)} seeds per shape."
+        )

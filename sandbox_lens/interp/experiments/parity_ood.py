@@ -58,8 +58,9 @@ def run(ctx: Context) -> None:
     T, sym = sc["length"], a.alphabet[COUNT_SYMBOL]
     task = AutomatonTask(a, T)
     twin_cfg = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, target_accuracy=0.999)
-    lstm_cfg = TrainConfig(steps=sc["lstm_steps"], batch=64, lr=3e-3, weight_decay=1e-9, eval_every=50,
-                           target_accuracy=0.999)
+    lstm_cfg = TrainConfig(
+        steps=sc["lstm_steps"], batch=64, lr=3e-3, weight_decay=1e-9, eval_every=50, target_accuracy=0.999
+    )
     twins = ctx.sweep("twin", task, ModelShape(), twin_cfg)
     lstms = ctx.sweep("lstm", task, default_shape(task, "lstm"), lstm_cfg)
     # Only twins that learned the task say anything about shortcuts; a quick run keeps them all.
@@ -74,7 +75,7 @@ def run(ctx: Context) -> None:
 
     uniform = 1.0 / a.n_symbols
     ps = sorted(set(PS) | {uniform})
-    others = (a.n_symbols - 1)
+    others = a.n_symbols - 1
 
     def law(p: float) -> list[float]:
         return [p if i == COUNT_SYMBOL else (1 - p) / others for i in range(a.n_symbols)]
@@ -115,8 +116,12 @@ def run(ctx: Context) -> None:
     cols = ["shift", "twins: accuracy", "twins: final", "LSTMs: accuracy", "LSTMs: final"]
     if exact is not None:
         cols += [f"{exact.card.construction}: accuracy", f"{exact.card.construction}: final"]
-    ctx.table("Accuracy under shift (mean over seeds; 'final' is the state after the whole word)", cols, table,
-              note=f"{sc['samples']} words per shift, the same words for every model.")
+    ctx.table(
+        "Accuracy under shift (mean over seeds; 'final' is the state after the whole word)",
+        cols,
+        table,
+        note=f"{sc['samples']} words per shift, the same words for every model.",
+    )
 
     probe = _count_probe(ctx, a, T, sc["probe_words"], exact, learned)
     _claims(ctx, a, sym, T, uniform, curves, twins, lstms, rows, exact, probe, learned)
@@ -133,8 +138,17 @@ def _figure(ctx: Context, curves: dict, name: str, sym: str, T: int, uniform: fl
             if who not in curves:
                 continue
             xs, m, se = curves[who][by]
-            ax.errorbar(xs, m, yerr=se, color=colour, marker=marker or None, ls="--" if who == "exact" else "-",
-                        label=label, capsize=2, ms=4)
+            ax.errorbar(
+                xs,
+                m,
+                yerr=se,
+                color=colour,
+                marker=marker or None,
+                ls="--" if who == "exact" else "-",
+                label=label,
+                capsize=2,
+                ms=4,
+            )
         ax.axhline(1 / 2 if name == "parity" else 0, color="0.7", lw=0.8, ls=":")
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("accuracy (every position)")
@@ -145,9 +159,13 @@ def _figure(ctx: Context, curves: dict, name: str, sym: str, T: int, uniform: fl
     axes[1].set_xlabel(f"number of {sym}s in the word (T = {T}; training mean {T * uniform:g})")
     axes[0].legend(fontsize=8, loc="lower center")
     fig.suptitle(f"{name}: twins trained on uniform words, tested off the training law")
-    ctx.figure("accuracy_under_shift", fig, "Accuracy at every position against the test probability of the counted "
-               "symbol (left) and against its number of occurrences (right). Grey line: the training law; dotted: "
-               "chance for parity.")
+    ctx.figure(
+        "accuracy_under_shift",
+        fig,
+        "Accuracy at every position against the test probability of the counted "
+        "symbol (left) and against its number of occurrences (right). Grey line: the training law; dotted: "
+        "chance for parity.",
+    )
 
 
 def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int]) -> dict[str, Any]:
@@ -156,7 +174,9 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
     from sandbox_lens.interp.train import load_trained
     from sandbox_lens.probes.linear import automaton_probe_data, probe_accuracy
 
-    words = step_rng(ExperimentSeed.PARITY_OOD_PROBE_WORDS, 0, Stream.PROBE_WORDS).integers(a.n_symbols, size=(n_words, T))
+    words = step_rng(ExperimentSeed.PARITY_OOD_PROBE_WORDS, 0, Stream.PROBE_WORDS).integers(
+        a.n_symbols, size=(n_words, T)
+    )
     running = np.cumsum(words == COUNT_SYMBOL, axis=1)
     chance = float(np.bincount(running.ravel()).max() / running.size)
     per_model: dict[str, dict[str, float]] = {}
@@ -175,20 +195,39 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
     for h in hooks:
         count_vals = [per_model[n][h] for n in twin_names]
         state_vals = [state[n][h] for n in twin_names]
-        rows.append([h, float(np.mean(count_vals)), float(np.min(count_vals)), float(np.max(count_vals)),
-                     float(np.mean(state_vals))])
-    ctx.table("Linear probes on the twins (held-out accuracy, mean / min / max over seeds)",
-              ["hook", "running count: mean", "min", "max", "state: mean"], rows,
-              note=f"Probe words: {n_words} uniform words of length {T} (70% train, 30% test), logistic regression. "
-                   f"Chance for the count (majority class) {chance:.3f}.")
+        rows.append(
+            [
+                h,
+                float(np.mean(count_vals)),
+                float(np.min(count_vals)),
+                float(np.max(count_vals)),
+                float(np.mean(state_vals)),
+            ]
+        )
+    ctx.table(
+        "Linear probes on the twins (held-out accuracy, mean / min / max over seeds)",
+        ["hook", "running count: mean", "min", "max", "state: mean"],
+        rows,
+        note=f"Probe words: {n_words} uniform words of length {T} (70% train, 30% test), logistic regression. "
+        f"Chance for the count (majority class) {chance:.3f}.",
+    )
     best = {n: max(v.values()) for n, v in per_model.items()}
 
     def first(table: dict[str, dict[str, float]]) -> str | None:  # first hook where the twins' mean reaches 0.9
         return next((h for h in hooks if np.mean([table[n][h] for n in twin_names]) >= READABLE), None)
 
     order = {"count": first(per_model), "state": first(state)}
-    ctx.data("count_probe", {"per_model": per_model, "state_probe": state, "chance": chance, "best": best,
-                             "first_readable": order, "readable_at": READABLE})
+    ctx.data(
+        "count_probe",
+        {
+            "per_model": per_model,
+            "state_probe": state,
+            "chance": chance,
+            "best": best,
+            "first_readable": order,
+            "readable_at": READABLE,
+        },
+    )
     return {"best": best, "chance": chance, "twins": twin_names, "order": order, "hooks": hooks}
 
 
@@ -197,19 +236,31 @@ def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int])
 #: (the most extreme probabilities, the most extreme counts with more than one word), so no maximum over
 #: shifts is taken and no null of a maximum is needed.
 RULES = {
-    "drop_p": Rule(f"accuracy at the training law − mean accuracy at Pr[σ] ∈ {{{PS[0]}, {PS[-1]}}}, per learned twin",
-                   "above", DROP_REPRODUCED),
-    "drop_count": Rule("accuracy at the training law − mean accuracy at the lowest and highest tested counts that have "
-                       "more than one word, per learned twin", "above", DROP_REPRODUCED),
-    "low_counts": Rule("accuracy at the high count − at the mirrored low count (c and T − c, the most extreme with more "
-                       "than one word), per learned twin", "above", 0.0),
+    "drop_p": Rule(
+        f"accuracy at the training law − mean accuracy at Pr[σ] ∈ {{{PS[0]}, {PS[-1]}}}, per learned twin",
+        "above",
+        DROP_REPRODUCED,
+    ),
+    "drop_count": Rule(
+        "accuracy at the training law − mean accuracy at the lowest and highest tested counts that have "
+        "more than one word, per learned twin",
+        "above",
+        DROP_REPRODUCED,
+    ),
+    "low_counts": Rule(
+        "accuracy at the high count − at the mirrored low count (c and T − c, the most extreme with more "
+        "than one word), per learned twin",
+        "above",
+        0.0,
+    ),
     "lstm": Rule("drop at Pr[σ] ∈ {0.05, 0.95}: LSTMs − learned twins (difference of means)", "below", 0.0),
     "exact": exactness_rule("wrong states of the construction over every shifted word"),
 }
 
 
-def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, lstms, rows, exact, probe,
-            seeds: list[int]) -> None:
+def _claims(
+    ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, lstms, rows, exact, probe, seeds: list[int]
+) -> None:
     by_seed = {r["seed"]: r["final_accuracy"] for r in twins["runs"]}
     trained = float(np.mean([by_seed[s] for s in seeds]))
     learned = trained >= LEARNED
@@ -228,70 +279,116 @@ def _claims(ctx: Context, a, sym: str, T: int, uniform: float, curves, twins, ls
         return acc(name, law) - float(np.mean([acc(name, lb) for lb in at]))
 
     drops_p = [drop(n, extremes_p) for n in twin_names]
-    ctx.rule(f"A twin trained on uniform words degrades as the test Pr[{sym}] moves away from training",
-             "degrades sharply (Fig. 3.20; mean ± s.e. over 25 replicates, T = 40, no numbers in the text)",
-             RULES["drop_p"], estimate(drops_p),
-             f"{len(seeds)} of {len(twins['runs'])} twins "
-             f"{'kept (a quick run keeps every twin)' if ctx.quick else 'learned'} (held-out {trained:.3f}); accuracy "
-             f"{np.mean([acc(n, law) for n in twin_names]):.3f} at the training law, "
-             f"{np.mean([np.mean([acc(n, lb) for lb in extremes_p]) for n in twin_names]):.3f} at Pr[{sym}] ∈ "
-             f"{{{PS[0]}, {PS[-1]}}}", floor=floor)
+    ctx.rule(
+        f"A twin trained on uniform words degrades as the test Pr[{sym}] moves away from training",
+        "degrades sharply (Fig. 3.20; mean ± s.e. over 25 replicates, T = 40, no numbers in the text)",
+        RULES["drop_p"],
+        estimate(drops_p),
+        f"{len(seeds)} of {len(twins['runs'])} twins "
+        f"{'kept (a quick run keeps every twin)' if ctx.quick else 'learned'} (held-out {trained:.3f}); accuracy "
+        f"{np.mean([acc(n, law) for n in twin_names]):.3f} at the training law, "
+        f"{np.mean([np.mean([acc(n, lb) for lb in extremes_p]) for n in twin_names]):.3f} at Pr[{sym}] ∈ "
+        f"{{{PS[0]}, {PS[-1]}}}",
+        floor=floor,
+    )
     ctx.data("drop_by_p", float(np.mean(drops_p)))
     _count_claims(ctx, rows, twin_names, sym, T, uniform, floor, acc, drop)
     lstm_drops = [drop(n, extremes_p) for n in lstm_names]
     lstm_trained = float(np.mean([r["final_accuracy"] for r in lstms["runs"]]))
-    diff = (float(np.mean(lstm_drops) - np.mean(drops_p)) if lstm_drops and drops_p else None)
-    ctx.rule("The LSTM stays correct off the training law (degrades less than the twins)",
-             "stays perfect (Fig. 3.20)", RULES["lstm"],
-             Estimate(diff, difference_interval(lstm_drops, drops_p), min(len(lstm_drops), len(drops_p)), "seeds",
-                      "difference of means, bootstrap within each population"),
-             f"{len(lstm_names)} LSTMs (held-out {lstm_trained:.3f}): worst accuracy over every shift and seed "
-             f"{min(r['accuracy'] for r in rows if r['model'].startswith('lstm ')):.4f}; mean drop "
-             f"{np.mean(lstm_drops):.3f} (twins {np.mean(drops_p):.3f})", floor=floor)
+    diff = float(np.mean(lstm_drops) - np.mean(drops_p)) if lstm_drops and drops_p else None
+    ctx.rule(
+        "The LSTM stays correct off the training law (degrades less than the twins)",
+        "stays perfect (Fig. 3.20)",
+        RULES["lstm"],
+        Estimate(
+            diff,
+            difference_interval(lstm_drops, drops_p),
+            min(len(lstm_drops), len(drops_p)),
+            "seeds",
+            "difference of means, bootstrap within each population",
+        ),
+        f"{len(lstm_names)} LSTMs (held-out {lstm_trained:.3f}): worst accuracy over every shift and seed "
+        f"{min(r['accuracy'] for r in rows if r['model'].startswith('lstm ')):.4f}; mean drop "
+        f"{np.mean(lstm_drops):.3f} (twins {np.mean(drops_p):.3f})",
+        floor=floor,
+    )
     if exact is not None:
         wrong = sum(round((1 - r["accuracy"]) * r["scored"]) for r in rows if r["model"] == exact.card.construction)
         n_shifts = sum(r["model"] == exact.card.construction for r in rows)
-        ctx.rule(f"The construction ({exact.card.construction}) is exact on every shift",
-                 "exact for every input (Lemma 15 / the construction's theorem)", RULES["exact"],
-                 count(wrong),
-                 f"{wrong} wrong states over {n_shifts} shifts")
+        ctx.rule(
+            f"The construction ({exact.card.construction}) is exact on every shift",
+            "exact for every input (Lemma 15 / the construction's theorem)",
+            RULES["exact"],
+            count(wrong),
+            f"{wrong} wrong states over {n_shifts} shifts",
+        )
     ctx.data("twin_held_out", trained)
     best = probe["best"]
     twin_best = [best[n] for n in probe["twins"]]
-    count_text = (f"the running count of {sym}s is linearly readable from the twins' residual stream at best "
-                  f"{np.mean(twin_best):.3f} on average (min {np.min(twin_best):.3f}; chance {probe['chance']:.3f})")
+    count_text = (
+        f"the running count of {sym}s is linearly readable from the twins' residual stream at best "
+        f"{np.mean(twin_best):.3f} on average (min {np.min(twin_best):.3f}; chance {probe['chance']:.3f})"
+    )
     if exact is not None:
         count_text += f"; from {exact.card.construction}'s at {best[exact.card.construction]:.3f}"
     order, hooks = probe["order"], probe["hooks"]
     if order["count"] and order["state"] and hooks.index(order["count"]) < hooks.index(order["state"]):
-        how = (f" The count is readable (mean ≥ {READABLE}) from {order['count']}, the state only from "
-               f"{order['state']}: the order of Lemma 15's count-then-mod in what a probe can read. A probe shows a "
-               f"latent is readable, not that the twin uses it (interp align tests that by interchange).")
+        how = (
+            f" The count is readable (mean ≥ {READABLE}) from {order['count']}, the state only from "
+            f"{order['state']}: the order of Lemma 15's count-then-mod in what a probe can read. A probe shows a "
+            f"latent is readable, not that the twin uses it (interp align tests that by interchange)."
+        )
     elif order["count"] and order["state"]:
-        how = (f" The count (from {order['count']}) is not readable before the state (from {order['state']}): the "
-               f"probes do not show a count-then-mod order.")
+        how = (
+            f" The count (from {order['count']}) is not readable before the state (from {order['state']}): the "
+            f"probes do not show a count-then-mod order."
+        )
     else:
-        how = (f" The count is readable (mean ≥ {READABLE}) at {order['count'] or 'no hook'}, the state at "
-               f"{order['state'] or 'no hook'}.")
+        how = (
+            f" The count is readable (mean ≥ {READABLE}) at {order['count'] or 'no hook'}, the state at "
+            f"{order['state'] or 'no hook'}."
+        )
     ctx.conclude(count_text + "." + how)
     if learned:
-        ctx.conclude(f"Trained at the uniform law, the twins lose {ctx.numbers['drop_by_p']:.3f} of accuracy at the "
-                     f"most extreme tested probabilities"
-                     + (f" and {ctx.numbers['drop_by_count']:.3f} at the most extreme counts" if "drop_by_count" in ctx.numbers else "")
-                     + f", the LSTMs {np.mean(lstm_drops):.3f}" + (" and the construction is exact." if exact else "."))
+        ctx.conclude(
+            f"Trained at the uniform law, the twins lose {ctx.numbers['drop_by_p']:.3f} of accuracy at the "
+            f"most extreme tested probabilities"
+            + (
+                f" and {ctx.numbers['drop_by_count']:.3f} at the most extreme counts"
+                if "drop_by_count" in ctx.numbers
+                else ""
+            )
+            + f", the LSTMs {np.mean(lstm_drops):.3f}"
+            + (" and the construction is exact." if exact else ".")
+        )
     else:
-        ctx.conclude(f"The twins did not learn {a.name} at this scale (held-out {trained:.3f}); their behaviour under "
-                     f"shift says nothing about shortcuts.")
+        ctx.conclude(
+            f"The twins did not learn {a.name} at this scale (held-out {trained:.3f}); their behaviour under "
+            f"shift says nothing about shortcuts."
+        )
     if not ctx.quick:
-        ctx.caveat(f"Scale: T = {T} (the thesis trains at T = 40 with 512-wide, 8-head models); our 2-layer, width-64 "
-                   f"twin does not learn parity at T = 40 within 1000 steps (held-out 0.56 in a trial run), so the "
-                   f"population is trained at T = 20. {len(twins['runs'])} seeds, not 25.")
-    ctx.caveat("Accuracy is over every position; the table also gives the final position's (the state after the "
-               "whole word), which is where a count that was never seen in training matters most.")
+        ctx.caveat(
+            f"Scale: T = {T} (the thesis trains at T = 40 with 512-wide, 8-head models); our 2-layer, width-64 "
+            f"twin does not learn parity at T = 40 within 1000 steps (held-out 0.56 in a trial run), so the "
+            f"population is trained at T = 20. {len(twins['runs'])} seeds, not 25."
+        )
+    ctx.caveat(
+        "Accuracy is over every position; the table also gives the final position's (the state after the "
+        "whole word), which is where a count that was never seen in training matters most."
+    )
 
 
-def _count_claims(ctx: Context, rows: list[dict], twin_names: list[str], sym: str, T: int, uniform: float,
-                  floor: str | None, acc, drop) -> None:
+def _count_claims(
+    ctx: Context,
+    rows: list[dict],
+    twin_names: list[str],
+    sym: str,
+    T: int,
+    uniform: float,
+    floor: str | None,
+    acc,
+    drop,
+) -> None:
     """Fig. 3.20 right: the drop at the most extreme counts with more than one word, and low vs high counts."""
     count_label = {int(r["count"]): r["shift"] for r in rows if "count" in r}
     inner = sorted(c for c in count_label if 0 < c < T)  # k = 0 and k = T are one word each, repeated
@@ -299,18 +396,26 @@ def _count_claims(ctx: Context, rows: list[dict], twin_names: list[str], sym: st
         c_lo, c_hi = inner[0], inner[-1]
         at = [count_label[c_lo], count_label[c_hi]]
         drops_c = [drop(n, at) for n in twin_names]
-        ctx.rule(f"…and as the number of {sym}s moves away from the training mean",
-                 "degrades as the count moves away from the expected number during training (Fig. 3.20 right)",
-                 RULES["drop_count"], estimate(drops_c),
-                 f"accuracy {np.mean([acc(n, at[0]) for n in twin_names]):.3f} with {c_lo} and "
-                 f"{np.mean([acc(n, at[1]) for n in twin_names]):.3f} with {c_hi} {sym}s (T = {T}; training mean "
-                 f"{T * uniform:g})", floor=floor)
+        ctx.rule(
+            f"…and as the number of {sym}s moves away from the training mean",
+            "degrades as the count moves away from the expected number during training (Fig. 3.20 right)",
+            RULES["drop_count"],
+            estimate(drops_c),
+            f"accuracy {np.mean([acc(n, at[0]) for n in twin_names]):.3f} with {c_lo} and "
+            f"{np.mean([acc(n, at[1]) for n in twin_names]):.3f} with {c_hi} {sym}s (T = {T}; training mean "
+            f"{T * uniform:g})",
+            floor=floor,
+        )
         ctx.data("drop_by_count", float(np.mean(drops_c)))
     mirrored = [c for c in inner if c < T - c and (T - c) in count_label]
     if mirrored:
         lo, hi = mirrored[0], T - mirrored[0]
         gap = [acc(n, count_label[hi]) - acc(n, count_label[lo]) for n in twin_names]
-        ctx.rule("Twins fail more at low counts than at high ones",
-                 "GPT fails more at lower counts (count–position correlation in training)", RULES["low_counts"],
-                 estimate(gap), f"accuracy with {hi} {sym}s minus with {lo}, per twin: "
-                                f"{', '.join(f'{g:+.3f}' for g in gap)}", floor=floor)
+        ctx.rule(
+            "Twins fail more at low counts than at high ones",
+            "GPT fails more at lower counts (count–position correlation in training)",
+            RULES["low_counts"],
+            estimate(gap),
+            f"accuracy with {hi} {sym}s minus with {lo}, per twin: {', '.join(f'{g:+.3f}' for g in gap)}",
+            floor=floor,
+        )

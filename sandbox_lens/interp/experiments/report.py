@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text
@@ -16,7 +17,6 @@ from sandbox_lens.interp.html import page, table
 from sandbox_lens.interp.viz import png_data_uri
 
 __all__ = ["write_report", "write_index", "read_results"]
-
 
 
 def read_results(out: str | Path) -> dict[str, Any]:
@@ -45,9 +45,11 @@ def _claims(claims: list[dict[str, Any]]) -> str:
     for c in claims:
         cls = "v-" + c["verdict"].replace(" ", "-")
         why = f"<br><span class='note'>{html.escape(c['why'])}</span>" if c.get("why") else ""
-        rows.append(f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
-                    f"<td class='text'>{html.escape(c['measured'])}{_effect(c)}</td><td class='text {cls}'><b>"
-                    f"{html.escape(c['verdict'])}</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>")
+        rows.append(
+            f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
+            f"<td class='text'>{html.escape(c['measured'])}{_effect(c)}</td><td class='text {cls}'><b>"
+            f"{html.escape(c['verdict'])}</b>{why}<br><span class='note'>rule: {html.escape(c['rule'])}</span></td></tr>"
+        )
     head = "<tr><th>claim</th><th class='text'>thesis</th><th class='text'>measured here</th><th class='text'>verdict</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
 
@@ -55,13 +57,18 @@ def _claims(claims: list[dict[str, Any]]) -> str:
 def _provenance(p: dict[str, Any] | None) -> str:
     if not p:
         return ""
-    commit = "not a git checkout" if p.get("commit") is None else (
-        p["commit"][:12] + (" with uncommitted changes" if p.get("dirty") else ""))
+    commit = (
+        "not a git checkout"
+        if p.get("commit") is None
+        else (p["commit"][:12] + (" with uncommitted changes" if p.get("dirty") else ""))
+    )
     versions = ", ".join(f"{k} {v}" for k, v in p.get("versions", {}).items() if v)
-    return (f"<p class='note'>Provenance: commit {html.escape(commit)} · <code>{html.escape(str(p.get('command')))}</code> · "
-            f"seeds {html.escape(', '.join(map(str, p.get('seeds', []))))} · {p.get('cpu_minutes_this_invocation', 0):.1f} "
-            f"CPU-minutes this invocation, {p.get('training_cpu_minutes_all_runs', 0):.1f} of training in all · "
-            f"{html.escape(versions)} · Python {html.escape(str(p.get('python')))}</p>")
+    return (
+        f"<p class='note'>Provenance: commit {html.escape(commit)} · <code>{html.escape(str(p.get('command')))}</code> · "
+        f"seeds {html.escape(', '.join(map(str, p.get('seeds', []))))} · {p.get('cpu_minutes_this_invocation', 0):.1f} "
+        f"CPU-minutes this invocation, {p.get('training_cpu_minutes_all_runs', 0):.1f} of training in all · "
+        f"{html.escape(versions)} · Python {html.escape(str(p.get('python')))}</p>"
+    )
 
 
 def _settings(settings: dict[str, Any]) -> str:
@@ -77,24 +84,34 @@ def write_report(out: str | Path) -> Path:
     """Render ``out/report.html`` from ``out/results.json`` and the figures it lists; returns its path."""
     out = Path(out)
     r = read_results(out)
-    parts = [f"<h1>{html.escape(r['title'])}</h1>",
-             f"<p><b>Thesis</b> {html.escape(r['section'])}: {html.escape(r['thesis_claim'])}</p>",
-             f"<p class='note'>Experiment <code>{html.escape(r['experiment'])}</code> · scale: {html.escape(r['scale'])} · "
-             f"seeds {html.escape(', '.join(map(str, r['seeds'])))} · {r['runs']} training runs ({r['trained_now']} trained "
-             f"by this invocation, the rest reused; {r.get('training_cpu_minutes', 0):.1f} CPU-minutes of training in all) · "
-             f"{r['minutes']:.1f} minutes for this invocation · backend {html.escape(r['backend'])}"
-             + (f" · task options {html.escape(json.dumps(r['options']))}" if r["options"] else "") + "</p>"]
+    parts = [
+        f"<h1>{html.escape(r['title'])}</h1>",
+        f"<p><b>Thesis</b> {html.escape(r['section'])}: {html.escape(r['thesis_claim'])}</p>",
+        f"<p class='note'>Experiment <code>{html.escape(r['experiment'])}</code> · scale: {html.escape(r['scale'])} · "
+        f"seeds {html.escape(', '.join(map(str, r['seeds'])))} · {r['runs']} training runs ({r['trained_now']} trained "
+        f"by this invocation, the rest reused; {r.get('training_cpu_minutes', 0):.1f} CPU-minutes of training in all) · "
+        f"{r['minutes']:.1f} minutes for this invocation · backend {html.escape(r['backend'])}"
+        + (f" · task options {html.escape(json.dumps(r['options']))}" if r["options"] else "")
+        + "</p>",
+    ]
     if r["quick"]:
-        parts.append("<p><b>Quick run</b>: a seconds-scale version that exercises the pipeline. Its verdicts are "
-                     "computed by the same rules but at this scale they do not test the thesis's claims.</p>")
+        parts.append(
+            "<p><b>Quick run</b>: a seconds-scale version that exercises the pipeline. Its verdicts are "
+            "computed by the same rules but at this scale they do not test the thesis's claims.</p>"
+        )
     parts += ["<h2>Thesis vs measured</h2>", _claims(r["claims"])]
-    parts += ["<h2>What we conclude</h2>", "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["conclusions"]) + "</ul>"]
+    parts += [
+        "<h2>What we conclude</h2>",
+        "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in r["conclusions"]) + "</ul>",
+    ]
     for f in r["figures"]:
         path = out / f["file"]
         if not path.is_file():
             raise CheckpointError(f"{out}: figure {f['file']} is missing (rerun the experiment)")
-        parts.append(f"<figure><img src='{png_data_uri(path.read_bytes())}' alt='{html.escape(f['caption'])}'>"
-                     f"<figcaption>{html.escape(f['caption'])}</figcaption></figure>")
+        parts.append(
+            f"<figure><img src='{png_data_uri(path.read_bytes())}' alt='{html.escape(f['caption'])}'>"
+            f"<figcaption>{html.escape(f['caption'])}</figcaption></figure>"
+        )
     for t in r["tables"]:
         parts += [f"<h3>{html.escape(t['title'])}</h3>", _table(t["columns"], t["rows"])]
         if t.get("note"):
@@ -104,10 +121,12 @@ def write_report(out: str | Path) -> Path:
     if r["settings"]:
         parts += ["<h2>Settings</h2>", _settings(r["settings"])]
     env = r.get("environment", {})
-    parts.append(f"<p class='note'>Every number on this page is in <code>results.json</code>; the runs are under "
-                 f"<code>runs/</code>. sandbox-lens {html.escape(str(env.get('sandbox_lens', '?')))}, torch "
-                 f"{html.escape(str(env.get('torch', '?')))}, Python {html.escape(str(env.get('python', '?')))}, one torch "
-                 f"thread per run.</p>")
+    parts.append(
+        f"<p class='note'>Every number on this page is in <code>results.json</code>; the runs are under "
+        f"<code>runs/</code>. sandbox-lens {html.escape(str(env.get('sandbox_lens', '?')))}, torch "
+        f"{html.escape(str(env.get('torch', '?')))}, Python {html.escape(str(env.get('python', '?')))}, one torch "
+        f"thread per run.</p>"
+    )
     parts.append(_provenance(r.get("provenance")))
     path = out / "report.html"
     atomic_write(path, page(r["title"], "".join(parts)).encode())
@@ -126,15 +145,22 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
             continue
         counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in VERDICTS}
         summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-        rows.append(f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
-                    f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
-                    f"<td>{r.get('training_cpu_minutes', 0):.1f}</td><td>{r['minutes']:.1f}</td>"
-                    f"<td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>")
-    index = ("<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
-             "<th>minutes of the last invocation</th><th>scale</th></tr>"
-             + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
+            f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
+            f"<td>{r.get('training_cpu_minutes', 0):.1f}</td><td>{r['minutes']:.1f}</td>"
+            f"<td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>"
+        )
+    index = (
+        "<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
+        "<th>minutes of the last invocation</th><th>scale</th></tr>" + "".join(rows) + "</table>"
+    )
     out.mkdir(parents=True, exist_ok=True)
     path = out / "index.html"
-    atomic_write(path, page("sandbox-lens: reproducing the thesis",
-                            f"<h1>Reproducing the thesis's learning claims</h1>{index}").encode())
+    atomic_write(
+        path,
+        page(
+            "sandbox-lens: reproducing the thesis", f"<h1>Reproducing the thesis's learning claims</h1>{index}"
+        ).encode(),
+    )
     return path

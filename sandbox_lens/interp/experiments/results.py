@@ -11,23 +11,52 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.experiments.rules import effect_text
 from sandbox_lens.interp.files import atomic_write
 
-__all__ = ["slim", "publish", "load_published", "verdict_table", "replace_table", "START", "END", "markdown_table",
-           "render_tables", "TABLE_BLOCK"]
+__all__ = [
+    "slim",
+    "publish",
+    "load_published",
+    "verdict_table",
+    "replace_table",
+    "START",
+    "END",
+    "markdown_table",
+    "render_tables",
+    "TABLE_BLOCK",
+]
 
 #: A block of a docs page that holds one table of a committed result, rendered by :func:`render_tables`:
 #: ``<!-- table: EXPERIMENT INDEX -->`` … ``<!-- end of table -->``.
 TABLE_BLOCK = re.compile(r"(<!-- table: ([a-z0-9-]+) (\d+) -->\n)(.*?)(\n<!-- end of table -->)", re.S)
 
 #: what a committed file keeps of ``results.json`` (its per-model ``data`` and figures stay in the run directory)
-KEEP = ("experiment", "title", "section", "thesis_claim", "quick", "seeds", "options", "scale", "minutes", "runs",
-        "training_cpu_minutes", "provenance", "settings", "claims", "tables", "conclusions", "caveats", "environment")
+KEEP = (
+    "experiment",
+    "title",
+    "section",
+    "thesis_claim",
+    "quick",
+    "seeds",
+    "options",
+    "scale",
+    "minutes",
+    "runs",
+    "training_cpu_minutes",
+    "provenance",
+    "settings",
+    "claims",
+    "tables",
+    "conclusions",
+    "caveats",
+    "environment",
+)
 START = "<!-- verdict table: rendered from docs/results/*.json by `interp experiment publish`; do not edit by hand -->"
 END = "<!-- end of the verdict table -->"
 
@@ -36,7 +65,9 @@ def slim(results: dict[str, Any]) -> dict[str, Any]:
     """The part of an experiment's ``results.json`` that is committed (every verdict, its estimate and
     interval, the tables, the provenance); a quick run is refused — it does not test a claim."""
     if results.get("quick"):
-        raise SandboxError(f"{results.get('experiment')}: a quick run tests the pipeline, not the claim; publish full runs")
+        raise SandboxError(
+            f"{results.get('experiment')}: a quick run tests the pipeline, not the claim; publish full runs"
+        )
     missing = [k for k in ("experiment", "claims", "provenance") if k not in results]
     if missing:
         raise CheckpointError(f"results without {', '.join(missing)}: not an experiment's results.json")
@@ -83,23 +114,35 @@ def _run_line(r: dict[str, Any]) -> str:
     p = r.get("provenance", {})
     commit = (p.get("commit") or "no commit")[:7] + (" (dirty)" if p.get("dirty") else "")
     seeds = r.get("seeds", [])
-    span = f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)) else \
-        ", ".join(map(str, seeds))
-    return (f"`{r['experiment']}` ({r['section']}; seeds {span}, {r['runs']} runs, "
-            f"{r.get('training_cpu_minutes', 0):.1f} training CPU-min, commit {commit})")
+    span = (
+        f"{seeds[0]}–{seeds[-1]}"
+        if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1))
+        else ", ".join(map(str, seeds))
+    )
+    return (
+        f"`{r['experiment']}` ({r['section']}; seeds {span}, {r['runs']} runs, "
+        f"{r.get('training_cpu_minutes', 0):.1f} training CPU-min, commit {commit})"
+    )
 
 
 def verdict_table(slims: Iterable[dict[str, Any]]) -> str:
     """The markdown table of every verdict: experiment, claim, the thesis, what was measured with its
     effect, interval and threshold, and the verdict (with why, when it is not "reproduced")."""
-    lines = ["| experiment | claim | thesis | measured here (effect, 95% interval, threshold) | verdict |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| experiment | claim | thesis | measured here (effect, 95% interval, threshold) | verdict |",
+        "|---|---|---|---|---|",
+    ]
     for r in slims:
         for i, c in enumerate(r["claims"]):
             verdict = f"**{c['verdict']}**" + (f" — {c['why']}" if c.get("why") else "")
             measured = c["measured"] + (f"<br>{effect_text(c)}" if effect_text(c) else "")
-            lines.append("| " + " | ".join(_cell(x) for x in (_run_line(r) if i == 0 else "", c["claim"], c["thesis"],
-                                                                 measured, verdict)) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(x) for x in (_run_line(r) if i == 0 else "", c["claim"], c["thesis"], measured, verdict)
+                )
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -114,11 +157,16 @@ def replace_table(text: str, table: str) -> str:
 def markdown_table(table: dict[str, Any]) -> str:
     """One table of a result (``{"title", "columns", "rows", "note"}``) as Markdown: its title in bold, the rows,
     its note below."""
+
     def cell(x: Any) -> str:
         return "—" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x).replace("|", "\\|")
 
-    lines = [f"**{table['title']}**", "", "| " + " | ".join(map(cell, table["columns"])) + " |",
-             "|" + "---|" * len(table["columns"])]
+    lines = [
+        f"**{table['title']}**",
+        "",
+        "| " + " | ".join(map(cell, table["columns"])) + " |",
+        "|" + "---|" * len(table["columns"]),
+    ]
     lines += ["| " + " | ".join(map(cell, row)) + " |" for row in table["rows"]]
     if table.get("note"):
         lines += ["", table["note"]]
@@ -128,6 +176,7 @@ def markdown_table(table: dict[str, Any]) -> str:
 def render_tables(text: str, results: str | Path) -> str:
     """``text`` with every :data:`TABLE_BLOCK` rendered from ``results/<experiment>.json`` (its table INDEX); a
     block naming a missing file or table is refused."""
+
     def fill(m: re.Match) -> str:
         path = Path(results) / f"{m.group(2)}.json"
         if not path.is_file():

@@ -27,8 +27,9 @@ Several rulings that test one claim form a *family*: :func:`holm_family` adjusts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sandbox_lens.interp.stats import CONFIDENCE, Estimate, holm
 
@@ -52,18 +53,24 @@ class Rule:
     def __post_init__(self) -> None:
         if self.side not in ("above", "below"):
             raise ValueError(f"a rule's side is 'above' or 'below', got {self.side!r}")
-        if (self.side == "above" and self.threshold < self.null) or (self.side == "below" and self.threshold > self.null):
-            raise ValueError(f"rule on {self.effect!r}: threshold {self.threshold} lies on the thesis's side of the null "
-                             f"{self.null}, so no effect at all would pass it")
+        if (self.side == "above" and self.threshold < self.null) or (
+            self.side == "below" and self.threshold > self.null
+        ):
+            raise ValueError(
+                f"rule on {self.effect!r}: threshold {self.threshold} lies on the thesis's side of the null "
+                f"{self.null}, so no effect at all would pass it"
+            )
         if self.min_n < 1:
             raise ValueError(f"a rule needs at least one unit, got min_n = {self.min_n}")
 
     def text(self) -> str:
         other = "below" if self.side == "above" else "above"
         null = "" if self.null == self.threshold else f"; opposite direction if entirely {other} {self.null:g}"
-        return (f"{self.effect}: reproduced if its {CONFIDENCE:.0%} interval lies entirely {self.side} {self.threshold:g}; "
-                f"not reproduced if entirely at or {other} it{null}; inconclusive if it contains {self.threshold:g}; "
-                f"needs ≥ {self.min_n} {self.unit}")
+        return (
+            f"{self.effect}: reproduced if its {CONFIDENCE:.0%} interval lies entirely {self.side} {self.threshold:g}; "
+            f"not reproduced if entirely at or {other} it{null}; inconclusive if it contains {self.threshold:g}; "
+            f"needs ≥ {self.min_n} {self.unit}"
+        )
 
 
 def exactness_rule(effect: str) -> Rule:
@@ -93,21 +100,33 @@ def effect_text(row: dict[str, Any]) -> str:
         text += f"; p = {row['p_value']:.3g}"
     null = row.get("null")
     if null and null.get("null_quantile") is not None:
-        text += (f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
-                 f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}")
+        text += (
+            f"; null of the maximum ({null['null_n']} draws): mean {null['null_mean']:.3g}, 95% quantile "
+            f"{null['null_quantile']:.3g}, p = {null['p_value']:.3g}"
+        )
     return text
 
 
 def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: float | None = None) -> dict[str, Any]:
     """The verdict of ``rule`` on ``estimate`` (``floor``: why the setting could not test the claim), with
     the effect, its interval, the threshold and the rule's text: what a claim row in ``results.json`` holds."""
-    out: dict[str, Any] = {"rule": rule.text(), "effect": rule.effect, "estimate": estimate.to_dict(),
-                           "threshold": rule.threshold, "no_effect": rule.null, "side": rule.side, "p_value": p_value}
+    out: dict[str, Any] = {
+        "rule": rule.text(),
+        "effect": rule.effect,
+        "estimate": estimate.to_dict(),
+        "threshold": rule.threshold,
+        "no_effect": rule.null,
+        "side": rule.side,
+        "p_value": p_value,
+    }
     if floor:
         return {**out, "verdict": "not tested", "why": floor}
     if estimate.value is None or estimate.n < rule.min_n or estimate.interval is None:
-        return {**out, "verdict": "not tested",
-                "why": f"too few {rule.unit} for an interval: {estimate.n} (the rule needs ≥ {rule.min_n})"}
+        return {
+            **out,
+            "verdict": "not tested",
+            "why": f"too few {rule.unit} for an interval: {estimate.n} (the rule needs ≥ {rule.min_n})",
+        }
     lo, hi = estimate.interval
     t, z = rule.threshold, rule.null
     if rule.side == "below":  # mirror: the thesis says the effect lies below the threshold
@@ -131,6 +150,9 @@ def holm_family(rulings: Sequence[dict[str, Any]], alpha: float = ALPHA) -> list
     for r, p in zip(rulings, adjusted):
         r = {**r, "p_holm": p, "family": len([q for q in adjusted if q is not None])}
         if p is not None and r["verdict"] == "reproduced" and p >= alpha:
-            r["verdict"], r["why"] = "inconclusive", f"Holm-adjusted p = {p:.3g} over {r['family']} tests (α = {alpha:g})"
+            r["verdict"], r["why"] = (
+                "inconclusive",
+                f"Holm-adjusted p = {p:.3g} over {r['family']} tests (α = {alpha:g})",
+            )
         out.append(r)
     return out

@@ -23,7 +23,8 @@ configurations it does not cover; callers then use the model itself.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["bare_forward", "bare_unsupported"]
 
@@ -67,8 +68,13 @@ def bare_unsupported(model: Any) -> str | None:
     if cfg is None or not hasattr(type(model), "run_with_hooks"):  # e.g. the LSTM baseline
         return f"{type(model).__name__} is not a TransformerLens model"
     checks = {
-        "positional_embedding_type": ("standard",), "act_fn": ("relu",), "normalization_type": (None, "LN"),
-        "attn_only": (False,), "parallel_attn_mlp": (False,), "gated_mlp": (False,), "n_key_value_heads": (None,),
+        "positional_embedding_type": ("standard",),
+        "act_fn": ("relu",),
+        "normalization_type": (None, "LN"),
+        "attn_only": (False,),
+        "parallel_attn_mlp": (False,),
+        "gated_mlp": (False,),
+        "n_key_value_heads": (None,),
         "attention_dir": ("causal",),
     }
     for name, allowed in checks.items():
@@ -114,9 +120,16 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
             W_in, b_in, W_out = W_in[:, used], b_in[used], W_out[used]
         norms = [(sd[f"{p}.{n}.w"], sd[f"{p}.{n}.b"]) if ln else None for n in ("ln1", "ln2")]
         chunk = max(64, HIDDEN_CHUNK // max(1, W_in.shape[1]))  # rows per MLP pass
-        blocks.append((_Projection(W_qkv, b_qkv), _Projection(W_O, sd[f"{p}.attn.b_O"], restrict_out=True),
-                       _Projection(W_in, b_in), _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True), norms,
-                       chunk))
+        blocks.append(
+            (
+                _Projection(W_qkv, b_qkv),
+                _Projection(W_O, sd[f"{p}.attn.b_O"], restrict_out=True),
+                _Projection(W_in, b_in),
+                _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True),
+                norms,
+                chunk,
+            )
+        )
     final = (sd["ln_final.w"], sd["ln_final.b"]) if ln else None
     W_E, W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
     unembed = _Projection(sd["unembed.W_U"], sd["unembed.b_U"])
@@ -138,7 +151,9 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
             if len(h) <= rows:
                 x = mlp_out.add_into(x, mlp_in(h).relu_())
             else:  # wide MLPs (a counter's staircase) in row chunks whose hidden units stay in cache
-                x = torch.cat([mlp_out.add_into(xc, mlp_in(hc).relu_()) for xc, hc in zip(x.split(rows), h.split(rows))])
+                x = torch.cat(
+                    [mlp_out.add_into(xc, mlp_in(hc).relu_()) for xc, hc in zip(x.split(rows), h.split(rows))]
+                )
             stream[f"blocks.{l}.hook_resid_post"] = x
         out = unembed(norm(x, final)).view(batch, n, -1)
         if not residuals:

@@ -13,8 +13,9 @@ Trained twins add the training length (``"length"``) and, for FFL, ``"p"``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class TokenIO:
     symbol_tokens: tuple[int, ...]
 
     @staticmethod
-    def after_bos(n_symbols: int) -> "TokenIO":
+    def after_bos(n_symbols: int) -> TokenIO:
         """Token 0 is BOS (the attention sink / the write of q0); symbol σ is token 1 + σ."""
         return TokenIO(prefix=(0,), symbol_tokens=tuple(range(1, n_symbols + 1)))
 
@@ -62,7 +63,7 @@ class TokenIO:
 
     def decode(self, tokens: Any) -> np.ndarray:
         """The symbol indices of ``tokens`` after the prefix (−1 for a token that is no symbol)."""
-        tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))[:, len(self.prefix):]
+        tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))[:, len(self.prefix) :]
         table = np.full(max(self.symbol_tokens, default=-1) + 1, -1, dtype=np.int64)
         table[list(self.symbol_tokens)] = np.arange(self.n_symbols)
         inside = (tokens >= 0) & (tokens < len(table))
@@ -72,7 +73,7 @@ class TokenIO:
         return {"prefix": list(self.prefix), "symbol_tokens": list(self.symbol_tokens)}
 
     @staticmethod
-    def from_dict(d: Mapping[str, Sequence[int]]) -> "TokenIO":
+    def from_dict(d: Mapping[str, Sequence[int]]) -> TokenIO:
         return TokenIO(tuple(int(x) for x in d["prefix"]), tuple(int(x) for x in d["symbol_tokens"]))
 
 
@@ -127,7 +128,7 @@ class ModelCard:
         return d
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "ModelCard":
+    def from_dict(d: Mapping[str, Any]) -> ModelCard:
         """Read a card, including the first format's (an ``automaton`` field beside an empty ``task``)."""
         d = dict(d)
         automaton = d.pop("automaton", None)

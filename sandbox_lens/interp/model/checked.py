@@ -13,7 +13,8 @@ What must agree depends on what is read:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,9 +46,13 @@ class CheckedForward:
         self.residuals = list(residuals or ())
         covered = all(n.startswith("blocks.") and n.rsplit(".", 1)[-1] in _RESIDUAL_HOOKS for n in self.residuals)
         self.bare: Callable[[Any], Any] | None = (
-            _bare.bare_forward(model, residuals=bool(self.residuals)) if forward == "bare" and covered else None)
-        self.why_not = None if forward == "model" else (
-            _bare.bare_unsupported(model) or (None if covered else "hooks other than the residual stream"))
+            _bare.bare_forward(model, residuals=bool(self.residuals)) if forward == "bare" and covered else None
+        )
+        self.why_not = (
+            None
+            if forward == "model"
+            else (_bare.bare_unsupported(model) or (None if covered else "hooks other than the residual stream"))
+        )
         self.checked_positions = 0
         self.max_logit_difference = 0.0
         self.disagreed = False
@@ -85,8 +90,11 @@ class CheckedForward:
                 _, cache = self.model.run_with_cache(tokens[:1], names_filter=self.residuals)
                 _, ours = self.bare(tokens[:1])
                 self.checked_positions += int(tokens.shape[1])
-                if all(float((ours[n].double() - cache[n].double()).abs().max())
-                       <= RESIDUAL_TOLERANCE * max(1.0, float(cache[n].abs().max())) for n in self.residuals):
+                if all(
+                    float((ours[n].double() - cache[n].double()).abs().max())
+                    <= RESIDUAL_TOLERANCE * max(1.0, float(cache[n].abs().max()))
+                    for n in self.residuals
+                ):
                     _, stream = self.bare(tokens)
                     return {n: stream[n] for n in self.residuals}, "bare"
                 self._fall_back()
@@ -104,8 +112,11 @@ class CheckedForward:
             path = "bare"
         else:
             path = "model" + (f" (no bare forward: {self.why_not})" if self.why_not else "")
-        return {"path": path, "cross_checked_positions": self.checked_positions,
-                "max_logit_difference": self.max_logit_difference}
+        return {
+            "path": path,
+            "cross_checked_positions": self.checked_positions,
+            "max_logit_difference": self.max_logit_difference,
+        }
 
 
 def residual_stream(model, tokens: Any, names: Sequence[str], forward: str = "bare") -> tuple[dict[str, Any], str]:

@@ -35,8 +35,10 @@ def resolve(name: str) -> str:
     if kind != "cuda" or (index and not index.isdigit()):
         raise SandboxError(f"--device takes cpu, cuda, cuda:N or auto, not {name!r}")
     if not torch.cuda.is_available():
-        raise SandboxError(f"--device {name}: this machine has no CUDA device (torch {torch.__version__} sees none); "
-                           "use --device cpu or auto")
+        raise SandboxError(
+            f"--device {name}: this machine has no CUDA device (torch {torch.__version__} sees none); "
+            "use --device cpu or auto"
+        )
     if index and int(index) >= torch.cuda.device_count():
         raise SandboxError(f"--device {name}: there are {torch.cuda.device_count()} CUDA devices")
     return name

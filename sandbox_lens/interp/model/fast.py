@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["covers", "fast_forward", "training_forward"]
 
@@ -89,8 +90,14 @@ def training_forward(model: Any) -> Iterator[Any]:
     # a function of the module it is bound to: a copy made inside the block (the moving average's) runs on its
     # own parameters
     def forward(self: Any, tokens: Any, *args: Any, return_type: str | None = "logits", **kwargs: Any) -> Any:
-        if args or kwargs or return_type != "logits" or not hasattr(tokens, "dim") or tokens.dim() != 2 \
-                or _hooked(self):
+        if (
+            args
+            or kwargs
+            or return_type != "logits"
+            or not hasattr(tokens, "dim")
+            or tokens.dim() != 2
+            or _hooked(self)
+        ):
             return original(self, tokens, *args, return_type=return_type, **kwargs)
         return fast_forward(self, tokens.to(self.embed.W_E.device))
 

@@ -24,8 +24,18 @@ import numpy as np
 from sandbox_lens.interp.errors import CheckpointError, ConstructionError, LengthError
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["to_hooked", "state_dict_arrays", "config_dict", "hooked_config", "new_model", "load_strict", "DTYPES",
-           "backend", "tl_state_dict", "is_bridge"]
+__all__ = [
+    "to_hooked",
+    "state_dict_arrays",
+    "config_dict",
+    "hooked_config",
+    "new_model",
+    "load_strict",
+    "DTYPES",
+    "backend",
+    "tl_state_dict",
+    "is_bridge",
+]
 
 DTYPES = ("float32", "float64")
 
@@ -99,7 +109,8 @@ def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> di
         sd[p + "attn.W_O"] = W_O
         sd[p + "attn.b_O"] = np.zeros(d)
         w_in, b_in, w_out, b_out = (
-            block.mlp.matrices() if block.mlp is not None
+            block.mlp.matrices()
+            if block.mlp is not None
             else (np.zeros((d, 0)), np.zeros(0), np.zeros((0, d)), np.zeros(d))
         )
         width = w_in.shape[1]
@@ -126,8 +137,9 @@ def backend() -> str:
         return "HookedTransformer"
     if major == 4:
         return "TransformerBridge"
-    raise ConstructionError(f"TransformerLens {v} is not supported: sandbox-lens runs on 3.9 (HookedTransformer) "
-                            f"or 4.x (TransformerBridge)")
+    raise ConstructionError(
+        f"TransformerLens {v} is not supported: sandbox-lens runs on 3.9 (HookedTransformer) or 4.x (TransformerBridge)"
+    )
 
 
 def _bridge(cfg: dict[str, Any]):
@@ -136,10 +148,23 @@ def _bridge(cfg: dict[str, Any]):
     from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
     if not cfg.get("use_attn_scale", True):
-        raise ConstructionError("TransformerLens 4's bridge always divides attention scores by √d_head; build with "
-                                "use_attn_scale=True (the default) to run on it")
-    keep = ("n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_mlp", "d_vocab", "d_vocab_out", "act_fn",
-            "normalization_type", "seed")
+        raise ConstructionError(
+            "TransformerLens 4's bridge always divides attention scores by √d_head; build with "
+            "use_attn_scale=True (the default) to run on it"
+        )
+    keep = (
+        "n_layers",
+        "d_model",
+        "n_ctx",
+        "d_head",
+        "n_heads",
+        "d_mlp",
+        "d_vocab",
+        "d_vocab_out",
+        "act_fn",
+        "normalization_type",
+        "seed",
+    )
     kw = {k: cfg[k] for k in keep if k in cfg}
     dtype = _torch_dtype(cfg["dtype"])
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -186,8 +211,12 @@ def tl_state_dict(model) -> dict[str, Any]:
     if not is_bridge(model):
         return {name: p.detach() for name, p in model.named_parameters()}
     cfg = model.cfg
-    sd: dict[str, Any] = {"embed.W_E": model.W_E, "pos_embed.W_pos": model.W_pos,
-                          "unembed.W_U": model.W_U, "unembed.b_U": model.b_U}
+    sd: dict[str, Any] = {
+        "embed.W_E": model.W_E,
+        "pos_embed.W_pos": model.W_pos,
+        "unembed.W_U": model.W_U,
+        "unembed.b_U": model.b_U,
+    }
     for l, block in enumerate(model.blocks):
         for k in _ATTN:
             sd[f"blocks.{l}.attn.{k}"] = getattr(block.attn, k)
@@ -212,8 +241,10 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
         except (RuntimeError, KeyError, ValueError) as e:
             raise CheckpointError(f"weights do not fit the model: {str(e).splitlines()[0]}") from None
         if result.missing_keys or result.unexpected_keys:
-            raise CheckpointError(f"weights do not match the model: missing {result.missing_keys[:3]}, "
-                                  f"unexpected {result.unexpected_keys[:3]}")
+            raise CheckpointError(
+                f"weights do not match the model: missing {result.missing_keys[:3]}, "
+                f"unexpected {result.unexpected_keys[:3]}"
+            )
         return
     full = dict(tensors)
     params = {name for name, _ in model.named_parameters()}
@@ -227,14 +258,17 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     current = model.state_dict()
     for name in params:
         if tuple(full[name].shape) != tuple(current[name].shape):
-            raise CheckpointError(f"weight {name} has shape {tuple(full[name].shape)}, model expects {tuple(current[name].shape)}")
+            raise CheckpointError(
+                f"weight {name} has shape {tuple(full[name].shape)}, model expects {tuple(current[name].shape)}"
+            )
     for name, buf in current.items():
         full.setdefault(name, buf)
     model.load_state_dict(full, strict=True)
 
 
-def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True,
-              rotate: dict[str, int] | None = None):
+def to_hooked(
+    spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True, rotate: dict[str, int] | None = None
+):
     """Build a ``HookedTransformer`` whose weights are exactly the spec's.
 
     The model gets a ``card`` attribute (:class:`~sandbox_lens.interp.model.spec.ModelCard`) that tells
@@ -247,8 +281,10 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
     tdtype = _torch_dtype(dtype)
     limit = spec.bridge_float32_max_length
     if dtype == "float32" and limit is not None and spec.max_length > limit and backend() == "TransformerBridge":
-        raise LengthError(f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
-                          f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}")
+        raise LengthError(
+            f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
+            f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}"
+        )
     spec.check_size()  # before TransformerLens allocates (and initialises) the model
     cfg = config_dict(spec, dtype, use_attn_scale)
     arrays = state_dict_arrays(spec, use_attn_scale)
@@ -264,7 +300,8 @@ def to_hooked(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bo
         card.residual_labels = [f"rotated:{i}" for i in range(spec.d_model + pad)]
         card.notes = (card.notes + " " if card.notes else "") + (
             f"residual stream rotated into {spec.d_model + pad} dimensions (pad {pad}, seed {seed}): "
-            "sandbox_lens.interp.model.rotate.subspace_basis finds each named subspace")
+            "sandbox_lens.interp.model.rotate.subspace_basis finds each named subspace"
+        )
     model = new_model(cfg)
     load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
     model.eval()
@@ -291,8 +328,11 @@ def fused_layernorm(model):
     import torch
 
     def fused(self, x):
-        if self.hook_scale._forward_hooks or self.hook_normalized._forward_hooks or \
-                self.cfg.dtype not in (torch.float32, torch.float64):
+        if (
+            self.hook_scale._forward_hooks
+            or self.hook_normalized._forward_hooks
+            or self.cfg.dtype not in (torch.float32, torch.float64)
+        ):
             return LayerNorm.forward(self, x)
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
 

@@ -4,7 +4,8 @@ weights against (:mod:`sandbox_lens.interp.model.spec`), never raw indices."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 import numpy as np
 
@@ -14,7 +15,7 @@ __all__ = ["Layout", "Direction"]
 
 #: A direction in the residual stream: a subspace name (its first coordinate), a
 #: ``(name, index)`` pair, or a mapping of such keys to weights (a linear combination).
-Direction = Union[str, tuple[str, int], Mapping[Union[str, tuple[str, int]], float]]
+Direction: TypeAlias = str | tuple[str, int] | Mapping[str | tuple[str, int], float]
 
 
 class Layout:

@@ -19,6 +19,7 @@ __all__ = ["LSTMModel", "LSTMConfig"]
 @dataclass
 class LSTMConfig:
     """The LSTM baseline's sizes: vocabularies, embedding and hidden widths, layers, context."""
+
     d_vocab: int
     d_vocab_out: int
     d_model: int  # embedding width

@@ -73,6 +73,8 @@ def subspace_basis(card_options: dict[str, Any], labels: list[str], name: str) -
     P = rotation(int(spec["d"]), int(spec["pad"]), int(spec["seed"]))
     rows = [i for i, label in enumerate(labels) if label == name or label.startswith(name + ":")]
     if not rows:
-        raise ConstructionError(f"no residual subspace {name!r} (the construction's are: "
-                                f"{', '.join(dict.fromkeys(label.split(':')[0] for label in labels))})")
+        raise ConstructionError(
+            f"no residual subspace {name!r} (the construction's are: "
+            f"{', '.join(dict.fromkeys(label.split(':')[0] for label in labels))})"
+        )
     return P[rows]

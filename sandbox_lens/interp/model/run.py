@@ -9,15 +9,26 @@ are very slow on CPUs while far below float32's resolution of 1, so they are flu
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from sandbox_lens.interp.errors import LengthError, ModelKindError
 from sandbox_lens.interp.model.device import on
 
-__all__ = ["readout_answer", "exact_precision", "hook_name", "logits", "predict", "attention_patterns", "live_heads", "Head",
-           "BATCH_BYTES", "require_hooked"]
+__all__ = [
+    "readout_answer",
+    "exact_precision",
+    "hook_name",
+    "logits",
+    "predict",
+    "attention_patterns",
+    "live_heads",
+    "Head",
+    "BATCH_BYTES",
+    "require_hooked",
+]
 
 Head = tuple[int, int]  # (layer, head)
 
@@ -26,12 +37,21 @@ BATCH_BYTES = 256 * 2**20
 
 # TransformerLens's hook names (transformer_lens.utils.get_act_name), without importing it.
 _HOOKS = {
-    "resid_pre": "hook_resid_pre", "resid_mid": "hook_resid_mid", "resid_post": "hook_resid_post",
-    "pattern": "attn.hook_pattern", "attn_scores": "attn.hook_attn_scores", "z": "attn.hook_z",
-    "q": "attn.hook_q", "k": "attn.hook_k", "v": "attn.hook_v", "result": "attn.hook_result",
-    "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out", "post": "mlp.hook_post", "pre": "mlp.hook_pre",
+    "resid_pre": "hook_resid_pre",
+    "resid_mid": "hook_resid_mid",
+    "resid_post": "hook_resid_post",
+    "pattern": "attn.hook_pattern",
+    "attn_scores": "attn.hook_attn_scores",
+    "z": "attn.hook_z",
+    "q": "attn.hook_q",
+    "k": "attn.hook_k",
+    "v": "attn.hook_v",
+    "result": "attn.hook_result",
+    "attn_out": "hook_attn_out",
+    "mlp_out": "hook_mlp_out",
+    "post": "mlp.hook_post",
+    "pre": "mlp.hook_pre",
 }
-
 
 
 def readout_answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
@@ -42,6 +62,7 @@ def readout_answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
         return to_numpy(logits.argmax(-1))
     index = np.asarray(readout)
     return index[to_numpy(logits[..., list(readout)].argmax(-1))]
+
 
 def hook_name(name: str, layer: int) -> str:
     """``hook_name("pattern", 1)`` = ``"blocks.1.attn.hook_pattern"`` (as TransformerLens's get_act_name)."""
@@ -61,7 +82,7 @@ def exact_precision(grad: bool = False) -> Iterator[None]:
     torch.set_float32_matmul_precision("highest")
     torch.set_flush_denormal(True)
     try:
-        with (torch.enable_grad() if grad else torch.inference_mode()):
+        with torch.enable_grad() if grad else torch.inference_mode():
             yield
     finally:
         torch.set_float32_matmul_precision(prev)
@@ -80,8 +101,13 @@ def _check_context(model, tokens: np.ndarray) -> None:
         raise LengthError(f"inputs of {tokens.shape[1]} tokens do not fit the model's context ({model.cfg.n_ctx})")
 
 
-def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = False,
-           forward: Callable[[Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
+def logits(
+    model,
+    tokens: Any,
+    batch_size: int | None = None,
+    progress: bool = False,
+    forward: Callable[[Any], Any] | None = None,
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
     ``forward`` (tokens → logits, e.g. :func:`sandbox_lens.interp.model.bare.bare_forward`) runs instead of ``model``."""
     from sandbox_lens.interp.progress import bar as progress_bar
@@ -90,13 +116,20 @@ def logits(model, tokens: Any, batch_size: int | None = None, progress: bool = F
     _check_context(model, tokens)
     bs = batch_size or batch_size_for(model, tokens.shape[1])
     with exact_precision():
-        for start in progress_bar(range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False):
-            batch = on(model, tokens[start: start + bs])
+        for start in progress_bar(
+            range(0, len(tokens), bs), disable=not progress, desc="forward", unit="batch", leave=False
+        ):
+            batch = on(model, tokens[start : start + bs])
             yield start, (forward(batch) if forward is not None else model(batch, return_type="logits"))
 
 
-def predict(model, words: Any, batch_size: int | None = None, progress: bool = False,
-            forward: Callable[[Any], Any] | None = None) -> np.ndarray:
+def predict(
+    model,
+    words: Any,
+    batch_size: int | None = None,
+    progress: bool = False,
+    forward: Callable[[Any], Any] | None = None,
+) -> np.ndarray:
     """Argmax predictions ``[batch, T]`` of a sandbox-lens model on symbol-index words ``[batch, T]``.
 
     The model's card says how words become tokens (``card.io``); the prediction for position t is
@@ -106,11 +139,12 @@ def predict(model, words: Any, batch_size: int | None = None, progress: bool = F
     tokens = io.encode(words)
     P = len(io.prefix)
     if tokens.shape[1] > model.cfg.n_ctx:
-        raise LengthError(f"inputs of length {tokens.shape[1] - P} do not fit the model's context "
-                          f"({model.cfg.n_ctx - P} symbols)")
+        raise LengthError(
+            f"inputs of length {tokens.shape[1] - P} do not fit the model's context ({model.cfg.n_ctx - P} symbols)"
+        )
     out = np.empty((len(tokens), tokens.shape[1] - P), dtype=np.int64)
     for start, lg in logits(model, tokens, batch_size, progress, forward):
-        out[start: start + len(lg)] = lg[:, P:, :].argmax(-1).cpu().numpy()
+        out[start : start + len(lg)] = lg[:, P:, :].argmax(-1).cpu().numpy()
     return out
 
 
@@ -127,8 +161,12 @@ def live_heads(model) -> list[Head]:
     import torch
 
     require_hooked(model, "finding attention heads")
-    return [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)
-            if torch.any(model.blocks[l].attn.W_V[h] @ model.blocks[l].attn.W_O[h] != 0)]
+    return [
+        (l, h)
+        for l in range(model.cfg.n_layers)
+        for h in range(model.cfg.n_heads)
+        if torch.any(model.blocks[l].attn.W_V[h] @ model.blocks[l].attn.W_O[h] != 0)
+    ]
 
 
 def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) -> dict[Head, np.ndarray]:

@@ -40,7 +40,9 @@ def save_model(model, directory: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     from sandbox_lens.interp.model.hooked import tl_state_dict
 
-    params = {name: p.detach().cpu().contiguous() for name, p in tl_state_dict(model).items()}  # 3.9 names on either back end
+    params = {
+        name: p.detach().cpu().contiguous() for name, p in tl_state_dict(model).items()
+    }  # 3.9 names on either back end
     blob = save(params)
     atomic_write(out / WEIGHTS_FILE, blob)
     meta = {

@@ -19,8 +19,9 @@ adapter.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +33,9 @@ from sandbox_lens.interp.tasks.kinds import TaskKindError, task_kind
 __all__ = ["Layout", "Head", "MLP", "Block", "ConstructionSpec", "Direction", "variable_site"]
 
 
-def variable_site(variable: str, block: int, where: str, subspace: str | Sequence[str], role: str = "carries",
-                  note: str = "") -> dict[str, Any]:
+def variable_site(
+    variable: str, block: int, where: str, subspace: str | Sequence[str], role: str = "carries", note: str = ""
+) -> dict[str, Any]:
     """Where a construction's proof puts one of its task's high-level variables (:mod:`sandbox_lens.interp.causal.highlevel`):
     the residual hook ``blocks.<block>.hook_resid_<where>``, the named subspace(s) and the ``role`` — ``carries``
     (swapping it there sets the variable: IIA 1) or ``inert`` (a readable copy nothing downstream reads:
@@ -42,6 +44,7 @@ def variable_site(variable: str, block: int, where: str, subspace: str | Sequenc
         raise ConstructionError(f"variable site: role carries|inert and where pre|mid|post, got {role!r}, {where!r}")
     names = [subspace] if isinstance(subspace, str) else list(subspace)
     return {"variable": variable, "block": int(block), "where": where, "subspace": names, "role": role, "note": note}
+
 
 class Head:
     """One attention head as rank-one QK and OV terms on named directions."""
@@ -56,19 +59,19 @@ class Head:
         self._v: list[dict[int, float]] = []
         self._o: list[dict[int, float]] = []
 
-    def qk(self, query: Direction, key: Direction, scale: float = 1.0) -> "Head":
+    def qk(self, query: Direction, key: Direction, scale: float = 1.0) -> Head:
         """score(i, j) += scale · (x_i · query) · (x_j · key)."""
         self._q.append({i: w * scale for i, w in self.layout.sparse(query).items()})
         self._k.append(self.layout.sparse(key))
         return self
 
-    def ov(self, read: Direction, write: Direction, scale: float = 1.0) -> "Head":
+    def ov(self, read: Direction, write: Direction, scale: float = 1.0) -> Head:
         """output_i += scale · Σ_j a_ij (x_j · read) · write."""
         self._v.append({i: w * scale for i, w in self.layout.sparse(read).items()})
         self._o.append(self.layout.sparse(write))
         return self
 
-    def copy(self, src: str, dst: str, scale: float = 1.0) -> "Head":
+    def copy(self, src: str, dst: str, scale: float = 1.0) -> Head:
         """Copy subspace ``src`` into ``dst`` (same size), coordinate by coordinate."""
         n = self.layout.size(src)
         if self.layout.size(dst) != n:
@@ -116,18 +119,18 @@ class MLP:
         self._out: list[dict[int, float]] = []
         self._b_out: dict[int, float] = {}
 
-    def unit(self, read: Direction, bias: float, write: Direction) -> "MLP":
+    def unit(self, read: Direction, bias: float, write: Direction) -> MLP:
         self._in.append(self.layout.sparse(read))
         self._b.append(float(bias))
         self._out.append(self.layout.sparse(write))
         return self
 
-    def out_bias(self, write: Direction) -> "MLP":
+    def out_bias(self, write: Direction) -> MLP:
         for i, w in self.layout.sparse(write).items():
             self._b_out[i] = self._b_out.get(i, 0.0) + w
         return self
 
-    def erase(self, name: str) -> "MLP":
+    def erase(self, name: str) -> MLP:
         """Zero a subspace whose values are known to be ≥ 0: one unit x ↦ −ReLU(x) per coordinate."""
         for r in range(self.layout.size(name)):
             self.unit({(name, r): 1.0}, 0.0, {(name, r): -1.0})
@@ -138,7 +141,7 @@ class MLP:
         return len(self._b)
 
     @staticmethod
-    def combine(layout: Layout, mlps: Sequence["MLP"], label: str = "") -> "MLP | None":
+    def combine(layout: Layout, mlps: Sequence[MLP], label: str = "") -> MLP | None:
         """One MLP holding the units of several (they run side by side in one block), or None."""
         if not mlps:
             return None
@@ -223,7 +226,9 @@ class ConstructionSpec:
         if self.W_pos.ndim != 2 or self.W_pos.shape[1] != d:
             raise ConstructionError(f"{self.name}: W_pos has shape {self.W_pos.shape}, expected (n_ctx, {d})")
         if len(self.io.prefix) + self.max_length > self.n_ctx:
-            raise ConstructionError(f"{self.name}: n_ctx {self.n_ctx} is too short for prefix + {self.max_length} tokens")
+            raise ConstructionError(
+                f"{self.name}: n_ctx {self.n_ctx} is too short for prefix + {self.max_length} tokens"
+            )
         if not self.blocks:
             raise ConstructionError(f"{self.name}: a construction needs at least one block")
         try:
@@ -296,7 +301,8 @@ class ConstructionSpec:
             raise ConstructionError(
                 f"{self.name} at this size has {n:,} parameters (d_model {self.d_model:,}, d_mlp {self.d_mlp:,}, "
                 f"{self.n_layers} blocks): building it would need about {n * BUILD_BYTES_PER_PARAMETER / 2**30:.0f} GiB; "
-                f"the limit is {MAX_PARAMETERS:,} parameters (a smaller language, alphabet or length fits)")
+                f"the limit is {MAX_PARAMETERS:,} parameters (a smaller language, alphabet or length fits)"
+            )
 
     def shape_summary(self) -> dict[str, int]:
         return {
@@ -326,6 +332,7 @@ class ConstructionSpec:
             attention_blocks=self.attention_blocks,
             options=dict(self.options),
             notes=self.notes,
-            variables=[{**v, "hook": f"blocks.{v['block'] % len(self.blocks)}.hook_resid_{v['where']}"}
-                       for v in self.variables],
+            variables=[
+                {**v, "hook": f"blocks.{v['block'] % len(self.blocks)}.hook_resid_{v['where']}"} for v in self.variables
+            ],
         )

@@ -41,17 +41,26 @@ def tokenizer_for(card: Any):
     vocab = {n: i for i, n in enumerate(names)}
     pattern = _pattern(names)
     core = Tokenizer(WordLevel(vocab, unk_token=None))
-    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
-                                                  pre_tokenizers.Split(Regex(r"^\s+$"), behavior="removed")])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+            pre_tokenizers.Split(Regex(r"^\s+$"), behavior="removed"),
+        ]
+    )
     prefix = [names[i] for i in card.io.prefix]
     if prefix:
         core.post_processor = processors.TemplateProcessing(
-            single=[*prefix, "$A"], special_tokens=[(n, vocab[n]) for n in dict.fromkeys(prefix)])
+            single=[*prefix, "$A"], special_tokens=[(n, vocab[n]) for n in dict.fromkeys(prefix)]
+        )
     # Hugging Face wants a pad token before it will tokenize a batch; ragged batches are refused, so it never
     # pads (without a prefix, an id past the model's vocabulary: no symbol may be special, decoding skips those)
-    tok = _CardTokenizer(tokenizer_object=core, bos_token=prefix[0] if prefix else None,
-                         pad_token=prefix[0] if prefix else "<unused pad>", model_max_length=10**9,
-                         clean_up_tokenization_spaces=False)
+    tok = _CardTokenizer(
+        tokenizer_object=core,
+        bos_token=prefix[0] if prefix else None,
+        pad_token=prefix[0] if prefix else "<unused pad>",
+        model_max_length=10**9,
+        clean_up_tokenization_spaces=False,
+    )
     tok.check = re.compile(rf"(?:\s*(?:{pattern}))*\s*")
     tok.piece = re.compile(rf"\s*(?:{pattern})")
     tok.names = names
@@ -67,8 +76,10 @@ class _CardTokenizer(PreTrainedTokenizerFast):
         if texts is not None and all(isinstance(t, str) for t in texts):
             lengths = {self._length(t) for t in texts}
             if len(lengths) > 1 and kwargs.get("padding"):
-                raise VocabularyError(f"strings of {sorted(lengths)} tokens in one batch: these models have no "
-                                      "padding token; tokenize words of one length together")
+                raise VocabularyError(
+                    f"strings of {sorted(lengths)} tokens in one batch: these models have no "
+                    "padding token; tokenize words of one length together"
+                )
         return super().__call__(text, *args, **kwargs)
 
     def _length(self, text: str) -> int:
@@ -77,17 +88,22 @@ class _CardTokenizer(PreTrainedTokenizerFast):
             while (m := self.piece.match(text, at)) is not None:
                 at = m.end()
             rest = text[at:].strip()
-            raise VocabularyError(f"{rest.split()[0] if rest else rest!r} is not a token of this model; its tokens are "
-                                  f"{', '.join(self.names)} (separated by spaces or not)")
+            raise VocabularyError(
+                f"{rest.split()[0] if rest else rest!r} is not a token of this model; its tokens are "
+                f"{', '.join(self.names)} (separated by spaces or not)"
+            )
         return len(self.piece.findall(text))
 
 
 def _refuse_generate(card: Any):
     def generate(*args: Any, **kwargs: Any):
-        raise ModelKindError(f"generate() feeds the model's output back as its next input, but this {card.construction} "
-                             f"model outputs {', '.join(card.output_names[:6])}{' …' if len(card.output_names) > 6 else ''} "
-                             f"and reads {', '.join(card.input_tokens[:6])}{' …' if len(card.input_tokens) > 6 else ''}; "
-                             "use sandbox_lens.interp.model.run.predict(model, words) for its outputs")
+        raise ModelKindError(
+            f"generate() feeds the model's output back as its next input, but this {card.construction} "
+            f"model outputs {', '.join(card.output_names[:6])}{' …' if len(card.output_names) > 6 else ''} "
+            f"and reads {', '.join(card.input_tokens[:6])}{' …' if len(card.input_tokens) > 6 else ''}; "
+            "use sandbox_lens.interp.model.run.predict(model, words) for its outputs"
+        )
+
     return generate
 
 

@@ -17,9 +17,10 @@ a walk that reads a feasible symbol at every step, uniformly among them (thesis 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +64,10 @@ class Semiautomaton:
         _check_names("state", states, self.name)
         _check_names("symbol", alphabet, self.name)
         if len(alphabet) > MAX_SYMBOLS:
-            raise AutomatonError(f"automaton {self.name!r}: {len(alphabet):,} symbols; at most {MAX_SYMBOLS:,} are "
-                                 "supported (every symbol is a token: embeddings, exhaustive checks and probes grow with it)")
+            raise AutomatonError(
+                f"automaton {self.name!r}: {len(alphabet):,} symbols; at most {MAX_SYMBOLS:,} are "
+                "supported (every symbol is a token: embeddings, exhaustive checks and probes grow with it)"
+            )
         delta = np.asarray(self.delta)
         if delta.shape != (len(alphabet), len(states)):
             raise AutomatonError(
@@ -85,8 +88,10 @@ class Semiautomaton:
         if self.feasible is not None:
             feasible = np.asarray(self.feasible)
             if feasible.shape != delta.shape or feasible.dtype != np.bool_:
-                raise AutomatonError(f"automaton {self.name!r}: the feasible table must be booleans of shape "
-                                     f"(|alphabet|, |states|) = {delta.shape}")
+                raise AutomatonError(
+                    f"automaton {self.name!r}: the feasible table must be booleans of shape "
+                    f"(|alphabet|, |states|) = {delta.shape}"
+                )
             reached, frontier = {int(self.initial)}, [int(self.initial)]
             while frontier:  # the states a feasible walk reaches
                 q = frontier.pop()
@@ -127,13 +132,15 @@ class Semiautomaton:
         """δ(·, σ) as a tuple: entry q is the next state from q."""
         return tuple(int(x) for x in self.delta[symbol])
 
-    def with_initial(self, initial: int | str) -> "Semiautomaton":
+    def with_initial(self, initial: int | str) -> Semiautomaton:
         """The same automaton started in another state (index or name)."""
         if isinstance(initial, str):
             if initial not in self.states:
                 raise AutomatonError(f"{initial!r} is not a state of {self.name!r}")
             initial = self.states.index(initial)
-        return Semiautomaton(self.name, self.states, self.alphabet, self.delta, initial, self.description, self.feasible)
+        return Semiautomaton(
+            self.name, self.states, self.alphabet, self.delta, initial, self.description, self.feasible
+        )
 
     # -- simulation ----------------------------------------------------------------------
     def run(self, inputs: np.ndarray | Sequence[int]) -> np.ndarray:
@@ -177,9 +184,7 @@ class Semiautomaton:
         if probs is not None:
             p = np.asarray(probs, dtype=np.float64)
             if p.shape != (self.n_symbols,) or (p < 0).any() or not np.isclose(p.sum(), 1.0):
-                raise AutomatonError(
-                    f"symbol probabilities must be {self.n_symbols} non-negative numbers summing to 1"
-                )
+                raise AutomatonError(f"symbol probabilities must be {self.n_symbols} non-negative numbers summing to 1")
         if self.feasible is not None:
             return self._feasible_walk(n, length, rng, p)
         if p is None:
@@ -192,8 +197,9 @@ class Semiautomaton:
         totals = weights.sum(axis=1, keepdims=True)
         if (totals[self.feasible.any(axis=0)] == 0).any():
             stuck = [self.states[q] for q in np.flatnonzero((totals[:, 0] == 0) & self.feasible.any(axis=0))]
-            raise AutomatonError(f"{self.name}: the symbol probabilities give no feasible symbol in state(s) "
-                                 f"{', '.join(stuck[:5])}")
+            raise AutomatonError(
+                f"{self.name}: the symbol probabilities give no feasible symbol in state(s) {', '.join(stuck[:5])}"
+            )
         # a state no feasible walk reaches (a reject sink) keeps a row of zeros: it is never the current state
         cdf = np.cumsum(weights / np.where(totals == 0, 1.0, totals), axis=1)
         cdf[:, -1] = 1.0
@@ -241,15 +247,18 @@ class Semiautomaton:
         if self.description:
             d["description"] = self.description
         if self.feasible is not None:
-            d["feasible"] = {a: [self.states[q] for q in np.flatnonzero(self.feasible[i])]
-                             for i, a in enumerate(self.alphabet)}
+            d["feasible"] = {
+                a: [self.states[q] for q in np.flatnonzero(self.feasible[i])] for i, a in enumerate(self.alphabet)
+            }
         return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     def __repr__(self) -> str:
-        return f"Semiautomaton({self.name!r}, |Q|={self.n_states}, |Σ|={self.n_symbols}, q0={self.states[self.initial]!r})"
+        return (
+            f"Semiautomaton({self.name!r}, |Q|={self.n_states}, |Σ|={self.n_symbols}, q0={self.states[self.initial]!r})"
+        )
 
 
 #: The largest alphabet accepted (measured: the prefix scan verifies 5,000 symbols in 9 s, 50,000 in 53 s).
@@ -321,8 +330,7 @@ def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
         for j, nxt in enumerate(row):
             if isinstance(nxt, list):
                 raise AutomatonError(
-                    f"{source}: delta[{a!r}][{j}] lists several next states {nxt}; "
-                    "the automaton must be deterministic"
+                    f"{source}: delta[{a!r}][{j}] lists several next states {nxt}; the automaton must be deterministic"
                 )
             if not isinstance(nxt, str) or nxt not in index:
                 raise AutomatonError(f"{source}: delta[{a!r}][{j}] = {nxt!r} is not a state name")
@@ -333,8 +341,15 @@ def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
     desc = data.get("description", "")
     if not isinstance(desc, str):
         raise AutomatonError(f"{source}: 'description' must be a string")
-    return Semiautomaton(str(name), tuple(states), tuple(alphabet), table, index[initial], desc,
-                         _parse_feasible(data.get("feasible"), alphabet, index, source))
+    return Semiautomaton(
+        str(name),
+        tuple(states),
+        tuple(alphabet),
+        table,
+        index[initial],
+        desc,
+        _parse_feasible(data.get("feasible"), alphabet, index, source),
+    )
 
 
 def _parse_feasible(feasible: Any, alphabet: list[str], index: dict[str, int], source: str) -> np.ndarray | None:

@@ -13,16 +13,17 @@ exactly the batches it would have seen.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.streams import Stream, rng
 from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.errors import AutomatonError
-from sandbox_lens.interp.streams import Stream, rng
 
 __all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step_rng"]
 
@@ -31,6 +32,7 @@ __all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step
 class Batch:
     """One training or evaluation batch: input tokens, target classes, and the masks of the positions that enter the
     loss and the accuracy."""
+
     tokens: np.ndarray  # [B, n] input token ids
     targets: np.ndarray  # [B, n] target class per position
     loss_mask: np.ndarray  # [B, n] positions that enter the loss
@@ -56,6 +58,7 @@ def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.
 
 class AutomatonTask:
     """Simulating a semiautomaton: BOS + a word of ``length`` symbols, the state after every symbol as the target."""
+
     kind = "automaton"
 
     def __init__(self, automaton: Semiautomaton, length: int) -> None:
@@ -84,12 +87,17 @@ class AutomatonTask:
         return {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
 
     def token_layout(self) -> TokenLayout:
-        return TokenLayout((0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet],
-                           list(self.automaton.states))
+        return TokenLayout(
+            (0,),
+            tuple(range(1, self.automaton.n_symbols + 1)),
+            ["BOS", *self.automaton.alphabet],
+            list(self.automaton.states),
+        )
 
 
 class DyckTask:
     """Next-token prediction of bounded Dyck prefixes of up to ``length`` brackets (thesis §3.6)."""
+
     kind = "dyck"
 
     def __init__(self, lang: Dyck, length: int = 28) -> None:
@@ -134,14 +142,14 @@ class FFLTask:
     kind = "ffl"
     VOCAB = ffl.VOCAB
 
-    def __init__(self, p: "float | Sequence[float]" = 0.8, length: int = 64) -> None:
+    def __init__(self, p: float | Sequence[float] = 0.8, length: int = 64) -> None:
         if length < 4 or length % 2:
             raise AutomatonError(f"flip-flop sequences have an even length ≥ 4, got {length}")
-        ps = [float(x) for x in p] if isinstance(p, (list, tuple)) else [float(p)]
+        ps = [float(x) for x in p] if isinstance(p, (list, tuple)) else [float(p)]  # type: ignore[arg-type]
         if not ps:
             raise AutomatonError("a mixture of flip-flop distributions needs at least one p")
         self.ps = tuple(ffl.check_p(x) for x in ps)
-        self.p: "float | tuple[float, ...]" = self.ps[0] if len(self.ps) == 1 else self.ps
+        self.p: float | tuple[float, ...] = self.ps[0] if len(self.ps) == 1 else self.ps
         self.length = int(length)
 
     @property

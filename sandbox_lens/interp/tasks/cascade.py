@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.tasks.automata import Semiautomaton, parse_automaton_json
 from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.files import read_text_limited
+from sandbox_lens.interp.tasks.automata import Semiautomaton, parse_automaton_json
 
 __all__ = ["Cascade", "CascadeLevel", "parse_cascade_json", "load_cascade_file", "grid_cascade", "known_cascade"]
 
@@ -55,6 +56,7 @@ class CascadeLevel:
 class Cascade:
     """A Krohn–Rhodes cascade: levels of permutation-reset components, each reading the input and the levels above
     (thesis Definition 10)."""
+
     name: str
     alphabet: tuple[str, ...]
     levels: tuple[CascadeLevel, ...]
@@ -99,12 +101,18 @@ class Cascade:
         states = self.product_states()
         index = {p: i for i, p in enumerate(states)}
         delta = np.array([[index[self.step(p, s)] for p in states] for s in range(len(self.alphabet))])
-        return Semiautomaton(self.name, tuple(self.product_name(p) for p in states), self.alphabet, delta,
-                             index[self.initial], f"cascade of {', '.join(lv.name for lv in self.levels)}")
+        return Semiautomaton(
+            self.name,
+            tuple(self.product_name(p) for p in states),
+            self.alphabet,
+            delta,
+            index[self.initial],
+            f"cascade of {', '.join(lv.name for lv in self.levels)}",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         levels = []
-        for i, lv in enumerate(self.levels):
+        for _i, lv in enumerate(self.levels):
             rules = []
             for (prev, s), a in sorted(lv.wiring.items()):
                 rule: dict[str, Any] = {"symbol": self.alphabet[s]}
@@ -112,8 +120,14 @@ class Cascade:
                     rule[self.levels[j].name] = self.levels[j].automaton.states[q]
                 rule["then"] = lv.automaton.alphabet[a]
                 rules.append(rule)
-            levels.append({"name": lv.name, "automaton": lv.automaton.to_dict(),
-                           "initial": lv.automaton.states[lv.automaton.initial], "input": rules})
+            levels.append(
+                {
+                    "name": lv.name,
+                    "automaton": lv.automaton.to_dict(),
+                    "initial": lv.automaton.states[lv.automaton.initial],
+                    "input": rules,
+                }
+            )
         d: dict[str, Any] = {"name": self.name, "alphabet": list(self.alphabet), "levels": levels}
         if self.target is not None and self.output is not None:
             d["simulates"] = self.target.to_dict()
@@ -187,7 +201,9 @@ def parse_cascade_json(text: str, source: str = "<json>") -> Cascade:
         output = {}
         for key, value in d["output"].items():
             if key not in names:
-                raise AutomatonError(f"{source}: output key {key!r} is not a product state (e.g. {next(iter(names))!r})")
+                raise AutomatonError(
+                    f"{source}: output key {key!r} is not a product state (e.g. {next(iter(names))!r})"
+                )
             if str(value) not in target.states:
                 raise AutomatonError(f"{source}: output value {value!r} is not a state of {target.name}")
             output[names[key]] = target.states.index(str(value))
@@ -198,15 +214,19 @@ def parse_cascade_json(text: str, source: str = "<json>") -> Cascade:
 def with_target(cascade: Cascade, target: Semiautomaton, output: dict[tuple[int, ...], int], source: str) -> Cascade:
     """Attach a target automaton and check that ``output`` is a covering on reachable states."""
     if tuple(target.alphabet) != cascade.alphabet:
-        raise AutomatonError(f"{source}: the cascade's alphabet {list(cascade.alphabet)} differs from "
-                             f"{target.name}'s {list(target.alphabet)}")
+        raise AutomatonError(
+            f"{source}: the cascade's alphabet {list(cascade.alphabet)} differs from "
+            f"{target.name}'s {list(target.alphabet)}"
+        )
     reach = cascade.reachable()
     for p in reach:
         if p not in output:
             raise AutomatonError(f"{source}: reachable product state {cascade.product_name(p)!r} has no output")
     if output[cascade.initial] != target.initial:
-        raise AutomatonError(f"{source}: the initial product state maps to {target.states[output[cascade.initial]]!r}, "
-                             f"not to {target.name}'s initial state {target.states[target.initial]!r}")
+        raise AutomatonError(
+            f"{source}: the initial product state maps to {target.states[output[cascade.initial]]!r}, "
+            f"not to {target.name}'s initial state {target.states[target.initial]!r}"
+        )
     for p in reach:
         for s in range(len(cascade.alphabet)):
             if output[cascade.step(p, s)] != target.delta[s, output[p]]:
@@ -214,7 +234,8 @@ def with_target(cascade: Cascade, target: Semiautomaton, output: dict[tuple[int,
                     f"{source}: the output map is not a covering of {target.name}: from "
                     f"{cascade.product_name(p)!r} on {cascade.alphabet[s]!r} the cascade reaches "
                     f"{cascade.product_name(cascade.step(p, s))!r} ({target.states[output[cascade.step(p, s)]]!r}) "
-                    f"but {target.name} goes to {target.states[target.delta[s, output[p]]]!r}")
+                    f"but {target.name} goes to {target.states[target.delta[s, output[p]]]!r}"
+                )
     return Cascade(cascade.name, cascade.alphabet, cascade.levels, target, dict(output))
 
 
@@ -222,8 +243,9 @@ def _product_size(c: Cascade) -> int:
     return int(np.prod([lv.automaton.n_states for lv in c.levels]))
 
 
-def _parse_wiring(ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ...], a: Semiautomaton,
-                  where: str) -> dict[tuple[tuple[int, ...], int], int]:
+def _parse_wiring(
+    ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ...], a: Semiautomaton, where: str
+) -> dict[tuple[tuple[int, ...], int], int]:
     rules = ld.get("input", [])
     if not isinstance(rules, list):
         raise AutomatonError(f"{where}: 'input' must be a list of rules")
@@ -243,8 +265,10 @@ def _parse_wiring(ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ..
                 if bad:
                     raise AutomatonError(f"{where}: rule symbol(s) {bad} are not in the cascade alphabet")
             elif key not in known:
-                raise AutomatonError(f"{where}: rule condition {key!r} is neither 'symbol' nor an earlier level "
-                                     f"({', '.join(known) or 'none'}); a level reads only the levels above it")
+                raise AutomatonError(
+                    f"{where}: rule condition {key!r} is neither 'symbol' nor an earlier level "
+                    f"({', '.join(known) or 'none'}); a level reads only the levels above it"
+                )
             else:
                 bad = [v for v in _as_list(value) if v not in known[key].automaton.states]
                 if bad:
@@ -259,16 +283,21 @@ def _parse_wiring(ld: dict, earlier: list[CascadeLevel], alphabet: tuple[str, ..
         for s, sym in enumerate(alphabet):
             for conds, out in parsed:
                 ok = "symbol" not in conds or sym in conds["symbol"]
-                ok = ok and all(earlier[j].automaton.states[q] in conds.get(earlier[j].name, {earlier[j].automaton.states[q]})
-                                for j, q in enumerate(prev))
+                ok = ok and all(
+                    earlier[j].automaton.states[q] in conds.get(earlier[j].name, {earlier[j].automaton.states[q]})
+                    for j, q in enumerate(prev)
+                )
                 if ok:
                     wiring[(prev, s)] = out
                     break
             else:
                 if default is None:
                     state = ", ".join(f"{lv.name}={lv.automaton.states[q]}" for lv, q in zip(earlier, prev))
-                    raise AutomatonError(f"{where}: no input rule matches symbol {sym!r}"
-                                         + (f" with {state}" if state else "") + "; add a rule or a 'default'")
+                    raise AutomatonError(
+                        f"{where}: no input rule matches symbol {sym!r}"
+                        + (f" with {state}" if state else "")
+                        + "; add a rule or a 'default'"
+                    )
                 wiring[(prev, s)] = a.alphabet.index(str(default))
     return wiring
 
@@ -305,7 +334,7 @@ def grid_cascade(n: int, noop: bool = False) -> Cascade:
 
     def level_input(prev: tuple[int, ...], move: str) -> str | None:
         """The move level len(prev)+1 sees (None for a no-op), from the earlier levels' previous states."""
-        for k, direction in enumerate(prev):  # level k+2 sees the move iff level k+1 saw it and held it
+        for _k, direction in enumerate(prev):  # level k+2 sees the move iff level k+1 saw it and held it
             if move not in ("L", "R") or direction != (move == "R"):
                 return None
         return move if move in ("L", "R") else None
@@ -332,8 +361,7 @@ def known_cascade(automaton: Semiautomaton) -> Cascade | None:
         return None
     for noop in (False, True):
         g = grid(n, noop)
-        if (g.alphabet == automaton.alphabet and np.array_equal(g.delta, automaton.delta)
-                and automaton.initial == 0):
+        if g.alphabet == automaton.alphabet and np.array_equal(g.delta, automaton.delta) and automaton.initial == 0:
             c = grid_cascade(n, noop)
             return Cascade(f"{automaton.name} cascade", c.alphabet, c.levels, automaton, c.output)
     return None

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 __all__ = ["CATALOGUE", "get_automaton", "catalogue_examples", "direct_product", "permutation_automaton", "dyck_stack"]
 
@@ -52,19 +52,45 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
     CatalogueEntry("C<n>", "cyclic group Z_n: symbol a adds a mod n (thesis Def. 4)", ("C2", "C3", "C5")),
     CatalogueEntry("S<n>", "symmetric group on points 0..n-1, generators (0 1) and (0 1 … n-1)", ("S3", "S4", "S5")),
     CatalogueEntry("A<n>", "alternating group on points 0..n-1, generators (0 1 i) for i = 2..n-1", ("A4", "A5")),
-    CatalogueEntry("D<2n>", "dihedral group of order 2n on the n-gon's vertices, generators r = rotation, s = reflection", ("D8", "D6")),
+    CatalogueEntry(
+        "D<2n>",
+        "dihedral group of order 2n on the n-gon's vertices, generators r = rotation, s = reflection",
+        ("D8", "D6"),
+    ),
     CatalogueEntry("Q8", "quaternion group acting on itself by right multiplication, generators i, j", ("Q8",)),
-    CatalogueEntry("<group>-regular", "a permutation group acting on itself (state = σ_t∘…∘σ_1, q0 = e)", ("S3-regular", "D8-regular")),
-    CatalogueEntry("S<n>-thesis", "the thesis's S_n: acting on itself with 8 generators (identity, the n-cycle, (0 1), "
-                   "then permutations in lexicographic order)", ("S5-thesis", "S4-thesis")),
+    CatalogueEntry(
+        "<group>-regular",
+        "a permutation group acting on itself (state = σ_t∘…∘σ_1, q0 = e)",
+        ("S3-regular", "D8-regular"),
+    ),
+    CatalogueEntry(
+        "S<n>-thesis",
+        "the thesis's S_n: acting on itself with 8 generators (identity, the n-cycle, (0 1), "
+        "then permutations in lexicographic order)",
+        ("S5-thesis", "S4-thesis"),
+    ),
     CatalogueEntry("flipflop", "Example 2: Q = {0, 1}, Σ = {w0, w1, noop}", ("flipflop",)),
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
-    CatalogueEntry("grid<n>[+noop]", "1-D gridworld with n cells, Σ = {L, R} (clamped at the walls), q0 = 0", ("grid5", "grid9+noop")),
+    CatalogueEntry(
+        "grid<n>[+noop]",
+        "1-D gridworld with n cells, Σ = {L, R} (clamped at the walls), q0 = 0",
+        ("grid5", "grid9+noop"),
+    ),
     CatalogueEntry("grid<a>x<b>[+noop]", "2-D gridworld, Σ = {L, R, D, U}, q0 = (0, 0)", ("grid3x4",)),
-    CatalogueEntry("dyck<k>-depth<n>", "the stack of Dyck with k types and depth ≤ n (the thesis's Dyck_{n,k} "
-                   "simulation task): Σ_{i≤n} k^i stacks and a reject sink, legal brackets only sampled", ("dyck2-depth4", "dyck1-depth3")),
-    CatalogueEntry("<A>+resets", "A plus a reset symbol r<q> to every state q (Definition 7 when A is a group)", ("C3+resets", "S3+resets")),
-    CatalogueEntry("<A>^<k>, <A>x<B>", "direct products of catalogue automata (symbols act componentwise)", ("C2^3", "C2xC3")),
+    CatalogueEntry(
+        "dyck<k>-depth<n>",
+        "the stack of Dyck with k types and depth ≤ n (the thesis's Dyck_{n,k} "
+        "simulation task): Σ_{i≤n} k^i stacks and a reject sink, legal brackets only sampled",
+        ("dyck2-depth4", "dyck1-depth3"),
+    ),
+    CatalogueEntry(
+        "<A>+resets",
+        "A plus a reset symbol r<q> to every state q (Definition 7 when A is a group)",
+        ("C3+resets", "S3+resets"),
+    ),
+    CatalogueEntry(
+        "<A>^<k>, <A>x<B>", "direct products of catalogue automata (symbols act componentwise)", ("C2^3", "C2xC3")
+    ),
 )
 
 
@@ -124,7 +150,9 @@ def symmetric(n: int, regular: bool = False) -> Semiautomaton:
     if n > 2:
         gens["(" + " ".join(map(str, range(n))) + ")"] = _cycle(*range(n), degree=n)
     kind = "on itself" if regular else f"on points 0..{n - 1}"
-    return permutation_automaton(f"S{n}" + ("-regular" if regular else ""), n, gens, regular, f"symmetric group S_{n} {kind}")
+    return permutation_automaton(
+        f"S{n}" + ("-regular" if regular else ""), n, gens, regular, f"symmetric group S_{n} {kind}"
+    )
 
 
 def symmetric_thesis(n: int) -> Semiautomaton:
@@ -143,15 +171,18 @@ def symmetric_thesis(n: int) -> Semiautomaton:
         if list(perm) not in arrays:
             arrays.append(list(perm))
     gens = {cycle_notation(a): a for a in arrays}
-    return permutation_automaton(f"S{n}-thesis", n, gens, True,
-                                 f"symmetric group S_{n} acting on itself, the thesis's 8 generators")
+    return permutation_automaton(
+        f"S{n}-thesis", n, gens, True, f"symmetric group S_{n} acting on itself, the thesis's 8 generators"
+    )
 
 
 def alternating(n: int, regular: bool = False) -> Semiautomaton:
     _bound("A<n>", n, 3, _MAX_POINTS)
     gens = {f"(0 1 {i})": _cycle(0, 1, i, degree=n) for i in range(2, n)}
     kind = "on itself" if regular else f"on points 0..{n - 1}"
-    return permutation_automaton(f"A{n}" + ("-regular" if regular else ""), n, gens, regular, f"alternating group A_{n} {kind}")
+    return permutation_automaton(
+        f"A{n}" + ("-regular" if regular else ""), n, gens, regular, f"alternating group A_{n} {kind}"
+    )
 
 
 def dihedral(order: int, regular: bool = False) -> Semiautomaton:
@@ -161,17 +192,31 @@ def dihedral(order: int, regular: bool = False) -> Semiautomaton:
     _bound("D<2n> (n-gon)", n, 3, _MAX_POINTS)
     gens = {"r": _cycle(*range(n), degree=n), "s": [(-i) % n for i in range(n)]}
     kind = "on itself" if regular else f"on the {n}-gon's vertices 0..{n - 1}"
-    return permutation_automaton(f"D{order}" + ("-regular" if regular else ""), n, gens, regular, f"dihedral group of order {order} {kind}")
+    return permutation_automaton(
+        f"D{order}" + ("-regular" if regular else ""), n, gens, regular, f"dihedral group of order {order} {kind}"
+    )
 
 
 def quaternion() -> Semiautomaton:
     # Elements ±1, ±i, ±j, ±k as (sign, unit); units multiply by the usual table.
     units = ["1", "i", "j", "k"]
     table = {  # unit product a*b -> (sign, unit)
-        ("1", "1"): (1, "1"), ("1", "i"): (1, "i"), ("1", "j"): (1, "j"), ("1", "k"): (1, "k"),
-        ("i", "1"): (1, "i"), ("i", "i"): (-1, "1"), ("i", "j"): (1, "k"), ("i", "k"): (-1, "j"),
-        ("j", "1"): (1, "j"), ("j", "i"): (-1, "k"), ("j", "j"): (-1, "1"), ("j", "k"): (1, "i"),
-        ("k", "1"): (1, "k"), ("k", "i"): (1, "j"), ("k", "j"): (-1, "i"), ("k", "k"): (-1, "1"),
+        ("1", "1"): (1, "1"),
+        ("1", "i"): (1, "i"),
+        ("1", "j"): (1, "j"),
+        ("1", "k"): (1, "k"),
+        ("i", "1"): (1, "i"),
+        ("i", "i"): (-1, "1"),
+        ("i", "j"): (1, "k"),
+        ("i", "k"): (-1, "j"),
+        ("j", "1"): (1, "j"),
+        ("j", "i"): (-1, "k"),
+        ("j", "j"): (-1, "1"),
+        ("j", "k"): (1, "i"),
+        ("k", "1"): (1, "k"),
+        ("k", "i"): (1, "j"),
+        ("k", "j"): (-1, "i"),
+        ("k", "k"): (-1, "1"),
     }
     elements = [(s, u) for s in (1, -1) for u in units]
     names = tuple(("" if s == 1 else "-") + u for s, u in elements)
@@ -183,7 +228,9 @@ def quaternion() -> Semiautomaton:
 
     gens = {"i": (1, "i"), "j": (1, "j")}
     delta = np.array([[index[mul(q, g)] for q in elements] for g in gens.values()], dtype=np.int64)
-    return Semiautomaton("Q8", names, tuple(gens), delta, 0, "quaternion group acting on itself by right multiplication")
+    return Semiautomaton(
+        "Q8", names, tuple(gens), delta, 0, "quaternion group acting on itself by right multiplication"
+    )
 
 
 def memory(n: int, name: str | None = None) -> Semiautomaton:
@@ -191,8 +238,9 @@ def memory(n: int, name: str | None = None) -> Semiautomaton:
     states = tuple(str(q) for q in range(n))
     delta = np.array([[w] * n for w in range(n)] + [list(range(n))], dtype=np.int64)
     alphabet = tuple(f"w{q}" for q in range(n)) + ("noop",)
-    return Semiautomaton(name or f"memory{n}", states, alphabet, delta, 0,
-                         "memory unit: w<q> writes q, noop keeps the state")
+    return Semiautomaton(
+        name or f"memory{n}", states, alphabet, delta, 0, "memory unit: w<q> writes q, noop keeps the state"
+    )
 
 
 def grid(n: int, noop: bool = False) -> Semiautomaton:
@@ -200,8 +248,14 @@ def grid(n: int, noop: bool = False) -> Semiautomaton:
     q = np.arange(n)
     rows = [np.maximum(q - 1, 0), np.minimum(q + 1, n - 1)] + ([q] if noop else [])
     alphabet = ("L", "R") + (("noop",) if noop else ())
-    return Semiautomaton(f"grid{n}" + ("+noop" if noop else ""), tuple(map(str, range(n))), alphabet,
-                         np.array(rows), 0, f"1-D gridworld with {n} cells; L/R move, clamped at the walls")
+    return Semiautomaton(
+        f"grid{n}" + ("+noop" if noop else ""),
+        tuple(map(str, range(n))),
+        alphabet,
+        np.array(rows),
+        0,
+        f"1-D gridworld with {n} cells; L/R move, clamped at the walls",
+    )
 
 
 def grid2d(a: int, b: int, noop: bool = False) -> Semiautomaton:
@@ -211,15 +265,23 @@ def grid2d(a: int, b: int, noop: bool = False) -> Semiautomaton:
         raise AutomatonError(f"grid{a}x{b} has more than {_MAX_STATES} states")
     x, y = np.divmod(np.arange(a * b), b)  # state index = x*b + y
     moves = [
-        np.maximum(x - 1, 0) * b + y, np.minimum(x + 1, a - 1) * b + y,
-        x * b + np.maximum(y - 1, 0), x * b + np.minimum(y + 1, b - 1),
+        np.maximum(x - 1, 0) * b + y,
+        np.minimum(x + 1, a - 1) * b + y,
+        x * b + np.maximum(y - 1, 0),
+        x * b + np.minimum(y + 1, b - 1),
     ]
     alphabet = ("L", "R", "D", "U") + (("noop",) if noop else ())
     if noop:
         moves.append(np.arange(a * b))
     states = tuple(f"{i},{j}" for i, j in zip(x, y))
-    return Semiautomaton(f"grid{a}x{b}" + ("+noop" if noop else ""), states, alphabet, np.array(moves), 0,
-                         f"2-D gridworld {a}×{b}; L/R move along the first axis, D/U along the second")
+    return Semiautomaton(
+        f"grid{a}x{b}" + ("+noop" if noop else ""),
+        states,
+        alphabet,
+        np.array(moves),
+        0,
+        f"2-D gridworld {a}×{b}; L/R move along the first axis, D/U along the second",
+    )
 
 
 def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semiautomaton:
@@ -232,8 +294,12 @@ def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semia
     symbol_tuples = list(np.ndindex(*[p.n_symbols for p in parts]))
     index = {s: i for i, s in enumerate(state_tuples)}
     delta = np.array(
-        [[index[tuple(int(p.delta[a[k], s[k]]) for k, p in enumerate(parts))] for s in state_tuples]
-         for a in symbol_tuples], dtype=np.int64)
+        [
+            [index[tuple(int(p.delta[a[k], s[k]]) for k, p in enumerate(parts))] for s in state_tuples]
+            for a in symbol_tuples
+        ],
+        dtype=np.int64,
+    )
     states = tuple(",".join(p.states[i] for p, i in zip(parts, s)) for s in state_tuples)
     alphabet = tuple(",".join(p.alphabet[i] for p, i in zip(parts, a)) for a in symbol_tuples)
     initial = index[tuple(p.initial for p in parts)]
@@ -241,10 +307,13 @@ def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semia
     feasible = None
     if any(p.feasible is not None for p in parts):  # a tuple symbol is feasible where every component's is
         tables = [p.feasible if p.feasible is not None else np.ones_like(p.delta, dtype=bool) for p in parts]
-        feasible = np.array([[all(t[a[k], s[k]] for k, t in enumerate(tables)) for s in state_tuples]
-                             for a in symbol_tuples], dtype=bool)
-    return Semiautomaton(label, states, alphabet, delta, initial, "direct product of " + ", ".join(p.name for p in parts),
-                         feasible)
+        feasible = np.array(
+            [[all(t[a[k], s[k]] for k, t in enumerate(tables)) for s in state_tuples] for a in symbol_tuples],
+            dtype=bool,
+        )
+    return Semiautomaton(
+        label, states, alphabet, delta, initial, "direct product of " + ", ".join(p.name for p in parts), feasible
+    )
 
 
 def with_resets(base: Semiautomaton) -> Semiautomaton:
@@ -253,8 +322,15 @@ def with_resets(base: Semiautomaton) -> Semiautomaton:
     resets = np.repeat(np.arange(n)[:, None], n, axis=1)  # row q: every state -> q
     alphabet = base.alphabet + tuple(f"r{q}" for q in base.states)
     feasible = None if base.feasible is None else np.concatenate([base.feasible, np.ones((n, n), dtype=bool)])
-    return Semiautomaton(f"{base.name}+resets", base.states, alphabet, np.concatenate([base.delta, resets]),
-                         base.initial, f"{base.description}; plus resets r<q> to every state", feasible)
+    return Semiautomaton(
+        f"{base.name}+resets",
+        base.states,
+        alphabet,
+        np.concatenate([base.delta, resets]),
+        base.initial,
+        f"{base.description}; plus resets r<q> to every state",
+        feasible,
+    )
 
 
 def dyck_stack(k: int, depth: int) -> Semiautomaton:
@@ -287,10 +363,16 @@ def dyck_stack(k: int, depth: int) -> Semiautomaton:
             if st and st[-1] == opens[i]:
                 delta[k + i, q], feasible[k + i, q] = index[st[:-1]], True
     names = tuple(st or "ε" for st in stacks) + ("✗",)
-    return Semiautomaton(f"dyck{k}-depth{depth}", names, alphabet, delta, 0,
-                         f"the stack of Dyck with {k} bracket type(s) and depth ≤ {depth} (the thesis's Dyck_{{{depth},{k}}} "
-                         "simulation task): legal brackets only are sampled; an illegal one leads to the sink ✗",
-                         feasible)
+    return Semiautomaton(
+        f"dyck{k}-depth{depth}",
+        names,
+        alphabet,
+        delta,
+        0,
+        f"the stack of Dyck with {k} bracket type(s) and depth ≤ {depth} (the thesis's Dyck_{{{depth},{k}}} "
+        "simulation task): legal brackets only are sampled; an illegal one leads to the sink ✗",
+        feasible,
+    )
 
 
 def _bound(what: str, n: int, lo: int, hi: int) -> None:
@@ -324,8 +406,14 @@ def get_automaton(name: str) -> Semiautomaton:
         if m:
             automaton = build(*m.groups())
             if low == "parity":
-                return Semiautomaton("parity", automaton.states, automaton.alphabet, automaton.delta, 0,
-                                     "parity (= C2): state = XOR of the inputs")
+                return Semiautomaton(
+                    "parity",
+                    automaton.states,
+                    automaton.alphabet,
+                    automaton.delta,
+                    0,
+                    "parity (= C2): state = XOR of the inputs",
+                )
             return automaton
     if low.endswith("+resets"):
         return with_resets(get_automaton(key[: -len("+resets")]))

@@ -17,8 +17,8 @@ when 1 − q > q/k).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -33,7 +33,7 @@ _PAIRS = ["()", "[]", "{}", "<>"]
 
 
 def parse_dyck_spec(text: str) -> tuple[int, int]:
-    """"K,D" -> (k, D)."""
+    """ "K,D" -> (k, D)."""
     m = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", str(text))
     if not m:
         raise AutomatonError(f"--dyck expects K,D (bracket types, maximum depth), e.g. 2,4; got {text!r}")

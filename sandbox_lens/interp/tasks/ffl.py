@@ -13,8 +13,22 @@ import numpy as np
 
 from sandbox_lens.interp.errors import AutomatonError, LengthError
 
-__all__ = ["VOCAB", "W", "R", "I", "ZERO", "ONE", "sample_strings", "sample_ffl", "read_targets",
-           "all_ffl_prefixes", "hard_cases", "check_p", "BANDS", "corrupt_ffl"]
+__all__ = [
+    "VOCAB",
+    "W",
+    "R",
+    "I",
+    "ZERO",
+    "ONE",
+    "sample_strings",
+    "sample_ffl",
+    "read_targets",
+    "all_ffl_prefixes",
+    "hard_cases",
+    "check_p",
+    "BANDS",
+    "corrupt_ffl",
+]
 
 VOCAB = ("w", "r", "i", "0", "1")
 W, R, I, ZERO, ONE = range(5)

@@ -62,8 +62,10 @@ def grid_axes(automaton: Semiautomaton) -> list[GridAxis] | None:
         for s in range(automaton.n_symbols):
             found = None
             for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1), (0, 0)):
-                if all(automaton.delta[s, index[(x, y)]] == index[(min(max(x + dx, 0), a - 1), min(max(y + dy, 0), b - 1))]
-                       for x, y in coords):
+                if all(
+                    automaton.delta[s, index[(x, y)]] == index[(min(max(x + dx, 0), a - 1), min(max(y + dy, 0), b - 1))]
+                    for x, y in coords
+                ):
                     found = (dx, dy)
                     break
             if found is None:

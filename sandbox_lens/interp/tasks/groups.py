@@ -19,11 +19,17 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.tasks.automata import Semiautomaton
 
-__all__ = ["TransformationSemigroup", "transformation_semigroup", "compose", "cycle_notation", "group_name",
-           "perfect_core_name"]
+__all__ = [
+    "TransformationSemigroup",
+    "transformation_semigroup",
+    "compose",
+    "cycle_notation",
+    "group_name",
+    "perfect_core_name",
+]
 
 Map = tuple[int, ...]
 
@@ -70,8 +76,11 @@ class TransformationSemigroup:
         from sandbox_lens.interp.budget import require
 
         idempotents = [e for e in self.elements if compose(e, e) == e]
-        require(f"the maximal subgroups of a semigroup of {self.size} elements on {self.degree} states",
-                operations=3.0 * len(idempotents) * self.size * self.degree, lower="a smaller automaton")
+        require(
+            f"the maximal subgroups of a semigroup of {self.size} elements on {self.degree} states",
+            operations=3.0 * len(idempotents) * self.size * self.degree,
+            lower="a smaller automaton",
+        )
         groups = []
         for e in idempotents:
             image = sorted(set(e))
@@ -117,8 +126,12 @@ def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIG
                     seen.add(h)
                     nxt.append(h)
                     if len(seen) > allowed:
-                        why = ("" if allowed == max_size else f" (the work budget allows {allowed} at |Q| = {n}, "
-                               f"|Σ| = {m}: SANDBOX_LENS_MAX_OPERATIONS, SANDBOX_LENS_MEMORY_GB)")
+                        why = (
+                            ""
+                            if allowed == max_size
+                            else f" (the work budget allows {allowed} at |Q| = {n}, "
+                            f"|Σ| = {m}: SANDBOX_LENS_MAX_OPERATIONS, SANDBOX_LENS_MEMORY_GB)"
+                        )
                         raise AutomatonError(
                             f"the transformation semigroup of {automaton.name!r} has more than {allowed} elements{why}"
                         )

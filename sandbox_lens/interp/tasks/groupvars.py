@@ -36,8 +36,9 @@ __all__ = ["GroupVariables", "group_variables", "permutation_group", "is_permuta
 
 def is_permutation_automaton(automaton: Any) -> bool:
     """Whether every symbol of ``automaton`` permutes its states (no sympy needed to tell)."""
-    return all(sorted(automaton.transition_map(s)) == list(range(automaton.n_states))
-               for s in range(len(automaton.alphabet)))
+    return all(
+        sorted(automaton.transition_map(s)) == list(range(automaton.n_states)) for s in range(len(automaton.alphabet))
+    )
 
 
 def permutation_group(automaton: Any) -> Any | None:
@@ -93,8 +94,10 @@ class GroupVariables:
             for g in level.elements:
                 for P in values:
                     mix[self.index[g], code[P]] = self.index[level.mix(g, P)]
-            add = np.array([[code[tuple((a + b) % n for a, b, n in zip(P, Q, level.orders))] for Q in values]
-                            for P in values], dtype=np.int64)
+            add = np.array(
+                [[code[tuple((a + b) % n for a, b, n in zip(P, Q, level.orders))] for Q in values] for P in values],
+                dtype=np.int64,
+            )
             self.levels.append({"coord": coord, "tau": tau, "mix": mix, "add": add, "size": len(values)})
         self.names = tuple(f"level{i + 1}" for i in range(len(self.levels)))
         odd = [g for g in elements if _parity(g)]
@@ -141,8 +144,9 @@ class GroupVariables:
         i = self.names.index(name)
         return self.prefixes(words)[i], np.ones(words.shape, dtype=bool), self.levels[i]["size"]
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
-                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         scored = np.zeros(base.shape, dtype=bool)
         if name == "sign":
             g = self._group(base)
@@ -157,7 +161,7 @@ class GroupVariables:
         labels = self.image[self.elements(self.prefixes(base, (i, position, value)))]
         scored[:, position:] = True
         if i == len(self.levels) - 1:
-            scored[:, position + 1:] = False
+            scored[:, position + 1 :] = False
         return labels, scored
 
 

@@ -27,13 +27,23 @@ Each model draws its own word pairs (:meth:`HighLevel.pairs`) from the task's di
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["HighLevel", "StateModel", "DyckModel", "FFLModel", "MODES", "HighLevelError", "dyck_stacks", "high_level_of"]
+__all__ = [
+    "HighLevel",
+    "StateModel",
+    "DyckModel",
+    "FFLModel",
+    "MODES",
+    "HighLevelError",
+    "dyck_stacks",
+    "high_level_of",
+]
 
 #: the rival readings of an automaton's state
 MODES = ("parallel", "recurrent")
@@ -59,16 +69,18 @@ class HighLevel:
 
     def __init__(self, mode: str = "parallel") -> None:
         if mode not in self.modes:
-            raise HighLevelError(f"unknown high-level model {mode!r} for {self.title} (choose from {', '.join(self.modes)})")
+            raise HighLevelError(
+                f"unknown high-level model {mode!r} for {self.title} (choose from {', '.join(self.modes)})"
+            )
         self.mode = mode
 
     @classmethod
-    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "HighLevel":
+    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> HighLevel:
         """The model of a card's task dict."""
         raise NotImplementedError
 
     @classmethod
-    def of_card(cls, card: Any, mode: str = "parallel") -> "HighLevel":
+    def of_card(cls, card: Any, mode: str = "parallel") -> HighLevel:
         """The model of a model's card (its task; a kind may read more of the card)."""
         return cls.of_task(card.task, mode)
 
@@ -89,8 +101,9 @@ class HighLevel:
         if name is None:
             return self.variables[0]
         if name not in self.variables:
-            raise HighLevelError(f"the {self.title} high-level model has no variable {name!r} "
-                                 f"(it has: {', '.join(self.variables)})")
+            raise HighLevelError(
+                f"the {self.title} high-level model has no variable {name!r} (it has: {', '.join(self.variables)})"
+            )
         return name
 
     def pairs(self, n: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -101,8 +114,9 @@ class HighLevel:
         """(labels, scored) ``[n, T]``: the task's answer after each position, and which positions it scores."""
         raise NotImplementedError
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
-                       variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, variable: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(labels, scored): the outputs of ``base`` words with ``variable`` at ``position`` set to its value
         on ``source`` words, and which outputs the variable reaches in this model."""
         raise NotImplementedError
@@ -135,13 +149,13 @@ class StateModel(HighLevel):
         self.variables = ("state",) + tuple(v for f in self.families for v in f.default)
 
     @classmethod
-    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "StateModel":
+    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> StateModel:
         from sandbox_lens.interp.tasks.kinds import task_kind
 
         return cls(task_kind(task).source(task), mode)
 
     @classmethod
-    def of_card(cls, card: Any, mode: str = "parallel") -> "StateModel":
+    def of_card(cls, card: Any, mode: str = "parallel") -> StateModel:
         """A ``krohn_rhodes`` model built from a cascade names its levels by that cascade."""
         from sandbox_lens.interp.tasks.cascade import parse_cascade_json
         from sandbox_lens.interp.tasks.kinds import task_kind
@@ -155,8 +169,10 @@ class StateModel(HighLevel):
             return self.variables[0] if name is None else name
         more = sorted({v for f in self.families for v in getattr(f, "names", ())} - set(self.variables))
         more += ["window<l> (l ≥ 1)"] if any(hasattr(f, "accepts") for f in self.families) else []
-        raise HighLevelError(f"the {self.title} high-level model of {self.automaton.name} has no variable {name!r} "
-                             f"(it has: {', '.join(self.variables + tuple(more))})")
+        raise HighLevelError(
+            f"the {self.title} high-level model of {self.automaton.name} has no variable {name!r} "
+            f"(it has: {', '.join(self.variables + tuple(more))})"
+        )
 
     def _family(self, name: str) -> Any:
         for f in self.families:
@@ -181,8 +197,9 @@ class StateModel(HighLevel):
             return self._family(name).values(words, name)
         return self.automaton.run(words), np.ones(words.shape, dtype=bool), self.automaton.n_states
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
-                       variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, variable: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         name = self.variable(variable)
         self._check_position(base, position)
         if name != "state":
@@ -245,7 +262,7 @@ class DyckModel(HighLevel):
         self.readout = tuple(range(1, 2 * lang.k, 2))  # the closing brackets
 
     @classmethod
-    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "DyckModel":
+    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> DyckModel:
         from sandbox_lens.interp.tasks.kinds import task_kind
 
         return cls(task_kind(task).source(task), mode)
@@ -282,8 +299,9 @@ class DyckModel(HighLevel):
         top = np.take_along_axis(stack, np.maximum(depth - 1, 0)[..., None], axis=2)[..., 0]
         return np.maximum(top, 0), depth > 0, self.lang.k
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
-                       variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, variable: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         variable = self.variable(variable)
         self._check_position(base, position)
         labels, _ = self.answers(base)
@@ -321,7 +339,7 @@ class FFLModel(HighLevel):
         self.readout = (ZERO, ONE)
 
     @classmethod
-    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> "FFLModel":
+    def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> FFLModel:
         return cls(task.get("p", 0.8), mode)
 
     def pairs(self, n: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -343,8 +361,9 @@ class FFLModel(HighLevel):
         written, _ = read_targets(words)
         return np.maximum(written - ZERO, 0), written >= 0, 2
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int,
-                       variable: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, variable: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         from sandbox_lens.interp.tasks.ffl import W
 
         self.variable(variable)
@@ -374,8 +393,10 @@ def high_level_of(model: Any, mode: str = "parallel") -> HighLevel:
     if card is None:
         raise HighLevelError("causal alignment needs a sandbox-lens model (one with a card saying its task)")
     if not hasattr(model, "run_with_hooks") or not hasattr(model, "blocks"):
-        raise HighLevelError("causal alignment intervenes on a transformer's residual stream; this model has none "
-                             f"({getattr(card, 'options', {}).get('arch', type(model).__name__)})")
+        raise HighLevelError(
+            "causal alignment intervenes on a transformer's residual stream; this model has none "
+            f"({getattr(card, 'options', {}).get('arch', type(model).__name__)})"
+        )
     kind = card.task_kind
     if kind.high_level is None:
         raise HighLevelError(f"{kind.name} tasks have no high-level causal model")

@@ -55,8 +55,9 @@ class HolonomySkeleton:
     def images(self) -> tuple[Image, ...]:
         """Q, every Q·s and every singleton, largest first."""
         n = self.semigroup.degree
-        found = {frozenset(range(n))} | {frozenset(s) for s in self.semigroup.elements} | \
-                {frozenset([q]) for q in range(n)}
+        found = (
+            {frozenset(range(n))} | {frozenset(s) for s in self.semigroup.elements} | {frozenset([q]) for q in range(n)}
+        )
         return tuple(sorted(found, key=lambda p: (-len(p), sorted(p))))
 
     @cached_property
@@ -64,9 +65,11 @@ class HolonomySkeleton:
         """Each image's orbit {P·s : s ∈ S¹} (refused in one line past the work budget, :mod:`sandbox_lens.interp.budget`)."""
         from sandbox_lens.interp.budget import require
 
-        require(f"the orbits of {len(self.images)} images under {len(self.monoid)} maps",
-                operations=30.0 * len(self.images) * len(self.monoid) * self.semigroup.degree,
-                lower="an automaton with a smaller semigroup")
+        require(
+            f"the orbits of {len(self.images)} images under {len(self.monoid)} maps",
+            operations=30.0 * len(self.images) * len(self.monoid) * self.semigroup.degree,
+            lower="an automaton with a smaller semigroup",
+        )
         return {p: frozenset(act(p, s) for s in self.monoid) for p in self.images}
 
     def subduces(self, p: Image, r: Image) -> bool:
@@ -80,8 +83,9 @@ class HolonomySkeleton:
         out: list[tuple[Image, ...]] = []
         for p in self.images:
             if not any(p in c for c in out):
-                out.append(tuple(q for q in self.images if len(q) == len(p) and q in self.orbits[p]
-                                 and p in self.orbits[q]))
+                out.append(
+                    tuple(q for q in self.images if len(q) == len(p) and q in self.orbits[p] and p in self.orbits[q])
+                )
         return tuple(out)
 
     def class_of(self, p: Image) -> int:
@@ -133,9 +137,18 @@ class HolonomySkeleton:
                 continue
             perms = self.holonomy_group(rep)
             group = PermutationGroup([Permutation(list(g)) for g in perms])
-            out.append({"representative": tuple(sorted(rep)), "class_size": len(c), "height": self.heights[rep],
-                        "tiles": [tuple(sorted(t)) for t in self.tiles(rep)], "order": int(group.order()),
-                        "name": group_name(group), "solvable": bool(group.is_solvable), "group": group})
+            out.append(
+                {
+                    "representative": tuple(sorted(rep)),
+                    "class_size": len(c),
+                    "height": self.heights[rep],
+                    "tiles": [tuple(sorted(t)) for t in self.tiles(rep)],
+                    "order": int(group.order()),
+                    "name": group_name(group),
+                    "solvable": bool(group.is_solvable),
+                    "group": group,
+                }
+            )
         return sorted(out, key=lambda d: (-d["height"], d["representative"]))
 
     @property

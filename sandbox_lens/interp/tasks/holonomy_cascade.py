@@ -56,7 +56,7 @@ class Coordinates:
             if len(rep) > 1:
                 self.blocks[h.heights[rep]].append((rep, h.tiles(rep)))
         self.offset = {}
-        for k, blocks in self.blocks.items():
+        for _k, blocks in self.blocks.items():
             at = 1
             for rep, tiles in blocks:
                 self.offset[rep] = at
@@ -122,8 +122,10 @@ class Coordinates:
                 g = {x: back[s[tau_a[x]]] for x in rep}  # τ_A · s · τ_B⁻¹ on the representative
                 tiles = self.h.tiles(rep)
                 index = {t: i for i, t in enumerate(tiles)}
-                perm = {self.offset[rep] + i: self.offset[rep] + index[frozenset(g[x] for x in t)]
-                        for i, t in enumerate(tiles)}
+                perm = {
+                    self.offset[rep] + i: self.offset[rep] + index[frozenset(g[x] for x in t)]
+                    for i, t in enumerate(tiles)
+                }
                 out.append(("perm", perm))
                 new = perm.get(value)
                 if new is None:
@@ -143,8 +145,7 @@ class Coordinates:
         return out
 
 
-def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None = None,
-                     progress: bool = False) -> Any:
+def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None = None, progress: bool = False) -> Any:
     """``automaton`` as a cascade of permutation-reset levels covering it (checked on every reachable product
     state); refuses, in one line, an automaton with a holonomy group that is not solvable. ``progress``: a tqdm
     bar over the chains reached (shown only when the enumeration takes more than a second)."""
@@ -154,9 +155,11 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     bad = [c for c in h.components if not c["solvable"]]
     if bad:
         c = bad[0]
-        raise AutomatonError(f"{automaton.name!r} is not solvable: the holonomy group of the image "
-                             f"{{{', '.join(automaton.states[q] for q in c['representative'])}}} is {c['name']} "
-                             f"(order {c['order']}), not solvable, so no constant-depth simulator exists here (Theorem 11)")
+        raise AutomatonError(
+            f"{automaton.name!r} is not solvable: the holonomy group of the image "
+            f"{{{', '.join(automaton.states[q] for q in c['representative'])}}} is {c['name']} "
+            f"(order {c['order']}), not solvable, so no constant-depth simulator exists here (Theorem 11)"
+        )
     co = Coordinates(h)
     sizes = [co.size[k] for k in range(co.n, 0, -1)]
     maps = [automaton.transition_map(s) for s in range(automaton.n_symbols)]
@@ -174,22 +177,28 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
             for si, s in enumerate(maps):
                 new = []
                 for level, (kind, what) in enumerate(co.step(coords, s)):
-                    row = tuple(what.get(v, v) for v in range(sizes[level])) if kind == "perm" else (what,) * sizes[level]
+                    row = (
+                        tuple(what.get(v, v) for v in range(sizes[level])) if kind == "perm" else (what,) * sizes[level]
+                    )
                     wiring[level].setdefault((coords[:level], si), row)
                     new.append(row[coords[level]])
                 p = tuple(new)
                 if p not in seen:
                     if len(seen) >= MAX_REACHABLE:
-                        raise AutomatonError(f"the holonomy cascade of {automaton.name!r} reaches more than "
-                                             f"{MAX_REACHABLE:,} chains (levels {sizes}); a smaller automaton")
+                        raise AutomatonError(
+                            f"the holonomy cascade of {automaton.name!r} reaches more than "
+                            f"{MAX_REACHABLE:,} chains (levels {sizes}); a smaller automaton"
+                        )
                     seen.add(p)
                     nxt.append(p)
         frontier = nxt
     bar.close()
     prefixes = int(np.prod(sizes[:-1], dtype=float)) * len(maps) if sizes else 0
     if prefixes > MAX_WIRING:
-        raise AutomatonError(f"the holonomy cascade of {automaton.name!r} would tabulate {prefixes:,} wirings "
-                             f"(levels {sizes}); at most {MAX_WIRING:,}")
+        raise AutomatonError(
+            f"the holonomy cascade of {automaton.name!r} would tabulate {prefixes:,} wirings "
+            f"(levels {sizes}); at most {MAX_WIRING:,}"
+        )
     for level, size in enumerate(sizes):  # prefixes no chain reaches: the level's commonest input (no MLP unit)
         rows = list(wiring[level].values())
         common = max(set(rows), key=rows.count) if rows else tuple(range(size))
@@ -204,8 +213,14 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
         delta = np.array(rows, dtype=np.int64)
         k = co.n - level
         init = start[level]
-        a = Semiautomaton(f"holonomy level {k}", tuple(str(v) for v in range(size)), tuple(names), delta, init,
-                          f"holonomy level {k}: tiles of {len(co.blocks[k])} class(es)")
+        a = Semiautomaton(
+            f"holonomy level {k}",
+            tuple(str(v) for v in range(size)),
+            tuple(names),
+            delta,
+            init,
+            f"holonomy level {k}: tiles of {len(co.blocks[k])} class(es)",
+        )
         levels.append(CascadeLevel(f"h{k}", a, {key: index[row] for key, row in wiring[level].items()}))
     cascade = Cascade(f"{automaton.name} holonomy", tuple(automaton.alphabet), tuple(levels))
     output = {p: co.decode(p) for p in seen}

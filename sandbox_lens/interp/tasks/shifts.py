@@ -16,16 +16,25 @@ Which shifts a task kind offers, and how its inputs are scored, is the kind's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.tasks import ffl
 
-__all__ = ["Shift", "ShiftError", "automaton_shifts", "ffl_shifts", "dyck_shifts", "parse_probs", "automaton_words",
-           "parse_bands"]
+__all__ = [
+    "Shift",
+    "ShiftError",
+    "automaton_shifts",
+    "ffl_shifts",
+    "dyck_shifts",
+    "parse_probs",
+    "automaton_words",
+    "parse_bands",
+]
 
 
 class ShiftError(SandboxError, ValueError):
@@ -68,8 +77,13 @@ def parse_bands(texts: Sequence[str]) -> list[tuple[int, int]]:
     return bands
 
 
-def automaton_shifts(automaton: Any, length: int, probs: Sequence[Sequence[float]] = (),
-                     counts: Sequence[int] = (), count_symbol: int = 1) -> list[Shift]:
+def automaton_shifts(
+    automaton: Any,
+    length: int,
+    probs: Sequence[Sequence[float]] = (),
+    counts: Sequence[int] = (),
+    count_symbol: int = 1,
+) -> list[Shift]:
     """Uniform words at ``length``, then one shift per distribution in ``probs`` and per count in ``counts``."""
     if length < 1:
         raise ShiftError(f"the length must be ≥ 1, got {length}")
@@ -77,20 +91,29 @@ def automaton_shifts(automaton: Any, length: int, probs: Sequence[Sequence[float
     for p in probs:
         p = [float(x) for x in p]
         if len(p) != automaton.n_symbols:
-            raise ShiftError(f"a distribution over {automaton.name}'s {automaton.n_symbols} symbols needs "
-                             f"{automaton.n_symbols} probabilities, got {len(p)}")
+            raise ShiftError(
+                f"a distribution over {automaton.name}'s {automaton.n_symbols} symbols needs "
+                f"{automaton.n_symbols} probabilities, got {len(p)}"
+            )
         label = "Pr = (" + ", ".join(f"{x:g}" for x in p) + f"), T={length}"
         shifts.append(Shift(label, "automaton", {"length": length, "probs": p}))
     if counts and getattr(automaton, "feasible", None) is not None:
-        raise ShiftError(f"{automaton.name} has illegal inputs: count shifts need an automaton whose every word is legal")
+        raise ShiftError(
+            f"{automaton.name} has illegal inputs: count shifts need an automaton whose every word is legal"
+        )
     if counts and not 0 <= count_symbol < automaton.n_symbols:
         raise ShiftError(f"--count-symbol must name one of {automaton.n_symbols} symbols")
     for c in counts:
         if not 0 <= c <= length:
             raise ShiftError(f"a count must lie in 0..{length}, got {c}")
         sym = automaton.alphabet[count_symbol]
-        shifts.append(Shift(f"#{sym} = {c}, T={length}", "automaton",
-                            {"length": length, "count": int(c), "count_symbol": int(count_symbol)}))
+        shifts.append(
+            Shift(
+                f"#{sym} = {c}, T={length}",
+                "automaton",
+                {"length": length, "count": int(c), "count_symbol": int(count_symbol)},
+            )
+        )
     return shifts
 
 
@@ -109,8 +132,9 @@ def ffl_shifts(length: int, ps: Sequence[float] = (0.8, 0.98, 0.1)) -> list[Shif
     return out
 
 
-def dyck_shifts(lang: Any, bands: Sequence[tuple[int, int]], qs: Sequence[float] = (),
-                depths: Sequence[int] = ()) -> list[Shift]:
+def dyck_shifts(
+    lang: Any, bands: Sequence[tuple[int, int]], qs: Sequence[float] = (), depths: Sequence[int] = ()
+) -> list[Shift]:
     """Per length band: the training law, then each other open-bracket probability ``qs``, then each
     maximum depth in ``depths`` (prefixes of Dyck_{k,D'} with D' ≤ D: deeper words are not in the
     model's language)."""
@@ -120,7 +144,9 @@ def dyck_shifts(lang: Any, bands: Sequence[tuple[int, int]], qs: Sequence[float]
         if not 0.0 < float(q) < 1.0:
             raise ShiftError(f"q must lie in (0, 1), got {q}")
         if not 1 <= D <= lang.D:
-            raise ShiftError(f"a depth shift D' must lie in 1..{lang.D} (the model's language has depth ≤ {lang.D}), got {D}")
+            raise ShiftError(
+                f"a depth shift D' must lie in 1..{lang.D} (the model's language has depth ≤ {lang.D}), got {D}"
+            )
         for lo, hi in bands:
             if not 2 <= lo <= hi:
                 raise ShiftError(f"a length band needs 2 ≤ lo ≤ hi, got {lo}-{hi}")

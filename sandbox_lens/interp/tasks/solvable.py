@@ -25,14 +25,23 @@ in :func:`sandbox_lens.interp.tasks.groups.compose`. sympy supplies solvability 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.tasks.groups import compose, cycle_notation  # noqa: F401 - cycle_notation: public here too
 
-__all__ = ["Map", "AbelianLevel", "SolvablePlan", "plan_solvable_group", "abelian_basis", "inverse", "power",
-           "order_of", "cycle_notation"]
+__all__ = [
+    "Map",
+    "AbelianLevel",
+    "SolvablePlan",
+    "plan_solvable_group",
+    "abelian_basis",
+    "inverse",
+    "power",
+    "order_of",
+    "cycle_notation",
+]
 
 Map = tuple[int, ...]
 
@@ -221,7 +230,9 @@ def plan_solvable_group(generators: Sequence[Map], degree: int, name: str = "the
     group = PermutationGroup([Permutation(list(g)) for g in gens] or [Permutation(degree - 1)])
     order = int(group.order())
     if order > MAX_GROUP_ORDER:
-        raise ConstructionError(f"{name} has order {order}; krohn_rhodes tabulates groups up to order {MAX_GROUP_ORDER}")
+        raise ConstructionError(
+            f"{name} has order {order}; krohn_rhodes tabulates groups up to order {MAX_GROUP_ORDER}"
+        )
     series = group.derived_series()
     if not series[-1].is_trivial:
         raise ConstructionError(

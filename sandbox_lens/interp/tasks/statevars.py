@@ -35,8 +35,14 @@ import numpy as np
 
 from sandbox_lens.interp.tasks.gridworld import grid_axes, start_moves, window_states
 
-__all__ = ["LevelVariables", "WindowVariables", "GridVariables", "SymbolVariables", "MAX_WINDOW_VALUES",
-           "state_variables"]
+__all__ = [
+    "LevelVariables",
+    "WindowVariables",
+    "GridVariables",
+    "SymbolVariables",
+    "MAX_WINDOW_VALUES",
+    "state_variables",
+]
 
 #: window maps are classes |Q|^|Q| (for probes); beyond this they are not offered
 MAX_WINDOW_VALUES = 256
@@ -76,11 +82,15 @@ class LevelVariables:
 
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         i = self.names.index(name)
-        return self.states[self.run(words)][..., i], np.ones(words.shape, dtype=bool), \
-            self.cascade.levels[i].automaton.n_states
+        return (
+            self.states[self.run(words)][..., i],
+            np.ones(words.shape, dtype=bool),
+            self.cascade.levels[i].automaton.n_states,
+        )
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
-                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         i = self.names.index(name)
         run = self.run(base)
         labels = self.output[run]
@@ -129,10 +139,11 @@ class WindowVariables:
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         l, Q = int(name[6:]), self.automaton.n_states
         w = self.maps(words, l)[l]
-        return w @ (Q ** np.arange(Q)), np.ones(words.shape, dtype=bool), Q ** Q
+        return w @ (Q ** np.arange(Q)), np.ones(words.shape, dtype=bool), Q**Q
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
-                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         l, T = int(name[6:]), base.shape[1]
         top = self.top(T, l)
         w = self.maps(base, l)[l].copy()
@@ -182,8 +193,9 @@ class GridVariables:
         span = words.shape[1] + len(self.start) + self.axis.S + 1
         return np.clip(v + span, 0, 2 * span), np.ones(words.shape, dtype=bool), 2 * span + 1
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
-                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         z, zs = self.z(base), self.z(source)
         states, lo = self.walk(z)
         labels = states.copy()
@@ -222,8 +234,9 @@ class SymbolVariables:
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         return np.asarray(words, dtype=np.int64), np.ones(words.shape, dtype=bool), len(self.automaton.alphabet)
 
-    def counterfactual(self, base: np.ndarray, source: np.ndarray, position: int, name: str,
-                       mode: str) -> tuple[np.ndarray, np.ndarray]:
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         words = np.array(base, dtype=np.int64, copy=True)
         words[:, position] = source[:, position]
         a = self.automaton
@@ -262,7 +275,7 @@ def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
     axes = grid_axes(automaton)
     if axes is not None and len(axes) == 1 and axes[0].S >= 1:
         out.append(GridVariables(automaton, axes[0]))
-    if automaton.n_states ** automaton.n_states <= MAX_WINDOW_VALUES:
+    if automaton.n_states**automaton.n_states <= MAX_WINDOW_VALUES:
         out.append(WindowVariables(automaton))
     from sandbox_lens.interp.tasks.groupvars import group_variables
 

@@ -29,14 +29,45 @@ import importlib
 from typing import Any
 
 #: where each public name lives; loaded on first use, so `interp --help` and the config stay light
-_WHERE = {"METRICS": "checkpoint", "has_checkpoint": "checkpoint", "MAX_N_CTX": "config", "ModelShape": "config",
-          "TrainConfig": "config", "run_identity": "config", "evaluate": "loop", "train": "loop",
-          "build_model": "twin", "default_shape": "twin", "load_trained": "twin", "open_model": "twin",
-          "random_init": "twin", "adopt": "adopt", "load_adopted": "adopt",
-          "task_defaults": "twin", "kept_models": "loop"}
+_WHERE = {
+    "METRICS": "checkpoint",
+    "has_checkpoint": "checkpoint",
+    "MAX_N_CTX": "config",
+    "ModelShape": "config",
+    "TrainConfig": "config",
+    "run_identity": "config",
+    "evaluate": "loop",
+    "train": "loop",
+    "build_model": "twin",
+    "default_shape": "twin",
+    "load_trained": "twin",
+    "open_model": "twin",
+    "random_init": "twin",
+    "adopt": "adopt",
+    "load_adopted": "adopt",
+    "task_defaults": "twin",
+    "kept_models": "loop",
+}
 
-__all__ = ["ModelShape", "TrainConfig", "build_model", "random_init", "adopt", "load_adopted", "train", "load_trained", "default_shape", "evaluate",
-           "task_defaults", "has_checkpoint", "open_model", "run_identity", "METRICS", "MAX_N_CTX", "kept_models"]
+__all__ = [
+    "ModelShape",
+    "TrainConfig",
+    "build_model",
+    "random_init",
+    "adopt",
+    "load_adopted",
+    "train",
+    "load_trained",
+    "default_shape",
+    "evaluate",
+    "task_defaults",
+    "has_checkpoint",
+    "open_model",
+    "run_identity",
+    "METRICS",
+    "MAX_N_CTX",
+    "kept_models",
+]
 
 
 def __getattr__(name: str) -> Any:

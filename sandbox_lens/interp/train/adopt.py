@@ -12,8 +12,9 @@ layout a twin trained here uses — token 0 the BOS, symbol σ token σ + 1).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.tasks.kinds import task_kind
@@ -25,8 +26,14 @@ class AdoptError(SandboxError, ValueError):
     """A model that does not fit the task it is brought in for (one line)."""
 
 
-def adopt(model: Any, task: Any, *, prefix: Sequence[int] | None = None, symbol_tokens: Sequence[int] | None = None,
-          name: str = "") -> Any:
+def adopt(
+    model: Any,
+    task: Any,
+    *,
+    prefix: Sequence[int] | None = None,
+    symbol_tokens: Sequence[int] | None = None,
+    name: str = "",
+) -> Any:
     """``model`` with a card for ``task`` (an :class:`~sandbox_lens.interp.tasks.batches.AutomatonTask`,
     ``DyckTask``, ``FFLTask``: what it was trained on, at its training length), checked first: its vocabulary holds
     every token the layout uses, it has a logit per output class, its context holds a whole input. Returns the same
@@ -36,34 +43,60 @@ def adopt(model: Any, task: Any, *, prefix: Sequence[int] | None = None, symbol_
 
     cfg = getattr(model, "cfg", None)
     if cfg is None or not hasattr(model, "run_with_hooks"):
-        raise AdoptError(f"adopt takes a TransformerLens HookedTransformer or TransformerBridge, not "
-                         f"{type(model).__name__}")
+        raise AdoptError(
+            f"adopt takes a TransformerLens HookedTransformer or TransformerBridge, not {type(model).__name__}"
+        )
     layout = task.token_layout()
-    io = TokenIO(tuple(int(t) for t in (layout.prefix if prefix is None else prefix)),
-                 tuple(int(t) for t in (layout.symbol_tokens if symbol_tokens is None else symbol_tokens)))
+    io = TokenIO(
+        tuple(int(t) for t in (layout.prefix if prefix is None else prefix)),
+        tuple(int(t) for t in (layout.symbol_tokens if symbol_tokens is None else symbol_tokens)),
+    )
     if len(io.symbol_tokens) != len(layout.symbol_tokens):
-        raise AdoptError(f"{task.name} has {len(layout.symbol_tokens)} input symbols "
-                         f"({', '.join(layout.input_names[len(layout.prefix):])}); symbol_tokens gives {len(io.symbol_tokens)}")
+        raise AdoptError(
+            f"{task.name} has {len(layout.symbol_tokens)} input symbols "
+            f"({', '.join(layout.input_names[len(layout.prefix) :])}); symbol_tokens gives {len(io.symbol_tokens)}"
+        )
     used = [*io.prefix, *io.symbol_tokens]
     if min(used) < 0 or max(used) >= cfg.d_vocab:
-        raise AdoptError(f"the token layout uses token {max(used)} but the model's vocabulary has {cfg.d_vocab} "
-                         "(d_vocab); give the tokens it was trained with (prefix=, symbol_tokens=; --prefix, --symbol-tokens)")
+        raise AdoptError(
+            f"the token layout uses token {max(used)} but the model's vocabulary has {cfg.d_vocab} "
+            "(d_vocab); give the tokens it was trained with (prefix=, symbol_tokens=; --prefix, --symbol-tokens)"
+        )
     if cfg.d_vocab_out < len(layout.output_names):
-        raise AdoptError(f"{task.name} has {len(layout.output_names)} output classes but the model has "
-                         f"{cfg.d_vocab_out} logits (d_vocab_out)")
+        raise AdoptError(
+            f"{task.name} has {len(layout.output_names)} output classes but the model has "
+            f"{cfg.d_vocab_out} logits (d_vocab_out)"
+        )
     kind = task_kind(task)
     reads = len(io.prefix) + task.length - (1 if kind.next_token else 0)
     if cfg.n_ctx < reads:
-        raise AdoptError(f"an input of {task.name} at length {task.length} is {reads} tokens; the model's context "
-                         f"(n_ctx) is {cfg.n_ctx}")
+        raise AdoptError(
+            f"an input of {task.name} at length {task.length} is {reads} tokens; the model's context "
+            f"(n_ctx) is {cfg.n_ctx}"
+        )
     model.card = ModelCard(
-        construction="trained", theorem="", task=task.to_dict(), io=io, max_length=task.length,
-        verified_dtypes=("float32",), input_tokens=layout.input_names, output_names=layout.output_names,
-        residual_labels=[], block_labels=[], attention_blocks=list(range(cfg.n_layers)),
-        options={"step": None, "trained_length": task.length, "arch": "transformer", "positional": "learned",
-                 "n_ctx": int(cfg.n_ctx), "adopted": name or True},
+        construction="trained",
+        theorem="",
+        task=task.to_dict(),
+        io=io,
+        max_length=task.length,
+        verified_dtypes=("float32",),
+        input_tokens=layout.input_names,
+        output_names=layout.output_names,
+        residual_labels=[],
+        block_labels=[],
+        attention_blocks=list(range(cfg.n_layers)),
+        options={
+            "step": None,
+            "trained_length": task.length,
+            "arch": "transformer",
+            "positional": "learned",
+            "n_ctx": int(cfg.n_ctx),
+            "adopted": name or True,
+        },
         notes=f"a model trained outside sandbox-lens{f' ({name})' if name else ''}, adopted for {task.name}",
-        variables=[])
+        variables=[],
+    )
     model.sandbox_config = _config(cfg)
     return attach_tokenizer(model)
 
@@ -71,8 +104,21 @@ def adopt(model: Any, task: Any, *, prefix: Sequence[int] | None = None, symbol_
 def _config(cfg: Any) -> dict[str, Any]:
     """What ``save_model`` writes to rebuild the model (the fields :func:`~sandbox_lens.interp.train.twin.build_model`
     sets, read off the model's own config)."""
-    keys = ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "n_ctx", "d_vocab", "d_vocab_out", "act_fn",
-            "normalization_type", "positional_embedding_type", "attn_only", "default_prepend_bos")
+    keys = (
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "d_head",
+        "d_mlp",
+        "n_ctx",
+        "d_vocab",
+        "d_vocab_out",
+        "act_fn",
+        "normalization_type",
+        "positional_embedding_type",
+        "attn_only",
+        "default_prepend_bos",
+    )
     out = {k: getattr(cfg, k) for k in keys if hasattr(cfg, k)}
     out["dtype"] = "float32"
     return out
@@ -106,7 +152,9 @@ def load_adopted(state_dict: str | Path, config: str | Path, task: Any, **kwargs
     try:
         model = new_model({"dtype": "float32", **cfg})
     except Exception as e:  # noqa: BLE001 - TransformerLens validates configs with asserts and various errors
-        raise AdoptError(f"{config}: not a valid HookedTransformerConfig ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise AdoptError(
+            f"{config}: not a valid HookedTransformerConfig ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     weights = {k: v for k, v in weights.items() if not k.endswith((".mask", ".IGNORE"))}  # buffers: the model's own
     load_strict(model, weights)
     model.eval()
@@ -114,7 +162,29 @@ def load_adopted(state_dict: str | Path, config: str | Path, task: Any, **kwargs
 
 
 #: the HookedTransformerConfig fields a saved config may carry through (the rest are derived or runtime state)
-_CONFIG_KEYS = {"n_layers", "d_model", "n_heads", "d_head", "d_mlp", "n_ctx", "d_vocab", "d_vocab_out", "act_fn",
-                "normalization_type", "positional_embedding_type", "attn_only", "default_prepend_bos", "seed",
-                "init_weights", "original_architecture", "use_attn_scale", "final_rms", "parallel_attn_mlp",
-                "rotary_dim", "use_hook_tokens", "gated_mlp", "attn_types", "window_size"}
+_CONFIG_KEYS = {
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "d_head",
+    "d_mlp",
+    "n_ctx",
+    "d_vocab",
+    "d_vocab_out",
+    "act_fn",
+    "normalization_type",
+    "positional_embedding_type",
+    "attn_only",
+    "default_prepend_bos",
+    "seed",
+    "init_weights",
+    "original_architecture",
+    "use_attn_scale",
+    "final_rms",
+    "parallel_attn_mlp",
+    "rotary_dim",
+    "use_hook_tokens",
+    "gated_mlp",
+    "attn_types",
+    "window_size",
+}

@@ -20,7 +20,8 @@ other head and MLP of the twin (extra heads, extra blocks) is off the circuit. E
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,8 +29,15 @@ from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 
-__all__ = ["aligned_losses", "check_alignment", "circuit_nodes", "off_circuit_hooks", "resample_hooks", "imposed_iia",
-           "HELD_OUT_PAIRS"]
+__all__ = [
+    "aligned_losses",
+    "check_alignment",
+    "circuit_nodes",
+    "off_circuit_hooks",
+    "resample_hooks",
+    "imposed_iia",
+    "HELD_OUT_PAIRS",
+]
 
 #: Held-out pairs the imposed sites' IIA is read on at every evaluation of an aligned run.
 HELD_OUT_PAIRS = 64
@@ -54,27 +62,36 @@ def check_alignment(alignment: Mapping[str, Any], shape: Any, task: Any) -> None
     if shape.arch != "transformer":
         raise SandboxError("--align intervenes on a transformer's residual stream; an LSTM has none")
     if alignment.get("kind") != task_kind(task).name:
-        raise SandboxError(f"--align {alignment.get('construction')} models the {alignment.get('kind')} task, not "
-                           f"this {task_kind(task).name} task")
+        raise SandboxError(
+            f"--align {alignment.get('construction')} models the {alignment.get('kind')} task, not "
+            f"this {task_kind(task).name} task"
+        )
     needed = alignment.get("blocks", 0)
     if needed > shape.n_layers:
-        raise SandboxError(f"--align {alignment['construction']} has {needed} blocks: the twin needs at least as many "
-                           f"(--layers), it has {shape.n_layers}")
+        raise SandboxError(
+            f"--align {alignment['construction']} has {needed} blocks: the twin needs at least as many "
+            f"(--layers), it has {shape.n_layers}"
+        )
     for v in alignment["variables"]:
         layer = int(v["hook"].removeprefix("blocks.").split(".", 1)[0])
         if layer >= shape.n_layers:
-            raise SandboxError(f"--align {alignment['construction']} puts {v['variable']!r} at {v['hook']}: the twin "
-                               f"needs at least {layer + 1} blocks (--layers), it has {shape.n_layers}")
+            raise SandboxError(
+                f"--align {alignment['construction']} puts {v['variable']!r} at {v['hook']}: the twin "
+                f"needs at least {layer + 1} blocks (--layers), it has {shape.n_layers}"
+            )
         if v["dims"][1] > shape.d_model:
-            raise SandboxError(f"--align needs {v['dims'][1]} residual coordinates for its variables; the twin has "
-                               f"d_model = {shape.d_model}")
+            raise SandboxError(
+                f"--align needs {v['dims'][1]} residual coordinates for its variables; the twin has "
+                f"d_model = {shape.d_model}"
+            )
 
 
 def off_circuit_hooks(circuit: Mapping[str, Any]) -> list[str]:
     """The hooks whose values an off-circuit resample replaces: ``hook_z`` of every block with an off-circuit head,
     ``hook_mlp_out`` of every off-circuit MLP."""
-    return ([f"blocks.{l}.attn.hook_z" for l in sorted({l for l, _ in circuit["off_heads"]})]
-            + [f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]])
+    return [f"blocks.{l}.attn.hook_z" for l in sorted({l for l, _ in circuit["off_heads"]})] + [
+        f"blocks.{l}.hook_mlp_out" for l in circuit["off_mlps"]
+    ]
 
 
 def resample_hooks(circuit: Mapping[str, Any], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -88,17 +105,21 @@ def resample_hooks(circuit: Mapping[str, Any], values: Mapping[str, Any]) -> lis
             z = z.clone()
             z[:, :, off] = values[hook.name][:, :, off]
             return z
+
         return hook
 
     def mlp(x, hook):
         return values[hook.name]
 
-    return [(name, heads(int(name.split(".")[1])) if name.endswith("hook_z") else mlp)
-            for name in off_circuit_hooks(circuit)]
+    return [
+        (name, heads(int(name.split(".")[1])) if name.endswith("hook_z") else mlp)
+        for name in off_circuit_hooks(circuit)
+    ]
 
 
-def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: int, step: int,
-                   batch: int) -> tuple[Any, Any]:
+def aligned_losses(
+    model: Any, task: Any, alignment: Mapping[str, Any], seed: int, step: int, batch: int
+) -> tuple[Any, Any]:
     """(IIT loss, strictness loss) of one training step (see the module docstring)."""
     import torch
 
@@ -114,8 +135,9 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
     encode = np.asarray(layout.symbol_tokens)
 
     def tokens(words: np.ndarray) -> Any:
-        return torch.from_numpy(np.concatenate([np.tile(np.asarray(layout.prefix, dtype=np.int64), (len(words), 1)),
-                                                encode[words]], axis=1))
+        return torch.from_numpy(
+            np.concatenate([np.tile(np.asarray(layout.prefix, dtype=np.int64), (len(words), 1)), encode[words]], axis=1)
+        )
 
     variables = alignment["variables"]
     v = variables[step % len(variables)]
@@ -149,19 +171,20 @@ def aligned_losses(model: Any, task: Any, alignment: Mapping[str, Any], seed: in
         return x
 
     logits = model.run_with_hooks(tokens(base), fwd_hooks=[(v["hook"], swap)], return_type="logits")
-    iit = _readout_loss(logits[:, P: P + T], labels, scored, high)
+    iit = _readout_loss(logits[:, P : P + T], labels, scored, high)
 
     # strictness: every off-circuit head and MLP resampled from the source run
     fwd = resample_hooks(circuit, saved)
     if not fwd:
         return iit, iit * 0.0
     logits = model.run_with_hooks(tokens(base), fwd_hooks=fwd, return_type="logits")
-    strict = _readout_loss(logits[:, P: P + T], answered_labels, answered, high)
+    strict = _readout_loss(logits[:, P : P + T], answered_labels, answered, high)
     return iit, strict
 
 
-def imposed_iia(model: Any, task: Any, alignment: Mapping[str, Any], seed: int,
-                pairs: int = HELD_OUT_PAIRS) -> dict[str, dict[str, Any]]:
+def imposed_iia(
+    model: Any, task: Any, alignment: Mapping[str, Any], seed: int, pairs: int = HELD_OUT_PAIRS
+) -> dict[str, dict[str, Any]]:
     """Per imposed variable, its held-out IIA at the imposed coordinates: on ``pairs`` fixed base and source words
     (:attr:`~sandbox_lens.interp.streams.Stream.ALIGN_HELD_OUT`, never trained on), the variable swapped at every
     position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``)."""
@@ -189,12 +212,13 @@ def imposed_iia(model: Any, task: Any, alignment: Mapping[str, Any], seed: int,
             d0, d1 = v["dims"]
             hits = total = 0
             for p in range(T):
+
                 def swap(x, hook, p=p):
                     x = x.clone()
                     x[:, P + p, d0:d1] = src[:, P + p, d0:d1]
                     return x
 
-                logits = model.run_with_hooks(tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P: P + T]
+                logits = model.run_with_hooks(tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P : P + T]
                 got = readout_answer(logits, high.readout)
                 labels, scored = high.counterfactual(base, source, p, v["variable"])
                 changed = scored & answered & (labels != plain)

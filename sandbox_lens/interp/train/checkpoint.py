@@ -17,8 +17,19 @@ from sandbox_lens.interp.model.card import normalise_task
 from sandbox_lens.interp.tasks.kinds import task_from_dict
 from sandbox_lens.interp.train.config import ModelShape
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "CKPT_WEIGHTS", "CKPT_META", "METRICS", "has_checkpoint", "save_checkpoint",
-           "read_checkpoint", "restore", "load_weights", "task_label"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "CKPT_WEIGHTS",
+    "CKPT_META",
+    "METRICS",
+    "has_checkpoint",
+    "save_checkpoint",
+    "read_checkpoint",
+    "restore",
+    "load_weights",
+    "task_label",
+]
 
 FORMAT = "sandbox-lens-training"
 FORMAT_VERSION = 2  # 2: the metadata also travels in the safetensors header, with a digest of the tensors
@@ -70,7 +81,7 @@ def _header_meta(data: bytes) -> dict[str, Any] | None:
     """The metadata a checkpoint carries in its safetensors header (None for version-1 checkpoints)."""
     try:
         n = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8:8 + n]) if 0 < n <= len(data) - 8 else {}
+        header = json.loads(data[8 : 8 + n]) if 0 < n <= len(data) - 8 else {}
         text = (header.get("__metadata__") or {}).get(HEADER_KEY) if isinstance(header, dict) else None
         return json.loads(text) if text else None
     except (ValueError, UnicodeDecodeError, AttributeError):
@@ -78,8 +89,7 @@ def _header_meta(data: bytes) -> dict[str, Any] | None:
 
 
 def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's checkpoint: (its metadata, its tensors); a missing or damaged checkpoint is a :class:`CheckpointError`.
-"""
+    """A run's checkpoint: (its metadata, its tensors); a missing or damaged checkpoint is a :class:`CheckpointError`."""
     from safetensors.torch import load
 
     try:
@@ -124,8 +134,10 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
         remove_torn_writes(out / name)
     for key, value in identity.items():
         if meta.get(key) != value:
-            raise CheckpointError(f"{out}: cannot resume, the checkpoint has a different {key} "
-                                  f"({task_label(meta.get('task')) if key == 'task' else meta.get(key)})")
+            raise CheckpointError(
+                f"{out}: cannot resume, the checkpoint has a different {key} "
+                f"({task_label(meta.get('task')) if key == 'task' else meta.get(key)})"
+            )
     load_weights(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, out)
     state: dict[int, dict[str, Any]] = {}
     for k, v in tensors.items():
@@ -137,13 +149,18 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
     opt.load_state_dict(sd)
     if ema is not None:
         where = {k: v.device for k, v in model.state_dict().items()}
-        ema.state = {k[4:]: v.clone().to(where.get(k[4:], v.device)) for k, v in tensors.items() if k.startswith("ema.")}
+        ema.state = {
+            k[4:]: v.clone().to(where.get(k[4:], v.device)) for k, v in tensors.items() if k.startswith("ema.")
+        }
     if meta.get("threads", torch.get_num_threads()) != torch.get_num_threads():
         import warnings
 
-        warnings.warn(f"{out} was trained with {meta['threads']} torch thread(s), resumed with "
-                      f"{torch.get_num_threads()}: sums split differently, so the weights will not match an "
-                      f"uninterrupted run bit for bit (use --threads {meta['threads']})", stacklevel=3)
+        warnings.warn(
+            f"{out} was trained with {meta['threads']} torch thread(s), resumed with "
+            f"{torch.get_num_threads()}: sums split differently, so the weights will not match an "
+            f"uninterrupted run bit for bit (use --threads {meta['threads']})",
+            stacklevel=3,
+        )
     return meta["step"], meta["history"], meta["wall_seconds"]
 
 

@@ -43,13 +43,23 @@ class ModelShape:
     d_head: int | None = setting(None, "width of a head (default d_model / heads)")
     d_mlp: int | None = setting(None, "MLP hidden units (auto: 4 × d_model)")
     normalization: str = setting("LN", "LayerNorm before each sublayer, or none", flag="--norm", choices=("LN", "none"))
-    positional: str = setting("learned", "position embedding (learned; the others are fixed, so longer inputs can "
-                              "be evaluated)", flag="--pos", choices=POSITIONAL)
-    n_ctx: int | None = setting(None, "model context (default: the training length's); larger, with --pos other "
-                                "than learned, lets `interp evaluate --length` go past the training length",
-                                metavar="N")
-    arch: str = setting("transformer", "transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding "
-                        "64, hidden 128, 1 layer)", choices=ARCHS)
+    positional: str = setting(
+        "learned",
+        "position embedding (learned; the others are fixed, so longer inputs can be evaluated)",
+        flag="--pos",
+        choices=POSITIONAL,
+    )
+    n_ctx: int | None = setting(
+        None,
+        "model context (default: the training length's); larger, with --pos other "
+        "than learned, lets `interp evaluate --length` go past the training length",
+        metavar="N",
+    )
+    arch: str = setting(
+        "transformer",
+        "transformer (a HookedTransformer) or the thesis's LSTM baseline (embedding 64, hidden 128, 1 layer)",
+        choices=ARCHS,
+    )
     hidden: int | None = setting(None, "lstm: hidden width (default 128)", metavar="H")
 
     def __post_init__(self) -> None:
@@ -91,32 +101,55 @@ class TrainConfig:
     clip: float = setting(1.0, "gradient norm clipping (0: none)")
     eval_every: int = setting(100, "steps between held-out evaluations (each writes a checkpoint)")
     eval_size: int = setting(512, "words in the fixed held-out set")
-    keep_checkpoints: int = setting(0, "keep the model at N log-spaced evaluations in checkpoints/step_<S>/ (interp "
-                                       "align --run DIR --checkpoints aligns each; 0: none)", metavar="N")
-    target_accuracy: float | None = setting(None, "stop once held-out accuracy reaches ACC; `none` trains every step",
-                                            flag="--target", metavar="ACC", parse=_target)
+    keep_checkpoints: int = setting(
+        0,
+        "keep the model at N log-spaced evaluations in checkpoints/step_<S>/ (interp "
+        "align --run DIR --checkpoints aligns each; 0: none)",
+        metavar="N",
+    )
+    target_accuracy: float | None = setting(
+        None,
+        "stop once held-out accuracy reaches ACC; `none` trains every step",
+        flag="--target",
+        metavar="ACC",
+        parse=_target,
+    )
     max_minutes: float | None = setting(None, "time budget per run (a checkpoint is kept)", metavar="M")
     seed: int = setting(0, "the run's seed (initialisation, batches, held-out set)", cli=False)
     dropout: float = setting(0.0, "dropout on every block's attention and MLP output")
     embed_dropout: float = setting(0.0, "dropout on the embeddings entering block 0")
-    sharpen: float = setting(0.0, "attention sharpening: λ × mean attention entropy (nats) added to the loss "
-                             "(thesis §3.5)", metavar="λ")
-    ema: float = setting(0.0, "keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9; "
-                         "0: off)", metavar="γ")
-    pos_shift: int = setting(0, "add a random 0..S to the position indices of each batch (needs --n-ctx ≥ length + S)",
-                             metavar="S")
-    contrastive: float = setting(0.0, "dyck: the balance regulariser (thesis eq. 3.40) with weight λ; needs --n-ctx ≥ "
-                                 "length + 2D", metavar="λ")
+    sharpen: float = setting(
+        0.0, "attention sharpening: λ × mean attention entropy (nats) added to the loss (thesis §3.5)", metavar="λ"
+    )
+    ema: float = setting(
+        0.0, "keep and evaluate a moving average of the weights with decay γ (the thesis: 0.9; 0: off)", metavar="γ"
+    )
+    pos_shift: int = setting(
+        0, "add a random 0..S to the position indices of each batch (needs --n-ctx ≥ length + S)", metavar="S"
+    )
+    contrastive: float = setting(
+        0.0, "dyck: the balance regulariser (thesis eq. 3.40) with weight λ; needs --n-ctx ≥ length + 2D", metavar="λ"
+    )
     init: str = setting("", "what the initial weights of init_layers came from (e.g. 'dyck variant=stack')", cli=False)
     init_layers: tuple[str, ...] = setting((), "parameter-name prefixes copied from that construction", cli=False)
-    freeze: tuple[str, ...] = setting((), "parameters left untrained, e.g. embed pos_embed blocks.0 (default with "
-                                      "--init-from: the copied ones)", metavar="PREFIX")
+    freeze: tuple[str, ...] = setting(
+        (),
+        "parameters left untrained, e.g. embed pos_embed blocks.0 (default with --init-from: the copied ones)",
+        metavar="PREFIX",
+    )
     alignment: Any = setting(None, "the imposed correspondence of --align (sandbox_lens.interp.train.align)", cli=False)
     iit_weight: float = setting(1.0, "--align: weight of the interchange-intervention loss", metavar="λ")
-    align_target: float = setting(0.95, "--align: with --target, keep training until every imposed variable's "
-                                         "held-out IIA at its imposed site reaches this too", metavar="IIA")
-    strict_weight: float = setting(1.0, "--align: weight of the strictness loss (off-circuit heads and MLPs "
-                                        "resampled must not move the answer)", metavar="λ")
+    align_target: float = setting(
+        0.95,
+        "--align: with --target, keep training until every imposed variable's "
+        "held-out IIA at its imposed site reaches this too",
+        metavar="IIA",
+    )
+    strict_weight: float = setting(
+        1.0,
+        "--align: weight of the strictness loss (off-circuit heads and MLPs resampled must not move the answer)",
+        metavar="λ",
+    )
 
     def kept_steps(self) -> list[int]:
         """The evaluation steps whose model is kept (``keep_checkpoints`` of them, log-spaced from the first

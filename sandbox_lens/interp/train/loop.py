@@ -17,19 +17,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.errors import CheckpointError, Interrupted, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
+from sandbox_lens.interp.model.fast import training_forward
+from sandbox_lens.interp.model.hooked import fused_layernorm
+from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
-from sandbox_lens.interp.model.fast import training_forward
-from sandbox_lens.interp.model.hooked import fused_layernorm
 from sandbox_lens.interp.train.twin import build_model, initialise_and_freeze, load_trained
 
 __all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES", "keep_model", "kept_models", "KEPT"]
 
-def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task: Any = None) -> tuple[Any, Any]:
+
+def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: Any = None) -> tuple[Any, Any]:
     """Cross-entropy on the batch's loss mask; with ``config``, the training-time regularisers too."""
     import torch
 
@@ -38,8 +39,9 @@ def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task
     if config is not None and config.hooked_training:
         from sandbox_lens.interp.train.regularise import training_hooks
 
-        logits = model.run_with_hooks(tokens, return_type="logits",
-                                      fwd_hooks=training_hooks(model, config, step, patterns))
+        logits = model.run_with_hooks(
+            tokens, return_type="logits", fwd_hooks=training_hooks(model, config, step, patterns)
+        )
     else:
         logits = model(tokens, return_type="logits")
     mask = torch.from_numpy(batch.loss_mask).to(logits.device)
@@ -51,7 +53,9 @@ def _loss(model, batch, config: "TrainConfig | None" = None, step: int = 0, task
     if config is not None and config.contrastive:
         from sandbox_lens.interp.train.regularise import contrastive_penalty
 
-        loss = loss + config.contrastive * contrastive_penalty(model, batch.tokens, logits, task.lang, config.seed, step)
+        loss = loss + config.contrastive * contrastive_penalty(
+            model, batch.tokens, logits, task.lang, config.seed, step
+        )
     if config is not None and config.alignment:
         from sandbox_lens.interp.train.align import aligned_losses
 
@@ -93,20 +97,25 @@ def step_bytes(task, shape: ModelShape, batch: int) -> int:
     if shape.arch == "lstm":
         per_token = shape.n_layers * 8 * (shape.hidden or 128) + 2 * shape.d_model
     else:
-        per_token = shape.n_layers * (16 * shape.d_model + 2 * shape.n_heads * n_ctx + 2 * (shape.d_mlp or 4 * shape.d_model))
+        per_token = shape.n_layers * (
+            16 * shape.d_model + 2 * shape.n_heads * n_ctx + 2 * (shape.d_mlp or 4 * shape.d_model)
+        )
     return 4 * batch * n_ctx * (per_token + 2 * task.d_vocab_out)
 
 
 def check_resources(task, shape: ModelShape, config: TrainConfig) -> None:
     """Refuse, in one line, a run whose inputs or activations cannot fit (before allocating any)."""
     if task.n_ctx > MAX_N_CTX:
-        raise SandboxError(f"a training length of {task.length} needs {task.n_ctx} positions; at most {MAX_N_CTX} "
-                           f"are supported")
+        raise SandboxError(
+            f"a training length of {task.length} needs {task.n_ctx} positions; at most {MAX_N_CTX} are supported"
+        )
     for what, n in (("--batch", config.batch), ("--eval-size", config.eval_size)):
         need = step_bytes(task, shape, n)
         if need > MAX_STEP_BYTES:
-            raise SandboxError(f"{what} {n} at {task.n_ctx} positions would need about {need / 2**30:,.0f} GiB of "
-                               f"activations (limit {MAX_STEP_BYTES // 2**30} GiB); use a smaller {what}")
+            raise SandboxError(
+                f"{what} {n} at {task.n_ctx} positions would need about {need / 2**30:,.0f} GiB of "
+                f"activations (limit {MAX_STEP_BYTES // 2**30} GiB); use a smaller {what}"
+            )
 
 
 def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec: Any):
@@ -129,21 +138,27 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
     model = build_model(task, shape, config.seed)
     if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
-        raise SandboxError(f"--pos-shift {config.pos_shift} needs a context of at least "
-                           f"{task.n_ctx + config.pos_shift} positions (--n-ctx)")
+        raise SandboxError(
+            f"--pos-shift {config.pos_shift} needs a context of at least "
+            f"{task.n_ctx + config.pos_shift} positions (--n-ctx)"
+        )
     if config.contrastive:
         room = getattr(task, "contrastive_room", None)
         if room is None:
             raise SandboxError("the contrastive (balance) regulariser is defined for Dyck tasks")
         if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + room:
-            raise SandboxError(f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
-                               f"transformer with --n-ctx ≥ {task.n_ctx + room}")
+            raise SandboxError(
+                f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
+                f"transformer with --n-ctx ≥ {task.n_ctx + room}"
+            )
     if config.alignment:
         from sandbox_lens.interp.model.hooked import is_bridge
 
         if is_bridge(model):
-            raise SandboxError("--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
-                               "3.9 (the twin it trains loads under 4.x)")
+            raise SandboxError(
+                "--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
+                "3.9 (the twin it trains loads under 4.x)"
+            )
     initialise_and_freeze(model, config, init_spec)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -175,8 +190,16 @@ def _step(model, params, opt, ema, task, config: TrainConfig, step: int):
     return loss
 
 
-def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume: bool = False,
-          progress: bool = True, init_spec: Any = None, on_checkpoint: Any = None) -> dict[str, Any]:
+def train(
+    task,
+    shape: ModelShape,
+    config: TrainConfig,
+    out: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    init_spec: Any = None,
+    on_checkpoint: Any = None,
+) -> dict[str, Any]:
     """Train one model; returns (and writes) its metrics. See the module docstring.
 
     ``init_spec`` (a construction's :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` of the same shape)
@@ -185,6 +208,7 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
     run directory to the driver then: :mod:`sandbox_lens.interp.train.remote`).
     """
     import torch
+
     from sandbox_lens.interp.progress import bar as progress_bar
 
     out = Path(out)
@@ -203,15 +227,32 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
         kept = set(config.kept_steps())
         best = max([h["accuracy"] for h in history], default=0.0)
         stop_reason = "steps" if step >= config.steps else ""
-        bar = progress_bar(total=config.steps, initial=step, disable=not progress, desc=f"seed {config.seed}", unit="step",
-                   dynamic_ncols=True)
+        bar = progress_bar(
+            total=config.steps,
+            initial=step,
+            disable=not progress,
+            desc=f"seed {config.seed}",
+            unit="step",
+            dynamic_ncols=True,
+        )
 
         def wall() -> float:
             return wall_before + time.perf_counter() - start
 
         def checkpoint() -> None:
-            save_checkpoint(out, model, opt, {**identity, "step": step, "history": history, "wall_seconds": wall(),
-                                              "threads": torch.get_num_threads()}, ema)
+            save_checkpoint(
+                out,
+                model,
+                opt,
+                {
+                    **identity,
+                    "step": step,
+                    "history": history,
+                    "wall_seconds": wall(),
+                    "threads": torch.get_num_threads(),
+                },
+                ema,
+            )
             if on_checkpoint is not None:
                 on_checkpoint()
 
@@ -219,9 +260,16 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
             nonlocal best
             judged = ema.averaged(model) if ema is not None else model
             ev = evaluate(judged, task, config.eval_size, config.seed)
-            history.append({"step": step, **({"train_loss": train_loss} if train_loss is not None else {}),
-                            "loss": ev["loss"], "accuracy": ev["accuracy"], "wall_seconds": round(wall(), 3),
-                            **(_aligned_numbers(judged, task, config, step) if config.alignment else {})})
+            history.append(
+                {
+                    "step": step,
+                    **({"train_loss": train_loss} if train_loss is not None else {}),
+                    "loss": ev["loss"],
+                    "accuracy": ev["accuracy"],
+                    "wall_seconds": round(wall(), 3),
+                    **(_aligned_numbers(judged, task, config, step) if config.alignment else {}),
+                }
+            )
             best = max(best, ev["accuracy"])
             bar.set_postfix(loss=f"{ev['loss']:.4f}", acc=f"{ev['accuracy']:.4f}", best=f"{best:.4f}")
             checkpoint()
@@ -244,8 +292,11 @@ def train(task, shape: ModelShape, config: TrainConfig, out: str | Path, resume:
                 if stop:  # SIGINT / SIGTERM: keep this step's state, then stop (resume continues bit for bit)
                     checkpoint()
                     bar.close()
-                    raise Interrupted(stop[0], f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
-                                               "is saved: the same command with --resume continues it")
+                    raise Interrupted(
+                        stop[0],
+                        f"interrupted at step {step} of {config.steps}; the checkpoint in {out} "
+                        "is saved: the same command with --resume continues it",
+                    )
         bar.close()
         if not history or history[-1]["step"] != step:
             held_out()
@@ -263,8 +314,13 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
     with torch.no_grad():
         iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
     rates = [v["iia"] for v in iia.values() if v["iia"] is not None]
-    return {"imposed_iia": {k: v["iia"] for k, v in iia.items()}, "imposed_outputs": {k: v["outputs"] for k, v in iia.items()},
-            "imposed_iia_min": min(rates) if rates else None, "iit_loss": float(iit), "strict_loss": float(strict)}
+    return {
+        "imposed_iia": {k: v["iia"] for k, v in iia.items()},
+        "imposed_outputs": {k: v["outputs"] for k, v in iia.items()},
+        "imposed_iia_min": min(rates) if rates else None,
+        "iit_loss": float(iit),
+        "strict_loss": float(strict),
+    }
 
 
 def _reached(last: dict[str, Any], config: TrainConfig) -> bool:
@@ -299,8 +355,17 @@ def kept_models(out: str | Path) -> list[tuple[int, Path]]:
     return found
 
 
-def _finish(task, shape: ModelShape, config: TrainConfig, out: Path, history: list[dict[str, Any]], best: float,
-            step: int, stop_reason: str, wall: float) -> dict[str, Any]:
+def _finish(
+    task,
+    shape: ModelShape,
+    config: TrainConfig,
+    out: Path,
+    history: list[dict[str, Any]],
+    best: float,
+    step: int,
+    stop_reason: str,
+    wall: float,
+) -> dict[str, Any]:
     """Save the finished transformer apart from its optimizer state and write ``metrics.json``."""
     if shape.arch == "transformer":
         # the weights it was evaluated with (the moving average when kept), config and card, apart from
@@ -309,11 +374,18 @@ def _finish(task, shape: ModelShape, config: TrainConfig, out: Path, history: li
 
         save_model(load_trained(out), out)
     metrics = {
-        "task": task.to_dict(), "task_name": task.name, "seed": config.seed, "steps": step,
-        "final_accuracy": history[-1]["accuracy"], "best_accuracy": best,
-        "wall_seconds": round(wall, 3), "stopped_by": stop_reason or "steps",
+        "task": task.to_dict(),
+        "task_name": task.name,
+        "seed": config.seed,
+        "steps": step,
+        "final_accuracy": history[-1]["accuracy"],
+        "best_accuracy": best,
+        "wall_seconds": round(wall, 3),
+        "stopped_by": stop_reason or "steps",
         "minutes_to_best": round(next(h["wall_seconds"] for h in history if h["accuracy"] == best) / 60, 3),
-        "shape": asdict(shape), "config": asdict(config), "history": history,
+        "shape": asdict(shape),
+        "config": asdict(config),
+        "history": history,
     }
     atomic_write(out / METRICS, json.dumps(metrics, indent=1).encode())
     return metrics

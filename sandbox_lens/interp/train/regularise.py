@@ -8,8 +8,10 @@ resumes onto the very masks it would have drawn; the moving average is part of t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sandbox_lens.interp.streams import Stream, torch_seed
-from typing import Any, Callable
 
 __all__ = ["training_hooks", "attention_entropy", "contrastive_penalty", "EMA"]
 
@@ -32,7 +34,7 @@ def _shifted_positions(model, config, step: int) -> Callable:
 
     def hook(pos_embed, hook):  # [batch, pos, d_model]: rows offset..offset+pos of W_pos
         n = pos_embed.shape[1]
-        return model.pos_embed.W_pos[offset: offset + n].unsqueeze(0).expand_as(pos_embed)
+        return model.pos_embed.W_pos[offset : offset + n].unsqueeze(0).expand_as(pos_embed)
 
     return hook
 
@@ -57,6 +59,7 @@ def training_hooks(model, config, step: int, patterns: list) -> list[tuple[str, 
             hooks.append((hook_name("attn_out", layer), _dropout(config.dropout, generator)))
             hooks.append((hook_name("mlp_out", layer), _dropout(config.dropout, generator)))
     if config.sharpen:
+
         def keep(pattern, hook):
             patterns.append(pattern)
 
@@ -88,7 +91,7 @@ def contrastive_penalty(model, tokens, logits, lang, seed: int, step: int) -> An
     pairs = np.concatenate([2 * types, (2 * types + 1)[::-1]]) + 1  # tokens: 1 + bracket index
     B = tokens.shape[0]
     shifted = np.concatenate([tokens[:, :1], np.broadcast_to(pairs, (B, 2 * r)), tokens[:, 1:]], axis=1)
-    moved = model(torch.from_numpy(np.ascontiguousarray(shifted)), return_type="logits")[:, 1 + 2 * r:]
+    moved = model(torch.from_numpy(np.ascontiguousarray(shifted)), return_type="logits")[:, 1 + 2 * r :]
     return ((moved - logits[:, 1:]) ** 2).sum(-1).mean()
 
 

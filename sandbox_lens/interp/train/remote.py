@@ -37,8 +37,11 @@ def pack(directory: Path) -> dict[str, bytes]:
     """Every file under ``directory`` (relative POSIX path → bytes), the lock and temporary files aside."""
     if not directory.is_dir():
         return {}
-    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name not in LOCAL_ONLY and not p.name.endswith(".tmp")}
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name not in LOCAL_ONLY and not p.name.endswith(".tmp")
+    }
 
 
 def unpack(directory: Path, files: dict[str, bytes]) -> None:
@@ -91,8 +94,16 @@ def ray_job(args: tuple) -> dict[str, Any]:
             if die_after and shipped == die_after:
                 os._exit(1)  # the worker is lost after its checkpoint reached the driver
 
-        metrics = train(task_from_dict(task_dict), shape, config, run, resume=has_checkpoint(run), progress=False,
-                        init_spec=init_spec, on_checkpoint=ship)
+        metrics = train(
+            task_from_dict(task_dict),
+            shape,
+            config,
+            run,
+            resume=has_checkpoint(run),
+            progress=False,
+            init_spec=init_spec,
+            on_checkpoint=ship,
+        )
         ray.get(receiver.put.remote(directory, pack(run)))
     return metrics
 
@@ -105,15 +116,22 @@ def _connect(num_cpus: int | None) -> bool:
         return False
     address = os.environ.get("RAY_ADDRESS")
     if not address:
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 num_cpus=num_cpus or os.cpu_count() or 1)  # "local": a new runtime, never a stale cluster's
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            num_cpus=num_cpus or os.cpu_count() or 1,
+        )  # "local": a new runtime, never a stale cluster's
         return True
     check_address()  # Ray itself retries an address that does not answer for ever
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     except Exception as e:  # ConnectionError, TimeoutError, RuntimeError: all mean no cluster here
-        raise SandboxError(f"RAY_ADDRESS={address} does not answer ({type(e).__name__}); start the cluster or "
-                           "unset RAY_ADDRESS for a local runtime") from None
+        raise SandboxError(
+            f"RAY_ADDRESS={address} does not answer ({type(e).__name__}); start the cluster or "
+            "unset RAY_ADDRESS for a local runtime"
+        ) from None
     return True
 
 
@@ -132,14 +150,17 @@ def check_address() -> None:
     except ValueError:
         raise SandboxError(f"RAY_ADDRESS={address} is not host:port (or ray://host:port, auto, local)") from None
     except OSError as e:
-        raise SandboxError(f"RAY_ADDRESS={address} does not answer ({e.strerror or type(e).__name__}); start the "
-                           "cluster or unset RAY_ADDRESS for a local runtime") from None
+        raise SandboxError(
+            f"RAY_ADDRESS={address} does not answer ({e.strerror or type(e).__name__}); start the "
+            "cluster or unset RAY_ADDRESS for a local runtime"
+        ) from None
 
 
 def run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:
     """The sweep's jobs ``(task dict, shape, config, run directory, init spec)`` as Ray tasks of one CPU each."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     from sandbox_lens.interp.progress import bar as progress_bar
 
     started_here = _connect(num_cpus)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,12 @@ __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 BACKENDS = ("local", "ray")
 #: Grid keys: ModelShape and TrainConfig fields, and the names of their `interp train` options
 #: (``layers`` for n_layers, ``d-model`` for d_model, ...), read from the fields themselves.
-ALIASES = {flag_of(f).lstrip("-"): f.name for cls in (ModelShape, TrainConfig) for f in fields(cls)
-           if flag_of(f).lstrip("-") != f.name}
+ALIASES = {
+    flag_of(f).lstrip("-"): f.name
+    for cls in (ModelShape, TrainConfig)
+    for f in fields(cls)
+    if flag_of(f).lstrip("-") != f.name
+}
 SHAPE_KEYS = tuple(f.name for f in fields(ModelShape))
 CONFIG_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
 GRID_KEYS = SHAPE_KEYS + CONFIG_KEYS
@@ -67,8 +72,10 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
         if not sep or not values:
             raise SweepError(f"--grid takes KEY=V1,V2,...; got {item!r}")
         if key not in GRID_KEYS:
-            raise SweepError(f"unknown grid key {item.partition('=')[0]!r} (known: {', '.join(GRID_KEYS)}; "
-                             f"short names: {', '.join(ALIASES)})")
+            raise SweepError(
+                f"unknown grid key {item.partition('=')[0]!r} (known: {', '.join(GRID_KEYS)}; "
+                f"short names: {', '.join(ALIASES)})"
+            )
         if key in grid:
             raise SweepError(f"grid key {key} given twice")
         grid[key] = [_value(v.strip()) for v in values.split(",")]
@@ -79,7 +86,9 @@ def _cell_name(setting: dict[str, Any]) -> str:
     return "_".join(f"{k}={v}" for k, v in setting.items()) or ""
 
 
-def cells(shape: ModelShape, config: TrainConfig, grid: dict[str, list[Any]]) -> list[tuple[str, dict, ModelShape, TrainConfig]]:
+def cells(
+    shape: ModelShape, config: TrainConfig, grid: dict[str, list[Any]]
+) -> list[tuple[str, dict, ModelShape, TrainConfig]]:
     """Every setting of the grid: (directory name, setting, shape, config); the settings are validated."""
     keys = list(grid)
     combos: list[dict[str, Any]] = [{}]
@@ -114,8 +123,10 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
     try:
         m = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:  # written atomically: this is damage, not a killed run
-        raise CheckpointError(f"{path} is not valid JSON ({e.__class__.__name__}); it was damaged after it was "
-                              "written — delete it to recompute it from the run's checkpoint") from None
+        raise CheckpointError(
+            f"{path} is not valid JSON ({e.__class__.__name__}); it was damaged after it was "
+            "written — delete it to recompute it from the run's checkpoint"
+        ) from None
     recorded = run_identity(m.get("task"), m.get("shape", {}), m.get("config", {}))
     if recorded != run_identity(task_dict, shape, config):
         raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
@@ -160,15 +171,29 @@ def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None)
 def _figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     best = [r["best_accuracy"] for r in runs]
     final = [r["final_accuracy"] for r in runs]
-    return {"best_accuracy": max(best), "median_best_accuracy": float(np.median(best)),
-            "mean_best_accuracy": float(np.mean(best)), "best_final_accuracy": max(final),
-            "median_final_accuracy": float(np.median(final)), "best_seed": runs[int(np.argmax(best))]["seed"],
-            "runs_at_target": sum(r["stopped_by"] == "target" for r in runs)}
+    return {
+        "best_accuracy": max(best),
+        "median_best_accuracy": float(np.median(best)),
+        "mean_best_accuracy": float(np.mean(best)),
+        "best_final_accuracy": max(final),
+        "median_final_accuracy": float(np.median(final)),
+        "best_seed": runs[int(np.argmax(best))]["seed"],
+        "runs_at_target": sum(r["stopped_by"] == "target" for r in runs),
+    }
 
 
-def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, seeds: Sequence[int],
-              grid: dict[str, list[Any]] | None = None, backend: str = "local", workers: int | None = None,
-              progress: bool = True, init_spec: Any = None) -> dict[str, Any]:
+def run_sweep(
+    task,
+    shape: ModelShape,
+    config: TrainConfig,
+    out: str | Path,
+    seeds: Sequence[int],
+    grid: dict[str, list[Any]] | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    progress: bool = True,
+    init_spec: Any = None,
+) -> dict[str, Any]:
     """Train every (cell, seed) that has not finished; write and return ``OUT/summary.json``."""
     if backend not in BACKENDS:
         raise SweepError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -183,8 +208,16 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
     plan = []  # (cell name, setting, seed, directory, shape, config)
     for name, setting, s, c in settings:
         for seed in seeds:
-            plan.append((name, setting, seed, out / name / f"seed_{seed}" if name else out / f"seed_{seed}", s,
-                         replace(c, seed=seed)))
+            plan.append(
+                (
+                    name,
+                    setting,
+                    seed,
+                    out / name / f"seed_{seed}" if name else out / f"seed_{seed}",
+                    s,
+                    replace(c, seed=seed),
+                )
+            )
     done = {i: _finished(d, task_dict, s, c) for i, (_, _, _, d, s, c) in enumerate(plan)}
     todo = [i for i, m in done.items() if m is None]
     if backend == "ray" and todo:
@@ -206,9 +239,17 @@ def run_sweep(task, shape: ModelShape, config: TrainConfig, out: str | Path, see
         for name, setting, _, _ in settings:
             mine = [r for r in runs if r["cell"] == name]
             per_cell.append({"cell": name, "setting": setting, **_figures(mine)})
-        summary = {"task": task_dict, "task_name": task.name, "seeds": seeds, "grid": grid or {},
-                   "shape": asdict(shape), "config": {k: v for k, v in asdict(config).items() if k != "seed"},
-                   **_figures(runs), "cells": per_cell, "runs": runs, "trained_now": len(todo)}
+        summary = {
+            "task": task_dict,
+            "task_name": task.name,
+            "seeds": seeds,
+            "grid": grid or {},
+            "shape": asdict(shape),
+            "config": {k: v for k, v in asdict(config).items() if k != "seed"},
+            **_figures(runs),
+            "cells": per_cell,
+            "runs": runs,
+            "trained_now": len(todo),
+        }
         atomic_write(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
         return summary
-

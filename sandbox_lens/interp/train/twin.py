@@ -16,8 +16,16 @@ from sandbox_lens.interp.tasks.kinds import task_from_dict, task_kind
 from sandbox_lens.interp.train.checkpoint import load_weights, read_checkpoint, task_label
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
-__all__ = ["build_model", "default_shape", "task_defaults", "load_trained", "initialise_and_freeze", "open_model",
-           "random_init"]
+__all__ = [
+    "build_model",
+    "default_shape",
+    "task_defaults",
+    "load_trained",
+    "initialise_and_freeze",
+    "open_model",
+    "random_init",
+]
+
 
 def task_defaults(task) -> dict[str, Any]:
     """Steps, learning rate and target accuracy of a twin of ``task``'s kind (`interp train` and `interp
@@ -49,23 +57,38 @@ def build_model(task, shape: ModelShape, seed: int = 0):
 
     torch.manual_seed(seed)
     if shape.arch == "lstm":
+        from sandbox_lens.interp.model.device import current
         from sandbox_lens.interp.model.lstm import LSTMConfig, LSTMModel
 
-        from sandbox_lens.interp.model.device import current
-
-        return LSTMModel(LSTMConfig(d_vocab=task.d_vocab, d_vocab_out=task.d_vocab_out, d_model=shape.d_model,
-                                    hidden=shape.hidden or 128, n_layers=shape.n_layers,
-                                    n_ctx=MAX_N_CTX)).to(current())
+        return LSTMModel(
+            LSTMConfig(
+                d_vocab=task.d_vocab,
+                d_vocab_out=task.d_vocab_out,
+                d_model=shape.d_model,
+                hidden=shape.hidden or 128,
+                n_layers=shape.n_layers,
+                n_ctx=MAX_N_CTX,
+            )
+        ).to(current())
     from sandbox_lens.interp.model.hooked import new_model
 
     n_ctx = shape.context(task)
     # the installed TransformerLens's model: a HookedTransformer (3.9) or a native TransformerBridge (4.x)
     cfg = {
-        "n_layers": shape.n_layers, "d_model": shape.d_model, "n_heads": shape.n_heads,
-        "d_head": shape.d_head or max(1, shape.d_model // shape.n_heads), "d_mlp": shape.d_mlp or 4 * shape.d_model,
-        "n_ctx": n_ctx, "d_vocab": task.d_vocab, "d_vocab_out": task.d_vocab_out, "act_fn": "relu",
-        "normalization_type": "LN" if shape.normalization == "LN" else None, "default_prepend_bos": False,
-        "seed": seed, "dtype": "float32"}
+        "n_layers": shape.n_layers,
+        "d_model": shape.d_model,
+        "n_heads": shape.n_heads,
+        "d_head": shape.d_head or max(1, shape.d_model // shape.n_heads),
+        "d_mlp": shape.d_mlp or 4 * shape.d_model,
+        "n_ctx": n_ctx,
+        "d_vocab": task.d_vocab,
+        "d_vocab_out": task.d_vocab_out,
+        "act_fn": "relu",
+        "normalization_type": "LN" if shape.normalization == "LN" else None,
+        "default_prepend_bos": False,
+        "seed": seed,
+        "dtype": "float32",
+    }
     model = new_model(cfg)
     model.sandbox_config = cfg  # what save_model writes: a trained twin saves like a construction
     if shape.positional != "learned":
@@ -88,13 +111,16 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     from sandbox_lens.interp.model.hooked import is_bridge
 
     if (config.init_layers or config.freeze) and is_bridge(model):
-        raise SandboxError("--init-from and --freeze name HookedTransformer parameters (blocks.0.attn, ...): run them "
-                           "under TransformerLens 3.9 (the twin it trains loads under 4.x)")
+        raise SandboxError(
+            "--init-from and --freeze name HookedTransformer parameters (blocks.0.attn, ...): run them "
+            "under TransformerLens 3.9 (the twin it trains loads under 4.x)"
+        )
     names = [n for n, _ in model.named_parameters()]
     for prefix in (*config.init_layers, *config.freeze):
         if not any(n == prefix or n.startswith(prefix + ".") for n in names):
-            raise SandboxError(f"{prefix!r} names no parameter of the model (e.g. embed, pos_embed, blocks.0, "
-                               f"blocks.1.attn, unembed)")
+            raise SandboxError(
+                f"{prefix!r} names no parameter of the model (e.g. embed, pos_embed, blocks.0, blocks.1.attn, unembed)"
+            )
     if config.init_layers:
         if init_spec is None:
             raise SandboxError(f"the config starts from {config.init!r}, but no construction was given")
@@ -107,8 +133,10 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
                 if any(name == x or name.startswith(x + ".") for x in config.init_layers):
                     if name not in arrays or tuple(arrays[name].shape) != tuple(p.shape):
                         got = tuple(arrays[name].shape) if name in arrays else "nothing"
-                        raise SandboxError(f"cannot start {name} {tuple(p.shape)} from {config.init} ({got}): "
-                                           f"the twin needs the construction's shape")
+                        raise SandboxError(
+                            f"cannot start {name} {tuple(p.shape)} from {config.init} ({got}): "
+                            f"the twin needs the construction's shape"
+                        )
                     p.copy_(torch.as_tensor(arrays[name], dtype=p.dtype))
     for name, p in model.named_parameters():
         if any(name == x or name.startswith(x + ".") for x in config.freeze):
@@ -120,13 +148,15 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
     out = Path(directory)
     meta, tensors = read_checkpoint(out)
     if expect_task is not None and meta.get("task") != expect_task:
-        raise CheckpointError(f"{out}: the checkpoint was trained on {meta.get('task', {}).get('kind')} "
-                              f"({task_label(meta.get('task'))}), not on the requested task")
+        raise CheckpointError(
+            f"{out}: the checkpoint was trained on {meta.get('task', {}).get('kind')} "
+            f"({task_label(meta.get('task'))}), not on the requested task"
+        )
     task = task_from_dict(meta["task"])
     model = build_model(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
     # a run with a moving average keeps the averaged weights (the ones it was evaluated with)
     prefix = "ema." if any(k.startswith("ema.") for k in tensors) else "model."
-    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
     load_weights(model, state, out)
     model.card = _card(task, meta)
     from sandbox_lens.interp.model.tokens import attach_tokenizer
@@ -175,30 +205,48 @@ def _card(task, meta: dict[str, Any]):
     config = meta.get("config", {})
     # positions copied from a construction and frozen are the construction's: defined over the whole context
     frozen_positions = any(p in ("pos_embed", "pos_embed.W_pos") for p in config.get("freeze", ())) and any(
-        p in ("pos_embed", "pos_embed.W_pos") for p in config.get("init_layers", ()))
+        p in ("pos_embed", "pos_embed.W_pos") for p in config.get("init_layers", ())
+    )
     positional = "construction (frozen)" if frozen_positions else shape.positional
     trained_positions = positional == "learned" and shape.arch != "lstm"
     # learned positions are trained up to the training length, plus the random shifts when there are any
     reach = task.length + int(config.get("pos_shift", 0) or 0)
     max_length = min(max(task.length, capacity), reach) if trained_positions else max(task.length, capacity)
     return ModelCard(
-        construction="trained", theorem="", task=task.to_dict(), io=io,
-        max_length=max_length, verified_dtypes=("float32",),
-        input_tokens=layout.input_names, output_names=layout.output_names, residual_labels=[], block_labels=[],
+        construction="trained",
+        theorem="",
+        task=task.to_dict(),
+        io=io,
+        max_length=max_length,
+        verified_dtypes=("float32",),
+        input_tokens=layout.input_names,
+        output_names=layout.output_names,
+        residual_labels=[],
+        block_labels=[],
         attention_blocks=list(range(meta["shape"]["n_layers"])) if shape.arch == "transformer" else [],
-        options={"step": meta["step"], "trained_length": task.length, "arch": shape.arch,
-                 "positional": positional if shape.arch == "transformer" else "none (recurrent)",
-                 "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX,
-                 **({"alignment": config["alignment"]} if config.get("alignment") else {})},
-        notes="trained model" + (f" with the variables of {config['alignment']['construction']} imposed (--align)"
-                                 if config.get("alignment") else ""),
-        variables=imposed_sites(config.get("alignment"), (meta.get("history") or [{}])[-1],
-                                config.get("align_target", 0.95)),
+        options={
+            "step": meta["step"],
+            "trained_length": task.length,
+            "arch": shape.arch,
+            "positional": positional if shape.arch == "transformer" else "none (recurrent)",
+            "n_ctx": shape.context(task) if shape.arch == "transformer" else MAX_N_CTX,
+            **({"alignment": config["alignment"]} if config.get("alignment") else {}),
+        },
+        notes="trained model"
+        + (
+            f" with the variables of {config['alignment']['construction']} imposed (--align)"
+            if config.get("alignment")
+            else ""
+        ),
+        variables=imposed_sites(
+            config.get("alignment"), (meta.get("history") or [{}])[-1], config.get("align_target", 0.95)
+        ),
     )
 
 
-def imposed_sites(alignment: dict[str, Any] | None, last: dict[str, Any] | None = None,
-                  target: float = 0.95) -> list[dict[str, Any]]:
+def imposed_sites(
+    alignment: dict[str, Any] | None, last: dict[str, Any] | None = None, target: float = 0.95
+) -> list[dict[str, Any]]:
     """The variable sites ``--align`` imposed on a twin, in the card's format (``sandbox_lens.interp.model.spec.variable_site``,
     with the coordinates ``dims`` instead of a named subspace). A site ``carries`` its variable only where the run's
     last evaluation measured its held-out IIA at ``target`` or above (``last``: that evaluation); otherwise its role
@@ -213,7 +261,14 @@ def imposed_sites(alignment: dict[str, Any] | None, last: dict[str, Any] | None 
         note = f"imposed by --align {alignment['construction']} (its {v['construction_site']})"
         if iia is not None:
             note += f"; held-out IIA {iia:.3f} at the last evaluation (target {target:g})"
-        out.append({"variable": v["variable"], "hook": v["hook"], "dims": list(v["dims"]),
-                    "subspace": [f"dims {v['dims'][0]}–{v['dims'][1] - 1}"],
-                    "role": "carries" if carried or not measured else "imposed", "note": note})
+        out.append(
+            {
+                "variable": v["variable"],
+                "hook": v["hook"],
+                "dims": list(v["dims"]),
+                "subspace": [f"dims {v['dims'][0]}–{v['dims'][1] - 1}"],
+                "role": "carries" if carried or not measured else "imposed",
+                "note": note,
+            }
+        )
     return out

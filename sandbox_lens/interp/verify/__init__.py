@@ -9,11 +9,12 @@ batches (:mod:`sandbox_lens.interp.verify.batches`) — and returns one :class:`
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox_lens.interp.errors import ConstructionError, LengthError
-from sandbox_lens.interp.tasks.kinds import resolve
 from sandbox_lens.interp.model.checked import FORWARDS, CheckedForward
+from sandbox_lens.interp.tasks.kinds import resolve
 from sandbox_lens.interp.verify.result import Mismatch, Verification, resolve_model
 
 __all__ = ["verify", "Verification", "Mismatch", "resolve_model"]
@@ -21,10 +22,21 @@ __all__ = ["verify", "Verification", "Mismatch", "resolve_model"]
 GENERIC_VERIFIER = "sandbox_lens.interp.verify.batches:verify_batches"
 
 
-def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None, *, samples: int | None = None,
-           exhaustive_upto: int | None = None, seed: int = 0, dtype: str = "float32",
-           bands: Sequence[tuple[int, int]] | None = None, batch_size: int | None = None, progress: bool = False,
-           max_mismatches: int = 5, forward: str = "bare") -> Verification:
+def verify(
+    model_or_spec: Any,
+    automaton: Any = None,
+    length: int | None = None,
+    *,
+    samples: int | None = None,
+    exhaustive_upto: int | None = None,
+    seed: int = 0,
+    dtype: str = "float32",
+    bands: Sequence[tuple[int, int]] | None = None,
+    batch_size: int | None = None,
+    progress: bool = False,
+    max_mismatches: int = 5,
+    forward: str = "bare",
+) -> Verification:
     """Check a model (or a spec, built here in ``dtype``) against the exact task.
 
     Args:
@@ -53,8 +65,9 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
     if automaton is not None and "automaton" not in accepts:
         raise ConstructionError(f"{card.construction} models the {kind.name} task, not an automaton")
     if length is not None and "length" not in accepts and int(length) != card.max_length:
-        raise LengthError(f"this {kind.name} model was built for length {card.max_length}; the length must match "
-                          f"(or be left out)")
+        raise LengthError(
+            f"this {kind.name} model was built for length {card.max_length}; the length must match (or be left out)"
+        )
     if bands is not None and "bands" not in accepts:
         raise ConstructionError("length bands apply to Dyck models")
     n = kind.verify_samples if samples is None else int(samples)
@@ -63,16 +76,31 @@ def verify(model_or_spec: Any, automaton: Any = None, length: int | None = None,
     L, cfg = int(length or card.max_length), model.cfg
     # seconds per (input × position × layer × (T + d_model)), measured on a 2-core machine: modular_counter
     # C3 at T = 64 and prefix_scan S5 at T = 256 both within 2× of it
-    require(f"verifying {n} sampled inputs of {L} tokens", lower="--samples",
-            seconds=2.5e-8 * n * L * cfg.n_layers * (L + cfg.d_model))
+    require(
+        f"verifying {n} sampled inputs of {L} tokens",
+        lower="--samples",
+        seconds=2.5e-8 * n * L * cfg.n_layers * (L + cfg.d_model),
+    )
     if forward not in FORWARDS:
         raise ConstructionError(f"forward must be one of {', '.join(FORWARDS)}; got {forward!r}")
     checker = CheckedForward(model, forward)
-    optional = {"automaton": automaton, "length": length, "bands": bands, "batch_size": batch_size,
-                "progress": progress}
+    optional = {
+        "automaton": automaton,
+        "length": length,
+        "bands": bands,
+        "batch_size": batch_size,
+        "progress": progress,
+    }
     verifier = resolve(kind.verifier or GENERIC_VERIFIER)
-    result = verifier(model, dtype, samples=n, exhaustive_upto=exhaustive_upto, seed=seed,
-                      max_mismatches=max_mismatches, checker=checker,
-                      **{k: v for k, v in optional.items() if k in accepts})
+    result = verifier(
+        model,
+        dtype,
+        samples=n,
+        exhaustive_upto=exhaustive_upto,
+        seed=seed,
+        max_mismatches=max_mismatches,
+        checker=checker,
+        **{k: v for k, v in optional.items() if k in accepts},
+    )
     result.details["forward"] = checker.details()
     return result

@@ -11,9 +11,9 @@ import numpy as np
 
 from sandbox_lens.interp.budget import progress as progress_bar
 from sandbox_lens.interp.errors import ConstructionError, LengthError, VocabularyError
+from sandbox_lens.interp.model.checked import CheckedForward
 from sandbox_lens.interp.model.run import predict
 from sandbox_lens.interp.tasks.automata import Semiautomaton
-from sandbox_lens.interp.model.checked import CheckedForward
 from sandbox_lens.interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_automaton", "default_exhaustive_length"]
@@ -44,24 +44,37 @@ def default_exhaustive_length(n_symbols: int, length: int, prefix: int = 0) -> i
 CHUNK_POSITIONS = 1 << 21
 
 
-def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, length: int | None = None, *,
-                     samples: int = 1000, exhaustive_upto: int | None = None, seed: int = 0,
-                     batch_size: int | None = None, progress: bool = False, max_mismatches: int = 5,
-                     checker: CheckedForward | None = None) -> Verification:
+def verify_automaton(
+    model,
+    dtype: str,
+    automaton: Semiautomaton | None = None,
+    length: int | None = None,
+    *,
+    samples: int = 1000,
+    exhaustive_upto: int | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    progress: bool = False,
+    max_mismatches: int = 5,
+    checker: CheckedForward | None = None,
+) -> Verification:
     """Check an automaton model against exact simulation (see :func:`sandbox_lens.interp.verify.verify`)."""
     card = model.card
     automaton = automaton or card.source  # the automaton the card says the model simulates
     if automaton.n_symbols != card.io.n_symbols:
         raise VocabularyError(
-            f"automaton {automaton.name!r} has {automaton.n_symbols} symbols, the model knows {card.io.n_symbols}")
+            f"automaton {automaton.name!r} has {automaton.n_symbols} symbols, the model knows {card.io.n_symbols}"
+        )
     if automaton.n_states != len(card.output_names):
         raise VocabularyError(
-            f"automaton {automaton.name!r} has {automaton.n_states} states, the model predicts {len(card.output_names)}")
+            f"automaton {automaton.name!r} has {automaton.n_states} states, the model predicts {len(card.output_names)}"
+        )
     length = card.max_length if length is None else int(length)
     if not 1 <= length <= card.max_length:
         raise LengthError(
             f"{card.construction} for {automaton.name} was built for lengths 1..{card.max_length}; got {length} "
-            f"(rebuild with --length {length})")
+            f"(rebuild with --length {length})"
+        )
     if samples < 0:
         raise ConstructionError("samples must be non-negative")
     if samples == 0 and exhaustive_upto == 0:
@@ -87,11 +100,18 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
     correct = checked = sequences = 0
     mismatches: list[Mismatch] = []
     chunks = (K > 0) + -(-samples // per_chunk)
-    for words in progress_bar(word_sets(), total=chunks, desc=f"verify {card.construction}", unit="chunk", show=progress):
+    for words in progress_bar(
+        word_sets(), total=chunks, desc=f"verify {card.construction}", unit="chunk", show=progress
+    ):
         if checker is not None:
             checker.cross_check(card.io.encode(words))
-        pred = predict(model, words, batch_size=batch_size, progress=progress,
-                       forward=checker.forward if checker is not None else None)
+        pred = predict(
+            model,
+            words,
+            batch_size=batch_size,
+            progress=progress,
+            forward=checker.forward if checker is not None else None,
+        )
         truth = automaton.run(words)
         ok = pred == truth
         correct += int(ok.sum())
@@ -100,9 +120,27 @@ def verify_automaton(model, dtype: str, automaton: Semiautomaton | None = None, 
         for b, t in zip(*np.nonzero(~ok)):
             if len(mismatches) >= max_mismatches:
                 break
-            mismatches.append(Mismatch(position=int(t) + 1, inputs=[automaton.alphabet[s] for s in words[b, : t + 1]],
-                                       expected=automaton.states[truth[b, t]], predicted=automaton.states[pred[b, t]]))
+            mismatches.append(
+                Mismatch(
+                    position=int(t) + 1,
+                    inputs=[automaton.alphabet[s] for s in words[b, : t + 1]],
+                    expected=automaton.states[truth[b, t]],
+                    predicted=automaton.states[pred[b, t]],
+                )
+            )
     return Verification(
-        construction=card.construction, kind="automaton", task=automaton.name, length=length, dtype=dtype,
-        accuracy=correct / checked, checked=checked, checked_unit="positions", sequences=sequences,
-        exhaustive_upto=K, samples=samples, seed=seed, **model_shape(model), mismatches=mismatches)
+        construction=card.construction,
+        kind="automaton",
+        task=automaton.name,
+        length=length,
+        dtype=dtype,
+        accuracy=correct / checked,
+        checked=checked,
+        checked_unit="positions",
+        sequences=sequences,
+        exhaustive_upto=K,
+        samples=samples,
+        seed=seed,
+        **model_shape(model),
+        mismatches=mismatches,
+    )

@@ -16,15 +16,15 @@ and 900–1000 when the model's maximum length allows them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from sandbox_lens.interp.tasks.dyck import Dyck, default_bands
 from sandbox_lens.interp.errors import ConstructionError, LengthError
-from sandbox_lens.interp.model.run import logits
-from sandbox_lens.interp.tasks.kinds import DYCK
 from sandbox_lens.interp.model.checked import CheckedForward
+from sandbox_lens.interp.model.run import logits
+from sandbox_lens.interp.tasks.dyck import Dyck, default_bands
+from sandbox_lens.interp.tasks.kinds import DYCK
 from sandbox_lens.interp.verify.result import Mismatch, Verification, model_shape
 
 #: band b of a check draws its prefixes with seed + BAND_SEED_STRIDE·b (distinct bands, distinct words)
@@ -47,8 +47,9 @@ def predicted_bracket(probs: np.ndarray, lenient: bool) -> int:
     return 2 * int(np.argmax(probs[1::2])) + 1 if lenient else int(np.argmax(probs))
 
 
-def next_token_probabilities(model, words: Sequence[np.ndarray],
-                             checker: CheckedForward | None = None) -> list[np.ndarray]:
+def next_token_probabilities(
+    model, words: Sequence[np.ndarray], checker: CheckedForward | None = None
+) -> list[np.ndarray]:
     """The model's next-token distribution over the brackets after BOS, w_1, …, w_n, per word
     (through ``checker``'s forward when given, cross-checked on each length's first words)."""
     import torch
@@ -68,14 +69,22 @@ def next_token_probabilities(model, words: Sequence[np.ndarray],
         forward = checker.forward if checker is not None else None
         for start, lg in logits(model, tokens, batch_size=batch_size, forward=forward):
             probs = torch.softmax(lg.double(), dim=-1).cpu().numpy()
-            for row, i in enumerate(idx[start: start + len(lg)]):
-                results[i] = probs[row, len(io.prefix) - 1:]
+            for row, i in enumerate(idx[start : start + len(lg)]):
+                results[i] = probs[row, len(io.prefix) - 1 :]
     return [results[i] for i in range(len(words))]
 
 
-def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[int, int]] | None = None,
-                exhaustive_upto: int | None = None, seed: int = 0, max_mismatches: int = 5,
-                checker: CheckedForward | None = None) -> Verification:
+def verify_dyck(
+    model,
+    dtype: str,
+    *,
+    samples: int = 200,
+    bands: Sequence[tuple[int, int]] | None = None,
+    exhaustive_upto: int | None = None,
+    seed: int = 0,
+    max_mismatches: int = 5,
+    checker: CheckedForward | None = None,
+) -> Verification:
     """Prove a Dyck model exact (see the module docstring and :func:`sandbox_lens.interp.verify.verify`)."""
     card = model.card
     if card.task_kind is not DYCK:
@@ -120,19 +129,36 @@ def verify_dyck(model, dtype: str, *, samples: int = 200, bands: Sequence[tuple[
                 ok_band += ok
                 n_band += 1
                 if not ok and len(mismatches) < max_mismatches:
-                    mismatches.append(Mismatch(position=t, inputs=[lang.bracket_names[b] for b in w[: t - 1]],
-                                               expected=lang.bracket_names[w[t - 1]],
-                                               predicted=lang.bracket_names[pred]))
+                    mismatches.append(
+                        Mismatch(
+                            position=t,
+                            inputs=[lang.bracket_names[b] for b in w[: t - 1]],
+                            expected=lang.bracket_names[w[t - 1]],
+                            predicted=lang.bracket_names[pred],
+                        )
+                    )
         report[label] = {"accuracy": ok_band / max(n_band, 1), "prefixes": n_band, "max_tv": tv_band}
         total_ok += ok_band
         total += n_band
         prefixes += len(words)
         max_tv = max(max_tv, tv_band)
     return Verification(
-        construction=card.construction, kind="dyck", task=lang.name, length=M, dtype=dtype,
-        accuracy=total_ok / max(total, 1), checked=total, checked_unit="closing brackets", sequences=prefixes,
-        exhaustive_upto=K, samples=samples, seed=seed, **model_shape(model), mismatches=mismatches,
-        details={"max_tv": max_tv, "accuracy_rule": rule, "bands": report})
+        construction=card.construction,
+        kind="dyck",
+        task=lang.name,
+        length=M,
+        dtype=dtype,
+        accuracy=total_ok / max(total, 1),
+        checked=total,
+        checked_unit="closing brackets",
+        sequences=prefixes,
+        exhaustive_upto=K,
+        samples=samples,
+        seed=seed,
+        **model_shape(model),
+        mismatches=mismatches,
+        details={"max_tv": max_tv, "accuracy_rule": rule, "bands": report},
+    )
 
 
 def _default_exhaustive(lang: Dyck) -> int:

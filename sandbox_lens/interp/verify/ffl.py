@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from sandbox_lens.interp.errors import ConstructionError, LengthError
-from sandbox_lens.interp.model.run import predict
-from sandbox_lens.interp.tasks.kinds import FFL
-from sandbox_lens.interp.tasks.ffl import BANDS, VOCAB, all_ffl_prefixes, hard_cases, read_targets, sample_ffl
 from sandbox_lens.interp.model.checked import CheckedForward
+from sandbox_lens.interp.model.run import predict
+from sandbox_lens.interp.tasks.ffl import BANDS, VOCAB, all_ffl_prefixes, hard_cases, read_targets, sample_ffl
+from sandbox_lens.interp.tasks.kinds import FFL
 from sandbox_lens.interp.verify.result import Mismatch, Verification, model_shape
 
 __all__ = ["verify_ffl"]
@@ -29,8 +29,16 @@ __all__ = ["verify_ffl"]
 DEFAULT_EXHAUSTIVE = 14
 
 
-def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | None = None, seed: int = 0,
-               max_mismatches: int = 5, checker: CheckedForward | None = None) -> Verification:
+def verify_ffl(
+    model,
+    dtype: str,
+    *,
+    samples: int = 200,
+    exhaustive_upto: int | None = None,
+    seed: int = 0,
+    max_mismatches: int = 5,
+    checker: CheckedForward | None = None,
+) -> Verification:
     """Prove a flip-flop-language model exact (see the module docstring); ``samples`` strings per band."""
     card = model.card
     if card.task_kind is not FFL:
@@ -65,8 +73,14 @@ def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | 
         ok = (pred == written) & reads
         bad = np.argwhere(reads & ~ok)
         for b, t in bad[: max(0, max_mismatches - len(mismatches))]:
-            mismatches.append(Mismatch(position=int(t) + 1, inputs=[names[x] for x in tokens[b, : t + 1]],
-                                       expected=names[written[b, t]], predicted=names[pred[b, t]]))
+            mismatches.append(
+                Mismatch(
+                    position=int(t) + 1,
+                    inputs=[names[x] for x in tokens[b, : t + 1]],
+                    expected=names[written[b, t]],
+                    predicted=names[pred[b, t]],
+                )
+            )
         n = int(reads.sum())
         entry = bands.setdefault(label, {"accuracy": 0.0, "reads": 0, "strings": 0})
         entry["accuracy"] = (entry["accuracy"] * entry["reads"] + int(ok.sum())) / max(entry["reads"] + n, 1)
@@ -76,7 +90,19 @@ def verify_ffl(model, dtype: str, *, samples: int = 200, exhaustive_upto: int | 
         reads_total += n
         strings += len(tokens)
     return Verification(
-        construction=card.construction, kind="ffl", task="flip-flop language", length=M, dtype=dtype,
-        accuracy=ok_total / max(reads_total, 1), checked=reads_total, checked_unit="reads", sequences=strings,
-        exhaustive_upto=K, samples=samples, seed=seed, **model_shape(model), mismatches=mismatches,
-        details={"bands": bands})
+        construction=card.construction,
+        kind="ffl",
+        task="flip-flop language",
+        length=M,
+        dtype=dtype,
+        accuracy=ok_total / max(reads_total, 1),
+        checked=reads_total,
+        checked_unit="reads",
+        sequences=strings,
+        exhaustive_upto=K,
+        samples=samples,
+        seed=seed,
+        **model_shape(model),
+        mismatches=mismatches,
+        details={"bands": bands},
+    )

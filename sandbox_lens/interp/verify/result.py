@@ -53,7 +53,9 @@ class Verification:
     d_mlp: int
     mismatches: list[Mismatch] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
-    backend: str = "HookedTransformer"  # the model class that ran: HookedTransformer (TL 3.9) or TransformerBridge (4.x)
+    backend: str = (
+        "HookedTransformer"  # the model class that ran: HookedTransformer (TL 3.9) or TransformerBridge (4.x)
+    )
 
     @property
     def exact(self) -> bool:
@@ -70,8 +72,14 @@ class Verification:
 
 def model_shape(model) -> dict[str, int]:
     cfg = model.cfg
-    return {"n_layers": cfg.n_layers, "attention_layers": model.card.attention_layers, "d_model": cfg.d_model,
-            "n_heads": cfg.n_heads, "d_mlp": cfg.d_mlp, "backend": type(model).__name__}
+    return {
+        "n_layers": cfg.n_layers,
+        "attention_layers": model.card.attention_layers,
+        "d_model": cfg.d_model,
+        "n_heads": cfg.n_heads,
+        "d_mlp": cfg.d_mlp,
+        "backend": type(model).__name__,
+    }
 
 
 def resolve_model(model_or_spec: Any, dtype: str = "float32") -> tuple[Any, str]:

@@ -27,15 +27,46 @@ counts the comparisons with a kind's name that remain outside this floor: none).
 """
 
 from sandbox_lens.interp.tasks.kinds.automaton import AutomatonKind
-from sandbox_lens.interp.tasks.kinds.base import (NO_SOURCE, SOURCES, Option, TaskKind, TaskKindError, all_kinds, canonical_name,
-                                     checked, kind_names, kinds_help, register, resolve, task_from_dict, task_kind,
-                                     unregister)
+from sandbox_lens.interp.tasks.kinds.base import (
+    NO_SOURCE,
+    SOURCES,
+    Option,
+    TaskKind,
+    TaskKindError,
+    all_kinds,
+    canonical_name,
+    checked,
+    kind_names,
+    kinds_help,
+    register,
+    resolve,
+    task_from_dict,
+    task_kind,
+    unregister,
+)
 from sandbox_lens.interp.tasks.kinds.dyck import DyckKind
 from sandbox_lens.interp.tasks.kinds.ffl import FFLKind
 
-__all__ = ["TaskKind", "Option", "TaskKindError", "register", "unregister", "task_kind", "task_from_dict", "kind_names",
-           "all_kinds", "canonical_name", "resolve", "kinds_help", "checked", "SOURCES", "NO_SOURCE", "AUTOMATON",
-           "DYCK", "FFL"]
+__all__ = [
+    "TaskKind",
+    "Option",
+    "TaskKindError",
+    "register",
+    "unregister",
+    "task_kind",
+    "task_from_dict",
+    "kind_names",
+    "all_kinds",
+    "canonical_name",
+    "resolve",
+    "kinds_help",
+    "checked",
+    "SOURCES",
+    "NO_SOURCE",
+    "AUTOMATON",
+    "DYCK",
+    "FFL",
+]
 
 AUTOMATON = register(AutomatonKind())
 DYCK = register(DyckKind())

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import AutomatonError, ConstructionError, SandboxError
 from sandbox_lens.interp.streams import Stream
@@ -23,16 +24,31 @@ class AutomatonKind(TaskKind):
     train_defaults = {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.99}
     train_options = (
         Option(("--automaton",), "automaton", "automaton task: catalogue name", "NAME", group="automaton"),
-        Option(("--automaton-file",), "automaton_file", "automaton task: JSON automaton file", "PATH",
-               group="automaton"),
+        Option(
+            ("--automaton-file",), "automaton_file", "automaton task: JSON automaton file", "PATH", group="automaton"
+        ),
     )
     shift_options = (
-        Option(("--probs",), "probs", "automata: symbol distributions, each comma-separated over the alphabet "
-               "(e.g. 0.95,0.05)", "P", nargs="+", default=[]),
-        Option(("--counts",), "counts", "automata: words with exactly N occurrences of --count-symbol "
-               "(e.g. 0 2 14 16)", "N", type=int, nargs="+", default=[]),
-        Option(("--count-symbol",), "count_symbol", "automata: the symbol --counts counts (default: the second)",
-               "SYM"),
+        Option(
+            ("--probs",),
+            "probs",
+            "automata: symbol distributions, each comma-separated over the alphabet (e.g. 0.95,0.05)",
+            "P",
+            nargs="+",
+            default=[],
+        ),
+        Option(
+            ("--counts",),
+            "counts",
+            "automata: words with exactly N occurrences of --count-symbol (e.g. 0 2 14 16)",
+            "N",
+            type=int,
+            nargs="+",
+            default=[],
+        ),
+        Option(
+            ("--count-symbol",), "count_symbol", "automata: the symbol --counts counts (default: the second)", "SYM"
+        ),
     )
     verify_samples = 1000
     verify_accepts = frozenset({"automaton", "length", "batch_size", "progress"})
@@ -49,8 +65,9 @@ class AutomatonKind(TaskKind):
         from sandbox_lens.interp.tasks.automata import parse_automaton_json
         from sandbox_lens.interp.tasks.batches import AutomatonTask
 
-        return checked(self, lambda: AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"),
-                                                    d["length"]))
+        return checked(
+            self, lambda: AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"])
+        )
 
     def source(self, task: Mapping[str, Any]) -> Any:
         import json
@@ -105,11 +122,18 @@ class AutomatonKind(TaskKind):
         sym = 1 if source.n_symbols > 1 else 0
         if values.get("count_symbol") is not None:
             if values["count_symbol"] not in source.alphabet:
-                raise SandboxError(f"--count-symbol {values['count_symbol']!r} is not a symbol of {source.name} "
-                                   f"({', '.join(source.alphabet)})")
+                raise SandboxError(
+                    f"--count-symbol {values['count_symbol']!r} is not a symbol of {source.name} "
+                    f"({', '.join(source.alphabet)})"
+                )
             sym = source.alphabet.index(values["count_symbol"])
-        return automaton_shifts(source, length, [parse_probs(p, source.n_symbols) for p in values.get("probs") or ()],
-                                values.get("counts") or (), sym)
+        return automaton_shifts(
+            source,
+            length,
+            [parse_probs(p, source.n_symbols) for p in values.get("probs") or ()],
+            values.get("counts") or (),
+            sym,
+        )
 
     def draw(self, task: Mapping[str, Any], shift: Any, n: int, seed: int) -> Any:
         from sandbox_lens.interp.tasks.batches import step_rng
@@ -121,7 +145,9 @@ class AutomatonKind(TaskKind):
         import numpy as np
 
         clean = source.sample(n, length, rng)
-        corrupt = corrupt_symbol(clean, source.n_symbols, rng) if corruption == "symbol" else source.sample(n, length, rng)
+        corrupt = (
+            corrupt_symbol(clean, source.n_symbols, rng) if corruption == "symbol" else source.sample(n, length, rng)
+        )
         read = np.ones(clean.shape, dtype=bool)
         return clean, corrupt, read, read, None
 

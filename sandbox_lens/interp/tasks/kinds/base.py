@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.streams import Stream
@@ -13,8 +14,23 @@ from sandbox_lens.interp.streams import Stream
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["TaskKind", "Option", "TaskKindError", "register", "unregister", "task_kind", "task_from_dict", "kind_names",
-           "all_kinds", "canonical_name", "resolve", "kinds_help", "SOURCES", "NO_SOURCE", "checked"]
+__all__ = [
+    "TaskKind",
+    "Option",
+    "TaskKindError",
+    "register",
+    "unregister",
+    "task_kind",
+    "task_from_dict",
+    "kind_names",
+    "all_kinds",
+    "canonical_name",
+    "resolve",
+    "kinds_help",
+    "SOURCES",
+    "NO_SOURCE",
+    "checked",
+]
 
 
 class TaskKindError(CheckpointError):

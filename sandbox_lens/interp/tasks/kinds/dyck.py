@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
 from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCES, Option, TaskKind, checked
@@ -28,8 +29,15 @@ class DyckKind(TaskKind):
     shift_options = (
         Option(("--bands",), "bands", "dyck: length bands (default: as `verify dyck`)", "LO-HI", nargs="+"),
         Option(("--q",), "q", "dyck: other open-bracket probabilities", "Q", type=float, nargs="+", default=[]),
-        Option(("--depths",), "depths", "dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)",
-               "D", type=int, nargs="+", default=[]),
+        Option(
+            ("--depths",),
+            "depths",
+            "dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)",
+            "D",
+            type=int,
+            nargs="+",
+            default=[],
+        ),
     )
     compare_options = (Option(("--dyck",), "dyck", "dyck: the language (default 2,4)", "K,D", default="2,4"),)
     construction_task_options = ("q",)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
 from sandbox_lens.interp.streams import Stream
@@ -23,14 +24,19 @@ class FFLKind(TaskKind):
     default_length = 64
     train_defaults = {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.999}
     train_options = (
-        Option(("--ffl", "--flipflop"), "ffl", "ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, "
-               "e.g. 0.9,0.98,0.1", "P[,P...]"),
+        Option(
+            ("--ffl", "--flipflop"),
+            "ffl",
+            "ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1",
+            "P[,P...]",
+        ),
     )
     shift_options = (
         Option(("--ffl",), "ffl", "ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)", "P,P,..."),
     )
-    compare_options = (Option(("--ffl",), "ffl", "ffl: the language FFL(P), P = p_i (default 0.8)", "P", type=float,
-                              default=0.8),)
+    compare_options = (
+        Option(("--ffl",), "ffl", "ffl: the language FFL(P), P = p_i (default 0.8)", "P", type=float, default=0.8),
+    )
     verifier = "sandbox_lens.interp.verify.ffl:verify_ffl"
     evaluator = "sandbox_lens.interp.evaluate:score_ffl"
     comparison = "sandbox_lens.interp.compare.ffl:FFLComparison"
@@ -63,13 +69,17 @@ class FFLKind(TaskKind):
 
     def check_source(self, construction: str, source: Any) -> None:
         if source is not None and canonical_name(getattr(source, "kind", None)) != self.name:
-            raise ConstructionError(f"{construction} models the flip-flop language and takes no automaton "
-                                    "(for the flip-flop automaton: the memory construction)")
+            raise ConstructionError(
+                f"{construction} models the flip-flop language and takes no automaton "
+                "(for the flip-flop automaton: the memory construction)"
+            )
 
     def construction_source(self, construction: str, values: Mapping[str, Any], options: dict[str, Any]) -> Any:
         if any(values.get(s) for s in SOURCES):
-            raise SandboxError(f"the {construction} construction models the flip-flop language and takes no automaton "
-                               "(for the flip-flop automaton: `memory --automaton flipflop`)")
+            raise SandboxError(
+                f"the {construction} construction models the flip-flop language and takes no automaton "
+                "(for the flip-flop automaton: `memory --automaton flipflop`)"
+            )
         return None
 
     def shifts(self, source: Any, length: int, values: Mapping[str, Any]) -> list[Any]:
