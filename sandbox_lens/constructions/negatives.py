@@ -22,19 +22,36 @@ written in block 0, on fresh residual coordinates, so the construction's own par
   takes the constant back. Resampling cannot move it; zero ablation can (it belongs to the zero
   ablation's ground truth only).
 
+**Dials** (:class:`Dials`, each a construction option) set the gadgets' constants, so a ranking of circuit
+methods is reported across a sweep of each rather than at one hand-set value, each with a known effect:
+
+* ``negative_gain`` — how strongly the unembedding reads the cancelling pair's and the constant head's
+  outputs (default 20, relative to its largest weight): the size of each cancelling head's effect alone;
+* ``negative_sharpness`` — the gadget heads' attention scale (default 8). Large, the softmax is pinned at
+  its argmax: a patched query or key input still moves the pattern (patching sees it), but the gradient
+  through the softmax vanishes (attribution does not);
+
+A dial needs its gadget (``negative_gain`` needs ``cancel`` or ``constant``, ``negative_sharpness`` any):
+asked for alone, it is refused in one line. Both keep every family exact over their whole range
+(``tests/constructions/test_dials.py``), because neither changes what the gadgets sum to. A dial that does —
+a cancelling pair off by a margin, a stronger backup read-out — moves the construction's own logits by its
+size times the unembedding's largest weight, which breaks the prefix scan at a margin of 0.01 (measured);
+it needs a scale relative to the construction's logit gaps and is not offered yet.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import MLP, ConstructionSpec, Head
 
-__all__ = ["NEGATIVES", "add_negatives"]
+__all__ = ["NEGATIVES", "DIALS", "Dials", "add_negatives"]
 
 NEGATIVES = ("distractor", "cancel", "constant", "backup")
 #: The attention scale of the gadgets' word-dependent patterns (sharp, not saturated).
@@ -47,9 +64,39 @@ GAIN = 20.0
 BACKUP_GAIN = 0.05
 
 
-def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> ConstructionSpec:
-    """A copy of ``spec`` with the named gadgets in block 0 (see the module docstring); its options
-    record them as ``negatives``."""
+@dataclass(frozen=True)
+class Dials:
+    """The gadgets' constants (see the module docstring); the defaults are the gadgets' own."""
+
+    gain: float = GAIN
+    sharpness: float = SHARP
+
+
+#: option name → (Dials field, the gadgets it dials (any one suffices), lowest, highest, what it sets).
+DIALS: dict[str, tuple[str, tuple[str, ...], float, float, str]] = {
+    "negative_gain": ("gain", ("cancel", "constant"), 1e-3, 1e3, "the read-out of the cancelling and constant heads"),
+    "negative_sharpness": ("sharpness", NEGATIVES, 1e-3, 1e4, "the gadget heads' attention scale"),
+}
+
+
+def dials_of(options: dict[str, float], chosen: Sequence[str]) -> Dials:
+    """The :class:`Dials` the construction options ``options`` (option name → value) set, each checked: finite, in
+    its range, and with its gadget among ``chosen`` (one-line refusals)."""
+    values = {}
+    for name, value in options.items():
+        field_name, needs, lo, hi, what = DIALS[name]
+        if not any(n in chosen for n in needs):
+            raise ConstructionError(f"{name} dials {what}: add negatives={needs[0]}")
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise ConstructionError(f"{name} ({what}) takes {lo:g} to {hi:g}, got {value!r}")
+        values[field_name] = float(value)
+    return Dials(**values)
+
+
+def add_negatives(spec: ConstructionSpec, negatives: Sequence[str], dials: Dials | None = None) -> ConstructionSpec:
+    """A copy of ``spec`` with the named gadgets in block 0 (see the module docstring), set by ``dials``; its
+    options record them as ``negatives`` (and ``negative_dials`` where a dial is not at its default)."""
+    dials = dials or Dials()
     chosen = [n for n in dict.fromkeys(negatives) if n]
     unknown = [n for n in chosen if n not in NEGATIVES]
     if unknown:
@@ -66,19 +113,20 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
     spec.W_pos = _pad(spec.W_pos, layout.d_model, axis=1)
     spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
     spec.W_E[:, layout.index("neg_one")] = 1.0
-    readout = GAIN * _ramp(spec.W_U.shape[1]) * max(float(np.abs(spec.W_U[:d_old]).max()), 1.0)
+    readout = dials.gain * _ramp(spec.W_U.shape[1]) * max(float(np.abs(spec.W_U[:d_old]).max()), 1.0)
+    sharp = dials.sharpness
     block = spec.blocks[0]
     if "distractor" in chosen:
-        block.heads.append(_distractor_head(layout, word))
+        block.heads.append(_distractor_head(layout, word, sharp))
         extra = MLP(layout, "distractor unit").unit(word, 0.0, {"neg_trash": 1.0})
         block.mlp = MLP.combine(
             layout, [m for m in (block.mlp, extra) if m is not None], block.mlp.label if block.mlp else ""
         )
     if "cancel" in chosen:
-        block.heads.extend(_cancelling_pair(layout, word))
+        block.heads.extend(_cancelling_pair(layout, word, sharp))
         spec.W_U[layout.index("neg_signal")] = readout
     if "constant" in chosen:
-        block.heads.append(_constant_head(layout, word))
+        block.heads.append(_constant_head(layout, word, sharp))
         spec.W_U[layout.index("neg_bias")] = readout
         spec.b_U = spec.b_U - readout  # the head writes exactly 1 (up to rounding): take it back
     routes = {}
@@ -88,7 +136,7 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
             layout.add(name)
         spec.W_E, spec.W_pos = _pad(spec.W_E, layout.d_model, axis=1), _pad(spec.W_pos, layout.d_model, axis=1)
         spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
-        block.heads.extend(_backup_pair(layout, word))
+        block.heads.extend(_backup_pair(layout, word, sharp))
         most = (
             MLP(layout, "backup maximum")
             .unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0})
@@ -97,9 +145,15 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str]) -> Construct
         block.mlp = MLP.combine(
             layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else ""
         )
-        spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / GAIN) * readout
+        spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / dials.gain) * readout
         routes = {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
-    spec.options = {**spec.options, "negatives": ",".join(chosen), **({"negative_routes": [routes]} if routes else {})}
+    moved = {k: v for k, v in asdict(dials).items() if v != getattr(Dials(), k)}
+    spec.options = {
+        **spec.options,
+        "negatives": ",".join(chosen),
+        **({"negative_routes": [routes]} if routes else {}),
+        **({"negative_dials": moved} if moved else {}),
+    }
     spec.notes = (spec.notes + "\n" if spec.notes else "") + f"informative negatives: {', '.join(chosen)}"
     spec.__post_init__()
     return spec
@@ -135,24 +189,24 @@ def _ramp(n: int) -> np.ndarray:
     return (np.arange(n) - (n - 1) / 2) / max(n - 1, 1)
 
 
-def _distractor_head(layout, word) -> Head:
+def _distractor_head(layout, word, sharp: float) -> Head:
     """Attends by the word and copies it into ``neg_trash``, which nothing reads."""
-    return Head(layout, "distractor").qk(word, word, SHARP).ov(word, {"neg_trash": 1.0})
+    return Head(layout, "distractor").qk(word, word, sharp).ov(word, {"neg_trash": 1.0})
 
 
-def _cancelling_pair(layout, word) -> list[Head]:
+def _cancelling_pair(layout, word, sharp: float) -> list[Head]:
     """Two heads with one pattern and opposite rank-one outputs on ``neg_signal``: they sum to exactly 0."""
     return [
-        Head(layout, f"cancel {sign:+d}").qk(word, word, SHARP).ov(word, {"neg_signal": float(sign)})
+        Head(layout, f"cancel {sign:+d}").qk(word, word, sharp).ov(word, {"neg_signal": float(sign)})
         for sign in (1, -1)
     ]
 
 
-def _backup_pair(layout, word) -> list[Head]:
+def _backup_pair(layout, word, sharp: float) -> list[Head]:
     """Two heads with one pattern, each copying the word into its own coordinate (the two routes)."""
-    return [Head(layout, f"backup {c}").qk(word, word, SHARP).ov(word, {f"neg_bk_{c}": 1.0}) for c in "ab"]
+    return [Head(layout, f"backup {c}").qk(word, word, sharp).ov(word, {f"neg_bk_{c}": 1.0}) for c in "ab"]
 
 
-def _constant_head(layout, word) -> Head:
+def _constant_head(layout, word, sharp: float) -> Head:
     """A sharp, word-dependent pattern over a value that is 1 at every token: its output is the constant 1."""
-    return Head(layout, "constant").qk(word, word, SHARP).ov({"neg_one": 1.0}, {"neg_bias": 1.0})
+    return Head(layout, "constant").qk(word, word, sharp).ov({"neg_one": 1.0}, {"neg_bias": 1.0})

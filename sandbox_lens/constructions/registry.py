@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox_lens.constructions.negatives import DIALS, Dials, dials_of
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import ConstructionSpec
 from sandbox_lens.interp.tasks.kinds import task_kind
@@ -205,8 +206,14 @@ NEGATIVES_OPTION = Option(
     help="informative negatives for circuit scoring: parts that keep the model exact but "
     "are outside its circuit (distractor, cancel, constant), or redundant (backup)",
 )
+#: ... and their dials (sandbox_lens.constructions.negatives.DIALS): the gadgets' constants, swept by the leaderboard.
+DIAL_OPTIONS = {
+    name: Option(getattr(Dials(), field_name), type=float, help=f"negatives: {what} ({lo:g} to {hi:g})")
+    for name, (field_name, _, lo, hi, what) in DIALS.items()
+}
 for _entry in REGISTRY.values():
     _entry.options["negatives"] = NEGATIVES_OPTION
+    _entry.options.update(DIAL_OPTIONS)
 
 
 def _unknown(name: str) -> ConstructionError:
@@ -248,12 +255,14 @@ def _check_source(name: str, takes: str, source: Any) -> None:
 def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSpec:
     """Build construction ``name`` for ``source`` — an automaton, a Dyck language for ``dyck``,
     ``None`` for ``ffl`` — on inputs of up to ``length`` symbols. ``negatives="cancel,constant"``
-    (any construction) adds informative negatives (:mod:`sandbox_lens.constructions.negatives`)."""
+    (any construction) adds informative negatives (:mod:`sandbox_lens.constructions.negatives`), and
+    ``negative_gain`` and ``negative_sharpness`` dial them."""
     entry, checked = validate(name, source, options)
-    negatives = checked.pop("negatives", "")
+    chosen = [n for n in str(checked.pop("negatives", "")).split(",") if n]
+    dials = dials_of({k: checked.pop(k) for k in list(checked) if k in DIALS}, chosen)  # refused before the build
     spec = entry.builder(source, length, **checked)
-    if negatives:
+    if chosen:
         from sandbox_lens.constructions.negatives import add_negatives
 
-        spec = add_negatives(spec, str(negatives).split(","))
+        spec = add_negatives(spec, chosen, dials)
     return spec
