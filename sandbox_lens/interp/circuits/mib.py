@@ -61,7 +61,8 @@ def mib_edge(e: Edge) -> str | None:
 
 
 def complete_edge_count(n_layers: int, n_heads: int) -> int:
-    """|E| of EAP-IG's complete graph (sequential attention and MLP): 3HL + (3H+1)(H+1)·L(L−1)/2 + 2L(H+1) + 1."""
+    """The number of edges of EAP-IG's complete graph (sequential attention and MLP):
+    3HL + (3H+1)(H+1)·L(L−1)/2 + 2L(H+1) + 1."""
     H, L = n_heads, n_layers
     return 3 * H * L + (3 * H + 1) * (H + 1) * L * (L - 1) // 2 + 2 * L * (H + 1) + 1
 
