@@ -53,9 +53,8 @@ def analyse(
     ``settings`` override its fields (``analyse(model, "path", truth, pairs=32)``). Refusals (a setting the
     method cannot take) come before any model is run."""
     c = (config or CircuitConfig()).with_(**settings)
+    metric = check_settings(method, c)
     record = method_of(method)
-    metric = record.check(c)
-    record.require()
     c = c.with_(metric=metric)
     patcher, data, src = _prepare(model, truth, c)
     out: dict[str, Any] = {
