@@ -32,6 +32,17 @@ class ModelKindError(SandboxError, TypeError):
     """An analysis was asked of a model that lacks what it needs (e.g. attention, on an LSTM)."""
 
 
+class FileFormatError(SandboxError, ValueError):
+    """A file read back (a card, a run's metrics, a circuit, an experiment's results) is not what its format says:
+    too large, nested too deeply, a number too long, a field missing or of the wrong type, a path leading out of
+    its directory. The message names the file and the field."""
+
+
+class OutputPathError(SandboxError, OSError):
+    """An output path this project will not write: a device node, a pipe, a socket or a directory where a file
+    belongs, or a symbolic link (a write never follows one out of ``--out``)."""
+
+
 class Interrupted(KeyboardInterrupt):
     """A run stopped by SIGINT or SIGTERM after saving what it had; ``signum`` says which, ``str()`` what to do next."""
 

@@ -6,19 +6,26 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
+from sandbox_lens.interp.errors import OutputPathError
+
 __all__ = [
     "atomic_write",
+    "check_writable",
+    "check_output_path",
+    "atomic_write_all",
     "remove_torn_writes",
     "read_text_limited",
     "write_json",
     "jsonable",
     "MAX_TEXT_BYTES",
     "exclusive",
+    "claimed",
     "InUseError",
     "LOCK_NAME",
 ]
@@ -34,8 +41,36 @@ def _temporary_affixes(path: Path) -> tuple[str, str]:
     return f".{path.name}.", ".tmp"
 
 
+def check_writable(path: Path) -> None:
+    """Refuse (:class:`OutputPathError`) to replace ``path`` unless it is absent or a regular file: a rename over a
+    device node, a pipe or a socket would turn it into a file, and a symbolic link is never written through or
+    replaced (whatever it points at stays as it is)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputPathError(f"{path} is a symbolic link; sandbox-lens does not write through or over links")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, pipe or socket)"
+        raise OutputPathError(f"{path} is {kind}; refusing to replace it with a file")
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse (:class:`OutputPathError`) an ``--out`` that is a symbolic link or exists as anything but a directory
+    or a regular file — before any work, so nothing is computed only to be refused at the end."""
+    path = Path(path)
+    if path.is_symlink():
+        raise OutputPathError(f"--out {path} is a symbolic link; name the directory or file itself")
+    if path.exists() and not path.is_dir():
+        check_writable(path)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename: readers never see half a file."""
+    """Write ``data`` to ``path`` via a temporary file and a rename: readers never see half a file. A ``path`` that
+    is anything but absent or a regular file is refused first (:func:`check_writable`)."""
+    path = Path(path)
+    check_writable(path)
     prefix, suffix = _temporary_affixes(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
     umask = os.umask(0)
@@ -51,6 +86,34 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_all(items: list[tuple[Path, bytes]]) -> None:
+    """Write several files as one unit: every temporary is written and flushed before the first rename, so a failure
+    while writing (a full disk) replaces none of them, and the renames, which need no space, follow in order."""
+    for path, _ in items:
+        check_writable(Path(path))
+    written: list[tuple[str, Path]] = []
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        for path, data in items:
+            prefix, suffix = _temporary_affixes(path)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+            written.append((tmp, path))
+            os.chmod(tmp, 0o666 & ~umask)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        while written:
+            tmp, path = written[0]
+            os.replace(tmp, path)
+            written.pop(0)
+    finally:
+        for tmp, _ in written:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def remove_torn_writes(path: Path) -> None:
@@ -108,7 +171,7 @@ def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> An
 
 class InUseError(OSError):
     """An output directory another process is writing to (see :func:`exclusive`): an ``OSError``, which the
-    CLI reports in one line with exit status 2 (floor 0 imports nothing of the project, not even its errors)."""
+    CLI reports in one line with exit status 2."""
 
 
 @contextlib.contextmanager
@@ -125,7 +188,11 @@ def exclusive(directory: Path, what: str = "--out"):
         return
     directory = Path(directory)
     path = directory / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    check_writable(path)  # a planted link or device in its place is refused, never truncated
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
+        os.close(fd)
+        raise OutputPathError(f"{path} is not a regular file; refusing to lock through it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -144,3 +211,22 @@ def exclusive(directory: Path, what: str = "--out"):
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def claimed(directory: Path, what: str = "--out"):
+    """:func:`exclusive` for a command that writes its results into ``directory`` at the end (``circuit``, ``align``):
+    the directory is created and locked before the work, so a second process — or a training run writing there — is
+    refused at once; if the block fails, a directory this call created is removed again when nothing else is in it."""
+    directory = Path(directory)
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        with exclusive(directory, what):
+            yield directory
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                (directory / LOCK_NAME).unlink()
+                directory.rmdir()  # only when empty: results already written stay
+        raise

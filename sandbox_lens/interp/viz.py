@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.files import atomic_write
+
 __all__ = ["heatmap_png", "circuitsvis_heads", "png_data_uri", "figure_png", "token_ticks", "interchange_scans_png"]
 
 
@@ -72,7 +74,7 @@ def heatmap_png(
     fig.suptitle(title, fontsize=10)
     data = figure_png(fig)
     if path is not None:
-        Path(path).write_bytes(data)
+        atomic_write(Path(path), data)
     return data
 
 
@@ -215,4 +217,15 @@ def circuitsvis_heads(patterns: dict, tokens: Sequence[str], names: Sequence[str
     html = cva.attention_heads(attention=stacked, tokens=list(tokens), attention_head_names=names).local_src
     # circuitsvis writes `<div id=… />`; a self-closing div is not valid HTML and would swallow
     # the rest of the page, so close it explicitly.
-    return re.sub(r"(<div id=\"[^\"]+\"[^>]*?)\s*/>", r"\1></div>", html, count=1)
+    html = re.sub(r"(<div id=\"[^\"]+\"[^>]*?)\s*/>", r"\1></div>", html, count=1)
+    return _script_safe_props(html)
+
+
+def _script_safe_props(html: str) -> str:
+    """circuitsvis puts the tokens and names as raw JSON inside an inline ``<script>``: a token ``</script>`` would
+    end the script there and run what follows. In the render call's arguments every ``<`` is written ``\\u003c``,
+    which JavaScript reads back as ``<`` (the page shows the token as it is) but HTML's parser never sees."""
+    start, end = html.rfind("CircuitsVis.render("), html.rfind("</script>")
+    if start < 0 or end < start:
+        raise ValueError("circuitsvis's page has changed shape: no render call before its closing script tag")
+    return html[:start] + html[start:end].replace("<", "\\u003c") + html[end:]

@@ -122,7 +122,18 @@ def test_the_other_formats_read_back_onto_the_graph(written):
 @pytest.mark.parametrize(
     "content,message",
     [
-        ('{"edges": ', "is not JSON"),
+        ('{"edges": ', "malformed JSON"),
+        ('{"edges": {"a": ' + "9" * 5000 + "}}", "a number of 5000 characters"),
+        ("[" * 10000 + "]" * 10000, "too deep to be a circuit file"),
+        (
+            '{"format": "sandbox-lens/circuit", "version": 1, "edges": {}, "settings": {"pairs": "many"}}',
+            "settings/pairs: 'many' is not of type 'integer'",
+        ),
+        (
+            '{"cfg": {"n_layers": 3000, "n_heads": 3000}, "nodes": {}, "edges": {}}',
+            "a complete graph of",
+        ),
+        ('{"cfg": {"n_layers": "2"}, "nodes": {}, "edges": {}}', "cfg: 'n_heads' is a required property"),
         ("[1, 2]", "is not a circuit file"),
         (
             '{"format": "sandbox-lens/circuit", "version": 1, "edges": {"a9.9->logits": {"score": 1, "in_graph": true}}}',
@@ -130,7 +141,7 @@ def test_the_other_formats_read_back_onto_the_graph(written):
         ),
         (
             '{"format": "sandbox-lens/circuit", "version": 1, "edges": {"m0->logits": {"score": "big", "in_graph": true}}}',
-            'needs {\\"score\\"',
+            "edges/m0->logits/score: 'big' is not of type",
         ),
         (
             '{"cfg": {"n_layers": 1, "n_heads": 5}, "nodes": {}, "edges": {"input->a7.h0<q>": {"score": 1, "in_graph": true}}}',

@@ -79,6 +79,8 @@ def test_align_the_dyck_construction_variable_by_variable(saved, tmp_path, inter
     assert "no evidence of absence" in v["depth"]["das_verdict"]
 
 
+# slow: a twin, DAS at every hook and five nulls (~1 min on 2 cores); the faster align tests stay
+@pytest.mark.slow
 def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, interp_run):
     code, _, err = interp_run(
         "align",
@@ -117,7 +119,10 @@ def test_align_a_twin_beside_its_construction_and_the_null(saved, tmp_path, inte
         (["align", "--run", "{twin}", "--construction", "dyck", "--out", "X"], "models the dyck task"),
         (["align", "--model", "{counter}", "--k", "two", "--out", "X"], "comma-separated integers"),
         (["align", "--model", "{counter}", "--pairs", "2", "--out", "X"], "too few for three disjoint splits"),
-        (["align", "--model", "{counter}", "--das-steps", "0", "--out", "X"], "--das-steps must be"),
+        (
+            ["align", "--model", "{counter}", "--das-steps", "0", "--out", "X"],
+            "argument --das-steps: must lie in 1..100,000",
+        ),
     ],
 )
 def test_bad_input_is_one_line(saved, tmp_path, interp_run, monkeypatch, argv, message):

@@ -224,3 +224,32 @@ def test_the_fuzz_made_at_least_300_calls():
     if len(CALLS) < 150:  # run alone (-k): nothing to count
         pytest.skip("the fuzz cases did not run in this session")
     assert len(CALLS) >= 300, len(CALLS)
+
+
+EXTREMES = ["inf", "nan", "-1", "1000000000", "1000000000000"]
+
+
+def _numeric_options() -> list[tuple[str, str]]:
+    out = []
+    for name, sub in sorted(COMMANDS.items()):
+        for action in sub._actions:
+            if getattr(action.type, "kind", None) in (int, float) and action.option_strings:
+                out.append((name, action.option_strings[-1]))
+    return out
+
+
+@pytest.mark.parametrize("command, flag", _numeric_options())
+def test_every_numeric_option_refuses_extreme_values_in_one_line(command, flag, capsys):
+    """inf, nan, −1, 10^9 and 10^12 for every numeric option of every command: the parser's range
+    (cli.common.LIMITS) refuses what lies outside, in one line with exit 2, before any work."""
+    for value in EXTREMES:
+        t0 = time.perf_counter()
+        try:
+            code = main([command, flag, value])
+        except SystemExit as e:
+            code = e.code
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (command, flag, value, err)
+        assert time.perf_counter() - t0 < 20
+        if value in ("inf", "nan", "1000000000000"):
+            assert flag in err, (command, flag, value, err)  # refused by the option's own range

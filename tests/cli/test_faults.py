@@ -221,3 +221,40 @@ def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp
     assert "No space left" in capsys.readouterr().err
     assert (experiment / "report.html").read_bytes() == page  # the old report is whole
     assert not list(experiment.glob(".report.html.*"))
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        text = (task / "children").read_text() if (task / "children").exists() else ""
+        found += [int(x) for x in text.split()]
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_sweep_whose_parent_is_killed_alone_leaves_no_orphan_and_the_rerun_starts_at_once(tmp_path):
+    """SIGKILL to the sweep's own process only (not its group): the kernel kills its workers too, so nothing holds
+    the directory's lock and a rerun starts within seconds, resuming from the checkpoints (it used to be refused for
+    minutes, naming the dead parent)."""
+    out = tmp_path / "sweep"
+    args = [*TRAIN, "--steps", "1000000", "--target", "none", "--seeds", "0-1", "--workers", "2", "--out", str(out)]
+    parent = interp(args)
+    deadline = time.time() + 300
+    while len(list(out.rglob("checkpoint.safetensors"))) < 2:
+        assert time.time() < deadline and parent.poll() is None
+        time.sleep(0.2)
+    workers = _children(parent.pid)
+    assert workers
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 60
+    while any(
+        Path(f"/proc/{w}").exists() and "Z" not in Path(f"/proc/{w}/stat").read_text().split()[2] for w in workers
+    ):
+        assert time.time() < deadline, "a worker outlived its sweep by a minute"
+        time.sleep(0.2)
+    rerun = interp(args, start_new_session=True)
+    time.sleep(15)
+    assert rerun.poll() is None, rerun.communicate()[1].decode()  # running, not refused
+    os.killpg(rerun.pid, signal.SIGINT)  # Ctrl-C as a terminal sends it: to the sweep and its workers
+    rerun.wait(timeout=120)

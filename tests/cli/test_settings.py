@@ -29,7 +29,7 @@ def test_every_setting_is_an_option_of_its_command(command, classes):
         for s in settings_of(cls):
             action = options[s.flag]
             assert action.dest == s.name and action.help.startswith(s.help), s.name
-            assert (action.nargs == "+") == s.many and action.type is s.type, s.name
+            assert (action.nargs == "+") == s.many and getattr(action.type, "kind", action.type) is s.type, s.name
             assert (tuple(action.choices) if action.choices else None) == s.choices, s.name
 
 

@@ -151,6 +151,8 @@ def test_report_renders_in_headless_chromium(dyck_report, tmp_path):
     assert pixels[: last + 1].std() > 0.05 and (pixels[: last + 1].mean(-1) < 0.5).mean() > 0.01
 
 
+# slow: the dyck comparison (dyck_report) keeps compare end to end in `make test`
+@pytest.mark.slow
 def test_automaton_comparison_on_parity(tmp_path):
     comp = comparison_for("parity", length=8)
     train(comp.task, ModelShape(n_layers=1, d_model=16, n_heads=2, d_mlp=32), TINY_TRAIN, tmp_path / "twin")
@@ -313,3 +315,36 @@ def test_the_report_shows_chance_the_learning_curve_and_no_uniform_mass(dyck_rep
         h["step"] for h in m["twin_training"]["history"]
     )
     assert "learning curve of the trained twin" in page and "What we conclude" in page
+
+
+HOSTILE = "</script><script>document.documentElement.setAttribute('pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('pwned','2')\">"
+
+
+def test_hostile_strings_in_metrics_never_reach_the_page_as_markup(dyck_report, tmp_path):
+    """A token or name `</script><script>…` in metrics.json (tokens reach circuitsvis's inline script) is shown as
+    text: the rebuilt page has no script or element of the file's making (checked in headless Chromium too). Names
+    the report looks things up by, edited, are refused in one line."""
+    import json
+    import shutil
+
+    report, _ = dyck_report
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(report.parent / "patterns.npz", copy / "patterns.npz")
+    metrics = json.loads((report.parent / "metrics.json").read_text())
+    metrics["example"]["tokens"] = [t + HOSTILE for t in metrics["example"]["tokens"]]  # into circuitsvis's script
+    for key in ("task", "twin"):  # into the title, headings and text
+        metrics[key] += HOSTILE
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["report", str(copy)]) == 0
+    page = (copy / "report.html").read_text()
+    assert "<script>document" not in page and "<img src=x" not in page
+    from browser import find_chromium, render
+
+    if find_chromium() is None:
+        pytest.skip("no chromium")
+    dom = render(copy / "report.html", tmp_path / "p.png", height=4000).dom
+    assert not re.search(r"<html[^>]*pwned", dom), "a script from metrics.json ran"
+    metrics["latents"] = [name + HOSTILE for name in metrics["latents"]]
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["report", str(copy)]) == 2

@@ -36,6 +36,8 @@ def test_the_population_verdicts_rule():
     assert SHARE == 0.5 and "0.5" in population_verdict(_summary(5, 5))["rule"]
 
 
+# slow: a sweep, five nulls and a report (~2 min on 2 cores)
+@pytest.mark.slow
 def test_a_population_aligned_causally(tmp_path, capsys):
     from sandbox_lens.interp.cli import main
 

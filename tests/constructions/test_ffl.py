@@ -135,6 +135,8 @@ def test_comparison_inputs_and_references():
         comp.constructions(["memory"], 0)
 
 
+# slow: a twin trained and compared with every section (~1 min on 2 cores)
+@pytest.mark.slow
 def test_compare_ffl_finds_proposition_3(tmp_path):
     comp = comparison_for("ffl", length=16)
     train(

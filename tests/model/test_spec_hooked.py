@@ -146,13 +146,55 @@ def test_load_rejects_corrupt_and_mismatched_files(tmp_path):
         load_model(d)
     (d / "model.safetensors").write_bytes(weights)
     meta = json.loads((d / "model.json").read_text())
+    edited = dict(meta, card=dict(meta["card"], construction="dyck"))
+    (d / "model.json").write_text(json.dumps(edited))
+    with pytest.raises(CheckpointError, match="edited after it was saved"):
+        load_model(d)
     meta["config"]["d_model"] += 1
+    meta["card_sha256"] = "0" * 64
+    (d / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="edited after it was saved"):
+        load_model(d)
+    meta["format_version"] = 3  # a format-3 file has no card checksum: the weights' shapes still catch it
+    del meta["card_sha256"]
     (d / "model.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="shape"):
         load_model(d)
     (d / "model.json").write_text("{truncated")
-    with pytest.raises(CheckpointError, match="corrupt"):
+    with pytest.raises(CheckpointError, match="malformed JSON"):
         load_model(d)
+    for hostile, message in (
+        ('{"format": "sandbox-lens-model", "format_version": ' + "9" * 5000 + "}", "a number of 5000 characters"),
+        ("[" * 5000 + "]" * 5000, "too deep"),
+        (json.dumps(dict(meta, format_version=3, config=[])), "config: .* is not of type 'object'"),
+        (json.dumps(dict(meta, format_version=3, card=dict(meta["card"], max_length="8"))), "card/max_length"),
+    ):
+        (d / "model.json").write_text(hostile)
+        with pytest.raises(CheckpointError, match=message):
+            load_model(d)
+
+
+def test_a_save_that_fails_midway_leaves_the_old_model_whole(tmp_path, monkeypatch):
+    """A full disk while the new files are written replaces neither: the old model loads and verifies."""
+    import errno
+
+    import sandbox_lens.interp.files as files
+
+    d = save_model(to_hooked(build("prefix_scan", get_automaton("parity"), 8)), tmp_path / "m")
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    calls = []
+
+    def full_disk(fd):
+        calls.append(fd)
+        if len(calls) == 2:  # the weights' temporary is written; model.json's is not
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        save_model(to_hooked(build("prefix_scan", get_automaton("C3"), 8)), d)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before  # no temporary left, nothing replaced
+    assert verify(load_model(d), samples=20).exact
 
 
 def test_attention_patterns_skip_blocks_and_heads_that_write_nothing():

@@ -73,7 +73,7 @@ def test_a_state_dict_and_its_config_on_disk(plain, tmp_path):
     tokens = torch.tensor([[0, 1, 2, 3, 1, 2, 3, 1, 2]])
     assert torch.allclose(again(tokens), model(tokens), atol=1e-5)
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(AdoptError, match="not a readable JSON config"):
+    with pytest.raises(AdoptError, match="bad.json: malformed JSON"):
         sl.load_adopted(tmp_path / "w.pt", tmp_path / "bad.json", task)
     (tmp_path / "junk.pt").write_bytes(b"not a state dict")
     with pytest.raises(AdoptError, match="not a readable state dict"):

@@ -247,16 +247,21 @@ def test_a_mixture_of_flip_flop_distributions():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--dropout", "1.2"], "dropout must be in [0, 1)"),
-        (["--ema", "-0.1"], "ema (a decay) must be in [0, 1)"),
-        (["--sharpen", "-1"], "sharpen (λ) must be ≥ 0"),
+        (["--dropout", "1"], "dropout must be in [0, 1)"),
+        (["--ema", "1"], "ema (a decay) must be in [0, 1)"),
+        (["--sharpen", "-1"], "argument --sharpen: must lie in 0..1,000,000"),
         (["--arch", "lstm", "--sharpen", "1"], "an LSTM has none"),
     ],
 )
 def test_bad_regulariser_settings_are_refused(tmp_path, capsys, argv, message):
     from sandbox_lens.interp.cli import main
 
-    code = main(["train", "automaton", "--automaton", "parity", "--steps", "2", "--out", str(tmp_path / "r"), *argv])
+    try:
+        code = main(
+            ["train", "automaton", "--automaton", "parity", "--steps", "2", "--out", str(tmp_path / "r"), *argv]
+        )
+    except SystemExit as e:  # a number out of the parser's range
+        code = e.code
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
 
@@ -323,6 +328,8 @@ def test_a_twin_started_from_a_construction_keeps_its_frozen_first_layer(tmp_pat
                 "2,4",
                 "-T",
                 "12",
+                "--init-from",
+                "dyck",
                 "--freeze",
                 "blocks.9",
                 "--steps",

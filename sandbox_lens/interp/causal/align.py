@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,6 +54,7 @@ from sandbox_lens.interp.causal.localise import (
 )
 from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
 from sandbox_lens.interp.causal.verdict import block_order, das_verdict, outcome, with_stability
+from sandbox_lens.interp.errors import SandboxError
 
 __all__ = [
     "align",
@@ -117,7 +119,14 @@ def align(
     names = [high.variable(v) for v in (variables or high.variables)]  # an unknown variable fails here
     splits = split_pairs(*word_pairs(model, 3 * pairs, seed=seed, high=high))
     nulls = [] if null is None else list(null) if isinstance(null, (list, tuple)) else [null]
+    wide = sorted(k for k in set(ks) if k > model.cfg.d_model)
     ks = sorted(k for k in set(ks) if 1 <= k <= model.cfg.d_model)
+    if not ks:
+        raise SandboxError(f"DAS dimensions {list(wide)} all exceed the residual width {model.cfg.d_model}")
+    if wide:
+        warnings.warn(
+            f"DAS dimensions {wide} exceed the residual width {model.cfg.d_model}; searched {ks} only", stacklevel=2
+        )
     out: dict[str, Any] = {
         "task_kind": model.card.task_kind.name,
         "high_level_model": mode,

@@ -27,7 +27,6 @@ project's graph order.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,8 +34,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from sandbox_lens.interp.circuits.graph import Edge, Graph
-from sandbox_lens.interp.circuits.mib import CompleteGraph, mib_edge
+from sandbox_lens.interp.circuits.mib import CompleteGraph, complete_edge_count, mib_edge
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.jsonfile import check_schema, read_json
 
 __all__ = [
     "SCHEMA",
@@ -103,6 +103,38 @@ SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
             },
         },
+    },
+}
+
+
+#: The largest EAP-IG complete graph read (64 layers × 16 heads is about 2.5 million edges; the models here have ≤ 16 × 4)
+MAX_COMPLETE_EDGES = 2_000_000
+
+#: What an EAP-IG (MIB circuit track) graph file must hold before its edge names are read.
+EAP_IG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "EAP-IG graph",
+    "type": "object",
+    "required": ["cfg", "nodes", "edges"],
+    "properties": {
+        "cfg": {
+            "type": "object",
+            "required": ["n_layers", "n_heads"],
+            "properties": {
+                "n_layers": {"type": "integer", "minimum": 1, "maximum": 4096},
+                "n_heads": {"type": "integer", "minimum": 1, "maximum": 4096},
+            },
+        },
+        "nodes": {"type": "object"},
+        "edges": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["score", "in_graph"],
+                "properties": {"score": {"type": "number"}, "in_graph": {"type": "boolean"}},
+            },
+        },
+        "score_sign": {"enum": list(SIGNS)},
     },
 }
 
@@ -236,10 +268,7 @@ def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> Cir
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise CircuitFileError(f"{path} is {size / 2**20:.0f} MiB; circuit files are read up to {MAX_BYTES >> 20} MiB")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CircuitFileError(f"{path} is not JSON: {e}") from None
+    data = read_json(path, error=CircuitFileError, what="a circuit file")
     if not isinstance(data, dict) or not isinstance(data.get("edges"), dict):
         raise CircuitFileError(
             f'{path} is not a circuit file: it needs an object with "edges" (formats: {", ".join(FORMATS)})'
@@ -251,6 +280,7 @@ def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> Cir
             f"--sign applies to EAP-IG files; {path} is in another format, whose scores are positive where important"
         )
     if data.get("format") == FORMAT_NAME:
+        check_schema(data, SCHEMA, str(path), CircuitFileError)
         return _read_own(path, data, graph)
     return _read_auto_circuit(path, data, graph)
 
@@ -293,11 +323,14 @@ def _read_eap_ig(path: Path, data: dict[str, Any], graph: Graph, sign: str | Non
         name = mib_edge(e)
         if name is not None:  # a pos edge has no EAP-IG name: it stays unscored and out of the circuit
             ours.setdefault(name, []).append(i)
-    cfg = data["cfg"]
-    try:
-        complete = set(CompleteGraph(int(cfg["n_layers"]), int(cfg["n_heads"])).edge_names)
-    except (KeyError, TypeError, ValueError):
-        raise CircuitFileError(f"{path}: cfg needs integer n_layers and n_heads") from None
+    check_schema(data, EAP_IG_SCHEMA, str(path), CircuitFileError)
+    n_layers, n_heads = data["cfg"]["n_layers"], data["cfg"]["n_heads"]
+    if complete_edge_count(n_layers, n_heads) > MAX_COMPLETE_EDGES:
+        raise CircuitFileError(
+            f"{path}: cfg declares {n_layers} layers × {n_heads} heads, a complete graph of "
+            f"{complete_edge_count(n_layers, n_heads):,} edges; files are read up to {MAX_COMPLETE_EDGES:,}"
+        )
+    complete = set(CompleteGraph(n_layers, n_heads).edge_names)
     unknown = sorted(set(data["edges"]) - complete)
     if unknown:
         raise CircuitFileError(

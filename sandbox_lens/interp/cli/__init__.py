@@ -18,11 +18,13 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.cli import analysis, causal, circuits, constructions, experiments, training
-from sandbox_lens.interp.cli.common import Parser
-from sandbox_lens.interp.errors import Interrupted, SandboxError
+from sandbox_lens.interp.cli.common import Parser, bound_numbers
+from sandbox_lens.interp.errors import Interrupted, OutputPathError, SandboxError
+from sandbox_lens.interp.files import check_output_path
 from sandbox_lens.interp.progress import QUIET_ENV, heartbeat
 
 __all__ = ["main"]
@@ -62,6 +64,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, causal, experiments):
         handlers.update(module.register(sub))
+    bound_numbers(p)  # every numeric option in its range (cli.common.LIMITS), refused by the parser
     return p, handlers
 
 
@@ -120,6 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None and args.threads < 1:
         print("interp: error: --threads must be ≥ 1", file=sys.stderr)
         return 2
+    if getattr(args, "out", None) is not None:
+        try:
+            check_output_path(Path(args.out))
+        except OutputPathError as e:
+            print(f"interp: error: {e}", file=sys.stderr)
+            return 2
     # process-wide settings a command changes, put back when it returns (main may run in-process:
     # a notebook, a test, another program)
     previous_showwarning, previous_threads = warnings.showwarning, None

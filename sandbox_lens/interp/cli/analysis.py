@@ -11,6 +11,7 @@ from pathlib import Path
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from sandbox_lens.interp.compare.config import CompareConfig
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
@@ -74,7 +75,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         )
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
     report = compare(comparison, Path(args.out), config, progress=progress_wanted())
-    t = json.loads((Path(args.out) / "metrics.json").read_text()).get("twin_training", {})
+    t = read_json(Path(args.out) / "metrics.json").get("twin_training") or {}
     if t.get("reached_target") is False:
         print(
             f"interp: warning: the twin stopped at {t['final_accuracy']:.3f}, below its target {t['target_accuracy']:g} "

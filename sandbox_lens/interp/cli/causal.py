@@ -73,14 +73,21 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 
 def _cmd_align(args: argparse.Namespace) -> int:
-    from sandbox_lens.interp.causal.align import align, high_level_of, nulls_of
-    from sandbox_lens.interp.files import atomic_write, write_json
-    from sandbox_lens.interp.viz import interchange_scans_png
+    from sandbox_lens.interp.files import claimed
 
     ks = _checked(args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
+    with claimed(out):  # one writer: a second align, or a training run in that directory, is refused at once
+        return _align(args, ks, out)
+
+
+def _align(args: argparse.Namespace, ks: list[int], out: Path) -> int:
+    from sandbox_lens.interp.causal.align import align, high_level_of, nulls_of
+    from sandbox_lens.interp.files import atomic_write, write_json
+    from sandbox_lens.interp.viz import interchange_scans_png
+
     if args.checkpoints:
         return _over_training(args, out)
     from sandbox_lens.interp.train import open_model

@@ -6,6 +6,7 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
@@ -168,9 +169,9 @@ def _model(args: argparse.Namespace):
 
 
 def _cmd_circuit(args: argparse.Namespace) -> int:
-    from sandbox_lens.interp.circuits.analyse import analyse, check_settings
+    from sandbox_lens.interp.circuits.analyse import check_settings
     from sandbox_lens.interp.circuits.config import CircuitConfig
-    from sandbox_lens.interp.model.run import require_hooked
+    from sandbox_lens.interp.files import claimed
 
     scoring = _positionals(args)
     if args.sign is not None and not scoring:
@@ -207,6 +208,14 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise SandboxError(f"--out {out} is a file")
+    with claimed(out):  # one writer: a second circuit, or a training run in that directory, is refused at once
+        return _circuit(args, config, scoring, out)
+
+
+def _circuit(args: argparse.Namespace, config: Any, scoring: bool, out: Path) -> int:
+    from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.model.run import require_hooked
+
     model, truth, title = _model(args)
     require_hooked(model, "circuit analysis")
     if (args.score or scoring or args.level) and truth is None:

@@ -11,6 +11,8 @@ from sandbox_lens.interp.errors import SandboxError
 
 __all__ = [
     "Parser",
+    "LIMITS",
+    "bound_numbers",
     "automaton_args",
     "construction_args",
     "parse_options",
@@ -46,6 +48,96 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # one line, exit status 2 (argparse's default status)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+_INT = 2**31 - 1
+_SEED = 2**32 - 1  # numpy's seeds
+#: The range of every numeric option, by its destination (low, high, what it counts). An option not named here is
+#: an integer in 0..2^31−1 or a number in 0..10^6 (a weight, a scale: nothing here is meaningful past that). Values outside are refused by the parser, before any work, in one
+#: line; counts that multiply into work (steps × pairs × sites) are bounded here and estimated where they are used.
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "seed": (0, _SEED, "a seed"),
+    "rotate_seed": (0, _SEED, "a seed"),
+    "steps": (0, 10**8, "training steps"),
+    "train_steps": (0, 10**8, "training steps"),
+    "das_steps": (1, 100_000, "optimiser steps"),
+    "mask_steps": (0, 100_000, "optimiser steps"),
+    "corollary3_steps": (0, 100_000, "optimiser steps"),
+    "theorem3_steps": (0, 100_000, "optimiser steps"),
+    "samples": (0, 1_000_000, "words"),
+    "examples": (0, 1_000, "words"),
+    "eval_size": (1, 1_000_000, "words"),
+    "batch": (1, 100_000, "words"),
+    "pairs": (1, 100_000, "pairs"),
+    "causal_pairs": (0, 100_000, "pairs"),
+    "circuit_pairs": (0, 100_000, "pairs"),
+    "workers": (1, 1024, "processes"),
+    "threads": (1, 1024, "threads"),
+    "n_layers": (1, 256, "layers"),
+    "n_heads": (1, 1024, "heads"),
+    "d_model": (1, 65_536, "dimensions"),
+    "d_head": (1, 65_536, "dimensions"),
+    "d_mlp": (1, 2**20, "units"),
+    "hidden": (1, 65_536, "units"),
+    "n_ctx": (1, 10**6, "positions"),
+    "length": (1, 10**7, "positions"),
+    "pair_length": (1, 10**7, "positions"),
+    "keep_checkpoints": (0, 1_000, "checkpoints"),
+    "eval_every": (1, 10**8, "steps"),
+    "q": (0, 1, "a probability"),
+    "ffl": (0, 1, "a probability"),
+    "dropout": (0, 1, "a probability"),
+    "embed_dropout": (0, 1, "a probability"),
+    "ema": (0, 1, "a decay"),
+    "align_target": (0, 1, "an accuracy"),
+    "max_minutes": (0, 10**6, "minutes"),
+    "lr": (0, 10, "a learning rate"),
+    "threshold": (0, 10**3, "an effect"),
+    "mask_sparsities": (0, 100, "nats per open head"),
+    "train_minutes": (0, 10**6, "minutes"),
+}
+
+
+def _bounded(kind: type, dest: str) -> Any:
+    import math
+
+    low, high, what = LIMITS.get(dest, (0, _INT if kind is int else 10**6, ""))
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if not low <= value <= high:
+            unit = f" ({what})" if what else ""
+            where = (
+                f"be ≥ {_number_text(low)}" if math.isinf(high) else f"lie in {_number_text(low)}..{_number_text(high)}"
+            )
+            raise argparse.ArgumentTypeError(f"must {where}{unit}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    parse.kind = kind  # type: ignore[attr-defined]  # what it parses, for the settings' test
+    return parse
+
+
+def _number_text(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def bound_numbers(parser: argparse.ArgumentParser) -> None:
+    """Give every ``int`` and ``float`` option of ``parser`` and its subcommands its range (:data:`LIMITS`): one
+    mechanism for every numeric option, so no command meets inf, nan, a negative count or 10^12 steps."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                bound_numbers(sub)
+        elif action.type in (int, float):
+            action.type = _bounded(action.type, action.dest)
 
 
 def automaton_args(p: argparse.ArgumentParser, saved_model: bool = False, cascade: bool = False) -> None:

@@ -187,8 +187,11 @@ def _parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not lo.isdigit() or (sep and not hi.isdigit()) or max(len(lo), len(hi)) > 10 or int(hi or lo) > 2**32 - 1:
             raise SandboxError(f"--seeds expects numbers and ranges like 0-9 or 1,3,5; got {text!r}")
+        count = int(hi) - int(lo) + 1 if sep else 1
+        if len(seeds) + count > 1000:  # counted before the list is built
+            raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
         seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
     if not seeds or len(seeds) > 1000:
         raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
@@ -256,7 +259,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise SandboxError("--iit-weight, --strict-weight and --align-target belong to --align")
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
-    if len(seeds) == 1 and not args.grid and args.backend == "local":
+    single = len(seeds) == 1 and not args.grid and args.backend == "local"
+    if config.freeze and not args.init_from:
+        raise SandboxError("--freeze keeps weights copied by --init-from fixed; without --init-from there are none")
+    if args.resume and single:
+        from sandbox_lens.interp.train import has_checkpoint
+
+        if not has_checkpoint(out):
+            raise SandboxError(f"--resume: {out} holds no checkpoint to continue; leave out --resume to start afresh")
+    if args.workers is not None and single:
+        raise SandboxError("--workers runs a sweep's seeds side by side; one run takes one process (give --seeds)")
+    if single:
         from sandbox_lens.interp.train import train
 
         m = train(

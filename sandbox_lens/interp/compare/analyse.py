@@ -30,7 +30,6 @@ DIR`` rebuilds it without running a model).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -45,13 +44,15 @@ from sandbox_lens.interp.compare.config import CompareConfig
 from sandbox_lens.interp.compare.dyck import DyckComparison
 from sandbox_lens.interp.compare.ffl import FFLComparison
 from sandbox_lens.interp.compare.names import PATTERNS_FILE, TWIN, head_name
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.files import atomic_write, write_json
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.model.hooked import backend
 from sandbox_lens.interp.model.run import attention_patterns, live_heads, require_hooked
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train.checkpoint import METRICS_SCHEMA
 
 __all__ = ["compare", "compare_dyck", "comparison_for", "comparison_of_task", "attention_scores", "PATTERNS_FILE"]
 
@@ -102,8 +103,8 @@ def _twin(
 
 def _twin_record(directory: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((Path(directory) / "metrics.json").read_text())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+        return read_json(Path(directory) / "metrics.json", METRICS_SCHEMA, error=CheckpointError)
+    except (FileNotFoundError, NotADirectoryError, CheckpointError):
         return None
 
 

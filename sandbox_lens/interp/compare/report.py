@@ -21,6 +21,7 @@ from sandbox_lens.interp.compare.report_causal import causal_section, population
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
+from sandbox_lens.interp.jsonfile import inside, read_json
 from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png, png_data_uri
 
 __all__ = ["write_report", "read_results", "conclusions"]
@@ -29,17 +30,43 @@ SIDE_BY_SIDE_HEADS = 6  # up to this many live heads per model, all models go in
 FOUND_MARGIN = 0.02  # a pruning "reproduces" a construction within this much accuracy of it
 
 
+#: JSON Schema of a comparison's ``metrics.json``: what the report reads before it renders anything.
+REPORT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "sandbox-lens comparison metrics",
+    "type": "object",
+    "required": ["example"],
+    "properties": {
+        "example": {
+            "type": "object",
+            "required": ["tokens", "heads", "patterns"],
+            "properties": {
+                "tokens": {"type": "array", "items": {"type": "string"}},
+                "heads": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "array",
+                        "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
+                    },
+                },
+                "patterns": {"type": "string"},
+            },
+        },
+    },
+}
+
+
 def read_results(out: Path) -> tuple[dict, dict[str, dict[tuple[int, int], np.ndarray]]]:
     """``metrics.json`` and the example patterns of a comparison directory, checked."""
-    import json
 
     metrics_path = out / "metrics.json"
     if not metrics_path.is_file():
         raise CheckpointError(f"no comparison in {out} (metrics.json missing; run `interp compare` first)")
+    metrics = read_json(metrics_path, REPORT_SCHEMA, error=CheckpointError, what="a comparison's metrics")
+    example = metrics["example"]
+    patterns_path = inside(out, example["patterns"], f"{metrics_path}: example/patterns", CheckpointError)
     try:
-        metrics = json.loads(metrics_path.read_text())
-        example = metrics["example"]
-        with np.load(out / example["patterns"]) as npz:
+        with np.load(patterns_path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         patterns = {model: {_head_key(h): arrays[key] for h, key in heads} for model, heads in example["heads"].items()}
     except FileNotFoundError as e:
@@ -481,6 +508,19 @@ def write_report(out: str | Path) -> Path:
     """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
     out = Path(out)
     metrics, patterns = read_results(out)
+    try:
+        page_html = _page(metrics, patterns)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # the schema checks what is read first; a file edited deeper than that is refused in one line too
+        raise CheckpointError(
+            f"{out / 'metrics.json'} does not hold a complete comparison ({type(e).__name__}: {str(e)[:120]})"
+        ) from None
+    path = out / "report.html"
+    atomic_write(path, page_html.encode())
+    return path
+
+
+def _page(metrics: dict[str, Any], patterns: dict[str, dict[tuple[int, int], np.ndarray]]) -> str:
     curve = learning_curve_png(metrics.get("twin_training", {}))
     curve_html = (
         f"<h2>The twin's training</h2><img alt='learning curve of the trained twin' src='{png_data_uri(curve)}'>"
@@ -506,6 +546,4 @@ Accuracy is the task's ({html.escape(metrics["scored_positions"])}).</p>
 {causal_section(metrics.get("causal"))}
 {population_section(metrics.get("causal_population"))}
 <p>Raw numbers: <code>metrics.json</code> (sections probes, attention, ablation, pruning, circuits, causal); {metrics["seconds"]:.0f} s.</p>"""
-    report = out / "report.html"
-    atomic_write(report, page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body).encode())
-    return report
+    return page(f"sandbox-lens: constructed vs trained — {metrics['task']}", body)

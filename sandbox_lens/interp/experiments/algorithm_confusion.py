@@ -14,13 +14,16 @@ identified, with the identification's accuracy and its Wilson interval over the 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task, identified_row
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.stats import Estimate, wilson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.train.checkpoint import METRICS_SCHEMA
 
 SEEDS, QUICK_SEEDS = (0, 1, 2), (0,)
 #: Random-init twins per task (initialisation seeds from NULL_SEED): the negatives.
@@ -153,10 +156,7 @@ def run(ctx: Context) -> None:
 
 
 def _last(directory: Any) -> dict[str, Any]:
-    import json
-    from pathlib import Path
-
-    history = json.loads((Path(directory) / "metrics.json").read_text())["history"]
+    history = read_json(Path(directory) / "metrics.json", METRICS_SCHEMA)["history"]
     return history[-1] if history else {}
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
 from sandbox_lens.interp.files import atomic_write, exclusive, write_json
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.stats import Estimate
 
 __all__ = [
@@ -188,6 +189,19 @@ class Context:
         self.numbers[key] = value
 
 
+#: JSON Schema of an experiment directory's marker (which experiment, scale and options it holds).
+MARKER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "experiment", "quick", "options"],
+    "properties": {
+        "format": {"const": "sandbox-lens-experiment"},
+        "experiment": {"type": "string"},
+        "quick": {"type": "boolean"},
+        "options": {"type": "object"},
+    },
+}
+
+
 def _marker(experiment: Experiment, quick: bool, options: dict[str, Any]) -> dict[str, Any]:
     return {"format": "sandbox-lens-experiment", "experiment": experiment.name, "quick": quick, "options": options}
 
@@ -200,9 +214,9 @@ def prepare_directory(out: Path, experiment: Experiment, quick: bool, options: d
     marker = out / MARKER
     if marker.is_file():
         try:
-            theirs = json.loads(marker.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ExperimentError(f"{marker} is corrupt; use another --out") from None
+            theirs = read_json(marker, MARKER_SCHEMA, error=ExperimentError, what="an experiment's marker")
+        except ExperimentError as e:
+            raise ExperimentError(f"{e}; use another --out") from None
         if theirs.get("experiment") != experiment.name:
             raise ExperimentError(
                 f"{out} holds the runs of experiment {theirs.get('experiment')!r}; "

@@ -14,9 +14,54 @@ from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.viz import png_data_uri
 
-__all__ = ["write_report", "write_index", "read_results"]
+__all__ = ["write_report", "write_index", "read_results", "RESULTS_SCHEMA"]
+
+
+_CLAIM = {
+    "type": "object",
+    "required": ["claim", "thesis", "verdict"],
+    "properties": {
+        "claim": {"type": "string"},
+        "thesis": {"type": "string"},
+        "measured": {"type": ["string", "null"]},
+        "verdict": {"type": "string"},
+        "why": {"type": ["string", "null"]},
+        "estimate": {"type": ["object", "null"]},
+    },
+}
+#: JSON Schema of an experiment's ``results.json`` (and of its committed copy under docs/results).
+RESULTS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "sandbox-lens experiment results",
+    "type": "object",
+    "required": ["experiment", "claims"],
+    "properties": {
+        "experiment": {"type": "string", "maxLength": 100},
+        "title": {"type": "string"},
+        "quick": {"type": "boolean"},
+        "seeds": {"type": "array", "items": {"type": "integer"}},
+        "options": {"type": "object"},
+        "claims": {"type": "array", "items": _CLAIM},
+        "tables": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["columns", "rows"],
+                "properties": {
+                    "title": {"type": "string"},
+                    "columns": {"type": "array"},
+                    "rows": {"type": "array", "items": {"type": "array"}},
+                },
+            },
+        },
+        "provenance": {"type": "object"},
+        "conclusions": {"type": "array", "items": {"type": "string"}},
+        "caveats": {"type": "array", "items": {"type": "string"}},
+    },
+}
 
 
 def read_results(out: str | Path) -> dict[str, Any]:
@@ -24,10 +69,7 @@ def read_results(out: str | Path) -> dict[str, Any]:
     path = Path(out) / "results.json"
     if not path.is_file():
         raise CheckpointError(f"no experiment results in {out} (results.json missing; run `interp experiment` first)")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e})") from None
+    return read_json(path, RESULTS_SCHEMA, error=CheckpointError, what="an experiment's results")
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.experiments.report import RESULTS_SCHEMA
 from sandbox_lens.interp.experiments.rules import effect_text
 from sandbox_lens.interp.files import atomic_write
+from sandbox_lens.interp.jsonfile import read_json
 
 __all__ = [
     "slim",
@@ -81,17 +83,19 @@ def publish(out: str | Path, to: str | Path, names: Iterable[str], docs: str | P
 
     names = list(names)
     slims = [slim(read_results(Path(out) / name)) for name in names]  # read all before writing any
+    # everything is rendered before anything is written: a refusal leaves every file as it was
+    docs_text = None if docs is None else replace_table(Path(docs).read_text(), verdict_table(slims)).encode()
+    texts = [(json.dumps(r, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode() for r in slims]
     to = Path(to)
     to.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, r in zip(names, slims):
+    for name, text in zip(names, texts):
         path = to / f"{name}.json"
-        atomic_write(path, (json.dumps(r, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode())
+        atomic_write(path, text)
         written.append(path)
-    if docs is not None:
-        docs = Path(docs)
-        atomic_write(docs, replace_table(docs.read_text(), verdict_table(slims)).encode())
-        written.append(docs)
+    if docs is not None and docs_text is not None:
+        atomic_write(Path(docs), docs_text)
+        written.append(Path(docs))
     return written
 
 
@@ -102,7 +106,7 @@ def load_published(folder: str | Path, names: Iterable[str]) -> list[dict[str, A
         path = Path(folder) / f"{name}.json"
         if not path.is_file():
             raise CheckpointError(f"no committed results for {name} ({path} missing)")
-        out.append(json.loads(path.read_text()))
+        out.append(read_json(path, RESULTS_SCHEMA, error=CheckpointError, what="an experiment's results"))
     return out
 
 
@@ -181,7 +185,7 @@ def render_tables(text: str, results: str | Path) -> str:
         path = Path(results) / f"{m.group(2)}.json"
         if not path.is_file():
             raise CheckpointError(f"{path} missing: the docs quote a table of a result that is not committed")
-        tables = json.loads(path.read_text())["tables"]
+        tables = read_json(path, RESULTS_SCHEMA, error=CheckpointError).get("tables") or []
         i = int(m.group(3))
         if i >= len(tables):
             raise CheckpointError(f"{path} has {len(tables)} tables; the docs quote table {i}")

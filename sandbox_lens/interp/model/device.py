@@ -45,8 +45,15 @@ def resolve(name: str) -> str:
 
 
 def current() -> str:
-    """The device new models are built on (the CPU unless :func:`use` chose another)."""
-    return os.environ.get(ENV) or "cpu"
+    """The device new models are built on (the CPU unless :func:`use` chose another). :data:`ENV`, when a user sets it
+    by hand, is checked like ``--device`` (one line for ``tpu`` or a CUDA device this machine lacks)."""
+    name = os.environ.get(ENV) or "cpu"
+    if name == "cpu":
+        return name
+    try:
+        return resolve(name)
+    except SandboxError as e:
+        raise SandboxError(f"{ENV}={name}: {e}") from None
 
 
 def use(name: str) -> str:

@@ -26,6 +26,7 @@ import numpy as np
 
 from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.files import read_text_limited
+from sandbox_lens.interp.jsonfile import parse_json
 
 __all__ = ["Semiautomaton", "load_automaton_file", "parse_automaton_json"]
 
@@ -288,12 +289,7 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse_automaton_json(text: str, source: str = "<json>") -> Semiautomaton:
     """Parse the JSON automaton format (docs/automata.md) with clear errors for every defect."""
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
-    except json.JSONDecodeError as e:
-        raise AutomatonError(f"{source}: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise AutomatonError(f"{source}: JSON nested too deeply to be an automaton") from None
+    data = parse_json(text, source, error=AutomatonError, object_pairs_hook=_reject_duplicate_keys, what="an automaton")
     if not isinstance(data, dict):
         raise AutomatonError(f"{source}: the top level must be a JSON object")
     missing = [k for k in ("states", "alphabet", "delta") if k not in data]

@@ -35,6 +35,7 @@ import numpy as np
 
 from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.files import read_text_limited
+from sandbox_lens.interp.jsonfile import parse_json
 from sandbox_lens.interp.tasks.automata import Semiautomaton, parse_automaton_json
 
 __all__ = ["Cascade", "CascadeLevel", "parse_cascade_json", "load_cascade_file", "grid_cascade", "known_cascade"]
@@ -151,12 +152,7 @@ def _load_level_automaton(spec: Any, where: str) -> Semiautomaton:
 
 def parse_cascade_json(text: str, source: str = "<json>") -> Cascade:
     """Parse and check a cascade (see the module docstring); every problem is an AutomatonError."""
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise AutomatonError(f"{source}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise AutomatonError(f"{source}: JSON nested too deeply to be a cascade") from None
+    d = parse_json(text, source, error=AutomatonError, what="a cascade")
     if not isinstance(d, dict):
         raise AutomatonError(f"{source}: a cascade must be a JSON object")
     unknown = set(d) - {"name", "alphabet", "levels", "simulates", "output", "description"}

@@ -117,9 +117,17 @@ def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIG
     gens = tuple(dict.fromkeys(automaton.transition_map(s) for s in range(automaton.n_symbols)))
     seen: set[Map] = set(gens)
     frontier = list(gens)
+    budget, spent = operations_limit(), 0.0
     while frontier:
         nxt = []
         for f in frontier:
+            spent += len(gens) * n  # each element meets every generator: |gens| compositions of |Q| entries
+            if spent > budget:
+                raise AutomatonError(
+                    f"closing the {len(gens)} symbol maps of {automaton.name!r} (|Q| = {n}) under composition "
+                    f"passes the work budget after {len(seen)} elements (SANDBOX_LENS_MAX_OPERATIONS); "
+                    "an automaton with fewer distinct symbols or states"
+                )
             for g in gens:
                 h = compose(g, f)
                 if h not in seen:

@@ -11,12 +11,12 @@ layout a twin trained here uses — token 0 the BOS, symbol σ token σ + 1).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.tasks.kinds import task_kind
 
 __all__ = ["adopt", "load_adopted", "AdoptError"]
@@ -133,9 +133,9 @@ def load_adopted(state_dict: str | Path, config: str | Path, task: Any, **kwargs
     from sandbox_lens.interp.model.hooked import load_strict, new_model
 
     try:
-        cfg = json.loads(Path(config).read_text())
-    except (OSError, ValueError) as e:
-        raise AdoptError(f"{config}: not a readable JSON config ({e})") from None
+        cfg = read_json(config, error=AdoptError, what="a HookedTransformerConfig")
+    except OSError as e:
+        raise AdoptError(f"{config}: not a readable JSON config ({e.strerror or e})") from None
     if not isinstance(cfg, dict) or not all(k in cfg for k in ("n_layers", "d_model", "n_ctx", "d_vocab")):
         raise AdoptError(f"{config}: a HookedTransformerConfig needs n_layers, d_model, n_ctx and d_vocab")
     cfg = {k: v for k, v in cfg.items() if k in _CONFIG_KEYS}

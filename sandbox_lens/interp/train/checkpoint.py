@@ -13,6 +13,7 @@ from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write, remove_torn_writes
+from sandbox_lens.interp.jsonfile import check_schema, parse_json, read_json
 from sandbox_lens.interp.model.card import normalise_task
 from sandbox_lens.interp.tasks.kinds import task_from_dict
 from sandbox_lens.interp.train.config import ModelShape
@@ -23,6 +24,8 @@ __all__ = [
     "CKPT_WEIGHTS",
     "CKPT_META",
     "METRICS",
+    "METRICS_SCHEMA",
+    "SCHEMA",
     "has_checkpoint",
     "save_checkpoint",
     "read_checkpoint",
@@ -35,6 +38,47 @@ FORMAT = "sandbox-lens-training"
 FORMAT_VERSION = 2  # 2: the metadata also travels in the safetensors header, with a digest of the tensors
 HEADER_KEY = "sandbox_lens_checkpoint"
 CKPT_WEIGHTS, CKPT_META, METRICS = "checkpoint.safetensors", "checkpoint.json", "metrics.json"
+
+#: JSON Schema of a finished run's ``metrics.json`` (what a sweep, a comparison and a report read of it).
+METRICS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "sandbox-lens training run metrics",
+    "type": "object",
+    "required": ["task", "steps", "final_accuracy", "history"],
+    "properties": {
+        "task": {"type": "object"},
+        "shape": {"type": "object"},
+        "config": {"type": "object"},
+        "steps": {"type": "integer", "minimum": 0},
+        "final_accuracy": {"type": ["number", "null"]},
+        "best_accuracy": {"type": ["number", "null"]},
+        "wall_seconds": {"type": "number"},
+        "history": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+_WIDTH = {"type": ["integer", "null"], "minimum": 1, "maximum": 2**16}
+#: JSON Schema of a checkpoint's metadata (the safetensors header, or ``checkpoint.json`` for version 1): checked
+#: before the task, shape or config is used, so a damaged or edited header is one line, not a KeyError.
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "sandbox-lens training checkpoint",
+    "type": "object",
+    "required": ["format", "task", "shape", "config", "step", "history", "wall_seconds"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "task": {"type": "object", "required": ["kind"]},
+        "shape": {
+            "type": "object",
+            "properties": {k: _WIDTH for k in ("n_layers", "d_model", "n_heads", "d_head", "d_mlp", "n_ctx", "hidden")},
+        },
+        "config": {"type": "object", "required": ["seed"], "properties": {"seed": {"type": "integer", "minimum": 0}}},
+        "step": {"type": "integer", "minimum": 0},
+        "history": {"type": "array", "items": {"type": "object"}},
+        "wall_seconds": {"type": "number", "minimum": 0},
+        "threads": {"type": "integer", "minimum": 1},
+    },
+}
 
 
 # -- checkpoints -----------------------------------------------------------------------------------
@@ -81,9 +125,9 @@ def _header_meta(data: bytes) -> dict[str, Any] | None:
     """The metadata a checkpoint carries in its safetensors header (None for version-1 checkpoints)."""
     try:
         n = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8 : 8 + n]) if 0 < n <= len(data) - 8 else {}
+        header = parse_json(data[8 : 8 + n], "checkpoint header") if 0 < n <= len(data) - 8 else {}
         text = (header.get("__metadata__") or {}).get(HEADER_KEY) if isinstance(header, dict) else None
-        return json.loads(text) if text else None
+        return parse_json(text, "checkpoint metadata") if text else None
     except (ValueError, UnicodeDecodeError, AttributeError):
         return None
 
@@ -99,13 +143,12 @@ def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     meta = _header_meta(data)
     if meta is None:  # version 1: the metadata lives only in checkpoint.json, with the file's sha256
         try:
-            meta = json.loads((out / CKPT_META).read_text())
+            meta = read_json(out / CKPT_META, error=CheckpointError, what="checkpoint metadata")
         except FileNotFoundError as e:
             raise CheckpointError(f"{out}: no checkpoint ({Path(e.filename).name} missing)") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{out / CKPT_META}: corrupt checkpoint metadata ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{out}: not a sandbox-lens training checkpoint")
+    check_schema(meta, SCHEMA, f"{out / CKPT_WEIGHTS} (its metadata)", CheckpointError)
     if "tensors_sha256" not in meta and hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         raise CheckpointError(f"{out / CKPT_WEIGHTS}: checksum mismatch (corrupt or partly written file)")
     try:

@@ -72,6 +72,11 @@ class ModelShape:
         for name in ("d_head", "d_mlp"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SandboxError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.arch == "transformer" and self.d_head is None and self.d_model % self.n_heads:
+            raise SandboxError(
+                f"--d-model {self.d_model} does not split into {self.n_heads} heads; choose a multiple of "
+                f"{self.n_heads} or give --d-head"
+            )
         if self.n_ctx is not None and not 1 <= self.n_ctx <= MAX_N_CTX:
             raise SandboxError(f"n_ctx must be between 1 and {MAX_N_CTX}, got {self.n_ctx}")
         if self.arch not in ARCHS:

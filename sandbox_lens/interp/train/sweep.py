@@ -26,9 +26,10 @@ import numpy as np
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
+from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.settings import flag_of
 from sandbox_lens.interp.tasks.kinds import task_from_dict
-from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint
+from sandbox_lens.interp.train.checkpoint import METRICS, METRICS_SCHEMA, has_checkpoint
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identity
 from sandbox_lens.interp.train.loop import train
 
@@ -121,16 +122,34 @@ def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig
     if not path.exists():
         return None
     try:
-        m = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # written atomically: this is damage, not a killed run
+        m = read_json(path, METRICS_SCHEMA, error=CheckpointError, what="a run's metrics")
+    except CheckpointError as e:  # written atomically: this is damage, not a killed run
         raise CheckpointError(
-            f"{path} is not valid JSON ({e.__class__.__name__}); it was damaged after it was "
-            "written — delete it to recompute it from the run's checkpoint"
+            f"{e}; it was damaged after it was written — delete it to recompute it from the run's checkpoint"
         ) from None
     recorded = run_identity(m.get("task"), m.get("shape", {}), m.get("config", {}))
     if recorded != run_identity(task_dict, shape, config):
         raise CheckpointError(f"{out} holds a run of another task, shape or config; use another --out")
     return m
+
+
+def _die_with_parent(parent: int) -> None:
+    """A pool worker's start: on Linux the kernel kills it when the sweep's process dies, however it dies (SIGKILL
+    included), so no orphan trains on holding the directory's lock. Checkpoints are written atomically, so the rerun
+    resumes each run from its last one (a gentler SIGTERM would stop the run, but leave the worker waiting for
+    work from a parent that is gone)."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):  # pragma: no cover - elsewhere an orphan finishes its run
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+        return
+    if os.getppid() != parent:  # the parent died before the call above
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
@@ -140,7 +159,7 @@ def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> li
         return [_job(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit="run")]
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent, initargs=(os.getpid(),))
     try:
         results = list(progress_bar(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
     except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
@@ -203,6 +222,11 @@ def run_sweep(
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if not seeds:
         raise SweepError("a sweep needs at least one seed")
+    if has_checkpoint(out) or (out / METRICS).is_file():
+        raise SweepError(
+            f"{out} holds a single training run; a sweep writes seed_*/ directories beside nothing else "
+            "(choose another --out)"
+        )
     settings = cells(shape, config, grid or {})
     task_dict = task.to_dict()
     plan = []  # (cell name, setting, seed, directory, shape, config)

@@ -1,0 +1,80 @@
+"""One output-path policy: a write never replaces a device, pipe, socket or directory, never goes through or over a
+symbolic link, a lock is never taken through a planted link, and a directory has one writer at a time."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sandbox_lens.interp.errors import OutputPathError
+from sandbox_lens.interp.files import InUseError, atomic_write, check_output_path, claimed, exclusive
+
+
+@pytest.fixture
+def odd(tmp_path):
+    """A pipe, a symbolic link to a file outside, a directory, and the file the link points at."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "target").write_text("keep")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    (tmp_path / "dir").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "name, message", [("pipe", "not a regular file"), ("link", "symbolic link"), ("dir", "a directory")]
+)
+def test_an_atomic_write_replaces_only_regular_files(odd, name, message):
+    with pytest.raises(OutputPathError, match=message):
+        atomic_write(odd / name, b"x")
+    assert (odd / "target").read_text() == "keep" and (odd / "pipe").is_fifo() and (odd / "link").is_symlink()
+    atomic_write(odd / "new", b"x")
+    atomic_write(odd / "new", b"y")
+    assert (odd / "new").read_bytes() == b"y"
+
+
+def test_an_out_that_is_a_link_or_a_device_is_refused_before_any_work(odd, interp_run):
+    for name in ("pipe", "link"):
+        code, _, err = interp_run("build", "prefix_scan", "--automaton", "parity", "-T", "4", "--out", odd / name)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert (odd / "target").read_text() == "keep" and (odd / "pipe").is_fifo()
+    check_output_path(odd / "dir")  # a directory, or a path not yet there, is fine
+    check_output_path(odd / "absent")
+
+
+def test_a_planted_lock_link_is_refused_not_truncated(odd):
+    (odd / "dir" / ".lock").symlink_to(odd / "target")
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        with exclusive(odd / "dir"):
+            pass
+    assert (odd / "target").read_text() == "keep"
+
+
+def test_a_directory_has_one_writer_and_a_failed_claim_leaves_nothing(tmp_path, interp_run):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    with exclusive(busy):  # a training run, say, writing there
+        code, _, err = interp_run("circuit", "prefix_scan", "--automaton", "C3", "-T", "4", "--out", busy)
+        assert code == 2 and "being written by another" in err, err
+        code, _, err = interp_run("align", "--model", busy, "--out", busy)
+        assert code == 2 and "being written by another" in err, err
+    assert sorted(p.name for p in busy.iterdir()) == [".lock"]
+    fresh = tmp_path / "fresh"
+    with pytest.raises(RuntimeError):
+        with claimed(fresh):
+            raise RuntimeError("the work failed")
+    assert not fresh.exists()  # created for the claim, removed with it
+    with pytest.raises(InUseError):
+        with claimed(busy), claimed(busy):
+            pass
+
+
+def test_a_sweep_is_refused_in_a_single_runs_directory(tmp_path, interp_run):
+    run = tmp_path / "run"
+    base = ["train", "automaton", "--automaton", "parity", "-T", "4", "--steps", "2", "--eval-every", "1"]
+    code, _, err = interp_run(*base, "--d-model", "8", "--out", run)
+    assert code == 0, err
+    before = sorted(p.name for p in run.iterdir())
+    code, _, err = interp_run(*base, "--d-model", "8", "--seeds", "0-1", "--workers", "1", "--out", run)
+    assert code == 2 and "holds a single training run" in err, err
+    assert sorted(p.name for p in run.iterdir()) == before
