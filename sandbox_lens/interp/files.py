@@ -116,12 +116,17 @@ def atomic_write_all(items: list[tuple[Path, bytes]]) -> None:
                 os.unlink(tmp)
 
 
-def remove_torn_writes(path: Path) -> None:
+def remove_torn_writes(path: Path, older_than: float = 0.0) -> None:
     """Delete the temporary files of :func:`atomic_write` calls on ``path`` that a SIGKILL cut short
-    (``path`` itself is whole: the rename never happened). Only for a writer that owns ``path``."""
+    (``path`` itself is whole: the rename never happened). A writer that owns ``path`` removes them all; one that
+    does not hold a lock passes ``older_than`` (seconds), so that a write in progress elsewhere is left alone."""
+    import time
+
     prefix, suffix = _temporary_affixes(path)
     for torn in path.parent.glob(f"{glob_escape(prefix)}*{suffix}"):
-        torn.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if older_than <= 0 or time.time() - torn.stat().st_mtime > older_than:
+                torn.unlink(missing_ok=True)
 
 
 def read_text_limited(path: Path, limit: int = MAX_TEXT_BYTES) -> str:

@@ -302,7 +302,10 @@ def test_cli_on_a_saved_construction_and_a_twin(tmp_path, interp_run):
             "gradient is zero",
         ),
         (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--threshold", "0"], "must be positive"),
-        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pairs", "0"], "must be ≥ 1"),
+        (
+            ["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pairs", "0"],
+            "argument --pairs: must lie in 1..100,000",
+        ),
         (["circuit", "modular_counter", "--automaton", "C3"], "needs CONSTRUCTION and --length"),
         (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pair-length", "99"], "do not fit"),
         (["circuit", "--model", "/no/such/dir"], "no saved model"),

@@ -119,9 +119,15 @@ def test_eap_igs_input_node_is_the_token_embedding_only(tmp_path, counter):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d.update(score_sign="upside-down"), "score_sign must be one of"),
-        (lambda d: d["edges"].__setitem__("input->logits", {"score": True, "in_graph": False}), "a finite number"),
-        (lambda d: d["edges"].__setitem__("input->logits", {"score": 1.0, "in_graph": 1}), "a finite number"),
+        (lambda d: d.update(score_sign="upside-down"), "score_sign: 'upside-down' is not one of"),
+        (
+            lambda d: d["edges"].__setitem__("input->logits", {"score": True, "in_graph": False}),
+            "input->logits/score: True is not of type 'number'",
+        ),
+        (
+            lambda d: d["edges"].__setitem__("input->logits", {"score": 1.0, "in_graph": 1}),
+            "input->logits/in_graph: 1 is not of type 'boolean'",
+        ),
     ],
 )
 def test_a_malformed_eap_ig_file_is_refused_in_one_line(tmp_path, counter, edit, message):

@@ -84,7 +84,7 @@ def test_fixed_positions_reach_past_the_training_length_and_learned_ones_are_ref
         (["--count-symbol", "7", "--counts", "1"], "not a symbol"),
         (["--ffl", "0.1"], "applies to ffl models"),
         (["--bands", "2-28"], "applies to dyck models"),
-        (["--length", "0"], "≥ 1"),
+        (["--length", "0"], "argument --length/-T: must lie in 1.."),
     ],
 )
 def test_shifts_that_make_no_sense_are_refused_in_one_line(runs, capsys, argv, message):

@@ -78,3 +78,18 @@ def test_a_sweep_is_refused_in_a_single_runs_directory(tmp_path, interp_run):
     code, _, err = interp_run(*base, "--d-model", "8", "--seeds", "0-1", "--workers", "1", "--out", run)
     assert code == 2 and "holds a single training run" in err, err
     assert sorted(p.name for p in run.iterdir()) == before
+    code, _, err = interp_run("population", run)  # one run is not a population (was a ValueError on a subpath)
+    assert code == 2 and "is one training run" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_report_cut_short_leaves_no_temporary_after_the_next_run(tmp_path, interp_run):
+    """A report killed while it was written leaves `.report.html.*.tmp` (1.5 MB with circuitsvis); the next
+    `interp report` removes it when it is over ten minutes old (a younger one may be a report in progress)."""
+    stale, fresh = tmp_path / ".report.html.x1y2.tmp", tmp_path / ".report.html.z3.tmp"
+    stale.write_bytes(b"half a page")
+    fresh.write_bytes(b"being written")
+    os.utime(stale, (0, 0))
+    (tmp_path / "metrics.json").write_text("{}")
+    code, _, err = interp_run("report", tmp_path)
+    assert code == 2 and "example" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, "metrics.json"]

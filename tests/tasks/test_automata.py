@@ -162,6 +162,25 @@ def test_missing_file_and_unknown_name():
         get_automaton("C100000")
     with pytest.raises(AutomatonError, match="even order"):
         get_automaton("D7")
+    with pytest.raises(AutomatonError, match="200,000 characters"):
+        get_automaton("C3x" * 66_666 + "C3")  # refused by its length, before any product is built
+
+
+def test_products_are_tabulated_exactly_and_large_closures_stop_at_the_budget():
+    """The vectorised product table agrees with the definition (state and symbol tuples, componentwise); a
+    semigroup closure whose work passes the budget stops in one line (C2^12: 4,096 generators of 4,096 states)."""
+    from sandbox_lens.interp.tasks.catalogue import direct_product
+    from sandbox_lens.interp.tasks.groups import transformation_semigroup
+
+    parts = [get_automaton("S3"), get_automaton("C3"), get_automaton("parity")]
+    a = direct_product(parts)
+    states, symbols = list(np.ndindex(*[p.n_states for p in parts])), list(np.ndindex(*[p.n_symbols for p in parts]))
+    index = {s: i for i, s in enumerate(states)}
+    for x, sym in enumerate(symbols):
+        for q, st in enumerate(states):
+            assert a.delta[x, q] == index[tuple(int(p.delta[sym[k], st[k]]) for k, p in enumerate(parts))]
+    with pytest.raises(AutomatonError, match="passes the work budget"):
+        transformation_semigroup(get_automaton("C2^12"))
 
 
 def test_semiautomaton_validation():

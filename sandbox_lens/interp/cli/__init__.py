@@ -118,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.argv[1:] if argv is None else list(argv)):
         parser.print_help()  # a bare `interp` shows what it can do
         return 0
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a refusal already printed in one line: its status, not an exit
+        return e.code if isinstance(e.code, int) else 2
     handler = handlers[args.command]
     if args.threads is not None and args.threads < 1:
         print("interp: error: --threads must be ≥ 1", file=sys.stderr)

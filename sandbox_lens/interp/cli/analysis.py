@@ -139,8 +139,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.compare.report import write_report
+    from sandbox_lens.interp.files import remove_torn_writes
 
-    print(f"report: {write_report(Path(args.directory))}")
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise SandboxError(f"no comparison in {directory} (not a directory; run `interp compare` first)")
+    remove_torn_writes(directory / "report.html", older_than=600)  # a report a kill cut short (not one in progress)
+    print(f"report: {write_report(directory)}")
     return 0
 
 

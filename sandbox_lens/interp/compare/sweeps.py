@@ -23,6 +23,12 @@ SHARE = 0.5
 def run_directories(directory: str | Path) -> dict[str, list[Path]]:
     """The runs of a sweep directory, by cell (``""`` for a sweep without a grid)."""
     root = Path(directory)
+    if (root / "checkpoint.safetensors").exists():
+        raise CheckpointError(
+            f"{root} is one training run; a population is a sweep's directory (the one holding seed_*/"
+            + (f": {root.parent}" if root.name.startswith("seed_") else "")
+            + ")"
+        )
     runs = sorted(p.parent for p in root.glob("**/checkpoint.safetensors") if p.parent.name.startswith("seed_"))
     if not runs:
         raise CheckpointError(f"no training runs under {root} (expected <cell>/seed_<s>/checkpoint.safetensors)")

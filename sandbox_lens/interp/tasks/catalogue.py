@@ -404,8 +404,14 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[..., Semiautomaton]]] = [
 ]
 
 
+#: the longest catalogue name read (the longest real one, a product of several groups, is under 40)
+MAX_NAME = 200
+
+
 def get_automaton(name: str) -> Semiautomaton:
     """Resolve a catalogue name (see module docstring) to a :class:`Semiautomaton`."""
+    if len(name) > MAX_NAME:
+        raise AutomatonError(f"an automaton name of {len(name):,} characters; catalogue names are at most {MAX_NAME}")
     key = name.strip()
     low = key.lower()
     for pattern, build in _PATTERNS:
