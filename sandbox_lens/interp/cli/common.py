@@ -58,7 +58,7 @@ _SEED = 2**32 - 1  # numpy's seeds
 LIMITS: dict[str, tuple[float, float, str]] = {
     "seed": (0, _SEED, "a seed"),
     "rotate_seed": (0, _SEED, "a seed"),
-    "steps": (0, 10**8, "training steps"),
+    "steps": (0, 10**8, "steps"),
     "train_steps": (0, 10**8, "training steps"),
     "das_steps": (1, 100_000, "optimiser steps"),
     "mask_steps": (0, 100_000, "optimiser steps"),
