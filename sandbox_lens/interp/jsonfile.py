@@ -75,7 +75,10 @@ def check_schema(data: Any, schema: dict[str, Any], source: str, error: type[Exc
     if found is None:
         return
     where = "/".join(str(p) for p in found.absolute_path) or "top level"
-    raise error(f"{source}: {where}: {_short(found.message)}")
+    message = found.message  # the value quoted first, what it should be last: keep both ends of a long one
+    if len(message) > 2 * _QUOTE:
+        message = message[:_QUOTE] + " … " + message[-_QUOTE:]
+    raise error(f"{source}: {where}: {message}")
 
 
 def parse_json(

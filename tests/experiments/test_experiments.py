@@ -2,12 +2,14 @@
 offline, a rerun reuses its runs, and bad requests get one line and lose nothing."""
 
 import json
+import re
 import shutil
 
 import numpy as np
 import pytest
 
 from sandbox_lens.interp.cli import main
+from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.experiments import EXPERIMENTS, get_experiment, run_experiment
 from sandbox_lens.interp.experiments.report import write_index, write_report
 from sandbox_lens.interp.experiments.rules import VERDICTS
@@ -283,3 +285,45 @@ def test_algorithm_confusion_quick(tmp_path):
     matrix = r["tables"][0]
     assert matrix["columns"][:2] == ["imposed", "twins"] and [row[0] for row in matrix["rows"]] == ["counter", "none"]
     assert r["claims"][0]["verdict"] in VERDICTS
+
+
+HOSTILE = "</script><script>document.documentElement.setAttribute('pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('pwned','2')\">"
+
+
+def _poison(x):
+    if isinstance(x, dict):
+        return {k: _poison(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_poison(v) for v in x]
+    return x + HOSTILE if isinstance(x, str) and " " in x else x
+
+
+def test_hostile_strings_in_results_never_reach_the_page_as_markup(parity, tmp_path):
+    """Every sentence of results.json (title, claims, rules, conclusions, caveats, table cells, settings) with a
+    script appended: the rebuilt report shows it as text, and no script of the file's making runs in Chromium.
+    A field of the wrong shape is one line."""
+    out, _ = parity
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("runs"))
+    r = json.loads((copy / "results.json").read_text())
+    poisoned = _poison({k: v for k, v in r.items() if k != "figures"})
+    poisoned["figures"] = r["figures"]  # file names, looked up on disk
+    for claim, original in zip(poisoned["claims"], r["claims"]):
+        claim["verdict"] = original["verdict"]  # one of five words: anything else is refused by the schema (below)
+    (copy / "results.json").write_text(json.dumps(poisoned))
+    write_report(copy)
+    page = (copy / "report.html").read_text()
+    assert "<script>document" not in page and "<img src=x" not in page
+    from browser import find_chromium, render
+
+    if find_chromium() is not None:
+        dom = render(copy / "report.html", tmp_path / "p.png", height=3000).dom
+        assert not re.search(r"<html[^>]*pwned", dom), "a script from results.json ran"
+    poisoned["claims"][0]["verdict"] = "reproduced" + HOSTILE
+    (copy / "results.json").write_text(json.dumps(poisoned))
+    with pytest.raises(CheckpointError, match=r"claims/0/verdict: .*'inconclusive', 'not tested'\]"):
+        write_report(copy)
+    poisoned["claims"] = [{"claim": "c", "thesis": "t", "verdict": "reproduced"}]  # a claim row without its rule
+    (copy / "results.json").write_text(json.dumps(poisoned))
+    with pytest.raises(CheckpointError, match="does not hold a complete experiment"):
+        write_report(copy)

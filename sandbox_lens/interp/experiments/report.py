@@ -27,7 +27,7 @@ _CLAIM = {
         "claim": {"type": "string"},
         "thesis": {"type": "string"},
         "measured": {"type": ["string", "null"]},
-        "verdict": {"type": "string"},
+        "verdict": {"enum": list(VERDICTS)},
         "why": {"type": ["string", "null"]},
         "estimate": {"type": ["object", "null"]},
     },
@@ -85,7 +85,7 @@ def _effect(c: dict[str, Any]) -> str:
 def _claims(claims: list[dict[str, Any]]) -> str:
     rows = []
     for c in claims:
-        cls = "v-" + c["verdict"].replace(" ", "-")
+        cls = "v-" + (c["verdict"] if c["verdict"] in VERDICTS else "unknown").replace(" ", "-")  # into an attribute
         why = f"<br><span class='note'>{html.escape(c['why'])}</span>" if c.get("why") else ""
         rows.append(
             f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
@@ -123,9 +123,19 @@ def _settings(settings: dict[str, Any]) -> str:
 
 
 def write_report(out: str | Path) -> Path:
-    """Render ``out/report.html`` from ``out/results.json`` and the figures it lists; returns its path."""
+    """Render ``out/report.html`` from ``out/results.json`` and the figures it lists; returns its path. A file edited
+    deeper than its schema checks (a field of the wrong shape) is one line, not a traceback."""
     out = Path(out)
     r = read_results(out)
+    try:
+        return _write_report(out, r)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise CheckpointError(
+            f"{out / 'results.json'} does not hold a complete experiment ({type(e).__name__}: {str(e)[:120]})"
+        ) from None
+
+
+def _write_report(out: Path, r: dict[str, Any]) -> Path:
     parts = [
         f"<h1>{html.escape(r['title'])}</h1>",
         f"<p><b>Thesis</b> {html.escape(r['section'])}: {html.escape(r['thesis_claim'])}</p>",
