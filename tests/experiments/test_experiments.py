@@ -194,6 +194,13 @@ def test_the_index_links_every_experiment(parity, tmp_path):
     shutil.copytree(out, tmp_path / "parity-ood", ignore=shutil.ignore_patterns("runs"))
     page = write_index(tmp_path, ["parity-ood", "ffl-glitches"]).read_text()
     assert "parity-ood/report.html" in page and "not run" in page
+    # damaged or edited results are said on their row, escaped; the index is still written
+    shutil.copytree(out, tmp_path / "ffl-glitches", ignore=shutil.ignore_patterns("runs"))
+    r = json.loads((tmp_path / "ffl-glitches" / "results.json").read_text())
+    (tmp_path / "ffl-glitches" / "results.json").write_text(json.dumps(dict(r, minutes="<b>soon</b>")))
+    (tmp_path / "parity-ood" / "results.json").write_text("[" * 100 + "]" * 100)
+    page = write_index(tmp_path, ["parity-ood", "ffl-glitches"]).read_text()
+    assert "unreadable" in page and "results.json incomplete" in page and "<b>soon" not in page
 
 
 def test_list_names_every_experiment(capsys):

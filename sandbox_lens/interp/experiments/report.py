@@ -185,6 +185,17 @@ def _write_report(out: Path, r: dict[str, Any]) -> Path:
     return path
 
 
+def _index_row(name: str, r: dict[str, Any]) -> str:
+    counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in VERDICTS}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return (
+        f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
+        f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
+        f"<td>{float(r.get('training_cpu_minutes', 0)):.1f}</td><td>{float(r['minutes']):.1f}</td>"
+        f"<td class='text'>{'quick' if r['quick'] else html.escape(str(r['scale']))}</td></tr>"
+    )
+
+
 def write_index(out: str | Path, names: Sequence[str]) -> Path:
     """``out/index.html``: one row per experiment directory ``out/<name>`` with its verdicts and a link."""
     out = Path(out)
@@ -192,17 +203,17 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
     for name in names:
         try:
             r = read_results(out / name)
-        except CheckpointError:
-            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>not run</td></tr>")
+        except CheckpointError as e:
+            why = "not run" if not (out / name / "results.json").exists() else f"unreadable: {e}"
+            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>{html.escape(why)}</td></tr>")
             continue
-        counts = {v: sum(c["verdict"] == v for c in r["claims"]) for v in VERDICTS}
-        summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-        rows.append(
-            f"<tr><td><a href='{html.escape(name)}/report.html'>{html.escape(name)}</a></td>"
-            f"<td class='text'>{html.escape(r['section'])}</td><td class='text'>{html.escape(summary)}</td>"
-            f"<td>{r.get('training_cpu_minutes', 0):.1f}</td><td>{r['minutes']:.1f}</td>"
-            f"<td class='text'>{'quick' if r['quick'] else html.escape(r['scale'])}</td></tr>"
-        )
+        try:
+            rows.append(_index_row(name, r))
+        except (KeyError, TypeError, ValueError) as e:  # a file edited past its schema: said on its row
+            rows.append(
+                f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>results.json incomplete "
+                f"({html.escape(type(e).__name__)}: {html.escape(str(e)[:120])})</td></tr>"
+            )
     index = (
         "<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
         "<th>minutes of the last invocation</th><th>scale</th></tr>" + "".join(rows) + "</table>"
