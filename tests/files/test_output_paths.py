@@ -58,6 +58,8 @@ def test_a_directory_has_one_writer_and_a_failed_claim_leaves_nothing(tmp_path, 
         assert code == 2 and "being written by another" in err, err
         code, _, err = interp_run("align", "--model", busy, "--out", busy)
         assert code == 2 and "being written by another" in err, err
+        code, _, err = interp_run("build", "prefix_scan", "--automaton", "C3", "-T", "4", "--out", busy)
+        assert code == 2 and "being written by another" in err, err
     assert sorted(p.name for p in busy.iterdir()) == [".lock"]
     fresh = tmp_path / "fresh"
     with pytest.raises(RuntimeError):

@@ -74,7 +74,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             f"(leave it out for the default)"
         )
     comparison = comparison_for(args.task, dyck=parse_dyck_spec(args.dyck), length=args.length, ffl=args.ffl)
-    report = compare(comparison, Path(args.out), config, progress=progress_wanted())
+    from sandbox_lens.interp.files import claimed
+
+    with claimed(Path(args.out)):  # one writer per comparison directory (its twin, under twin/, has its own lock)
+        report = compare(comparison, Path(args.out), config, progress=progress_wanted())
     t = read_json(Path(args.out) / "metrics.json").get("twin_training") or {}
     if t.get("reached_target") is False:
         print(

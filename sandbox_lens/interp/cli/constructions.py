@@ -288,7 +288,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
                 f"the rotated {spec.name} is not exact in {args.dtype} (accuracy {check.accuracy:.6f} "
                 "on 200 samples); use --dtype float64 or a shorter --length"
             )
-    out = save_model(model, args.out)
+    from sandbox_lens.interp.files import claimed
+
+    with claimed(Path(args.out)):  # not into a directory another process (a training run) is writing
+        out = save_model(model, args.out)
     shape = spec.shape_summary()
     target = automaton.name if automaton is not None else "the flip-flop language"
     print(f"built {spec.name} for {target} (T ≤ {spec.max_length}, {args.dtype}) -> {out}")
