@@ -263,9 +263,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if config.freeze and not args.init_from:
         raise SandboxError("--freeze keeps weights copied by --init-from fixed; without --init-from there are none")
     if args.resume and single:
+        from sandbox_lens.interp.files import exclusive
         from sandbox_lens.interp.train import has_checkpoint
 
         if not has_checkpoint(out):
+            if out.is_dir():
+                with exclusive(out):  # a run just started there, not yet checkpointed: refused as in use, first
+                    pass
             raise SandboxError(f"--resume: {out} holds no checkpoint to continue; leave out --resume to start afresh")
     if args.workers is not None and single:
         raise SandboxError("--workers runs a sweep's seeds side by side; one run takes one process (give --seeds)")
