@@ -109,7 +109,7 @@ def parse_json(
             object_pairs_hook=object_pairs_hook,
         )
     except json.JSONDecodeError as e:
-        raise error(f"{source}: malformed JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        raise error(f"{source}: malformed JSON ({e.msg}; line {e.lineno}, column {e.colno})") from None
     except _TooLong as e:
         raise error(f"{source}: {e}, not {what}") from None
     except RecursionError:  # pragma: no cover - the depth bound comes first

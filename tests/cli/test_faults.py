@@ -170,7 +170,7 @@ def test_a_damaged_checkpoint_or_run_file_is_refused_not_trained_over(tmp_path):
     metrics.write_text(metrics.read_text()[:40])
     before = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
     r = finish([*TRAIN, "--seeds", "0-1", "--workers", "1", "--out", str(sweep)])
-    assert r.returncode == 2 and "not valid JSON" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "malformed JSON" in r.stderr and r.stderr.count("\n") == 1
     assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
 
 
