@@ -69,30 +69,15 @@ def check_output_path(path: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename: readers never see half a file. A ``path`` that
     is anything but absent or a regular file is refused first (:func:`check_writable`)."""
-    path = Path(path)
-    check_writable(path)
-    prefix, suffix = _temporary_affixes(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write_all([(Path(path), data)])
 
 
 def atomic_write_all(items: list[tuple[Path, bytes]]) -> None:
     """Write several files as one unit: every temporary is written and flushed before the first rename, so a failure
     while writing (a full disk) replaces none of them, and the renames, which need no space, follow in order."""
+    items = [(Path(path), data) for path, data in items]
     for path, _ in items:
-        check_writable(Path(path))
+        check_writable(path)
     written: list[tuple[str, Path]] = []
     umask = os.umask(0)
     os.umask(umask)
@@ -101,7 +86,7 @@ def atomic_write_all(items: list[tuple[Path, bytes]]) -> None:
             prefix, suffix = _temporary_affixes(path)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
             written.append((tmp, path))
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

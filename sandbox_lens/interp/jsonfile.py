@@ -17,15 +17,25 @@ config) goes through :func:`parse_json` or :func:`read_json`:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.errors import FileFormatError
+from sandbox_lens.interp.errors import FileFormatError, SandboxError
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NUMBER_CHARS", "parse_json", "read_json", "inside", "check_schema"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NUMBER_CHARS",
+    "parse_json",
+    "read_json",
+    "inside",
+    "check_schema",
+    "beyond_schema",
+]
 
 #: the largest JSON file read whole: far above any real one (a cascade with 10^4 states is ~2 MiB)
 MAX_BYTES = 64 * 2**20
@@ -151,3 +161,16 @@ def inside(directory: str | Path, name: Any, source: str, error: type[Exception]
     if Path(name).is_absolute() or (target != base and base not in target.parents):
         raise error(f"{source}: {_short(name)!r} leads out of {directory}; files it names must lie inside it")
     return target
+
+
+@contextlib.contextmanager
+def beyond_schema(source: str | Path, what: str, error: type[Exception] = FileFormatError) -> Iterator[None]:
+    """For code that reads a file deeper than its schema checks (a report rendered from it): a field of the wrong
+    shape there (a ``KeyError``, ``TypeError``, ``ValueError``, ``IndexError`` or ``AttributeError``) is one ``error``
+    saying ``source`` does not hold a complete ``what``, not a traceback. The project's own refusals pass through."""
+    try:
+        yield
+    except SandboxError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise error(f"{source} does not hold a complete {what} ({type(e).__name__}: {str(e)[:120]})") from None

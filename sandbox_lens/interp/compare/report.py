@@ -21,7 +21,7 @@ from sandbox_lens.interp.compare.report_causal import causal_section, population
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
-from sandbox_lens.interp.jsonfile import inside, read_json
+from sandbox_lens.interp.jsonfile import beyond_schema, inside, read_json
 from sandbox_lens.interp.viz import circuitsvis_heads, heatmap_png, png_data_uri
 
 __all__ = ["write_report", "read_results", "conclusions"]
@@ -508,13 +508,8 @@ def write_report(out: str | Path) -> Path:
     """Render ``out/report.html`` from ``out/metrics.json`` and ``out/patterns.npz``; returns its path."""
     out = Path(out)
     metrics, patterns = read_results(out)
-    try:
+    with beyond_schema(out / "metrics.json", "comparison", CheckpointError):
         page_html = _page(metrics, patterns)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        # the schema checks what is read first; a file edited deeper than that is refused in one line too
-        raise CheckpointError(
-            f"{out / 'metrics.json'} does not hold a complete comparison ({type(e).__name__}: {str(e)[:120]})"
-        ) from None
     path = out / "report.html"
     atomic_write(path, page_html.encode())
     return path

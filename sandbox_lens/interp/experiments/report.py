@@ -14,7 +14,7 @@ from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
-from sandbox_lens.interp.jsonfile import read_json
+from sandbox_lens.interp.jsonfile import beyond_schema, read_json
 from sandbox_lens.interp.viz import png_data_uri
 
 __all__ = ["write_report", "write_index", "read_results", "RESULTS_SCHEMA"]
@@ -127,12 +127,8 @@ def write_report(out: str | Path) -> Path:
     deeper than its schema checks (a field of the wrong shape) is one line, not a traceback."""
     out = Path(out)
     r = read_results(out)
-    try:
+    with beyond_schema(out / "results.json", "experiment", CheckpointError):
         return _write_report(out, r)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        raise CheckpointError(
-            f"{out / 'results.json'} does not hold a complete experiment ({type(e).__name__}: {str(e)[:120]})"
-        ) from None
 
 
 def _write_report(out: Path, r: dict[str, Any]) -> Path:
