@@ -23,18 +23,19 @@ __all__ = [
     "read_text_limited",
     "write_json",
     "jsonable",
-    "MAX_TEXT_BYTES",
     "exclusive",
     "claimed",
     "InUseError",
     "LOCK_NAME",
+    "MAX_READ_BYTES",
 ]
 
 #: the file in an output directory whose lock says a process is writing there
 LOCK_NAME = ".lock"
 
-#: the largest JSON or text input read whole (automaton and cascade files, cards): far above any real one
-MAX_TEXT_BYTES = 16 * 2**20
+#: The one bound on the size of every file read back (automata, cascades, cards, checkpoints' headers, metrics,
+#: results, circuit files): far above any real one (a 16-block scan's complete circuit graph is about 60 kB).
+MAX_READ_BYTES = 64 * 2**20
 
 
 def _temporary_affixes(path: Path) -> tuple[str, str]:
@@ -101,22 +102,21 @@ def atomic_write_all(items: list[tuple[Path, bytes]]) -> None:
                 os.unlink(tmp)
 
 
-def remove_torn_writes(path: Path, older_than: float = 0.0) -> None:
+def remove_torn_writes(path: Path) -> None:
     """Delete the temporary files of :func:`atomic_write` calls on ``path`` that a SIGKILL cut short
-    (``path`` itself is whole: the rename never happened). A writer that owns ``path`` removes them all; one that
-    does not hold a lock passes ``older_than`` (seconds), so that a write in progress elsewhere is left alone."""
-    import time
-
+    (``path`` itself is whole: the rename never happened). Only a writer that holds ``path``'s directory
+    (:func:`exclusive`) calls this: a write in progress elsewhere cannot be one of them."""
     prefix, suffix = _temporary_affixes(path)
     for torn in path.parent.glob(f"{glob_escape(prefix)}*{suffix}"):
         with contextlib.suppress(FileNotFoundError):
-            if older_than <= 0 or time.time() - torn.stat().st_mtime > older_than:
-                torn.unlink(missing_ok=True)
+            torn.unlink(missing_ok=True)
 
 
-def read_text_limited(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of ``path``, refusing (ValueError) a file longer than ``limit`` bytes before
-    reading more than that (``/dev/zero`` included). OSError and UnicodeDecodeError pass through."""
+def read_text_limited(path: Path, limit: int | None = None) -> str:
+    """The UTF-8 text of ``path``, refusing (ValueError) a file longer than ``limit`` bytes (default
+    :data:`MAX_READ_BYTES`) before reading more than that (``/dev/zero`` included). OSError and UnicodeDecodeError
+    pass through."""
+    limit = MAX_READ_BYTES if limit is None else limit
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:

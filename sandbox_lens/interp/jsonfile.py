@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import FileFormatError, SandboxError
+from sandbox_lens.interp.files import MAX_READ_BYTES
 
 __all__ = [
     "MAX_BYTES",
@@ -37,8 +38,8 @@ __all__ = [
     "beyond_schema",
 ]
 
-#: the largest JSON file read whole: far above any real one (a cascade with 10^4 states is ~2 MiB)
-MAX_BYTES = 64 * 2**20
+#: the largest JSON file read whole (the one bound of files.MAX_READ_BYTES; a cascade with 10^4 states is ~2 MiB)
+MAX_BYTES = MAX_READ_BYTES
 #: the deepest nesting any format has is 6; 64 leaves room and keeps the parser's recursion shallow
 MAX_DEPTH = 64
 #: a number's text: a float64 needs 24 characters, an index or a seed 20

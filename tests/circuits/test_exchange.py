@@ -160,13 +160,13 @@ def test_bad_circuit_files_are_one_line_and_write_nothing(tmp_path, interp_run, 
 
 
 def test_oversized_and_missing_files_are_refused(tmp_path, monkeypatch):
-    import sandbox_lens.interp.circuits.exchange as exchange
+    import sandbox_lens.interp.jsonfile as jsonfile
 
     graph = ground_truth(NEGATIVE_FAMILIES["ffl+negatives"]()).graph
     big = tmp_path / "big.json"
     big.write_text('{"edges": {}}' + " " * 100)
-    monkeypatch.setattr(exchange, "MAX_BYTES", 64)
-    with pytest.raises(CircuitFileError, match="are read up to"):
+    monkeypatch.setattr(jsonfile, "MAX_BYTES", 64)  # the one bound on every file read back
+    with pytest.raises(CircuitFileError, match="too large to be a circuit file"):
         read_circuit(big, graph)
     with pytest.raises(CircuitFileError, match="no circuit file"):
         read_circuit(tmp_path / "none.json", graph)

@@ -142,3 +142,50 @@ def test_work_that_passed_the_budget_shows_a_bar_with_an_eta(capsys, monkeypatch
     assert verify(model, samples=40, exhaustive_upto=2, progress=True).accuracy == 1.0
     err = capsys.readouterr().err
     assert "verify modular_counter" in err and "/11 [" in err  # 1 exhaustive set + 10 sampled chunks, with an ETA
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory):
+    """Two C3 twins of a few steps, as a sweep directory (and one of them as a single run)."""
+    from sandbox_lens.interp.cli import main
+
+    root = tmp_path_factory.mktemp("budget")
+    argv = ["train", "automaton", "--automaton", "C3", "--length", "6", "--steps", "20", "--seeds", "0-1"]
+    assert main([*argv, "--out", str(root / "sweep")]) == 0
+    return root / "sweep"
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["align", "--run", "{sweep}/seed_0", "--das-steps", "100000"], "aligning 1 variable(s) on 6 model(s)"),
+        (
+            ["compare", "C3", "--length", "6", "--trained", "{sweep}/seed_0", "--mask-steps", "100000"],
+            "the comparison (100000 head-mask steps × 3 sparsities",
+        ),
+        (["population", "{sweep}", "--causal-pairs", "16", "--das-steps", "100000"], "aligning the population's"),
+    ],
+)
+def test_long_optimisations_are_estimated_before_they_start(
+    small_sweep, tmp_path, interp_run, monkeypatch, argv, message
+):
+    """Steps × pairs × sites: the forward pass is timed on this machine and the whole estimated before any of
+    it runs; past the budget (here 36 s), one line naming the options that lower it, and no result written."""
+    monkeypatch.setenv("SANDBOX_LENS_MAX_HOURS", "0.01")
+    out = ["--out", str(tmp_path / ("o.json" if argv[0] == "population" else "o"))]
+    t0 = time.perf_counter()
+    code, _, err = interp_run(*[a.format(sweep=small_sweep) for a in argv], *out)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert "more than the 36 s allowed (SANDBOX_LENS_MAX_HOURS)" in err and "lowers it" in err, err
+    assert time.perf_counter() - t0 < 30
+    written = {p.name for p in tmp_path.rglob("*")} - {"o"}
+    assert not written & {"align.json", "metrics.json", "report.html", "o.json"}, written
+
+
+def test_an_algorithm_sweep_is_estimated_before_it_starts(small_sweep, tmp_path, interp_run, monkeypatch):
+    """`align --candidates`: sites × positions × pairs on the twin and its nulls, in time and in memory."""
+    monkeypatch.setenv("SANDBOX_LENS_MAX_HOURS", "0.001")
+    argv = ["align", "--run", small_sweep / "seed_0", "--candidates", "all", "--pairs", "20000"]
+    code, _, err = interp_run(*argv, "--out", tmp_path / "o")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "sweeping" in err and "--pairs lowers it" in err, err
+    assert not (tmp_path / "o" / "align.json").exists()

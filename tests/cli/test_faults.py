@@ -223,6 +223,39 @@ def test_a_full_disk_while_a_checkpoint_or_a_report_is_written_loses_nothing(tmp
     assert not list(experiment.glob(".report.html.*"))
 
 
+def test_a_rebuild_that_runs_out_of_room_keeps_the_old_model_verifying(tmp_path):
+    """A real write failure, not a patched one: the rebuild runs with a 4 KiB file-size limit (RLIMIT_FSIZE, the
+    kernel's EFBIG as a full disk's ENOSPC), so the new weights cannot be written. One line, exit 2, and the old
+    model is byte for byte what it was and still verifies."""
+    import resource
+
+    model = tmp_path / "m"
+    built = finish(["build", "modular_counter", "--automaton", "C3", "-T", "8", "--out", str(model)])
+    assert built.returncode == 0, built.stderr
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.name != ".lock"}
+    assert max(len(b) for b in before.values()) > 4096  # the limit bites on the weights
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["build", "modular_counter", "--automaton", "C5", "-T", "8", "--out", str(model)]
+    p = subprocess.run(
+        [sys.executable, "-m", "sandbox_lens.interp", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        preexec_fn=small_files,
+        timeout=300,
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "File too large" in p.stderr, p.stderr
+    assert {q.name: q.read_bytes() for q in model.iterdir() if q.name != ".lock"} == before
+    checked = finish(["verify", "--model", str(model)])
+    assert checked.returncode == 0 and "C3" in checked.stdout + checked.stderr, checked.stderr
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):

@@ -348,3 +348,36 @@ def test_hostile_strings_in_metrics_never_reach_the_page_as_markup(dyck_report, 
     metrics["latents"] = [name + HOSTILE for name in metrics["latents"]]
     (copy / "metrics.json").write_text(json.dumps(metrics))
     assert main(["report", str(copy)]) == 2
+
+
+def test_hostile_strings_in_a_population_section_are_text(dyck_report, tmp_path):
+    """The population section (``compare --population``) rebuilt from a metrics.json whose directory, cell,
+    variable, verdict, rule and hook names are markup: every one shown as text."""
+    import json
+    import shutil
+
+    report, _ = dyck_report
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(report.parent / "patterns.npz", copy / "patterns.npz")
+    metrics = json.loads((report.parent / "metrics.json").read_text())
+    estimate = {"value": 0.5, "interval": [0.4, 0.6], "n": 3, "unit": "seeds", "method": HOSTILE, "values": []}
+    summary = {
+        "das_iia": estimate,
+        "null_das_iia": estimate,
+        "median_first_block": estimate,
+        "construction_median_first_block": HOSTILE,
+        "das_hooks": {"blocks.1.hook_resid_post" + HOSTILE: 3},
+        "das_k": [2, HOSTILE],
+        "implements": {"seeds": 2, "of": 3, "interval": [0.2, 0.9]},
+        "verdict": {"verdict": HOSTILE, "rule": HOSTILE},
+    }
+    metrics["causal_population"] = {
+        "directory": "/runs/" + HOSTILE,
+        "cells": {"cell" + HOSTILE: {"variables": {"depth" + HOSTILE: {"summary": summary}}}},
+    }
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    assert main(["report", str(copy)]) == 0
+    page = (copy / "report.html").read_text()
+    assert "Causal alignment of a population" in page and "&lt;/script&gt;&lt;script&gt;" in page
+    assert "<script>document" not in page and "<img src=x" not in page

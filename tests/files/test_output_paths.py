@@ -42,6 +42,24 @@ def test_an_out_that_is_a_link_or_a_device_is_refused_before_any_work(odd, inter
     check_output_path(odd / "absent")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="needs /dev/null")
+def test_an_out_at_a_device_node_is_refused_and_the_device_kept(tmp_path, interp_run):
+    """The null device as a directory (build, circuit) or as a file (evaluate, population): one line, and it is
+    still a character device afterwards (as root an atomic rename would have replaced it with a file)."""
+    import stat
+
+    code, _, err = interp_run("build", "prefix_scan", "--automaton", "parity", "-T", "4", "--out", tmp_path / "m")
+    assert code == 0, err
+    for argv in (
+        ["build", "prefix_scan", "--automaton", "parity", "-T", "4"],
+        ["circuit", "prefix_scan", "--automaton", "C3", "-T", "4"],
+        ["evaluate", "--model", tmp_path / "m"],
+    ):
+        code, _, err = interp_run(*argv, "--out", "/dev/null")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "/dev/null" in err, (argv, err)
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
 def test_a_planted_lock_link_is_refused_not_truncated(odd):
     (odd / "dir" / ".lock").symlink_to(odd / "target")
     with pytest.raises(OutputPathError, match="symbolic link"):
@@ -59,6 +77,10 @@ def test_a_directory_has_one_writer_and_a_failed_claim_leaves_nothing(tmp_path, 
         code, _, err = interp_run("align", "--model", busy, "--out", busy)
         assert code == 2 and "being written by another" in err, err
         code, _, err = interp_run("build", "prefix_scan", "--automaton", "C3", "-T", "4", "--out", busy)
+        assert code == 2 and "being written by another" in err, err
+        code, _, err = interp_run("report", busy)  # a comparison still writing there
+        assert code == 2 and "being written by another" in err, err
+        code, _, err = interp_run("demo", "--out", busy)
         assert code == 2 and "being written by another" in err, err
     assert sorted(p.name for p in busy.iterdir()) == [".lock"]
     fresh = tmp_path / "fresh"
@@ -86,12 +108,13 @@ def test_a_sweep_is_refused_in_a_single_runs_directory(tmp_path, interp_run):
 
 def test_a_report_cut_short_leaves_no_temporary_after_the_next_run(tmp_path, interp_run):
     """A report killed while it was written leaves `.report.html.*.tmp` (1.5 MB with circuitsvis); the next
-    `interp report` removes it when it is over ten minutes old (a younger one may be a report in progress)."""
+    `interp report` holds the directory's lock (a report or comparison in progress there refuses it), so every
+    such temporary is torn and removed, old or new."""
     stale, fresh = tmp_path / ".report.html.x1y2.tmp", tmp_path / ".report.html.z3.tmp"
     stale.write_bytes(b"half a page")
-    fresh.write_bytes(b"being written")
+    fresh.write_bytes(b"also cut short")
     os.utime(stale, (0, 0))
     (tmp_path / "metrics.json").write_text("{}")
     code, _, err = interp_run("report", tmp_path)
     assert code == 2 and "example" in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, "metrics.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "metrics.json"]

@@ -58,6 +58,7 @@ from sandbox_lens.interp.errors import SandboxError
 
 __all__ = [
     "align",
+    "align_seconds",
     "high_level_of",
     "null_of",
     "nulls_of",
@@ -127,6 +128,7 @@ def align(
         warnings.warn(
             f"DAS dimensions {wide} exceed the residual width {model.cfg.d_model}; searched {ks} only", stacklevel=2
         )
+    _require_time(model, splits, len(names), 1 + len(nulls) + len(constructions or {}), len(ks), das_steps)
     out: dict[str, Any] = {
         "task_kind": model.card.task_kind.name,
         "high_level_model": mode,
@@ -150,6 +152,34 @@ def align(
         }
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+def align_seconds(model: Any, pairs: int, length: int, variables: int, models: int, ks: int, das_steps: int) -> float:
+    """Estimated seconds of :func:`align` on ``model``: per variable and per model searched (the twin, each null,
+    each construction), full swaps at every residual hook and position on two splits of ``pairs``, and DAS's
+    fits (every hook at the widest k, then each other of the ``ks`` dimensions) of ``das_steps`` steps of 64
+    pairs, a step costing about three forward passes. The forward pass is timed on this machine
+    (:func:`~sandbox_lens.interp.model.run.forward_seconds`); measured on a C3 twin, 96 s estimated for 101 s."""
+    from sandbox_lens.interp.model.run import forward_seconds
+
+    hooks = 2 * model.cfg.n_layers + 1
+    per_batch = forward_seconds(model, 64, length + len(model.card.io.prefix))
+    swaps = hooks * length * 2 * -(-pairs // 64) * 2 * per_batch
+    das = (hooks + ks - 1) * das_steps * 3 * per_batch
+    return variables * models * (swaps + das)
+
+
+def _require_time(model: Any, splits: PairSplits, variables: int, models: int, ks: int, das_steps: int) -> None:
+    """Refuse, before any work, an alignment whose :func:`align_seconds` passes the budget (one line naming the
+    options that lower it)."""
+    from sandbox_lens.interp.budget import require
+
+    pairs = max(len(splits.select[0]), len(splits.test[0]))
+    require(
+        f"aligning {variables} variable(s) on {models} model(s) ({das_steps} DAS steps, {pairs} pairs per split)",
+        seconds=align_seconds(model, pairs, int(splits.test[0].shape[1]), variables, models, ks, das_steps),
+        lower="--das-steps, --pairs, --k or --variable",
+    )
 
 
 def _variable(

@@ -11,6 +11,7 @@ subspace of the same k.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,14 @@ def das(
     batch: int = 64,
     seed: int = 0,
     variable: str | None = None,
+    tick: Callable[[int], Any] | None = None,
 ) -> tuple[np.ndarray, list[dict]]:
     """The learned basis ``[d, k]`` of ``hook`` for ``high``'s ``variable`` (trained on the given pairs) and the
     loss trace. At one ``position``, or — ``position`` None — one subspace shared by every position, trained on
     (pair, position) examples drawn from all positions whose outputs the variable reaches (for a variable
     that changes few outputs at any one position, e.g. the Dyck depth). The loss is taken over the task's
-    readout classes only (a Dyck model's closing brackets, a flip-flop model's bits)."""
+    readout classes only (a Dyck model's closing brackets, a flip-flop model's bits). ``tick(n)`` is called as
+    steps are done (a progress bar's ``update``; every step is counted, also when nothing is left to learn)."""
     d = model.cfg.d_model
     if not 1 <= k <= d:
         raise ValueError(f"DAS needs 1 ≤ k ≤ d_model = {d}, got {k}")
@@ -53,7 +56,7 @@ def das(
         p.requires_grad_(False)
     try:
         return _train(
-            model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch, seed, d
+            model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch, seed, d, tick
         )
     finally:
         for p, flag in frozen:  # the model is the caller's: leave it as it was
@@ -156,7 +159,7 @@ def boundless_das(
     return basis, trace
 
 
-def _train(model, high, hook, k, base, source, positions, labels, scored, steps, lr, batch, seed, d):
+def _train(model, high, hook, k, base, source, positions, labels, scored, steps, lr, batch, seed, d, tick=None):
     """Adam on the orthogonal map's parameters over the (pair, position) examples, in a fixed seeded order."""
     import torch
 
@@ -169,6 +172,8 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
         torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
         rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(k, d, bias=False)).to(device_of(model))
         if not len(base):  # the variable reaches no output on these pairs: nothing to learn
+            if tick is not None:
+                tick(steps)
             return to_numpy(rotation.weight.double()), trace
         opt = torch.optim.Adam(rotation.parameters(), lr=lr)
         order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(base))
@@ -197,6 +202,8 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
             opt.step()
             if step % max(1, steps // 10) == 0 or step == steps - 1:
                 trace.append({"step": step, "loss": float(loss.detach())})
+            if tick is not None:
+                tick(1)
         basis = to_numpy(rotation.weight.double())
     return basis, trace
 

@@ -111,6 +111,23 @@ def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[
     return resolve(candidates, kind.name, kind.source(model.card.task), pair_length(model))
 
 
+def _require_sweeps(model: Any, models: int, sites: int, T: int, pairs: int) -> None:
+    """Refuse, before any work, sweeps whose estimated time or memory pass the budget (one line naming the options
+    that lower them): per model and split, a full swap at every site and position of every pair (rows of 64
+    pairs, each a forward pass timed on this machine), and their answers kept ``[site, position, pair, output]``
+    (int64) for every model and split."""
+    from sandbox_lens.interp.budget import require
+    from sandbox_lens.interp.model.run import forward_seconds
+
+    per_batch = forward_seconds(model, 64, T + len(model.card.io.prefix))
+    require(
+        f"sweeping {sites} sites × {T} positions × {pairs} pairs per split on {models} model(s)",
+        seconds=models * 2 * sites * T * -(-pairs // 64) * per_batch,
+        memory=models * 2 * sites * T * pairs * T * 8.0,
+        lower="--pairs",
+    )
+
+
 def identify(
     model: Any,
     candidates: str | Sequence[str] = "all",
@@ -142,6 +159,7 @@ def identify(
         split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables} for split in ("select", "test")
     }
     models = [model, *nulls]
+    _require_sweeps(model, len(models), len(hooks), T, len(splits.test[0]))
     answers = {split: base_high.answers(getattr(splits, split)[0]) for split in ("select", "test")}
     partitions = _partitions(base_high, splits.test[0])
     bar = progress_bar(total=len(models) * 2, disable=not progress, desc="algorithm sweep", unit="sweep")

@@ -10,7 +10,7 @@ pairs (:func:`choose`, :func:`~sandbox_lens.interp.causal.evidence.stability`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +51,9 @@ def _fit(
     seed: int,
     variable: str,
     activations: dict[str, dict[str, Any]],
+    tick: Callable[[int], Any] | None = None,
 ) -> Fit:
-    basis, trace = das(model, high, hook, None, k, *splits.fit, steps=steps, seed=seed, variable=variable)
+    basis, trace = das(model, high, hook, None, k, *splits.fit, steps=steps, seed=seed, variable=variable, tick=tick)
     counts = {
         name: site_counts(model, high, Site(hook, 0, basis), *getattr(splits, name), variable, activations[name])
         for name in ("select", "test")
@@ -97,15 +98,16 @@ def das_search(
     activations = {
         name: source_activations(model, getattr(splits, name)[1], list(hooks)) for name in ("select", "test")
     }
-    bar = progress_bar(total=len(hooks) + len(ks) - 1, disable=not progress, desc=f"{desc} ({variable})", unit="fit")
+    # counted in optimiser steps, so that a long fit shows its rate and ETA from its first seconds
+    bar = progress_bar(
+        total=(len(hooks) + len(ks) - 1) * steps, disable=not progress, desc=f"{desc} ({variable})", unit="step"
+    )
     fits = []
     for hook in hooks:
-        fits.append(_fit(model, high, hook, k_max, splits, steps, seed, variable, activations))
-        bar.update(1)
+        fits.append(_fit(model, high, hook, k_max, splits, steps, seed, variable, activations, bar.update))
     best = fits[choose([(f.hook, f.k, f.select.rate) for f in fits], k_max)].hook
     for k in ks[:-1]:
-        fits.append(_fit(model, high, best, k, splits, steps, seed, variable, activations))
-        bar.update(1)
+        fits.append(_fit(model, high, best, k, splits, steps, seed, variable, activations, bar.update))
     bar.close()
     return fits
 

@@ -20,7 +20,7 @@ Three formats, each a JSON file:
   a head's inputs, ``A{l}.{h}`` its output, ``MLP {l}``, ``Resid End`` the logits); the circuit is the
   edges with a score (or, given ``in_graph``, those marked).
 
-:func:`read_circuit` detects the format, refuses files over :data:`MAX_BYTES`, malformed JSON and
+:func:`read_circuit` detects the format, refuses files over :data:`~sandbox_lens.interp.files.MAX_READ_BYTES`, malformed JSON and
 unknown node or edge names (one line each) and returns per-edge scores and membership in this
 project's graph order.
 """
@@ -41,7 +41,6 @@ from sandbox_lens.interp.jsonfile import check_schema, read_json
 __all__ = [
     "SCHEMA",
     "FORMATS",
-    "MAX_BYTES",
     "SIGNS",
     "CircuitFileError",
     "to_sandbox_lens",
@@ -58,8 +57,6 @@ FORMATS = ("sandbox-lens", "eap-ig", "auto-circuit")
 #: How an EAP-IG file's scores are signed: ``loss`` (EAP-IG's loss=True, MIB's default: positive = important) or
 #: ``metric`` (loss=False: negative = important).
 SIGNS = ("loss", "metric")
-#: The largest circuit file read (a 16-block scan's complete graph is about 60 kB).
-MAX_BYTES = 64 << 20
 FORMAT_NAME = "sandbox-lens/circuit"
 
 #: JSON Schema of the ``sandbox-lens`` format.
@@ -265,9 +262,6 @@ def read_circuit(path: str | Path, graph: Graph, sign: str | None = None) -> Cir
     path = Path(path)
     if not path.is_file():
         raise CircuitFileError(f"no circuit file at {path}")
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise CircuitFileError(f"{path} is {size / 2**20:.0f} MiB; circuit files are read up to {MAX_BYTES >> 20} MiB")
     data = read_json(path, error=CircuitFileError, what="a circuit file")
     if not isinstance(data, dict) or not isinstance(data.get("edges"), dict):
         raise CircuitFileError(

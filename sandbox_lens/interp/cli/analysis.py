@@ -142,19 +142,24 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.compare.report import write_report
-    from sandbox_lens.interp.files import remove_torn_writes
+    from sandbox_lens.interp.files import claimed, remove_torn_writes
 
     directory = Path(args.directory)
     if not directory.is_dir():
         raise SandboxError(f"no comparison in {directory} (not a directory; run `interp compare` first)")
-    remove_torn_writes(directory / "report.html", older_than=600)  # a report a kill cut short (not one in progress)
-    print(f"report: {write_report(directory)}")
+    # one writer: a comparison still writing there (or another report) is refused at once; holding the lock,
+    # every temporary a killed report left is torn and removed
+    with claimed(directory, "the comparison directory"):
+        remove_torn_writes(directory / "report.html")
+        print(f"report: {write_report(directory)}")
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.demo import run_demo
+    from sandbox_lens.interp.files import claimed
 
-    path = run_demo(Path(args.out), samples=args.samples)
+    with claimed(Path(args.out)):  # one writer per directory, as every other command that writes one
+        path = run_demo(Path(args.out), samples=args.samples)
     print(f"report: {path}")
     return 0

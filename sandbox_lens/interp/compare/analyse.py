@@ -42,6 +42,7 @@ from sandbox_lens.interp.compare.automaton import AutomatonComparison
 from sandbox_lens.interp.compare.canonical import canonical, square
 from sandbox_lens.interp.compare.config import CompareConfig
 from sandbox_lens.interp.compare.dyck import DyckComparison
+from sandbox_lens.interp.compare.estimate import require_time
 from sandbox_lens.interp.compare.ffl import FFLComparison
 from sandbox_lens.interp.compare.names import PATTERNS_FILE, TWIN, head_name
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
@@ -282,6 +283,7 @@ def compare(
     models[TWIN] = twin
     eval_words = comparison.words(samples, seed)
     example_words = comparison.words(examples, seed + 1)
+    require_time(comparison, models, c, seed, population_cells)
 
     metrics: dict[str, Any] = {
         "task": comparison.title,

@@ -31,7 +31,13 @@ import numpy as np
 
 from sandbox_lens.interp.compare.analyse import attention_scores, comparison_of_task
 from sandbox_lens.interp.compare.names import head_name
-from sandbox_lens.interp.compare.sweeps import SHARE, causal_population, population_verdict, run_directories
+from sandbox_lens.interp.compare.sweeps import (
+    SHARE,
+    causal_population,
+    causal_population_seconds,
+    population_verdict,
+    run_directories,
+)
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.model.run import attention_patterns, live_heads
 from sandbox_lens.interp.train import load_trained
@@ -128,6 +134,14 @@ def population(
 ) -> dict[str, Any]:
     """The population analyses of every cell of a sweep directory (see the module docstring)."""
     cells = run_directories(directory)
+    if causal_pairs:  # estimated before any work
+        from sandbox_lens.interp.budget import require
+
+        require(
+            f"aligning the population's twins ({causal_pairs} pairs per split, {das_steps} DAS steps)",
+            seconds=causal_population_seconds(cells, causal_pairs, das_steps, ks),
+            lower="--das-steps or --causal-pairs",
+        )
     result = {
         "directory": str(directory),
         "samples": samples,

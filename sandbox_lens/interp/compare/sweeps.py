@@ -14,7 +14,14 @@ import numpy as np
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.train import load_trained
 
-__all__ = ["run_directories", "population_runs", "causal_population", "population_verdict", "SHARE"]
+__all__ = [
+    "causal_population_seconds",
+    "run_directories",
+    "population_runs",
+    "causal_population",
+    "population_verdict",
+    "SHARE",
+]
 
 #: The share of seeds that must implement a variable (the Wilson interval's lower bound must exceed it).
 SHARE = 0.5
@@ -53,6 +60,23 @@ def population_runs(task: Any, directory: str | Path) -> dict[str, list[Path]]:
                 f"requested task ({task.name})"
             )
     return cells
+
+
+def causal_population_seconds(cells: dict[Any, Sequence[Path]], pairs: int, das_steps: int, ks: Sequence[int]) -> float:
+    """Estimated seconds of :func:`causal_population` over every cell: each transformer twin (and the exact
+    construction beside it) aligned as :func:`~sandbox_lens.interp.causal.align.align_seconds` estimates, the
+    nulls searched once per cell (they are shared), timed on the cell's first twin."""
+    from sandbox_lens.interp.causal.align import NULLS, align_seconds, high_level_of
+    from sandbox_lens.interp.causal.interchange import pair_length
+
+    seconds = 0.0
+    for runs in cells.values():
+        twins = [m for m in map(load_trained, runs) if m.card.options.get("arch", "transformer") == "transformer"]
+        if twins:
+            first, variables = twins[0], len(high_level_of(twins[0]).variables)
+            models = 2 * len(twins) + NULLS
+            seconds += align_seconds(first, pairs, pair_length(first), variables, models, len(ks), das_steps)
+    return seconds
 
 
 def causal_population(

@@ -28,6 +28,7 @@ __all__ = [
     "Head",
     "BATCH_BYTES",
     "require_hooked",
+    "forward_seconds",
 ]
 
 Head = tuple[int, int]  # (layer, head)
@@ -146,6 +147,28 @@ def predict(
     for start, lg in logits(model, tokens, batch_size, progress, forward):
         out[start : start + len(lg)] = lg[:, P:, :].argmax(-1).cpu().numpy()
     return out
+
+
+def forward_seconds(model, batch: int, length: int, repeats: int = 3) -> float:
+    """Measured seconds of one forward pass of ``batch`` token sequences of ``length`` tokens (at most the model's
+    context) on ``model``'s device: the median of ``repeats`` after a warm-up. For estimating work whose size an
+    option sets (:func:`sandbox_lens.interp.budget.require`) on the machine it will run on; takes milliseconds
+    on the models this project trains."""
+    import time
+
+    import torch
+
+    n = int(max(1, min(length, model.cfg.n_ctx)))
+    tokens = on(model, torch.zeros((int(max(1, batch)), n), dtype=torch.long))
+    times = []
+    with exact_precision():
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            model(tokens, return_type="logits")
+            if tokens.is_cuda:  # kernels run asynchronously: wait for them
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    return float(np.median(times[1:]))
 
 
 def require_hooked(model, what: str) -> None:
