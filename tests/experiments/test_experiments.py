@@ -200,7 +200,7 @@ def test_the_index_links_every_experiment(parity, tmp_path):
     (tmp_path / "ffl-glitches" / "results.json").write_text(json.dumps(dict(r, minutes="<b>soon</b>")))
     (tmp_path / "parity-ood" / "results.json").write_text("[" * 100 + "]" * 100)
     page = write_index(tmp_path, ["parity-ood", "ffl-glitches"]).read_text()
-    assert "unreadable" in page and "results.json incomplete" in page and "<b>soon" not in page
+    assert "unreadable" in page and "does not hold a complete results file" in page and "<b>soon" not in page
 
 
 def test_list_names_every_experiment(capsys):

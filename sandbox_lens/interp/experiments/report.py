@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.errors import CheckpointError
+from sandbox_lens.interp.errors import CheckpointError, FileFormatError
 from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
@@ -203,13 +203,11 @@ def write_index(out: str | Path, names: Sequence[str]) -> Path:
             why = "not run" if not (out / name / "results.json").exists() else f"unreadable: {e}"
             rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>{html.escape(why)}</td></tr>")
             continue
-        try:
-            rows.append(_index_row(name, r))
-        except (KeyError, TypeError, ValueError) as e:  # a file edited past its schema: said on its row
-            rows.append(
-                f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>results.json incomplete "
-                f"({html.escape(type(e).__name__)}: {html.escape(str(e)[:120])})</td></tr>"
-            )
+        try:  # a file edited past its schema is said on its row (the same wrap as every report's)
+            with beyond_schema(out / name / "results.json", "results file"):
+                rows.append(_index_row(name, r))
+        except FileFormatError as e:
+            rows.append(f"<tr><td>{html.escape(name)}</td><td colspan='5' class='text'>{html.escape(str(e))}</td></tr>")
     index = (
         "<table><tr><th>experiment</th><th>thesis</th><th>claims</th><th>training CPU-minutes (all runs)</th>"
         "<th>minutes of the last invocation</th><th>scale</th></tr>" + "".join(rows) + "</table>"
