@@ -275,7 +275,7 @@ def hostile(tmp_path):
     "argv, message",
     [
         (["verify", "prefix_scan", "--automaton-file", "{d}/deep.json", "-T", "8"], "nested more than 64 levels deep"),
-        (["verify", "prefix_scan", "--automaton-file", "/dev/zero", "-T", "8"], "larger than 16 MiB"),
+        (["verify", "prefix_scan", "--automaton-file", "/dev/zero", "-T", "8"], "larger than 64 MiB"),
         (
             ["train", "automaton", "--automaton", "parity", "--batch", "100000000", "--out", "{d}/t"],
             "argument --batch: must lie in 1..100,000",
