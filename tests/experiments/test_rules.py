@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox_lens.interp.experiments import EXPERIMENTS
-from sandbox_lens.interp.experiments.rules import VERDICTS, Rule, holm_family, rule_on
+from sandbox_lens.interp.experiments.rules import MIN_REPRODUCED, VERDICTS, Rule, holm_family, rule_on
 from sandbox_lens.interp.stats import Estimate
 
 
@@ -21,13 +21,17 @@ def _synthetic(rule: Rule) -> dict[str, Estimate]:
     s = 1.0 if rule.side == "above" else -1.0
     t, z = rule.threshold, rule.null
     gap = max(abs(t - z), 1.0)
-    at = lambda a, b: _est(min(a, b), max(a, b), max(rule.min_n, 2))  # noqa: E731
+    n = 1 if rule.min_n == 1 else max(rule.min_n, MIN_REPRODUCED)
+    at = lambda a, b: _est(min(a, b), max(a, b), n)  # noqa: E731
     out = {
         "reproduced": at(t + s * 0.1 * gap, t + s * 2 * gap),
         "not reproduced": at(t, t) if t == z else at(z + s * 0.1 * abs(t - z), t),
-        "opposite direction": at(z - s * 2 * gap, z - s * 0.1 * gap),
         "inconclusive": at(t - s * 0.5 * gap, t + s * 0.5 * gap),
     }
+    if t != z:
+        out["opposite direction"] = at(z - s * 2 * gap, z - s * 0.1 * gap)
+    else:  # a size or an exactness check: far on the wrong side is "not reproduced", as its rule's text says
+        out["not reproduced"] = at(z - s * 2 * gap, z - s * 0.1 * gap)
     few = Estimate(t + s * gap, None if rule.min_n > 1 else (t + s * gap, t + s * gap), rule.min_n - 1)
     out["not tested"] = few
     return out
@@ -53,6 +57,21 @@ def test_every_outcome_of_every_rule_is_reachable(name, key, rule):
         assert got["verdict"] == expected, (expected, got)
         assert got["rule"] == rule.text() and got["estimate"]["n"] == estimate.n
     assert rule_on(rule, _synthetic(rule)["reproduced"], floor="the twins did not learn")["verdict"] == "not tested"
+
+
+@pytest.mark.parametrize("name,key,rule", RULES, ids=[f"{n}:{k}" for n, k, _ in RULES])
+def test_a_reproduction_on_fewer_than_five_seeds_is_inconclusive(name, key, rule):
+    """The same interval beyond the threshold: 'reproduced' on five units, 'inconclusive' on four (a deterministic
+    check, one evaluation, is exempt)."""
+    good = _synthetic(rule)["reproduced"]
+    if rule.min_n == 1:
+        assert rule_on(rule, good)["verdict"] == "reproduced"
+        return
+    few = Estimate(good.value, good.interval, MIN_REPRODUCED - 1)
+    if few.n >= rule.min_n:
+        got = rule_on(rule, few)
+        assert got["verdict"] == "inconclusive" and f"needs ≥ {MIN_REPRODUCED}" in got["why"], got
+    assert rule_on(rule, Estimate(good.value, good.interval, MIN_REPRODUCED))["verdict"] == "reproduced"
 
 
 @pytest.mark.parametrize("name,key,rule", RULES, ids=[f"{n}:{k}" for n, k, _ in RULES])

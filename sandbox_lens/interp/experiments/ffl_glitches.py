@@ -18,7 +18,7 @@ import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
-from sandbox_lens.interp.stats import Estimate, difference_interval, estimate, poisson_interval
+from sandbox_lens.interp.stats import Estimate, difference, estimate, poisson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
@@ -227,9 +227,9 @@ RULES = {
     "dense": Rule(
         "FFL(0.1) read-error rate − FFL(0.8) read-error rate, per learned twin (errors per read)", "above", 0.0
     ),
-    "lstm": Rule(
-        "OOD read-error rate, LSTMs − FFL(0.8) twins (mean over learned models, errors per read)", "below", 0.0
-    ),
+    # a size: the thesis's LSTMs make no OOD error at all; until 2026-11-26 the rule asked only that they make fewer
+    # than the twins (docs/deviations.md). 10^-3 errors per read is about one error per model here.
+    "lstm": Rule("OOD read-error rate per learned LSTM (errors per read)", "below", 1e-3, null=1e-3),
     "mixture": Rule(
         "OOD read-error rate, mixture twins − FFL(0.8) twins (median over learned models, errors per read)",
         "below",
@@ -293,15 +293,7 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
             f"read errors per twin {errs} of {reads[p]} reads; in-distribution accuracy {indist['twin']:.4f}",
             floor=learned_floor["twin"],
         )
-    lstm_gap = difference_interval(ood_rate["lstm"], ood_rate["twin"])
-    lstm_e = Estimate(
-        float(np.mean(ood_rate["lstm"]) - np.mean(ood_rate["twin"])) if n["lstm"] and n["twin"] else None,
-        lstm_gap,
-        min(n["lstm"], n["twin"]),
-        "seeds",
-        "difference of means, bootstrap within each population",
-        [],
-    )
+    lstm_e = estimate(ood_rate["lstm"])
     lstm = per_pop["lstm"]
     ctx.rule(
         "A 1-layer LSTM makes fewer OOD read errors than the twins — none in the thesis (R2)",
@@ -313,13 +305,7 @@ def _claims(ctx: Context, per_pop: dict, runs: dict, heads: dict, sc: dict) -> N
         floor=learned_floor["lstm"] or learned_floor["twin"],
     )
     few = [pop for pop in ("twin", "mixture") if n[pop] < MIN_COMPARED and not ctx.quick]
-    mix_e = Estimate(
-        _median(ood_rate["mixture"]) - _median(ood_rate["twin"]) if n["mixture"] and n["twin"] else None,
-        difference_interval(ood_rate["mixture"], ood_rate["twin"], np.median),
-        min(n["mixture"], n["twin"]),
-        "seeds",
-        "difference of medians, bootstrap within each population",
-    )
+    mix_e = difference(ood_rate["mixture"], ood_rate["twin"], "median", labels=("mixture", "twin"))
     floor = (
         learned_floor["twin"]
         or learned_floor["mixture"]
@@ -390,13 +376,7 @@ def _sharpening_claims(
     """R6–R8: sharper heads, errors that persist, about tenfold fewer."""
     twin, sparse_p, dense_p = per_pop["twin"], 0.98, 0.1
     s_per, t_per = heads["sharpened"]["per_model"], heads["twin"]["per_model"]
-    sharp_e = Estimate(
-        float(np.mean(s_per) - np.mean(t_per)),
-        difference_interval(s_per, t_per),
-        min(len(s_per), len(t_per)),
-        "models",
-        "difference of means, bootstrap within each population",
-    )
+    sharp_e = difference(s_per, t_per, labels=("sharpened", "plain"), unit="models")
     ctx.rule(
         "Attention sharpening makes the heads sparser (R8)",
         "sharpening produces hard, 1-sparse attention (Fig. 3.34b, 3.38)",
@@ -428,13 +408,7 @@ def _sharpening_claims(
         for pop in ("twin", "sharpened")
     }
     log_t, log_s = np.log10(smooth["twin"]), np.log10(smooth["sharpened"])
-    ten = Estimate(
-        _median(list(log_t)) - _median(list(log_s)) if n["twin"] and n["sharpened"] else None,
-        difference_interval(log_t, log_s, np.median),
-        min(n["twin"], n["sharpened"]),
-        "seeds",
-        "difference of median log10 rates, bootstrap within each population",
-    )
+    ten = difference(log_t, log_s, "median", labels=("plain", "sharpened"), what="difference of median log10 rates")
     ctx.rule(
         "…about an order of magnitude fewer than without (R6–R8)",
         "about an order of magnitude fewer errors",

@@ -5,9 +5,10 @@ Twins of two shapes (2 layers × 2 heads, and a deeper 4 × 4) are trained on th
 (``grid9``: 9 states, S = 8, as the thesis's Grid_9). For every head, on the same sampled words:
 its *boundary score* — the fraction of queries whose largest attention weight sits on the last
 position where the walk was at a wall (state 0 or S; the start counts, at BOS) — and its mean mass
-there, beside two baselines a head gets for free: always attending to BOS (right whenever the walk
-has not hit a wall since the start) and always attending to itself (right whenever the walk is at
-a wall now). Theorem 12's construction (2 attention layers) is scored the same way; per query, its
+there, beside three trivial heads that score for free: always attending to BOS (right whenever the walk
+has not hit a wall since the start; a uniform head's argmax ties onto BOS too), always to itself (right
+whenever the walk is at a wall now) and always to the previous position. A twin's best last-layer head
+must beat both the random-init twins' best (searched the same way) and the best trivial head. Theorem 12's construction (2 attention layers) is scored the same way; per query, its
 winning window's endpoint head attends to that position exactly, so its "any head" score is 1.
 """
 
@@ -22,7 +23,7 @@ from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import estimate, null_exceedance
 from sandbox_lens.interp.streams import ExperimentSeed
 
-SEEDS, QUICK_SEEDS = tuple(range(3)), (0,)
+SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
 LEARNED = 0.95
 NULL_MODELS = 20  # random-init twins of each shape: the null of a maximum over last-layer heads
 NULL_SEED = 10_000  # their initialisation seeds start here (no trained seed comes near)
@@ -31,7 +32,8 @@ NULL_SEED = 10_000  # their initialisation seeds start here (no trained seed com
 #: each twin's best last-layer score is set against the same maximum in random-init twins of its shape.
 RULES = {
     "detector": Rule(
-        "best last-layer boundary score − the 95% quantile of the same maximum in random-init twins, per learned twin",
+        "best last-layer boundary score − the larger of the 95% quantile of the same maximum in random-init twins "
+        "and the best trivial head (always BOS, self or previous), per learned twin",
         "above",
         0.0,
     ),
@@ -59,7 +61,7 @@ def check(options: dict[str, Any]) -> None:
 
 def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
     """Per head the boundary-detector score (:func:`sandbox_lens.probes.boundary.boundary_detector_scores`), the best
-    block's "any head" score, and the two free baselines on the same words."""
+    block's "any head" score, and the three trivial heads' scores on the same words."""
     from sandbox_lens.interp.tasks.gridworld import last_boundary_positions
     from sandbox_lens.probes.boundary import boundary_detector_scores
 
@@ -73,6 +75,7 @@ def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
         "any_head": max(scores.blocks.values(), default=0.0),
         "always_bos": float((target == 0).mean()),
         "always_self": float((target == np.arange(1, T + 1)).mean()),
+        "always_previous": float((target == np.arange(0, T)).mean()),
     }
 
 
@@ -118,7 +121,7 @@ def run(ctx: Context) -> None:
     ctx.data("null_best_last_layer", {"models": NULL_MODELS, "seeds_from": NULL_SEED, "per_shape": null})
     ctx.data("construction", {"name": exact.card.construction, **built})
     any_seed = next(iter(next(iter(results.values())).values()))
-    bos, self_ = any_seed["always_bos"], any_seed["always_self"]
+    bos, self_, prev = any_seed["always_bos"], any_seed["always_self"], any_seed["always_previous"]
 
     rows = []
     for label, per in results.items():
@@ -142,16 +145,18 @@ def run(ctx: Context) -> None:
         "Boundary-detector scores (fraction of queries whose argmax is the last wall position)",
         ["model", "held-out accuracy", "best head", "its score", "its layer", "any head of one layer"],
         rows,
-        note=f"{len(words)} words of length {T}; baselines: always-BOS {bos:.3f}, always-self {self_:.3f}. "
+        note=f"{len(words)} words of length {T}; trivial heads: always-BOS {bos:.3f}, always-self {self_:.3f}, "
+        f"always-previous {prev:.3f}. "
         f"Layers count TransformerLens blocks from 0.",
     )
-    _figure(ctx, results, built, bos, self_, exact.card.construction)
-    _claims(ctx, results, built, bos, self_, a.name, T, null, sc["shapes"], len(words))
+    _figure(ctx, results, built, (bos, self_, prev), exact.card.construction)
+    _claims(ctx, results, built, (bos, self_, prev), a.name, T, null, sc["shapes"], len(words))
 
 
-def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, name: str) -> None:
+def _figure(ctx: Context, results: dict, built: dict, trivial: tuple[float, float, float], name: str) -> None:
     from matplotlib.figure import Figure
 
+    bos, self_, prev = trivial
     fig = Figure(figsize=(11, 3.6))
     ax = fig.subplots()
     x, labels = 0, []
@@ -173,6 +178,7 @@ def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
     labels.append((x + 0.4, "construction"))
     ax.axhline(bos, color="C3", ls="--", lw=1, label=f"always BOS ({bos:.2f})")
     ax.axhline(self_, color="C4", ls=":", lw=1, label=f"always self ({self_:.2f})")
+    ax.axhline(prev, color="C5", ls="-.", lw=1, label=f"always previous ({prev:.2f})")
     ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=7)
     ax.set_ylabel("boundary score of each head")
     ax.set_ylim(-0.02, 1.02)
@@ -183,7 +189,7 @@ def _figure(ctx: Context, results: dict, built: dict, bos: float, self_: float, 
         "boundary_scores",
         fig,
         "Each dot is one head (left to right: layer by layer); the lines are what a "
-        "head scores by always attending to BOS or to itself.",
+        "head scores by always attending to BOS, to itself or to the previous position.",
     )
 
 
@@ -196,30 +202,31 @@ def _claims(
     ctx: Context,
     results: dict,
     built: dict,
-    bos: float,
-    self_: float,
+    trivial: tuple[float, float, float],
     name: str,
     T: int,
     null: dict[str, list[float]],
     shapes: dict,
     n_words: int,
 ) -> None:
+    bos, self_, prev = trivial
     for label, per in results.items():
         layers = shapes[label][0]
         learned = {s: r for s, r in per.items() if r["accuracy"] >= LEARNED or ctx.quick}
         best = {s: _best_last(r["heads"], layers) for s, r in learned.items()}
         q = float(np.quantile(null[label], 0.95))
+        bar = max(q, *trivial)
         ex = null_exceedance(float(np.median(list(best.values()))) if best else float("nan"), null[label])
         ctx.rule(
             f"Trained {label} twins contain a nearest-boundary detector in their last layer",
             "last-layer heads act as nearest-boundary detectors (Fig. 3.6, 3.17: 4-layer, 8-head GPT-2 on Grid_9, "
             "T = 128)",
             RULES["detector"],
-            estimate([b - q for b in best.values()]),
+            estimate([b - bar for b in best.values()]),
             f"best last-layer score per learned twin {', '.join(f'{b:.2f}' for b in best.values())} "
             f"({len(learned)} of {len(per)} learned); random-init twins' best: mean {np.mean(null[label]):.2f}, "
-            f"95% quantile {q:.2f} ({NULL_MODELS} models); free baselines: always-BOS {bos:.2f}, always-self "
-            f"{self_:.2f}",
+            f"95% quantile {q:.2f} ({NULL_MODELS} models); trivial heads: always-BOS {bos:.2f}, always-self "
+            f"{self_:.2f}, always-previous {prev:.2f}; the bar is {bar:.2f}",
             floor=None if learned else f"no {label} twin reached {LEARNED} held-out accuracy",
             null=ex,
         )
@@ -232,8 +239,9 @@ def _claims(
         f"for {built['any_head']:.3f} of {n_words * T} queries some head's argmax is the last wall position",
     )
     ctx.conclude(
-        f"Baselines on these words: a head always on BOS scores {bos:.3f}, one always on itself {self_:.3f}; a "
-        f"boundary score well above both means the head tracks the walls, not a fixed position."
+        f"Trivial heads on these words: always on BOS scores {bos:.3f}, always on itself {self_:.3f}, always on the "
+        f"previous position {prev:.3f}; a boundary score above all three means the head tracks the walls, not a "
+        f"fixed position."
     )
     twin_best = max(max(r["heads"].values()) for per in results.values() for r in per.values())
     best_layer = max(built["heads"], key=built["heads"].get).split("H")[0]

@@ -23,7 +23,7 @@ import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context, mean_se
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
-from sandbox_lens.interp.stats import Estimate, difference_interval, estimate, permutation_test
+from sandbox_lens.interp.stats import difference, estimate, permutation_test
 from sandbox_lens.interp.streams import ExperimentSeed
 
 SEEDS, QUICK_SEEDS = (0, 1), (0,)
@@ -47,12 +47,9 @@ RULES = {
         0.0,
         unit="twins",
     ),
-    "lstm": Rule(
-        "accuracy drop 1 × N → the horizon: LSTMs − sinusoidal twins (difference of means over learned models)",
-        "below",
-        0.0,
-        unit="models",
-    ),
+    # a size ("perfect performance"), not only a direction: until 2026-11-26 the rule asked only that LSTMs drop less
+    # than the sinusoidal twins, which passed with a worst accuracy of 0.71 (docs/deviations.md)
+    "lstm": Rule("accuracy at the horizon, per learned LSTM", "above", 0.95, null=0.5, unit="models"),
     "exact": exactness_rule("(task, N, length) tests on which a construction is not exact"),
 }
 
@@ -364,13 +361,7 @@ def _claims(ctx: Context, results: list[dict], exact_rows: list[dict], sc: dict)
                     floor = "a setting had no learned twin"
                 elif max(_mean(a), _mean(b)) <= chance + FLOOR:
                     floor = f"both settings are at chance ({chance:.2f}) at {m} × N: the test cannot tell them apart"
-                diff = Estimate(
-                    _mean(a) - _mean(b) if a and b else None,
-                    difference_interval(a, b),
-                    min(len(a), len(b)),
-                    "twins",
-                    "difference of means, bootstrap within each setting",
-                )
+                diff = difference(a, b, labels=(pos, base), unit="twins")
                 ctx.rule(
                     f"{kind}: {pos} positions help at {where}",
                     thesis + " (Fig. 3.21)",
@@ -388,18 +379,11 @@ def _claims(ctx: Context, results: list[dict], exact_rows: list[dict], sc: dict)
                 (r["accuracy"] for r in keep if r["task"] == kind and r["positions"] == LSTM and r["multiple"] == m),
                 default=None,
             )
-            diff = Estimate(
-                _mean(lstm) - _mean(twin) if lstm and twin else None,
-                difference_interval(lstm, twin),
-                min(len(lstm), len(twin)),
-                "models",
-                "difference of mean drops, bootstrap within each",
-            )
             ctx.rule(
                 f"{kind}: the LSTM keeps its accuracy at {where}",
                 "LSTM's perfect performance on all scenarios (Fig. 3.21)",
                 RULES["lstm"],
-                diff,
+                estimate(list(accs(kind, LSTM, m).values()), unit="models"),
                 f"mean drop {_mean(lstm):.3f} ({len(lstm)} learned LSTMs; worst accuracy at {m} × N "
                 f"{'—' if worst is None else f'{worst:.4f}'}) vs {_mean(twin):.3f} ({len(twin)} {base} twins)",
                 floor=None if lstm and twin else "an LSTM or a twin setting had no learned model",

@@ -18,7 +18,7 @@ import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context, mean_se
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
-from sandbox_lens.interp.stats import Estimate, difference_interval, estimate
+from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed, Stream
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
@@ -253,7 +253,9 @@ RULES = {
         "above",
         0.0,
     ),
-    "lstm": Rule("drop at Pr[σ] ∈ {0.05, 0.95}: LSTMs − learned twins (difference of means)", "below", 0.0),
+    # the thesis's claim is a size ("stays perfect"), not only a direction: the LSTM's own worst accuracy must stay
+    # near 1 (until 2026-11-26 the rule asked only that LSTMs degrade less than the twins; docs/deviations.md)
+    "lstm": Rule("worst accuracy over every shift, per LSTM", "above", 0.95, null=0.5),
     "exact": exactness_rule("wrong states of the construction over every shifted word"),
 }
 
@@ -295,18 +297,12 @@ def _claims(
     _count_claims(ctx, rows, twin_names, sym, T, uniform, floor, acc, drop)
     lstm_drops = [drop(n, extremes_p) for n in lstm_names]
     lstm_trained = float(np.mean([r["final_accuracy"] for r in lstms["runs"]]))
-    diff = float(np.mean(lstm_drops) - np.mean(drops_p)) if lstm_drops and drops_p else None
+    worst = [min(r["accuracy"] for r in rows if r["model"] == name) for name in lstm_names]
     ctx.rule(
-        "The LSTM stays correct off the training law (degrades less than the twins)",
+        "The LSTM stays correct off the training law",
         "stays perfect (Fig. 3.20)",
         RULES["lstm"],
-        Estimate(
-            diff,
-            difference_interval(lstm_drops, drops_p),
-            min(len(lstm_drops), len(drops_p)),
-            "seeds",
-            "difference of means, bootstrap within each population",
-        ),
+        estimate(worst),
         f"{len(lstm_names)} LSTMs (held-out {lstm_trained:.3f}): worst accuracy over every shift and seed "
         f"{min(r['accuracy'] for r in rows if r['model'].startswith('lstm ')):.4f}; mean drop "
         f"{np.mean(lstm_drops):.3f} (twins {np.mean(drops_p):.3f})",

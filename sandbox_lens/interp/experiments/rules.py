@@ -8,10 +8,11 @@ happens, usually 0) and the fewest units (seeds, words) it will rule on. :func:`
 =================== ==============================================================================
 verdict             when (thesis side "above"; "below" mirrors it)
 =================== ==============================================================================
-reproduced          the whole interval lies above the threshold
+reproduced          the whole interval lies above the threshold, on at least :data:`MIN_REPRODUCED` units
 not reproduced      the whole interval lies at or below the threshold, and not below the null
-opposite direction  the whole interval lies below the null: a real effect the other way
-inconclusive        the interval contains the threshold
+opposite direction  the whole interval lies below the null: a real effect the other way (not for a
+                    rule whose null is its threshold: there it is "not reproduced")
+inconclusive        the interval contains the threshold, or it lies above it on fewer than five units
 not tested          fewer units than the rule needs, no interval, or a *floor*: the setting could
                     not test the claim (the models did not learn the task, accuracy at chance)
 =================== ==============================================================================
@@ -33,10 +34,23 @@ from typing import Any
 
 from sandbox_lens.interp.stats import CONFIDENCE, Estimate, holm
 
-__all__ = ["VERDICTS", "Rule", "rule_on", "holm_family", "ALPHA", "exactness_rule", "count", "effect_text"]
+__all__ = [
+    "VERDICTS",
+    "MIN_REPRODUCED",
+    "Rule",
+    "rule_on",
+    "holm_family",
+    "ALPHA",
+    "exactness_rule",
+    "count",
+    "effect_text",
+]
 
 VERDICTS = ("reproduced", "not reproduced", "opposite direction", "inconclusive", "not tested")
 ALPHA = 1 - CONFIDENCE
+#: The fewest units (seeds, twins) a "reproduced" rests on: below it an interval above the threshold is
+#: "inconclusive" (a deterministic check, ``min_n`` 1, is exempt).
+MIN_REPRODUCED = 5
 
 
 @dataclass(frozen=True)
@@ -69,7 +83,7 @@ class Rule:
         return (
             f"{self.effect}: reproduced if its {CONFIDENCE:.0%} interval lies entirely {self.side} {self.threshold:g}; "
             f"not reproduced if entirely at or {other} it{null}; inconclusive if it contains {self.threshold:g}; "
-            f"needs ≥ {self.min_n} {self.unit}"
+            f"needs ≥ {self.min_n} {self.unit}" + (f", ≥ {MIN_REPRODUCED} to be reproduced" if self.min_n > 1 else "")
         )
 
 
@@ -131,9 +145,12 @@ def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: f
     t, z = rule.threshold, rule.null
     if rule.side == "below":  # mirror: the thesis says the effect lies below the threshold
         lo, hi, t, z = -hi, -lo, -t, -z
-    if lo > t:
+    if lo > t and rule.min_n > 1 and estimate.n < MIN_REPRODUCED:
+        verdict = "inconclusive"
+        why = f"the interval lies beyond the threshold, but on {estimate.n} {rule.unit}: a reproduction needs ≥ {MIN_REPRODUCED}"
+    elif lo > t:
         verdict, why = "reproduced", ""
-    elif hi < z:
+    elif hi < z and z != t:  # a rule whose null is its threshold (a size, an exactness check) has no such region
         verdict, why = "opposite direction", "the whole interval lies on the other side of no effect"
     elif hi <= t:
         verdict, why = "not reproduced", "the whole interval lies at or short of the threshold"
