@@ -348,7 +348,7 @@ class Estimate:
     groups: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "value": self.value,
             "interval": None if self.interval is None else list(self.interval),
             "n": self.n,
