@@ -229,7 +229,7 @@ def _figures(ctx: Context, per_pos: dict, built: dict, built_mass: dict, probe_t
     )
 
 
-#: Each verdict's rule, fixed before any run.
+#: Each verdict's rule (changes after a run are in docs/deviations.md, with the way they moved a verdict).
 RULES = {
     "learned": Rule(
         f"share of seeds reaching {LEARNED} held-out accuracy, pooled over the position codes",

@@ -138,7 +138,7 @@ def run(ctx: Context) -> None:
         note="The same strings for every model; the error columns cover every model. OOD = FFL(0.98) and FFL(0.1).",
     )
     _strip_figure(ctx, per_pop, sc["strings"])
-    heads = _heads(ctx, models, T, sc["attention_strings"])
+    heads = _heads(ctx, models, {pop: e["learned"] for pop, e in per_pop.items()}, sc["attention_strings"])
     _claims(ctx, per_pop, runs, heads, sc)
 
 
@@ -167,15 +167,20 @@ def _strip_figure(ctx: Context, per_pop: dict, strings: dict) -> None:
     )
 
 
-def _heads(ctx: Context, models: dict, T: int, n: int) -> dict[str, Any]:
-    """Per transformer population: each last-layer head's sharpness at the reads and closest reference."""
+def _heads(ctx: Context, models: dict, learned: dict[str, list[str]], n: int) -> dict[str, Any]:
+    """Per transformer population, over its ``learned`` models only (an unlearned model's attention says nothing
+    about how the learned ones read): each last-layer head's sharpness at the reads and closest reference."""
     from sandbox_lens.interp.compare.analyse import attention_scores, comparison_of_task
     from sandbox_lens.interp.model.run import attention_patterns
 
     out: dict[str, Any] = {}
     rows = []
     for pop in ("twin", "mixture", "sharpened"):
-        names = [m for m in models if m.startswith(pop + " ")]
+        names = [m for m in models if m.startswith(pop + " ") and m in learned.get(pop, ())]
+        if not names:
+            out[pop] = {"sharpness": [], "per_model": [], "references": {}, "heads": 0}
+            rows.append([POPULATIONS[pop], 0, "—", "—", "—", "no learned model"])
+            continue
         comparison = comparison_of_task(models[names[0]].card.task)
         words = comparison.words(n, seed=ExperimentSeed.FFL_GLITCH_ATTENTION_WORDS)
         last = models[names[0]].cfg.n_layers - 1
@@ -207,7 +212,7 @@ def _heads(ctx: Context, models: dict, T: int, n: int) -> dict[str, Any]:
         "Last-layer heads at the reads: sharpness (mean largest attention weight) and closest reference",
         ["population", "heads", "sharpness: mean", "min", "max", "closest reference (heads)"],
         rows,
-        note=f"{n} FFL strings of the training law; a reference is chosen by total-variation distance at the "
+        note=f"{n} FFL strings of the training law, learned models only; a reference is chosen by total-variation distance at the "
         f"reads (latest write = Proposition 3's layer 2; all writes = the dense solution of Fig. 3.34a).",
     )
     ctx.data("heads", out)
@@ -218,8 +223,8 @@ def _median(values: list) -> float:
     return float(np.median(values)) if len(values) else float("nan")
 
 
-#: Each verdict's rule (the thresholds are fixed here, before any run; tests/experiments/test_rules.py
-#: reaches every outcome of each with synthetic numbers).
+#: Each verdict's rule (changes after a run are in docs/deviations.md, with the way they moved a verdict;
+#: tests/experiments/test_rules.py reaches every outcome of each with synthetic numbers).
 RULES = {
     "sparse": Rule(
         "FFL(0.98) read-error rate − FFL(0.8) read-error rate, per learned twin (errors per read)", "above", 0.0
