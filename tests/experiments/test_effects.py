@@ -1,0 +1,108 @@
+"""Each experiment's effect code fed synthetic per-seed numbers with a known answer: the number it computes,
+the unit it counts and the verdict its rule gives (the rule engine alone is tested in test_rules.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox_lens.interp.experiments import get_experiment
+from sandbox_lens.interp.experiments.base import Context
+
+
+def _ctx(name: str, tmp_path: Path, seeds: int = 5) -> Context:
+    return Context(get_experiment(name), tmp_path, quick=False, seeds=list(range(seeds)))
+
+
+def _grid_twins(best_last: list[float]) -> dict:
+    """2x2 twins whose last-layer heads score ``best_last`` (layer 0 scores 0.9: not ruled, the claim is layer 1's)."""
+    return {
+        "2x2": {
+            s: {"accuracy": 0.99, "heads": {"L0H0": 0.9, "L0H1": 0.0, "L1H0": b, "L1H1": 0.0}, "any_head": b}
+            for s, b in enumerate(best_last)
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    "best_last, trivial, verdict",
+    [
+        ([0.80, 0.82, 0.85, 0.79, 0.81], (0.2, 0.25, 0.3), "reproduced"),
+        # beats the random-init null (0.30) but not a head that always looks at the previous position (0.90)
+        ([0.80, 0.82, 0.85, 0.79, 0.81], (0.2, 0.25, 0.9), "not reproduced"),
+        ([0.80, 0.82, 0.85], (0.2, 0.25, 0.3), "inconclusive"),  # three seeds: a reproduction needs five
+    ],
+)
+def test_grid_boundary_rules_each_twin_against_the_null_and_the_best_trivial_head(
+    tmp_path, best_last, trivial, verdict
+):
+    from sandbox_lens.interp.experiments import grid_boundary
+
+    ctx = _ctx("grid-boundary", tmp_path)
+    null = {"2x2": [0.1 + 0.01 * i for i in range(20)]}  # its 95% quantile is 0.2905
+    built = {"heads": {"L0H0": 0.5, "L1H0": 0.6}, "any_head": 1.0}
+    grid_boundary._claims(ctx, _grid_twins(best_last), built, trivial, "grid9", 8, null, {"2x2": (2, 2)}, 10)
+    row = ctx.claims[0]
+    bar = max(0.2905, *trivial)
+    assert row["estimate"]["values"] == pytest.approx([b - bar for b in best_last])
+    assert row["verdict"] == verdict, row
+    assert ctx.claims[1]["verdict"] == "reproduced"  # the construction: no query missed
+
+
+def _parity_rows(model: str, acc: dict[str, float]) -> list[dict]:
+    return [{"model": model, "shift": label, "accuracy": a} for label, a in acc.items()]
+
+
+def test_parity_ood_count_claims_compute_drops_and_mirrors_from_the_rows(tmp_path):
+    """Counts 1 and 19 of T = 20 (the most extreme with more than one word) at 0.6 and 0.7, the law at 1.0: the drop
+    is 1 − 0.65 = 0.35 per twin; the mirrored pair (1, 19) gives 0.7 − 0.6 = +0.1 for 'low counts fail more'."""
+    from sandbox_lens.interp.experiments import parity_ood
+
+    ctx = _ctx("parity-ood", tmp_path)
+    T, twins = 20, [f"twin {s}" for s in range(5)]
+    counts = {0: "k=0", 1: "k=1", 10: "k=10", 19: "k=19", 20: "k=20"}
+    rows = []
+    for name in twins:
+        rows += [{"model": name, "shift": "law", "accuracy": 1.0}]
+        rows += [
+            {"model": name, "shift": lb, "count": c, "accuracy": {1: 0.6, 19: 0.7}.get(c, 0.9)}
+            for c, lb in counts.items()
+        ]
+
+    def acc(model, label):
+        return next(r["accuracy"] for r in rows if r["model"] == model and r["shift"] == label)
+
+    def drop(model, at):
+        return acc(model, "law") - sum(acc(model, lb) for lb in at) / len(at)
+
+    parity_ood._count_claims(ctx, rows, twins, "1", T, 0.5, None, acc, drop)
+    by = {r["effect"]: r for r in ctx.claims}
+    drop_row = next(
+        r for e, r in by.items() if e.startswith("accuracy at the training law − mean accuracy at the lowest")
+    )
+    assert drop_row["estimate"]["values"] == pytest.approx([0.35] * 5) and drop_row["verdict"] == "reproduced"
+    low_row = next(r for e, r in by.items() if e.startswith("accuracy at the high count"))
+    assert low_row["estimate"]["values"] == pytest.approx([0.1] * 5) and low_row["verdict"] == "reproduced"
+    # a run whose counts cannot test the claims keeps both rows, "not tested"
+    ctx = _ctx("parity-ood", tmp_path)
+    parity_ood._count_claims(ctx, rows[:1], twins[:1], "1", T, 0.5, None, acc, drop)
+    assert [r["verdict"] for r in ctx.claims] == ["not tested", "not tested"]
+
+
+@pytest.mark.parametrize(
+    "ratio, interval, distance, verdict",
+    [
+        (0.78, (0.70, 0.90), (0.10, 0.30), "reproduced"),  # the thesis's kind of number: close to random
+        (1.74, (1.50, 2.00), (0.50, 1.00), "not reproduced"),  # seeds vary far more than random: not "close"
+        (1.00, (0.50, 1.50), (0.00, 0.50), "inconclusive"),  # an interval that contains 1 starts at distance 0
+    ],
+)
+def test_dyck_seeds_close_to_random_is_two_sided(ratio, interval, distance, verdict):
+    from sandbox_lens.interp.experiments.dyck_seeds import RULES, distance_from_one
+    from sandbox_lens.interp.experiments.rules import rule_on
+    from sandbox_lens.interp.stats import Estimate
+
+    d = distance_from_one(Estimate(ratio, interval, 20, "seeds", "mean over pairs"))
+    assert d.value == pytest.approx(abs(ratio - 1)) and d.interval == pytest.approx(distance)
+    assert rule_on(RULES["variation"], d)["verdict"] == verdict
