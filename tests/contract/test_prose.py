@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 120
 #: paragraphs over LIMIT words today (issue 45 asks for none); lower it when you split one, never raise it
-OVER_LIMIT = 36
+OVER_LIMIT = 5
 CEILING = 400
 
 
