@@ -121,6 +121,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/populations.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
+	$(PY) benchmarks/batch.py
 
 # The thesis's learning claims at full CPU scale: every experiment into reports/reproduce/<name>,
 # and reports/reproduce/index.html. Reruns reuse finished runs (an interrupted run resumes). Then the

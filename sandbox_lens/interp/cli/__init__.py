@@ -6,7 +6,8 @@ the commands that build or run models, so ``interp list`` starts fast. Each modu
 its commands: :mod:`~sandbox_lens.interp.cli.constructions` (list, info, build, verify, decompose),
 :mod:`~sandbox_lens.interp.cli.training` (train, population, adopt), :mod:`~sandbox_lens.interp.cli.analysis`
 (compare, evaluate, report, demo), :mod:`~sandbox_lens.interp.cli.circuits` (circuit),
-:mod:`~sandbox_lens.interp.cli.causal` (align), :mod:`~sandbox_lens.interp.cli.experiments` (experiment).
+:mod:`~sandbox_lens.interp.cli.causal` (align), :mod:`~sandbox_lens.interp.cli.experiments` (experiment),
+:mod:`~sandbox_lens.interp.cli.batch` (batch: many commands in one process).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.cli import analysis, causal, circuits, constructions, experiments, training
+from sandbox_lens.interp.cli import analysis, batch, causal, circuits, constructions, experiments, training
 from sandbox_lens.interp.cli.common import Parser, bound_numbers
 from sandbox_lens.interp.errors import Interrupted, OutputPathError, SandboxError
 from sandbox_lens.interp.files import check_output_path
@@ -64,6 +65,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Nam
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for module in (constructions, training, analysis, circuits, causal, experiments):
         handlers.update(module.register(sub))
+    handlers.update(batch.register(sub, main, parser))
     bound_numbers(p)  # every numeric option in its range (cli.common.LIMITS), refused by the parser
     return p, handlers
 
