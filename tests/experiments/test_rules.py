@@ -113,3 +113,25 @@ def test_a_family_is_holm_adjusted():
     weak = holm_family([rule_on(rule, _est(0.2, 0.4), p_value=p) for p in (0.02, 0.03, 0.04)])
     assert [r["verdict"] for r in weak] == ["inconclusive"] * 3 and "Holm-adjusted" in weak[0]["why"]
     assert set(VERDICTS) >= {r["verdict"] for r in weak}
+
+
+def test_a_verdict_that_one_seed_carries_is_fragile():
+    """Leave-one-out on the per-unit values: five seeds well above a threshold stay reproduced without any one of
+    them; a verdict one seed decides is fragile; a difference is redone
+    leaving a unit out of either group; an estimate without per-unit values has no stability."""
+    from sandbox_lens.interp.stats import difference, estimate
+
+    rule = Rule("x", "above", 0.5)
+    steady = rule_on(rule, estimate([0.90, 0.95, 1.00, 0.92, 0.97]))
+    assert steady["verdict"] == "reproduced" and steady["stability"] == {
+        "leave_one_out": 5,
+        "verdicts": {"reproduced": 5},
+        "fragile": False,
+    }
+    # one low seed keeps four steady ones from a reproduction: without it the verdict is another
+    decided = rule_on(Rule("x", "above", 0.6), estimate([0.70, 0.71, 0.69, 0.70, 0.45]))
+    assert decided["verdict"] == "inconclusive" and decided["stability"]["fragile"], decided
+    assert decided["stability"]["verdicts"] == {"inconclusive": 4, "reproduced": 1}
+    diff = rule_on(Rule("d", "above", 0.0), difference([2.0, 2.1, 1.9, 2.05, 1.95], [1.0, 1.1, 0.9, 1.05, 0.95]))
+    assert diff["verdict"] == "reproduced" and diff["stability"]["leave_one_out"] == 10
+    assert rule_on(rule, Estimate(0.9, (0.8, 1.0), 20))["stability"] is None

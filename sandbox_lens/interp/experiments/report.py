@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, FileFormatError
-from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text
+from sandbox_lens.interp.experiments.rules import VERDICTS, effect_text, stability_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.html import page, table
 from sandbox_lens.interp.jsonfile import beyond_schema, read_json
@@ -30,6 +30,15 @@ _CLAIM = {
         "verdict": {"enum": list(VERDICTS)},
         "why": {"type": ["string", "null"]},
         "estimate": {"type": ["object", "null"]},
+        "stability": {
+            "type": ["object", "null"],
+            "required": ["leave_one_out", "verdicts", "fragile"],
+            "properties": {
+                "leave_one_out": {"type": "integer", "minimum": 1},
+                "verdicts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+                "fragile": {"type": "boolean"},
+            },
+        },
     },
 }
 #: JSON Schema of an experiment's ``results.json`` (and of its committed copy under docs/results).
@@ -87,6 +96,8 @@ def _claims(claims: list[dict[str, Any]]) -> str:
     for c in claims:
         cls = "v-" + (c["verdict"] if c["verdict"] in VERDICTS else "unknown").replace(" ", "-")  # into an attribute
         why = f"<br><span class='note'>{html.escape(c['why'])}</span>" if c.get("why") else ""
+        if stability_text(c):
+            why += f"<br><span class='note'>{html.escape(stability_text(c))}</span>"
         rows.append(
             f"<tr><td class='text'>{html.escape(c['claim'])}</td><td class='text'>{html.escape(c['thesis'])}</td>"
             f"<td class='text'>{html.escape(c['measured'])}{_effect(c)}</td><td class='text {cls}'><b>"

@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.experiments.report import RESULTS_SCHEMA
-from sandbox_lens.interp.experiments.rules import effect_text
+from sandbox_lens.interp.experiments.rules import effect_text, stability_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.jsonfile import read_json
 
@@ -139,6 +139,8 @@ def verdict_table(slims: Iterable[dict[str, Any]]) -> str:
     for r in slims:
         for i, c in enumerate(r["claims"]):
             verdict = f"**{c['verdict']}**" + (f" — {c['why']}" if c.get("why") else "")
+            if stability_text(c):
+                verdict += f" ({stability_text(c)})"
             measured = c["measured"] + (f"<br>{effect_text(c)}" if effect_text(c) else "")
             lines.append(
                 "| "

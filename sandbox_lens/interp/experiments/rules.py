@@ -123,7 +123,47 @@ def effect_text(row: dict[str, Any]) -> str:
 
 def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: float | None = None) -> dict[str, Any]:
     """The verdict of ``rule`` on ``estimate`` (``floor``: why the setting could not test the claim), with
-    the effect, its interval, the threshold and the rule's text: what a claim row in ``results.json`` holds."""
+    the effect, its interval, the threshold and the rule's text: what a claim row in ``results.json`` holds —
+    and, where the estimate keeps its per-unit values, the verdict's :func:`stability` when one unit is left out."""
+    row = _ruled(rule, estimate, floor, p_value)
+    if not floor and row["verdict"] != "not tested":
+        row["stability"] = stability(rule, estimate, row["verdict"])
+    return row
+
+
+def stability(rule: Rule, estimate: Estimate, verdict: str) -> dict[str, Any] | None:
+    """The verdict again with each unit (seed, twin) left out in turn, the interval remade the way ``estimate``
+    made it (:func:`~sandbox_lens.interp.stats.estimate` or :func:`~sandbox_lens.interp.stats.difference`, read off
+    its method, the count a reproduction needs lowered by the one left out): ``fragile`` when any one unit's
+    absence changes it, with the verdicts reached and how often. None
+    where the estimate keeps no per-unit values (a rate, a pairwise statistic) and so cannot be redone."""
+    from sandbox_lens.interp.stats import difference
+    from sandbox_lens.interp.stats import estimate as remake
+
+    median = estimate.method.startswith("median") or "difference of median" in estimate.method
+    statistic = "median" if median else "mean"
+    redone: list[Estimate] = []
+    if estimate.groups and len(estimate.groups) == 2:
+        (la, a), (lb, b) = estimate.groups.items()
+        for i in range(len(a)):
+            redone.append(difference(a[:i] + a[i + 1 :], b, statistic, (la, lb), estimate.unit))
+        for i in range(len(b)):
+            redone.append(difference(a, b[:i] + b[i + 1 :], statistic, (la, lb), estimate.unit))
+    elif estimate.values and estimate.method.startswith(("mean", "median")):
+        v = list(estimate.values)
+        redone = [remake(v[:i] + v[i + 1 :], statistic, estimate.unit) for i in range(len(v))]
+    if not redone:
+        return None
+    seen: dict[str, int] = {}
+    for e in redone:
+        got = _ruled(rule, e, None, None, fewest=MIN_REPRODUCED - 1)["verdict"]  # one unit fewer by design
+        seen[got] = seen.get(got, 0) + 1
+    return {"leave_one_out": len(redone), "verdicts": seen, "fragile": set(seen) != {verdict}}
+
+
+def _ruled(
+    rule: Rule, estimate: Estimate, floor: str | None, p_value: float | None, fewest: int = MIN_REPRODUCED
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rule": rule.text(),
         "effect": rule.effect,
@@ -145,7 +185,7 @@ def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: f
     t, z = rule.threshold, rule.null
     if rule.side == "below":  # mirror: the thesis says the effect lies below the threshold
         lo, hi, t, z = -hi, -lo, -t, -z
-    if lo > t and rule.min_n > 1 and estimate.n < MIN_REPRODUCED:
+    if lo > t and rule.min_n > 1 and estimate.n < fewest:
         verdict = "inconclusive"
         why = f"the interval lies beyond the threshold, but on {estimate.n} {rule.unit}: a reproduction needs ≥ {MIN_REPRODUCED}"
     elif lo > t:
@@ -173,3 +213,14 @@ def holm_family(rulings: Sequence[dict[str, Any]], alpha: float = ALPHA) -> list
             )
         out.append(r)
     return out
+
+
+def stability_text(row: dict[str, Any]) -> str:
+    """ "" for a steady verdict (or one without per-unit values); else what leaving one unit out gives, e.g.
+    "fragile: leaving one seed out gives reproduced 1 of 5, inconclusive 4 of 5"."""
+    st = row.get("stability")
+    if not st or not st.get("fragile"):
+        return ""
+    unit = (row.get("estimate") or {}).get("unit", "unit").rstrip("s") or "unit"
+    parts = ", ".join(f"{v} {k} of {st['leave_one_out']}" for v, k in sorted(st["verdicts"].items()))
+    return f"fragile: leaving one {unit} out gives {parts}"
