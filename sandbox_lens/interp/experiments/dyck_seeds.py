@@ -315,7 +315,14 @@ def _claims(ctx: Context, per_pos: dict, baseline: float, n: int, built_mass: di
         f"2-layer, 1-head, width-50 models reach ≥ 97% on Dyck_{{{lang.k},{lang.D}}}, with and without positions",
         "all models reach ≥ 97% (§3.6.3.1; footnote 59 for no positions)",
         RULES["learned"],
-        Estimate(got / total, wilson_interval(got, total), total, "seeds", "a binomial rate, Wilson interval"),
+        Estimate(
+            got / total,
+            wilson_interval(got, total),
+            total,
+            "seeds",
+            "a binomial rate, Wilson interval",
+            [1.0] * got + [0.0] * (total - got),  # per seed: learned or not
+        ),
         "; ".join(f"{p}: {learned[p]}/{seeds} seeds" for p in per_pos),
     )
     masses = [m for e in per_pos.values() for m in e["stack_top_mass"].values()]
@@ -330,6 +337,7 @@ def _claims(ctx: Context, per_pos: dict, baseline: float, n: int, built_mass: di
             len(masses),
             "heads",
             "a binomial rate, Wilson interval",
+            [float(m > STACK_LIKE) for m in masses],
         ),
         f"{stack_like} of {len(masses)} trained heads put > {STACK_LIKE} of their attention on the stack top "
         f"(median mass {np.median(masses) if masses else float('nan'):.3f}; the stack construction "
