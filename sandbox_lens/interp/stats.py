@@ -385,7 +385,7 @@ def estimate(
         _interval(x, fn, confidence, seed),
         int(len(x)),
         unit,
-        f"{statistic}, {confidence:.0%} {interval_method(len(x), fn)} over {unit}",
+        f"{statistic}, {_with_confidence(interval_method(len(x), fn), confidence)} over {unit}",
         [float(v) for v in x],
     )
 
@@ -397,9 +397,14 @@ def interval_method(n: int, statistic: Callable[[np.ndarray], float] = np.mean, 
         return "percentile bootstrap" + (" within each group" if groups > 1 else "")
     if statistic is np.mean:
         return "Welch t interval" if groups > 1 else "t interval"
-    if statistic is np.median and groups == 1:
-        return "order-statistic interval"
+    if statistic is np.median and groups == 1:  # at 95% the order statistics cover a median from 6 units on
+        return "order-statistic interval" if n >= 6 else "no interval below 6 units"
     return f"no interval below {SMALL_N} units"
+
+
+def _with_confidence(method: str, confidence: float) -> str:
+    """``95% t interval``, or the method as it is where it makes no interval."""
+    return method if method.startswith("no interval") else f"{confidence:.0%} {method}"
 
 
 def _interval(
@@ -437,7 +442,7 @@ def difference(
         difference_interval(x, y, fn, confidence, seed=seed),
         n,
         unit,
-        f"{what or f'difference of {statistic}s'} ({labels[0]} − {labels[1]}), {confidence:.0%} "
-        f"{interval_method(n, fn, groups=2)}",
+        f"{what or f'difference of {statistic}s'} ({labels[0]} − {labels[1]}), "
+        f"{_with_confidence(interval_method(n, fn, groups=2), confidence)}",
         groups={labels[0]: [float(v) for v in x], labels[1]: [float(v) for v in y]},
     )

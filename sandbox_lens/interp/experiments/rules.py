@@ -179,7 +179,9 @@ def _ruled(
         return {
             **out,
             "verdict": "not tested",
-            "why": f"too few {rule.unit} for an interval: {estimate.n} (the rule needs ≥ {rule.min_n})",
+            "why": f"too few {rule.unit} for an interval: {estimate.n} (the rule needs ≥ {rule.min_n})"
+            if estimate.n < rule.min_n or estimate.value is None
+            else f"no interval at {estimate.n} {rule.unit}: {estimate.method}",
         }
     lo, hi = estimate.interval
     t, z = rule.threshold, rule.null
