@@ -9,8 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 120
-#: paragraphs over LIMIT words today (issue 45 asks for none); lower it when you split one, never raise it
-OVER_LIMIT = 5
+#: paragraphs over LIMIT words (issue 45 asks for none, and there are none now): never raise it
+OVER_LIMIT = 0
 CEILING = 400
 
 
