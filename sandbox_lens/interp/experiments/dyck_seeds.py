@@ -287,7 +287,7 @@ def variation_estimate(groups: list[dict], baseline: float, seed: int = 0) -> Es
 
 
 def distance_from_one(ratio: Estimate) -> Estimate:
-    """|ratio − 1| with its interval carried through: "close to random" is two-sided, so a ratio far above 1 (seeds
+    """The distance of ``ratio`` from 1, ``abs(ratio − 1)``, with its interval carried through: "close to random" is two-sided, so a ratio far above 1 (seeds
     that vary more than random patterns) fails it as one far below does. The interval is the image of the
     ratio's: from the distance of its nearer end (0 when it contains 1) to that of its farther end."""
     if ratio.value is None:
