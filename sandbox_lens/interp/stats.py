@@ -165,7 +165,7 @@ def difference_interval(
 ) -> tuple[float, float] | None:
     """Interval of ``statistic(a) − statistic(b)`` for two independent groups: a bootstrap (each group resampled
     within itself) from :data:`SMALL_N` values per group; below that Welch's t for means
-    (:func:`welch_interval`) and none for any other statistic (``difference_method`` says which). None when
+    (:func:`welch_interval`) and none for any other statistic (:func:`interval_method` says which). None when
     either group has fewer than two values."""
     x, y = _clean(a), _clean(b)
     if len(x) < 2 or len(y) < 2:
@@ -385,21 +385,32 @@ def estimate(
         _interval(x, fn, confidence, seed),
         int(len(x)),
         unit,
-        f"{statistic}, {_with_confidence(interval_method(len(x), fn), confidence)} over {unit}",
+        f"{statistic}, {_with_confidence(interval_method(len(x), fn, confidence=confidence), confidence)} over {unit}",
         [float(v) for v in x],
     )
 
 
-def interval_method(n: int, statistic: Callable[[np.ndarray], float] = np.mean, groups: int = 1) -> str:
+def interval_method(
+    n: int, statistic: Callable[[np.ndarray], float] = np.mean, groups: int = 1, confidence: float = CONFIDENCE
+) -> str:
     """How :func:`estimate` (``groups`` 1) or :func:`difference_interval` (2) makes its interval at ``n`` units (the
     smallest group's), in words for a results file."""
     if n >= SMALL_N:
         return "percentile bootstrap" + (" within each group" if groups > 1 else "")
     if statistic is np.mean:
         return "Welch t interval" if groups > 1 else "t interval"
-    if statistic is np.median and groups == 1:  # at 95% the order statistics cover a median from 6 units on
-        return "order-statistic interval" if n >= 6 else "no interval below 6 units"
+    if statistic is np.median and groups == 1:
+        fewest = _fewest_for_median(confidence)
+        return "order-statistic interval" if n >= fewest else f"no interval below {fewest} units"
     return f"no interval below {SMALL_N} units"
+
+
+def _fewest_for_median(confidence: float) -> int:
+    """The fewest values :func:`median_interval` bounds a median with at ``confidence`` (6 at 95%)."""
+    n = 2
+    while median_interval(np.arange(n, dtype=np.float64), confidence) is None:
+        n += 1
+    return n
 
 
 def _with_confidence(method: str, confidence: float) -> str:
@@ -443,6 +454,6 @@ def difference(
         n,
         unit,
         f"{what or f'difference of {statistic}s'} ({labels[0]} − {labels[1]}), "
-        f"{_with_confidence(interval_method(n, fn, groups=2), confidence)}",
+        f"{_with_confidence(interval_method(n, fn, groups=2, confidence=confidence), confidence)}",
         groups={labels[0]: [float(v) for v in x], labels[1]: [float(v) for v in y]},
     )

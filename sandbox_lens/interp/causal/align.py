@@ -160,9 +160,10 @@ def align_seconds(model: Any, pairs: int, length: int, variables: int, models: i
     fits (every hook at the widest k, then each other of the ``ks`` dimensions) of ``das_steps`` steps of 64
     pairs, a step costing about three forward passes. The forward pass is timed on this machine
     (:func:`~sandbox_lens.interp.model.run.forward_seconds`); measured on a C3 twin, 96 s estimated for 101 s."""
+    from sandbox_lens.interp.causal.sweep import residual_sites
     from sandbox_lens.interp.model.run import forward_seconds
 
-    hooks = 2 * model.cfg.n_layers + 1
+    hooks = len(residual_sites(model.cfg.n_layers))  # each residual hook once, as the swaps and DAS search them
     per_batch = forward_seconds(model, 64, length + len(model.card.io.prefix))
     swaps = hooks * length * 2 * -(-pairs // 64) * 2 * per_batch
     das = (hooks + ks - 1) * das_steps * 3 * per_batch
