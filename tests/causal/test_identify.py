@@ -25,17 +25,21 @@ from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
     ],
 )
 def test_each_construction_is_identified_as_its_algorithm(construction, source, T, expected):
-    """The proof's algorithm passes with abstraction score 1 and every testable edge passing, beside two nulls;
-    the rivals fail."""
+    """The proof's algorithm passes with abstraction score 1 and every testable edge passing — through the outputs,
+    and by path and joint interchanges where the record names them — beside two nulls; the rivals fail."""
     model = sl.load(construction, source, length=T)
     r = identify(model, "all", nulls=nulls_of(model, 0, n=2), pairs=64)
     assert r["identified"] == expected and r["stability"] >= 0.8
     row = next(c for c in r["candidates"] if c["algorithm"] == expected)
     assert row["status"] == "passes" and row["score"]["iia"] == 1.0 and row["score"]["interval"][0] == 1.0
     assert all(e["status"] in ("passes", "untestable") for v in row["variables"] for e in v["edges"])
+    graph = [e["path"] for v in row["variables"] for e in v["edges"] if "path" in e]
+    graph += [v["joint"] for v in row["variables"] if v["joint"]]
+    assert all(t["status"] == "passes" and t["iia"] == 1.0 for t in graph)  # the proof's graph, by intervention
+    assert len(graph) == {"scan": 6, "counter": 1, "cascade": 0, "stack": 1}[expected]
     assert row["null_score"] < 0.8
-    for cells in row["partitions"].values():  # every test intervention falls in one cell of each partition
-        assert sum(c["outputs"] for c in cells.values()) == row["score"]["outputs"]
+    for cells in row["partitions"].values():  # every variable's test intervention falls in one cell of each
+        assert sum(c["outputs"] for c in cells.values()) == sum(v["outputs"] for v in row["variables"])
         assert all(c["iia"] == 1.0 for c in cells.values() if c["outputs"])
     for other in r["candidates"]:
         if other["algorithm"] != expected and len(other["variables"]) >= len(row["variables"]):

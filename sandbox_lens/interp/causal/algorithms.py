@@ -38,11 +38,14 @@ class AlgorithmError(SandboxError, ValueError):
 @dataclass(frozen=True)
 class Edge:
     """One edge of the algorithm's graph out of a variable at position p, as the outputs t it reaches through it:
-    ``lo ≤ t − p ≤ hi`` (``hi`` None: every later position)."""
+    ``lo ≤ t − p ≤ hi`` (``hi`` None: every later position). ``child``: the variable it feeds at t, where the
+    proof's graph has one path from the variable at p to each output that variable at t reaches, and only
+    through it — the edge is then also tested by a path interchange (:mod:`sandbox_lens.interp.causal.paths`)."""
 
     title: str
     lo: int
     hi: int | None
+    child: str | None = None
 
     def covers(self, offset: int) -> bool:
         """Whether an output at ``offset`` = t − p is reached through this edge."""
@@ -53,12 +56,15 @@ class Edge:
 class Variable:
     """A variable of the algorithm: the high-level model's ``name`` read in ``mode``, its edges, and (for an
     anchored algorithm) where in the anchoring block it sits: ``"before"`` (the block's input) or ``"after"``
-    (its attention's or MLP's output)."""
+    (its attention's or MLP's output). ``determined``: the edges into it (exact offsets, from this algorithm's
+    variables) are all its inputs, so setting them all from one source sets it to the source's value — tested by
+    a joint interchange (:mod:`sandbox_lens.interp.causal.paths`)."""
 
     name: str
     mode: str = "parallel"
     edges: tuple[Edge, ...] = ()
     place: str = ""
+    determined: bool = False
 
     @property
     def key(self) -> str:
@@ -104,9 +110,10 @@ def _windows(T: int) -> tuple[Variable, ...]:
         Variable(
             f"window{l}",
             edges=(
-                Edge(f"window{l} → {up(l)} at the same position", 0, 0),
-                Edge(f"window{l} → {up(l)} {2**l} positions later", 2**l, 2**l),
+                Edge(f"window{l} → {up(l)} at the same position", 0, 0, child=up(l)),
+                Edge(f"window{l} → {up(l)} {2**l} positions later", 2**l, 2**l, child=up(l)),
             ),
+            determined=l > 1,
         )
         for l in range(1, L)
     )
@@ -202,7 +209,9 @@ ALGORITHMS: dict[str, Algorithm] = {
             "automaton",
             "q_t = δ(q_{t−1}, σ_t) position by position: setting the state at p sets every later output",
             "Li, Guo & Andreas 2025 (sequential); an RNN's update",
-            lambda a, T: (Variable("state", "recurrent", (Edge("state → next position's state", 1, 1),)),),
+            lambda a, T: (
+                Variable("state", "recurrent", (Edge("state → next position's state", 1, 1, child="state"),)),
+            ),
         ),
         Algorithm(
             "scan",
@@ -210,7 +219,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             "automaton",
             "the window maps of 2^l symbols, each composed from two of the level below (Hillis–Steele)",
             "Theorem 10, Lemma 14; Li, Guo & Andreas 2025 (AA)",
-            lambda a, T: _windows(T) + (Variable("state"),),
+            lambda a, T: _windows(T) + (Variable("state", determined=True),),
             _refuse_scan,
             construction="prefix_scan",
         ),
@@ -221,7 +230,11 @@ ALGORITHMS: dict[str, Algorithm] = {
             "one attention layer sums the symbols' exponents at every position, an MLP reads the count mod n",
             "Lemma 15",
             lambda a, T: (
-                Variable("symbol", edges=(Edge("symbol → count at every later position", 1, None),), place="before"),
+                Variable(
+                    "symbol",
+                    edges=(Edge("symbol → count at every later position", 1, None, child="state"),),
+                    place="before",
+                ),
                 Variable("state", place="after"),
             ),
             _refuse_counter,
@@ -247,7 +260,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             lambda a, T: (
                 (Variable("sign", edges=(Edge("sign → output at the same position", 0, 0),)),)
                 + _windows(T)
-                + (Variable("state"),)
+                + (Variable("state", determined=True),)
             ),
             _refuse_parity,
         ),
@@ -267,7 +280,10 @@ ALGORITHMS: dict[str, Algorithm] = {
             "dyck",
             "the depth by a count, then the type of the latest open bracket at that depth",
             "Theorem 1",
-            lambda lang, T: (Variable("depth", edges=(Edge("depth → the top's lookup", 0, 0),)), Variable("top")),
+            lambda lang, T: (
+                Variable("depth", edges=(Edge("depth → the top's lookup", 0, 0, child="top"),)),
+                Variable("top"),
+            ),
             construction="dyck",
         ),
         Algorithm(

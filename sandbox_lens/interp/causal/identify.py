@@ -20,8 +20,13 @@ tested by interchange interventions, beside random-init nulls searched exactly t
   :data:`~sandbox_lens.interp.causal.verdict.MIN_OUTPUTS` changed outputs it is *untestable*. Each **edge**
   (the outputs an intervention reaches through one edge of the algorithm's graph) is held to the same
   rule where it has enough outputs.
-* **An algorithm passes** when all its variables and testable edges pass. Its **abstraction score** is the
-  IIA of all its variables' interventions together (pooled, bootstrap interval), beside the nulls'.
+* **The graph by intervention** (:mod:`sandbox_lens.interp.causal.paths`): at the sites chosen on all the select
+  words, each edge whose record names a child is also tested by a path interchange (the parent set from the source,
+  only the child's site carried into the base run), and each variable its parents determine by a joint interchange
+  of all of them — on the test split, for the nulls at their own sites too, held to the same rule.
+* **An algorithm passes** when all its variables, testable edges and graph tests pass. Its **abstraction score**
+  is the IIA of every intervention it predicts — its variables', its path-tested edges' and its joint ones' —
+  pooled, with a bootstrap interval over base words, beside the nulls'.
 * **Identified**: among the passing algorithms, the one with the most variables (the most specific
   account: every correct model passes a bare state); a tie is "ambiguous", none passing is "none of
   these". The identification's **stability** is the share of resamples of the select and test words that
@@ -183,6 +188,7 @@ def identify(
         data.append(
             {
                 "named": {k: [s[0] for s in v] for k, v in named.items()},
+                "bases": {label: (hook, basis) for v in named.values() for label, hook, basis in v},
                 "variables_of": variables_of,
                 "layers": m.cfg.n_layers,
                 "partitions": partitions,
@@ -194,6 +200,8 @@ def identify(
     ceiling = data[0]["test"]["ceiling"]
     site_lists = {v: hooks + data[0]["named"].get(v, []) for v in variables}
     words = {split: len(getattr(splits, split)[0]) for split in ("select", "test")}
+    for i, (m, entry) in enumerate(zip(models, data)):
+        entry["graph"] = _graph_counts(m, entry, algorithms, site_lists, hooks, highs, splits.test, i == 0)
 
     def judge(index: dict[str, np.ndarray] | None, inner: int) -> dict[str, Any]:
         return _judge(algorithms, data, site_lists, hooks, chance, ceiling, index, inner, seed)
@@ -278,21 +286,18 @@ def _number(counts: Counts, seed: int, inner: int) -> dict[str, Any]:
     }
 
 
-def _model_numbers(
+def _pick(
     algorithm: Algorithm,
     entry: dict[str, Any],
-    site_lists: dict[Variable, list[str]],
+    labels_of: dict[Variable, list[str]],
     hooks: Sequence[str],
-    index: dict[str, np.ndarray] | None,
-    inner: int,
-    seed: int,
-    is_model: bool,
-) -> dict[str, Any]:
-    """One model's choices (select split) and test numbers for ``algorithm``'s variables, edges and score."""
+    take: Any,
+) -> tuple[int | None, dict[Variable, np.ndarray]]:
+    """(anchoring block, per variable the site index chosen at each position) on the select split: the best select
+    IIA per position among the sites the algorithm allows (an anchored algorithm: the block whose worst variable
+    is best)."""
     vs = entry["variables_of"][algorithm.name]
-    sel, test = entry["select"]["counts"], entry["test"]["counts"]
-    take = (lambda a, s: a) if index is None else (lambda a, s: a[..., index[s]])
-    labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+    sel = entry["select"]["counts"]
     anchors = [None] if not algorithm.anchored else list(range(entry["layers"]))
     best: tuple[float, Any] | None = None
     for anchor in anchors:
@@ -313,23 +318,127 @@ def _model_numbers(
         if best is None or worst > best[0]:
             best = (worst, (anchor, picks))
     assert best is not None  # anchors is never empty
-    anchor, picks = best[1]
+    return best[1]
+
+
+def _graph_counts(
+    model: Any,
+    entry: dict[str, Any],
+    algorithms: Sequence[Algorithm],
+    site_lists: dict[Variable, list[str]],
+    hooks: Sequence[str],
+    highs: dict[str, HighLevel],
+    test: tuple[np.ndarray, np.ndarray],
+    is_model: bool,
+) -> dict[str, dict[str, Any]]:
+    """Per algorithm, the test split's per-word counts of each edge that names a child, by path interchange, and
+    of each determined variable, by a joint interchange of its parents (:mod:`sandbox_lens.interp.causal.paths`),
+    at the sites chosen on all the select words."""
+    from sandbox_lens.interp.causal.paths import joint_counts, parents_of, path_counts
+
+    out: dict[str, dict[str, Any]] = {}
+    memo: dict[Any, Counts] = {}
+    for a in algorithms:
+        vs = entry["variables_of"][a.name]
+        labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+        _, picks = _pick(a, entry, labels_of, hooks, lambda x, s: x)
+        sites: dict[str, Sequence[str | None]] = {
+            v.name: [labels_of[v][c] if c >= 0 else None for c in picks[v]] for v in vs
+        }
+        edges, joint = {}, {}
+        for v in vs:
+            for j, e in enumerate(v.edges):
+                if e.child is None or e.child not in sites:
+                    continue
+                last = len(sites[v.name]) - 1 if e.hi is None else e.hi
+                offsets = tuple(range(e.lo, last + 1))
+                key: tuple[Any, ...] = (
+                    "path",
+                    v.mode,
+                    v.name,
+                    e.child,
+                    offsets,
+                    tuple(sites[v.name]),
+                    tuple(sites[e.child]),
+                )
+                if key not in memo:
+                    memo[key] = path_counts(
+                        model,
+                        highs[v.mode],
+                        *test,
+                        v.name,
+                        e.child,
+                        sites[v.name],
+                        sites[e.child],
+                        offsets,
+                        entry["bases"],
+                    )
+                edges[(v, j)] = memo[key]
+            parents = parents_of(vs, v.name)
+            if v.determined and parents:
+                key = ("joint", v.mode, v.name, tuple(parents), tuple(tuple(sites[u]) for u, _ in parents))
+                if key not in memo:
+                    memo[key] = joint_counts(model, highs[v.mode], *test, v.name, parents, sites, entry["bases"])
+                joint[v] = memo[key]
+        out[a.name] = {"edges": edges, "joint": joint}
+    return out
+
+
+def _model_numbers(
+    algorithm: Algorithm,
+    entry: dict[str, Any],
+    site_lists: dict[Variable, list[str]],
+    hooks: Sequence[str],
+    index: dict[str, np.ndarray] | None,
+    inner: int,
+    seed: int,
+    is_model: bool,
+) -> dict[str, Any]:
+    """One model's choices (select split) and test numbers for ``algorithm``'s variables, edges and score; the
+    score pools every intervention the algorithm predicts: its variables', its path-tested edges' and its joint
+    ones'."""
+    vs = entry["variables_of"][algorithm.name]
+    test = entry["test"]["counts"]
+    take = (lambda a, s: a) if index is None else (lambda a, s: a[..., index[s]])
+    labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+    anchor, picks = _pick(algorithm, entry, labels_of, hooks, take)
+    graph = entry.get("graph", {}).get(algorithm.name, {"edges": {}, "joint": {}})
     out: dict[str, Any] = {"anchor": anchor, "variables": {}}
-    pooled_h: np.ndarray | None = None
-    pooled_o: np.ndarray | None = None
+    pooled: list[Counts] = []
     cells: dict[str, dict[str, list[int]]] = {}
+
+    def taken(c: Counts) -> Counts:
+        return Counts(take(c.hits, "test"), take(c.outputs, "test"))
+
     for v in vs:
         hits, outputs = take(test[v][0], "test"), take(test[v][1], "test")
         counts = _pooled(hits[0], outputs[0], picks[v])
         if index is None and is_model:
             _add_cells(cells, entry["partitions"], hits[0], outputs[0], picks[v])
-        pooled_h = counts.hits if pooled_h is None else pooled_h + counts.hits
-        pooled_o = counts.outputs if pooled_o is None else pooled_o + counts.outputs
+        pooled.append(counts)
         sites = {int(p): labels_of[v][c] for p, c in enumerate(picks[v]) if c >= 0}
         edges = [_number(_pooled(hits[1 + j], outputs[1 + j], picks[v]), seed, inner) for j in range(len(v.edges))]
-        out["variables"][v] = {**_number(counts, seed, inner), "sites": sites, "edges": edges}
-    assert pooled_h is not None and pooled_o is not None  # an algorithm has at least one variable
-    out["score"] = _number(Counts(pooled_h, pooled_o), seed, inner)
+        paths = {}
+        for j in range(len(v.edges)):
+            if (v, j) in graph["edges"]:
+                c = taken(graph["edges"][(v, j)])
+                paths[j] = _number(c, seed, inner)
+                pooled.append(c)
+        joint = None
+        if v in graph["joint"]:
+            c = taken(graph["joint"][v])
+            joint = _number(c, seed, inner)
+            pooled.append(c)
+        out["variables"][v] = {
+            **_number(counts, seed, inner),
+            "sites": sites,
+            "edges": edges,
+            "paths": paths,
+            "joint": joint,
+        }
+    out["score"] = _number(
+        Counts(np.sum([c.hits for c in pooled], axis=0), np.sum([c.outputs for c in pooled], axis=0)), seed, inner
+    )
     if cells:
         out["partitions"] = {
             name: {cell: {"iia": k / n if n else None, "outputs": n} for cell, (k, n) in c.items()}
@@ -377,6 +486,10 @@ def _partitions(high: HighLevel, base: np.ndarray) -> dict[str, tuple[np.ndarray
     return out
 
 
+#: A null's number where it could not run an interchange (no site chosen): nothing to compare with.
+_NONE: dict[str, Any] = {"iia": None, "interval": None, "outputs": 0}
+
+
 def _passes(number: dict[str, Any], bar: float, chance: float, null_upper: float | None) -> str:
     """ "passes", "fails" or "untestable" (fewer than MIN_OUTPUTS changed outputs) for one variable or edge."""
     if number["outputs"] < MIN_OUTPUTS or number["iia"] is None:
@@ -417,14 +530,24 @@ def _judge(
             edges = []
             for j, e in enumerate(v.edges):
                 eu = upper(lambda n, k=v, j=j: n["variables"][k]["edges"][j])
-                edges.append(
-                    {
-                        "edge": e.title,
-                        **r["edges"][j],
-                        "null_upper": eu,
-                        "status": _passes(r["edges"][j], bar, chance, eu),
+                edge = {
+                    "edge": e.title,
+                    **r["edges"][j],
+                    "null_upper": eu,
+                    "status": _passes(r["edges"][j], bar, chance, eu),
+                }
+                if j in r["paths"]:
+                    pu = upper(lambda n, k=v, j=j: n["variables"][k]["paths"].get(j) or _NONE)
+                    edge["path"] = {
+                        **r["paths"][j],
+                        "null_upper": pu,
+                        "status": _passes(r["paths"][j], bar, chance, pu),
                     }
-                )
+                edges.append(edge)
+            joint = None
+            if r["joint"] is not None:
+                ju = upper(lambda n, k=v: n["variables"][k]["joint"] or _NONE)
+                joint = {**r["joint"], "null_upper": ju, "status": _passes(r["joint"], bar, chance, ju)}
             variables.append(
                 {
                     "variable": v.key,
@@ -435,11 +558,14 @@ def _judge(
                     "status": _passes(r, bar, chance, null_up),
                     "sites": r["sites"],
                     "edges": edges,
+                    "joint": joint,
                 }
             )
-        statuses = [v["status"] for v in variables] + [
-            e["status"] for v in variables for e in v["edges"] if e["status"] != "untestable"
+        tested = [e for v in variables for e in v["edges"]] + [
+            e["path"] for v in variables for e in v["edges"] if "path" in e
         ]
+        tested += [v["joint"] for v in variables if v["joint"] is not None]
+        statuses = [v["status"] for v in variables] + [e["status"] for e in tested if e["status"] != "untestable"]
         status = "fails" if "fails" in statuses else "untestable" if "untestable" in statuses else "passes"
         null_scores = [n["score"]["iia"] for n in nulls if n["score"]["iia"] is not None]
         rows.append(

@@ -266,8 +266,8 @@ def _print_candidates(found: dict, model) -> None:
         f"on {found['pairs']['select']} others; {found['nulls']} random-init nulls; chance {found['chance']:.2f}, "
         f"model accuracy {found['ceiling']:.3f})"
     )
-    for r in found["candidates"]:
-        score = r["score"]
+    for i, r in enumerate(found["candidates"]):
+        score, first = r["score"], i == 0  # the top candidate's passing graph tests are shown too
         null = "" if r["null_score"] is None else f", nulls ≤ {r['null_score']:.3f}"
         print(
             f"  {r['algorithm']:<13} {r['status']:<10} score {_f(score['iia'])} {_ci(score['interval'])}{null}: "
@@ -277,6 +277,18 @@ def _print_candidates(found: dict, model) -> None:
             for e in v["edges"]:
                 if e["status"] == "fails":
                     print(f"      edge {e['edge']}: IIA {_f(e['iia'])} on {e['outputs']} outputs (fails)")
+                path = e.get("path")
+                if path is not None and (path["status"] == "fails" or (first and path["status"] == "passes")):
+                    print(
+                        f"      edge {e['edge']} by path interchange: IIA {_f(path['iia'])} {_ci(path['interval'])} "
+                        f"on {path['outputs']} outputs ({path['status']})"
+                    )
+            joint = v.get("joint")
+            if joint is not None and (joint["status"] == "fails" or (first and joint["status"] == "passes")):
+                print(
+                    f"      {v['variable']} from all its parents at once (joint interchange): IIA {_f(joint['iia'])} "
+                    f"{_ci(joint['interval'])} on {joint['outputs']} outputs ({joint['status']})"
+                )
     top = found["candidates"][0] if found["candidates"] else None
     if top and top.get("partitions"):
         print(

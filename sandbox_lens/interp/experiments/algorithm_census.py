@@ -78,10 +78,29 @@ def _scale(quick: bool) -> dict[str, Any]:
     }
 
 
+def _graph_tests(candidate: dict[str, Any]) -> dict[str, list[Any]]:
+    """[status, test IIA] of each edge a candidate tests by path interchange and each variable by a joint one."""
+    out = {
+        f"{e['edge']} (path)": [e["path"]["status"], e["path"]["iia"]]
+        for v in candidate["variables"]
+        for e in v["edges"]
+        if "path" in e
+    }
+    out.update(
+        {
+            f"{v['variable']} (joint)": [v["joint"]["status"], v["joint"]["iia"]]
+            for v in candidate["variables"]
+            if v["joint"]
+        }
+    )
+    return out
+
+
 def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
     """What the algorithm experiments keep of :func:`~sandbox_lens.interp.causal.identify.identify` on one model
     (every candidate the task can have, ``pairs`` per split, beside ``nulls``): the verdict, its stability, and
-    per candidate its status, score, the nulls' largest score and each variable's status and test IIA."""
+    per candidate its status, score, the nulls' largest score, each variable's status and test IIA, and its graph
+    tests by intervention (each path-tested edge and jointly tested variable: status and test IIA)."""
     from sandbox_lens.interp.causal.identify import identify
 
     found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS)
@@ -96,6 +115,7 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
                 "score": c["score"]["iia"],
                 "null_score": c["null_score"],
                 "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]},
+                "graph": _graph_tests(c),
             }
             for c in found["candidates"]
         },

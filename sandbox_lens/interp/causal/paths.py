@@ -1,0 +1,264 @@
+"""The high-level graph tested by intervention, not only through the outputs: an edge by a two-step (path)
+interchange, a variable's mechanism by a joint interchange of all its parents (issue 42, part 4).
+
+An algorithm's record (:mod:`sandbox_lens.interp.causal.algorithms`) names, for some edges, the **child** variable
+they feed (``window1 → window2 at p + 2``) and, for some variables, that their parents **determine** them (a
+scan's window of level l + 1 is the composition of two windows of level l, Lemma 14). With the sites the
+identification chose for each variable and position (:mod:`sandbox_lens.interp.causal.identify`):
+
+* **Edge u → v at offset o** (the path interchange): run the base words with u's site at p set to its value on
+  the source words; take v's site at q = p + o from *that* run; run the base words again with only v's site at q
+  set to it. The high-level model's prediction is the counterfactual of u at p, at the outputs v at q reaches.
+  This is exact where the proof's graph has one path from u at p to each of those outputs, and only through v at
+  q: the records name a child only where that holds (the scan's binary offsets, a recurrent state's next
+  state, a count's state, the Dyck top's depth). An edge passes when the model's outputs follow it: u's change
+  travels through v's site as the proof says, and through nothing else the test would need.
+* **Joint interchange of a variable's parents**: v at q from the source's value of every parent at its offset
+  (all at once, from one source word) — the high-level model says v then *is* the source's v at q (it is a
+  function of its parents), so the prediction is v's own counterfactual from the source at q. A model whose v is
+  made from other inputs, or from the parents at other offsets, fails it.
+
+Both are scored on the test split (changed outputs only), with the same bar, floor and null comparison as every
+variable: the nulls run the same interchanges at their own chosen sites.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sandbox_lens.interp.causal.evidence import Counts
+from sandbox_lens.interp.causal.highlevel import HighLevel
+from sandbox_lens.interp.causal.sweep import MAX_ROWS, hook_head
+
+__all__ = ["Patch", "patched_answers", "path_counts", "joint_counts", "parents_of"]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One row-wise replacement in a forward pass: at ``hook`` (head ``head``, subspace ``basis`` ``[d, k]`` or all
+    of it), rows ``rows`` at token positions ``where`` take ``values`` (``[rows, …]``, the activation there)."""
+
+    hook: str
+    head: int | None
+    basis: Any
+    rows: Any
+    where: Any
+    values: Any
+
+
+def _apply(x: Any, patch: Patch) -> Any:
+    """``x`` with one patch written in (the component along ``basis`` only, where there is one)."""
+    if patch.head is not None:
+        x[patch.rows, patch.where, patch.head] = patch.values
+        return x
+    delta = patch.values - x[patch.rows, patch.where]
+    if patch.basis is not None:
+        delta = (delta @ patch.basis) @ patch.basis.T
+    x[patch.rows, patch.where] = x[patch.rows, patch.where] + delta
+    return x
+
+
+def patched_answers(
+    model: Any,
+    tokens: Any,
+    patches: Sequence[Patch],
+    readout: Sequence[int] | None,
+    capture: Sequence[str] = (),
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(answers ``[rows, T]``, the activations at the ``capture`` hooks after patching) of one forward over
+    ``tokens`` ``[rows, P + T]`` with every patch applied (several patches may share a hook)."""
+    from sandbox_lens.interp.causal.interchange import answer
+    from sandbox_lens.interp.model.run import exact_precision
+
+    by_hook: dict[str, list[Patch]] = {}
+    for patch in patches:
+        by_hook.setdefault(patch.hook, []).append(patch)
+    captured: dict[str, Any] = {}
+
+    def hook_fn(x: Any, hook: Any) -> Any:
+        name = hook.name
+        if name in by_hook:
+            x = x.clone()
+            for patch in by_hook[name]:
+                x = _apply(x, patch)
+        if name in capture:
+            captured[name] = x.detach()
+        return x
+
+    names = sorted(set(by_hook) | set(capture))
+    P = len(model.card.io.prefix)
+    T = tokens.shape[1] - P
+    with exact_precision():
+        logits = model.run_with_hooks(tokens, fwd_hooks=[(h, hook_fn) for h in names], return_type="logits")
+    return answer(logits[:, P : P + T], readout), captured
+
+
+def _site(label: str, bases: dict[str, tuple[str, Any]]) -> tuple[str, int | None, Any]:
+    """(hook, head, basis) of a chosen site's label (a card's named site by its basis)."""
+    if label in bases:
+        hook, basis = bases[label]
+        return hook, None, basis
+    hook, head = hook_head(label)
+    return hook, head, None
+
+
+def _basis(model: Any, acts: Any, basis: Any) -> Any:
+    from sandbox_lens.interp.model.device import on
+
+    return None if basis is None else on(acts, np.asarray(basis), dtype=acts.dtype)
+
+
+def _truth(
+    high: HighLevel, base: np.ndarray, source: np.ndarray, variable: str, p: int, reach_of: str, q: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, changed) ``[n, T]``: ``variable``'s counterfactual from the source at p, scored only at the outputs
+    ``reach_of`` at q reaches (the path's end) and where the label changes."""
+    plain, answered = high.answers(base)
+    labels, scored = high.counterfactual(base, source, p, variable)
+    _, reach = high.counterfactual(base, base, q, reach_of)
+    return labels, scored & reach & answered & (labels != plain)
+
+
+def _count(got: np.ndarray, labels: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return ((got == labels) & changed).sum(-1), changed.sum(-1)
+
+
+def path_counts(
+    model: Any,
+    high: HighLevel,
+    base: np.ndarray,
+    source: np.ndarray,
+    parent: str,
+    child: str,
+    parent_sites: Sequence[str | None],
+    child_sites: Sequence[str | None],
+    offsets: Sequence[int],
+    bases: dict[str, tuple[str, Any]],
+) -> Counts:
+    """Per-word counts of the edge ``parent`` → ``child`` tested by path interchanges (module docstring) at every
+    position p whose parent site and child site at q = p + o (o in ``offsets``) were chosen (None: not chosen)."""
+    from sandbox_lens.interp.causal.interchange import source_activations
+    from sandbox_lens.interp.model.device import on
+
+    n, T = base.shape
+    P = len(model.card.io.prefix)
+    readout = high.readout
+    tokens = on(model, model.card.io.encode(base))
+    pq = [
+        (p, p + o)
+        for p in range(T)
+        for o in offsets
+        if p + o < T and parent_sites[p] is not None and child_sites[p + o] is not None
+    ]
+    hits, outputs = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    if not pq:
+        return Counts(hits, outputs)
+    parent_hooks = {_site(parent_sites[p], bases)[0] for p, _ in pq}  # type: ignore[arg-type]
+    acts = source_activations(model, source, sorted(parent_hooks))
+    child_hooks = sorted({_site(child_sites[q], bases)[0] for _, q in pq})  # type: ignore[arg-type]
+    # step 1: the parent set from the source at each p (the words repeated once per p), the child hooks kept
+    ps = sorted({p for p, _ in pq})
+    chunk = max(1, MAX_ROWS // max(n, 1))
+    kept: dict[int, dict[str, Any]] = {}
+    for first in range(0, len(ps), chunk):
+        group = ps[first : first + chunk]
+        patches = []
+        for j, p in enumerate(group):
+            hook, head, basis = _site(parent_sites[p], bases)  # type: ignore[arg-type]
+            src = acts[hook][:, P + p]
+            patches.append(
+                Patch(
+                    hook,
+                    head,
+                    _basis(model, src, basis),
+                    on(model, np.arange(j * n, (j + 1) * n)),
+                    P + p,
+                    src if head is None else src[:, head],
+                )
+            )
+        _, captured = patched_answers(model, tokens.repeat(len(group), 1), patches, readout, capture=child_hooks)
+        for j, p in enumerate(group):
+            kept[p] = {h: captured[h][j * n : (j + 1) * n] for h in child_hooks}
+    # step 2: the base words with only the child's site at q taken from step 1's run for p
+    for first in range(0, len(pq), chunk):
+        group = pq[first : first + chunk]
+        patches = []
+        for j, (p, q) in enumerate(group):
+            hook, head, basis = _site(child_sites[q], bases)  # type: ignore[arg-type]
+            value = kept[p][hook][:, P + q]
+            patches.append(
+                Patch(
+                    hook,
+                    head,
+                    _basis(model, value, basis),
+                    on(model, np.arange(j * n, (j + 1) * n)),
+                    P + q,
+                    value if head is None else value[:, head],
+                )
+            )
+        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, readout)
+        for j, (p, q) in enumerate(group):
+            labels, changed = _truth(high, base, source, parent, p, child, q)
+            k, m = _count(got[j * n : (j + 1) * n], labels, changed)
+            hits += k
+            outputs += m
+    return Counts(hits, outputs)
+
+
+def parents_of(variables: Sequence[Any], child: str) -> list[tuple[str, int]]:
+    """(parent, offset) of every edge of ``variables`` into ``child`` at one exact offset."""
+    return [(v.name, e.lo) for v in variables for e in v.edges if e.child == child and e.hi == e.lo]
+
+
+def joint_counts(
+    model: Any,
+    high: HighLevel,
+    base: np.ndarray,
+    source: np.ndarray,
+    child: str,
+    parents: Sequence[tuple[str, int]],
+    sites: dict[str, Sequence[str | None]],
+    bases: dict[str, tuple[str, Any]],
+) -> Counts:
+    """Per-word counts of ``child``'s mechanism tested by a joint interchange of all its ``parents`` (name, offset)
+    at q − offset from one source word, at every q where each parent inside the word has a chosen site (a
+    parent before the word's start is a constant of the proof, the same in base and source)."""
+    from sandbox_lens.interp.causal.interchange import source_activations
+    from sandbox_lens.interp.model.device import on
+
+    n, T = base.shape
+    P = len(model.card.io.prefix)
+    tokens = on(model, model.card.io.encode(base))
+    hits, outputs = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    qs = []
+    for q in range(T):
+        inside = [(u, q - o) for u, o in parents if q - o >= 0]
+        if inside and all(sites[u][p] is not None for u, p in inside):
+            qs.append((q, inside))
+    if not qs:
+        return Counts(hits, outputs)
+    hooks = sorted({_site(sites[u][p], bases)[0] for _, inside in qs for u, p in inside})  # type: ignore[arg-type]
+    acts = source_activations(model, source, hooks)
+    chunk = max(1, MAX_ROWS // max(n, 1))
+    for first in range(0, len(qs), chunk):
+        group = qs[first : first + chunk]
+        patches = []
+        for j, (_, inside) in enumerate(group):
+            rows = on(model, np.arange(j * n, (j + 1) * n))
+            for u, p in inside:
+                hook, head, basis = _site(sites[u][p], bases)  # type: ignore[arg-type]
+                src = acts[hook][:, P + p]
+                patches.append(
+                    Patch(hook, head, _basis(model, src, basis), rows, P + p, src if head is None else src[:, head])
+                )
+        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, high.readout)
+        for j, (q, _) in enumerate(group):
+            labels, changed = _truth(high, base, source, child, q, child, q)
+            k, m = _count(got[j * n : (j + 1) * n], labels, changed)
+            hits += k
+            outputs += m
+    return Counts(hits, outputs)
