@@ -253,10 +253,23 @@ def _check_source(name: str, takes: str, source: Any) -> None:
 
 
 def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSpec:
-    """Build construction ``name`` for ``source`` — an automaton, a Dyck language for ``dyck``,
-    ``None`` for ``ffl`` — on inputs of up to ``length`` symbols. ``negatives="cancel,constant"``
-    (any construction) adds informative negatives (:mod:`sandbox_lens.constructions.negatives`), and
-    ``negative_gain`` and ``negative_sharpness`` dial them."""
+    """Build construction ``name`` as exact weights (a spec: named residual subspaces, per-block matrices).
+
+    Args:
+        name: a name from ``REGISTRY`` (``prefix_scan``, ``krohn_rhodes``, ``modular_counter``, ``memory``,
+            ``gridworld``, ``dyck``, ``ffl``).
+        source: what it is built for — a ``Semiautomaton``, a ``Dyck`` language for ``dyck``, ``None`` for ``ffl``.
+        length: the longest input, in symbols.
+        **options: the construction's options (``REGISTRY[name].describe()``); on any construction
+            ``negatives="cancel,constant"`` adds informative negatives (:mod:`sandbox_lens.constructions.negatives`)
+            and ``negative_gain`` and ``negative_sharpness`` dial them.
+
+    Returns:
+        The :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` (``build_model`` makes it a model).
+
+    Raises:
+        sandbox_lens.interp.errors.ConstructionError: an unknown name or option, a source it cannot take, or a
+            length past what float32 keeps exact."""
     entry, checked = validate(name, source, options)
     chosen = [n for n in str(checked.pop("negatives", "")).split(",") if n]
     dials = dials_of({k: checked.pop(k) for k in list(checked) if k in DIALS}, chosen)  # refused before the build

@@ -94,8 +94,13 @@ def null_of(model: Any, seed: int = 0) -> Any:
 
 
 def nulls_of(model: Any, seed: int = 0, n: int = NULLS) -> list[Any]:
-    """``n`` random-init twins of ``model`` (seeds ``seed·n … seed·n + n − 1``; the first is :func:`null_of`'s for
-    seed 0)."""
+    """``n`` random-init twins of ``model``: the nulls a causal verdict is held against.
+
+    Args:
+        model: a model with a ``card`` (its shape and task are copied).
+        seed: the nulls' initialisation seeds are ``seed·n … seed·n + n − 1`` (the first is :func:`null_of`'s
+            for seed 0).
+        n: how many."""
     return [null_of(model, seed * n + i) for i in range(n)]
 
 
@@ -112,9 +117,24 @@ def align(
     variables: Sequence[str] | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """The causal section for ``model`` (see the module docstring), per variable of its task's high-level model
-    (``variables``: a subset; default all), beside the ``null`` (a random-init model or a list of them, each
-    searched exactly like ``model``) and each of ``constructions``. ``pairs``: per split (fit, select, test)."""
+    """The causal section for ``model`` (see the module docstring): per variable of its task's high-level model,
+    full swaps and DAS on three disjoint pair splits, with verdicts beside the nulls and the readout baseline.
+
+    Args:
+        model: a model built, trained or adopted by sandbox-lens (it carries a ``card``).
+        constructions: name → construction model of the same task, aligned the same way for comparison.
+        null: a random-init model of ``model``'s shape or a list of them (``nulls_of``), each searched exactly
+            like ``model``; None aligns none.
+        mode: the high-level model's reading (``"parallel"`` or ``"recurrent"`` for automata).
+        pairs: base/source pairs per split (fit, select, test); at least 16.
+        ks: the DAS subspace dimensions tried (chosen on the select split).
+        das_steps: optimiser steps of each DAS fit.
+        seed: seed of the pairs and fits.
+        variables: the variables to align (default: all of the task's).
+        progress: show progress bars.
+
+    Returns:
+        ``align.json``'s content: per variable the sites, DAS by k, the nulls' numbers and the verdicts."""
     t0 = time.perf_counter()
     high = high_level_of(model, mode)
     names = [high.variable(v) for v in (variables or high.variables)]  # an unknown variable fails here

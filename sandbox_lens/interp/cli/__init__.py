@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.cli import analysis, batch, causal, circuits, constructions, experiments, training
-from sandbox_lens.interp.cli.common import Parser, bound_numbers
+from sandbox_lens.interp.cli.common import Parser, bound_numbers, bridge_refusal
 from sandbox_lens.interp.errors import Interrupted, OutputPathError, SandboxError
 from sandbox_lens.interp.files import check_output_path
 from sandbox_lens.interp.progress import QUIET_ENV, heartbeat
@@ -134,6 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OutputPathError as e:
             print(f"interp: error: {e}", file=sys.stderr)
             return 2
+    try:
+        refused = bridge_refusal(args)
+    except SandboxError as e:  # no TransformerLens, or one this package does not run on
+        refused = str(e)
+    if refused is not None:
+        print(f"interp: error: {refused}", file=sys.stderr)
+        return 2
     # process-wide settings a command changes, put back when it returns (main may run in-process:
     # a notebook, a test, another program)
     previous_showwarning, previous_threads = warnings.showwarning, None

@@ -278,3 +278,34 @@ def settings_given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
         if value is not None:
             out[s.name] = tuple(value) if s.many else value
     return out
+
+
+#: What TransformerLens 4.x's native ``TransformerBridge`` cannot do, as (option's destination, test of its value,
+#: the refusal): refused before any work, since the back end is read from the package metadata without importing
+#: TransformerLens (:func:`sandbox_lens.interp.model.hooked.backend`). Everything else runs on either version.
+BRIDGE_REFUSALS: tuple[tuple[str, Any, str], ...] = (
+    (
+        "init_from",
+        bool,
+        "--init-from copies a construction's weights by HookedTransformer parameter names: it needs "
+        "TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
+    ),
+    (
+        "engine",
+        lambda v: v == "hooks",
+        "--engine hooks patches through per-head input and output hooks (use_attn_result, use_split_qkv_input), "
+        "which TransformerLens 4's bridge does not offer: it needs TransformerLens 3.9; --engine bare (the "
+        "default here) runs on 4.x",
+    ),
+)
+
+
+def bridge_refusal(args: argparse.Namespace) -> str | None:
+    """The one-line refusal of an option the installed TransformerLens (4.x) cannot serve, naming the version that
+    can; None where every option given runs here."""
+    asked = [why for dest, wants, why in BRIDGE_REFUSALS if wants(getattr(args, dest, None))]
+    if not asked:
+        return None
+    from sandbox_lens.interp.model.hooked import backend
+
+    return asked[0] if backend() == "TransformerBridge" else None

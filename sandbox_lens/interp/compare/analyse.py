@@ -255,13 +255,20 @@ def compare(
     progress: bool = True,
     **settings: Any,
 ) -> Path:
-    """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring); returns the report path.
+    """Write ``out/report.html`` and ``out/metrics.json`` (see the module docstring).
 
-    ``config`` (:class:`~sandbox_lens.interp.compare.config.CompareConfig`), with any of its fields given as keywords
-    (``samples=80``, ``theorem3_steps=0``, ...): the twin's training when it is trained here
-    (``train_steps``, default the task kind's; ``train_minutes``), the probes' words, the head masks,
-    Theorem 3's weight-mask run (Dyck; 0 skips it) and Corollary 3's two-target run, the counterfactual
-    pairs of the circuits section (0 skips it).
+    Args:
+        comparison: the task's comparison (its constructions and how to feed them), from the task kind.
+        out: the directory to write.
+        config: what to measure and at what scale (:class:`~sandbox_lens.interp.compare.config.CompareConfig`):
+            the twin's training when it is trained here (``train_steps``, ``train_minutes``), the probes' words,
+            the head masks, Theorem 3's weight-mask run (Dyck; 0 skips it) and Corollary 3's, the circuits
+            section's pairs (0 skips it).
+        progress: show progress bars.
+        **settings: any of ``config``'s fields as keywords (``samples=80``, ``theorem3_steps=0``, ...).
+
+    Returns:
+        The report's path.
     """
     from sandbox_lens.interp.compare.report import write_report
     from sandbox_lens.interp.progress import bar as progress_bar

@@ -82,6 +82,13 @@ def save_model(model, directory: str | Path) -> Path:
 
     Both files are written atomically; ``model.json`` is written last, so a directory with a
     valid ``model.json`` always has the weights it describes.
+
+    Args:
+        model: a model built, trained or adopted by sandbox-lens (it carries a ``card``).
+        directory: where to write (created; an existing saved model there is replaced whole).
+
+    Returns:
+        ``directory``.
     """
     from safetensors.torch import save
 
@@ -112,7 +119,11 @@ def save_model(model, directory: str | Path) -> Path:
 
 
 def load_model(directory: str | Path, expect_construction: str | None = None):
-    """Load a model saved by :func:`save_model`, checking format, checksum and shapes."""
+    """Load a model saved by :func:`save_model`, checking format, checksum and shapes.
+
+    Args:
+        directory: the saved model's directory.
+        expect_construction: refuse a model of another construction."""
     from safetensors.torch import load
 
     d = Path(directory)

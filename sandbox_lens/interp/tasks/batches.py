@@ -57,7 +57,11 @@ def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.
 
 
 class AutomatonTask:
-    """Simulating a semiautomaton: BOS + a word of ``length`` symbols, the state after every symbol as the target."""
+    """Simulating a semiautomaton: BOS + a word of ``length`` symbols, the state after every symbol as the target.
+
+    Args:
+        automaton: the semiautomaton (``get_automaton("S5")``).
+        length: the word length trained on."""
 
     kind = "automaton"
 
@@ -96,7 +100,11 @@ class AutomatonTask:
 
 
 class DyckTask:
-    """Next-token prediction of bounded Dyck prefixes of up to ``length`` brackets (thesis §3.6)."""
+    """Next-token prediction of bounded Dyck prefixes of up to ``length`` brackets (thesis §3.6).
+
+    Args:
+        lang: the language (``Dyck(2, 4)``).
+        length: the longest prefix, in brackets."""
 
     kind = "dyck"
 
@@ -135,8 +143,11 @@ class DyckTask:
 class FFLTask:
     """Language modelling of FFL(T, p) (:mod:`sandbox_lens.interp.tasks.ffl`); loss and accuracy at the reads.
 
-    ``p`` may be a list: a mixture of training distributions, each string drawing its p uniformly
-    from it (the thesis's fix for glitches: FFL(0.9), FFL(0.98) and FFL(0.1) mixed).
+    Args:
+        p: the probability of an ignore instruction; a list is a mixture of training distributions, each
+            string drawing its p uniformly from it (the thesis's fix for glitches: FFL(0.9), FFL(0.98) and
+            FFL(0.1) mixed).
+        length: the string length.
     """
 
     kind = "ffl"

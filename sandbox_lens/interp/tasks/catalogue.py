@@ -409,7 +409,10 @@ MAX_NAME = 200
 
 
 def get_automaton(name: str) -> Semiautomaton:
-    """Resolve a catalogue name (see module docstring) to a :class:`Semiautomaton`."""
+    """Resolve a catalogue name (see module docstring) to a :class:`Semiautomaton`.
+
+    Args:
+        name: e.g. ``"parity"``, ``"C3"``, ``"S5"``, ``"A4"``, ``"grid9"``."""
     if len(name) > MAX_NAME:
         raise AutomatonError(f"an automaton name of {len(name):,} characters; catalogue names are at most {MAX_NAME}")
     key = name.strip()

@@ -42,7 +42,12 @@ def parse_dyck_spec(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Dyck:
-    """Dyck_{k,D} with open-bracket probability q (Definition 12)."""
+    """Dyck_{k,D} with open-bracket probability q (Definition 12).
+
+    Args:
+        k: bracket types.
+        D: the depth bound.
+        q: the probability of an open bracket where both are legal."""
 
     k: int
     D: int

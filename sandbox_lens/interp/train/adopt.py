@@ -36,8 +36,18 @@ def adopt(
 ) -> Any:
     """``model`` with a card for ``task`` (an :class:`~sandbox_lens.interp.tasks.batches.AutomatonTask`,
     ``DyckTask``, ``FFLTask``: what it was trained on, at its training length), checked first: its vocabulary holds
-    every token the layout uses, it has a logit per output class, its context holds a whole input. Returns the same
-    model object (every analysis accepts it; ``save_model`` writes it like a twin)."""
+    every token the layout uses, it has a logit per output class, its context holds a whole input.
+
+    Args:
+        model: a TransformerLens ``HookedTransformer`` (or a 4.x ``TransformerBridge``).
+        task: the task it was trained on, at its training length.
+        prefix: the tokens before the first symbol (default: the task's layout, a BOS token).
+        symbol_tokens: the token of each input symbol (default: the task's layout).
+        name: what reports call it.
+
+    Returns:
+        The same model object, with a ``card`` (every analysis accepts it; ``save_model`` writes it like a
+        twin)."""
     from sandbox_lens.interp.model.card import ModelCard, TokenIO
     from sandbox_lens.interp.model.tokens import attach_tokenizer
 
@@ -127,7 +137,13 @@ def _config(cfg: Any) -> dict[str, Any]:
 def load_adopted(state_dict: str | Path, config: str | Path, task: Any, **kwargs: Any) -> Any:
     """A TransformerLens state dict (``.pt`` / ``.pth`` from ``torch.save(model.state_dict())``, or
     ``.safetensors``) and its ``HookedTransformerConfig`` as JSON (``json.dump(model.cfg.to_dict())``-like: the
-    constructor's keyword arguments), built with the installed TransformerLens and :func:`adopt`-ed."""
+    constructor's keyword arguments), built with the installed TransformerLens and :func:`adopt`-ed.
+
+    Args:
+        state_dict: the weights file.
+        config: the config JSON file.
+        task: the task it was trained on.
+        **kwargs: :func:`adopt`'s keywords (``prefix``, ``symbol_tokens``, ``name``)."""
     import torch
 
     from sandbox_lens.interp.model.hooked import load_strict, new_model

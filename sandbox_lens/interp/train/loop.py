@@ -200,12 +200,23 @@ def train(
     init_spec: Any = None,
     on_checkpoint: Any = None,
 ) -> dict[str, Any]:
-    """Train one model; returns (and writes) its metrics. See the module docstring.
+    """Train one model (see the module docstring).
 
-    ``init_spec`` (a construction's :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` of the same shape)
-    supplies the starting weights of ``config.init_layers``; ``config.freeze`` keeps parameters fixed.
-    ``on_checkpoint`` (no arguments) is called after every checkpoint is written (a Ray worker ships the
-    run directory to the driver then: :mod:`sandbox_lens.interp.train.remote`).
+    Args:
+        task: the task (``AutomatonTask``, ``DyckTask``, ``FFLTask``).
+        shape: the model's shape (:class:`~sandbox_lens.interp.train.config.ModelShape`: a transformer or an LSTM).
+        config: the run's settings (:class:`~sandbox_lens.interp.train.config.TrainConfig`: steps, batch, learning
+            rate, evaluation, seed, an alignment to impose).
+        out: the run directory (checkpoints, ``metrics.json``, the model).
+        resume: continue from the directory's last checkpoint.
+        progress: show a progress bar.
+        init_spec: a construction's :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` of the same shape,
+            which supplies the starting weights of ``config.init_layers`` (``config.freeze`` keeps them fixed).
+        on_checkpoint: called with no arguments after every checkpoint is written (a Ray worker ships the run
+            directory to the driver then: :mod:`sandbox_lens.interp.train.remote`).
+
+    Returns:
+        The run's metrics (as written to ``metrics.json``).
     """
     import torch
 

@@ -144,7 +144,11 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
 
 
 def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = None):
-    """The trained model of ``directory`` (its last checkpoint), with a ``card`` for the analyses."""
+    """The trained model of ``directory`` (its last checkpoint), with a ``card`` for the analyses.
+
+    Args:
+        directory: a run directory written by ``interp train`` or :func:`~sandbox_lens.interp.train.train`.
+        expect_task: refuse a run whose task (its card's task dict) is another one."""
     out = Path(directory)
     meta, tensors = read_checkpoint(out)
     if expect_task is not None and meta.get("task") != expect_task:
@@ -179,7 +183,10 @@ def random_init(task: Any, shape: ModelShape, seed: int = 0):
 def open_model(directory: str | Path, expect_construction: str | None = None):
     """The model in ``directory``, whichever wrote it: a run of `interp train` (its last checkpoint, the
     moving average when kept) or a model saved by `interp build` (or a finished twin's ``model.json``).
-    ``expect_construction`` refuses a model of another construction (``trained`` for a twin)."""
+
+    Args:
+        directory: a run directory, or a directory written by ``interp build`` / :func:`save_model`.
+        expect_construction: refuse a model of another construction (``trained`` for a twin)."""
     from sandbox_lens.interp.train.checkpoint import has_checkpoint
 
     if has_checkpoint(directory):

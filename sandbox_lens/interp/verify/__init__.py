@@ -53,7 +53,10 @@ def verify(
         dtype: dtype to build a spec in (a model is checked in its own).
         bands: Dyck only — length bands of the random prefixes (default: in distribution and the
             out-of-distribution bands that fit).
-        forward: ``"bare"`` (default) runs :mod:`sandbox_lens.interp.model.bare`'s forward on the model's weights,
+        batch_size: inputs per forward pass (default: chosen from the model's size).
+    progress: show a progress bar.
+    max_mismatches: how many disagreeing inputs the result keeps as examples.
+    forward: ``"bare"`` (default) runs :mod:`sandbox_lens.interp.model.bare`'s forward on the model's weights,
             cross-checked against the model on a sample of every input set (falling back to the model
             on any disagreement); ``"model"`` runs the model itself throughout. ``details["forward"]``
             says what ran.
