@@ -199,18 +199,16 @@ def paired_interval(
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """Wilson score interval of a binomial rate; None without trials."""
-    from scipy.stats import norm
+    """Wilson score interval of a binomial rate (``scipy.stats.binomtest``'s, without continuity correction);
+    None without trials."""
+    from scipy.stats import binomtest
 
     if trials <= 0:
         return None
-    if not 0 <= successes <= trials:
-        raise ValueError(f"successes must lie in 0..{trials}, got {successes}")
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    if not 0 <= successes <= trials or successes != int(successes):
+        raise ValueError(f"successes must be a whole number in 0..{trials}, got {successes}")
+    ci = binomtest(int(successes), int(trials)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(max(0.0, ci.low)), float(min(1.0, ci.high))
 
 
 def poisson_interval(count: int, exposure: float = 1.0, confidence: float = CONFIDENCE) -> tuple[float, float]:
