@@ -54,14 +54,14 @@ def _pool_worker(name: str, members: list[int], steps: int) -> float:
 
     from sandbox_lens.interp.model.hooked import fused_layernorm
     from sandbox_lens.interp.tasks.batches import step_rng
-    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_twin, default_shape
     from sandbox_lens.interp.train.loop import _loss
 
     torch.set_num_threads(1)
     task = _task(name)
     t = time.perf_counter()
     for seed in members:
-        model = build_model(task, default_shape(task), seed)
+        model = build_twin(task, default_shape(task), seed)
         opt = torch.optim.AdamW(list(model.parameters()), lr=1e-3)
         with fused_layernorm(model):
             for s in range(steps):
@@ -98,12 +98,12 @@ def _ensemble_worker(name: str, members: list[int], steps: int) -> float:
     from torch.func import functional_call, stack_module_state, vmap
 
     from sandbox_lens.interp.model.hooked import fused_layernorm
-    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_twin, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
     t = time.perf_counter()
-    models = [build_model(task, default_shape(task), seed) for seed in members]
+    models = [build_twin(task, default_shape(task), seed) for seed in members]
     base = copy.deepcopy(models[0])
     params, buffers = stack_module_state(models)
     opt = torch.optim.AdamW(list(params.values()), lr=1e-3)
@@ -163,12 +163,12 @@ def _stacked_worker(name: str, members: list[int], steps: int) -> float:
     import torch
     from torch.func import stack_module_state
 
-    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_twin, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
     t = time.perf_counter()
-    models = [build_model(task, default_shape(task), seed) for seed in members]
+    models = [build_twin(task, default_shape(task), seed) for seed in members]
     cfg = models[0].cfg
     params, _ = stack_module_state(models)
     trained = [v for v in params.values() if v.requires_grad]
@@ -189,12 +189,12 @@ def _lockstep_worker(name: str, members: list[int], steps: int) -> float:
     one :func:`stacked_forward`, whose backward fills each member's own gradients."""
     import torch
 
-    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_twin, default_shape
 
     torch.set_num_threads(1)
     task = _task(name)
     t = time.perf_counter()
-    models = [build_model(task, default_shape(task), seed) for seed in members]
+    models = [build_twin(task, default_shape(task), seed) for seed in members]
     cfg = models[0].cfg
     opts = [torch.optim.AdamW(list(m.parameters()), lr=1e-3) for m in models]
     names = [n for n, _ in models[0].named_parameters()]
@@ -222,10 +222,10 @@ def check_stacked_forward(name: str, members: int = 3) -> float:
     from torch.func import stack_module_state
 
     from sandbox_lens.interp.tasks.batches import step_rng
-    from sandbox_lens.interp.train import build_model, default_shape
+    from sandbox_lens.interp.train import build_twin, default_shape
 
     task = _task(name)
-    models = [build_model(task, default_shape(task), seed) for seed in range(members)]
+    models = [build_twin(task, default_shape(task), seed) for seed in range(members)]
     params, _ = stack_module_state(models)
     tokens = torch.stack([torch.from_numpy(task.batch(step_rng(seed, 0), 8).tokens) for seed in range(members)])
     cfg = models[0].cfg

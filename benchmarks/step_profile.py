@@ -40,7 +40,7 @@ from sandbox_lens.interp.streams import Stream  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
-from sandbox_lens.interp.train import TrainConfig, build_model, default_shape, train  # noqa: E402
+from sandbox_lens.interp.train import TrainConfig, build_twin, default_shape, train  # noqa: E402
 from sandbox_lens.interp.train.checkpoint import save_checkpoint  # noqa: E402
 from sandbox_lens.interp.train.loop import _loss, evaluate  # noqa: E402
 
@@ -66,7 +66,7 @@ def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> tupl
     batch-to-optimizer seconds (for the intervals). ``mode``: TransformerLens's own
     forward, the same with LayerNorm fused, or the hand-written forward sandbox_lens.interp.train.train runs
     (:func:`sandbox_lens.interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
-    model = build_model(task, shape, config.seed)
+    model = build_twin(task, shape, config.seed)
     with contextlib.ExitStack() as stack:
         if mode in ("fused_layernorm", "hand_written"):
             stack.enter_context(fused_layernorm(model))
@@ -134,7 +134,7 @@ def step_flops(task, shape, config: TrainConfig) -> int:
     """FLOPs of one step's forward and backward passes (torch's flop counter: matmuls and attention)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = build_model(task, shape, config.seed)
+    model = build_twin(task, shape, config.seed)
     batch = task.batch(step_rng(config.seed, 0, Stream.HELD_OUT), config.batch)
     with FlopCounterMode(display=False) as counter:
         loss, _ = _loss(model, batch)
@@ -184,7 +184,7 @@ def main() -> None:
         rows.append(
             {
                 "twin": label,
-                "parameters": sum(p.numel() for p in build_model(task, shape).parameters()),
+                "parameters": sum(p.numel() for p in build_twin(task, shape).parameters()),
                 "mflop_per_step": flops / 1e6,
                 "ms_per_step": 1e3 * total,
                 **{f"ms_{k}": 1e3 * v for k, v in phases.items()},

@@ -25,7 +25,7 @@ from sandbox_lens.interp.model.run import exact_precision  # noqa: E402
 from sandbox_lens.interp.tasks.batches import DyckTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
-from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.train import build_twin, default_shape  # noqa: E402
 from sandbox_lens.interp.train.loop import _loss  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def _spin(stop) -> None:  # a busy neighbour on one core
 
 def train_steps(steps: int = 40) -> float:
     task = DyckTask(Dyck(2, 4), 28)
-    model = build_model(task, default_shape(task), 0)
+    model = build_twin(task, default_shape(task), 0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     start = time.perf_counter()
     for step in range(steps):

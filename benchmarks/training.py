@@ -25,14 +25,14 @@ from sandbox_lens.interp.files import atomic_write  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
-from sandbox_lens.interp.train import ModelShape, TrainConfig, build_model, default_shape, train  # noqa: E402
+from sandbox_lens.interp.train import ModelShape, TrainConfig, build_twin, default_shape, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def bare_loop(task, shape, config, steps: int) -> float:
     """Steps per second of a plain loop: same model, online batches, AdamW, clipping; no schedule, eval or checkpoints."""
-    model = build_model(task, shape, config.seed)
+    model = build_twin(task, shape, config.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     start = time.perf_counter()

@@ -8,6 +8,11 @@ class SandboxError(Exception):
     """Base class for errors caused by bad input (never by a bug)."""
 
 
+class OptionError(SandboxError, ValueError):
+    """A command-line option (or its Python keyword) that is refused: out of range, given without the option it
+    needs, or one this task, model or TransformerLens cannot take. The message names the option."""
+
+
 class AutomatonError(SandboxError, ValueError):
     """An automaton specification is invalid (unknown name, malformed JSON, bad transitions)."""
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 
 __all__ = ["start_from", "DEFAULT_LAYERS"]
 
@@ -41,7 +41,7 @@ def start_from(
 
     name, _, variant = construction.partition(":")
     if variant and name != "dyck":
-        raise SandboxError(f"--init-from {construction}: only dyck has variants")
+        raise OptionError(f"--init-from {construction}: only dyck has variants")
 
     source, covered = task_kind(task).construction_input(task)
     options = {**(options or {}), **({"variant": variant} if variant else {})}

@@ -247,7 +247,7 @@ def test_balance_read_off_a_model_matches_the_spec_and_the_contrastive_penalty()
     from sandbox_lens.constructions import build, build_model
     from sandbox_lens.interp.tasks.batches import DyckTask, step_rng
     from sandbox_lens.interp.train import ModelShape
-    from sandbox_lens.interp.train import build_model as twin_model
+    from sandbox_lens.interp.train import build_twin as twin_model
     from sandbox_lens.interp.train.regularise import contrastive_penalty
     from sandbox_lens.probes.dyck import balance_violation_of_model
 

@@ -196,10 +196,10 @@ def test_a_twin_trains_saves_and_loads_here(tmp_path):
     import torch
 
     from sandbox_lens.interp.model.hooked import tl_state_dict
-    from sandbox_lens.interp.train import build_model
+    from sandbox_lens.interp.train import build_twin
 
     fresh = tl_state_dict(
-        build_model(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16, n_heads=2), seed=0)
+        build_twin(AutomatonTask(get_automaton("parity"), 8), ModelShape(n_layers=1, d_model=16, n_heads=2), seed=0)
     )
     loaded = tl_state_dict(twin)
     assert set(fresh) == set(loaded)

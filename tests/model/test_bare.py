@@ -11,8 +11,7 @@ from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
-from sandbox_lens.interp.train import ModelShape
-from sandbox_lens.interp.train import build_model as build_twin
+from sandbox_lens.interp.train import ModelShape, build_twin
 from sandbox_lens.interp.verify import verify
 
 MODELS = {

@@ -98,7 +98,7 @@ def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, mon
     seen = {}
     import sandbox_lens.interp.train.loop as loop
 
-    real = loop.build_model
+    real = loop.build_twin
 
     def spy(task, shape, seed=0):
         model = real(task, shape, seed)
@@ -106,7 +106,7 @@ def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, mon
         seen["env"] = os.environ.get(ENV)
         return model
 
-    monkeypatch.setattr(loop, "build_model", spy)
+    monkeypatch.setattr(loop, "build_twin", spy)
     assert (
         main(
             [

@@ -16,14 +16,14 @@ from sandbox_lens.interp.model.fast import covers, fast_forward, training_forwar
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
-from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.train import build_twin, default_shape  # noqa: E402
 from sandbox_lens.interp.train.config import ModelShape  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16), FFLTask(0.8, 16)]
 
 
 def _model(task, **shape):
-    model = build_model(task, ModelShape(**{**default_shape(task).__dict__, **shape}), 0)
+    model = build_twin(task, ModelShape(**{**default_shape(task).__dict__, **shape}), 0)
     if not covers(model):
         pytest.skip("the hand-written forward covers TransformerLens 3.9's HookedTransformer")
     return model
@@ -64,7 +64,7 @@ def test_a_copy_made_inside_the_block_runs_on_its_own_weights():
 def test_models_it_does_not_cover_are_left_as_they_are():
     from sandbox_lens.interp.train.config import ModelShape
 
-    lstm = build_model(TASKS[0], ModelShape(n_layers=1, d_model=16, n_heads=1, arch="lstm", hidden=16), 0)
+    lstm = build_twin(TASKS[0], ModelShape(n_layers=1, d_model=16, n_heads=1, arch="lstm", hidden=16), 0)
     assert not covers(lstm)
     with training_forward(lstm):
         assert "forward" not in lstm.__dict__

@@ -13,7 +13,7 @@ from sandbox_lens.interp.model.hooked import fused_layernorm  # noqa: E402
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, step_rng  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
-from sandbox_lens.interp.train import build_model, default_shape  # noqa: E402
+from sandbox_lens.interp.train import build_twin, default_shape  # noqa: E402
 
 TASKS = [AutomatonTask(get_automaton("parity"), 16), DyckTask(Dyck(2, 4), 16)]
 
@@ -24,7 +24,7 @@ def _is_tl3(model) -> bool:
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.kind)
 def test_the_fused_forward_is_transformer_lens_s(task):
-    model = build_model(task, default_shape(task), 0)
+    model = build_twin(task, default_shape(task), 0)
     if not _is_tl3(model):
         pytest.skip("TransformerLens 3.9's LayerNorm only")
     tokens = torch.from_numpy(task.batch(step_rng(0, 0), 16).tokens)
@@ -42,4 +42,4 @@ def test_the_fused_forward_is_transformer_lens_s(task):
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.kind)
 def test_steps_with_the_fused_layernorm_follow_the_same_path(task):
     """The first gradient agrees to float rounding and 30 AdamW steps keep the same losses."""
-    assert_same_training_path(task, lambda: build_model(task, default_shape(task), 0), fused_layernorm)
+    assert_same_training_path(task, lambda: build_twin(task, default_shape(task), 0), fused_layernorm)

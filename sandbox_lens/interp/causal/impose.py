@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox_lens.interp.causal.verdict import block_order
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError
 from sandbox_lens.interp.train.align import circuit_nodes
 
 __all__ = ["correspondence"]
@@ -28,10 +28,10 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
     if name not in REGISTRY:
         build(name, None, 1)  # an unknown name: the registry's own one-line refusal
     if variant and name != "dyck":
-        raise SandboxError(f"--align {construction}: only dyck has variants")
+        raise OptionError(f"--align {construction}: only dyck has variants")
     kind = task_kind(task)
     if REGISTRY[name].takes != kind.name:
-        raise SandboxError(f"--align {name}: it models the {REGISTRY[name].takes} task, not this {kind.name} task")
+        raise OptionError(f"--align {name}: it models the {REGISTRY[name].takes} task, not this {kind.name} task")
     source, length = kind.construction_input(task)
     spec = build(name, source, length, **({"variant": variant} if variant else {}))
     from sandbox_lens.interp.tasks.highlevel import HighLevelError
@@ -48,7 +48,7 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
 
     sites = [v for v in spec.card().variables if v["role"] == "carries" and known(v["variable"])]
     if not sites:
-        raise SandboxError(f"--align {name}: its card names no variable sites")
+        raise OptionError(f"--align {name}: its card names no variable sites")
     chosen: dict[str, dict[str, Any]] = {}
     for v in sorted(sites, key=lambda v: -block_order(v["hook"])):
         chosen.setdefault(v["variable"], v)

@@ -27,14 +27,14 @@ def over_training(
     from pathlib import Path
 
     from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.errors import SandboxError
+    from sandbox_lens.interp.errors import OptionError, SandboxError
     from sandbox_lens.interp.progress import bar as progress_bar
     from sandbox_lens.interp.train import has_checkpoint, kept_models, open_model
     from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
     run = Path(run)
     if not has_checkpoint(run):
-        raise SandboxError(f"--checkpoints reads a run directory of interp train; {run} holds none")
+        raise OptionError(f"--checkpoints reads a run directory of interp train; {run} holds none")
     kept = kept_models(run)
     if not kept:
         raise SandboxError(f"{run} kept no checkpoints: train it with --keep-checkpoints N (N log-spaced models)")

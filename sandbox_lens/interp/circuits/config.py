@@ -12,7 +12,7 @@ from typing import Any
 
 from sandbox_lens.interp.circuits.levels import LEVEL_NAMES
 from sandbox_lens.interp.circuits.pairs import METRICS
-from sandbox_lens.interp.circuits.patching import SOURCES
+from sandbox_lens.interp.circuits.patching import ABLATIONS
 from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["CircuitConfig", "MethodError", "DEFAULT_THRESHOLD", "ENGINES"]
@@ -90,8 +90,8 @@ class CircuitConfig:
             raise MethodError(f"the seed must be ≥ 0, got {self.seed}")
         if self.metric is not None and self.metric not in METRICS:
             raise MethodError(f"unknown metric {self.metric!r} (choose from {', '.join(METRICS)})")
-        if self.source not in SOURCES:
-            raise MethodError(f"unknown ablation {self.source!r} (choose from {', '.join(SOURCES)})")
+        if self.source not in ABLATIONS:
+            raise MethodError(f"unknown ablation {self.source!r} (choose from {', '.join(ABLATIONS)})")
         if self.steps is not None and not 1 <= self.steps <= 1024:
             raise MethodError(f"EAP-IG takes 1 to 1024 steps, got {self.steps}")
         if self.engine not in ENGINES:

@@ -36,9 +36,9 @@ from sandbox_lens.interp.errors import ModelKindError
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision
 
-__all__ = ["Patcher", "CleanState", "ablated_pairs", "SOURCES", "BRIDGE_UNSUPPORTED"]
+__all__ = ["Patcher", "CleanState", "ablated_pairs", "ABLATIONS", "BRIDGE_UNSUPPORTED"]
 
-SOURCES = ("resample", "zero", "mean")
+ABLATIONS = ("resample", "zero", "mean")
 #: TransformerLens 4.3's native bridge refuses ``use_attn_result`` and ``use_split_qkv_input`` for its
 #: plain attention, and edge patching needs both (one head's output, one head's inputs).
 BRIDGE_UNSUPPORTED = (
@@ -136,8 +136,8 @@ class Patcher:
         """What patched edges deliver: the corrupted run's outputs, zeros, or the clean batch's mean."""
         import torch
 
-        if kind not in SOURCES:
-            raise ModelKindError(f"unknown patching source {kind!r} (choose from {', '.join(SOURCES)})")
+        if kind not in ABLATIONS:
+            raise ModelKindError(f"unknown patching source {kind!r} (choose from {', '.join(ABLATIONS)})")
         if kind == "resample":
             return self.outputs(pairs.corrupt)
         clean = self.outputs(pairs.clean)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
 from sandbox_lens.interp.compare.config import CompareConfig
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
@@ -69,7 +69,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     refuse_other_kinds_options(args, kind, "compare_options", "{flag} goes with `compare {other}`")
     config = CompareConfig(**settings_given(args, CompareConfig))  # refuses a bad setting before any work
     if args.length is not None and args.length < kind.min_length:
-        raise SandboxError(
+        raise OptionError(
             f"--length must be ≥ {kind.min_length} for {kind.name} tasks, got {args.length} "
             f"(leave it out for the default)"
         )
@@ -124,9 +124,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         if out.is_dir():
-            raise SandboxError(f"--out {out} is a directory; give a file name")
+            raise OptionError(f"--out {out} is a directory; give a file name")
         if not out.parent.is_dir():
-            raise SandboxError(f"--out: folder {out.parent} does not exist")
+            raise OptionError(f"--out: folder {out.parent} does not exist")
         atomic_write(out, (json.dumps(result, indent=1) + "\n").encode())
     if args.json:
         print(json.dumps(result))

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
@@ -78,7 +78,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
     ks = _checked(args)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise SandboxError(f"--out {out} is a file")
+        raise OptionError(f"--out {out} is a file")
     with claimed(out):  # one writer: a second align, or a training run in that directory, is refused at once
         return _align(args, ks, out)
 
@@ -100,7 +100,7 @@ def _align(args: argparse.Namespace, ks: list[int], out: Path) -> int:
 
         candidates_of(model, args.candidates)  # an unknown or impossible candidate is refused before any work
         if args.construction:
-            raise SandboxError(
+            raise OptionError(
                 "--candidates ranks algorithms for the model itself; --construction compares one "
                 "variable's sites (run them separately)"
             )
@@ -208,18 +208,18 @@ def _checked(args: argparse.Namespace) -> list[int]:
     if bool(args.run) == bool(args.model):
         raise SandboxError("give one of --run DIR (a twin) or --model DIR (a saved construction)")
     if args.pairs < MIN_SPLIT:
-        raise SandboxError(
+        raise OptionError(
             f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
             f"use --pairs {MIN_SPLIT} or more"
         )
     if args.das_steps < 1:
-        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+        raise OptionError(f"--das-steps must be ≥ 1, got {args.das_steps}")
     try:
         ks = sorted({int(k) for k in args.k.split(",") if k})
     except ValueError:
-        raise SandboxError(f"--k takes comma-separated integers, got {args.k!r}") from None
+        raise OptionError(f"--k takes comma-separated integers, got {args.k!r}") from None
     if not ks or min(ks) < 1:
-        raise SandboxError(f"--k needs positive dimensions, got {args.k!r}")
+        raise OptionError(f"--k needs positive dimensions, got {args.k!r}")
     return ks
 
 
@@ -230,9 +230,9 @@ def _over_training(args: argparse.Namespace, out: Path) -> int:
     from sandbox_lens.interp.viz import over_training_png
 
     if not args.run:
-        raise SandboxError("--checkpoints aligns the models a training run kept: give --run DIR")
+        raise OptionError("--checkpoints aligns the models a training run kept: give --run DIR")
     if args.construction or args.variable:
-        raise SandboxError(
+        raise OptionError(
             "--checkpoints identifies the algorithm at each kept model; --construction and --variable "
             "belong to one model's alignment (run them on a kept model's directory)"
         )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
@@ -135,7 +135,7 @@ def _positionals(args: argparse.Namespace) -> bool:
     if scoring and not args.circuit_file:
         raise SandboxError("interp circuit score needs --circuit-file F")
     if args.circuit_file and not scoring:
-        raise SandboxError("--circuit-file goes with interp circuit score")
+        raise OptionError("--circuit-file goes with interp circuit score")
     return scoring
 
 
@@ -147,9 +147,9 @@ def _model(args: argparse.Namespace):
     if len(sources) > 1:
         raise SandboxError("give one of CONSTRUCTION, --model DIR, --run DIR")
     if args.run and (args.construction or args.length is not None or args.option):
-        raise SandboxError("--run loads a trained twin: it takes no construction, --length or --option")
+        raise OptionError("--run loads a trained twin: it takes no construction, --length or --option")
     if args.model and args.option:
-        raise SandboxError("--option applies when building; a saved model already has its options")
+        raise OptionError("--option applies when building; a saved model already has its options")
     if args.run or args.model:
         from sandbox_lens.interp.train import open_model
 
@@ -175,7 +175,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
 
     scoring = _positionals(args)
     if args.sign is not None and not scoring:
-        raise SandboxError("--sign goes with interp circuit score (how the circuit file's scores are signed)")
+        raise OptionError("--sign goes with interp circuit score (how the circuit file's scores are signed)")
     if scoring and (args.per_position or args.steps is not None or args.agreement):
         raise SandboxError(
             "interp circuit score scores a file: --per-position, --steps and --agreement go with a method"
@@ -200,14 +200,14 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
     for flag in ("pairs", "pair_length", "seed"):
         value = getattr(args, flag)
         if value is not None and value < (0 if flag == "seed" else 1):
-            raise SandboxError(f"--{flag.replace('_', '-')} must be ≥ {0 if flag == 'seed' else 1}, got {value}")
+            raise OptionError(f"--{flag.replace('_', '-')} must be ≥ {0 if flag == 'seed' else 1}, got {value}")
     if not scoring:
         check_settings(args.method, config)  # the method's refusals and its optional package, before any model
     else:
         config.check()
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise SandboxError(f"--out {out} is a file")
+        raise OptionError(f"--out {out} is a file")
     with claimed(out):  # one writer: a second circuit, or a training run in that directory, is refused at once
         return _circuit(args, config, scoring, out)
 

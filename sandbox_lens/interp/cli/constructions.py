@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandbox_lens.interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.tasks.kinds import task_kind
 
@@ -254,9 +254,9 @@ def _build_spec(args: argparse.Namespace):
             f"(allowed: {', '.join(sorted(settable)) or 'none'})"
         )
     if args.variant and "variant" not in entry.options:
-        raise SandboxError(f"--variant goes with the dyck construction, not {args.construction}")
+        raise OptionError(f"--variant goes with the dyck construction, not {args.construction}")
     if getattr(args, "cascade_file", None) and "cascade" not in entry.options:
-        raise SandboxError("--cascade-file goes with the krohn_rhodes construction")
+        raise OptionError("--cascade-file goes with the krohn_rhodes construction")
     hint = " (or --model DIR)" if hasattr(args, "model") else ""
     source = kind.construction_source(args.construction, {**vars(args), "_source_hint": hint}, options)
     if "variant" in entry.options:
@@ -271,9 +271,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.model.saved import save_model
 
     if not args.rotate and (args.pad is not None or args.rotate_seed):
-        raise SandboxError("--pad and --rotate-seed go with --rotate")
+        raise OptionError("--pad and --rotate-seed go with --rotate")
     if args.pad is not None and not 0 <= args.pad <= 4096:
-        raise SandboxError(f"--pad must lie in 0..4096, got {args.pad}")
+        raise OptionError(f"--pad must lie in 0..4096, got {args.pad}")
     automaton, spec = _build_spec(args)
     if args.dtype not in spec.verified_dtypes:
         raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
@@ -311,7 +311,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         from sandbox_lens.interp.train import open_model
 
         if args.option:
-            raise SandboxError("--option applies when building; a saved model already has its options")
+            raise OptionError("--option applies when building; a saved model already has its options")
         target, automaton = open_model(args.model, expect_construction=args.construction), None
     else:
         if not args.construction or args.length is None:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
 __all__ = ["register"]
@@ -79,9 +79,9 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
         return 0
     if args.to or args.docs:
-        raise SandboxError("--to and --docs go with `interp experiment publish`")
+        raise OptionError("--to and --docs go with `interp experiment publish`")
     if args.workers is not None and args.workers < 1:
-        raise SandboxError("--workers must be ≥ 1")
+        raise OptionError("--workers must be ≥ 1")
     options = {k: getattr(args, k) for k in ("automaton", "dyck") if getattr(args, k) is not None}
     seeds = None
     if args.seeds:

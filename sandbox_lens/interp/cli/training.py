@@ -10,7 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from sandbox_lens.interp.cli.common import add_kind_options, add_settings, refuse_other_kinds_options, settings_given
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig
 
@@ -158,7 +158,7 @@ def _cmd_adopt(args: argparse.Namespace) -> int:
     prefix, symbols = _token_list(args.prefix, "--prefix"), _token_list(args.symbol_tokens, "--symbol-tokens")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise SandboxError(f"--out {out} is a file")
+        raise OptionError(f"--out {out} is a file")
     task = _training_task(args)
     model = load_adopted(
         args.state_dict, args.config, task, prefix=prefix, symbol_tokens=symbols, name=Path(args.state_dict).name
@@ -188,13 +188,13 @@ def _parse_seeds(text: str) -> list[int]:
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()) or max(len(lo), len(hi)) > 10 or int(hi or lo) > 2**32 - 1:
-            raise SandboxError(f"--seeds expects numbers and ranges like 0-9 or 1,3,5; got {text!r}")
+            raise OptionError(f"--seeds expects numbers and ranges like 0-9 or 1,3,5; got {text!r}")
         count = int(hi) - int(lo) + 1 if sep else 1
         if len(seeds) + count > 1000:  # counted before the list is built
-            raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
+            raise OptionError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
         seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
     if not seeds:  # a range like 3-1 (more than 1000 are refused above, before the list is built)
-        raise SandboxError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
+        raise OptionError(f"--seeds must name between 1 and 1000 seeds; got {text!r}")
     return seeds
 
 
@@ -228,7 +228,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         "positional",
         "n_ctx",
     }:
-        raise SandboxError(
+        raise OptionError(
             "--heads, --d-head, --d-mlp, --norm, --pos and --n-ctx describe a transformer; "
             "an LSTM takes --layers, --d-model (embedding) and --hidden"
         )
@@ -244,24 +244,24 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from sandbox_lens.interp.causal.impose import correspondence
 
         if args.arch != "transformer":
-            raise SandboxError("--align intervenes on a transformer's residual stream; an LSTM has none")
+            raise OptionError("--align intervenes on a transformer's residual stream; an LSTM has none")
         if args.grid:
             from sandbox_lens.interp.train.sweep import parse_grid
 
             shaped = sorted(set(parse_grid(args.grid)) & {f.name for f in fields(ModelShape)})
             if shaped:
-                raise SandboxError(
+                raise OptionError(
                     f"--align fixes the circuit for one shape; a --grid over {', '.join(shaped)} "
                     "would change it from cell to cell (sweep those with one --align run per shape)"
                 )
         config = replace(config, alignment=correspondence(args.align, task, shape))
     elif (config.iit_weight, config.strict_weight, config.align_target) != (1.0, 1.0, 0.95):
-        raise SandboxError("--iit-weight, --strict-weight and --align-target belong to --align")
+        raise OptionError("--iit-weight, --strict-weight and --align-target belong to --align")
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     single = len(seeds) == 1 and not args.grid and args.backend == "local"
     if config.freeze and not args.init_from:
-        raise SandboxError("--freeze keeps weights copied by --init-from fixed; without --init-from there are none")
+        raise OptionError("--freeze keeps weights copied by --init-from fixed; without --init-from there are none")
     if args.resume and single:
         from sandbox_lens.interp.files import exclusive
         from sandbox_lens.interp.train import has_checkpoint
@@ -270,9 +270,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
             if out.is_dir():
                 with exclusive(out):  # a run just started there, not yet checkpointed: refused as in use, first
                     pass
-            raise SandboxError(f"--resume: {out} holds no checkpoint to continue; leave out --resume to start afresh")
+            raise OptionError(f"--resume: {out} holds no checkpoint to continue; leave out --resume to start afresh")
     if args.workers is not None and single:
-        raise SandboxError("--workers runs a sweep's seeds side by side; one run takes one process (give --seeds)")
+        raise OptionError("--workers runs a sweep's seeds side by side; one run takes one process (give --seeds)")
     if single:
         from sandbox_lens.interp.train import train
 
@@ -330,9 +330,9 @@ def _init_from(args: argparse.Namespace, task, shape, config):
     from sandbox_lens.interp.init_from import start_from
 
     if args.arch != "transformer":
-        raise SandboxError("--init-from starts a transformer from a construction's weights")
+        raise OptionError("--init-from starts a transformer from a construction's weights")
     if settings_given(args, ModelShape).keys() - {"arch"}:
-        raise SandboxError(
+        raise OptionError(
             "--init-from takes the construction's shape; leave out --layers, --d-model, --heads, "
             "--d-head, --d-mlp, --norm, --pos and --n-ctx"
         )
@@ -345,11 +345,11 @@ def _cmd_population(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.compare.population import population
 
     if args.samples < 8:
-        raise SandboxError("--samples must be ≥ 8 (the probes split them into train and test)")
+        raise OptionError("--samples must be ≥ 8 (the probes split them into train and test)")
     if args.causal_pairs and args.causal_pairs < 8 or args.causal_pairs < 0:
-        raise SandboxError(f"--causal-pairs must be 0 or ≥ 8, got {args.causal_pairs}")
+        raise OptionError(f"--causal-pairs must be 0 or ≥ 8, got {args.causal_pairs}")
     if args.das_steps < 1:
-        raise SandboxError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+        raise OptionError(f"--das-steps must be ≥ 1, got {args.das_steps}")
     result = population(
         Path(args.directory),
         samples=args.samples,

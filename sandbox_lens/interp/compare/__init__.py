@@ -16,11 +16,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["compare", "compare_dyck", "comparison_for", "write_report", "TWIN"]
+__all__ = ["compare", "comparison_for", "write_report", "TWIN"]
 
 _WHERE = {
     "compare": "analyse",
-    "compare_dyck": "analyse",
     "comparison_for": "analyse",
     "write_report": "report",
     "TWIN": "names",

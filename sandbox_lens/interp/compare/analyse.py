@@ -52,10 +52,9 @@ from sandbox_lens.interp.model.hooked import backend
 from sandbox_lens.interp.model.run import attention_patterns, live_heads, require_hooked
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
-from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train.checkpoint import METRICS_SCHEMA
 
-__all__ = ["compare", "compare_dyck", "comparison_for", "comparison_of_task", "attention_scores", "PATTERNS_FILE"]
+__all__ = ["compare", "comparison_for", "comparison_of_task", "attention_scores", "PATTERNS_FILE"]
 
 PROBE_TARGET = 0.99  # "the hook where the latent is readable": first hook at this probe accuracy
 PRUNE_FRACTION = 0.95  # greedy pruning keeps accuracy ≥ this × the intact accuracy
@@ -498,11 +497,6 @@ def _theorem3(
             "steps": corollary3_steps,
         }
     return r
-
-
-def compare_dyck(out: str | Path, k: int = 2, D: int = 4, trained: str | Path | None = None, **kwargs: Any) -> Path:
-    """:func:`compare` on Dyck_{k,D} with the three constructions (the `make demo` report)."""
-    return compare(DyckComparison(Dyck(k, D)), out, trained=trained, **kwargs)
 
 
 def comparison_of_task(task: dict[str, Any]) -> Comparison:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.settings import setting
 
 __all__ = ["CompareConfig"]
@@ -56,13 +56,13 @@ class CompareConfig:
             raise SandboxError("compare needs --samples ≥ 8 and at least one example word")
         for name in ("mask_steps", "theorem3_steps", "corollary3_steps", "circuit_pairs", "causal_pairs"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
-                raise SandboxError(f"--{name.replace('_', '-')} must be ≥ 0, got {getattr(self, name)}")
+                raise OptionError(f"--{name.replace('_', '-')} must be ≥ 0, got {getattr(self, name)}")
         if self.train_steps is not None and self.train_steps < 1:
-            raise SandboxError(f"--train-steps must be ≥ 1, got {self.train_steps}")
+            raise OptionError(f"--train-steps must be ≥ 1, got {self.train_steps}")
         if not self.train_minutes >= 0:
-            raise SandboxError(f"--train-minutes must be ≥ 0, got {self.train_minutes}")
+            raise OptionError(f"--train-minutes must be ≥ 0, got {self.train_minutes}")
         if not self.mask_sparsities or any(not x >= 0 for x in self.mask_sparsities):
-            raise SandboxError("--mask-sparsity takes one or more penalties ≥ 0")
+            raise OptionError("--mask-sparsity takes one or more penalties ≥ 0")
         if self.mask_steps == 0:
             object.__setattr__(self, "masks", False)
         if self.constructions is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 
 __all__ = ["CHOICES", "ENV", "resolve", "current", "use", "device_of", "on", "to_numpy"]
 
@@ -33,14 +33,14 @@ def resolve(name: str) -> str:
         return "cpu"
     kind, _, index = name.partition(":")
     if kind != "cuda" or (index and not index.isdigit()):
-        raise SandboxError(f"--device takes cpu, cuda, cuda:N or auto, not {name!r}")
+        raise OptionError(f"--device takes cpu, cuda, cuda:N or auto, not {name!r}")
     if not torch.cuda.is_available():
-        raise SandboxError(
+        raise OptionError(
             f"--device {name}: this machine has no CUDA device (torch {torch.__version__} sees none); "
             "use --device cpu or auto"
         )
     if index and int(index) >= torch.cuda.device_count():
-        raise SandboxError(f"--device {name}: there are {torch.cuda.device_count()} CUDA devices")
+        raise OptionError(f"--device {name}: there are {torch.cuda.device_count()} CUDA devices")
     return name
 
 

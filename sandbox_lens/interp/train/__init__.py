@@ -2,7 +2,7 @@
 
 * :mod:`~sandbox_lens.interp.train.config` — :class:`ModelShape` (layers, width, heads, LayerNorm or none,
   learned / sinusoidal / no positional embedding, or the LSTM baseline) and :class:`TrainConfig`;
-* :mod:`~sandbox_lens.interp.train.twin` — :func:`build_model` for a task, started from a construction's weights
+* :mod:`~sandbox_lens.interp.train.twin` — :func:`build_twin` for a task, started from a construction's weights
   and partly frozen, and :func:`load_trained`, which gives a run's model back with a ``card`` so the
   probes and visualisers work on it like on a construction;
 * :mod:`~sandbox_lens.interp.train.loop` — :func:`train` (AdamW, warm-up and decay, clipping, online batches that are
@@ -38,7 +38,7 @@ _WHERE = {
     "run_identity": "config",
     "evaluate": "loop",
     "train": "loop",
-    "build_model": "twin",
+    "build_twin": "twin",
     "default_shape": "twin",
     "load_trained": "twin",
     "open_model": "twin",
@@ -52,7 +52,7 @@ _WHERE = {
 __all__ = [
     "ModelShape",
     "TrainConfig",
-    "build_model",
+    "build_twin",
     "random_init",
     "adopt",
     "load_adopted",

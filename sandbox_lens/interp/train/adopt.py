@@ -112,7 +112,7 @@ def adopt(
 
 
 def _config(cfg: Any) -> dict[str, Any]:
-    """What ``save_model`` writes to rebuild the model (the fields :func:`~sandbox_lens.interp.train.twin.build_model`
+    """What ``save_model`` writes to rebuild the model (the fields :func:`~sandbox_lens.interp.train.twin.build_twin`
     sets, read off the model's own config)."""
     keys = (
         "n_layers",

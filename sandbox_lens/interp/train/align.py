@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 
@@ -60,27 +60,27 @@ def check_alignment(alignment: Mapping[str, Any], shape: Any, task: Any) -> None
     from sandbox_lens.interp.tasks.kinds import task_kind
 
     if shape.arch != "transformer":
-        raise SandboxError("--align intervenes on a transformer's residual stream; an LSTM has none")
+        raise OptionError("--align intervenes on a transformer's residual stream; an LSTM has none")
     if alignment.get("kind") != task_kind(task).name:
-        raise SandboxError(
+        raise OptionError(
             f"--align {alignment.get('construction')} models the {alignment.get('kind')} task, not "
             f"this {task_kind(task).name} task"
         )
     needed = alignment.get("blocks", 0)
     if needed > shape.n_layers:
-        raise SandboxError(
+        raise OptionError(
             f"--align {alignment['construction']} has {needed} blocks: the twin needs at least as many "
             f"(--layers), it has {shape.n_layers}"
         )
     for v in alignment["variables"]:
         layer = int(v["hook"].removeprefix("blocks.").split(".", 1)[0])
         if layer >= shape.n_layers:
-            raise SandboxError(
+            raise OptionError(
                 f"--align {alignment['construction']} puts {v['variable']!r} at {v['hook']}: the twin "
                 f"needs at least {layer + 1} blocks (--layers), it has {shape.n_layers}"
             )
         if v["dims"][1] > shape.d_model:
-            raise SandboxError(
+            raise OptionError(
                 f"--align needs {v['dims'][1]} residual coordinates for its variables; the twin has "
                 f"d_model = {shape.d_model}"
             )

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.settings import setting
 
 __all__ = ["ModelShape", "TrainConfig", "POSITIONAL", "ARCHS", "MAX_N_CTX", "FREE_TO_CHANGE", "run_identity"]
@@ -73,7 +73,7 @@ class ModelShape:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SandboxError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.arch == "transformer" and self.d_head is None and self.d_model % self.n_heads:
-            raise SandboxError(
+            raise OptionError(
                 f"--d-model {self.d_model} does not split into {self.n_heads} heads; choose a multiple of "
                 f"{self.n_heads} or give --d-head"
             )
@@ -89,7 +89,7 @@ class ModelShape:
         if self.n_ctx is None:
             return task.n_ctx
         if self.n_ctx < task.n_ctx:
-            raise SandboxError(f"--n-ctx {self.n_ctx} is shorter than the task's context ({task.n_ctx} tokens)")
+            raise OptionError(f"--n-ctx {self.n_ctx} is shorter than the task's context ({task.n_ctx} tokens)")
         return self.n_ctx
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sandbox_lens.interp.errors import CheckpointError, Interrupted, SandboxError
+from sandbox_lens.interp.errors import CheckpointError, Interrupted, OptionError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.model.fast import training_forward
 from sandbox_lens.interp.model.hooked import fused_layernorm
@@ -25,7 +25,7 @@ from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
-from sandbox_lens.interp.train.twin import build_model, initialise_and_freeze, load_trained
+from sandbox_lens.interp.train.twin import build_twin, initialise_and_freeze, load_trained
 
 __all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES", "keep_model", "kept_models", "KEPT"]
 
@@ -131,14 +131,14 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise SandboxError(f"--out {out} is a file or lies under one") from None
+        raise OptionError(f"--out {out} is a file or lies under one") from None
     except PermissionError:
-        raise SandboxError(f"--out {out}: permission denied") from None
+        raise OptionError(f"--out {out}: permission denied") from None
     if shape.arch != "transformer" and config.hooked_training:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
-    model = build_model(task, shape, config.seed)
+    model = build_twin(task, shape, config.seed)
     if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
-        raise SandboxError(
+        raise OptionError(
             f"--pos-shift {config.pos_shift} needs a context of at least "
             f"{task.n_ctx + config.pos_shift} positions (--n-ctx)"
         )
@@ -147,7 +147,7 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
         if room is None:
             raise SandboxError("the contrastive (balance) regulariser is defined for Dyck tasks")
         if shape.arch != "transformer" or model.cfg.n_ctx < task.n_ctx + room:
-            raise SandboxError(
+            raise OptionError(
                 f"--contrastive puts up to {room // 2} matched pairs before each input: it needs a "
                 f"transformer with --n-ctx ≥ {task.n_ctx + room}"
             )
@@ -155,7 +155,7 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
         from sandbox_lens.interp.model.hooked import is_bridge
 
         if is_bridge(model):
-            raise SandboxError(
+            raise OptionError(
                 "--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
                 "3.9 (the twin it trains loads under 4.x)"
             )

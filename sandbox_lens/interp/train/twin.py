@@ -1,5 +1,5 @@
 """The twin: a ``HookedTransformer`` (or the LSTM baseline) of a :class:`~sandbox_lens.interp.train.config.ModelShape`
-for a task — built (:func:`build_model`), started from a construction's weights and partly frozen
+for a task — built (:func:`build_twin`), started from a construction's weights and partly frozen
 (:func:`initialise_and_freeze`), and loaded back from a run with a card (:func:`load_trained`) so the
 probes and visualisers work on it like on a construction."""
 
@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.errors import CheckpointError, OptionError, SandboxError
 from sandbox_lens.interp.tasks.kinds import task_from_dict, task_kind
 from sandbox_lens.interp.train.checkpoint import load_weights, read_checkpoint, task_label
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
 __all__ = [
-    "build_model",
+    "build_twin",
     "default_shape",
     "task_defaults",
     "load_trained",
@@ -50,7 +50,7 @@ def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
     return out
 
 
-def build_model(task, shape: ModelShape, seed: int = 0):
+def build_twin(task, shape: ModelShape, seed: int = 0):
     """A fresh twin of ``shape`` for ``task`` (seeded): a ``HookedTransformer`` (or ``TransformerBridge`` under
     TransformerLens 4.x) with the fixed position code the shape names, or the LSTM baseline."""
     import torch
@@ -111,7 +111,7 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     from sandbox_lens.interp.model.hooked import is_bridge
 
     if (config.init_layers or config.freeze) and is_bridge(model):
-        raise SandboxError(
+        raise OptionError(
             "--init-from and --freeze name HookedTransformer parameters (blocks.0.attn, ...): run them "
             "under TransformerLens 3.9 (the twin it trains loads under 4.x)"
         )
@@ -157,7 +157,7 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
             f"({task_label(meta.get('task'))}), not on the requested task"
         )
     task = task_from_dict(meta["task"])
-    model = build_model(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
+    model = build_twin(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
     # a run with a moving average keeps the averaged weights (the ones it was evaluated with)
     prefix = "ema." if any(k.startswith("ema.") for k in tensors) else "model."
     state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
@@ -174,7 +174,7 @@ def random_init(task: Any, shape: ModelShape, seed: int = 0):
 
     from sandbox_lens.interp.model.tokens import attach_tokenizer
 
-    model = build_model(task, shape, seed)
+    model = build_twin(task, shape, seed)
     model.card = _card(task, {"shape": asdict(shape), "step": 0, "config": {"seed": seed}})
     model.card.notes = "randomly initialised, untrained (a null)"
     return attach_tokenizer(model)

@@ -29,7 +29,7 @@ counts the comparisons with a kind's name that remain outside this floor: none).
 from sandbox_lens.interp.tasks.kinds.automaton import AutomatonKind
 from sandbox_lens.interp.tasks.kinds.base import (
     NO_SOURCE,
-    SOURCES,
+    SOURCE_OPTIONS,
     Option,
     TaskKind,
     TaskKindError,
@@ -61,7 +61,7 @@ __all__ = [
     "resolve",
     "kinds_help",
     "checked",
-    "SOURCES",
+    "SOURCE_OPTIONS",
     "NO_SOURCE",
     "AUTOMATON",
     "DYCK",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sandbox_lens.interp.errors import AutomatonError, ConstructionError, SandboxError
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, OptionError, SandboxError
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, Option, TaskKind, checked
 
@@ -122,7 +122,7 @@ class AutomatonKind(TaskKind):
         sym = 1 if source.n_symbols > 1 else 0
         if values.get("count_symbol") is not None:
             if values["count_symbol"] not in source.alphabet:
-                raise SandboxError(
+                raise OptionError(
                     f"--count-symbol {values['count_symbol']!r} is not a symbol of {source.name} "
                     f"({', '.join(source.alphabet)})"
                 )

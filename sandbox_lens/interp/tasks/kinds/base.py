@@ -27,7 +27,7 @@ __all__ = [
     "canonical_name",
     "resolve",
     "kinds_help",
-    "SOURCES",
+    "SOURCE_OPTIONS",
     "NO_SOURCE",
     "checked",
 ]
@@ -248,7 +248,7 @@ def checked(kind: TaskKind, build: Callable[[], Any]) -> Any:
 
 
 #: the command line's ways to name what a construction is built from
-SOURCES = ("automaton", "automaton_file", "cascade_file", "dyck")
+SOURCE_OPTIONS = ("automaton", "automaton_file", "cascade_file", "dyck")
 NO_SOURCE = "one of --automaton NAME, --automaton-file PATH, --cascade-file PATH, --dyck K,D is required"
 
 

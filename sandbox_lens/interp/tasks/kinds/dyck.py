@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
-from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCES, Option, TaskKind, checked
+from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCE_OPTIONS, Option, TaskKind, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +84,7 @@ class DyckKind(TaskKind):
     def construction_source(self, construction: str, values: Mapping[str, Any], options: dict[str, Any]) -> Any:
         from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
 
-        if not any(values.get(s) for s in SOURCES):
+        if not any(values.get(s) for s in SOURCE_OPTIONS):
             raise SandboxError(NO_SOURCE + values.get("_source_hint", ""))
         if not values.get("dyck"):
             raise SandboxError("the dyck construction needs --dyck K,D (and --dyck goes only with dyck)")

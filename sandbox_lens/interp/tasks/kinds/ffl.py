@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
 from sandbox_lens.interp.streams import Stream
-from sandbox_lens.interp.tasks.kinds.base import SOURCES, Option, TaskKind, canonical_name, checked
+from sandbox_lens.interp.tasks.kinds.base import SOURCE_OPTIONS, Option, TaskKind, canonical_name, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,7 +75,7 @@ class FFLKind(TaskKind):
             )
 
     def construction_source(self, construction: str, values: Mapping[str, Any], options: dict[str, Any]) -> Any:
-        if any(values.get(s) for s in SOURCES):
+        if any(values.get(s) for s in SOURCE_OPTIONS):
             raise SandboxError(
                 f"the {construction} construction models the flip-flop language and takes no automaton "
                 "(for the flip-flop automaton: `memory --automaton flipflop`)"
