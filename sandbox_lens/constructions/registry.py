@@ -83,9 +83,15 @@ class Entry:
     options: dict[str, Option] = field(default_factory=dict)
     # old option spellings: name -> function(value) -> {new name: new value}
     deprecated: dict[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict)
+    # the builder itself, for a construction registered from outside the package (docs/recipes.md); the
+    # package's own entries name module and function so that a build imports only its own builder
+    factory: Callable[..., ConstructionSpec] | None = None
 
     @property
     def builder(self) -> Callable[..., ConstructionSpec]:
+        """The function that builds it: ``factory``, or ``function`` of ``module`` (imported on first use)."""
+        if self.factory is not None:
+            return self.factory
         return getattr(importlib.import_module(self.module), self.function)
 
     def describe(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from sandbox_lens.interp.errors import VocabularyError
 from sandbox_lens.interp.model.device import on, to_numpy
-from sandbox_lens.interp.model.run import Head, hook_name, live_heads, require_hooked
+from sandbox_lens.interp.model.run import Head, hook_name, live_heads, require_hooked, run_with_hooks
 
 __all__ = ["accuracy_with_ablation", "head_ablation", "greedy_prune"]
 
@@ -43,7 +43,7 @@ def accuracy_with_ablation(
 
     hooks = [(hook_name("z", l), hook_for(hs)) for l, hs in by_layer.items()]
     with torch.inference_mode():
-        logits = model.run_with_hooks(tokens_t, return_type="logits", fwd_hooks=hooks)
+        logits = run_with_hooks(model, tokens_t, return_type="logits", fwd_hooks=hooks)
     pred = to_numpy(logits.argmax(-1))
     m = np.asarray(mask, dtype=bool)
     return float((pred[m] == np.asarray(targets)[m]).mean())

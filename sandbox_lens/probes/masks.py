@@ -28,7 +28,7 @@ import numpy as np
 
 from sandbox_lens.interp.errors import VocabularyError
 from sandbox_lens.interp.model.device import on, to_numpy
-from sandbox_lens.interp.model.run import hook_name, live_heads
+from sandbox_lens.interp.model.run import hook_name, live_heads, run_with_hooks
 from sandbox_lens.probes.ablation import accuracy_with_ablation
 
 __all__ = ["learn_head_masks", "gate_values", "expected_open", "BETA", "GAMMA", "ZETA"]
@@ -124,7 +124,7 @@ def learn_head_masks(
     for step in range(steps):
         tokens, targets, mask = batches(step)
         gates_now["values"] = gate_values(log_alpha, training=True)
-        logits = work.run_with_hooks(on(model, tokens), return_type="logits", fwd_hooks=hooks)
+        logits = run_with_hooks(work, on(model, tokens), return_type="logits", fwd_hooks=hooks)
         m = on(model, np.asarray(mask, dtype=bool))
         ce = torch.nn.functional.cross_entropy(logits[m].float(), on(model, targets)[m])
         open_gates = expected_open(log_alpha).sum()
@@ -147,8 +147,8 @@ def learn_head_masks(
     closed = [hd for hd in heads if hd not in surviving]
     tokens, targets, score = eval_data
     with torch.inference_mode():
-        logits = work.run_with_hooks(
-            on(model, np.asarray(tokens, dtype=np.int64)), return_type="logits", fwd_hooks=hooks
+        logits = run_with_hooks(
+            work, on(model, np.asarray(tokens, dtype=np.int64)), return_type="logits", fwd_hooks=hooks
         )
     m = np.asarray(score, dtype=bool)
     masked = float((to_numpy(logits.argmax(-1))[m] == np.asarray(targets)[m]).mean())

@@ -19,7 +19,13 @@ def _recipes() -> dict[str, list[str]]:
 
 
 def test_the_page_has_the_recipes_the_registries_need():
-    assert {"A circuit method", "A rival algorithm for alignment"} <= set(_recipes())
+    assert {
+        "A circuit method",
+        "A rival algorithm for alignment",
+        "A construction",
+        "An experiment",
+        "A task kind",
+    } <= set(_recipes())
     assert all(_recipes().values())
 
 
@@ -48,3 +54,47 @@ def test_the_rival_algorithm_recipe_adds_a_candidate_that_identify_tests():
         assert status == {"scan": "passes", "state_only": "passes"} and r["identified"] == "scan"
     finally:
         ALGORITHMS.pop("state_only", None)
+
+
+def test_the_construction_recipe_adds_a_construction_that_verifies_exactly():
+    from sandbox_lens.constructions.registry import REGISTRY
+
+    namespace: dict = {}
+    try:
+        for block in _recipes()["A construction"]:
+            exec(compile(block, str(PAGE), "exec"), namespace)
+        result = namespace["result"]
+        assert "reset" in REGISTRY and result.accuracy == 1.0 and result.exhaustive_upto >= 3
+        assert result.construction == "reset" and result.attention_layers == 0
+    finally:
+        REGISTRY.pop("reset", None)
+
+
+def test_the_experiment_recipe_adds_an_experiment_that_runs_and_rules(tmp_path, monkeypatch):
+    from sandbox_lens.interp.experiments import EXPERIMENTS
+
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    try:
+        for block in _recipes()["An experiment"]:
+            exec(compile(block, str(PAGE), "exec"), namespace)
+        claims = namespace["results"]["claims"]
+        assert [c["verdict"] for c in claims] == ["not tested"]  # 2 quick seeds, the rule needs 5
+        assert (tmp_path / "runs" / "toy-parity" / "report.html").is_file()
+    finally:
+        EXPERIMENTS.pop("toy-parity", None)
+
+
+def test_the_task_kind_recipe_adds_a_kind_that_trains_and_verifies(tmp_path, monkeypatch):
+    from sandbox_lens.interp.tasks import kinds
+
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    try:
+        for block in _recipes()["A task kind"]:
+            exec(compile(block, str(PAGE), "exec"), namespace)
+        result = namespace["result"]
+        assert result.kind == "copy" and result.accuracy == 1.0
+    finally:
+        if "copy" in kinds.kind_names():
+            kinds.unregister("copy")

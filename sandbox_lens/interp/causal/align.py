@@ -55,6 +55,7 @@ from sandbox_lens.interp.causal.localise import (
 from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
 from sandbox_lens.interp.causal.verdict import block_order, das_verdict, outcome, with_stability
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.run import run_with_hooks
 
 __all__ = [
     "align",
@@ -450,8 +451,8 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     labels, scored = high.answers(base)
     with exact_precision():
         _, cache = model.run_with_cache(on(model, io.encode(source)), names_filter=off_circuit_hooks(circuit))
-        logits = model.run_with_hooks(
-            on(model, io.encode(base)), fwd_hooks=resample_hooks(circuit, cache), return_type="logits"
+        logits = run_with_hooks(
+            model, on(model, io.encode(base)), fwd_hooks=resample_hooks(circuit, cache), return_type="logits"
         )
     ablated = answer(logits[:, P : P + T], high.readout)
     plain = own_predictions(model, base, high.readout)

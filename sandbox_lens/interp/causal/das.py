@@ -19,6 +19,7 @@ import numpy as np
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, interchange, source_activations
 from sandbox_lens.interp.model.device import device_of, on, to_numpy
+from sandbox_lens.interp.model.run import run_with_hooks
 
 __all__ = ["das", "boundless_das", "principal_angles", "live_basis", "live_fraction", "DORMANT"]
 
@@ -140,7 +141,7 @@ def boundless_das(
                     x[n, at] = x[n, at] + (delta * mask) @ R.T
                     return x
 
-                out = model.run_with_hooks(tb[idx], fwd_hooks=[(hook, hook_fn)], return_type="logits")[:, P : P + T]
+                out = run_with_hooks(model, tb[idx], fwd_hooks=[(hook, hook_fn)], return_type="logits")[:, P : P + T]
                 if high.readout is not None:
                     out = out[..., list(high.readout)]
                 m = on(model, scored[idx])

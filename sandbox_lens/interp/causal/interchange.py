@@ -23,7 +23,7 @@ import numpy as np
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError, high_level_of
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.model.device import on
-from sandbox_lens.interp.model.run import exact_precision, readout_answer
+from sandbox_lens.interp.model.run import exact_precision, readout_answer, run_with_hooks
 from sandbox_lens.interp.stats import wilson_interval
 
 __all__ = [
@@ -234,7 +234,7 @@ def interchange(
         return x
 
     with exact_precision(grad=rotation is not None):
-        return model.run_with_hooks(tb, fwd_hooks=[(site.hook, hook)], return_type="logits")
+        return run_with_hooks(model, tb, fwd_hooks=[(site.hook, hook)], return_type="logits")
 
 
 def changed_hits(

@@ -72,28 +72,31 @@ def patched_answers(
     """(answers ``[rows, T]``, the activations at the ``capture`` hooks after patching) of one forward over
     ``tokens`` ``[rows, P + T]`` with every patch applied (several patches may share a hook)."""
     from sandbox_lens.interp.causal.interchange import answer
-    from sandbox_lens.interp.model.run import exact_precision
+    from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
     by_hook: dict[str, list[Patch]] = {}
     for patch in patches:
         by_hook.setdefault(patch.hook, []).append(patch)
     captured: dict[str, Any] = {}
 
-    def hook_fn(x: Any, hook: Any) -> Any:
-        name = hook.name
-        if name in by_hook:
-            x = x.clone()
-            for patch in by_hook[name]:
-                x = _apply(x, patch)
-        if name in capture:
-            captured[name] = x.detach()
-        return x
+    def hook_fn(name: str) -> Any:
+        # one closure per hook: TransformerLens 4's bridge may call a hook under another (canonical) name
+        def fn(x: Any, hook: Any) -> Any:
+            if name in by_hook:
+                x = x.clone()
+                for patch in by_hook[name]:
+                    x = _apply(x, patch)
+            if name in capture:
+                captured[name] = x.detach()
+            return x
+
+        return fn
 
     names = sorted(set(by_hook) | set(capture))
     P = len(model.card.io.prefix)
     T = tokens.shape[1] - P
     with exact_precision():
-        logits = model.run_with_hooks(tokens, fwd_hooks=[(h, hook_fn) for h in names], return_type="logits")
+        logits = run_with_hooks(model, tokens, fwd_hooks=[(h, hook_fn(h)) for h in names], return_type="logits")
     return answer(logits[:, P : P + T], readout), captured
 
 

@@ -62,7 +62,7 @@ def sweep(
     its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
     words repeated once per position, each copy swapped at its own)."""
     from sandbox_lens.interp.model.device import on
-    from sandbox_lens.interp.model.run import exact_precision
+    from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
     n, T = base.shape
     P = len(model.card.io.prefix)
@@ -91,8 +91,8 @@ def sweep(
                 return x
 
             with exact_precision():
-                logits = model.run_with_hooks(
-                    tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
+                logits = run_with_hooks(
+                    model, tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
                 )
             got = answer(logits[:, P : P + T], readout)
             out[s, positions] = got.reshape(len(positions), n, T)

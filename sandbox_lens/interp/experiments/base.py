@@ -63,12 +63,15 @@ class Experiment:
     takes: tuple[str, ...] = ()  # task options: "automaton", "dyck"
     module: str = ""  # where run(ctx) lives (imported only when the experiment runs)
     defaults: dict[str, Any] = field(default_factory=dict)  # default task options
+    # the module-like object itself (run, SEEDS, QUICK_SEEDS), for an experiment registered from outside the
+    # package (docs/recipes.md); the package's own name their module, imported only when they run
+    code: Any = None
 
     def load(self):
         """The module that runs it: ``run(ctx)``, ``SEEDS`` and ``QUICK_SEEDS``."""
         import importlib
 
-        return importlib.import_module(self.module)
+        return self.code if self.code is not None else importlib.import_module(self.module)
 
 
 @dataclass

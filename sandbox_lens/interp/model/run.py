@@ -18,6 +18,7 @@ from sandbox_lens.interp.errors import LengthError, ModelKindError
 from sandbox_lens.interp.model.device import on
 
 __all__ = [
+    "run_with_hooks",
     "readout_answer",
     "exact_precision",
     "hook_name",
@@ -63,6 +64,58 @@ def readout_answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
         return to_numpy(logits.argmax(-1))
     index = np.asarray(readout)
     return index[to_numpy(logits[..., list(readout)].argmax(-1))]
+
+
+class _Named:
+    """A hook point seen under the name the caller registered it with (TransformerLens 4's bridge calls a hook
+    with its canonical point, e.g. ``blocks.0.ln2.hook_in`` for ``blocks.0.hook_resid_mid``)."""
+
+    def __init__(self, name: str, hook: Any) -> None:
+        self.name, self._hook = name, hook
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._hook, attribute)
+
+
+def run_with_hooks(model: Any, tokens: Any, fwd_hooks: Sequence[tuple[str, Callable[..., Any]]], **kwargs: Any) -> Any:
+    """``model.run_with_hooks(tokens, fwd_hooks=…, **kwargs)`` with TransformerLens 3.9's meaning on either back end.
+
+    On 4.x's native ``TransformerBridge`` two things differ, and are mended here: a hook is called with its
+    canonical point (so ``hook.name`` is not the name it was registered under: each hook gets the name it asked
+    for), and ``blocks.l.hook_resid_mid`` is an alias of ``blocks.l.ln2.hook_in`` — a write there changes only the
+    MLP's input, not the residual stream the next block reads (measured: a vector added there moves the logits
+    by up to 148 against 3.9's). A hook at ``resid_mid`` is therefore run at the attention's output, on
+    resid_mid = resid_pre + attn_out (kept from ``resid_pre`` in the same forward), and returns its change as
+    the new attention output; elements the hook leaves alone are passed through bit for bit."""
+    from sandbox_lens.interp.model.hooked import is_bridge
+
+    if not is_bridge(model):
+        return model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks), **kwargs)
+    import torch
+
+    plain: list[tuple[str, Callable[..., Any]]] = []
+    keeps: list[tuple[str, Callable[..., Any]]] = []
+    writes: list[tuple[str, Callable[..., Any]]] = []
+    for name, fn in fwd_hooks:
+        if not name.endswith(".hook_resid_mid"):
+            plain.append((name, lambda x, hook, fn=fn, name=name: fn(x, _Named(name, hook))))
+            continue
+        block, kept = name.rsplit(".", 1)[0], {}
+
+        def keep(x: Any, hook: Any, kept: dict = kept) -> Any:
+            kept["pre"] = x
+            return None
+
+        def write(x: Any, hook: Any, fn: Any = fn, name: str = name, kept: dict = kept) -> Any:
+            mid = kept["pre"] + x
+            before = mid.clone()  # a hook may write into mid in place
+            new = fn(mid, _Named(name, hook))
+            new = mid if new is None else new
+            return torch.where(new == before, x, new - kept["pre"])
+
+        keeps.append((f"{block}.hook_resid_pre", keep))
+        writes.append((f"{block}.hook_attn_out", write))
+    return model.run_with_hooks(tokens, fwd_hooks=plain + keeps + writes, **kwargs)
 
 
 def hook_name(name: str, layer: int) -> str:

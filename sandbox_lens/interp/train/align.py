@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import OptionError
+from sandbox_lens.interp.model.run import run_with_hooks
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 
@@ -149,7 +150,7 @@ def aligned_losses(
         saved[hook.name] = x
         return x
 
-    model.run_with_hooks(tokens(source), fwd_hooks=[(h, save) for h in hooks], return_type=None)
+    run_with_hooks(model, tokens(source), fwd_hooks=[(h, save) for h in hooks], return_type=None)
 
     # IIT: the variable's coordinates at one position per pair
     positions = g.integers(T, size=batch)
@@ -170,14 +171,14 @@ def aligned_losses(
         x[rows_t, at, d0:d1] = saved[v["hook"]][rows_t, at, d0:d1]
         return x
 
-    logits = model.run_with_hooks(tokens(base), fwd_hooks=[(v["hook"], swap)], return_type="logits")
+    logits = run_with_hooks(model, tokens(base), fwd_hooks=[(v["hook"], swap)], return_type="logits")
     iit = _readout_loss(logits[:, P : P + T], labels, scored, high)
 
     # strictness: every off-circuit head and MLP resampled from the source run
     fwd = resample_hooks(circuit, saved)
     if not fwd:
         return iit, iit * 0.0
-    logits = model.run_with_hooks(tokens(base), fwd_hooks=fwd, return_type="logits")
+    logits = run_with_hooks(model, tokens(base), fwd_hooks=fwd, return_type="logits")
     strict = _readout_loss(logits[:, P : P + T], answered_labels, answered, high)
     return iit, strict
 
@@ -218,7 +219,7 @@ def imposed_iia(
                     x[:, P + p, d0:d1] = src[:, P + p, d0:d1]
                     return x
 
-                logits = model.run_with_hooks(tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P : P + T]
+                logits = run_with_hooks(model, tb, fwd_hooks=[(v["hook"], swap)], return_type="logits")[:, P : P + T]
                 got = readout_answer(logits, high.readout)
                 labels, scored = high.counterfactual(base, source, p, v["variable"])
                 changed = scored & answered & (labels != plain)

@@ -21,6 +21,7 @@ from sandbox_lens.interp.errors import CheckpointError, Interrupted, OptionError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.model.fast import training_forward
 from sandbox_lens.interp.model.hooked import fused_layernorm
+from sandbox_lens.interp.model.run import run_with_hooks
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
@@ -39,8 +40,8 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
     if config is not None and config.hooked_training:
         from sandbox_lens.interp.train.regularise import training_hooks
 
-        logits = model.run_with_hooks(
-            tokens, return_type="logits", fwd_hooks=training_hooks(model, config, step, patterns)
+        logits = run_with_hooks(
+            model, tokens, return_type="logits", fwd_hooks=training_hooks(model, config, step, patterns)
         )
     else:
         logits = model(tokens, return_type="logits")
