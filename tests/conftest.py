@@ -13,6 +13,22 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "sandbox"))
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """On TransformerLens 4.x, skip the tests that cannot run on its bridge, each with its reason
+    (``tests/bridge_exclusions.py``); on 3.9 nothing is skipped."""
+    from sandbox_lens.interp.model.hooked import backend
+
+    if backend() != "TransformerBridge":
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bridge_exclusions import NOT_ON_BRIDGE
+
+    for item in items:
+        why = NOT_ON_BRIDGE.get(item.nodeid.split("[", 1)[0])
+        if why:
+            item.add_marker(pytest.mark.skip(reason=f"not on TransformerLens 4.x: {why}"))
+
+
 @pytest.fixture(autouse=True)
 def _keep_torch_threads():
     """Commands run in-process set torch's threads (one, by default, for training and analyses); the

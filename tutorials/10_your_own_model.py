@@ -22,12 +22,13 @@
 # %%
 import tempfile
 import warnings
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import torch
+import transformer_lens
 from IPython.display import Image, display
-from transformer_lens import HookedTransformer, HookedTransformerConfig
 
 import sandbox_lens as sl
 from sandbox_lens.interp.viz import interchange_scans_png
@@ -46,7 +47,12 @@ torch.set_num_threads(1)  # models this small run faster on one thread (benchmar
 # %%
 c3 = sl.get_automaton("C3")
 torch.manual_seed(0)
-cfg = HookedTransformerConfig(
+# TransformerLens 3.9 has HookedTransformer; 4.x builds the same model natively as a TransformerBridge
+if version("transformer-lens").startswith("3."):
+    Config, build = transformer_lens.HookedTransformerConfig, transformer_lens.HookedTransformer
+else:
+    Config, build = transformer_lens.TransformerBridgeConfig, transformer_lens.TransformerBridge.boot_native
+cfg = Config(
     n_layers=2,
     d_model=32,
     n_heads=2,
@@ -59,7 +65,7 @@ cfg = HookedTransformerConfig(
     normalization_type="LN",
     seed=0,
 )
-model = HookedTransformer(cfg)
+model = build(cfg)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 rng = np.random.default_rng(0)
 losses = []

@@ -14,6 +14,7 @@ from sandbox_lens.interp.cli.common import BRIDGE_REFUSALS
     [
         (["train", "automaton", "--automaton", "parity", "--init-from", "prefix_scan"], "TransformerLens 3.9"),
         (["circuit", "run", "--engine", "hooks", "--model", "no-such-model"], "--engine bare"),
+        (["train", "automaton", "--automaton", "C3", "--align", "modular_counter"], "--align"),
     ],
 )
 def test_refused_before_any_work_on_the_bridge(monkeypatch, tmp_path, capsys, argv, says):
@@ -33,7 +34,7 @@ def test_nothing_is_refused_on_hooked_transformer(monkeypatch):
     from sandbox_lens.interp.cli.common import bridge_refusal
 
     monkeypatch.setattr("sandbox_lens.interp.model.hooked.backend", lambda: "HookedTransformer")
-    assert bridge_refusal(Namespace(init_from="prefix_scan", engine="hooks")) is None
+    assert bridge_refusal(Namespace(init_from="prefix_scan", engine="hooks", align="dyck")) is None
     monkeypatch.setattr("sandbox_lens.interp.model.hooked.backend", lambda: "TransformerBridge")
-    assert bridge_refusal(Namespace(init_from=None, engine="bare")) is None
-    assert len(BRIDGE_REFUSALS) == 2
+    assert bridge_refusal(Namespace(init_from=None, engine="bare", align=None)) is None
+    assert len(BRIDGE_REFUSALS) == 3

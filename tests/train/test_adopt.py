@@ -13,13 +13,25 @@ from sandbox_lens.interp.train.adopt import AdoptError
 
 
 def _plain_c3(steps: int = 60):
-    """A C3 model trained the way a user would, with TransformerLens alone (token 0 BOS, symbol s token s + 1)."""
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    """A C3 model trained the way a user would, with TransformerLens alone (token 0 BOS, symbol s token s + 1): a
+    ``HookedTransformer`` on 3.9, a native ``TransformerBridge`` on 4.x."""
+    from sandbox_lens.interp.model.hooked import backend
+
+    if backend() == "TransformerBridge":
+        from transformer_lens import TransformerBridge as Model
+        from transformer_lens import TransformerBridgeConfig as Config
+
+        build = Model.boot_native
+    else:
+        from transformer_lens import HookedTransformer as Model
+        from transformer_lens import HookedTransformerConfig as Config
+
+        build = Model
 
     warnings.simplefilter("ignore", DeprecationWarning)
     torch.manual_seed(0)
     c3 = sl.get_automaton("C3")
-    cfg = HookedTransformerConfig(
+    cfg = Config(
         n_layers=2,
         d_model=32,
         n_heads=2,
@@ -32,7 +44,7 @@ def _plain_c3(steps: int = 60):
         normalization_type="LN",
         seed=0,
     )
-    model = HookedTransformer(cfg)
+    model = build(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     rng = np.random.default_rng(0)
     for _ in range(steps):

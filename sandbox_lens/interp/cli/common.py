@@ -291,6 +291,12 @@ BRIDGE_REFUSALS: tuple[tuple[str, Any, str], ...] = (
         "TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
     ),
     (
+        "align",
+        bool,
+        "--align resamples HookedTransformer's per-head outputs (blocks.<l>.attn.hook_z) in every training step: it "
+        "needs TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
+    ),
+    (
         "engine",
         lambda v: v == "hooks",
         "--engine hooks patches through per-head input and output hooks (use_attn_result, use_split_qkv_input), "

@@ -236,6 +236,15 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     if is_bridge(model):
         from transformer_lens.utilities.tl_checkpoint_conversion import convert_tl_checkpoint
 
+        own = model.state_dict()
+        if set(tensors) == set(own):
+            # the bridge's own names (``torch.save(bridge.state_dict())``): no conversion
+            try:
+                model.load_state_dict(dict(tensors), strict=True)
+            except RuntimeError as e:
+                raise CheckpointError(f"weights do not fit the model: {str(e).splitlines()[0]}") from None
+            return
+
         try:  # the bridge maps its own parameter names; it reports what it could not place
             result = model.load_state_dict(convert_tl_checkpoint(dict(tensors), model.cfg), strict=False)
         except (RuntimeError, KeyError, ValueError) as e:
