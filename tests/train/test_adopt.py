@@ -105,3 +105,17 @@ def test_a_model_that_does_not_fit_its_task_is_refused(plain):
         sl.adopt(model, sl.AutomatonTask(c5, 8), symbol_tokens=[1 + s % 3 for s in range(c5.n_symbols)])
     with pytest.raises(AdoptError, match="not Linear"):
         sl.adopt(torch.nn.Linear(2, 2), task)
+
+
+def test_an_adopted_model_is_compared_with_the_constructions(plain, tmp_path):
+    """`compare --trained` takes a saved model (adopted here), not only a run of `interp train`."""
+    from sandbox_lens.interp.compare import comparison_for
+
+    model, cfg, task = plain
+    sl.save_model(sl.adopt(model, task, name="plain TL"), tmp_path / "m")
+    settings = dict(samples=40, examples=2, mask_steps=0, circuit_pairs=0, causal_pairs=0, progress=False)
+    report = sl.compare(comparison_for("C3", length=8), tmp_path / "c", trained=str(tmp_path / "m"), **settings)
+    metrics = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert report.is_file() and "trained twin" in metrics["probes"] and "prefix_scan" in metrics["probes"]
+    with pytest.raises(sl.SandboxError, match="another task"):
+        sl.compare(comparison_for("C4", length=8), tmp_path / "d", trained=str(tmp_path / "m"), **settings)

@@ -74,6 +74,13 @@ def _twin(
     from sandbox_lens.interp.train import TrainConfig, default_shape, has_checkpoint, load_trained, train
 
     task = comparison.task
+    if trained is not None and not has_checkpoint(trained):  # a saved model: built, adopted, or a twin saved alone
+        from sandbox_lens.interp.train import open_model
+
+        model = open_model(trained)
+        if dict(model.card.task) != task.to_dict():
+            raise SandboxError(f"{trained} holds a model of another task than this comparison's ({task.name})")
+        return model, Path(trained)
     if trained is not None:
         return load_trained(trained, expect_task=task.to_dict()), Path(trained)
     directory = out / "twin"

@@ -22,7 +22,10 @@ class CompareConfig:
         metavar="NAME",
     )
     trained: str | None = setting(
-        None, "a run directory of `interp train` on the same task (default: train a twin in OUT/twin)", metavar="DIR"
+        None,
+        "the model to compare, of the same task: a run directory of `interp train`, or a saved model (`interp build`, "
+        "`interp adopt`, `save_model`); default: train a twin in OUT/twin",
+        metavar="DIR",
     )
     samples: int = setting(200, "sampled words for probes, ablation and pruning")
     examples: int = setting(20, "example words for the attention scores")
