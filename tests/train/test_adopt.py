@@ -113,7 +113,8 @@ def test_an_adopted_model_is_compared_with_the_constructions(plain, tmp_path):
 
     model, cfg, task = plain
     sl.save_model(sl.adopt(model, task, name="plain TL"), tmp_path / "m")
-    settings = dict(samples=40, examples=2, mask_steps=0, circuit_pairs=0, causal_pairs=0, progress=False)
+    settings = dict(samples=24, examples=1, mask_steps=0, circuit_pairs=0, causal_pairs=0, progress=False)
+    settings["constructions"] = ("prefix_scan",)
     report = sl.compare(comparison_for("C3", length=8), tmp_path / "c", trained=str(tmp_path / "m"), **settings)
     metrics = json.loads((tmp_path / "c" / "metrics.json").read_text())
     assert report.is_file() and "trained twin" in metrics["probes"] and "prefix_scan" in metrics["probes"]
