@@ -127,14 +127,16 @@ def graph_counts(
     highs: dict[str, HighLevel],
     test: tuple[np.ndarray, np.ndarray],
     is_model: bool,
+    memo: dict[Any, Counts] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per algorithm, the test split's per-word counts of each edge that names a child, by path interchange, and
     of each determined variable, by a joint interchange of its parents (:mod:`sandbox_lens.interp.causal.paths`),
-    at the sites chosen on all the select words."""
+    at the sites chosen on all the select words. ``memo``: counts already computed on this model and these test
+    words (a null shared by a population's twins), keyed by the test and its sites."""
     from sandbox_lens.interp.causal.paths import joint_counts, parents_of, path_counts
 
     out: dict[str, dict[str, Any]] = {}
-    memo: dict[Any, Counts] = {}
+    memo = {} if memo is None else memo
     for a in algorithms:
         vs = entry["variables_of"][a.name]
         labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}

@@ -39,7 +39,9 @@ tested by interchange interventions, beside random-init nulls searched exactly t
 
 from __future__ import annotations
 
+import hashlib
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,6 +91,16 @@ class _Truth:
         hits = np.stack([(hit & m[None, :, None, :]).sum(-1) for m in masks])
         outputs = np.stack([np.broadcast_to((self.changed & m[:, None, :]).sum(-1), hit.shape[:-1]) for m in masks])
         return hits, outputs
+
+
+#: A null's graph-test counts per test words: a population's twins share their nulls and pairs, so each null's
+#: path and joint interchanges at the same sites run once.
+_NULL_GRAPHS: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _null_graph_memo(model: Any, test: tuple[np.ndarray, np.ndarray]) -> dict[Any, Any]:
+    key = hashlib.sha256(test[0].tobytes() + test[1].tobytes() + str(test[0].shape).encode()).hexdigest()
+    return _NULL_GRAPHS.setdefault(model, {}).setdefault(key, {})
 
 
 def _high_levels(model: Any, modes: set[str]) -> dict[str, HighLevel]:
@@ -201,7 +213,8 @@ def identify(
     site_lists = {v: hooks + data[0]["named"].get(v, []) for v in variables}
     words = {split: len(getattr(splits, split)[0]) for split in ("select", "test")}
     for i, (m, entry) in enumerate(zip(models, data)):
-        entry["graph"] = graph_counts(m, entry, algorithms, site_lists, hooks, highs, splits.test, i == 0)
+        memo = None if i == 0 else _null_graph_memo(m, splits.test)
+        entry["graph"] = graph_counts(m, entry, algorithms, site_lists, hooks, highs, splits.test, i == 0, memo)
 
     def judge(index: dict[str, np.ndarray] | None, inner: int) -> dict[str, Any]:
         return _judge(algorithms, data, site_lists, hooks, chance, ceiling, index, inner, seed)
