@@ -13,6 +13,7 @@ COUNTER_4096 = (
     "modular_counter in float32 is refused past T = 2048 on 4.x: the bridge's kernels round its staircase differently"
 )
 CLASSES = "checks TransformerLens 3.9's own classes (HookedTransformer, HookedTransformerConfig, use_attn_scale=False)"
+ALIGN_REFUSALS = "checks --align's own refusals, which on 4.x the parse-time refusal of --align itself comes before"
 QUICK_ORDER = (
     "asserts an ordering of two quick-scale training runs (LSTM vs twin read errors) that the bridge's numerics "
     "reverse at that scale (67 vs 54 errors); the full run's rule is unaffected"
@@ -57,6 +58,8 @@ NOT_ON_BRIDGE: dict[str, str] = {
     "tests/train/test_align_training.py::test_an_aligned_twin_records_what_was_imposed": ALIGN,
     "tests/train/test_align_training.py::test_circuit_methods_are_scored_against_the_imposed_circuit": ALIGN,
     "tests/experiments/test_experiments.py::test_algorithm_confusion_quick": ALIGN,
+    "tests/train/test_align_training.py::test_bad_alignments_are_one_line": ALIGN_REFUSALS,
+    "tests/train/test_align_training.py::test_a_twin_too_shallow_for_the_construction_is_refused": ALIGN_REFUSALS,
     "tests/constructions/test_constructions.py::test_counter_at_4096_float32": COUNTER_4096,
     "tests/model/test_device.py::test_models_are_built_on_the_cpu_even_where_cuda_is_present": CLASSES,
     "tests/model/test_spec_hooked.py::test_a_saved_model_loads_in_plain_transformer_lens": CLASSES,
