@@ -20,6 +20,7 @@
 # saving and loading.
 
 # %%
+import json
 import tempfile
 import warnings
 from importlib.metadata import version
@@ -132,3 +133,32 @@ out = Path(tempfile.mkdtemp()) / "mine"
 sl.save_model(mine, out)
 again = sl.load_model(out)
 print(again.card.notes, "->", sl.verify(again, samples=300).accuracy == check.accuracy)
+
+# %% [markdown]
+# ## Beside the constructions
+#
+# `sl.compare` (`interp compare C3 -T 8 --trained DIR`) takes the saved model where it would otherwise train a twin:
+# probes for the state at every hook, attention, ablations, beside the constructions. Kept small here (one
+# construction, few words, no masks, no circuits or causal section); the report is one HTML file.
+
+# %%
+from sandbox_lens.interp.compare import comparison_for  # noqa: E402
+
+report = sl.compare(
+    comparison_for("C3", length=8),
+    out.parent / "compare",
+    trained=str(out),
+    constructions=("prefix_scan",),
+    samples=24,
+    examples=1,
+    mask_steps=0,
+    circuit_pairs=0,
+    causal_pairs=0,
+    progress=False,
+)
+print(
+    report.name,
+    "written;",
+    "probes for:",
+    ", ".join(json.loads((report.parent / "metrics.json").read_text())["probes"]),
+)
