@@ -54,9 +54,9 @@ def verify(
         bands: Dyck only — length bands of the random prefixes (default: in distribution and the
             out-of-distribution bands that fit).
         batch_size: inputs per forward pass (default: chosen from the model's size).
-    progress: show a progress bar.
-    max_mismatches: how many disagreeing inputs the result keeps as examples.
-    forward: ``"bare"`` (default) runs :mod:`sandbox_lens.interp.model.bare`'s forward on the model's weights,
+        progress: show a progress bar.
+        max_mismatches: how many disagreeing inputs the result keeps as examples.
+        forward: ``"bare"`` (default) runs :mod:`sandbox_lens.interp.model.bare`'s forward on the model's weights,
             cross-checked against the model on a sample of every input set (falling back to the model
             on any disagreement); ``"model"`` runs the model itself throughout. ``details["forward"]``
             says what ran.
