@@ -109,10 +109,16 @@ def _site(label: str, bases: dict[str, tuple[str, Any]]) -> tuple[str, int | Non
     return hook, head, None
 
 
-def _basis(model: Any, acts: Any, basis: Any) -> Any:
+def _patch(model: Any, label: str, bases: dict[str, tuple[str, Any]], j: int, n: int, where: int, acts: Any) -> Patch:
+    """The patch that sets the site ``label`` at token ``where`` of rows ``j·n … (j + 1)·n − 1`` to its value in
+    ``acts`` (a hook's activation ``[n, tokens, …]`` from another run)."""
     from sandbox_lens.interp.model.device import on
 
-    return None if basis is None else on(acts, np.asarray(basis), dtype=acts.dtype)
+    hook, head, basis = _site(label, bases)
+    value = acts[hook][:, where]
+    B = None if basis is None else on(value, np.asarray(basis), dtype=value.dtype)
+    rows = on(model, np.arange(j * n, (j + 1) * n))
+    return Patch(hook, head, B, rows, where, value if head is None else value[:, head])
 
 
 def _truth(
@@ -169,40 +175,14 @@ def path_counts(
     kept: dict[int, dict[str, Any]] = {}
     for first in range(0, len(ps), chunk):
         group = ps[first : first + chunk]
-        patches = []
-        for j, p in enumerate(group):
-            hook, head, basis = _site(parent_sites[p], bases)  # type: ignore[arg-type]
-            src = acts[hook][:, P + p]
-            patches.append(
-                Patch(
-                    hook,
-                    head,
-                    _basis(model, src, basis),
-                    on(model, np.arange(j * n, (j + 1) * n)),
-                    P + p,
-                    src if head is None else src[:, head],
-                )
-            )
+        patches = [_patch(model, parent_sites[p], bases, j, n, P + p, acts) for j, p in enumerate(group)]  # type: ignore[arg-type]
         _, captured = patched_answers(model, tokens.repeat(len(group), 1), patches, readout, capture=child_hooks)
         for j, p in enumerate(group):
             kept[p] = {h: captured[h][j * n : (j + 1) * n] for h in child_hooks}
     # step 2: the base words with only the child's site at q taken from step 1's run for p
     for first in range(0, len(pq), chunk):
         group = pq[first : first + chunk]
-        patches = []
-        for j, (p, q) in enumerate(group):
-            hook, head, basis = _site(child_sites[q], bases)  # type: ignore[arg-type]
-            value = kept[p][hook][:, P + q]
-            patches.append(
-                Patch(
-                    hook,
-                    head,
-                    _basis(model, value, basis),
-                    on(model, np.arange(j * n, (j + 1) * n)),
-                    P + q,
-                    value if head is None else value[:, head],
-                )
-            )
+        patches = [_patch(model, child_sites[q], bases, j, n, P + q, kept[p]) for j, (p, q) in enumerate(group)]  # type: ignore[arg-type]
         got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, readout)
         for j, (p, q) in enumerate(group):
             labels, changed = _truth(high, base, source, parent, p, child, q)
@@ -249,15 +229,11 @@ def joint_counts(
     chunk = max(1, MAX_ROWS // max(n, 1))
     for first in range(0, len(qs), chunk):
         group = qs[first : first + chunk]
-        patches = []
-        for j, (_, inside) in enumerate(group):
-            rows = on(model, np.arange(j * n, (j + 1) * n))
-            for u, p in inside:
-                hook, head, basis = _site(sites[u][p], bases)  # type: ignore[arg-type]
-                src = acts[hook][:, P + p]
-                patches.append(
-                    Patch(hook, head, _basis(model, src, basis), rows, P + p, src if head is None else src[:, head])
-                )
+        patches = [
+            _patch(model, sites[u][p], bases, j, n, P + p, acts)  # type: ignore[arg-type]
+            for j, (_, inside) in enumerate(group)
+            for u, p in inside
+        ]
         got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, high.readout)
         for j, (q, _) in enumerate(group):
             labels, changed = _truth(high, base, source, child, q, child, q)
