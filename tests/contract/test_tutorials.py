@@ -19,7 +19,13 @@ FIGURE = re.compile(r"\bplt\.|\bImage\(|\.imshow\(|\.subplots\(")
 
 #: The tutorials that train twins and align them (one to nine minutes each on 2 cores): in `make test-slow`, and executed
 #: by `make docs` too (errors fail the site: nb_execution_raise_on_error), so CI still runs every tutorial once.
-HEAVY = {"06_constructed_vs_trained", "08_circuits_with_proofs", "09_causal_alignment", "11_which_algorithm"}
+HEAVY = {
+    "06_constructed_vs_trained",
+    "07_populations_and_shifts",
+    "08_circuits_with_proofs",
+    "09_causal_alignment",
+    "11_which_algorithm",
+}
 
 
 @pytest.mark.parametrize(
