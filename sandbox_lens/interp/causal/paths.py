@@ -121,19 +121,36 @@ def _patch(model: Any, label: str, bases: dict[str, tuple[str, Any]], j: int, n:
     return Patch(hook, head, B, rows, where, value if head is None else value[:, head])
 
 
-def _truth(
-    high: HighLevel, base: np.ndarray, source: np.ndarray, variable: str, p: int, reach_of: str, q: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(labels, changed) ``[n, T]``: ``variable``'s counterfactual from the source at p, scored only at the outputs
-    ``reach_of`` at q reaches (the path's end) and where the label changes."""
-    plain, answered = high.answers(base)
-    labels, scored = high.counterfactual(base, source, p, variable)
-    _, reach = high.counterfactual(base, base, q, reach_of)
-    return labels, scored & reach & answered & (labels != plain)
+class _Truths:
+    """What the high-level model predicts for the base and source words of one test, each counterfactual computed
+    once: the base's own answers, a variable's counterfactual from the source at p, and the outputs a variable at q
+    reaches."""
 
+    def __init__(self, high: HighLevel, base: np.ndarray, source: np.ndarray) -> None:
+        self.high, self.base, self.source = high, base, source
+        self.plain, self.answered = high.answers(base)
+        self._memo: dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = {}
 
-def _count(got: np.ndarray, labels: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return ((got == labels) & changed).sum(-1), changed.sum(-1)
+    def _counterfactual(self, variable: str, p: int, source: np.ndarray, tag: str) -> tuple[np.ndarray, np.ndarray]:
+        key = (tag, variable, p)
+        if key not in self._memo:
+            self._memo[key] = self.high.counterfactual(self.base, source, p, variable)
+        return self._memo[key]
+
+    def at(self, variable: str, p: int, reach_of: str, q: int) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, changed) ``[n, T]``: ``variable``'s counterfactual from the source at p, scored only at the
+        outputs ``reach_of`` at q reaches (the path's end) and where the label changes."""
+        labels, scored = self._counterfactual(variable, p, self.source, "source")
+        _, reach = self._counterfactual(reach_of, q, self.base, "reach")
+        return labels, scored & reach & self.answered & (labels != self.plain)
+
+    def score(self, got: np.ndarray, n: int, ends: Sequence[tuple[str, int, str, int]], counts: Counts) -> None:
+        """Add to ``counts`` the per-word hits and changed outputs of ``got`` (``n`` rows per test, in the order of
+        ``ends``: (variable, p, reach_of, q) each)."""
+        for j, (variable, p, reach_of, q) in enumerate(ends):
+            labels, changed = self.at(variable, p, reach_of, q)
+            np.add(counts.hits, ((got[j * n : (j + 1) * n] == labels) & changed).sum(-1), out=counts.hits)
+            np.add(counts.outputs, changed.sum(-1), out=counts.outputs)
 
 
 def path_counts(
@@ -163,9 +180,10 @@ def path_counts(
         for o in offsets
         if p + o < T and parent_sites[p] is not None and child_sites[p + o] is not None
     ]
-    hits, outputs = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    counts = Counts(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     if not pq:
-        return Counts(hits, outputs)
+        return counts
+    truths = _Truths(high, base, source)
     parent_hooks = {_site(parent_sites[p], bases)[0] for p, _ in pq}  # type: ignore[arg-type]
     acts = source_activations(model, source, sorted(parent_hooks))
     child_hooks = sorted({_site(child_sites[q], bases)[0] for _, q in pq})  # type: ignore[arg-type]
@@ -184,12 +202,8 @@ def path_counts(
         group = pq[first : first + chunk]
         patches = [_patch(model, child_sites[q], bases, j, n, P + q, kept[p]) for j, (p, q) in enumerate(group)]  # type: ignore[arg-type]
         got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, readout)
-        for j, (p, q) in enumerate(group):
-            labels, changed = _truth(high, base, source, parent, p, child, q)
-            k, m = _count(got[j * n : (j + 1) * n], labels, changed)
-            hits += k
-            outputs += m
-    return Counts(hits, outputs)
+        truths.score(got, n, [(parent, p, child, q) for p, q in group], counts)
+    return counts
 
 
 def parents_of(variables: Sequence[Any], child: str) -> list[tuple[str, int]]:
@@ -216,14 +230,15 @@ def joint_counts(
     n, T = base.shape
     P = len(model.card.io.prefix)
     tokens = on(model, model.card.io.encode(base))
-    hits, outputs = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    counts = Counts(np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     qs = []
     for q in range(T):
         inside = [(u, q - o) for u, o in parents if q - o >= 0]
         if inside and all(sites[u][p] is not None for u, p in inside):
             qs.append((q, inside))
     if not qs:
-        return Counts(hits, outputs)
+        return counts
+    truths = _Truths(high, base, source)
     hooks = sorted({_site(sites[u][p], bases)[0] for _, inside in qs for u, p in inside})  # type: ignore[arg-type]
     acts = source_activations(model, source, hooks)
     chunk = max(1, MAX_ROWS // max(n, 1))
@@ -235,9 +250,5 @@ def joint_counts(
             for u, p in inside
         ]
         got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, high.readout)
-        for j, (q, _) in enumerate(group):
-            labels, changed = _truth(high, base, source, child, q, child, q)
-            k, m = _count(got[j * n : (j + 1) * n], labels, changed)
-            hits += k
-            outputs += m
-    return Counts(hits, outputs)
+        truths.score(got, n, [(child, q, child, q) for q, _ in group], counts)
+    return counts
