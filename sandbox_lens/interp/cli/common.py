@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.hooked import BRIDGE_LACKS
 
 __all__ = [
     "Parser",
@@ -284,25 +285,9 @@ def settings_given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 #: the refusal): refused before any work, since the back end is read from the package metadata without importing
 #: TransformerLens (:func:`sandbox_lens.interp.model.hooked.backend`). Everything else runs on either version.
 BRIDGE_REFUSALS: tuple[tuple[str, Any, str], ...] = (
-    (
-        "init_from",
-        bool,
-        "--init-from copies a construction's weights by HookedTransformer parameter names: it needs "
-        "TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
-    ),
-    (
-        "align",
-        bool,
-        "--align resamples HookedTransformer's per-head outputs (blocks.<l>.attn.hook_z) in every training step: it "
-        "needs TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
-    ),
-    (
-        "engine",
-        lambda v: v == "hooks",
-        "--engine hooks patches through per-head input and output hooks (use_attn_result, use_split_qkv_input), "
-        "which TransformerLens 4's bridge does not offer: it needs TransformerLens 3.9; --engine bare (the "
-        "default here) runs on 4.x",
-    ),
+    ("init_from", bool, BRIDGE_LACKS["init_from"]),
+    ("align", bool, BRIDGE_LACKS["align"]),
+    ("engine", lambda v: v == "hooks", BRIDGE_LACKS["engine"]),
 )
 
 

@@ -195,6 +195,19 @@ def new_model(cfg: dict[str, Any]):
     return model
 
 
+#: What TransformerLens 4.x's native bridge cannot serve, by the option that asks for it: the one-line refusal the
+#: command line gives at parse time (``cli.common.BRIDGE_REFUSALS``) and the Python API when the model is built.
+BRIDGE_LACKS: dict[str, str] = {
+    "init_from": "--init-from copies a construction's weights by HookedTransformer parameter names: it needs "
+    "TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
+    "align": "--align resamples HookedTransformer's per-head outputs (blocks.<l>.attn.hook_z) in every training step: "
+    "it needs TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
+    "engine": "--engine hooks patches through per-head input and output hooks (use_attn_result, "
+    "use_split_qkv_input), which TransformerLens 4's bridge does not offer: it needs TransformerLens 3.9; "
+    "--engine bare (the default here) runs on 4.x",
+}
+
+
 def is_bridge(model) -> bool:
     """Whether ``model`` is TransformerLens 4.x's ``TransformerBridge`` (else a ``HookedTransformer`` or an LSTM)."""
     return type(model).__name__ == "TransformerBridge"

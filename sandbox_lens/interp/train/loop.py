@@ -153,13 +153,10 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
                 f"transformer with --n-ctx ≥ {task.n_ctx + room}"
             )
     if config.alignment:
-        from sandbox_lens.interp.model.hooked import is_bridge
+        from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge
 
         if is_bridge(model):
-            raise OptionError(
-                "--align hooks HookedTransformer's blocks.<l>.attn.hook_z: run it under TransformerLens "
-                "3.9 (the twin it trains loads under 4.x)"
-            )
+            raise OptionError(BRIDGE_LACKS["align"])
     initialise_and_freeze(model, config, init_spec)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

@@ -108,13 +108,10 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     weights, same shapes) and freeze ``config.freeze``; a prefix that names no parameter is refused."""
     import torch
 
-    from sandbox_lens.interp.model.hooked import is_bridge
+    from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge
 
     if (config.init_layers or config.freeze) and is_bridge(model):
-        raise OptionError(
-            "--init-from and --freeze name HookedTransformer parameters (blocks.0.attn, ...): run them "
-            "under TransformerLens 3.9 (the twin it trains loads under 4.x)"
-        )
+        raise OptionError(BRIDGE_LACKS["init_from"])
     names = [n for n, _ in model.named_parameters()]
     for prefix in (*config.init_layers, *config.freeze):
         if not any(n == prefix or n.startswith(prefix + ".") for n in names):
