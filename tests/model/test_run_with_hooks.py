@@ -10,6 +10,7 @@ import sandbox_lens as sl
 from sandbox_lens.interp.model.run import run_with_hooks
 
 
+@torch.no_grad()
 def test_a_write_at_resid_mid_is_a_write_to_the_residual_stream():
     model = sl.load("prefix_scan", "C3", length=8)
     tokens = torch.as_tensor(model.card.io.encode(np.random.default_rng(0).integers(0, 3, (6, 8))))
