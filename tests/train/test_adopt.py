@@ -120,3 +120,15 @@ def test_an_adopted_model_is_compared_with_the_constructions(plain, tmp_path):
     assert report.is_file() and "trained twin" in metrics["probes"] and "prefix_scan" in metrics["probes"]
     with pytest.raises(sl.SandboxError, match="another task"):
         sl.compare(comparison_for("C4", length=8), tmp_path / "d", trained=str(tmp_path / "m"), **settings)
+
+
+def test_adopting_twice_keeps_the_model_shape(plain):
+    """A second adoption (a new card on the same module) attaches a fresh tokenizer and leaves the config alone: on
+    TransformerLens 4.x a reassigned tokenizer used to rewrite d_vocab_out from the vocabulary."""
+    model, cfg, task = plain
+    first = sl.adopt(model, task, name="once")
+    d_vocab, d_vocab_out = first.cfg.d_vocab, first.cfg.d_vocab_out
+    second = sl.adopt(model, task, name="twice")
+    assert (second.cfg.d_vocab, second.cfg.d_vocab_out) == (d_vocab, d_vocab_out) == (4, 3)
+    assert second.card.options["adopted"] == "twice"
+    assert second.to_str_tokens(second.to_tokens("0 1 2")) == ["BOS", "0", "1", "2"]

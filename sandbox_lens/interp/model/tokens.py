@@ -112,6 +112,10 @@ def attach_tokenizer(model: Any) -> Any:
     if not hasattr(type(model), "to_tokens"):  # the LSTM baseline: no TransformerLens string methods to serve
         return model
     card = model.card
+    # a TransformerBridge treats a second assignment as a new tokenizer for its cfg: it re-runs its own BOS set-up
+    # and rewrites d_vocab and d_vocab_out from the vocabulary. A model adopted or re-carded twice would lose its
+    # output size, so any earlier tokenizer is taken off first and the card's is always a first assignment.
+    model.tokenizer = None
     model.tokenizer = tokenizer_for(card)
     model.tokenizer.padding_side = "right"
     # the tokenizer prepends the card's whole prefix; TransformerLens must not add a BOS of its own
