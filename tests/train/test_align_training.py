@@ -116,6 +116,39 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
     assert r["imposed"]["drop"] <= 0.02, r["imposed"]
 
 
+def test_every_variable_per_step_swaps_each_imposed_variable():
+    """``every_variable``: one forward per imposed variable, each at its own site and coordinates; with one variable
+    it is the turn-taking loss exactly (the same pairs and positions)."""
+    import torch
+
+    from sandbox_lens.interp.train import random_init
+    from sandbox_lens.interp.train.align import aligned_losses
+
+    task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
+    model = random_init(task, shape, 0)
+    scan = correspondence("prefix_scan", task, shape)
+    assert len(scan["variables"]) == 3
+    counter = correspondence("modular_counter", task, shape)
+    swaps: list[str] = []
+
+    def count(x, hook):
+        swaps.append(hook.name)
+
+    for v in scan["variables"]:
+        model.add_hook(v["hook"], count)
+    with torch.no_grad():
+        one = aligned_losses(model, task, counter, 0, 5, 16)
+        assert one == aligned_losses(model, task, counter, 0, 5, 16, every_variable=True)
+        swaps.clear()
+        iit, strict = aligned_losses(model, task, scan, 0, 5, 16, every_variable=True)
+        turns = aligned_losses(model, task, scan, 0, 5, 16)
+    model.reset_hooks()
+    assert torch.isfinite(iit) and float(iit) != float(turns[0]) and float(strict) == float(turns[1])
+    # each imposed hook ran in the source run, in one swap forward per variable (and in the strictness forward)
+    for v in scan["variables"]:
+        assert swaps.count(v["hook"]) >= 1 + len(scan["variables"]) + 1
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -125,6 +158,8 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
         (["--align", "modular_counter", "--arch", "lstm"], "an LSTM has none"),
         (["--iit-weight", "2"], "belong to --align"),
         (["--align-target", "0.9"], "belong to --align"),
+        (["--iit-variables", "all"], "belong to --align"),
+        (["--align", "modular_counter", "--iit-variables", "some"], "argument --iit-variables: invalid choice"),
         (["--align", "modular_counter", "--align-target", "0"], "align_target must be in (0, 1]"),
         (["--align", "modular_counter", "--strict-weight", "-1"], "argument --strict-weight: must lie in 0..1,000,000"),
         (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),

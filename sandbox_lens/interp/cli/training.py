@@ -255,8 +255,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
                     "would change it from cell to cell (sweep those with one --align run per shape)"
                 )
         config = replace(config, alignment=correspondence(args.align, task, shape))
-    elif (config.iit_weight, config.strict_weight, config.align_target) != (1.0, 1.0, 0.95):
-        raise OptionError("--iit-weight, --strict-weight and --align-target belong to --align")
+    elif (config.iit_weight, config.strict_weight, config.align_target, config.iit_variables) != (
+        1.0,
+        1.0,
+        0.95,
+        "turns",
+    ):
+        raise OptionError("--iit-weight, --iit-variables, --strict-weight and --align-target belong to --align")
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     single = len(seeds) == 1 and not args.grid and args.backend == "local"

@@ -119,9 +119,26 @@ def resample_hooks(circuit: Mapping[str, Any], values: Mapping[str, Any]) -> lis
 
 
 def aligned_losses(
-    model: Any, task: Any, alignment: Mapping[str, Any], seed: int, step: int, batch: int
+    model: Any,
+    task: Any,
+    alignment: Mapping[str, Any],
+    seed: int,
+    step: int,
+    batch: int,
+    every_variable: bool = False,
 ) -> tuple[Any, Any]:
-    """(IIT loss, strictness loss) of one training step (see the module docstring)."""
+    """(IIT loss, strictness loss) of one training step (see the module docstring).
+
+    Args:
+        model: the twin being trained.
+        task: its task.
+        alignment: the imposed correspondence (:func:`sandbox_lens.interp.causal.impose.correspondence`).
+        seed: the run's seed (the pairs come from its ``ALIGN_PAIRS`` stream at ``step``).
+        step: the optimizer step.
+        batch: pairs per step.
+        every_variable: swap every imposed variable (each at its own positions, one forward each; the loss is
+            their mean) rather than the step's one in turn.
+    """
     import torch
 
     from sandbox_lens.interp.tasks.kinds import resolve, task_kind
@@ -141,44 +158,48 @@ def aligned_losses(
         )
 
     variables = alignment["variables"]
-    v = variables[step % len(variables)]
+    swapped = list(variables) if every_variable else [variables[step % len(variables)]]
     circuit = alignment["circuit"]
     saved: dict[str, Any] = {}
-    hooks = {v["hook"], *off_circuit_hooks(circuit)}
+    hooks = {v["hook"] for v in swapped} | set(off_circuit_hooks(circuit))
 
     def save(x, hook):
         saved[hook.name] = x
         return x
 
     run_with_hooks(model, tokens(source), fwd_hooks=[(h, save) for h in hooks], return_type=None)
-
-    # IIT: the variable's coordinates at one position per pair
-    positions = g.integers(T, size=batch)
-    labels = np.zeros((batch, T), dtype=np.int64)
-    scored = np.zeros((batch, T), dtype=bool)
+    base_tokens = tokens(base)
     answered_labels, answered = high.answers(base)
-    for p in np.unique(positions):
-        rows = np.flatnonzero(positions == p)
-        lab, sc = high.counterfactual(base[rows], source[rows], int(p), v["variable"])
-        labels[rows], scored[rows] = lab, sc & answered[rows]
-    device = saved[v["hook"]].device
-    rows_t = torch.arange(batch, device=device)
-    at = torch.from_numpy(P + positions).to(device)
-    d0, d1 = v["dims"]
 
-    def swap(x, hook):
-        x = x.clone()
-        x[rows_t, at, d0:d1] = saved[v["hook"]][rows_t, at, d0:d1]
-        return x
+    def interchange(v: Mapping[str, Any]) -> Any:
+        """IIT on one variable: its coordinates at one position per pair set from the source run."""
+        positions = g.integers(T, size=batch)
+        labels = np.zeros((batch, T), dtype=np.int64)
+        scored = np.zeros((batch, T), dtype=bool)
+        for p in np.unique(positions):
+            rows = np.flatnonzero(positions == p)
+            lab, sc = high.counterfactual(base[rows], source[rows], int(p), v["variable"])
+            labels[rows], scored[rows] = lab, sc & answered[rows]
+        device = saved[v["hook"]].device
+        rows_t = torch.arange(batch, device=device)
+        at = torch.from_numpy(P + positions).to(device)
+        d0, d1 = v["dims"]
 
-    logits = run_with_hooks(model, tokens(base), fwd_hooks=[(v["hook"], swap)], return_type="logits")
-    iit = _readout_loss(logits[:, P : P + T], labels, scored, high)
+        def swap(x, hook):
+            x = x.clone()
+            x[rows_t, at, d0:d1] = saved[v["hook"]][rows_t, at, d0:d1]
+            return x
+
+        logits = run_with_hooks(model, base_tokens, fwd_hooks=[(v["hook"], swap)], return_type="logits")
+        return _readout_loss(logits[:, P : P + T], labels, scored, high)
+
+    iit = sum(interchange(v) for v in swapped) / len(swapped)
 
     # strictness: every off-circuit head and MLP resampled from the source run
     fwd = resample_hooks(circuit, saved)
     if not fwd:
         return iit, iit * 0.0
-    logits = run_with_hooks(model, tokens(base), fwd_hooks=fwd, return_type="logits")
+    logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
     strict = _readout_loss(logits[:, P : P + T], answered_labels, answered, high)
     return iit, strict
 

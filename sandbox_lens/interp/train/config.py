@@ -150,6 +150,12 @@ class TrainConfig:
         "held-out IIA at its imposed site reaches this too",
         metavar="IIA",
     )
+    iit_variables: str = setting(
+        "turns",
+        "--align: the imposed variables a step's IIT loss swaps: one per step in turn, or all of them every step "
+        "(their mean; one more forward per variable)",
+        choices=("turns", "all"),
+    )
     strict_weight: float = setting(
         1.0,
         "--align: weight of the strictness loss (off-circuit heads and MLPs resampled must not move the answer)",
@@ -186,6 +192,8 @@ class TrainConfig:
             raise SandboxError(f"the target accuracy must lie in (0, 1], got {self.target_accuracy}")
         if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes >= 0):
             raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
+        if self.iit_variables not in ("turns", "all"):
+            raise SandboxError(f"iit_variables must be turns or all, got {self.iit_variables!r}")
         if self.schedule not in ("cosine", "linear"):
             raise SandboxError(f"schedule must be cosine or linear, got {self.schedule!r}")
         for name in ("dropout", "embed_dropout"):

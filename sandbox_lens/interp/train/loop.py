@@ -60,7 +60,9 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
     if config is not None and config.alignment:
         from sandbox_lens.interp.train.align import aligned_losses
 
-        iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
+        iit, strict = aligned_losses(
+            model, task, config.alignment, config.seed, step, config.batch, config.iit_variables == "all"
+        )
         loss = loss + config.iit_weight * iit + config.strict_weight * strict
     return loss, logits
 
@@ -321,7 +323,9 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
 
     iia = imposed_iia(model, task, config.alignment, config.seed)
     with torch.no_grad():
-        iit, strict = aligned_losses(model, task, config.alignment, config.seed, step, config.batch)
+        iit, strict = aligned_losses(
+            model, task, config.alignment, config.seed, step, config.batch, config.iit_variables == "all"
+        )
     rates = [v["iia"] for v in iia.values() if v["iia"] is not None]
     return {
         "imposed_iia": {k: v["iia"] for k, v in iia.items()},
