@@ -69,6 +69,7 @@ class ExperimentSeed(enum.IntEnum):
     PROBE_WORD = 0  # the one example word of a Dyck report when the thesis's does not fit
     PROBE_SPLIT = 0  # the train/test split of a linear probe
     ALGORITHM_PAIRS = 0  # algorithm-census, algorithm-confusion: the seed of the pairs and of the nulls
+    DILUTION_STRINGS = 7000  # dilution: the strings every scaled construction reads (+ the length)
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

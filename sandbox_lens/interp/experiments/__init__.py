@@ -75,6 +75,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.dyck_balance",
         ),
         Experiment(
+            name="dilution",
+            title="Attention dilution: bounded query-key weights cannot attend sharply at long lengths",
+            section="§3.5.7.2, Proposition 4 (and Proposition 3, Lemma 16)",
+            claim="With ‖W_Kᵀ W_Q‖ bounded, attention is diluted once T ≳ exp(2σ_max): shrinking the query-key "
+            "weights of the flip-flop constructions gives a sharp transition to about half the reads wrong, at a σ "
+            "that grows with T.",
+            scale="the memory (flipflop) and ffl constructions at T = 64, 512, 4096; W_Q × 2^−k, k = 0…14; 16 strings "
+            "per length; no training",
+            minutes=3.0,
+            module="sandbox_lens.interp.experiments.dilution",
+        ),
+        Experiment(
             name="grid-boundary",
             title="Nearest-boundary detectors in trained gridworld models",
             section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",
