@@ -82,7 +82,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "weights of the flip-flop constructions gives a sharp transition to about half the reads wrong, at a σ "
             "that grows with T.",
             scale="the memory (flipflop) and ffl constructions at T = 64, 512, 4096; W_Q × 2^−k, k = 0…14; 16 strings "
-            "per length; no training",
+            "per length (the bound checked on every query of 4); no training",
             minutes=3.0,
             module="sandbox_lens.interp.experiments.dilution",
         ),
