@@ -223,7 +223,7 @@ def run(ctx: Context) -> None:
     with bar(total=total, desc="dilution", unit="model", disable=not ctx.progress) as progress:
         for name in CONSTRUCTIONS:
             for T in sc["lengths"]:
-                g = np.random.default_rng([int(ExperimentSeed.DILUTION_STRINGS), T])
+                g = np.random.default_rng(int(ExperimentSeed.DILUTION_STRINGS) + T)
                 words = strings(name, sc["strings"], T, g)
                 built = _model(name, T)
                 rows = []
