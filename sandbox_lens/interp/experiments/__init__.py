@@ -83,7 +83,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "that grows with T.",
             scale="the memory (flipflop) and ffl constructions at T = 64, 512, 4096; W_Q × 2^−k, k = 0…14; 16 strings "
             "per length (the bound checked on every query of 4); no training",
-            minutes=3.0,
+            minutes=8.5,
             module="sandbox_lens.interp.experiments.dilution",
         ),
         Experiment(
