@@ -72,15 +72,13 @@ def _scale(quick: bool) -> dict[str, Any]:
 def scaled_qk(model: Any, factor: float) -> Any:
     """A copy of ``model`` whose every head's W_Q and b_Q are multiplied by ``factor`` (every attention score scales
     by it); on either TransformerLens back end."""
-    import torch
-
     from sandbox_lens.interp.model.hooked import load_strict, new_model, tl_state_dict
     from sandbox_lens.interp.model.tokens import attach_tokenizer
 
     weights = tl_state_dict(model)
     for name in list(weights):
         if name.endswith((".attn.W_Q", ".attn.b_Q")):
-            weights[name] = weights[name] * torch.tensor(factor, dtype=weights[name].dtype)
+            weights[name] = weights[name] * float(factor)
     copy = new_model(model.sandbox_config)
     load_strict(copy, weights)
     copy.eval()
@@ -121,18 +119,19 @@ def strings(name: str, n: int, length: int, g: np.random.Generator) -> tuple[np.
 
 def _query_keys(model: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Per block (W_Q, W_K, scale) in float64: the score of head h is (x_i W_Q[h])·(x_j W_K[h]) / scale."""
+    from sandbox_lens.interp.model.device import to_numpy
     from sandbox_lens.interp.model.hooked import tl_state_dict
 
-    w = tl_state_dict(model)
+    w = {k: to_numpy(v).astype(np.float64) for k, v in tl_state_dict(model).items()}
     cfg = model.cfg
     if cfg.normalization_type is not None:
         raise ValueError("dilution reads the constructions, whose attention reads the residual stream unnormalised")
     scale = math.sqrt(cfg.d_head) if cfg.use_attn_scale else 1.0
     out = []
     for l in range(cfg.n_layers):
-        if np.any(w[f"blocks.{l}.attn.b_Q"].numpy()) or np.any(w[f"blocks.{l}.attn.b_K"].numpy()):
+        if np.any(w[f"blocks.{l}.attn.b_Q"]) or np.any(w[f"blocks.{l}.attn.b_K"]):
             raise ValueError("Proposition 4's bound is stated for scores without query or key biases")
-        out.append((w[f"blocks.{l}.attn.W_Q"].double().numpy(), w[f"blocks.{l}.attn.W_K"].double().numpy(), scale))
+        out.append((w[f"blocks.{l}.attn.W_Q"], w[f"blocks.{l}.attn.W_K"], scale))
     return out
 
 
@@ -160,6 +159,7 @@ def measure(
     pattern counts as a violation too, so the recomputation is checked on every query."""
     import torch
 
+    from sandbox_lens.interp.model.device import on, to_numpy
     from sandbox_lens.interp.model.run import run_with_hooks
 
     sigma, qk = head_bounds(model), _query_keys(model)
@@ -169,7 +169,7 @@ def measure(
     violations = queries = 0
     worst_sigma = 0.0
     for start in range(0, len(tokens), batch):
-        chunk = torch.from_numpy(tokens[start : start + batch])
+        chunk = on(model, tokens[start : start + batch])
         seen: dict[str, Any] = {}
 
         def keep(x, hook):
@@ -180,20 +180,21 @@ def measure(
         with torch.no_grad():
             hooks = [(n, keep) for n in names] if read else []
             logits = run_with_hooks(model, chunk, fwd_hooks=hooks, return_type="logits")
-        got = logits.argmax(-1).cpu().numpy()
+        got = to_numpy(logits.argmax(-1))
         ok, sc = got == targets[start : start + batch], scored[start : start + batch]
         errors += [float(1 - ok[r][sc[r]].mean()) for r in range(len(ok)) if sc[r].any()]
         if not read:
             continue
         T = chunk.shape[1]
-        keys = torch.arange(T)
+        keys = torch.arange(T, device=logits.device)
         future = keys[None, :] > keys[:, None]  # [query, key]
         for l in range(L):
             x = seen[f"blocks.{l}.hook_resid_pre"]  # [b, T, d]
             norm = x.norm(dim=-1)
             bound_sigma_unit = norm * torch.cummax(norm, dim=1).values  # ‖x_i‖ · max_j≤i ‖x_j‖
             pattern = seen[f"blocks.{l}.attn.hook_pattern"]
-            W_Q, W_K, scale = (torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in qk[l])
+            W_Q, W_K = (on(model, a) for a in qk[l][:2])
+            scale = qk[l][2]
             for h, s_max in enumerate(sigma[l]):
                 s = (x @ W_Q[h]) @ (x @ W_K[h]).transpose(1, 2) / scale  # [b, query, key]
                 s = s.masked_fill(future, float("-inf"))
