@@ -116,37 +116,39 @@ def test_aligned_twins_carry_their_imposed_variables_and_nothing_else_matters(tm
     assert r["imposed"]["drop"] <= 0.02, r["imposed"]
 
 
-def test_every_variable_per_step_swaps_each_imposed_variable():
-    """``every_variable``: one forward per imposed variable, each at its own site and coordinates; with one variable
-    it is the turn-taking loss exactly (the same pairs and positions)."""
+def test_every_variable_per_step_swaps_each_imposed_variable(monkeypatch):
+    """``every_variable``: one forward per imposed variable, each hooked at its own site; with one variable it is
+    the turn-taking loss exactly (the same pairs and positions)."""
     import torch
 
+    from sandbox_lens.interp.train import align as align_module
     from sandbox_lens.interp.train import random_init
-    from sandbox_lens.interp.train.align import aligned_losses
 
     task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
     model = random_init(task, shape, 0)
     scan = correspondence("prefix_scan", task, shape)
     assert len(scan["variables"]) == 3
     counter = correspondence("modular_counter", task, shape)
-    swaps: list[str] = []
+    forwards: list[list[str]] = []
+    run = align_module.run_with_hooks
 
-    def count(x, hook):
-        swaps.append(hook.name)
+    def spy(model, tokens, fwd_hooks, **kwargs):
+        forwards.append([name for name, _ in fwd_hooks])
+        return run(model, tokens, fwd_hooks=fwd_hooks, **kwargs)
 
-    for v in scan["variables"]:
-        model.add_hook(v["hook"], count)
+    monkeypatch.setattr(align_module, "run_with_hooks", spy)
     with torch.no_grad():
-        one = aligned_losses(model, task, counter, 0, 5, 16)
-        assert one == aligned_losses(model, task, counter, 0, 5, 16, every_variable=True)
-        swaps.clear()
-        iit, strict = aligned_losses(model, task, scan, 0, 5, 16, every_variable=True)
-        turns = aligned_losses(model, task, scan, 0, 5, 16)
-    model.reset_hooks()
+        one = align_module.aligned_losses(model, task, counter, 0, 5, 16)
+        assert one == align_module.aligned_losses(model, task, counter, 0, 5, 16, every_variable=True)
+        forwards.clear()
+        iit, strict = align_module.aligned_losses(model, task, scan, 0, 5, 16, every_variable=True)
+        every = list(forwards)
+        forwards.clear()
+        turns = align_module.aligned_losses(model, task, scan, 0, 5, 16)
     assert torch.isfinite(iit) and float(iit) != float(turns[0]) and float(strict) == float(turns[1])
-    # each imposed hook ran in the source run, in one swap forward per variable (and in the strictness forward)
-    for v in scan["variables"]:
-        assert swaps.count(v["hook"]) >= 1 + len(scan["variables"]) + 1
+    # the source run, one swap per variable at its own hook, the strictness run; in turns a single swap
+    assert [f for f in every[1:-1]] == [[v["hook"]] for v in scan["variables"]]
+    assert len(forwards) == 3 and forwards[1] == [scan["variables"][5 % 3]["hook"]]
 
 
 @pytest.mark.parametrize(
