@@ -70,6 +70,7 @@ class ExperimentSeed(enum.IntEnum):
     PROBE_SPLIT = 0  # the train/test split of a linear probe
     ALGORITHM_PAIRS = 0  # algorithm-census, algorithm-confusion: the seed of the pairs and of the nulls
     DILUTION_STRINGS = 7000  # dilution: the strings every scaled construction reads (+ the length)
+    UNIFORM_DYCK_WORDS = 8000  # uniform-dyck: the words the attention check reads
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -107,6 +107,29 @@ def test_dyck_seeds_quick(tmp_path_factory):
         assert r["data"]["per_position"][pos]["pairs"] == 1  # two quick seeds: one pair
 
 
+def test_uniform_dyck_quick(tmp_path_factory):
+    out, r = quick("uniform-dyck", tmp_path_factory)
+    check_files(out, r)
+    assert claim(r, "The uniform twins' attention stayed uniform")["verdict"] == "reproduced"
+    pops = r["data"]["populations"]
+    assert set(pops) == {"uniform", "trained attention"} and all(
+        d < 1e-6 for d in pops["uniform"]["departure"].values()
+    )
+    assert r["settings"]["uniform"]["config"]["attention"] == "uniform"
+    assert r["settings"]["uniform"]["shape"]["positional"] == "none"
+
+
+def test_dilution_quick(tmp_path_factory):
+    out, r = quick("dilution", tmp_path_factory)
+    check_files(out, r)
+    assert claim(r, "Proposition 4's bound holds")["verdict"] == "reproduced"
+    assert claim(r, "The constructions' own constants")["verdict"] == "reproduced"
+    cells = r["data"]["cells"]
+    assert set(cells) == {f"{c} T={T}" for c in ("memory", "ffl") for T in (16, 64)}
+    # the largest scale is exact; the smallest makes errors in the flip-flop model at T = 64
+    assert max(cells["ffl T=64"]["rows"][0]["errors"]) == 0 and max(cells["ffl T=64"]["rows"][-1]["errors"]) > 0
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)

@@ -353,3 +353,25 @@ def test_random_position_shifts_train_and_resume_exactly(tmp_path):
     assert resumed["final_accuracy"] == full["final_accuracy"]
     with pytest.raises(SandboxError, match="needs a context of at least 29"):
         train(task, ModelShape(n_layers=1, d_model=16, n_heads=2, n_ctx=20), config, tmp_path / "short", progress=False)
+
+
+def test_uniform_attention_keeps_query_and_key_weights_at_zero(tmp_path, interp_run):
+    """`--attention uniform`: every head's W_Q, W_K, b_Q, b_K start at 0 and stay there (frozen); each query then
+    attends equally to BOS and the prefix. An LSTM has no such weights: one line, nothing written."""
+    from sandbox_lens.interp.experiments.uniform_dyck import departure_from_uniform
+    from sandbox_lens.interp.train import load_trained
+    from sandbox_lens.interp.train.twin import query_key_parameters
+
+    code, _, err = interp_run(
+        "train", "dyck", "--dyck", "2,2", "--length", "12", "--pos", "none", "--attention", "uniform",
+        "--steps", "30", "--eval-every", "10", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    model = load_trained(tmp_path / "u")
+    qk = query_key_parameters(model)
+    assert len(qk) == 4 * model.cfg.n_layers and all(float(p.detach().abs().max()) == 0.0 for _, p in qk)
+    assert departure_from_uniform(model, [[0, 1, 0, 1], [0, 0, 1, 1]]) < 1e-6
+    code, _, err = interp_run(
+        "train", "dyck", "--dyck", "2,2", "--arch", "lstm", "--attention", "uniform", "--out", tmp_path / "l"
+    )
+    assert code == 2 and "an LSTM has none" in err and not (tmp_path / "l").exists()

@@ -238,6 +238,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         given["target_accuracy"] = None  # train every step
     config = TrainConfig(**{**defaults, **given})
     init_spec = None
+    if config.attention == "uniform" and args.arch != "transformer":
+        raise OptionError("--attention uniform sets a transformer's query and key weights; an LSTM has none")
     if args.init_from:
         shape, config, init_spec = _init_from(args, task, shape, config)
     if args.align:

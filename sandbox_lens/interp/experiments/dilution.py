@@ -343,6 +343,16 @@ def _report(ctx: Context, cells: dict[str, dict[str, Any]]) -> None:
         ", ".join(f"{c}: " + ", ".join(f"T={t} σ={s:.3g}" for t, s in sorted(v)) for c, v in sigmas.items()) or "—",
         floor=None if sigmas else "no scale made a construction fail",
     )
+    for label, cell in cells.items():
+        f = failure(cell["rows"])
+        if f is not None:
+            ctx.conclude(
+                f"{label}: read errors from scale 2^-{f['k']} on, where the largest score bound σ is {f['sigma']:.3g} — "
+                f"{f['sigma'] / (0.5 * math.log(cell['length'] - 1)):.0f} times the ½·ln(T − 1) below which "
+                "Proposition 4 forces dilution: the construction's positional margin is lost first."
+            )
+        else:
+            ctx.conclude(f"{label}: no scale tried made a read error.")
     ctx.caveat(
         "The strings are fixed per length (one seed); no model is trained, so the intervals are over strings. The "
         "issue's second half — trained FFL twins' σ_max beside the lengths at which they fail — is not run here."

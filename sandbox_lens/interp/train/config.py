@@ -142,6 +142,12 @@ class TrainConfig:
         "parameters left untrained, e.g. embed pos_embed blocks.0 (default with --init-from: the copied ones)",
         metavar="PREFIX",
     )
+    attention: str = setting(
+        "learned",
+        "uniform: every head's query and key weights and biases set to 0 and kept there, so each position attends "
+        "equally to itself and everything before it (Corollary 1's uniform attention)",
+        choices=("learned", "uniform"),
+    )
     alignment: Any = setting(None, "the imposed correspondence of --align (sandbox_lens.interp.train.align)", cli=False)
     iit_weight: float = setting(1.0, "--align: weight of the interchange-intervention loss", metavar="λ")
     align_target: float = setting(
@@ -192,6 +198,8 @@ class TrainConfig:
             raise SandboxError(f"the target accuracy must lie in (0, 1], got {self.target_accuracy}")
         if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes >= 0):
             raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
+        if self.attention not in ("learned", "uniform"):
+            raise SandboxError(f"attention must be learned or uniform, got {self.attention!r}")
         if self.iit_variables not in ("turns", "all"):
             raise SandboxError(f"iit_variables must be turns or all, got {self.iit_variables!r}")
         if self.schedule not in ("cosine", "linear"):

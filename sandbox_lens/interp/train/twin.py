@@ -22,6 +22,7 @@ __all__ = [
     "task_defaults",
     "load_trained",
     "initialise_and_freeze",
+    "query_key_parameters",
     "open_model",
     "random_init",
 ]
@@ -103,9 +104,21 @@ def build_twin(task, shape: ModelShape, seed: int = 0):
     return model
 
 
+def query_key_parameters(model) -> list[tuple[str, Any]]:
+    """Every head's query and key weights and biases: ``blocks.l.attn.W_Q``, ``W_K``, ``b_Q``, ``b_K`` of a
+    ``HookedTransformer``, the ``attn.q`` and ``attn.k`` projections of TransformerLens 4's bridge."""
+    out = []
+    for name, p in model.named_parameters():
+        parts = [x for x in name.split(".") if x != "_original_component"]
+        if "attn" in parts[:-1] and parts[parts.index("attn") + 1] in ("W_Q", "W_K", "b_Q", "b_K", "q", "k"):
+            out.append((name, p))
+    return out
+
+
 def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     """Copy ``config.init_layers`` from the construction ``init_spec`` (its exact TransformerLens
-    weights, same shapes) and freeze ``config.freeze``; a prefix that names no parameter is refused."""
+    weights, same shapes) and freeze ``config.freeze``; a prefix that names no parameter is refused. With
+    ``config.attention == "uniform"``, every head's query and key weights and biases are set to 0 and frozen."""
     import torch
 
     from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge
@@ -138,6 +151,14 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     for name, p in model.named_parameters():
         if any(name == x or name.startswith(x + ".") for x in config.freeze):
             p.requires_grad_(False)
+    if getattr(config, "attention", "learned") == "uniform":
+        qk = query_key_parameters(model)
+        if not qk:
+            raise OptionError("--attention uniform sets a transformer's query and key weights; this model has none")
+        with torch.no_grad():
+            for _, p in qk:
+                p.zero_()
+                p.requires_grad_(False)
 
 
 def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = None):
