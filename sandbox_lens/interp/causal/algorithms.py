@@ -26,7 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.errors import ConstructionError, SandboxError
+from sandbox_lens.interp.tasks.groupvars import group_variables, permutation_group
+from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES, GridVariables, state_variables
 
 __all__ = ["Edge", "Variable", "Algorithm", "ALGORITHMS", "algorithms_for", "resolve", "AlgorithmError"]
 
@@ -121,8 +123,6 @@ def _windows(T: int) -> tuple[Variable, ...]:
 
 def _group(automaton: Any) -> tuple[Any, str | None]:
     """(the solvable plan of ``automaton``'s group, or None with the reason there is none)."""
-    from sandbox_lens.interp.errors import ConstructionError
-    from sandbox_lens.interp.tasks.groupvars import permutation_group
 
     try:
         plan = permutation_group(automaton)
@@ -134,7 +134,6 @@ def _group(automaton: Any) -> tuple[Any, str | None]:
 
 
 def _refuse_scan(automaton: Any, T: int) -> str | None:
-    from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES
 
     if automaton.n_states**automaton.n_states > MAX_WINDOW_VALUES:
         return (
@@ -165,7 +164,6 @@ def _refuse_cascade(automaton: Any, T: int) -> str | None:
 
 
 def _refuse_parity(automaton: Any, T: int) -> str | None:
-    from sandbox_lens.interp.tasks.groupvars import group_variables
 
     plan, why = _group(automaton)
     if plan is None:
@@ -179,7 +177,6 @@ def _refuse_parity(automaton: Any, T: int) -> str | None:
 
 
 def _refuse_boundary(automaton: Any, T: int) -> str | None:
-    from sandbox_lens.interp.tasks.statevars import GridVariables, state_variables
 
     if not any(isinstance(f, GridVariables) for f in state_variables(automaton)):
         return f"{automaton.name} is not a 1-D gridworld with a wall to detect"

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.budget import require
+from sandbox_lens.interp.causal.das import boundless_das, principal_angles
 from sandbox_lens.interp.causal.evidence import (
     PairSplits,
     readout_basis,
@@ -43,7 +45,15 @@ from sandbox_lens.interp.causal.evidence import (
     summary,
 )
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
-from sandbox_lens.interp.causal.interchange import Site, pooled_iia, word_pairs
+from sandbox_lens.interp.causal.interchange import (
+    Site,
+    answer,
+    construction_sites,
+    own_predictions,
+    pooled_iia,
+    source_activations,
+    word_pairs,
+)
 from sandbox_lens.interp.causal.localise import (
     null_best,
     residual_hooks,
@@ -53,9 +63,16 @@ from sandbox_lens.interp.causal.localise import (
     swap_verdict,
 )
 from sandbox_lens.interp.causal.search import Fit, chosen, das_search, fit_json
+from sandbox_lens.interp.causal.sweep import residual_sites
 from sandbox_lens.interp.causal.verdict import block_order, das_verdict, outcome, with_stability
 from sandbox_lens.interp.errors import SandboxError
-from sandbox_lens.interp.model.run import run_with_hooks
+from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.model.run import exact_precision, forward_seconds, run_with_hooks
+from sandbox_lens.interp.stats import wilson_interval
+from sandbox_lens.interp.tasks.kinds import task_from_dict
+from sandbox_lens.interp.train import ModelShape, random_init
+from sandbox_lens.interp.train.align import off_circuit_hooks, resample_hooks
+from sandbox_lens.probes.linear import probe_directions_cv
 
 __all__ = [
     "align",
@@ -75,8 +92,6 @@ NULLS = 5
 
 def null_of(model: Any, seed: int = 0) -> Any:
     """A random-init twin of ``model``'s task and shape (layers, width, heads, MLP width, norm): the null."""
-    from sandbox_lens.interp.tasks.kinds import task_from_dict
-    from sandbox_lens.interp.train import ModelShape, random_init
 
     cfg = model.cfg
     shape = ModelShape(
@@ -181,8 +196,6 @@ def align_seconds(model: Any, pairs: int, length: int, variables: int, models: i
     fits (every hook at the widest k, then each other of the ``ks`` dimensions) of ``das_steps`` steps of 64
     pairs, a step costing about three forward passes. The forward pass is timed on this machine
     (:func:`~sandbox_lens.interp.model.run.forward_seconds`); measured on a C3 twin, 96 s estimated for 101 s."""
-    from sandbox_lens.interp.causal.sweep import residual_sites
-    from sandbox_lens.interp.model.run import forward_seconds
 
     hooks = len(residual_sites(model.cfg.n_layers))  # each residual hook once, as the swaps and DAS search them
     per_batch = forward_seconds(model, 64, length + len(model.card.io.prefix))
@@ -194,7 +207,6 @@ def align_seconds(model: Any, pairs: int, length: int, variables: int, models: i
 def _require_time(model: Any, splits: PairSplits, variables: int, models: int, ks: int, das_steps: int) -> None:
     """Refuse, before any work, an alignment whose :func:`align_seconds` passes the budget (one line naming the
     options that lower it)."""
-    from sandbox_lens.interp.budget import require
 
     pairs = max(len(splits.select[0]), len(splits.test[0]))
     require(
@@ -410,8 +422,6 @@ def _angles_to_named(model: Any, fit: Fit, variable: str) -> dict[str, list[floa
     """Principal angles (degrees) between the chosen DAS subspace and each named subspace the model's card puts
     ``variable`` in at that hook (a construction, rotated or not; an imposed twin): min(k, k_named) angles, all
     ~0 where the DAS subspace contains the proof's. Empty for a plain twin."""
-    from sandbox_lens.interp.causal.das import principal_angles
-    from sandbox_lens.interp.causal.interchange import construction_sites
 
     out = {}
     for entry, site in construction_sites(model, variable):
@@ -440,11 +450,6 @@ def off_circuit_ablation(model: Any, high: HighLevel, base: np.ndarray, source: 
     """A twin trained with ``--align``: its accuracy on the ``base`` words, and with every head and MLP off the
     imposed circuit resampled from the ``source`` words (strict IIT asks that this changes nothing), each
     with a Wilson interval, and the difference."""
-    from sandbox_lens.interp.causal.interchange import answer, own_predictions
-    from sandbox_lens.interp.model.device import on
-    from sandbox_lens.interp.model.run import exact_precision
-    from sandbox_lens.interp.stats import wilson_interval
-    from sandbox_lens.interp.train.align import off_circuit_hooks, resample_hooks
 
     circuit = model.card.options["alignment"]["circuit"]
     io, P, T = model.card.io, len(model.card.io.prefix), base.shape[1]
@@ -472,9 +477,6 @@ def probe_sites(model: Any, high: HighLevel, train: tuple, held: tuple, variable
     """At every residual hook: a linear probe for ``variable`` (trained on the ``train`` pairs' base words at every
     position, its L2 strength chosen by cross-validation there: :func:`~sandbox_lens.probes.linear.probe_directions_cv`),
     its accuracy on the ``held`` words — *readable* — and the IIA of swapping its directions there — *used*."""
-    from sandbox_lens.interp.causal.interchange import source_activations
-    from sandbox_lens.interp.model.device import to_numpy
-    from sandbox_lens.probes.linear import probe_directions_cv
 
     hooks = residual_hooks(model.cfg.n_layers)
     P, T = len(model.card.io.prefix), train[0].shape[1]
@@ -550,7 +552,6 @@ def _boundless_at(
 ) -> dict[str, Any]:
     """Boundless DAS at ``hook`` (fitted on the fit split): the learned k and its test IIA
     (:func:`sandbox_lens.interp.causal.das.boundless_das`)."""
-    from sandbox_lens.interp.causal.das import boundless_das
 
     basis, trace = boundless_das(model, high, hook, *splits.fit, steps=max(steps, 100), seed=seed, variable=variable)
     if not basis.shape[1]:
@@ -571,7 +572,6 @@ def named_sites(
     """IIA (changed outputs, pooled over every position) at each site ``model``'s card names for ``variable``
     (:func:`sandbox_lens.interp.causal.interchange.construction_sites`), with its role: ``carries`` should reach 1, ``inert``
     should change nothing. Empty for a trained model."""
-    from sandbox_lens.interp.causal.interchange import construction_sites, own_predictions, source_activations
 
     sites = construction_sites(model, variable)
     if not sites:

@@ -14,6 +14,7 @@ import numpy as np
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable
 from sandbox_lens.interp.causal.evidence import Counts, rate_interval
 from sandbox_lens.interp.causal.highlevel import HighLevel
+from sandbox_lens.interp.causal.paths import joint_counts, parents_of, path_counts
 from sandbox_lens.interp.causal.sweep import hook_head
 
 __all__ = [
@@ -133,7 +134,6 @@ def graph_counts(
     of each determined variable, by a joint interchange of its parents (:mod:`sandbox_lens.interp.causal.paths`),
     at the sites chosen on all the select words. ``memo``: counts already computed on this model and these test
     words (a null shared by a population's twins), keyed by the test and its sites."""
-    from sandbox_lens.interp.causal.paths import joint_counts, parents_of, path_counts
 
     out: dict[str, dict[str, Any]] = {}
     memo = {} if memo is None else memo

@@ -20,6 +20,7 @@ from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, interchange, source_activations
 from sandbox_lens.interp.model.device import device_of, on, to_numpy
 from sandbox_lens.interp.model.run import run_with_hooks
+from sandbox_lens.interp.streams import Stream, torch_seed
 
 __all__ = ["das", "boundless_das", "principal_angles", "live_basis", "live_fraction", "DORMANT"]
 
@@ -104,9 +105,6 @@ def boundless_das(
     0.01 the penalty left k = 5 and 9, at 0.2 both 2."""
     import torch
 
-    from sandbox_lens.interp.causal.interchange import source_activations
-    from sandbox_lens.interp.streams import Stream, torch_seed
-
     d = model.cfg.d_model
     rows, positions, labels, scored = _examples(high, base, source, None, variable)
     frozen = [(p, p.requires_grad) for p in model.parameters()]
@@ -163,9 +161,6 @@ def boundless_das(
 def _train(model, high, hook, k, base, source, positions, labels, scored, steps, lr, batch, seed, d, tick=None):
     """Adam on the orthogonal map's parameters over the (pair, position) examples, in a fixed seeded order."""
     import torch
-
-    from sandbox_lens.interp.causal.interchange import source_activations
-    from sandbox_lens.interp.streams import Stream, torch_seed
 
     P, T = len(model.card.io.prefix), base.shape[1]
     trace: list[dict] = []

@@ -25,6 +25,7 @@ import numpy as np
 
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError
 from sandbox_lens.interp.causal.interchange import Site, changed_hits, source_activations
+from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.stats import CONFIDENCE
 from sandbox_lens.interp.streams import Stream, rng
 
@@ -177,7 +178,6 @@ def readout_basis(model: Any, high: HighLevel) -> np.ndarray:
     """An orthonormal basis ``[d, r]`` of what the unembedding reads among the readout classes: the span of their
     columns of ``W_U`` less their mean (the logits' differences decide the answer), each column less its own
     mean over the residual when a final LayerNorm centres the stream. Untrained: the baseline DAS must beat."""
-    from sandbox_lens.interp.model.device import to_numpy
 
     w = to_numpy(model.W_U.detach()).astype(np.float64)
     if high.readout is not None:

@@ -47,11 +47,12 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
 from sandbox_lens.interp.causal.choice import graph_counts, model_numbers
 from sandbox_lens.interp.causal.evidence import BOOTSTRAP, INNER, RESAMPLES, STABLE, split_pairs
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
-from sandbox_lens.interp.causal.interchange import construction_sites, word_pairs
+from sandbox_lens.interp.causal.interchange import construction_sites, pair_length, word_pairs
 from sandbox_lens.interp.causal.localise import site_bar
 from sandbox_lens.interp.causal.sweep import (
     MAX_ROWS,
@@ -62,7 +63,10 @@ from sandbox_lens.interp.causal.sweep import (
     swept,
 )
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
+from sandbox_lens.interp.model.run import forward_seconds
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.streams import Stream, rng
+from sandbox_lens.interp.tasks.kinds import task_kind
 
 __all__ = ["identify", "candidates_of", "sweep", "residual_sites", "component_sites", "model_sites", "MAX_ROWS"]
 
@@ -120,8 +124,6 @@ def _named(model: Any, variable: str) -> list[tuple[str, str, Any]]:
 def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[list[Algorithm], dict[str, str]]:
     """The candidate algorithms ``candidates`` names for ``model``'s task at the length it is aligned at, and the
     ones ``"all"`` skips with why (:func:`~sandbox_lens.interp.causal.algorithms.resolve`: one-line refusals)."""
-    from sandbox_lens.interp.causal.interchange import pair_length
-    from sandbox_lens.interp.tasks.kinds import task_kind
 
     high_level_of(model)  # refuses a model without a residual stream or a task without a high-level model
     kind = task_kind(model.card.task)
@@ -133,8 +135,6 @@ def _require_sweeps(model: Any, models: int, sites: int, T: int, pairs: int) -> 
     that lower them): per model and split, a full swap at every site and position of every pair (rows of 64
     pairs, each a forward pass timed on this machine), and their answers kept ``[site, position, pair, output]``
     (int64) for every model and split."""
-    from sandbox_lens.interp.budget import require
-    from sandbox_lens.interp.model.run import forward_seconds
 
     per_batch = forward_seconds(model, 64, T + len(model.card.io.prefix))
     require(
@@ -157,8 +157,6 @@ def identify(
     """Test each candidate algorithm (``"all"`` the task can have, or names) on ``model`` beside the ``nulls``
     (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split;
     ``components``: search the heads' and MLPs' outputs as well as the residual stream."""
-    from sandbox_lens.interp.progress import bar as progress_bar
-    from sandbox_lens.interp.tasks.kinds import task_kind
 
     t0 = time.perf_counter()
     card = model.card

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox_lens.constructions.registry import REGISTRY, build
 from sandbox_lens.interp.causal.verdict import block_order
 from sandbox_lens.interp.errors import OptionError
+from sandbox_lens.interp.tasks.highlevel import HighLevelError
+from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.train.align import circuit_nodes
 
 __all__ = ["correspondence"]
@@ -21,8 +24,6 @@ __all__ = ["correspondence"]
 def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
     """The imposed correspondence (a JSON-able dict) of ``construction`` (``NAME`` or ``dyck:VARIANT``) on a twin
     of ``shape`` trained on ``task``."""
-    from sandbox_lens.constructions.registry import REGISTRY, build
-    from sandbox_lens.interp.tasks.kinds import task_kind
 
     name, _, variant = construction.partition(":")
     if name not in REGISTRY:
@@ -34,8 +35,6 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
         raise OptionError(f"--align {name}: it models the {REGISTRY[name].takes} task, not this {kind.name} task")
     source, length = kind.construction_input(task)
     spec = build(name, source, length, **({"variant": variant} if variant else {}))
-    from sandbox_lens.interp.tasks.highlevel import HighLevelError
-    from sandbox_lens.interp.tasks.kinds import resolve
 
     high = resolve(kind.high_level).of_task(task.to_dict())
 

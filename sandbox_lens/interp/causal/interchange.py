@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError, high_level_of
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, readout_answer, run_with_hooks
 from sandbox_lens.interp.stats import wilson_interval
+from sandbox_lens.interp.streams import Stream, rng
 
 __all__ = [
     "Site",
@@ -64,8 +66,6 @@ def word_pairs(
     independent automaton words, legal where the automaton has illegal inputs; Dyck prefixes; flip-flop strings
     with their reads aligned). ``length`` defaults to the task's training length (a twin built with room for
     longer inputs is aligned where it was trained; one symbol less for next-token tasks), else the model's."""
-    from sandbox_lens.interp.budget import require
-    from sandbox_lens.interp.streams import Stream, rng
 
     high = high if high is not None else high_level_of(model)
     T = int(length or pair_length(model))
@@ -168,7 +168,6 @@ def construction_sites(model: Any, variable: str | None = None) -> list[tuple[di
 
 def random_basis(d: int, k: int, seed: int = 0) -> np.ndarray:
     """A uniformly random k-dimensional subspace of ℝ^d (orthonormal columns): the matched-k control."""
-    from sandbox_lens.interp.streams import Stream, rng
 
     q, _ = np.linalg.qr(rng(seed, Stream.CAUSAL_CONTROL).standard_normal((d, k)))
     return q

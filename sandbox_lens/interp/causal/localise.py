@@ -22,6 +22,7 @@ from sandbox_lens.interp.causal.evidence import Counts, PairSplits, stability, s
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, changed_hits, own_predictions, source_activations
 from sandbox_lens.interp.causal.verdict import FLOOR, IMPLEMENTS, MIN_OUTPUTS, outcome, verdict, with_stability
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = [
     "residual_hooks",
@@ -54,7 +55,6 @@ def scan_counts(
     """A full swap at every (hook, position) as ``variable``, counted per base word: ``{"hooks", "positions",
     "hits" [hook, position, word], "outputs" [hook, position, word], "ceiling"}`` (changed outputs and those that
     follow the high-level model; the ceiling is the model's own accuracy on every output the task scores)."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     hooks = list(hooks or residual_hooks(model.cfg.n_layers))
     positions = list(range(base.shape[1]) if positions is None else positions)

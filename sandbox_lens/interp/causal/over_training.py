@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox_lens.interp.causal.align import nulls_of
 from sandbox_lens.interp.causal.identify import candidates_of, identify
+from sandbox_lens.interp.errors import OptionError, SandboxError
+from sandbox_lens.interp.progress import bar as progress_bar
+from sandbox_lens.interp.train import has_checkpoint, kept_models, open_model
+from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
 __all__ = ["over_training"]
 
@@ -25,12 +30,6 @@ def over_training(
     its stability and each candidate's status and abstraction score, with the run's held-out loss and accuracy at
     that step. Refuses a run that kept none."""
     from pathlib import Path
-
-    from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.errors import OptionError, SandboxError
-    from sandbox_lens.interp.progress import bar as progress_bar
-    from sandbox_lens.interp.train import has_checkpoint, kept_models, open_model
-    from sandbox_lens.interp.train.checkpoint import read_checkpoint
 
     run = Path(run)
     if not has_checkpoint(run):

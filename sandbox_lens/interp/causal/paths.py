@@ -32,7 +32,10 @@ import numpy as np
 
 from sandbox_lens.interp.causal.evidence import Counts
 from sandbox_lens.interp.causal.highlevel import HighLevel
+from sandbox_lens.interp.causal.interchange import answer, source_activations
 from sandbox_lens.interp.causal.sweep import MAX_ROWS, hook_head
+from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
 __all__ = ["Patch", "patched_answers", "path_counts", "joint_counts", "parents_of"]
 
@@ -71,8 +74,6 @@ def patched_answers(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """(answers ``[rows, T]``, the activations at the ``capture`` hooks after patching) of one forward over
     ``tokens`` ``[rows, P + T]`` with every patch applied (several patches may share a hook)."""
-    from sandbox_lens.interp.causal.interchange import answer
-    from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
     by_hook: dict[str, list[Patch]] = {}
     for patch in patches:
@@ -112,7 +113,6 @@ def _site(label: str, bases: dict[str, tuple[str, Any]]) -> tuple[str, int | Non
 def _patch(model: Any, label: str, bases: dict[str, tuple[str, Any]], j: int, n: int, where: int, acts: Any) -> Patch:
     """The patch that sets the site ``label`` at token ``where`` of rows ``j·n … (j + 1)·n − 1`` to its value in
     ``acts`` (a hook's activation ``[n, tokens, …]`` from another run)."""
-    from sandbox_lens.interp.model.device import on
 
     hook, head, basis = _site(label, bases)
     value = acts[hook][:, where]
@@ -167,8 +167,6 @@ def path_counts(
 ) -> Counts:
     """Per-word counts of the edge ``parent`` → ``child`` tested by path interchanges (module docstring) at every
     position p whose parent site and child site at q = p + o (o in ``offsets``) were chosen (None: not chosen)."""
-    from sandbox_lens.interp.causal.interchange import source_activations
-    from sandbox_lens.interp.model.device import on
 
     n, T = base.shape
     P = len(model.card.io.prefix)
@@ -224,8 +222,6 @@ def joint_counts(
     """Per-word counts of ``child``'s mechanism tested by a joint interchange of all its ``parents`` (name, offset)
     at q − offset from one source word, at every q where each parent inside the word has a chosen site (a
     parent before the word's start is a constant of the proof, the same in base and source)."""
-    from sandbox_lens.interp.causal.interchange import source_activations
-    from sandbox_lens.interp.model.device import on
 
     n, T = base.shape
     P = len(model.card.io.prefix)

@@ -20,6 +20,7 @@ from sandbox_lens.interp.causal.das import das, live_fraction
 from sandbox_lens.interp.causal.evidence import Counts, PairSplits, site_counts, summary
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, random_basis, source_activations
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = ["Fit", "das_search", "choose", "chosen", "fit_json", "K_TOLERANCE"]
 
@@ -91,7 +92,6 @@ def das_search(
     desc: str = "DAS",
 ) -> list[Fit]:
     """Every subspace the two-stage search fits (see the module docstring), in the order fitted."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     ks = sorted(k for k in set(ks) if k <= model.cfg.d_model) or [model.cfg.d_model]
     k_max = ks[-1]

@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.causal.interchange import answer, source_activations
+from sandbox_lens.interp.causal.interchange import answer, own_predictions, source_activations
+from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
 __all__ = ["residual_sites", "component_sites", "model_sites", "hook_head", "sweep", "swept", "MAX_ROWS"]
 
@@ -61,8 +63,6 @@ def sweep(
     or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
     its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
     words repeated once per position, each copy swapped at its own)."""
-    from sandbox_lens.interp.model.device import on
-    from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
     n, T = base.shape
     P = len(model.card.io.prefix)
@@ -114,7 +114,6 @@ def swept(
     remember: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
-    from sandbox_lens.interp.causal.interchange import own_predictions
 
     if not remember or any(b is not None for _, b in sites):
         return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)

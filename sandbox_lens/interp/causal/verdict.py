@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.causal.das import DORMANT
+from sandbox_lens.interp.causal.evidence import STABLE
 
 __all__ = [
     "verdict",
@@ -286,7 +287,6 @@ def outcome(decision: Mapping[str, Any]) -> tuple:
 
 def with_stability(decision: Mapping[str, Any], share: float) -> dict[str, Any]:
     """``decision`` with its stability (the share of resamples that give it); "inconclusive" below :data:`STABLE`."""
-    from sandbox_lens.interp.causal.evidence import STABLE
 
     out = {**decision, "stability": share}
     if share < STABLE:

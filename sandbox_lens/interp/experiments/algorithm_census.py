@@ -17,10 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox_lens.interp.causal.align import nulls_of
+from sandbox_lens.interp.causal.identify import identify
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, wilson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
 #: Held-out accuracy a twin needs to be put to the candidates (below it: reported, not identified).
@@ -40,16 +46,12 @@ RULES = {
 
 def automaton_task(name: str, T: int) -> Any:
     """The automaton task of a catalogue name at length T."""
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     return AutomatonTask(get_automaton(name), T)
 
 
 def dyck_task(k: int, depth: int, T: int) -> Any:
     """The Dyck_{k,depth} task at length T."""
-    from sandbox_lens.interp.tasks.batches import DyckTask
-    from sandbox_lens.interp.tasks.dyck import Dyck
 
     return DyckTask(Dyck(k, depth), T)
 
@@ -101,7 +103,6 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
     (every candidate the task can have, ``pairs`` per split, beside ``nulls``): the verdict, its stability, and
     per candidate its status, score, the nulls' largest score, each variable's status and test IIA, and its graph
     tests by intervention (each path-tested edge and jointly tested variable: status and test IIA)."""
-    from sandbox_lens.interp.causal.identify import identify
 
     found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS)
     return {
@@ -126,8 +127,6 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
 def run(ctx: Context) -> None:
     """Train every population (or reuse finished runs), identify each learned twin, count and rule (the module
     docstring says what and how)."""
-    from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
 
     sc = _scale(ctx.quick)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)

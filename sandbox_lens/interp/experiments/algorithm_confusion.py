@@ -17,12 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sandbox_lens.interp.causal.align import nulls_of
+from sandbox_lens.interp.causal.impose import correspondence
 from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task, identified_row
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.stats import Estimate, wilson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, random_init
 from sandbox_lens.interp.train.checkpoint import METRICS_SCHEMA
 
 SEEDS, QUICK_SEEDS = (0, 1, 2), (0,)
@@ -86,9 +89,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def run(ctx: Context) -> None:
     """Train the imposed twins (or reuse finished runs), identify them and the random-init negatives, count."""
-    from sandbox_lens.interp.causal.align import nulls_of
-    from sandbox_lens.interp.causal.impose import correspondence
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, random_init
 
     sc = _scale(ctx.quick)
     twins: list[dict[str, Any]] = []

@@ -28,10 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
+from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.model.hooked import load_strict, new_model, tl_state_dict, to_hooked
+from sandbox_lens.interp.model.run import run_with_hooks
+from sandbox_lens.interp.model.tokens import attach_tokenizer
+from sandbox_lens.interp.progress import bar
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.catalogue import get_automaton
 
 #: No seeds: nothing is trained; the strings come from ``ExperimentSeed.DILUTION_STRINGS``.
 SEEDS, QUICK_SEEDS = (0,), (0,)
@@ -72,8 +79,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 def scaled_qk(model: Any, factor: float) -> Any:
     """A copy of ``model`` whose every head's W_Q and b_Q are multiplied by ``factor`` (every attention score scales
     by it); on either TransformerLens back end."""
-    from sandbox_lens.interp.model.hooked import load_strict, new_model, tl_state_dict
-    from sandbox_lens.interp.model.tokens import attach_tokenizer
 
     weights = tl_state_dict(model)
     for name in list(weights):
@@ -88,9 +93,6 @@ def scaled_qk(model: Any, factor: float) -> Any:
 
 
 def _model(name: str, length: int) -> Any:
-    from sandbox_lens.constructions.registry import build
-    from sandbox_lens.interp.model.hooked import to_hooked
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     return to_hooked(build(name, get_automaton("flipflop") if name == "memory" else None, length))
 
@@ -104,7 +106,6 @@ def strings(name: str, n: int, length: int, g: np.random.Generator) -> tuple[np.
         tokens = sample_ffl(FFL_P, n, length, g)
         written, reads = read_targets(tokens)
         return tokens, written, reads
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     a = get_automaton("flipflop")
     noop = a.alphabet.index("noop")
@@ -119,8 +120,6 @@ def strings(name: str, n: int, length: int, g: np.random.Generator) -> tuple[np.
 
 def _query_keys(model: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Per block (W_Q, W_K, scale) in float64: the score of head h is (x_i W_Q[h])·(x_j W_K[h]) / scale."""
-    from sandbox_lens.interp.model.device import to_numpy
-    from sandbox_lens.interp.model.hooked import tl_state_dict
 
     w = {k: to_numpy(v).astype(np.float64) for k, v in tl_state_dict(model).items()}
     cfg = model.cfg
@@ -158,9 +157,6 @@ def measure(
     its pattern at ``hook_attn_scores``); the pattern is the model's own, and a score whose softmax is not that
     pattern counts as a violation too, so the recomputation is checked on every query."""
     import torch
-
-    from sandbox_lens.interp.model.device import on, to_numpy
-    from sandbox_lens.interp.model.run import run_with_hooks
 
     sigma, qk = head_bounds(model), _query_keys(model)
     L = model.cfg.n_layers
@@ -215,7 +211,6 @@ def measure(
 
 def run(ctx: Context) -> None:
     """Build, scale and measure every construction at every length (the module docstring says what and how)."""
-    from sandbox_lens.interp.progress import bar
 
     sc = _scale(ctx.quick)
     factors = [2.0**-k for k in range(sc["halvings"] + 1)]

@@ -19,14 +19,26 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.evaluate import dyck_shifts, evaluate
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.dyck_seeds import (
     check,  # noqa: F401 - the same --dyck check, run before OUT is claimed
     variation_estimate,
 )
 from sandbox_lens.interp.experiments.rules import Rule
+from sandbox_lens.interp.init_from import start_from
 from sandbox_lens.interp.stats import Estimate, estimate, grouped_bootstrap_interval, paired_test
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+from sandbox_lens.interp.train import TrainConfig, load_trained
+from sandbox_lens.probes.dyck import (
+    PROBE_INPUT,
+    balance_violation_of_model,
+    layer_patterns,
+    minimal_first_layer_gap,
+    random_attention_baseline,
+)
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0, 1)
 CONTRASTIVE = 1.0  # λ of eq. 3.40 (the thesis gives none; fixed before any run, not tuned)
@@ -68,18 +80,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
-    from sandbox_lens.interp.evaluate import dyck_shifts, evaluate
-    from sandbox_lens.interp.init_from import start_from
-    from sandbox_lens.interp.tasks.batches import DyckTask
-    from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
-    from sandbox_lens.interp.train import TrainConfig, load_trained
-    from sandbox_lens.probes.dyck import (
-        PROBE_INPUT,
-        balance_violation_of_model,
-        layer_patterns,
-        minimal_first_layer_gap,
-        random_attention_baseline,
-    )
 
     sc = _scale(ctx.quick)
     k, D = parse_dyck_spec(ctx.options["dyck"])

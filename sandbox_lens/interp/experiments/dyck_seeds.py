@@ -18,10 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.constructions import build_model
 from sandbox_lens.interp.experiments.base import Context, ExperimentError
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, grouped_bootstrap_interval, wilson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
+from sandbox_lens.probes.dyck import PROBE_INPUT, layer_patterns, random_attention_baseline, stack_top_mass
 
 SEEDS, QUICK_SEEDS = tuple(range(20)), (0, 1)
 POSITIONS = ("linear", "none", "learned")
@@ -39,7 +44,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def check(options: dict[str, Any]) -> None:
     """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
-    from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
 
     parse_dyck_spec(options["dyck"])
 
@@ -48,12 +52,6 @@ def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
     from dataclasses import replace
-
-    from sandbox_lens.constructions import build_model
-    from sandbox_lens.interp.tasks.batches import DyckTask
-    from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
-    from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
-    from sandbox_lens.probes.dyck import PROBE_INPUT, layer_patterns, random_attention_baseline, stack_top_mass
 
     sc = _scale(ctx.quick)
     k, D = parse_dyck_spec(ctx.options["dyck"])

@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.compare.analyse import attention_scores, comparison_of_task
+from sandbox_lens.interp.evaluate import evaluate, ffl_shifts, skyline
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
+from sandbox_lens.interp.model.run import attention_patterns
 from sandbox_lens.interp.stats import Estimate, difference, estimate, poisson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import FFLTask
+from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
 MIXTURE = (0.9, 0.98, 0.1)
@@ -62,9 +67,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
-    from sandbox_lens.interp.evaluate import evaluate, ffl_shifts, skyline
-    from sandbox_lens.interp.tasks.batches import FFLTask
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained
 
     sc = _scale(ctx.quick)
     T = sc["length"]
@@ -170,8 +172,6 @@ def _strip_figure(ctx: Context, per_pop: dict, strings: dict) -> None:
 def _heads(ctx: Context, models: dict, learned: dict[str, list[str]], n: int) -> dict[str, Any]:
     """Per transformer population, over its ``learned`` models only (an unlearned model's attention says nothing
     about how the learned ones read): each last-layer head's sharpness at the reads and closest reference."""
-    from sandbox_lens.interp.compare.analyse import attention_scores, comparison_of_task
-    from sandbox_lens.interp.model.run import attention_patterns
 
     out: dict[str, Any] = {}
     rows = []

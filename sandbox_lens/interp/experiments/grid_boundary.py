@@ -18,10 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.compare.automaton import AutomatonComparison
+from sandbox_lens.interp.evaluate import skyline
 from sandbox_lens.interp.experiments.base import Context, ExperimentError
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import estimate, null_exceedance
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import AutomatonTask
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.gridworld import is_line_grid, last_boundary_positions
+from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, random_init
+from sandbox_lens.probes.boundary import boundary_detector_scores
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
 LEARNED = 0.95
@@ -51,8 +58,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def check(options: dict[str, Any]) -> None:
     """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-    from sandbox_lens.interp.tasks.gridworld import is_line_grid
 
     a = get_automaton(options["automaton"])
     if not is_line_grid(a):
@@ -62,8 +67,6 @@ def check(options: dict[str, Any]) -> None:
 def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
     """Per head the boundary-detector score (:func:`sandbox_lens.probes.boundary.boundary_detector_scores`), the best
     block's "any head" score, and the three trivial heads' scores on the same words."""
-    from sandbox_lens.interp.tasks.gridworld import last_boundary_positions
-    from sandbox_lens.probes.boundary import boundary_detector_scores
 
     scores = boundary_detector_scores(model, words, automaton)
     # baselines in word coordinates: position 0 is BOS (the start, a wall), t is the t-th symbol
@@ -82,11 +85,6 @@ def boundary_scores(model, automaton, words: np.ndarray) -> dict[str, Any]:
 def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
-    from sandbox_lens.interp.compare.automaton import AutomatonComparison
-    from sandbox_lens.interp.evaluate import skyline
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
 
     sc = _scale(ctx.quick)
     a = get_automaton(ctx.options["automaton"])
@@ -94,7 +92,6 @@ def run(ctx: Context) -> None:
     task = AutomatonTask(a, T)
     words = AutomatonComparison(a, T).words(sc["words"], seed=ExperimentSeed.GRID_BOUNDARY_WORDS)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)
-    from sandbox_lens.interp.train import random_init
 
     results: dict[str, Any] = {}
     null: dict[str, list[float]] = {}

@@ -21,10 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.evaluate import evaluate, skyline
 from sandbox_lens.interp.experiments.base import Context, mean_se
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import difference, estimate, permutation_test
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
+from sandbox_lens.interp.tasks.kinds import AUTOMATON
+from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
 SEEDS, QUICK_SEEDS = (0, 1), (0,)
 TASKS = ("parity", "dyck")
@@ -78,7 +83,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def dyck_automaton(spec: str) -> str:
     """The catalogue name of ``--dyck K,D``'s stack automaton (k types, depth D): ``dyck<K>-depth<D>``."""
-    from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
 
     k, D = parse_dyck_spec(spec)
     return f"dyck{k}-depth{D}"
@@ -86,7 +90,6 @@ def dyck_automaton(spec: str) -> str:
 
 def check(options: dict[str, Any]) -> None:
     """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     get_automaton(options["automaton"])
     get_automaton(dyck_automaton(options["dyck"]))
@@ -109,7 +112,6 @@ class Arm:
 
 
 def _arms() -> dict[str, Arm]:
-    from sandbox_lens.interp.tasks.kinds import AUTOMATON
 
     return {
         "parity": Arm(AUTOMATON, lambda o: {"automaton": o.get("automaton")}, 3e-3),
@@ -125,9 +127,6 @@ def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
     from dataclasses import replace
-
-    from sandbox_lens.interp.evaluate import evaluate, skyline
-    from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
     sc = _scale(ctx.quick)
     top = max(sc["multiples"])

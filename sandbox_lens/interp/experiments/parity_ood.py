@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.experiments.base import Context, mean_se
+from sandbox_lens.interp.evaluate import Shift, automaton_shifts, evaluate, skyline
+from sandbox_lens.interp.experiments.base import Context, ExperimentError, mean_se
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed, Stream
+from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained
+from sandbox_lens.probes.linear import automaton_probe_data, probe_accuracy
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
 COUNT_SYMBOL = 1
@@ -37,8 +42,6 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def check(options: dict[str, Any]) -> None:
     """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
-    from sandbox_lens.interp.experiments.base import ExperimentError
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
 
     a = get_automaton(options["automaton"])
     if a.n_symbols < 2:
@@ -48,10 +51,6 @@ def check(options: dict[str, Any]) -> None:
 def run(ctx: Context) -> None:
     """Train this experiment's populations (or reuse finished runs), evaluate them and rule on every claim into
     ``ctx`` (the module docstring says what and how)."""
-    from sandbox_lens.interp.evaluate import Shift, automaton_shifts, evaluate, skyline
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained
 
     sc = _scale(ctx.quick)
     a = get_automaton(ctx.options["automaton"])
@@ -170,9 +169,6 @@ def _figure(ctx: Context, curves: dict, name: str, sym: str, T: int, uniform: fl
 
 def _count_probe(ctx: Context, a, T: int, n_words: int, exact, seeds: list[int]) -> dict[str, Any]:
     """Held-out accuracy of a linear probe for the running count of the counted symbol, per hook."""
-    from sandbox_lens.interp.tasks.batches import step_rng
-    from sandbox_lens.interp.train import load_trained
-    from sandbox_lens.probes.linear import automaton_probe_data, probe_accuracy
 
     words = step_rng(ExperimentSeed.PARITY_OOD_PROBE_WORDS, 0, Stream.PROBE_WORDS).integers(
         a.n_symbols, size=(n_words, T)

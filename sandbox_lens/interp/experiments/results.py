@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
-from sandbox_lens.interp.experiments.report import RESULTS_SCHEMA
+from sandbox_lens.interp.experiments.report import RESULTS_SCHEMA, read_results
 from sandbox_lens.interp.experiments.rules import effect_text, stability_text
 from sandbox_lens.interp.files import atomic_write
 from sandbox_lens.interp.jsonfile import read_json
@@ -79,7 +79,6 @@ def slim(results: dict[str, Any]) -> dict[str, Any]:
 def publish(out: str | Path, to: str | Path, names: Iterable[str], docs: str | Path | None = None) -> list[Path]:
     """Write ``to/<name>.json`` for every experiment directory ``out/<name>`` (all must exist) and, with
     ``docs``, rewrite the verdict table between :data:`START` and :data:`END` in that file."""
-    from sandbox_lens.interp.experiments.report import read_results
 
     names = list(names)
     slims = [slim(read_results(Path(out) / name)) for name in names]  # read all before writing any

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_lens.interp.stats import CONFIDENCE, Estimate, holm
+from sandbox_lens.interp.stats import CONFIDENCE, Estimate, difference, holm
+from sandbox_lens.interp.stats import estimate as remake
 
 __all__ = [
     "VERDICTS",
@@ -137,8 +138,6 @@ def stability(rule: Rule, estimate: Estimate, verdict: str) -> dict[str, Any] | 
     its method, the count a reproduction needs lowered by the one left out): ``fragile`` when any one unit's
     absence changes it, with the verdicts reached and how often. None
     where the estimate keeps no per-unit values (a rate, a pairwise statistic) and so cannot be redone."""
-    from sandbox_lens.interp.stats import difference
-    from sandbox_lens.interp.stats import estimate as remake
 
     median = estimate.method.startswith("median") or "difference of median" in estimate.method
     statistic = "median" if median else "mean"

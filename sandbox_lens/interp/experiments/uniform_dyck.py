@@ -24,6 +24,10 @@ from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed
+from sandbox_lens.interp.tasks.batches import DyckTask
+from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
+from sandbox_lens.probes.dyck import layer_patterns
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0, 1)
 THESIS_ACCURACY = 0.99  # footnote 52: "> 99% accuracy"
@@ -51,14 +55,12 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def check(options: dict[str, Any]) -> None:
     """Refuse a task option this experiment cannot take, in one line, before ``--out`` is claimed."""
-    from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
 
     parse_dyck_spec(options["dyck"])
 
 
 def departure_from_uniform(model: Any, words: list[list[int]]) -> float:
     """The largest |attention − 1/(i + 1)| over every head, layer, query i and word (BOS at key 0)."""
-    from sandbox_lens.probes.dyck import layer_patterns
 
     worst = 0.0
     for w in words:
@@ -72,9 +74,6 @@ def departure_from_uniform(model: Any, words: list[list[int]]) -> float:
 
 def run(ctx: Context) -> None:
     """Train both populations (or reuse finished runs), check the uniform twins' attention, rule on the claim."""
-    from sandbox_lens.interp.tasks.batches import DyckTask
-    from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
-    from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
     sc = _scale(ctx.quick)
     k, D = parse_dyck_spec(ctx.options["dyck"])
