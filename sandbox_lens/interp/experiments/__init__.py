@@ -83,7 +83,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "that grows with T.",
             scale="the memory (flipflop) and ffl constructions at T = 64, 512, 4096; W_Q × 2^−k, k = 0…14; 16 strings "
             "per length (the bound checked on every query of 4); no training",
-            minutes=8.5,
+            minutes=7.5,
             module="sandbox_lens.interp.experiments.dilution",
         ),
         Experiment(
@@ -94,7 +94,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "fit the Dyck distribution almost perfectly (> 99% accuracy).",
             scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50, MLP 50, no positions; 1500 steps × "
             "batch 32; 10 seeds with uniform attention and 10 with trained attention",
-            minutes=5.0,
+            minutes=7.0,
             takes=("dyck",),
             defaults={"dyck": "2,4"},
             module="sandbox_lens.interp.experiments.uniform_dyck",
