@@ -27,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.circuits.graph import Edge, Graph
+from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
 from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = ["acdc", "acdc_search", "AcdcResult", "ACDC_MODES"]
 
@@ -51,7 +53,6 @@ class AcdcResult:
 
 def receiver_order(graph: Graph) -> list[tuple[str, list[Edge]]]:
     """(receiver, its incoming edges in test order) in the order ACDC visits them."""
-    from sandbox_lens.interp.circuits.graph import CHANNELS
 
     out = []
     for r in sorted(graph.receivers, key=lambda n: (n.order, n.head), reverse=True):
@@ -80,7 +81,6 @@ def acdc_search(
 ) -> tuple[set[Edge], np.ndarray, int, list[str]]:
     """The search itself, on any ``distance`` (removed edges → how far the circuit is from the full model,
     0 for nothing removed): (removed edges, signed change per edge or NaN, removals tried, removal order)."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     removed: set[Edge] = set()
     effects = np.full(len(graph.edges), np.nan)
@@ -117,7 +117,6 @@ def acdc(
 ) -> AcdcResult:
     """ACDC on ``patcher``'s model (see the module docstring); ``metric`` applies in the normalised mode
     (the reference mode's metric is always the full KL)."""
-    from sandbox_lens.interp.model.run import exact_precision
 
     if mode not in ACDC_MODES:
         raise ValueError(f"unknown ACDC mode {mode!r} (choose from {', '.join(ACDC_MODES)})")

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.bare import patcher_for
 from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig, MethodError
 from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
@@ -35,7 +36,6 @@ __all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THR
 
 
 def _prepare(model: Any, truth: GroundTruth | None, c: CircuitConfig) -> tuple[Patcher, Any, dict[str, Any]]:
-    from sandbox_lens.interp.circuits.bare import patcher_for
 
     patcher = patcher_for(model, truth.graph if truth is not None else None, c.engine)
     raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed)

@@ -52,7 +52,10 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.exchange import auto_circuit_names
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.streams import Stream, torch_seed
 
 __all__ = ["ALGORITHMS", "PREFIX", "METHODS", "AutoCircuitError", "load", "prune_scores"]
 
@@ -124,8 +127,6 @@ def _dataloader(pairs: Any, model: Any) -> tuple[Any, int]:
     """auto-circuit's data: the pairs whose last output is read and affected, one batch (on ``model``'s device)."""
     from auto_circuit.data import PromptDataLoader, PromptDataset
 
-    from sandbox_lens.interp.model.device import on
-
     read = pairs.read[:, -1] if pairs.read is not None else np.ones(len(pairs.clean), dtype=bool)
     keep = np.asarray(read & pairs.affected[:, -1], dtype=bool)
     n = int(keep.sum())
@@ -185,9 +186,6 @@ def prune_scores(
     import io
 
     import torch
-
-    from sandbox_lens.interp.circuits.exchange import auto_circuit_names
-    from sandbox_lens.interp.streams import Stream, torch_seed
 
     load()
     name, attribute, has_circuit = _algorithm(method)

@@ -24,7 +24,9 @@ import numpy as np
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
 from sandbox_lens.interp.circuits.patching import CleanState, Patcher
 from sandbox_lens.interp.errors import ModelKindError
+from sandbox_lens.interp.model.bare import bare_unsupported
 from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.hooked import tl_state_dict
 from sandbox_lens.interp.model.run import exact_precision
 
 __all__ = ["BarePatcher", "patcher_for"]
@@ -33,7 +35,6 @@ __all__ = ["BarePatcher", "patcher_for"]
 def patcher_for(model: Any, graph: Graph | None = None, engine: str = "auto") -> Patcher:
     """The patching engine for ``model``: ``hooks`` (TransformerLens hooks), ``bare`` (:class:`BarePatcher`)
     or ``auto`` — bare where it runs, hooks otherwise."""
-    from sandbox_lens.interp.model.bare import bare_unsupported
 
     if engine not in ("auto", "hooks", "bare"):
         raise ModelKindError(f"unknown patching engine {engine!r} (choose from auto, hooks, bare)")
@@ -47,9 +48,6 @@ class BarePatcher(Patcher):
 
     def __init__(self, model: Any, graph: Graph | None = None) -> None:
         import torch
-
-        from sandbox_lens.interp.model.bare import bare_unsupported
-        from sandbox_lens.interp.model.hooked import tl_state_dict
 
         cfg = model.cfg
         why = bare_unsupported(model)  # the bare forward's own coverage: the same arithmetic

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sandbox_lens.interp.viz import figure_png
+
 __all__ = ["circuit_png", "layout"]
 
 FOUND, MISSED, SPURIOUS, PLAIN = "#1f5fbf", "#1f5fbf", "#e07b00", "#444444"
@@ -70,8 +72,6 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch
-
-    from sandbox_lens.interp.viz import figure_png
 
     nodes: list[str] = result["graph"]["nodes"]
     pos = layout(nodes)

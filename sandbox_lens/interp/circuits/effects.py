@@ -21,6 +21,7 @@ from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.circuits.patching import Patcher, _chunk
 from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = ["path_patching", "node_patching", "attribution", "faithfulness", "COPY_BYTES", "MAX_COPIES"]
 
@@ -41,7 +42,6 @@ def path_patching(
     group runs from that block on, from the clean run's residual, many edges side by side (one copy of
     the batch each, patched through its own delta on the receiver's input). ``batched=False`` runs one
     full forward pass per edge: the reference the batched scores are tested against."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     edges = list(patcher.graph.edges if edges is None else edges)
     source = patcher.source(pairs, "resample") if source is None else source
@@ -97,7 +97,6 @@ def node_patching(
 ) -> dict[str, Any]:
     """The effect of patching each node's output (all its outgoing edges) with ``kind`` (or with the values
     in ``source``, when given); with ``per_position``, also at each token position alone (``[node, position]``)."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     g = patcher.graph
     source = patcher.source(pairs, kind) if source is None else source

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_lens.interp.model.hooked import tl_state_dict
+
 __all__ = ["Node", "Edge", "Graph", "CHANNELS"]
 
 #: The input channels of each kind of reader.
@@ -104,7 +106,6 @@ class Graph:
     @staticmethod
     def of_model(model: Any) -> Graph:
         """The graph of a TransformerLens model; heads and MLPs whose weights are all zero are left out."""
-        from sandbox_lens.interp.model.hooked import tl_state_dict
 
         sd = {
             k: v.cpu().double().numpy()

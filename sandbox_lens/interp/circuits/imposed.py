@@ -16,7 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.score import auroc, average_precision, precision_recall
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.progress import bar as progress_bar
+from sandbox_lens.interp.stats import t_interval
 
 __all__ = ["imposed_nodes", "score_imposed", "imposed_board", "BOARD_METRICS"]
 
@@ -71,11 +75,6 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
     """Every method on an aligned twin over pair ``seeds``: per method, each metric's mean over the seeds with a
     Student's t interval (:func:`sandbox_lens.interp.stats.t_interval`), and the seconds per run."""
     import time
-
-    from sandbox_lens.interp.circuits.analyse import analyse
-    from sandbox_lens.interp.errors import SandboxError
-    from sandbox_lens.interp.progress import bar as progress_bar
-    from sandbox_lens.interp.stats import t_interval
 
     alignment = model.card.options.get("alignment")
     if model.card.construction != "trained" or not alignment:

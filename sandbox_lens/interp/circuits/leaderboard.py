@@ -23,6 +23,8 @@ from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.methods import method_of
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.stats import t_interval
 
 __all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "METRICS"]
@@ -63,8 +65,6 @@ def run_leaderboard(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Every (family, setting, method) cell over ``seeds``: the board :func:`markdown` renders."""
-    from sandbox_lens.interp.model.hooked import to_hooked
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     rows = []
     bar = progress_bar(

@@ -14,6 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox_lens.interp.errors import ModelKindError
+from sandbox_lens.interp.model.device import device_of, to_numpy
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.streams import Stream, torch_seed
+from sandbox_lens.probes.masks import expected_open, gate_values
 
 __all__ = ["learn_edge_masks", "MASK_DEFAULTS"]
 
@@ -35,11 +39,6 @@ def learn_edge_masks(
     """Train one hard-concrete gate per graph edge (see the module docstring); returns ``log_alpha`` (numpy,
     graph order), the open ``gates``, and a short ``trace`` of the KL and the expected open fraction."""
     import torch
-
-    from sandbox_lens.interp.model.device import device_of, to_numpy
-    from sandbox_lens.interp.model.run import exact_precision
-    from sandbox_lens.interp.streams import Stream, torch_seed
-    from sandbox_lens.probes.masks import expected_open, gate_values
 
     if not hasattr(patcher, "run_gated"):
         raise ModelKindError("learned edge masks need the bare patching engine (--engine bare or auto)")

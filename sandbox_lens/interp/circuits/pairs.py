@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.model.run import exact_precision
 
 __all__ = ["Pairs", "make_pairs", "CorruptionError", "METRICS"]
 
@@ -147,7 +149,6 @@ def make_pairs(
     T = int(length or min(card.options.get("trained_length") or card.task.get("length") or longest, longest))
     if not 1 <= T <= longest:
         raise CorruptionError(f"pairs of length {T} do not fit the model (1..{longest})")
-    from sandbox_lens.interp.budget import require
 
     cfg = model.cfg
     per_pair = (
@@ -162,7 +163,6 @@ def make_pairs(
     clean, corrupt = card.io.encode(clean_w), card.io.encode(corrupt_w)
     outputs = np.arange(model.cfg.d_vocab_out) if readout is None else readout
     read, read_x = (np.concatenate([np.zeros((n, P), dtype=bool), r], axis=1) for r in (read_w, read_xw))
-    from sandbox_lens.interp.model.run import exact_precision
 
     with exact_precision():
         full_c = model(on(model, clean), return_type="logits")

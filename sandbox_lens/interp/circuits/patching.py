@@ -34,6 +34,7 @@ from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph, Node
 from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.errors import ModelKindError
 from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.hooked import tl_state_dict
 from sandbox_lens.interp.model.run import exact_precision
 
 __all__ = ["Patcher", "CleanState", "ablated_pairs", "ABLATIONS", "BRIDGE_UNSUPPORTED"]
@@ -89,7 +90,6 @@ class Patcher:
         edges = self.graph.edges
         if self.model.cfg.normalization_type is not None:
             return np.ones(len(edges), dtype=bool)
-        from sandbox_lens.interp.model.hooked import tl_state_dict
 
         sd = {k: v.detach().cpu().numpy() for k, v in tl_state_dict(self.model).items()}
         writes, reads = {}, {}

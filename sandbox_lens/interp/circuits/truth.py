@@ -42,6 +42,7 @@ import numpy as np
 
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
 from sandbox_lens.interp.errors import ModelKindError
+from sandbox_lens.interp.model.hooked import state_dict_arrays, tl_state_dict
 
 __all__ = ["GroundTruth", "Flow", "ground_truth", "ground_truth_of_model", "LEVELS"]
 
@@ -148,7 +149,6 @@ class GroundTruth:
 
 def ground_truth(spec: Any) -> GroundTruth:
     """The ground-truth circuit of a :class:`~sandbox_lens.interp.model.spec.ConstructionSpec` (see the module docstring)."""
-    from sandbox_lens.interp.model.hooked import state_dict_arrays
 
     sd = state_dict_arrays(spec)
     truth = _derive(
@@ -172,7 +172,6 @@ def ground_truth_of_model(model: Any) -> GroundTruth:
             "a trained twin has no ground-truth circuit: only constructions have one "
             "(score a method on the construction, then compare the twin's recovered circuit with it)"
         )
-    from sandbox_lens.interp.model.hooked import tl_state_dict
 
     sd = {k: v.cpu().double().numpy() for k, v in tl_state_dict(model).items()}
     truth = _derive(
