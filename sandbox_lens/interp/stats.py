@@ -344,6 +344,9 @@ class Estimate:
     values: list[float] = field(default_factory=list)
     #: a difference's per-unit values, by group (``values`` then stays empty)
     groups: dict[str, list[float]] = field(default_factory=dict)
+    #: the statistic ``value`` is: "mean" or "median" (of the values, or of each group for a difference); "" for
+    #: any other (a rate, a count, a pairwise statistic), which leave-one-out cannot remake
+    statistic: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -356,6 +359,8 @@ class Estimate:
         }
         if self.groups:
             out["groups"] = {k: list(v) for k, v in self.groups.items()}
+        if self.statistic:
+            out["statistic"] = self.statistic
         return out
 
     def text(self, fmt: str = "{:.3g}") -> str:
@@ -385,6 +390,7 @@ def estimate(
         unit,
         f"{statistic}, {_with_confidence(interval_method(len(x), fn, confidence=confidence), confidence)} over {unit}",
         [float(v) for v in x],
+        statistic=statistic,
     )
 
 
@@ -454,4 +460,5 @@ def difference(
         f"{what or f'difference of {statistic}s'} ({labels[0]} − {labels[1]}), "
         f"{_with_confidence(interval_method(n, fn, groups=2, confidence=confidence), confidence)}",
         groups={labels[0]: [float(v) for v in x], labels[1]: [float(v) for v in y]},
+        statistic=statistic,
     )

@@ -135,3 +135,35 @@ def test_a_verdict_that_one_seed_carries_is_fragile():
     diff = rule_on(Rule("d", "above", 0.0), difference([2.0, 2.1, 1.9, 2.05, 1.95], [1.0, 1.1, 0.9, 1.05, 0.95]))
     assert diff["verdict"] == "reproduced" and diff["stability"]["leave_one_out"] == 10
     assert rule_on(rule, Estimate(0.9, (0.8, 1.0), 20))["stability"] is None
+
+
+def test_leave_one_out_remakes_the_statistic_the_estimate_names():
+    """An estimate names its statistic; a difference of medians whose method text is custom (``what=``) is remade
+    as medians, not read as means off its words."""
+    from sandbox_lens.interp.experiments.rules import stability
+    from sandbox_lens.interp.stats import difference, estimate
+
+    assert estimate([1.0, 2.0, 9.0], "median").statistic == "median"
+    assert estimate([1.0, 2.0, 9.0]).to_dict()["statistic"] == "mean"
+    a = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0]
+    b = [0.0] * 10
+    e = difference(a, b, "median", ("a", "b"), what="the drop")
+    assert e.statistic == "median" and not e.method.startswith("difference of median")
+    rule = Rule("drop", "above", 1.0)
+    verdict = rule_on(rule, e)["verdict"]
+
+    def remade(statistic):
+        got = {}
+        for i in range(len(a)):
+            v = rule_on(rule, difference(a[:i] + a[i + 1 :], b, statistic, ("a", "b")), None, None)["verdict"]
+            got[v] = got.get(v, 0) + 1
+        for i in range(len(b)):
+            v = rule_on(rule, difference(a, b[:i] + b[i + 1 :], statistic, ("a", "b")), None, None)["verdict"]
+            got[v] = got.get(v, 0) + 1
+        return got
+
+    assert remade("median") != remade("mean")  # the case tells the two apart
+    assert stability(rule, e, verdict)["leave_one_out"] == 20
+    assert set(stability(rule, e, verdict)["verdicts"]) == set(remade("median"))
+    # a rate (no statistic, a Wilson interval) is not remade
+    assert stability(rule, Estimate(0.5, (0.3, 0.7), 10, "twins", "share with a 95% Wilson interval"), verdict) is None

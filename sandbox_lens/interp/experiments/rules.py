@@ -135,20 +135,25 @@ def rule_on(rule: Rule, estimate: Estimate, floor: str | None = None, p_value: f
 def stability(rule: Rule, estimate: Estimate, verdict: str) -> dict[str, Any] | None:
     """The verdict again with each unit (seed, twin) left out in turn, the interval remade the way ``estimate``
     made it (:func:`~sandbox_lens.interp.stats.estimate` or :func:`~sandbox_lens.interp.stats.difference`, read off
-    its method, the count a reproduction needs lowered by the one left out): ``fragile`` when any one unit's
-    absence changes it, with the verdicts reached and how often. None
-    where the estimate keeps no per-unit values (a rate, a pairwise statistic) and so cannot be redone."""
+    its ``statistic``, the count a reproduction needs lowered by the one left out): ``fragile`` when any one unit's
+    absence changes it, with the verdicts reached and how often. None where the estimate keeps no per-unit values
+    or is not a mean or a median (a rate, a pairwise statistic) and so cannot be redone."""
 
-    median = estimate.method.startswith("median") or "difference of median" in estimate.method
-    statistic = "median" if median else "mean"
+    statistic = estimate.statistic
+    if not statistic:  # an estimate made by hand names no statistic: read it off the method's words
+        median = estimate.method.startswith("median") or "difference of median" in estimate.method
+        statistic = "median" if median else "mean"
+        remakeable = estimate.method.startswith(("mean", "median"))
+    else:
+        remakeable = statistic in ("mean", "median")
     redone: list[Estimate] = []
-    if estimate.groups and len(estimate.groups) == 2:
+    if estimate.groups and len(estimate.groups) == 2 and statistic in ("mean", "median"):
         (la, a), (lb, b) = estimate.groups.items()
         for i in range(len(a)):
             redone.append(difference(a[:i] + a[i + 1 :], b, statistic, (la, lb), estimate.unit))
         for i in range(len(b)):
             redone.append(difference(a, b[:i] + b[i + 1 :], statistic, (la, lb), estimate.unit))
-    elif estimate.values and estimate.method.startswith(("mean", "median")):
+    elif estimate.values and remakeable:
         v = list(estimate.values)
         redone = [remake(v[:i] + v[i + 1 :], statistic, estimate.unit) for i in range(len(v))]
     if not redone:
