@@ -151,7 +151,7 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     for name, p in model.named_parameters():
         if any(name == x or name.startswith(x + ".") for x in config.freeze):
             p.requires_grad_(False)
-    if getattr(config, "attention", "learned") == "uniform":
+    if config.attention == "uniform":
         qk = query_key_parameters(model)
         if not qk:
             raise OptionError("--attention uniform sets a transformer's query and key weights; this model has none")
