@@ -32,9 +32,8 @@ from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.model.device import on, to_numpy
-from sandbox_lens.interp.model.hooked import load_strict, new_model, tl_state_dict, to_hooked
+from sandbox_lens.interp.model.hooked import carded, load_strict, new_model, tl_state_dict, to_hooked
 from sandbox_lens.interp.model.run import run_with_hooks
-from sandbox_lens.interp.model.tokens import attach_tokenizer
 from sandbox_lens.interp.progress import bar
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed
@@ -86,10 +85,7 @@ def scaled_qk(model: Any, factor: float) -> Any:
             weights[name] = weights[name] * float(factor)
     copy = new_model(model.sandbox_config)
     load_strict(copy, weights)
-    copy.eval()
-    copy.card = model.card
-    copy.sandbox_config = model.sandbox_config
-    return attach_tokenizer(copy)
+    return carded(copy, model.sandbox_config, model.card)
 
 
 def _model(name: str, length: int) -> Any:
@@ -134,11 +130,12 @@ def _query_keys(model: Any) -> list[tuple[np.ndarray, np.ndarray, float]]:
     return out
 
 
-def head_bounds(model: Any) -> list[np.ndarray]:
-    """Per block, σ_max(W_Q W_Kᵀ)/scale of each head: the largest score per unit of ‖x_i‖·‖x_j‖."""
+def head_bounds(model: Any, qk: list[tuple[np.ndarray, np.ndarray, float]] | None = None) -> list[np.ndarray]:
+    """Per block, σ_max(W_Q W_Kᵀ)/scale of each head: the largest score per unit of ‖x_i‖·‖x_j‖ (``qk``: the
+    model's :func:`_query_keys`, when the caller has them)."""
     return [
         np.array([np.linalg.norm(W_Q[h] @ W_K[h].T, 2) / scale for h in range(len(W_Q))])
-        for W_Q, W_K, scale in _query_keys(model)
+        for W_Q, W_K, scale in (_query_keys(model) if qk is None else qk)
     ]
 
 
@@ -158,7 +155,9 @@ def measure(
     pattern counts as a violation too, so the recomputation is checked on every query."""
     import torch
 
-    sigma, qk = head_bounds(model), _query_keys(model)
+    qk = _query_keys(model)
+    sigma = head_bounds(model, qk)
+    on_device = [tuple(on(model, a) for a in (W_Q, W_K)) for W_Q, W_K, _ in qk]
     L = model.cfg.n_layers
     names = [f"blocks.{l}.{h}" for l in range(L) for h in ("hook_resid_pre", "attn.hook_pattern")]
     errors: list[float] = []
@@ -189,8 +188,7 @@ def measure(
             norm = x.norm(dim=-1)
             bound_sigma_unit = norm * torch.cummax(norm, dim=1).values  # ‖x_i‖ · max_j≤i ‖x_j‖
             pattern = seen[f"blocks.{l}.attn.hook_pattern"]
-            W_Q, W_K = (on(model, a) for a in qk[l][:2])
-            scale = qk[l][2]
+            (W_Q, W_K), scale = on_device[l], qk[l][2]
             for h, s_max in enumerate(sigma[l]):
                 s = (x @ W_Q[h]) @ (x @ W_K[h]).transpose(1, 2) / scale  # [b, query, key]
                 s = s.masked_fill(future, float("-inf"))

@@ -31,6 +31,7 @@ __all__ = [
     "hooked_config",
     "new_model",
     "load_strict",
+    "carded",
     "DTYPES",
     "backend",
     "tl_state_dict",
@@ -288,6 +289,17 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     model.load_state_dict(full, strict=True)
 
 
+def carded(model, cfg: dict[str, Any], card) -> Any:
+    """``model`` (its weights loaded) made ready for the analyses: evaluation mode, its ``card`` and
+    ``sandbox_config``, and the card's tokenizer (:func:`sandbox_lens.interp.model.tokens.attach_tokenizer`)."""
+    from sandbox_lens.interp.model.tokens import attach_tokenizer
+
+    model.eval()
+    model.card = card
+    model.sandbox_config = cfg
+    return attach_tokenizer(model)
+
+
 def to_hooked(
     spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True, rotate: dict[str, int] | None = None
 ):
@@ -326,12 +338,7 @@ def to_hooked(
         )
     model = new_model(cfg)
     load_strict(model, {k: torch.tensor(v, dtype=tdtype) for k, v in arrays.items()})
-    model.eval()
-    model.card = card
-    model.sandbox_config = cfg
-    from sandbox_lens.interp.model.tokens import attach_tokenizer
-
-    return attach_tokenizer(model)
+    return carded(model, cfg, card)
 
 
 @contextlib.contextmanager

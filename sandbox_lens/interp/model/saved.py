@@ -18,7 +18,7 @@ from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write_all
 from sandbox_lens.interp.jsonfile import check_schema, read_json
 from sandbox_lens.interp.model.card import ModelCard
-from sandbox_lens.interp.model.hooked import load_strict, new_model
+from sandbox_lens.interp.model.hooked import carded, load_strict, new_model
 
 __all__ = ["save_model", "load_model", "WEIGHTS_FILE", "META_FILE"]
 
@@ -164,9 +164,4 @@ def load_model(directory: str | Path, expect_construction: str | None = None):
     except Exception as e:  # TransformerLens validates configs with asserts and various errors
         raise CheckpointError(f"{meta_path} has an invalid config: {e}") from None
     load_strict(model, tensors)
-    model.eval()
-    model.card = card
-    model.sandbox_config = cfg
-    from sandbox_lens.interp.model.tokens import attach_tokenizer
-
-    return attach_tokenizer(model)
+    return carded(model, cfg, card)
