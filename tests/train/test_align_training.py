@@ -227,3 +227,17 @@ def test_circuit_methods_are_scored_against_the_imposed_circuit(tmp_path, interp
         r["auroc"]["interval"] is None or r["auroc"]["interval"][0] <= r["auroc"]["mean"] <= r["auroc"]["interval"][1]
         for r in board["rows"]
     )
+
+
+def test_imposed_iia_by_position_adds_up_to_the_whole():
+    """``imposed_iia``'s per-position rows: one per position, their outputs summing to the total and their hits to
+    the pooled IIA."""
+    from sandbox_lens.interp.train import random_init
+    from sandbox_lens.interp.train.align import imposed_iia
+
+    task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=2, n_heads=2, d_model=16)
+    r = imposed_iia(random_init(task, shape, 0), task, correspondence("modular_counter", task, shape), 0, pairs=16)
+    rows = r["state"]["by_position"]
+    assert len(rows) == 6 and sum(p["outputs"] for p in rows) == r["state"]["outputs"] > 0
+    hits = sum(p["iia"] * p["outputs"] for p in rows if p["outputs"])
+    assert abs(hits / r["state"]["outputs"] - r["state"]["iia"]) < 1e-12

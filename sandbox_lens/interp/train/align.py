@@ -209,7 +209,8 @@ def imposed_iia(
 ) -> dict[str, dict[str, Any]]:
     """Per imposed variable, its held-out IIA at the imposed coordinates: on ``pairs`` fixed base and source words
     (:attr:`~sandbox_lens.interp.streams.Stream.ALIGN_HELD_OUT`, never trained on), the variable swapped at every
-    position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``)."""
+    position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``, and the
+    same per position swapped under ``by_position``)."""
     import torch
 
     from sandbox_lens.interp.model.run import readout_answer
@@ -233,6 +234,7 @@ def imposed_iia(
             src = cache[v["hook"]]
             d0, d1 = v["dims"]
             hits = total = 0
+            by_position = []
             for p in range(T):
 
                 def swap(x, hook, p=p):
@@ -244,9 +246,10 @@ def imposed_iia(
                 got = readout_answer(logits, high.readout)
                 labels, scored = high.counterfactual(base, source, p, v["variable"])
                 changed = scored & answered & (labels != plain)
-                hits += int((got == labels)[changed].sum())
-                total += int(changed.sum())
-            out[v["variable"]] = {"iia": hits / total if total else None, "outputs": total}
+                here, n = int((got == labels)[changed].sum()), int(changed.sum())
+                by_position.append({"iia": here / n if n else None, "outputs": n})
+                hits, total = hits + here, total + n
+            out[v["variable"]] = {"iia": hits / total if total else None, "outputs": total, "by_position": by_position}
     return out
 
 
