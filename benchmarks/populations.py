@@ -121,39 +121,18 @@ def _ensemble_worker(name: str, members: list[int], steps: int) -> float:
     return time.perf_counter() - t
 
 
-def stacked_forward(p: dict, tokens, n_heads: int, ln: bool, eps: float = 1e-5):
-    """A hand-written forward of E same-shape TransformerLens twins at once: ``p`` holds their parameters under
-    TransformerLens's names with a leading ensemble dimension, ``tokens`` is ``[E, batch, T]``; logits
-    ``[E, batch, T, vocab]``. Batched matmuls (``baddbmm``) for every projection, torch's fused LayerNorm and
-    fused causal attention (``scaled_dot_product_attention``) — TransformerLens's arithmetic, not its kernels."""
+def stacked_forward(p: dict, tokens, cfg):
+    """E same-shape TransformerLens twins at once: ``p`` holds their parameters under TransformerLens's names with
+    a leading ensemble dimension, ``tokens`` is ``[E, batch, T]``; logits ``[E, batch, T, vocab]``. The package's
+    one forward (:func:`sandbox_lens.interp.model.arithmetic.run`) on batched matmuls (``baddbmm``) for every
+    projection, torch's fused LayerNorm and fused causal attention — TransformerLens's arithmetic, not its kernels."""
     import torch
-    import torch.nn.functional as F
+
+    from sandbox_lens.interp.model.arithmetic import dense_stack, run
 
     E, B, T = tokens.shape
-    d = p["embed.W_E"].shape[-1]
-
-    def norm(x, name):
-        if not ln:
-            return x
-        return F.layer_norm(x, (d,)) * p[f"{name}.w"][:, None] + p[f"{name}.b"][:, None]
-
     x = p["embed.W_E"][torch.arange(E)[:, None, None], tokens] + p["pos_embed.W_pos"][:, None, :T]
-    x = x.reshape(E, B * T, d)
-    L = 1 + max(int(k.split(".")[1]) for k in p if k.startswith("blocks."))
-    for l in range(L):
-        a = f"blocks.{l}.attn"
-        W = torch.cat([p[f"{a}.W_{c}"].permute(0, 2, 1, 3).flatten(2) for c in "QKV"], -1)  # [E, d, 3·H·dh]
-        b = torch.cat([p[f"{a}.b_{c}"].flatten(1) for c in "QKV"], -1)
-        qkv = torch.baddbmm(b[:, None], norm(x, f"blocks.{l}.ln1"), W)
-        dh = qkv.shape[-1] // (3 * n_heads)
-        q, k, v = qkv.view(E, B, T, 3, n_heads, dh).permute(3, 0, 1, 4, 2, 5).reshape(3, E * B, n_heads, T, dh)
-        z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        z = z.view(E, B, n_heads, T, dh).permute(0, 1, 3, 2, 4).reshape(E, B * T, n_heads * dh)
-        x = torch.baddbmm(x + p[f"{a}.b_O"][:, None], z, p[f"{a}.W_O"].flatten(1, 2))
-        m = f"blocks.{l}.mlp"
-        h = torch.relu(torch.baddbmm(p[f"{m}.b_in"][:, None], norm(x, f"blocks.{l}.ln2"), p[f"{m}.W_in"]))
-        x = torch.baddbmm(x + p[f"{m}.b_out"][:, None], h, p[f"{m}.W_out"])
-    out = torch.baddbmm(p["unembed.b_U"][:, None], norm(x, "ln_final"), p["unembed.W_U"])
+    out = run(dense_stack(p.__getitem__, cfg, members=True), x.reshape(E, B * T, -1), T)
     return out.view(E, B, T, -1)
 
 
@@ -175,7 +154,7 @@ def _stacked_worker(name: str, members: list[int], steps: int) -> float:
     opt = torch.optim.AdamW(trained, lr=1e-3)
     for s in range(steps):
         tokens, mask, targets = _stacked_batch(task, members, s)
-        logits = stacked_forward(params, tokens, cfg.n_heads, cfg.normalization_type == "LN", cfg.eps)
+        logits = stacked_forward(params, tokens, cfg)
         loss = _member_losses(logits, mask, targets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -201,7 +180,7 @@ def _lockstep_worker(name: str, members: list[int], steps: int) -> float:
     for s in range(steps):
         params = {n: torch.stack(ps) for n, ps in zip(names, zip(*(list(m.parameters()) for m in models)))}
         tokens, mask, targets = _stacked_batch(task, members, s)
-        logits = stacked_forward(params, tokens, cfg.n_heads, cfg.normalization_type == "LN", cfg.eps)
+        logits = stacked_forward(params, tokens, cfg)
         loss = _member_losses(logits, mask, targets)
         for opt in opts:
             opt.zero_grad(set_to_none=True)
@@ -230,7 +209,7 @@ def check_stacked_forward(name: str, members: int = 3) -> float:
     tokens = torch.stack([torch.from_numpy(task.batch(step_rng(seed, 0), 8).tokens) for seed in range(members)])
     cfg = models[0].cfg
     with torch.no_grad():
-        ours = stacked_forward(params, tokens, cfg.n_heads, cfg.normalization_type == "LN", cfg.eps)
+        ours = stacked_forward(params, tokens, cfg)
         return max(float((ours[i] - m(tokens[i], return_type="logits")).abs().max()) for i, m in enumerate(models))
 
 

@@ -8,13 +8,14 @@ same :meth:`run_many`, :meth:`clean_state` and :meth:`gradients` — on any mode
 native ``TransformerBridge`` alike (the bridge refuses the per-head hooks the hook engine needs). It
 is also the faster engine: attention runs through ``scaled_dot_product_attention``; a head's query,
 key or value is recomputed only for the copies that patch it, and per-head outputs are formed only in
-blocks whose heads a patch reads. The arithmetic is TransformerLens's in another summation order, so
-scores agree with the hook engine to rounding (``tests/circuits/test_bare.py``).
+blocks whose heads a patch reads. The LayerNorm, the attention and its scale are the shared ones of
+:mod:`sandbox_lens.interp.model.arithmetic`; the projections stay head by head, since each head's query, key and
+value channel takes its own input. The arithmetic is TransformerLens's in another summation order, so scores agree
+with the hook engine to rounding (``tests/circuits/test_bare_engine.py``).
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
 from sandbox_lens.interp.circuits.patching import CleanState, Patcher
 from sandbox_lens.interp.errors import ModelKindError
+from sandbox_lens.interp.model.arithmetic import attend, attention_scale, layer_norm
 from sandbox_lens.interp.model.bare import bare_unsupported
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.hooked import tl_state_dict
@@ -59,7 +61,7 @@ class BarePatcher(Patcher):
         self.sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
         self.ln = getattr(cfg, "normalization_type", None) == "LN"
         self.eps = getattr(cfg, "eps", 1e-5)
-        self.scale = 1.0 / (math.sqrt(cfg.d_head) if getattr(cfg, "use_attn_scale", True) else 1.0)
+        self.scale = attention_scale(cfg)
         self.heads = {l: [n for n in self.graph.nodes if n.kind == "head" and n.layer == l] for l in range(self.L)}
         self.torch = torch
 
@@ -67,8 +69,7 @@ class BarePatcher(Patcher):
     def _norm(self, x: Any, name: str) -> Any:
         if not self.ln:
             return x
-        F = self.torch.nn.functional
-        return F.layer_norm(x, (x.shape[-1],), self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
+        return layer_norm(x, self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
 
     def _forward(
         self, x: Any, start: int, inputs: Any, record: set[str], current: dict[str, Any], stream: list | None = None
@@ -94,9 +95,7 @@ class BarePatcher(Patcher):
                         if own is not x:  # this head's channel is patched in some copy
                             full[:, node.head] = self._norm(own, f"{p}.ln1") @ W[node.head] + b[node.head]
                     qkv[c] = full
-                z = torch.nn.functional.scaled_dot_product_attention(
-                    qkv["q"], qkv["k"], qkv["v"], is_causal=True, scale=self.scale
-                )
+                z = attend(qkv["q"], qkv["k"], qkv["v"], self.scale)
                 W_O = sd[f"{p}.attn.W_O"]
                 if any(n.name in record for n in heads):
                     per_head = torch.einsum("bhte,hed->bthd", z, W_O)

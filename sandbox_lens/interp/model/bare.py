@@ -1,10 +1,8 @@
 """A bare PyTorch forward on a model's TransformerLens weights: the verifier's fast path.
 
-The same arithmetic as TransformerLens's standard forward — token and position embeddings, then per
-block causal attention and a ReLU MLP added to the residual stream (with LayerNorm before each when
-the model has it), then the unembedding — without hook points, per-head einsums or the mask tensor:
-one matmul for Q, K and V of every head, torch's ``scaled_dot_product_attention`` and fused
-bias-matmuls. It reads the weights once (:func:`sandbox_lens.interp.model.hooked.tl_state_dict`, so a
+The package's one hook-free forward, :func:`sandbox_lens.interp.model.arithmetic.run` (TransformerLens's
+standard forward without hook points, per-head einsums or the mask tensor: one matmul for Q, K and V of
+every head, torch's ``scaled_dot_product_attention`` and fused bias-matmuls), on weights read once (:func:`sandbox_lens.interp.model.hooked.tl_state_dict`, so a
 ``HookedTransformer`` and a 4.x ``TransformerBridge`` give the same one).
 
 Constructions read and write few residual coordinates (a counter's MLP reads one count and writes a
@@ -22,9 +20,12 @@ configurations it does not cover; callers then use the model itself.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+
+from sandbox_lens.interp.model.arithmetic import Block, dense_stack, run
+from sandbox_lens.interp.model.hooked import tl_state_dict
 
 __all__ = ["bare_forward", "bare_unsupported"]
 
@@ -92,71 +93,34 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
     ``[batch, pos, d_model]``."""
     if bare_unsupported(model) is not None:
         return None
-    import torch
-    import torch.nn.functional as F
-
-    from sandbox_lens.interp.model.hooked import tl_state_dict
-
     cfg = model.cfg
     sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
-    n_heads, d_head = cfg.n_heads, cfg.d_head
-    scale = 1.0 / (math.sqrt(d_head) if getattr(cfg, "use_attn_scale", True) else 1.0)
-    ln = getattr(cfg, "normalization_type", None) == "LN"
-    eps = getattr(cfg, "eps", 1e-5)
-
-    def fused(prefix: str) -> tuple[Any, Any]:  # [d_model, 3·heads·d_head] and its bias
-        ws = [sd[f"{prefix}.W_{x}"].permute(1, 0, 2).reshape(cfg.d_model, n_heads * d_head) for x in "QKV"]
-        bs = [sd[f"{prefix}.b_{x}"].reshape(n_heads * d_head) for x in "QKV"]
-        return torch.cat(ws, 1).contiguous(), torch.cat(bs)
-
+    dense = dense_stack(sd.__getitem__, cfg)  # the weights as TransformerLens holds them, then restricted
     blocks = []
-    for l in range(cfg.n_layers):
-        p = f"blocks.{l}"
-        W_qkv, b_qkv = fused(f"{p}.attn")
-        W_O = sd[f"{p}.attn.W_O"].reshape(n_heads * d_head, cfg.d_model)
-        W_in, b_in, W_out = sd[f"{p}.mlp.W_in"], sd[f"{p}.mlp.b_in"], sd[f"{p}.mlp.W_out"]
+    for block in dense.blocks:
+        W_in, b_in, W_out = block.mlp_in.W, block.mlp_in.b, block.mlp_out.W
         used = W_out.ne(0).any(1)  # hidden units whose output is read at all
         if not bool(used.all()):
             W_in, b_in, W_out = W_in[:, used], b_in[used], W_out[used]
-        norms = [(sd[f"{p}.{n}.w"], sd[f"{p}.{n}.b"]) if ln else None for n in ("ln1", "ln2")]
-        chunk = max(64, HIDDEN_CHUNK // max(1, W_in.shape[1]))  # rows per MLP pass
         blocks.append(
-            (
-                _Projection(W_qkv, b_qkv),
-                _Projection(W_O, sd[f"{p}.attn.b_O"], restrict_out=True),
-                _Projection(W_in, b_in),
-                _Projection(W_out, sd[f"{p}.mlp.b_out"], restrict_out=True),
-                norms,
-                chunk,
+            Block(
+                ln1=block.ln1,
+                qkv=_Projection(block.qkv.W.contiguous(), block.qkv.b),
+                out=_Projection(block.out.W, block.out.b, restrict_out=True),
+                ln2=block.ln2,
+                mlp_in=_Projection(W_in, b_in),
+                mlp_out=_Projection(W_out, block.mlp_out.b, restrict_out=True),
+                rows=max(64, HIDDEN_CHUNK // max(1, W_in.shape[1])),  # rows per MLP pass
             )
         )
-    final = (sd["ln_final.w"], sd["ln_final.b"]) if ln else None
+    stack = replace(dense, blocks=blocks, unembed=_Projection(sd["unembed.W_U"], sd["unembed.b_U"]))
     W_E, W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
-    unembed = _Projection(sd["unembed.W_U"], sd["unembed.b_U"])
-
-    def norm(x: Any, wb: Any) -> Any:
-        return x if wb is None else F.layer_norm(x, (x.shape[-1],), wb[0], wb[1], eps)
 
     def forward(tokens: Any) -> Any:
         batch, n = tokens.shape
-        stream = {}
-        x = (W_E[tokens] + W_pos[:n]).reshape(batch * n, -1)
-        for l, (qkv_in, attn_out, mlp_in, mlp_out, (ln1, ln2), rows) in enumerate(blocks):
-            stream[f"blocks.{l}.hook_resid_pre"] = x
-            q, k, v = qkv_in(norm(x, ln1)).view(batch, n, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
-            z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-            x = attn_out.add_into(x, z.transpose(1, 2).reshape(batch * n, -1))
-            stream[f"blocks.{l}.hook_resid_mid"] = x
-            h = norm(x, ln2)
-            if len(h) <= rows:
-                x = mlp_out.add_into(x, mlp_in(h).relu_())
-            else:  # wide MLPs (a counter's staircase) in row chunks whose hidden units stay in cache
-                x = torch.cat(
-                    [mlp_out.add_into(xc, mlp_in(hc).relu_()) for xc, hc in zip(x.split(rows), h.split(rows))]
-                )
-            stream[f"blocks.{l}.hook_resid_post"] = x
-        out = unembed(norm(x, final)).view(batch, n, -1)
-        if not residuals:
+        stream: dict[str, Any] | None = {} if residuals else None
+        out = run(stack, (W_E[tokens] + W_pos[:n]).reshape(batch * n, -1), n, stream).view(batch, n, -1)
+        if stream is None:
             return out
         return out, {name: value.view(batch, n, -1) for name, value in stream.items()}
 

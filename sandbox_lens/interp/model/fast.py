@@ -1,9 +1,9 @@
-"""A hand-written, differentiable forward for training: TransformerLens's arithmetic with fused kernels.
+"""The differentiable forward for training: TransformerLens's arithmetic with fused kernels.
 
 TransformerLens's ``HookedTransformer`` computes attention head by head through einsums, a score tensor, an
 explicit mask and a softmax, and passes every activation through a hook point. While training nothing reads
-those hook points, so :func:`fast_forward` runs the same function the way the bare forward of the verifier does
-(:mod:`sandbox_lens.interp.model.bare`) but on the model's live parameters, with gradients: one matmul for Q, K and V of every
+those hook points, so :func:`fast_forward` runs the same function, :func:`sandbox_lens.interp.model.arithmetic.run` (as the bare
+forward of the verifier does), but on the model's live parameters, with gradients: one matmul for Q, K and V of every
 head, torch's fused causal ``scaled_dot_product_attention``, torch's fused ``layer_norm``, fused bias-matmuls.
 Its logits equal TransformerLens's up to float rounding (1.5·10⁻⁶ on the default twins); training steps are
 1.10–1.17× faster on the default twins (``benchmarks/populations.py``, "hand-written, one at a time").
@@ -17,28 +17,18 @@ forward runs, hooks and all). It covers what :func:`sandbox_lens.interp.model.ba
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from typing import Any
 
+from sandbox_lens.interp.model.arithmetic import dense_stack, run
+from sandbox_lens.interp.model.bare import bare_unsupported
+
 __all__ = ["covers", "fast_forward", "training_forward"]
-
-
-def _layer_norm(x: Any, module: Any) -> Any:
-    """TransformerLens's LayerNorm ((x − mean) / sqrt(biased var + ε) · w + b) in torch's fused kernel, or
-    nothing where the model has no normalisation."""
-    import torch.nn.functional as F
-
-    if module is None:
-        return x
-    return F.layer_norm(x, (x.shape[-1],), module.w, module.b, module.eps)
 
 
 def covers(model: Any) -> bool:
     """Whether :func:`fast_forward` runs ``model``: TransformerLens 3.9's ``HookedTransformer`` in a configuration
     the bare forward covers (standard positions, ReLU MLPs, LayerNorm or none, causal attention)."""
-    from sandbox_lens.interp.model.bare import bare_unsupported
-
     try:
         from transformer_lens import HookedTransformer
     except ImportError:  # pragma: no cover - TransformerLens 4.x without the 3.9 class
@@ -49,27 +39,10 @@ def covers(model: Any) -> bool:
 def fast_forward(model: Any, tokens: Any) -> Any:
     """``model``'s logits ``[batch, pos, d_vocab_out]`` on ``tokens`` ``[batch, pos]``, from its parameters as
     they are now, differentiable (see the module docstring; check :func:`covers` first)."""
-    import torch
-    import torch.nn.functional as F
-
-    cfg = model.cfg
-    H, dh, d = cfg.n_heads, cfg.d_head, cfg.d_model
-    scale = 1.0 / (getattr(cfg, "attn_scale", math.sqrt(dh)) if cfg.use_attn_scale else 1.0)
-    ln = cfg.normalization_type == "LN"
+    stack = dense_stack(model.get_parameter, model.cfg)
     B, T = tokens.shape
-    x = model.embed.W_E[tokens] + model.pos_embed.W_pos[:T]
-    for block in model.blocks:
-        a, m = block.attn, block.mlp
-        W = torch.cat([w.permute(1, 0, 2).reshape(d, H * dh) for w in (a.W_Q, a.W_K, a.W_V)], 1)
-        b = torch.cat([a.b_Q.reshape(-1), a.b_K.reshape(-1), a.b_V.reshape(-1)])
-        qkv = torch.addmm(b, _layer_norm(x, block.ln1 if ln else None).reshape(B * T, d), W)
-        q, k, v = qkv.view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
-        z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).transpose(1, 2).reshape(B * T, -1)
-        x = x + torch.addmm(a.b_O, z, a.W_O.reshape(H * dh, d)).view(B, T, d)
-        h = torch.relu(torch.addmm(m.b_in, _layer_norm(x, block.ln2 if ln else None).reshape(B * T, d), m.W_in))
-        x = x + torch.addmm(m.b_out, h, m.W_out).view(B, T, d)
-    x = _layer_norm(x, model.ln_final if ln else None).reshape(B * T, d)
-    return torch.addmm(model.unembed.b_U, x, model.unembed.W_U).view(B, T, -1)
+    x = (model.embed.W_E[tokens] + model.pos_embed.W_pos[:T]).reshape(B * T, -1)
+    return run(stack, x, T).view(B, T, -1)
 
 
 def _hooked(model: Any) -> bool:
