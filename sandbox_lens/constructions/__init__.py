@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox_lens.constructions.registry import REGISTRY, build
+from sandbox_lens.interp.model.hooked import to_hooked
 
 __all__ = ["REGISTRY", "build", "build_model"]
 
@@ -37,6 +38,5 @@ def build_model(
 
     Returns:
         A ``HookedTransformer`` on TransformerLens 3.9, a ``TransformerBridge`` on 4.x, with its ``card``."""
-    from sandbox_lens.interp.model.hooked import to_hooked
 
     return to_hooked(build(name, source, length, **options), dtype=dtype, use_attn_scale=use_attn_scale)

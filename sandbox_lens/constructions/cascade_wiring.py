@@ -17,7 +17,7 @@ import numpy as np
 from sandbox_lens.constructions.circuit import Circuit, direction_sum, finish
 from sandbox_lens.constructions.gadgets import READOUT_ALPHA, one_hot_lookup, previous_token_head
 from sandbox_lens.constructions.permutation_reset import simulate_component
-from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
+from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout, variable_site
 
 if TYPE_CHECKING:
     from sandbox_lens.interp.tasks.cascade import Cascade
@@ -120,7 +120,6 @@ def build_cascade(cascade: Cascade, length: int, wiring: str) -> ConstructionSpe
 def _level_sites(cascade: Cascade, spaces: list[str], mapped: bool) -> list[dict]:
     """Each level's state (:mod:`sandbox_lens.interp.tasks.statevars`): its one-hot where the read-out takes it — before the
     output map's block when there is one (then the one-hot is inert after it), else the last block."""
-    from sandbox_lens.interp.model.spec import variable_site
 
     sites = []
     for level, space in zip(cascade.levels, spaces):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sandbox_lens.constructions.gadgets import bos_token_io, one_hot_readout
-from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout
+from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Direction, Head, Layout, variable_site
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 
 #: Krohn–Rhodes's counters are Lemma 15 heads + staircases like ``modular_counter``'s, and round the same
@@ -100,7 +100,6 @@ def finish(
     """The finished construction: embeddings from the circuit, the state read out of ``state`` (the high-level
     state's site; ``inert``: a subspace the last block holds that nothing reads any more; ``variables``: the sites
     of other high-level variables, e.g. a cascade's levels)."""
-    from sandbox_lens.interp.model.spec import variable_site
 
     variables = [
         variable_site("state", -1, "post", state, note="the simulated state the unembedding reads"),

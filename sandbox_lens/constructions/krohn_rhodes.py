@@ -39,9 +39,13 @@ from sandbox_lens.constructions.cascade_wiring import build_cascade, cascade_sta
 from sandbox_lens.constructions.circuit import Circuit, finish
 from sandbox_lens.constructions.permutation_reset import classify, simulate_component
 from sandbox_lens.constructions.solvable import plan_solvable_group
-from sandbox_lens.interp.errors import ConstructionError, LengthError
-from sandbox_lens.interp.model.spec import ConstructionSpec
+from sandbox_lens.interp.budget import BudgetError
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError, LengthError
+from sandbox_lens.interp.model.spec import ConstructionSpec, variable_site
 from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.cascade import Cascade, known_cascade, load_cascade_file
+from sandbox_lens.interp.tasks.groups import group_name, transformation_semigroup
+from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
 if TYPE_CHECKING:
     from sandbox_lens.interp.tasks.cascade import Cascade
@@ -67,7 +71,6 @@ def build_krohn_rhodes(
     if as_printed not in ("", "wiring"):
         raise ConstructionError(f"krohn_rhodes: as_printed must be wiring (or empty), got {as_printed!r}")
     wiring = "current" if as_printed == "wiring" else "previous"
-    from sandbox_lens.interp.tasks.cascade import Cascade, known_cascade, load_cascade_file
 
     if isinstance(cascade, (str, Path)):
         cascade = load_cascade_file(cascade)
@@ -109,7 +112,6 @@ def _level_sites(c: Circuit, plan) -> list[dict]:
     :func:`~sandbox_lens.constructions.permutation_reset.simulate_component`'s level i, written by block 2(i − 1);
     :mod:`sandbox_lens.interp.tasks.groupvars` reads the same coordinates). None for a cyclic group, whose
     single count is written straight into the state."""
-    from sandbox_lens.interp.model.spec import variable_site
 
     out = []
     for i, level in enumerate(plan.levels, start=1):
@@ -152,9 +154,6 @@ def _decomposed(automaton: Semiautomaton) -> tuple[Cascade | None, str | None]:
     """(the decomposition, None) or (None, why it is refused), once per automaton object (automata compare by
     identity): ``interp info`` names the path and then builds at two lengths, and a refusal past the limits
     costs seconds to reach."""
-    from sandbox_lens.interp.budget import BudgetError
-    from sandbox_lens.interp.errors import AutomatonError
-    from sandbox_lens.interp.tasks.holonomy_cascade import holonomy_cascade
 
     try:
         return holonomy_cascade(automaton), None
@@ -164,7 +163,6 @@ def _decomposed(automaton: Semiautomaton) -> tuple[Cascade | None, str | None]:
 
 def describe_path(automaton: Semiautomaton) -> str:
     """One line: which Krohn–Rhodes path ``automaton`` takes, or why it is refused."""
-    from sandbox_lens.interp.tasks.cascade import known_cascade
 
     cascade = known_cascade(automaton)
     if cascade is not None:
@@ -200,7 +198,6 @@ def _classify_or_refuse(automaton: Semiautomaton) -> tuple[list[int], dict[int, 
 
 def _refuse_if_unsolvable(automaton: Semiautomaton) -> None:
     """Definition 8: a semiautomaton containing a non-solvable group has no constant-depth simulator here."""
-    from sandbox_lens.interp.tasks.groups import group_name, transformation_semigroup
 
     bad = [g for g in transformation_semigroup(automaton).maximal_subgroups if not g.is_solvable]
     if bad:

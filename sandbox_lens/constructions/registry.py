@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_lens.constructions.negatives import DIALS, Dials, dials_of
+from sandbox_lens.constructions.negatives import DIALS, Dials, add_negatives, dials_of
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import ConstructionSpec
 from sandbox_lens.interp.tasks.kinds import task_kind
@@ -281,7 +281,5 @@ def build(name: str, source: Any, length: int, **options: Any) -> ConstructionSp
     dials = dials_of({k: checked.pop(k) for k in list(checked) if k in DIALS}, chosen)  # refused before the build
     spec = entry.builder(source, length, **checked)
     if chosen:
-        from sandbox_lens.constructions.negatives import add_negatives
-
         spec = add_negatives(spec, chosen, dials)
     return spec

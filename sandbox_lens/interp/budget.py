@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = [
     "BudgetError",
@@ -126,7 +127,6 @@ def progress(
     """The bar for work that passed :func:`require`: a tqdm bar with its rate and ETA on stderr, shown when
     ``show`` (the caller's ``progress``) and the work has at least ``at_least`` steps (one step needs no
     ETA). Works as tqdm does: wrap an iterable, or ``update`` it by hand."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     n = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
     return progress_bar(

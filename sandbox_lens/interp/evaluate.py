@@ -25,11 +25,16 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.constructions import build_model
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.run import logits, predict
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.tasks import ffl
+from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.tasks.shifts import Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts, parse_probs  # noqa: F401
+from sandbox_lens.interp.verify.dyck import closing_only, next_token_probabilities, predicted_bracket
 
 __all__ = [
     "Shift",
@@ -118,8 +123,6 @@ def score_ffl(model, task: dict[str, Any], shift: Shift, strings: np.ndarray) ->
 
 def score_dyck(model, task: dict[str, Any], shift: Shift, prefixes: list[np.ndarray]) -> dict[str, Any]:
     """Dyck: the closing bracket that ends each prefix, predicted after the rest (the thesis's accuracy)."""
-    from sandbox_lens.interp.tasks.dyck import Dyck
-    from sandbox_lens.interp.verify.dyck import closing_only, next_token_probabilities, predicted_bracket
 
     source = task_kind(task).source(task)
     lang = Dyck(source.k, shift.params.get("D", source.D), shift.params["q"])
@@ -157,7 +160,6 @@ def evaluate(
     progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Every model on the same inputs of every shift; one row per (model, shift)."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     if samples < 1:
         raise ShiftError("--samples must be ≥ 1")
@@ -172,7 +174,6 @@ def evaluate(
             if shift.kind != kind.name:
                 raise ShiftError(f"a {shift.kind} shift ({shift.label}) does not apply to a {kind.name} model")
             _check_length(model, shift.length())
-    from sandbox_lens.interp.budget import require
 
     longest = max((s.length() for s in shifts), default=0)
     out_dim = max(m.cfg.d_vocab_out for m in models.values())
@@ -195,7 +196,6 @@ def skyline(model, length: int):
     """The exact construction of the model's task, built for inputs of up to ``length`` (or None
     when the model is itself a construction, or none applies at that length): the first of the kind's
     constructions (the registry's order) that accepts the task."""
-    from sandbox_lens.constructions import build_model
 
     if model.card.construction != "trained":
         return None

@@ -11,7 +11,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sandbox_lens.constructions import build
 from sandbox_lens.interp.errors import OptionError, SandboxError
+from sandbox_lens.interp.model.card import TokenIO
+from sandbox_lens.interp.tasks.kinds import task_kind
+from sandbox_lens.interp.train import ModelShape
 
 __all__ = ["start_from", "DEFAULT_LAYERS"]
 
@@ -34,10 +38,6 @@ def start_from(
     contrastive pairs); ``layers`` are copied, and frozen unless ``config.freeze`` says otherwise.
     ``options`` are further build options of the construction (e.g. ``{"first_layer": "minimal"}``).
     """
-    from sandbox_lens.constructions import build
-    from sandbox_lens.interp.model.card import TokenIO
-    from sandbox_lens.interp.tasks.kinds import task_kind
-    from sandbox_lens.interp.train import ModelShape
 
     name, _, variant = construction.partition(":")
     if variant and name != "dyck":

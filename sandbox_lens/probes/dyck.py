@@ -21,7 +21,7 @@ import numpy as np
 
 from sandbox_lens.interp.errors import ConstructionError, VocabularyError
 from sandbox_lens.interp.model.device import on, to_numpy
-from sandbox_lens.interp.model.run import attention_patterns
+from sandbox_lens.interp.model.run import attention_patterns, hook_name, require_hooked
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.kinds import DYCK
 
@@ -144,8 +144,6 @@ def layer_input_by_type_and_depth(
     positions and keep its depth); ``subtract_positions`` takes the position embedding out."""
     import torch
 
-    from sandbox_lens.interp.model.run import hook_name, require_hooked
-
     require_hooked(model, "layer input by type and depth")
     layer = model.cfg.n_layers - 1 if layer is None else layer
     name = hook_name("resid_pre", layer)
@@ -187,7 +185,6 @@ def balance_violation_of_model(model, lang: Dyck, head: int = 0, subtract_positi
     input moves with position (:func:`minimal_first_layer_gap` > :data:`MINIMAL_TOLERANCE`) is refused,
     unless ``subtract_positions`` reads β with the position embedding taken out (the constructions'
     full first layer, whose only positional coordinates come from it). LayerNorm is refused."""
-    from sandbox_lens.interp.model.run import require_hooked
 
     require_hooked(model, "balance violation")
     cfg = model.cfg

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sandbox_lens.interp.errors import VocabularyError
-from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.errors import ModelKindError, VocabularyError
+from sandbox_lens.interp.model.device import current, on, to_numpy
+from sandbox_lens.interp.model.hooked import backend
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = ["RandomShape", "random_transformer", "learn_weight_mask", "learn_weight_masks"]
 
@@ -50,10 +52,6 @@ def random_transformer(d_vocab: int, d_vocab_out: int, n_ctx: int, shape: Random
     per-matrix scale, which a pruning cannot create but LayerNorm largely absorbs).
     """
     import torch
-
-    from sandbox_lens.interp.errors import ModelKindError
-    from sandbox_lens.interp.model.device import current
-    from sandbox_lens.interp.model.hooked import backend
 
     if backend() != "HookedTransformer":  # the masks are keyed by 3.9's parameter names (W_Q, W_in, ...)
         raise ModelKindError(
@@ -163,8 +161,6 @@ def learn_weight_masks(
     """
     import torch
     from torch.func import functional_call
-
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     targets = list(targets)
     if not targets:

@@ -177,7 +177,9 @@ class CopyKind(TaskKind):
     default_length = 6
     train_defaults = {"steps": 400, "lr": 1e-2, "target_accuracy": 1.0}
     twin_shape = {"n_layers": 1, "d_model": 16, "n_heads": 1}
-    train_options = (kinds.Option(("--symbols",), "symbols", "copy: alphabet size", "M", type=int, default=3),)
+    train_options = (
+        kinds.CommandLineOption(("--symbols",), "symbols", "copy: alphabet size", "M", type=int, default=3),
+    )
 
     def task_from_dict(self, d):
         return kinds.checked(self, lambda: CopyTask(d["m"], d["length"]))

@@ -24,6 +24,7 @@ from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError, high_level_of
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.rotate import subspace_basis as rotated_basis
 from sandbox_lens.interp.model.run import exact_precision, readout_answer, run_with_hooks
 from sandbox_lens.interp.stats import wilson_interval
 from sandbox_lens.interp.streams import Stream, rng
@@ -95,8 +96,6 @@ def subspace_basis(model: Any, name: str | Sequence[str]) -> np.ndarray:
         return np.concatenate([subspace_basis(model, n) for n in name], axis=1)
     rotated = model.card.options.get("rotate")
     if rotated:
-        from sandbox_lens.interp.model.rotate import subspace_basis as rotated_basis
-
         try:
             return rotated_basis(model.card.options, rotated["labels"], name).T
         except SandboxError as e:

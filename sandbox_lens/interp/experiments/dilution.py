@@ -38,6 +38,7 @@ from sandbox_lens.interp.progress import bar
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.ffl import read_targets, sample_ffl
 
 #: No seeds: nothing is trained; the strings come from ``ExperimentSeed.DILUTION_STRINGS``.
 SEEDS, QUICK_SEEDS = (0,), (0,)
@@ -97,8 +98,6 @@ def strings(name: str, n: int, length: int, g: np.random.Generator) -> tuple[np.
     """(tokens, targets, scored) of ``n`` strings for construction ``name``: FFL(0.8) with its reads scored, or
     BOS + a flip-flop word with sparse writes and every position's state scored."""
     if name == "ffl":
-        from sandbox_lens.interp.tasks.ffl import read_targets, sample_ffl
-
         tokens = sample_ffl(FFL_P, n, length, g)
         written, reads = read_targets(tokens)
         return tokens, written, reads

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.model import bare as _bare
+from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, logits
 
 __all__ = ["CheckedForward", "FORWARDS", "CROSS_CHECK_POSITIONS", "RESIDUAL_TOLERANCE", "residual_stream"]
@@ -82,7 +83,6 @@ class CheckedForward:
 
     def residual_stream(self, tokens: Any) -> tuple[dict[str, Any], str]:
         """The residual activations of ``tokens`` (as ``run_with_cache`` records them) and the forward that ran."""
-        from sandbox_lens.interp.model.device import on
 
         tokens = on(self.model, np.atleast_2d(np.asarray(tokens, dtype=np.int64)))
         with exact_precision():

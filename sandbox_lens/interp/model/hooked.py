@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import CheckpointError, ConstructionError, LengthError
+from sandbox_lens.interp.model.device import current
+from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = [
@@ -74,8 +76,6 @@ def config_dict(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: 
 def hooked_config(cfg: dict[str, Any]):
     """A ``HookedTransformerConfig`` from this project's config dict (the keys ``model.json`` stores)."""
     from transformer_lens import HookedTransformerConfig
-
-    from sandbox_lens.interp.model.device import current
 
     kw = dict(cfg)
     kw["dtype"] = _torch_dtype(kw["dtype"])
@@ -176,7 +176,6 @@ def _bridge(cfg: dict[str, Any]):
             model = model.to(dtype)
     if next(model.parameters()).dtype != dtype:
         raise ConstructionError(f"the TransformerBridge did not take dtype {cfg['dtype']}")
-    from sandbox_lens.interp.model.device import current
 
     if current() != "cpu":  # the bridge's .to() announces itself on stdout, which --json output must not carry
         with contextlib.redirect_stdout(io.StringIO()):
@@ -325,8 +324,6 @@ def to_hooked(
     card = spec.card()
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
     if rotate is not None:
-        from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation
-
         pad, seed = int(rotate.get("pad", spec.d_model)), int(rotate.get("seed", 0))
         arrays = rotate_state_dict(arrays, rotation(spec.d_model, pad, seed))
         cfg = {**cfg, "d_model": spec.d_model + pad}

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import LengthError, ModelKindError
-from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.model.hooked import is_bridge
+from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = [
     "run_with_hooks",
@@ -58,7 +60,6 @@ _HOOKS = {
 
 def readout_answer(logits: Any, readout: Sequence[int] | None) -> np.ndarray:
     """The argmax of ``logits`` ``[..., d_vocab_out]`` among the ``readout`` classes (None: all), as class indices."""
-    from sandbox_lens.interp.model.device import to_numpy
 
     if readout is None:
         return to_numpy(logits.argmax(-1))
@@ -87,7 +88,6 @@ def run_with_hooks(model: Any, tokens: Any, fwd_hooks: Sequence[tuple[str, Calla
     by up to 148 against 3.9's). A hook at ``resid_mid`` is therefore run at the attention's output, on
     resid_mid = resid_pre + attn_out (kept from ``resid_pre`` in the same forward), and returns its change as
     the new attention output; elements the hook leaves alone are passed through bit for bit."""
-    from sandbox_lens.interp.model.hooked import is_bridge
 
     if not is_bridge(model):
         return model.run_with_hooks(tokens, fwd_hooks=list(fwd_hooks), **kwargs)
@@ -164,7 +164,6 @@ def logits(
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(start, logits[batch, pos, vocab])`` for ``tokens`` in batches, at exact precision;
     ``forward`` (tokens → logits, e.g. :func:`sandbox_lens.interp.model.bare.bare_forward`) runs instead of ``model``."""
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     tokens = np.atleast_2d(np.asarray(tokens, dtype=np.int64))
     _check_context(model, tokens)

@@ -18,7 +18,7 @@ from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write_all
 from sandbox_lens.interp.jsonfile import check_schema, read_json
 from sandbox_lens.interp.model.card import ModelCard
-from sandbox_lens.interp.model.hooked import carded, load_strict, new_model
+from sandbox_lens.interp.model.hooked import carded, load_strict, new_model, tl_state_dict
 
 __all__ = ["save_model", "load_model", "WEIGHTS_FILE", "META_FILE"]
 
@@ -96,7 +96,6 @@ def save_model(model, directory: str | Path) -> Path:
         raise CheckpointError("only models built by sandbox-lens (to_hooked / load_model) can be saved here")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    from sandbox_lens.interp.model.hooked import tl_state_dict
 
     params = {
         name: p.detach().cpu().contiguous() for name, p in tl_state_dict(model).items()

@@ -37,6 +37,7 @@ from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.files import read_text_limited
 from sandbox_lens.interp.jsonfile import parse_json
 from sandbox_lens.interp.tasks.automata import Semiautomaton, parse_automaton_json
+from sandbox_lens.interp.tasks.catalogue import get_automaton, grid
 
 __all__ = ["Cascade", "CascadeLevel", "parse_cascade_json", "load_cascade_file", "grid_cascade", "known_cascade"]
 
@@ -142,8 +143,6 @@ def _as_list(x: Any) -> list[str]:
 
 def _load_level_automaton(spec: Any, where: str) -> Semiautomaton:
     if isinstance(spec, str):
-        from sandbox_lens.interp.tasks.catalogue import get_automaton
-
         return get_automaton(spec)
     if isinstance(spec, dict):
         return parse_automaton_json(json.dumps(spec), where)
@@ -319,7 +318,6 @@ def grid_cascade(n: int, noop: bool = False) -> Cascade:
     direction equals it (then the position inside level k's interval changes), and sees a no-op
     otherwise. The grid state is the number of flip-flops holding R.
     """
-    from sandbox_lens.interp.tasks.catalogue import get_automaton, grid
 
     target = grid(n, noop)
     S = n - 1
@@ -350,7 +348,6 @@ def grid_cascade(n: int, noop: bool = False) -> Cascade:
 
 def known_cascade(automaton: Semiautomaton) -> Cascade | None:
     """A built-in cascade for ``automaton`` when there is one (the 1-D gridworlds)."""
-    from sandbox_lens.interp.tasks.catalogue import grid
 
     n = automaton.n_states
     if n < 2:

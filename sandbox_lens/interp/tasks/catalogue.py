@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 
@@ -161,7 +162,7 @@ def symmetric_thesis(n: int) -> Semiautomaton:
     permutations in ``itertools.permutations`` order until there are 8."""
     import itertools
 
-    from sandbox_lens.interp.tasks.groups import cycle_notation
+    from sandbox_lens.interp.tasks.groups import cycle_notation  # group theory only where the catalogue needs it
 
     _bound("S<n>-thesis", n, 3, 6)
     arrays = [list(range(n)), [(i + 1) % n for i in range(n)], _cycle(0, 1, degree=n)]
@@ -290,7 +291,6 @@ def direct_product(parts: list[Semiautomaton], name: str | None = None) -> Semia
     n_symbols = int(np.prod([p.n_symbols for p in parts]))
     if n_states > _MAX_STATES or n_symbols > _MAX_STATES:
         raise AutomatonError("direct product too large for the catalogue")
-    from sandbox_lens.interp.budget import require
 
     require(
         f"the transition table of a product with {n_states:,} states and {n_symbols:,} symbols",

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from sandbox_lens.interp.budget import memory_limit, operations_limit, require
 from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 
@@ -73,8 +74,6 @@ class TransformationSemigroup:
         """The maximal subgroups H_e (one per idempotent e) as sympy groups on im(e)."""
         from sympy.combinatorics import Permutation, PermutationGroup
 
-        from sandbox_lens.interp.budget import require
-
         idempotents = [e for e in self.elements if compose(e, e) == e]
         require(
             f"the maximal subgroups of a semigroup of {self.size} elements on {self.degree} states",
@@ -110,7 +109,6 @@ def transformation_semigroup(automaton: Semiautomaton, max_size: int = MAX_SEMIG
     """Close the symbol maps under composition (breadth-first). The closure stops with a one-line error
     past ``max_size`` elements or past what the work budget (:mod:`sandbox_lens.interp.budget`) allows: each element
     costs |Q| operations per symbol and about 8|Q| bytes, so a large |Q| allows fewer elements."""
-    from sandbox_lens.interp.budget import memory_limit, operations_limit
 
     n, m = automaton.n_states, max(automaton.n_symbols, 1)
     allowed = int(min(max_size, operations_limit() // (n * m), memory_limit() // (8 * n + 64)))

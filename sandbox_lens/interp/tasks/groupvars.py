@@ -31,6 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.errors import ConstructionError
+from sandbox_lens.interp.tasks.groups import compose
+from sandbox_lens.interp.tasks.solvable import inverse, order_of, plan_solvable_group
+
 __all__ = ["GroupVariables", "group_variables", "permutation_group", "is_permutation_automaton"]
 
 
@@ -54,7 +58,6 @@ def permutation_group(automaton: Any) -> Any | None:
 @functools.lru_cache(maxsize=64)
 def _plan(name: str, delta: bytes, automaton: Any) -> Any:
     """The plan of an automaton's group, keyed by its name and table (the derived series needs sympy)."""
-    from sandbox_lens.interp.tasks.solvable import plan_solvable_group
 
     maps = [automaton.transition_map(s) for s in range(len(automaton.alphabet))]
     return plan_solvable_group(maps, automaton.n_states, automaton.name)
@@ -71,8 +74,6 @@ class GroupVariables:
     default: tuple[str, ...] = ()
 
     def __init__(self, automaton: Any, plan: Any) -> None:
-        from sandbox_lens.interp.tasks.groups import compose
-        from sandbox_lens.interp.tasks.solvable import inverse, order_of
 
         self.automaton, self.plan = automaton, plan
         elements = list(plan.elements)
@@ -175,7 +176,6 @@ def group_variables(automaton: Any) -> GroupVariables | None:
 
 @functools.lru_cache(maxsize=64)
 def _family(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | None:
-    from sandbox_lens.interp.errors import ConstructionError
 
     try:
         return GroupVariables(automaton, permutation_group(automaton))

@@ -33,6 +33,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.tasks.cascade import parse_cascade_json
+from sandbox_lens.interp.tasks.ffl import ONE, ZERO, W, corrupt_ffl, read_targets, sample_ffl
+from sandbox_lens.interp.tasks.kinds import resolve, task_kind
+from sandbox_lens.interp.tasks.statevars import state_variables
 
 __all__ = [
     "HighLevel",
@@ -141,7 +145,6 @@ class StateModel(HighLevel):
     title = "automaton"
 
     def __init__(self, automaton: Any, mode: str = "parallel", cascade: Any = None) -> None:
-        from sandbox_lens.interp.tasks.statevars import state_variables
 
         super().__init__(mode)
         self.automaton = automaton
@@ -150,15 +153,12 @@ class StateModel(HighLevel):
 
     @classmethod
     def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> StateModel:
-        from sandbox_lens.interp.tasks.kinds import task_kind
 
         return cls(task_kind(task).source(task), mode)
 
     @classmethod
     def of_card(cls, card: Any, mode: str = "parallel") -> StateModel:
         """A ``krohn_rhodes`` model built from a cascade names its levels by that cascade."""
-        from sandbox_lens.interp.tasks.cascade import parse_cascade_json
-        from sandbox_lens.interp.tasks.kinds import task_kind
 
         cascade = (card.options or {}).get("cascade")
         cascade = parse_cascade_json(json.dumps(cascade), "the card's cascade") if cascade else None
@@ -263,7 +263,6 @@ class DyckModel(HighLevel):
 
     @classmethod
     def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> DyckModel:
-        from sandbox_lens.interp.tasks.kinds import task_kind
 
         return cls(task_kind(task).source(task), mode)
 
@@ -332,7 +331,6 @@ class FFLModel(HighLevel):
     title = "flip-flop"
 
     def __init__(self, p: float | Sequence[float] = 0.8, mode: str = "parallel") -> None:
-        from sandbox_lens.interp.tasks.ffl import ONE, ZERO
 
         super().__init__(mode)
         self.p = float(p[0]) if isinstance(p, (list, tuple)) else float(p)
@@ -343,19 +341,16 @@ class FFLModel(HighLevel):
         return cls(task.get("p", 0.8), mode)
 
     def pairs(self, n: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        from sandbox_lens.interp.tasks.ffl import corrupt_ffl, sample_ffl
 
         base = sample_ffl(self.p, n, length, rng)
         return base, corrupt_ffl(base, "resample", rng)
 
     def answers(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from sandbox_lens.interp.tasks.ffl import read_targets
 
         written, reads = read_targets(words)
         return written, reads & (written >= 0)
 
     def values(self, words: np.ndarray, variable: str | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-        from sandbox_lens.interp.tasks.ffl import ZERO, read_targets
 
         self.variable(variable)
         written, _ = read_targets(words)
@@ -364,7 +359,6 @@ class FFLModel(HighLevel):
     def counterfactual(
         self, base: np.ndarray, source: np.ndarray, position: int, variable: str | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        from sandbox_lens.interp.tasks.ffl import W
 
         self.variable(variable)
         self._check_position(base, position)
@@ -400,6 +394,5 @@ def high_level_of(model: Any, mode: str = "parallel") -> HighLevel:
     kind = card.task_kind
     if kind.high_level is None:
         raise HighLevelError(f"{kind.name} tasks have no high-level causal model")
-    from sandbox_lens.interp.tasks.kinds import resolve
 
     return resolve(kind.high_level).of_card(card, mode)

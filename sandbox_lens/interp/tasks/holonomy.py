@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.groups import Map, TransformationSemigroup, group_name, transformation_semigroup
 
@@ -63,7 +64,6 @@ class HolonomySkeleton:
     @cached_property
     def orbits(self) -> dict[Image, frozenset[Image]]:
         """Each image's orbit {P·s : s ∈ S¹} (refused in one line past the work budget, :mod:`sandbox_lens.interp.budget`)."""
-        from sandbox_lens.interp.budget import require
 
         require(
             f"the orbits of {len(self.images)} images under {len(self.monoid)} maps",

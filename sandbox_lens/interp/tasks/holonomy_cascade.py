@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.tasks.automata import Semiautomaton
+from sandbox_lens.interp.tasks.cascade import Cascade, CascadeLevel, with_target
 from sandbox_lens.interp.tasks.holonomy import HolonomySkeleton, Image, act, holonomy_skeleton
 
 __all__ = ["holonomy_cascade", "Coordinates", "MAX_REACHABLE", "MAX_WIRING"]
@@ -149,7 +151,6 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     """``automaton`` as a cascade of permutation-reset levels covering it (checked on every reachable product
     state); refuses, in one line, an automaton with a holonomy group that is not solvable. ``progress``: a tqdm
     bar over the chains reached (shown only when the enumeration takes more than a second)."""
-    from sandbox_lens.interp.tasks.cascade import Cascade, CascadeLevel, with_target
 
     h = skeleton or holonomy_skeleton(automaton)
     bad = [c for c in h.components if not c["solvable"]]
@@ -167,7 +168,6 @@ def holonomy_cascade(automaton: Semiautomaton, skeleton: HolonomySkeleton | None
     wiring: list[dict[tuple[tuple[int, ...], int], tuple[int, ...]]] = [{} for _ in sizes]
     start = co.encode(automaton.initial)
     seen, frontier = {start}, [start]
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     bar = progress_bar(total=None, unit="chain", desc=f"decomposing {automaton.name}", disable=not progress, delay=1.0)
     while frontier:

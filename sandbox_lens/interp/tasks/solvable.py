@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from sandbox_lens.interp.errors import ConstructionError
-from sandbox_lens.interp.tasks.groups import compose, cycle_notation  # noqa: F401 - cycle_notation: public here too
+from sandbox_lens.interp.tasks.groups import compose, cycle_notation, perfect_core_name  # noqa: F401 - cycle_notation: public here too
 
 __all__ = [
     "Map",
@@ -222,8 +222,6 @@ def plan_solvable_group(generators: Sequence[Map], degree: int, name: str = "the
     too large to tabulate.
     """
     from sympy.combinatorics import Permutation, PermutationGroup
-
-    from sandbox_lens.interp.tasks.groups import perfect_core_name
 
     identity = tuple(range(degree))
     gens = [tuple(int(x) for x in g) for g in generators if tuple(g) != identity]

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.tasks.cascade import known_cascade
 from sandbox_lens.interp.tasks.gridworld import grid_axes, start_moves, window_states
+from sandbox_lens.interp.tasks.groupvars import group_variables
 
 __all__ = [
     "LevelVariables",
@@ -266,7 +268,6 @@ def _legal(automaton: Any, words: np.ndarray) -> np.ndarray:
 def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
     """The families of variables ``automaton`` has beside its state (``cascade``: the one a model was built from;
     otherwise the automaton's known cascade, if any)."""
-    from sandbox_lens.interp.tasks.cascade import known_cascade
 
     out: list[Any] = []
     cascade = cascade if cascade is not None else known_cascade(automaton)
@@ -277,7 +278,6 @@ def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
         out.append(GridVariables(automaton, axes[0]))
     if automaton.n_states**automaton.n_states <= MAX_WINDOW_VALUES:
         out.append(WindowVariables(automaton))
-    from sandbox_lens.interp.tasks.groupvars import group_variables
 
     group = group_variables(automaton)
     if group is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.jsonfile import read_json
+from sandbox_lens.interp.model.card import ModelCard, TokenIO
+from sandbox_lens.interp.model.hooked import load_strict, new_model
 from sandbox_lens.interp.tasks.kinds import task_kind
 
 __all__ = ["adopt", "load_adopted", "AdoptError"]
@@ -48,7 +50,6 @@ def adopt(
     Returns:
         The same model object, with a ``card`` (every analysis accepts it; ``save_model`` writes it like a
         twin)."""
-    from sandbox_lens.interp.model.card import ModelCard, TokenIO
     from sandbox_lens.interp.model.tokens import attach_tokenizer
 
     cfg = getattr(model, "cfg", None)
@@ -145,8 +146,6 @@ def load_adopted(state_dict: str | Path, config: str | Path, task: Any, **kwargs
         task: the task it was trained on.
         **kwargs: :func:`adopt`'s keywords (``prefix``, ``symbol_tokens``, ``name``)."""
     import torch
-
-    from sandbox_lens.interp.model.hooked import load_strict, new_model
 
     try:
         cfg = read_json(config, error=AdoptError, what="a HookedTransformerConfig")

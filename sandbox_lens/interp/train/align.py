@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import OptionError
-from sandbox_lens.interp.model.run import run_with_hooks
-from sandbox_lens.interp.streams import Stream
+from sandbox_lens.interp.model.run import readout_answer, run_with_hooks
+from sandbox_lens.interp.streams import Stream, rng
 from sandbox_lens.interp.tasks.batches import step_rng
+from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 
 __all__ = [
     "aligned_losses",
@@ -58,7 +59,6 @@ def circuit_nodes(heads_per_block: list[int], mlp_blocks: list[int], n_layers: i
 def check_alignment(alignment: Mapping[str, Any], shape: Any, task: Any) -> None:
     """Refuse, in one line, a correspondence the twin cannot hold (a hook or a circuit block past its blocks,
     coordinates past its width, an LSTM, a task the construction does not model)."""
-    from sandbox_lens.interp.tasks.kinds import task_kind
 
     if shape.arch != "transformer":
         raise OptionError("--align intervenes on a transformer's residual stream; an LSTM has none")
@@ -141,8 +141,6 @@ def aligned_losses(
     """
     import torch
 
-    from sandbox_lens.interp.tasks.kinds import resolve, task_kind
-
     kind = task_kind(task)
     high = resolve(kind.high_level).of_task(task.to_dict())
     layout = task.token_layout()
@@ -212,10 +210,6 @@ def imposed_iia(
     position in turn, the share of changed outputs that follow the high-level model (``{"iia", "outputs"}``, and the
     same per position swapped under ``by_position``)."""
     import torch
-
-    from sandbox_lens.interp.model.run import readout_answer
-    from sandbox_lens.interp.streams import rng
-    from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 
     kind = task_kind(task)
     high = resolve(kind.high_level).of_task(task.to_dict())

@@ -15,6 +15,7 @@ from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.files import atomic_write, remove_torn_writes
 from sandbox_lens.interp.jsonfile import check_schema, parse_json, read_json
 from sandbox_lens.interp.model.card import normalise_task
+from sandbox_lens.interp.model.hooked import load_strict, tl_state_dict
 from sandbox_lens.interp.tasks.kinds import task_from_dict
 from sandbox_lens.interp.train.config import ModelShape
 
@@ -100,8 +101,6 @@ def save_checkpoint(out: Path, model, opt, meta: dict[str, Any], ema=None) -> No
     ``checkpoint.json`` is a readable copy of the metadata, written after."""
     import torch
     from safetensors.torch import save
-
-    from sandbox_lens.interp.model.hooked import tl_state_dict
 
     # TransformerLens 3.9 names on either back end: a twin trained on the bridge loads under 3.9 too
     # CPU copies: a run trained on one device resumes on any other
@@ -210,7 +209,6 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
 def load_weights(model, state: dict[str, Any], where: Path) -> None:
     """Checkpoint weights into ``model``: TransformerLens 3.9 names (what is saved now, from either back
     end; older checkpoints also hold the causal-mask buffers) or the back end's own names (an EMA state)."""
-    from sandbox_lens.interp.model.hooked import load_strict
 
     tl_names = any(k == "embed.W_E" or ".attn.W_Q" in k for k in state)
     try:

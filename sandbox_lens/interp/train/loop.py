@@ -20,12 +20,16 @@ from typing import Any
 from sandbox_lens.interp.errors import CheckpointError, Interrupted, OptionError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.model.fast import training_forward
-from sandbox_lens.interp.model.hooked import fused_layernorm
+from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, fused_layernorm, is_bridge
 from sandbox_lens.interp.model.run import run_with_hooks
+from sandbox_lens.interp.model.saved import save_model
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
+from sandbox_lens.interp.train.align import aligned_losses, check_alignment, imposed_iia
 from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
+from sandbox_lens.interp.train.regularise import EMA, attention_entropy, contrastive_penalty, training_hooks
 from sandbox_lens.interp.train.twin import build_twin, initialise_and_freeze, load_trained
 
 __all__ = ["train", "evaluate", "check_resources", "step_bytes", "MAX_STEP_BYTES", "keep_model", "kept_models", "KEPT"]
@@ -38,8 +42,6 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
     tokens = torch.from_numpy(batch.tokens)
     patterns: list = []
     if config is not None and config.hooked_training:
-        from sandbox_lens.interp.train.regularise import training_hooks
-
         logits = run_with_hooks(
             model, tokens, return_type="logits", fwd_hooks=training_hooks(model, config, step, patterns)
         )
@@ -48,18 +50,12 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
     mask = torch.from_numpy(batch.loss_mask).to(logits.device)
     loss = torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(batch.targets).to(logits.device)[mask])
     if patterns:
-        from sandbox_lens.interp.train.regularise import attention_entropy
-
         loss = loss + config.sharpen * attention_entropy(patterns)
     if config is not None and config.contrastive:
-        from sandbox_lens.interp.train.regularise import contrastive_penalty
-
         loss = loss + config.contrastive * contrastive_penalty(
             model, batch.tokens, logits, task.lang, config.seed, step
         )
     if config is not None and config.alignment:
-        from sandbox_lens.interp.train.align import aligned_losses
-
         iit, strict = aligned_losses(
             model, task, config.alignment, config.seed, step, config.batch, config.iit_variables == "all"
         )
@@ -128,8 +124,6 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
 
     check_resources(task, shape, config)  # before anything is allocated or written
     if config.alignment:
-        from sandbox_lens.interp.train.align import check_alignment
-
         check_alignment(config.alignment, shape, task)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -155,8 +149,6 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
                 f"transformer with --n-ctx ≥ {task.n_ctx + room}"
             )
     if config.alignment:
-        from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge
-
         if is_bridge(model):
             raise OptionError(BRIDGE_LACKS["align"])
     initialise_and_freeze(model, config, init_spec)
@@ -166,8 +158,6 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     ema = None
     if config.ema:
-        from sandbox_lens.interp.train.regularise import EMA
-
         ema = EMA(model, config.ema)
     return model, params, opt, ema
 
@@ -219,8 +209,6 @@ def train(
         The run's metrics (as written to ``metrics.json``).
     """
     import torch
-
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     out = Path(out)
     model, params, opt, ema = _prepare(task, shape, config, out, init_spec)
@@ -319,8 +307,6 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
     strictness losses of this step's pairs."""
     import torch
 
-    from sandbox_lens.interp.train.align import aligned_losses, imposed_iia
-
     iia = imposed_iia(model, task, config.alignment, config.seed)
     with torch.no_grad():
         iit, strict = aligned_losses(
@@ -353,7 +339,6 @@ KEPT = "checkpoints"
 def keep_model(out: Path, step: int) -> Path:
     """Save the model just checkpointed in ``out`` (the moving average when kept) as ``out/checkpoints/step_<S>``:
     a saved model every ``--model`` command takes."""
-    from sandbox_lens.interp.model.saved import save_model
 
     return save_model(load_trained(out), out / KEPT / f"step_{step:06d}")
 
@@ -383,7 +368,6 @@ def _finish(
     if shape.arch == "transformer":
         # the weights it was evaluated with (the moving average when kept), config and card, apart from
         # the optimizer state: `load_model(out)`, `interp verify --model out`, or plain TransformerLens
-        from sandbox_lens.interp.model.saved import save_model
 
         save_model(load_trained(out), out)
     metrics = {

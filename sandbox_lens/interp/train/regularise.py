@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sandbox_lens.interp.model.run import hook_name
 from sandbox_lens.interp.streams import Stream, torch_seed
+from sandbox_lens.interp.tasks.batches import step_rng
 
 __all__ = ["training_hooks", "attention_entropy", "contrastive_penalty", "EMA"]
 
@@ -28,7 +30,6 @@ def _dropout(p: float, generator) -> Callable:
 
 def _shifted_positions(model, config, step: int) -> Callable:
     """The thesis's random position shift: one offset in 0..pos_shift per batch, from (seed, step)."""
-    from sandbox_lens.interp.tasks.batches import step_rng
 
     offset = int(step_rng(config.seed, step, Stream.POSITION_SHIFTS).integers(0, config.pos_shift + 1))
 
@@ -45,8 +46,6 @@ def training_hooks(model, config, step: int, patterns: list) -> list[tuple[str, 
     ``config.sharpen`` is set, hooks that collect every attention pattern (with its gradient) into
     ``patterns`` for :func:`attention_entropy`."""
     import torch
-
-    from sandbox_lens.interp.model.run import hook_name
 
     hooks: list[tuple[str, Callable]] = []
     generator = torch.Generator().manual_seed(torch_seed(config.seed, Stream.DROPOUT, step))
@@ -82,8 +81,6 @@ def contrastive_penalty(model, tokens, logits, lang, seed: int, step: int) -> An
     vocabulary. A model that generalises in length perfectly pays nothing."""
     import numpy as np
     import torch
-
-    from sandbox_lens.interp.tasks.batches import step_rng
 
     rng = step_rng(seed, step, Stream.CONTRASTIVE_PAIRS)
     r = int(rng.integers(1, lang.D + 1))

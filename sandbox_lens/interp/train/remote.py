@@ -22,6 +22,10 @@ from typing import Any
 
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.files import atomic_write
+from sandbox_lens.interp.progress import bar as progress_bar
+from sandbox_lens.interp.tasks.kinds import task_from_dict
+from sandbox_lens.interp.train.checkpoint import has_checkpoint
+from sandbox_lens.interp.train.loop import train
 
 __all__ = ["run_ray", "pack", "unpack", "RunFiles", "check_address", "MAX_RETRIES", "CONNECT_SECONDS"]
 
@@ -77,10 +81,6 @@ def ray_job(args: tuple) -> dict[str, Any]:
     checkpoint if one came), ship the files after every checkpoint and at the end; returns the metrics."""
     import ray
     import torch
-
-    from sandbox_lens.interp.tasks.kinds import task_from_dict
-    from sandbox_lens.interp.train.checkpoint import has_checkpoint
-    from sandbox_lens.interp.train.loop import train
 
     task_dict, shape, config, directory, init_spec, receiver = args
     torch.set_num_threads(1)
@@ -160,8 +160,6 @@ def run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) 
     """The sweep's jobs ``(task dict, shape, config, run directory, init spec)`` as Ray tasks of one CPU each."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     started_here = _connect(num_cpus)
     try:

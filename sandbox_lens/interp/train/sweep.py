@@ -27,11 +27,13 @@ import numpy as np
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.jsonfile import read_json
+from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.settings import flag_of
 from sandbox_lens.interp.tasks.kinds import task_from_dict
 from sandbox_lens.interp.train.checkpoint import METRICS, METRICS_SCHEMA, has_checkpoint
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identity
 from sandbox_lens.interp.train.loop import train
+from sandbox_lens.interp.train.remote import check_address, run_ray
 
 __all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
 
@@ -153,7 +155,6 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
-    from sandbox_lens.interp.progress import bar as progress_bar
 
     if workers == 1:
         return [_job(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit="run")]
@@ -175,14 +176,12 @@ def _ray_ready() -> None:
         import ray  # noqa: F401
     except ImportError:
         raise SweepError("--backend ray needs Ray: pip install 'sandbox-lens[ray]' (or pip install ray)") from None
-    from sandbox_lens.interp.train.remote import check_address
 
     check_address()
 
 
 def _run_ray(jobs: list[tuple], progress: bool, desc: str, num_cpus: int | None) -> list[dict[str, Any]]:
     """The same jobs as Ray tasks of one CPU each, shipping their files to the driver (:mod:`sandbox_lens.interp.train.remote`)."""
-    from sandbox_lens.interp.train.remote import run_ray
 
     return run_ray([(t, s, c, str(Path(d).resolve()), i) for t, s, c, d, i in jobs], progress, desc, num_cpus)
 

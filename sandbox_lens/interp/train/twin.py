@@ -12,8 +12,12 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import CheckpointError, OptionError, SandboxError
+from sandbox_lens.interp.model.card import ModelCard, TokenIO
+from sandbox_lens.interp.model.device import current
+from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge, new_model, state_dict_arrays
+from sandbox_lens.interp.model.saved import load_model
 from sandbox_lens.interp.tasks.kinds import task_from_dict, task_kind
-from sandbox_lens.interp.train.checkpoint import load_weights, read_checkpoint, task_label
+from sandbox_lens.interp.train.checkpoint import has_checkpoint, load_weights, read_checkpoint, task_label
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
 __all__ = [
@@ -58,7 +62,6 @@ def build_twin(task, shape: ModelShape, seed: int = 0):
 
     torch.manual_seed(seed)
     if shape.arch == "lstm":
-        from sandbox_lens.interp.model.device import current
         from sandbox_lens.interp.model.lstm import LSTMConfig, LSTMModel
 
         return LSTMModel(
@@ -71,7 +74,6 @@ def build_twin(task, shape: ModelShape, seed: int = 0):
                 n_ctx=MAX_N_CTX,
             )
         ).to(current())
-    from sandbox_lens.interp.model.hooked import new_model
 
     n_ctx = shape.context(task)
     # the installed TransformerLens's model: a HookedTransformer (3.9) or a native TransformerBridge (4.x)
@@ -121,8 +123,6 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     ``config.attention == "uniform"``, every head's query and key weights and biases are set to 0 and frozen."""
     import torch
 
-    from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge
-
     if (config.init_layers or config.freeze) and is_bridge(model):
         raise OptionError(BRIDGE_LACKS["init_from"])
     names = [n for n, _ in model.named_parameters()]
@@ -134,7 +134,6 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
     if config.init_layers:
         if init_spec is None:
             raise SandboxError(f"the config starts from {config.init!r}, but no construction was given")
-        from sandbox_lens.interp.model.hooked import state_dict_arrays
 
         arrays = state_dict_arrays(init_spec)
         params = dict(model.named_parameters())
@@ -205,19 +204,16 @@ def open_model(directory: str | Path, expect_construction: str | None = None):
     Args:
         directory: a run directory, or a directory written by ``interp build`` / :func:`save_model`.
         expect_construction: refuse a model of another construction (``trained`` for a twin)."""
-    from sandbox_lens.interp.train.checkpoint import has_checkpoint
 
     if has_checkpoint(directory):
         if expect_construction not in (None, "trained"):
             raise CheckpointError(f"{directory} holds a trained twin, not a {expect_construction} construction")
         return load_trained(directory)
-    from sandbox_lens.interp.model.saved import load_model
 
     return load_model(directory, expect_construction=expect_construction)
 
 
 def _card(task, meta: dict[str, Any]):
-    from sandbox_lens.interp.model.card import ModelCard, TokenIO
 
     layout = task.token_layout()
     io = TokenIO(layout.prefix, layout.symbol_tokens)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.checked import FORWARDS, CheckedForward
 from sandbox_lens.interp.tasks.kinds import resolve
@@ -74,7 +75,6 @@ def verify(
     if bands is not None and "bands" not in accepts:
         raise ConstructionError("length bands apply to Dyck models")
     n = kind.verify_samples if samples is None else int(samples)
-    from sandbox_lens.interp.budget import require
 
     L, cfg = int(length or card.max_length), model.cfg
     # seconds per (input × position × layer × (T + d_model)), measured on a 2-core machine: modular_counter

@@ -7,6 +7,7 @@ from typing import Any
 
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.card import ModelCard
+from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = ["Verification", "Mismatch", "resolve_model", "SHAPE_KEYS"]
@@ -88,8 +89,6 @@ def resolve_model(model_or_spec: Any, dtype: str = "float32") -> tuple[Any, str]
     Refuses a dtype the construction is not verified in, so no unverified number is reported.
     """
     if isinstance(model_or_spec, ConstructionSpec):
-        from sandbox_lens.interp.model.hooked import to_hooked
-
         spec = model_or_spec
         if dtype not in spec.verified_dtypes:
             raise ConstructionError(

@@ -30,7 +30,7 @@ from sandbox_lens.interp.tasks.kinds.automaton import AutomatonKind
 from sandbox_lens.interp.tasks.kinds.base import (
     NO_SOURCE,
     SOURCE_OPTIONS,
-    Option,
+    CommandLineOption,
     TaskKind,
     TaskKindError,
     all_kinds,
@@ -49,7 +49,7 @@ from sandbox_lens.interp.tasks.kinds.ffl import FFLKind
 
 __all__ = [
     "TaskKind",
-    "Option",
+    "CommandLineOption",
     "TaskKindError",
     "register",
     "unregister",

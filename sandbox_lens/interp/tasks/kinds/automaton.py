@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import AutomatonError, ConstructionError, OptionError, SandboxError
 from sandbox_lens.interp.streams import Stream
-from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, Option, TaskKind, checked
+from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, CommandLineOption, TaskKind, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,13 +23,13 @@ class AutomatonKind(TaskKind):
     default_length, compare_length = 32, 16
     train_defaults = {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.99}
     train_options = (
-        Option(("--automaton",), "automaton", "automaton task: catalogue name", "NAME", group="automaton"),
-        Option(
+        CommandLineOption(("--automaton",), "automaton", "automaton task: catalogue name", "NAME", group="automaton"),
+        CommandLineOption(
             ("--automaton-file",), "automaton_file", "automaton task: JSON automaton file", "PATH", group="automaton"
         ),
     )
     shift_options = (
-        Option(
+        CommandLineOption(
             ("--probs",),
             "probs",
             "automata: symbol distributions, each comma-separated over the alphabet (e.g. 0.95,0.05)",
@@ -37,7 +37,7 @@ class AutomatonKind(TaskKind):
             nargs="+",
             default=[],
         ),
-        Option(
+        CommandLineOption(
             ("--counts",),
             "counts",
             "automata: words with exactly N occurrences of --count-symbol (e.g. 0 2 14 16)",
@@ -46,7 +46,7 @@ class AutomatonKind(TaskKind):
             nargs="+",
             default=[],
         ),
-        Option(
+        CommandLineOption(
             ("--count-symbol",), "count_symbol", "automata: the symbol --counts counts (default: the second)", "SYM"
         ),
     )

@@ -1,4 +1,4 @@
-"""The task-kind base class, the command-line :class:`Option` a kind reads, and the registry itself
+"""The task-kind base class, the command-line :class:`CommandLineOption` a kind reads, and the registry itself
 (see :mod:`sandbox_lens.interp.tasks.kinds`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TaskKind",
-    "Option",
+    "CommandLineOption",
     "TaskKindError",
     "register",
     "unregister",
@@ -38,7 +38,7 @@ class TaskKindError(CheckpointError):
 
 
 @dataclass(frozen=True)
-class Option:
+class CommandLineOption:
     """A command-line option a kind reads: ``flags`` (the first is the name), ``dest`` (the value's key),
     argparse's ``type``/``nargs``/``metavar``/``default``/``help``. Options of one ``group`` exclude each
     other (e.g. an automaton from the catalogue or from a file)."""
@@ -86,11 +86,11 @@ class TaskKind:
     #: fields of the twin's default :class:`~sandbox_lens.interp.train.ModelShape` that differ from the class's
     twin_shape: ClassVar[Mapping[str, Any]] = {}
     #: options of `interp train KIND` (the task's parameters)
-    train_options: ClassVar[tuple[Option, ...]] = ()
+    train_options: ClassVar[tuple[CommandLineOption, ...]] = ()
     #: options of `interp evaluate` on a model of this kind (its shifts)
-    shift_options: ClassVar[tuple[Option, ...]] = ()
+    shift_options: ClassVar[tuple[CommandLineOption, ...]] = ()
     #: options of `interp compare KIND` (the language compared)
-    compare_options: ClassVar[tuple[Option, ...]] = ()
+    compare_options: ClassVar[tuple[CommandLineOption, ...]] = ()
     #: `-O` options of a construction of this kind that describe the task, not the weights (Dyck's q)
     construction_task_options: ClassVar[tuple[str, ...]] = ()
     #: random inputs per verification check when the caller does not say

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
-from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCE_OPTIONS, Option, TaskKind, checked
+from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCE_OPTIONS, CommandLineOption, TaskKind, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,13 +23,15 @@ class DyckKind(TaskKind):
     train_defaults = {"steps": 1500, "lr": 3e-3, "target_accuracy": 0.97}
     twin_shape = {"n_layers": 2, "d_model": 50, "n_heads": 1, "d_mlp": 50}  # the thesis's Dyck models
     train_options = (
-        Option(("--dyck",), "dyck", "dyck task: Dyck_{K,D}", "K,D"),
-        Option(("--q",), "q", "dyck: probability of an open bracket", type=float, default=0.5),
+        CommandLineOption(("--dyck",), "dyck", "dyck task: Dyck_{K,D}", "K,D"),
+        CommandLineOption(("--q",), "q", "dyck: probability of an open bracket", type=float, default=0.5),
     )
     shift_options = (
-        Option(("--bands",), "bands", "dyck: length bands (default: as `verify dyck`)", "LO-HI", nargs="+"),
-        Option(("--q",), "q", "dyck: other open-bracket probabilities", "Q", type=float, nargs="+", default=[]),
-        Option(
+        CommandLineOption(("--bands",), "bands", "dyck: length bands (default: as `verify dyck`)", "LO-HI", nargs="+"),
+        CommandLineOption(
+            ("--q",), "q", "dyck: other open-bracket probabilities", "Q", type=float, nargs="+", default=[]
+        ),
+        CommandLineOption(
             ("--depths",),
             "depths",
             "dyck: prefixes of a shallower language Dyck_{k,D} (D below the model's)",
@@ -39,7 +41,9 @@ class DyckKind(TaskKind):
             default=[],
         ),
     )
-    compare_options = (Option(("--dyck",), "dyck", "dyck: the language (default 2,4)", "K,D", default="2,4"),)
+    compare_options = (
+        CommandLineOption(("--dyck",), "dyck", "dyck: the language (default 2,4)", "K,D", default="2,4"),
+    )
     construction_task_options = ("q",)
     verify_accepts = frozenset({"bands"})
     verifier = "sandbox_lens.interp.verify.dyck:verify_dyck"

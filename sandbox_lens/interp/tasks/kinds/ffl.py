@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
 from sandbox_lens.interp.streams import Stream
-from sandbox_lens.interp.tasks.kinds.base import SOURCE_OPTIONS, Option, TaskKind, canonical_name, checked
+from sandbox_lens.interp.tasks.kinds.base import SOURCE_OPTIONS, CommandLineOption, TaskKind, canonical_name, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,7 +24,7 @@ class FFLKind(TaskKind):
     default_length = 64
     train_defaults = {"steps": 3000, "lr": 1e-3, "target_accuracy": 0.999}
     train_options = (
-        Option(
+        CommandLineOption(
             ("--ffl", "--flipflop"),
             "ffl",
             "ffl task: FFL(P), P = p_i (default 0.8); several: a mixture, e.g. 0.9,0.98,0.1",
@@ -32,10 +32,14 @@ class FFLKind(TaskKind):
         ),
     )
     shift_options = (
-        Option(("--ffl",), "ffl", "ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)", "P,P,..."),
+        CommandLineOption(
+            ("--ffl",), "ffl", "ffl: the ignore probabilities p of FFL(p) (default 0.8,0.98,0.1)", "P,P,..."
+        ),
     )
     compare_options = (
-        Option(("--ffl",), "ffl", "ffl: the language FFL(P), P = p_i (default 0.8)", "P", type=float, default=0.8),
+        CommandLineOption(
+            ("--ffl",), "ffl", "ffl: the language FFL(P), P = p_i (default 0.8)", "P", type=float, default=0.8
+        ),
     )
     verifier = "sandbox_lens.interp.verify.ffl:verify_ffl"
     evaluator = "sandbox_lens.interp.evaluate:score_ffl"
