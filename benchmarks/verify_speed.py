@@ -6,13 +6,18 @@ forward throughout, ``forward="bare"`` runs :mod:`sandbox_lens.interp.model.bare
 TransformerLens run is counted in its time). Sampled words only (no exhaustive set), so positions/s
 is the long-input throughput. The two are alternated and the median of the rounds is printed, with
 the ratio bare / model measured in this run. Then the same for the probes' residual-stream caching
-(:func:`sandbox_lens.interp.model.checked.residual_stream`, its one-sequence check counted).
+(:func:`sandbox_lens.interp.model.checked.residual_stream`, its one-sequence check counted). Last, a short
+``interp verify`` as a whole command, in CPU seconds (its imports included): on a construction's weights without
+TransformerLens (the default) and with ``--forward model`` (which builds and runs the TransformerLens model),
+alternated.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,5 +100,32 @@ def main() -> None:
         )
 
 
+#: the short check a user runs by hand, as a whole command
+COMMAND = ["verify", "prefix_scan", "--automaton", "parity", "--length", "8", "--samples", "10"]
+
+
+def command_cpu_seconds(extra: list[str]) -> float:
+    """CPU seconds (user + system) of one ``python -m sandbox_lens.interp`` run of :data:`COMMAND` + ``extra``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "sandbox_lens.interp", *COMMAND, *extra], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def command_times(rounds: int) -> None:
+    times: dict[str, list[float]] = {"bare": [], "model": []}
+    command_cpu_seconds([])  # warm the file caches
+    for _ in range(rounds):
+        for forward in ("bare", "model"):
+            times[forward].append(command_cpu_seconds(["--forward", forward]))
+    ratios = sorted(b / m for b, m in zip(times["bare"], times["model"]))
+    print(f"\ninterp {' '.join(COMMAND)} (whole command, CPU seconds, median [min, max] over {rounds} rounds)")
+    for forward in ("bare", "model"):
+        t = times[forward]
+        print(f"  --forward {forward:5s}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]")
+    print(f"  bare / model: {statistics.median(ratios):.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}]", flush=True)
+
+
 if __name__ == "__main__":
     main()
+    command_times(3 if "--quick" in sys.argv else 7)

@@ -153,3 +153,53 @@ def test_wide_mlps_in_row_chunks_compute_what_one_pass_computes(monkeypatch):
         monkeypatch.setattr(bare, "HIDDEN_CHUNK", 1)
         chunked = bare.bare_forward(model)(tokens)
     assert torch.allclose(whole, chunked, rtol=0, atol=1e-4) and torch.equal(whole.argmax(-1), chunked.argmax(-1))
+
+
+def test_a_spec_is_verified_on_its_weights_without_transformer_lens():
+    """verify(spec) checks the weights on the one forward, cross-checked against the same weights in float64; the
+    TransformerLens model is never built, and the verdict is the TransformerLens model's."""
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.model.bare import BareModel
+
+    spec = build("prefix_scan", get_automaton("S3"), 32)
+    weights = BareModel(spec)
+    r = verify(weights, samples=50)
+    assert weights._hooked is None  # TransformerLens never ran
+    assert r.details["forward"]["path"] == "bare (cross-checked against the weights in float64)"
+    assert r.details["forward"]["cross_checked_positions"] > 0
+    on_model = verify(build_model("prefix_scan", get_automaton("S3"), 32), samples=50)
+    assert (r.accuracy, r.checked, r.sequences) == (on_model.accuracy, on_model.checked, on_model.sequences)
+    tokens = _tokens(build_model("prefix_scan", get_automaton("S3"), 32), np.random.default_rng(3))
+    with exact_precision():
+        theirs = weights.hooked()(tokens)
+        assert float((weights.float64_forward(tokens) - theirs.double()).abs().max()) <= 1e-5 * max(
+            1.0, float(theirs.abs().max())
+        )
+
+
+def test_weights_whose_bare_forward_disagrees_are_checked_on_transformer_lens(monkeypatch):
+    import sandbox_lens.interp.model.bare as fwd
+    from sandbox_lens.constructions import build
+
+    real = fwd.bare_forward
+    monkeypatch.setattr(
+        fwd, "bare_forward", lambda model, residuals=False: lambda t: real(model, residuals)(t).flip(-1)
+    )
+    weights = fwd.BareModel(build("prefix_scan", get_automaton("S3"), 16))
+    r = verify(weights, samples=20)
+    assert r.exact and r.details["forward"]["path"].startswith("model (the bare forward disagreed")
+    assert weights._hooked is not None  # built when it had to run
+
+
+def test_interp_verify_does_not_import_transformer_lens():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from sandbox_lens.interp.cli import main; "
+        "code = main(['verify', 'prefix_scan', '--automaton', 'parity', '--length', '8', '--samples', '10']); "
+        "print('TL', 'transformer_lens' in sys.modules); sys.exit(code)"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "EXACT" in r.stdout and "TL False" in r.stdout

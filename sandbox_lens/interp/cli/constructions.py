@@ -354,7 +354,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print(
         f"  forward: {f['path']}"
         + (
-            f"; cross-checked against the model on {f['cross_checked_positions']} positions "
+            f"; {f['cross_checked_positions']} positions cross-checked "
             f"(largest logit difference {f['max_logit_difference']:.1e})"
             if f["cross_checked_positions"]
             else ""

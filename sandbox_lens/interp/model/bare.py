@@ -25,9 +25,18 @@ from dataclasses import replace
 from typing import Any
 
 from sandbox_lens.interp.model.arithmetic import Block, dense_stack, run
-from sandbox_lens.interp.model.hooked import tl_state_dict
+from sandbox_lens.interp.model.device import current
+from sandbox_lens.interp.model.hooked import (
+    _torch_dtype,
+    check_backend_length,
+    config_dict,
+    state_dict_arrays,
+    tl_state_dict,
+    to_hooked,
+)
+from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["bare_forward", "bare_unsupported"]
+__all__ = ["bare_forward", "bare_unsupported", "BareModel"]
 
 #: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
 HIDDEN_CHUNK = 1 << 18
@@ -63,10 +72,77 @@ class _Projection:
         return resid.index_add(1, self.cols, out)
 
 
+class BareModel:
+    """A construction's weights and card, run on :func:`sandbox_lens.interp.model.arithmetic.run` without
+    TransformerLens: what :func:`sandbox_lens.interp.verify.verify` checks when it is given a spec, so that
+    ``interp verify`` never imports TransformerLens (its import is most of a short check's time).
+
+    ``cfg`` holds the fields of the TransformerLens configuration the model would have (``config_dict``), the
+    weights are the ones ``to_hooked`` would load (``state_dict_arrays``), on the current device. Calling it, or
+    reading anything else a TransformerLens model has (``run_with_cache``, hooks), builds that model
+    (:meth:`hooked`) and answers from it: the verifier falls back to it where the bare forward and a float64 run of
+    the same weights disagree (:class:`sandbox_lens.interp.model.checked.CheckedForward`)."""
+
+    def __init__(self, spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> None:
+        import torch
+
+        check_backend_length(spec, dtype)
+        spec.check_size()
+        self.spec, self.dtype, self.use_attn_scale = spec, dtype, use_attn_scale
+        self.sandbox_config = config_dict(spec, dtype, use_attn_scale)
+        self.cfg = _Config(**self.sandbox_config)
+        self.card = spec.card()
+        self.card.options = {**self.card.options, "use_attn_scale": bool(use_attn_scale)}
+        kind, device = _torch_dtype(dtype), current()
+        self._weights = {
+            k: torch.tensor(v, dtype=kind, device=device) for k, v in state_dict_arrays(spec, use_attn_scale).items()
+        }
+        self._hooked: Any = None
+        self._float64: Callable[[Any], Any] | None = None
+
+    def named_parameters(self) -> Any:
+        return iter(self._weights.items())
+
+    def parameters(self) -> Any:
+        return iter(self._weights.values())
+
+    @property
+    def backend(self) -> str:
+        """What ran: ``"bare"``, or the TransformerLens class once it had to be built."""
+        return "bare" if self._hooked is None else type(self._hooked).__name__
+
+    def hooked(self) -> Any:
+        """The TransformerLens model of the same weights (built on first use)."""
+        if self._hooked is None:
+            self._hooked = to_hooked(self.spec, self.dtype, self.use_attn_scale)
+        return self._hooked
+
+    def float64_forward(self, tokens: Any) -> Any:
+        """The logits of the same weights in float64 (:func:`bare_forward`'s arithmetic): the cross-check's reference."""
+        if self._float64 is None:
+            self._float64 = _forward_of({k: v.double() for k, v in self._weights.items()}, self.cfg)
+        return self._float64(tokens)
+
+    def __call__(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.hooked()(tokens, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # what only a TransformerLens model has
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.hooked(), name)
+
+
+class _Config:
+    """The configuration fields a :class:`BareModel` has (those of TransformerLens's configuration it is built from)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
 def bare_unsupported(model: Any) -> str | None:
     """Why the bare forward cannot run ``model`` (None when it can)."""
     cfg = getattr(model, "cfg", None)
-    if cfg is None or not hasattr(type(model), "run_with_hooks"):  # e.g. the LSTM baseline
+    if cfg is None or not (isinstance(model, BareModel) or hasattr(type(model), "run_with_hooks")):  # e.g. an LSTM
         return f"{type(model).__name__} is not a TransformerLens model"
     checks = {
         "positional_embedding_type": ("standard",),
@@ -93,8 +169,11 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
     ``[batch, pos, d_model]``."""
     if bare_unsupported(model) is not None:
         return None
-    cfg = model.cfg
-    sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
+    return _forward_of({k: v.detach() for k, v in tl_state_dict(model).items()}, model.cfg, residuals)
+
+
+def _forward_of(sd: dict[str, Any], cfg: Any, residuals: bool = False) -> Callable[[Any], Any]:
+    """:func:`bare_forward` on the weights ``sd`` (TransformerLens's state-dict names) of a model configured as ``cfg``."""
     dense = dense_stack(sd.__getitem__, cfg)  # the weights as TransformerLens holds them, then restricted
     blocks = []
     for block in dense.blocks:

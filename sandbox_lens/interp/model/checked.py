@@ -1,6 +1,9 @@
 """One policy for the fast forward: :func:`sandbox_lens.interp.model.bare.bare_forward` runs only where it agrees with
 the model on a cross-checked sample of the inputs it is given; one disagreement and the model itself runs
-the rest, and the result says which ran.
+the rest, and the result says which ran. A construction's weights checked without TransformerLens
+(:class:`~sandbox_lens.interp.model.bare.BareModel`) are cross-checked against the same weights run in float64,
+which catches a float32 rounding that flips a prediction; TransformerLens is built only if they disagree (that the
+one forward computes TransformerLens's function is tested on every construction, ``tests/model/test_bare.py``).
 
 What must agree depends on what is read:
 
@@ -54,6 +57,11 @@ class CheckedForward:
             if forward == "model"
             else (_bare.bare_unsupported(model) or (None if covered else "hooks other than the residual stream"))
         )
+        #: what the cross-check compares with: the model itself, or for a construction's weights without
+        #: TransformerLens (a BareModel) the same weights in float64, so TransformerLens is built only on a disagreement
+        self.reference: Callable[[Any], Any] | None = (
+            model.float64_forward if isinstance(model, _bare.BareModel) and self.bare is not None else None
+        )
         self.checked_positions = 0
         self.max_logit_difference = 0.0
         self.disagreed = False
@@ -72,7 +80,7 @@ class CheckedForward:
         # one pass, then the other: the batch generators each hold a precision context, which must
         # not interleave (contexts restored out of order would leave inference mode switched on)
         bare = list(logits(self.model, sample, forward=self.bare))
-        model = list(logits(self.model, sample))
+        model = list(logits(self.model, sample, forward=self.reference))
         for (_, ours), (_, theirs) in zip(bare, model):
             self.checked_positions += ours.shape[0] * ours.shape[1]
             diff = float((ours.double() - theirs.double()).abs().max()) if ours.numel() else 0.0
@@ -102,14 +110,14 @@ class CheckedForward:
             return {n: cache[n] for n in self.residuals}, "model"
 
     def _fall_back(self) -> None:
-        self.disagreed, self.bare = True, None
+        self.disagreed, self.bare, self.reference = True, None, None
 
     def details(self) -> dict[str, Any]:
         """What ran, for :class:`~sandbox_lens.interp.verify.result.Verification`'s ``details["forward"]``."""
         if self.disagreed:
             path = "model (the bare forward disagreed on the cross-check)"
         elif self.bare is not None:
-            path = "bare"
+            path = "bare" if self.reference is None else "bare (cross-checked against the weights in float64)"
         else:
             path = "model" + (f" (no bare forward: {self.why_not})" if self.why_not else "")
         return {

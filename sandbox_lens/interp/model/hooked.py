@@ -23,7 +23,6 @@ import numpy as np
 
 from sandbox_lens.interp.errors import CheckpointError, ConstructionError, LengthError
 from sandbox_lens.interp.model.device import current
-from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = [
@@ -38,6 +37,7 @@ __all__ = [
     "backend",
     "tl_state_dict",
     "is_bridge",
+    "check_backend_length",
 ]
 
 DTYPES = ("float32", "float64")
@@ -288,6 +288,17 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     model.load_state_dict(full, strict=True)
 
 
+def check_backend_length(spec: ConstructionSpec, dtype: str) -> None:
+    """Refuse a float32 model longer than the spec is verified exact at on the installed back end (4.x's bridge
+    rounds differently from 3.9's kernels, so some constructions carry a shorter float32 limit there)."""
+    limit = spec.bridge_float32_max_length
+    if dtype == "float32" and limit is not None and spec.max_length > limit and backend() == "TransformerBridge":
+        raise LengthError(
+            f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
+            f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}"
+        )
+
+
 def carded(model, cfg: dict[str, Any], card) -> Any:
     """``model`` (its weights loaded) made ready for the analyses: evaluation mode, its ``card`` and
     ``sandbox_config``, and the card's tokenizer (:func:`sandbox_lens.interp.model.tokens.attach_tokenizer`)."""
@@ -312,18 +323,15 @@ def to_hooked(
     import torch
 
     tdtype = _torch_dtype(dtype)
-    limit = spec.bridge_float32_max_length
-    if dtype == "float32" and limit is not None and spec.max_length > limit and backend() == "TransformerBridge":
-        raise LengthError(
-            f"{spec.name} is verified exact in float32 on TransformerLens 4's bridge only up to "
-            f"T = {limit} (its kernels round differently from 3.9's); use --dtype float64 or T ≤ {limit}"
-        )
+    check_backend_length(spec, dtype)
     spec.check_size()  # before TransformerLens allocates (and initialises) the model
     cfg = config_dict(spec, dtype, use_attn_scale)
     arrays = state_dict_arrays(spec, use_attn_scale)
     card = spec.card()
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
     if rotate is not None:
+        from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation  # off the command line's start-up
+
         pad, seed = int(rotate.get("pad", spec.d_model)), int(rotate.get("seed", 0))
         arrays = rotate_state_dict(arrays, rotation(spec.d_model, pad, seed))
         cfg = {**cfg, "d_model": spec.d_model + pad}

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sandbox_lens.interp.errors import ConstructionError
+from sandbox_lens.interp.model.bare import BareModel
 from sandbox_lens.interp.model.card import ModelCard
-from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = ["Verification", "Mismatch", "resolve_model", "SHAPE_KEYS"]
@@ -54,9 +54,9 @@ class Verification:
     d_mlp: int
     mismatches: list[Mismatch] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
-    backend: str = (
-        "HookedTransformer"  # the model class that ran: HookedTransformer (TL 3.9) or TransformerBridge (4.x)
-    )
+    #: what ran: HookedTransformer (TL 3.9), TransformerBridge (4.x), or "bare" (a spec's weights on the package's
+    #: forward, TransformerLens not needed)
+    backend: str = "HookedTransformer"
 
     @property
     def exact(self) -> bool:
@@ -79,12 +79,13 @@ def model_shape(model) -> dict[str, int]:
         "d_model": cfg.d_model,
         "n_heads": cfg.n_heads,
         "d_mlp": cfg.d_mlp,
-        "backend": type(model).__name__,
+        "backend": model.backend if isinstance(model, BareModel) else type(model).__name__,
     }
 
 
 def resolve_model(model_or_spec: Any, dtype: str = "float32") -> tuple[Any, str]:
-    """A model to check: build a spec in ``dtype``, or take a sandbox-lens model as it is.
+    """A model to check: a spec's weights in ``dtype`` (a :class:`~sandbox_lens.interp.model.bare.BareModel`), or a
+    sandbox-lens model as it is.
 
     Refuses a dtype the construction is not verified in, so no unverified number is reported.
     """
@@ -95,7 +96,7 @@ def resolve_model(model_or_spec: Any, dtype: str = "float32") -> tuple[Any, str]
                 f"{spec.name} at length {spec.max_length} is not exact in {dtype} "
                 f"(supported: {', '.join(spec.verified_dtypes)}); {spec.notes}"
             )
-        return to_hooked(spec, dtype=dtype), dtype
+        return BareModel(spec, dtype), dtype  # its weights, TransformerLens built only if it must run
     model = model_or_spec
     if not isinstance(getattr(model, "card", None), ModelCard):
         raise ConstructionError("verify needs a ConstructionSpec or a model built by sandbox-lens (with a .card)")
