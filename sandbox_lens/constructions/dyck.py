@@ -35,13 +35,15 @@ import math
 import numpy as np
 
 from sandbox_lens.constructions.gadgets import bos_token_io, prefix_average_head, trapezoid
+from sandbox_lens.constructions.registry import REGISTRY
 from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.spec import MLP, Block, ConstructionSpec, Head, Layout, variable_site
 from sandbox_lens.interp.tasks.dyck import Dyck
 
 __all__ = ["build_dyck", "VARIANTS", "CONTROLS", "MAX_LENGTH", "FLOAT32_MAX_GAIN"]
 
-VARIANTS = ("stack", "uniform", "balanced")
+#: the second layer's attention: the registry's ``variant`` option is their one list
+VARIANTS: tuple[str, ...] = REGISTRY["dyck"].options["variant"].choices
 FIRST_LAYERS = ("full", "minimal")
 CONTROLS = ("unscaled", "zeroed")
 MAX_LENGTH = 4096  # verified: every band up to 4096 (make test-slow); float32 margins in the README

@@ -47,7 +47,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         metavar="KEY=VALUE",
         help="construction option (e.g. -O negatives=distractor,cancel,constant for informative negatives)",
     )
-    s.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
+    s.add_argument(
+        "--variant", help="dyck: the second layer's attention (the dyck construction's variant option; interp list)"
+    )
     s.add_argument(
         "--method",
         default="acdc",

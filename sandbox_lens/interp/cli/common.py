@@ -178,7 +178,9 @@ def construction_args(p: argparse.ArgumentParser, saved_model: bool = False) -> 
         metavar="KEY=VALUE",
         help="construction option, e.g. -O code=circle (repeatable)",
     )
-    p.add_argument("--variant", choices=["stack", "uniform", "balanced"], help="dyck: the second layer's attention")
+    p.add_argument(
+        "--variant", help="dyck: the second layer's attention (the dyck construction's variant option; interp list)"
+    )
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:

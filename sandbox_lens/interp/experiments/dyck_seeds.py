@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.constructions import build_model
+from sandbox_lens.constructions.dyck import VARIANTS
 from sandbox_lens.interp.experiments.base import Context, ExperimentError
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, grouped_bootstrap_interval, wilson_interval
@@ -68,9 +69,7 @@ def run(ctx: Context) -> None:
     baseline = random_attention_baseline(n)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, target_accuracy=0.99)
 
-    constructions = {
-        v: build_model("dyck", lang, max(sc["length"], n), variant=v) for v in ("stack", "uniform", "balanced")
-    }
+    constructions = {v: build_model("dyck", lang, max(sc["length"], n), variant=v) for v in VARIANTS}
     built = {v: layer_patterns(m, probe_word, m.cfg.n_layers - 1)[0] for v, m in constructions.items()}
     built_mass = {v: stack_top_mass(m, lang, words)[0] for v, m in constructions.items()}
 
