@@ -121,7 +121,9 @@ FAMILIES = [
 ]
 
 
-@pytest.mark.parametrize("name,source,T,options,named", FAMILIES, ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    "name,source,T,options,named", FAMILIES, ids=lambda x: str(sorted(x)) if isinstance(x, set) else str(x)
+)
 def test_every_family_carries_its_variables_at_the_sites_its_proof_names(name, source, T, options, named):
     if name == "dyck":
         src = Dyck(*map(int, source.split(",")))
