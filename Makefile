@@ -2,6 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# The suites run in TEST_WORKERS processes (pytest-xdist), one torch thread each: two processes of one thread
+# beat one process of two threads on the small models the tests run; a file's tests that share state carry
+# pytest.mark.xdist_group. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+WORKERS  := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1 MKL_NUM_THREADS=1)
 STAMP  := $(VENV)/.installed-stamp
 STAMPDOCS := $(VENV)/.docs-installed-stamp
 # The CPU wheel of torch 2.13.0 lies on these machines' disk; an unpinned torch would pull a
@@ -64,7 +70,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 test: $(STAMP) browser
-	SANDBOX_LENS_REQUIRE_BROWSER=1 SANDBOX_LENS_EXECUTED_TUTORIALS=docs/_build/executed $(PY) -m pytest -q
+	SANDBOX_LENS_REQUIRE_BROWSER=1 SANDBOX_LENS_EXECUTED_TUTORIALS=docs/_build/executed $(PARALLEL) $(PY) -m pytest -q $(WORKERS)
 
 # The documentation site (Sphinx, furo, MyST-NB) into docs/_build/html, warnings as errors; the tutorials
 # are rendered from the copies `make test` executed (or executed here, cached), then the built site is
@@ -79,7 +85,7 @@ docs: $(STAMPDOCS) browser
 # back-end checks (tests/model/test_backends.py) compare on 4.x; then 3.9 loads the model 4.x saved.
 test-tl4: $(STAMP) $(STAMP4)
 	$(PY) tests/model/backend_reference.py write $(BACKEND_REF)
-	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PY4) -m pytest -q
+	SANDBOX_LENS_BACKEND_REFERENCE=$(BACKEND_REF) $(PARALLEL) $(PY4) -m pytest -q $(WORKERS)
 	$(PY) tests/model/backend_reference.py load $(BACKEND_REF)/saved-on-tl4
 	@cat $(BACKEND_REF)/measured.txt
 
