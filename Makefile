@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # The suites run in TEST_WORKERS processes (pytest-xdist), one torch thread each: two processes of one thread
-# beat one process of two threads on the small models the tests run; a file's tests that share state carry
-# pytest.mark.xdist_group. TEST_WORKERS=0 runs them in this process.
+# beat one process of two threads on the small models the tests run. A file's tests stay in one process
+# (--dist loadfile: module fixtures are built once, and a file's tests may share state, as the CLI fuzz's count
+# does). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-WORKERS  := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+WORKERS  := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1 MKL_NUM_THREADS=1)
 STAMP  := $(VENV)/.installed-stamp
 STAMPDOCS := $(VENV)/.docs-installed-stamp

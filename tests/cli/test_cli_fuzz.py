@@ -22,10 +22,10 @@ COMMANDS = {
     if isinstance(action, argparse._SubParsersAction)
     for name, sub in action.choices.items()
 }
-#: the last test counts the calls of the others, so under `pytest -n` they all run in one process
-pytestmark = pytest.mark.xdist_group("cli-fuzz")
 CALLS_PER_COMMAND = int(__import__("os").environ.get("SANDBOX_LENS_FUZZ_CALLS", "30"))
-CALLS: list[str] = []  # every generated call of this run (counted by the last test)
+CALLS: list[
+    str
+] = []  # every generated call of this run (counted by the last test; `make test` keeps a file in one process)
 #: What each command's positional may be: real names, near misses, junk.
 NAMES = [
     "prefix_scan",
