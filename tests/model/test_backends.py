@@ -99,6 +99,8 @@ def test_verify_json_reports_the_backend_and_accuracy_one():
             "256",
             "--samples",
             "200",
+            "--forward",
+            "model",  # a construction built on the spot runs without TransformerLens unless asked (backend "bare")
             "--json",
         ],
         capture_output=True,
@@ -109,7 +111,7 @@ def test_verify_json_reports_the_backend_and_accuracy_one():
     out = json.loads(r.stdout)
     assert out["accuracy"] == 1.0 and out["exact"] and out["backend"] == backend()
     _report(
-        f"{backend()}: interp verify prefix_scan --automaton S5 --length 256 --json -> accuracy "
+        f"{backend()}: interp verify prefix_scan --automaton S5 --length 256 --forward model --json -> accuracy "
         f"{out['accuracy']}, backend {out['backend']}"
     )
 

@@ -164,7 +164,7 @@ def test_a_spec_is_verified_on_its_weights_without_transformer_lens():
     spec = build("prefix_scan", get_automaton("S3"), 32)
     weights = BareModel(spec)
     r = verify(weights, samples=50)
-    assert weights._hooked is None  # TransformerLens never ran
+    assert weights._hooked is None and r.backend == "bare"  # TransformerLens never ran
     assert r.details["forward"]["path"] == "bare (cross-checked against the weights in float64)"
     assert r.details["forward"]["cross_checked_positions"] > 0
     on_model = verify(build_model("prefix_scan", get_automaton("S3"), 32), samples=50)
