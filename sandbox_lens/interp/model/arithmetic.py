@@ -17,8 +17,8 @@ projections and norms as small objects and :func:`run` is the forward that all o
   dimension and batched matmuls.
 
 The batched circuit engine (:mod:`sandbox_lens.interp.circuits.bare`) must give every head's query, key and value
-channel its own input, so it keeps its per-head projections but takes the LayerNorm, the attention, the attention
-scale and the MLP from here. The agreement of all of them with TransformerLens is tested once, in
+channel its own input, so it keeps its per-head projections and MLP but takes the LayerNorm, the attention and the
+attention scale from here. The agreement of all of them with TransformerLens is tested once, in
 ``tests/model/test_arithmetic.py``.
 
 Rows: every activation is ``[*members, rows, width]`` with ``rows = batch × positions`` (``members`` empty but for an

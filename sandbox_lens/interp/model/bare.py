@@ -2,8 +2,9 @@
 
 The package's one hook-free forward, :func:`sandbox_lens.interp.model.arithmetic.run` (TransformerLens's
 standard forward without hook points, per-head einsums or the mask tensor: one matmul for Q, K and V of
-every head, torch's ``scaled_dot_product_attention`` and fused bias-matmuls), on weights read once (:func:`sandbox_lens.interp.model.hooked.tl_state_dict`, so a
-``HookedTransformer`` and a 4.x ``TransformerBridge`` give the same one).
+every head, torch's ``scaled_dot_product_attention`` and fused bias-matmuls), on weights read once
+(:func:`sandbox_lens.interp.model.hooked.tl_state_dict`, so a ``HookedTransformer`` and a 4.x
+``TransformerBridge`` give the same one).
 
 Constructions read and write few residual coordinates (a counter's MLP reads one count and writes a
 few state coordinates, whatever its width), so every projection keeps only the rows its input
@@ -22,18 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 from sandbox_lens.interp.model.arithmetic import Block, dense_stack, run
 from sandbox_lens.interp.model.device import current
-from sandbox_lens.interp.model.hooked import (
-    _torch_dtype,
-    check_backend_length,
-    config_dict,
-    state_dict_arrays,
-    tl_state_dict,
-    to_hooked,
-)
+from sandbox_lens.interp.model.hooked import _torch_dtype, spec_parts, tl_state_dict, to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = ["bare_forward", "bare_unsupported", "BareModel"]
@@ -86,17 +81,11 @@ class BareModel:
     def __init__(self, spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> None:
         import torch
 
-        check_backend_length(spec, dtype)
-        spec.check_size()
         self.spec, self.dtype, self.use_attn_scale = spec, dtype, use_attn_scale
-        self.sandbox_config = config_dict(spec, dtype, use_attn_scale)
-        self.cfg = _Config(**self.sandbox_config)
-        self.card = spec.card()
-        self.card.options = {**self.card.options, "use_attn_scale": bool(use_attn_scale)}
+        self.sandbox_config, arrays, self.card = spec_parts(spec, dtype, use_attn_scale)
+        self.cfg = SimpleNamespace(**self.sandbox_config)
         kind, device = _torch_dtype(dtype), current()
-        self._weights = {
-            k: torch.tensor(v, dtype=kind, device=device) for k, v in state_dict_arrays(spec, use_attn_scale).items()
-        }
+        self._weights = {k: torch.tensor(v, dtype=kind, device=device) for k, v in arrays.items()}
         self._hooked: Any = None
         self._float64: Callable[[Any], Any] | None = None
 
@@ -130,13 +119,6 @@ class BareModel:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.hooked(), name)
-
-
-class _Config:
-    """The configuration fields a :class:`BareModel` has (those of TransformerLens's configuration it is built from)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
 
 
 def bare_unsupported(model: Any) -> str | None:

@@ -38,6 +38,7 @@ __all__ = [
     "tl_state_dict",
     "is_bridge",
     "check_backend_length",
+    "spec_parts",
 ]
 
 DTYPES = ("float32", "float64")
@@ -288,6 +289,19 @@ def load_strict(model, tensors: dict[str, Any]) -> None:
     model.load_state_dict(full, strict=True)
 
 
+def spec_parts(
+    spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True
+) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+    """A spec's model configuration (:func:`config_dict`), weights (:func:`state_dict_arrays`) and card, after the
+    checks every model of it passes (its size, and the back end's float32 length limit): what :func:`to_hooked` and
+    the TransformerLens-free :class:`sandbox_lens.interp.model.bare.BareModel` both start from."""
+    check_backend_length(spec, dtype)
+    spec.check_size()
+    card = spec.card()
+    card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
+    return config_dict(spec, dtype, use_attn_scale), state_dict_arrays(spec, use_attn_scale), card
+
+
 def check_backend_length(spec: ConstructionSpec, dtype: str) -> None:
     """Refuse a float32 model longer than the spec is verified exact at on the installed back end (4.x's bridge
     rounds differently from 3.9's kernels, so some constructions carry a shorter float32 limit there)."""
@@ -323,12 +337,7 @@ def to_hooked(
     import torch
 
     tdtype = _torch_dtype(dtype)
-    check_backend_length(spec, dtype)
-    spec.check_size()  # before TransformerLens allocates (and initialises) the model
-    cfg = config_dict(spec, dtype, use_attn_scale)
-    arrays = state_dict_arrays(spec, use_attn_scale)
-    card = spec.card()
-    card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
+    cfg, arrays, card = spec_parts(spec, dtype, use_attn_scale)  # checked before TransformerLens allocates the model
     if rotate is not None:
         from sandbox_lens.interp.model.rotate import rotate_state_dict, rotation  # off the command line's start-up
 
