@@ -42,6 +42,7 @@ class Stream(enum.Enum):
     ALIGN_PAIRS = (18, 0)  # training with --align: each step's base and source words and swap positions
     CAUSAL_BOOTSTRAP = (19, 0)  # sandbox_lens.interp.causal.evidence: resampled base words (intervals, stability)
     ALIGN_HELD_OUT = (20, 0)  # training with --align: the fixed held-out pairs the imposed sites' IIA is read on
+    RANDOM_AUTOMATON = (21, 0)  # the catalogue's random<n>-<k>-<seed>: its permutations (the name's seed)
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
 
     @property
@@ -71,6 +72,7 @@ class ExperimentSeed(enum.IntEnum):
     ALGORITHM_PAIRS = 0  # algorithm-census, algorithm-confusion: the seed of the pairs and of the nulls
     DILUTION_STRINGS = 7000  # dilution: the strings every scaled construction reads (+ the length)
     UNIFORM_DYCK_WORDS = 8000  # uniform-dyck: the words the attention check reads
+    RANDOM_AUTOMATA_WORDS = 9000  # random-automata: the held-out words (+ 100 × points + the length)
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

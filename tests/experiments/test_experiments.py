@@ -130,6 +130,20 @@ def test_dilution_quick(tmp_path_factory):
     assert max(cells["ffl T=64"]["rows"][0]["errors"]) == 0 and max(cells["ffl T=64"]["rows"][-1]["errors"]) > 0
 
 
+def test_random_automata_quick(tmp_path_factory):
+    out, r = quick("random-automata", tmp_path_factory)
+    check_files(out, r)
+    assert claim(r, "The prefix scan is exact on every random automaton")["verdict"] == "reproduced"
+    assert claim(r, "Random permutation automata decorrelate")["estimate"]["n"] >= 10
+    twins = r["data"]["twins"]
+    assert {t["length"] for t in twins} == {4, 8} and all(0 <= t["final"] <= 1 and 0 < t["chance"] <= 1 for t in twins)
+    # each automaton's two populations: the final-state one trained with the loss on the last symbol only
+    assert r["settings"]["random3-2-0-T8-final"]["task"]["supervision"] == "final"
+    assert "supervision" not in r["settings"]["random3-2-0-T8-every"]["task"]
+    built = r["data"]["constructions"]
+    assert all(b["prefix_scan"]["exact"] for b in built) and all("krohn_rhodes" in b for b in built)
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)

@@ -375,3 +375,26 @@ def test_uniform_attention_keeps_query_and_key_weights_at_zero(tmp_path, interp_
         "train", "dyck", "--dyck", "2,2", "--arch", "lstm", "--attention", "uniform", "--out", tmp_path / "l"
     )
     assert code == 2 and "an LSTM has none" in err and not (tmp_path / "l").exists()
+
+
+def test_final_state_supervision_reads_only_the_last_position(tmp_path, interp_run):
+    """`--supervision final`: the loss and the accuracy read the state after the last symbol only; the task's dict
+    says so and reloads; the default writes no key (older cards keep their bits); a Dyck run refuses the option."""
+    a = get_automaton("S3")
+    every, final = AutomatonTask(a, 6), AutomatonTask(a, 6, "final")
+    b_every, b_final = every.batch(step_rng(0, 3), 8), final.batch(step_rng(0, 3), 8)
+    assert np.array_equal(b_every.tokens, b_final.tokens) and np.array_equal(b_every.targets, b_final.targets)
+    assert b_final.loss_mask[:, -1].all() and not b_final.loss_mask[:, :-1].any()
+    assert np.array_equal(b_final.score_mask, b_final.loss_mask)
+    assert "supervision" not in every.to_dict() and final.to_dict()["supervision"] == "final"
+    assert task_from_dict(json.loads(json.dumps(final.to_dict()))).supervision == "final"
+    with pytest.raises(SandboxError, match="supervision"):
+        AutomatonTask(a, 6, "sometimes")
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "random3-2-1", "--supervision", "final", "--length", "4",
+        "--steps", "20", "--eval-every", "10", "--out", tmp_path / "f",
+    )  # fmt: skip
+    assert code == 0, err
+    assert load_trained(tmp_path / "f").card.task["supervision"] == "final"
+    code, _, err = interp_run("train", "dyck", "--dyck", "2,2", "--supervision", "final", "--out", tmp_path / "d")
+    assert code == 2 and "goes with `train automaton`" in err and not (tmp_path / "d").exists()

@@ -100,6 +100,19 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.uniform_dyck",
         ),
         Experiment(
+            name="random-automata",
+            title="Random automata: exact decorrelation, final-state against every-prefix supervision",
+            section="arXiv 2510.04115 (as the issue reads it), beside Theorems 10 and 11",
+            claim="The final states of independent random permutation automata decorrelate as T grows; twins trained "
+            "on final states only learn them worse than twins trained on every prefix; the prefix scan is exact on "
+            "every instance, Krohn–Rhodes on the solvable ones.",
+            scale="(a) exact pair chains, n = 3–6 points, k ∈ {2, n} symbols, 50 pairs each, T ≤ 64; (b) 5 random "
+            "automata on 3 and on 5 points, 2 symbols, T ∈ {8, 16}, one twin per automaton, length and supervision "
+            "(default shape, up to 2000 steps × batch 32); (c) both constructions on each, verified at T = 16",
+            minutes=20.0,
+            module="sandbox_lens.interp.experiments.random_automata",
+        ),
+        Experiment(
             name="grid-boundary",
             title="Nearest-boundary detectors in trained gridworld models",
             section="§3.4.5, Figs. 3.6 and 3.17 (Theorem 12)",

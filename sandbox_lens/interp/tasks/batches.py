@@ -25,7 +25,7 @@ from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 
-__all__ = ["Batch", "TokenLayout", "AutomatonTask", "DyckTask", "FFLTask", "step_rng"]
+__all__ = ["Batch", "TokenLayout", "AutomatonTask", "SUPERVISION", "DyckTask", "FFLTask", "step_rng"]
 
 
 @dataclass
@@ -50,6 +50,10 @@ class TokenLayout:
     output_names: list[str]
 
 
+#: what an automaton task's loss and accuracy read: the state after every symbol, or after the last one only
+SUPERVISION = ("every", "final")
+
+
 def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.random.Generator:
     """The generator of ``stream`` (:class:`sandbox_lens.interp.streams.Stream`; default: the training batches) for
     run seed ``seed`` at training step ``step``."""
@@ -61,18 +65,24 @@ class AutomatonTask:
 
     Args:
         automaton: the semiautomaton (``get_automaton("S5")``).
-        length: the word length trained on."""
+        length: the word length trained on.
+        supervision: ``"every"`` (default): the loss and the accuracy read the state after every symbol;
+            ``"final"``: only the state after the last one (final-state supervision; the targets of the other
+            positions are still in the batch, for analyses)."""
 
     kind = "automaton"
 
-    def __init__(self, automaton: Semiautomaton, length: int) -> None:
+    def __init__(self, automaton: Semiautomaton, length: int, supervision: str = "every") -> None:
         if length < 1:
             raise AutomatonError("the training length must be ≥ 1")
-        self.automaton, self.length = automaton, int(length)
+        if supervision not in SUPERVISION:
+            raise AutomatonError(f"supervision must be one of {', '.join(SUPERVISION)}, got {supervision!r}")
+        self.automaton, self.length, self.supervision = automaton, int(length), supervision
 
     @property
     def name(self) -> str:
-        return f"{self.automaton.name} (T={self.length})"
+        final = ", final state only" if self.supervision == "final" else ""
+        return f"{self.automaton.name} (T={self.length}{final})"
 
     d_vocab = property(lambda self: self.automaton.n_symbols + 1)
     d_vocab_out = property(lambda self: self.automaton.n_states)
@@ -85,10 +95,15 @@ class AutomatonTask:
         targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
         mask = np.ones_like(tokens, dtype=bool)
         mask[:, 0] = False
+        if self.supervision == "final":
+            mask[:, :-1] = False
         return Batch(tokens, targets, mask, mask)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
+        d = {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
+        if self.supervision != "every":  # the default is not written: older cards and run hashes keep their bits
+            d["supervision"] = self.supervision
+        return d
 
     def token_layout(self) -> TokenLayout:
         return TokenLayout(

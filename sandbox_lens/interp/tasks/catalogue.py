@@ -16,6 +16,8 @@ Names (case-insensitive letters, see :data:`CATALOGUE` for the one-line docs):
   open brackets; only legal brackets are sampled (the automaton's ``feasible`` table).
 * Direct products: ``A^k`` (e.g. ``C2^3``) and ``AxB`` (e.g. ``C2xC3``); states and
   symbols are comma-joined tuples.
+* ``random<n>-<k>-<seed>``: a random permutation semiautomaton: n points, k symbols ``g0..g(k−1)``, each an
+  independent uniform random permutation of the points (the stream ``RANDOM_AUTOMATON`` of ``seed``), q0 = 0.
 * ``<A>+resets``: automaton A plus one reset symbol ``r<q>`` per state (δ(·, r<q>) = q), e.g.
   ``C3+resets`` — a permutation-reset automaton (Definition 7) when A is a group.
 """
@@ -31,9 +33,18 @@ import numpy as np
 
 from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.errors import AutomatonError
+from sandbox_lens.interp.streams import Stream, rng
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 
-__all__ = ["CATALOGUE", "get_automaton", "catalogue_examples", "direct_product", "permutation_automaton", "dyck_stack"]
+__all__ = [
+    "CATALOGUE",
+    "get_automaton",
+    "catalogue_examples",
+    "direct_product",
+    "permutation_automaton",
+    "dyck_stack",
+    "random_permutations",
+]
 
 # Generous but finite: the catalogue is for teaching and tests, and a typo like C100000
 # should fail fast instead of building a huge table.
@@ -69,6 +80,11 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         "the thesis's S_n: acting on itself with 8 generators (identity, the n-cycle, (0 1), "
         "then permutations in lexicographic order)",
         ("S5-thesis", "S4-thesis"),
+    ),
+    CatalogueEntry(
+        "random<n>-<k>-<seed>",
+        "a random permutation semiautomaton: n points, k symbols, each a uniform random permutation (seeded)",
+        ("random4-2-0", "random5-5-3"),
     ),
     CatalogueEntry("flipflop", "Example 2: Q = {0, 1}, Σ = {w0, w1, noop}", ("flipflop",)),
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
@@ -153,6 +169,20 @@ def symmetric(n: int, regular: bool = False) -> Semiautomaton:
     kind = "on itself" if regular else f"on points 0..{n - 1}"
     return permutation_automaton(
         f"S{n}" + ("-regular" if regular else ""), n, gens, regular, f"symmetric group S_{n} {kind}"
+    )
+
+
+def random_permutations(n: int, k: int, seed: int) -> Semiautomaton:
+    """n points, k symbols, each an independent uniform random permutation of the points (the named stream
+    ``RANDOM_AUTOMATON`` of ``seed``); q0 = 0. The group they generate is usually S_n or A_n, not always
+    transitive for small n and k (``interp experiment random-automata`` reports which)."""
+    _bound("random<n>: points", n, 2, _MAX_POINTS)
+    _bound("random<n>-<k>: symbols", k, 1, _MAX_POINTS)
+    _bound("random<n>-<k>-<seed>: seed", seed, 0, 2**31 - 1)
+    gen = rng(seed, Stream.RANDOM_AUTOMATON)
+    gens = {f"g{i}": [int(x) for x in gen.permutation(n)] for i in range(k)}
+    return permutation_automaton(
+        f"random{n}-{k}-{seed}", n, gens, False, f"{k} random permutations of {n} points (seed {seed})"
     )
 
 
@@ -396,6 +426,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[..., Semiautomaton]]] = [
     (re.compile(r"a(\d+)(-regular)?"), lambda n, r: alternating(int(n), bool(r))),
     (re.compile(r"d(\d+)(-regular)?"), lambda n, r: dihedral(int(n), bool(r))),
     (re.compile(r"q8(?:-regular)?"), lambda: quaternion()),
+    (re.compile(r"random(\d+)-(\d+)-(\d+)"), lambda n, k, s: random_permutations(int(n), int(k), int(s))),
     (re.compile(r"flipflop"), lambda: memory(2, "flipflop")),
     (re.compile(r"memory(\d+)"), lambda n: memory(int(n))),
     (re.compile(r"grid(\d+)(\+noop)?"), lambda n, o: grid(int(n), bool(o))),

@@ -27,6 +27,15 @@ class AutomatonKind(TaskKind):
         CommandLineOption(
             ("--automaton-file",), "automaton_file", "automaton task: JSON automaton file", "PATH", group="automaton"
         ),
+        CommandLineOption(
+            ("--supervision",),
+            "supervision",
+            "automaton task: the loss reads the state after every symbol (every, the default) or after the last "
+            "one only (final)",
+            "{every,final}",
+            choices=("every", "final"),
+            default="every",
+        ),
     )
     shift_options = (
         CommandLineOption(
@@ -66,7 +75,12 @@ class AutomatonKind(TaskKind):
         from sandbox_lens.interp.tasks.batches import AutomatonTask
 
         return checked(
-            self, lambda: AutomatonTask(parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"])
+            self,
+            lambda: AutomatonTask(
+                parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"),
+                d["length"],
+                d.get("supervision", "every"),
+            ),
         )
 
     def source(self, task: Mapping[str, Any]) -> Any:
@@ -94,7 +108,7 @@ class AutomatonKind(TaskKind):
         automaton = self.automaton(values)
         if automaton is None:
             raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
-        return AutomatonTask(automaton, length or self.default_length)
+        return AutomatonTask(automaton, length or self.default_length, values.get("supervision") or "every")
 
     def check_source(self, construction: str, source: Any) -> None:
         from sandbox_lens.interp.tasks.automata import Semiautomaton

@@ -51,10 +51,11 @@ class CommandLineOption:
     nargs: str | None = None
     default: Any = None
     group: str | None = None
+    choices: tuple[str, ...] | None = None
 
     def argparse_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"dest": self.dest, "help": self.help, "default": self.default}
-        for key in ("metavar", "type", "nargs"):
+        for key in ("metavar", "type", "nargs", "choices"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
         return kw
