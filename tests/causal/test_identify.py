@@ -9,7 +9,7 @@ import torch
 
 import sandbox_lens as sl
 from sandbox_lens.interp.causal.align import nulls_of
-from sandbox_lens.interp.causal.identify import _passes, component_sites, identify, residual_sites, sweep
+from sandbox_lens.interp.causal.identify import _passes, _sentence, component_sites, identify, residual_sites, sweep
 from sandbox_lens.interp.causal.interchange import Site, answer, interchange, word_pairs
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
 
@@ -100,6 +100,20 @@ def test_the_rule_on_synthetic_numbers():
     weak = {"iia": 0.40, "interval": (0.37, 0.43), "outputs": 500}
     assert _passes(weak, max(0.95 * 0.40, chance + FLOOR), chance, 0.35) == "fails"
     assert _passes({**good, "iia": 0.94}, 0.95, chance, None) == "fails"  # below the bar
+
+
+def test_the_verdict_says_when_the_variables_pass_but_the_edges_do_not():
+    """An imposed twin can carry every variable of an algorithm at its sites and still compute them another way
+    (a scan whose window1 → window2 edge fails): "none", said as such, not as "no variable passes"."""
+
+    def row(name, statuses):
+        return {"algorithm": name, "variables": [{"status": s} for s in statuses]}
+
+    nodes = {"identified": "none", "candidates": [row("scan", ["passes"] * 3), row("cascade", ["fails", "passes"])]}
+    said = _sentence("none", nodes, 1.0)
+    assert said.startswith("none of these: scan —") and "not every edge" in said and "cascade" not in said
+    nothing = {"identified": "none", "candidates": [row("cascade", ["fails", "passes"])]}
+    assert _sentence("none", nothing, 1.0) == "none of these: no candidate's variables all pass at any site"
 
 
 def test_the_command_ranks_and_refuses(interp_run, tmp_path):

@@ -382,6 +382,16 @@ def _sentence(identified: str, full: dict[str, Any], share: float) -> str:
         said = "none of these" if full["identified"] == "none" else full["identified"]
         return f"inconclusive: {said} on all the pairs, but only {share:.0%} of resamples agree (needs {STABLE:.0%})"
     if identified == "none":
+        nodes_only = [
+            r["algorithm"]
+            for r in full["candidates"]
+            if r["variables"] and all(v["status"] == "passes" for v in r["variables"])
+        ]
+        if nodes_only:
+            return (
+                f"none of these: {', '.join(nodes_only)} — every variable passes at its sites, but not every edge "
+                "between them: the variables are there, the graph the algorithm computes them by is not"
+            )
         return "none of these: no candidate's variables all pass at any site"
     if identified.startswith("ambiguous"):
         return f"{identified} pass with as many variables each ({share:.0%} of resamples agree)"
