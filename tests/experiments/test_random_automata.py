@@ -75,3 +75,10 @@ def test_the_effects_on_synthetic_numbers():
     assert rule_on(ra.RULES["harder"], gap)["verdict"] == "reproduced"
     same = ra.accuracy_gaps([{"length": 8, "every": 0.9, "final": 0.9 + d} for d in (-0.01, 0.0, 0.01, 0.0, 0.0)])
     assert rule_on(ra.RULES["harder"], same)["verdict"] == "not reproduced"
+
+
+def test_the_trained_automata_skip_those_the_length_alone_decides():
+    chosen = ra.instances(3, 5)
+    assert len(chosen) == 5 and "random3-2-3" not in [a.name for a in chosen]  # its state is fixed by T
+    assert ra.final_state_distribution(get_automaton("random3-2-3"), 6).max() == 1.0
+    assert all(ra.final_state_distribution(a, 16).max() < 1 for a in chosen)

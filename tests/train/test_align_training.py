@@ -162,6 +162,7 @@ def test_every_variable_per_step_swaps_each_imposed_variable(monkeypatch):
         (["--align-target", "0.9"], "belong to --align"),
         (["--iit-variables", "all"], "belong to --align"),
         (["--align", "modular_counter", "--iit-variables", "some"], "argument --iit-variables: invalid choice"),
+        (["--align", "modular_counter", "--iit-variables", "graph"], "has no edge between two of its imposed"),
         (["--align", "modular_counter", "--align-target", "0"], "align_target must be in (0, 1]"),
         (["--align", "modular_counter", "--strict-weight", "-1"], "argument --strict-weight: must lie in 0..1,000,000"),
         (["--align", "modular_counter", "--d-model", "2", "--heads", "1"], "the twin has d_model = 2"),
@@ -241,3 +242,80 @@ def test_imposed_iia_by_position_adds_up_to_the_whole():
     assert len(rows) == 6 and sum(p["outputs"] for p in rows) == r["state"]["outputs"] > 0
     hits = sum(p["iia"] * p["outputs"] for p in rows if p["outputs"])
     assert abs(hits / r["state"]["outputs"] - r["state"]["iia"]) < 1e-12
+
+
+def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch):
+    """``--iit-variables graph``: the correspondence names the scan's edges between imposed variables (Lemma 14:
+    window l at p feeds window l + 1 at p and at p + 2^l); each edge adds a path interchange to the loss (two
+    forwards: the parent patched and the child's coordinates taken, then the child set), and the loss has a
+    gradient."""
+    import torch
+
+    from sandbox_lens.interp.train import align as align_module
+    from sandbox_lens.interp.train import random_init
+
+    task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
+    graph = correspondence("prefix_scan", task, shape, edges=True)
+    assert graph["edges"] == [
+        {"parent": "window1", "child": "window2", "offset": 0},
+        {"parent": "window1", "child": "window2", "offset": 2},
+        {"parent": "window2", "child": "state", "offset": 0},
+        {"parent": "window2", "child": "state", "offset": 4},
+    ]
+    assert "edges" not in correspondence("prefix_scan", task, shape)
+    model = random_init(task, shape, 0)
+    forwards: list[list[str]] = []
+    run = align_module.run_with_hooks
+
+    def spy(model, tokens, fwd_hooks, **kwargs):
+        forwards.append(sorted(name for name, _ in fwd_hooks))
+        return run(model, tokens, fwd_hooks=fwd_hooks, **kwargs)
+
+    monkeypatch.setattr(align_module, "run_with_hooks", spy)
+    iit, _ = align_module.aligned_losses(model, task, graph, 0, 5, 16, every_variable=True)
+    hooks = {v["variable"]: v["hook"] for v in graph["variables"]}
+    # source run, one swap per variable, then per edge: parent patched + child read, child set; strictness last
+    edge_forwards = forwards[1 + 3 : -1]
+    assert len(edge_forwards) == 2 * len(graph["edges"])
+    for e, (first, second) in zip(graph["edges"], zip(edge_forwards[::2], edge_forwards[1::2])):
+        assert first == sorted({hooks[e["parent"]], hooks[e["child"]]}) and second == [hooks[e["child"]]]
+    iit.backward()
+    assert torch.isfinite(iit) and model.blocks[2].attn.W_V.grad.abs().sum() > 0
+
+
+def test_the_held_out_edge_iia_is_the_identifications_path_interchange():
+    """The edge IIA an aligned run logs is the path interchange :mod:`sandbox_lens.interp.causal.paths` scores: the
+    same pairs and the imposed coordinates as the sites give the same hits and outputs."""
+    import numpy as np
+
+    from sandbox_lens.interp.causal.paths import path_counts
+    from sandbox_lens.interp.streams import Stream, rng
+    from sandbox_lens.interp.tasks.highlevel import StateModel
+    from sandbox_lens.interp.train import random_init
+    from sandbox_lens.interp.train.align import edge_name, imposed_iia
+
+    task, shape = AutomatonTask(get_automaton("S3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
+    graph = correspondence("prefix_scan", task, shape, edges=True)
+    model = random_init(task, shape, 3)
+    got = imposed_iia(model, task, graph, 0, pairs=24)
+    high = StateModel.of_task(task.to_dict())
+    base, source = high.pairs(24, 6, rng(0, Stream.ALIGN_HELD_OUT))
+    eye = np.eye(shape.d_model)
+    by = {v["variable"]: v for v in graph["variables"]}
+    bases = {name: (v["hook"], eye[:, v["dims"][0] : v["dims"][1]]) for name, v in by.items()}
+    for e in graph["edges"]:
+        counts = path_counts(
+            model,
+            high,
+            base,
+            source,
+            e["parent"],
+            e["child"],
+            [e["parent"]] * 6,
+            [e["child"]] * 6,
+            [e["offset"]],
+            bases,
+        )
+        mine = got[edge_name(e)]
+        assert mine["outputs"] == int(counts.outputs.sum()) > 0
+        assert mine["iia"] == pytest.approx(int(counts.hits.sum()) / int(counts.outputs.sum()))

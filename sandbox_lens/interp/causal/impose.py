@@ -12,18 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox_lens.constructions.registry import REGISTRY, build
+from sandbox_lens.interp.causal.algorithms import algorithms_for
 from sandbox_lens.interp.causal.verdict import block_order
 from sandbox_lens.interp.errors import OptionError
 from sandbox_lens.interp.tasks.highlevel import HighLevelError
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.train.align import circuit_nodes
 
-__all__ = ["correspondence"]
+__all__ = ["correspondence", "graph_edges"]
 
 
-def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
+def correspondence(construction: str, task: Any, shape: Any, edges: bool = False) -> dict[str, Any]:
     """The imposed correspondence (a JSON-able dict) of ``construction`` (``NAME`` or ``dyck:VARIANT``) on a twin
-    of ``shape`` trained on ``task``."""
+    of ``shape`` trained on ``task``. ``edges``: add ``"edges"``, every edge of the construction's algorithm
+    (:mod:`sandbox_lens.interp.causal.algorithms`) between two imposed variables at one exact offset — what
+    ``--iit-variables graph`` trains by path interchanges (refused where there is none)."""
 
     name, _, variant = construction.partition(":")
     if name not in REGISTRY:
@@ -66,10 +69,33 @@ def correspondence(construction: str, task: Any, shape: Any) -> dict[str, Any]:
         start += width
     heads = [sum(1 for h in b.heads if h.writes) for b in spec.blocks]
     mlps = [l for l, b in enumerate(spec.blocks) if b.mlp is not None]
-    return {
+    out = {
         "construction": construction,
         "kind": kind.name,
         "variables": variables,
         "blocks": len(spec.blocks),
         "circuit": circuit_nodes(heads, mlps, shape.n_layers, shape.n_heads),
     }
+    if edges:
+        out["edges"] = graph_edges(name, kind.name, source, length, [v["variable"] for v in variables])
+        if not out["edges"]:
+            raise OptionError(
+                f"--iit-variables graph: {name}'s algorithm has no edge between two of its imposed variables "
+                f"({', '.join(v['variable'] for v in variables)}); use all"
+            )
+    return out
+
+
+def graph_edges(construction: str, kind: str, source: Any, length: int, imposed: list[str]) -> list[dict[str, Any]]:
+    """Every edge (parent, child, offset) of the algorithm ``construction`` builds, between two ``imposed``
+    variables at one exact offset (the edges the identification tests by path interchange)."""
+    algorithms, _ = algorithms_for(kind, source, length)
+    found = [a for a in algorithms if a.construction == construction]
+    if not found:
+        return []
+    out = []
+    for v in found[0].variables(source, length):
+        for e in v.edges:
+            if v.mode == "parallel" and e.child in imposed and v.name in imposed and e.hi == e.lo:
+                out.append({"parent": v.name, "child": e.child, "offset": int(e.lo)})
+    return out

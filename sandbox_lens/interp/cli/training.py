@@ -256,7 +256,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
                     f"--align fixes the circuit for one shape; a --grid over {', '.join(shaped)} "
                     "would change it from cell to cell (sweep those with one --align run per shape)"
                 )
-        config = replace(config, alignment=correspondence(args.align, task, shape))
+        config = replace(
+            config, alignment=correspondence(args.align, task, shape, edges=config.iit_variables == "graph")
+        )
     elif (config.iit_weight, config.strict_weight, config.align_target, config.iit_variables) != (
         1.0,
         1.0,

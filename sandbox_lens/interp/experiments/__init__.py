@@ -107,8 +107,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "on final states only learn them worse than twins trained on every prefix; the prefix scan is exact on "
             "every instance, Krohn–Rhodes on the solvable ones.",
             scale="(a) exact pair chains, n = 3–6 points, k ∈ {2, n} symbols, 50 pairs each, T ≤ 64; (b) 5 random "
-            "automata on 3 and on 5 points, 2 symbols, T ∈ {8, 16}, one twin per automaton, length and supervision "
-            "(default shape, up to 2000 steps × batch 32); (c) both constructions on each, verified at T = 16",
+            "automata on 3 and on 5 points, 2 symbols (none whose state the length alone fixes), T ∈ {8, 16}, one twin "
+            "per automaton, length and supervision (default shape, up to 4000 steps × batch 32); (c) both constructions on each, verified at T = 16",
             minutes=20.0,
             module="sandbox_lens.interp.experiments.random_automata",
         ),

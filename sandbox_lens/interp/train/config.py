@@ -158,9 +158,10 @@ class TrainConfig:
     )
     iit_variables: str = setting(
         "turns",
-        "--align: the imposed variables a step's IIT loss swaps: one per step in turn, or all of them every step "
-        "(their mean; one more forward per variable)",
-        choices=("turns", "all"),
+        "--align: what a step's IIT loss swaps: one imposed variable per step in turn, all of them every step "
+        "(their mean; one more forward per variable), or all of them and every edge of the algorithm's graph "
+        "between them by a path interchange (graph; two more forwards per edge)",
+        choices=("turns", "all", "graph"),
     )
     strict_weight: float = setting(
         1.0,
@@ -200,8 +201,8 @@ class TrainConfig:
             raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
         if self.attention not in ("learned", "uniform"):
             raise SandboxError(f"attention must be learned or uniform, got {self.attention!r}")
-        if self.iit_variables not in ("turns", "all"):
-            raise SandboxError(f"iit_variables must be turns or all, got {self.iit_variables!r}")
+        if self.iit_variables not in ("turns", "all", "graph"):
+            raise SandboxError(f"iit_variables must be turns, all or graph, got {self.iit_variables!r}")
         if self.schedule not in ("cosine", "linear"):
             raise SandboxError(f"schedule must be cosine or linear, got {self.schedule!r}")
         for name in ("dropout", "embed_dropout"):
