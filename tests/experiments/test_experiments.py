@@ -326,9 +326,26 @@ def test_algorithm_confusion_quick(tmp_path):
     assert {t["imposed"] for t in twins} == {"counter", "none"}
     imposed = next(t for t in twins if t["imposed"] == "counter")
     assert set(imposed["imposed_iia"]) == {"state"} and imposed["construction"] == "modular_counter"
+    assert r["settings"]["C3-counter"]["config"]["iit_variables"] == "all"  # the counter's graph has no exact edge
     matrix = r["tables"][0]
     assert matrix["columns"][:2] == ["imposed", "twins"] and [row[0] for row in matrix["rows"]] == ["counter", "none"]
     assert r["claims"][0]["verdict"] in VERDICTS
+
+
+def test_the_confusions_positive_controls_impose_the_scans_edges():
+    """The scan's windows are imposed with their edges (path interchanges); an algorithm without exact edges
+    between imposed variables gets every variable swapped every step."""
+    from sandbox_lens.interp.experiments.algorithm_census import automaton_task
+    from sandbox_lens.interp.experiments.algorithm_confusion import imposition
+    from sandbox_lens.interp.train import ModelShape
+
+    scan, mode = imposition("prefix_scan", automaton_task("S3", 8), ModelShape(n_layers=6, d_model=64, n_heads=2))
+    assert mode == "graph" and {(e["parent"], e["child"]) for e in scan["edges"]} == {
+        ("window1", "window2"),
+        ("window2", "state"),
+    }
+    counter, mode = imposition("modular_counter", automaton_task("C4", 8), ModelShape(n_layers=2, d_model=64))
+    assert mode == "all" and "edges" not in counter
 
 
 HOSTILE = "</script><script>document.documentElement.setAttribute('pwned','1')</script><img src=x onerror=\"document.documentElement.setAttribute('pwned','2')\">"

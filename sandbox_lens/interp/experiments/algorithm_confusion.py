@@ -6,7 +6,9 @@ Twins are trained with ``--align CONSTRUCTION`` (interchange intervention traini
 construction names: the prefix scan's windows and state (``prefix_scan``, 6 blocks at T = 8) on C4 and S3, the
 counter (``modular_counter``) on C4, the Krohn–Rhodes cascade's levels (``krohn_rhodes``, 4 blocks) on S3, the
 Dyck stack (``dyck``) on Dyck_{2,4}; three seeds each, trained until 99% accuracy *and* every imposed site's
-held-out IIA reaches 0.95, or the step budget. Random-init twins of the same shapes (three per task) are the
+held-out IIA reaches 0.95, or the step budget. Where the algorithm's graph has edges between imposed variables at
+exact offsets (the scan's windows), those edges are imposed too, by path interchanges (``--iit-variables graph``),
+and their held-out IIA counts toward the target; elsewhere every variable is swapped at every step (``all``). Random-init twins of the same shapes (three per task) are the
 negatives. Each twin is put to every algorithm its task can have (:func:`sandbox_lens.interp.causal.identify.identify`
 at its defaults: 128 pairs per split, five random-init nulls), and the confusion matrix counts imposed against
 identified, with the identification's accuracy and its Wilson interval over the twins that reached their targets.
@@ -19,6 +21,7 @@ from typing import Any
 
 from sandbox_lens.interp.causal.align import nulls_of
 from sandbox_lens.interp.causal.impose import correspondence
+from sandbox_lens.interp.errors import OptionError
 from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task, identified_row
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
@@ -80,7 +83,7 @@ def _scale(quick: bool) -> dict[str, Any]:
             ("S3-random", lambda: automaton_task("S3", 8), 4, wide),
             ("Dyck-random", lambda: dyck_task(2, 4, 16), 2, dyck),
         ],
-        "steps": 4000,
+        "steps": 6000,
         "pairs": 128,
         "nulls": 5,
         "negatives_per_task": NEGATIVES,
@@ -94,13 +97,15 @@ def run(ctx: Context) -> None:
     twins: list[dict[str, Any]] = []
     for label, algorithm, construction, make, layers, shape_args in sc["populations"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
+        alignment, mode = imposition(construction, task, shape)
         config = TrainConfig(
             steps=sc["steps"],
             batch=32,
             lr=1e-3,
             eval_every=100,
             target_accuracy=0.99,
-            alignment=correspondence(construction, task, shape),
+            alignment=alignment,
+            iit_variables=mode,
         )
         summary = ctx.sweep(label, task, shape, config)
         by_seed = {r["seed"]: r for r in summary["runs"]}
@@ -153,6 +158,17 @@ def run(ctx: Context) -> None:
     ctx.data("reached_threshold", REACHED)
     _tables(ctx, twins)
     _claims(ctx, twins)
+
+
+def imposition(construction: str, task: Any, shape: Any) -> tuple[dict[str, Any], str]:
+    """(correspondence, ``iit_variables``) of a positive control: every variable and every edge of the algorithm's
+    graph between them (``graph``) where the algorithm has such edges — imposing the variables alone leaves the
+    twin free to compute them another way (docs/causal.md: the S3 scan's windows at 0.98–1.00 whose edges fail) —
+    and every variable (``all``) where it has none."""
+    try:
+        return correspondence(construction, task, shape, edges=True), "graph"
+    except OptionError:
+        return correspondence(construction, task, shape), "all"
 
 
 def _last(directory: Any) -> dict[str, Any]:
