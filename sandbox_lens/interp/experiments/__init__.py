@@ -109,7 +109,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             scale="(a) exact pair chains, n = 3–6 points, k ∈ {2, n} symbols, 50 pairs each, T ≤ 64; (b) 5 random "
             "automata on 3 and on 5 points, 2 symbols (none whose state the length alone fixes), T ∈ {8, 16}, one twin "
             "per automaton, length and supervision (default shape, up to 4000 steps × batch 32); (c) both constructions on each, verified at T = 16",
-            minutes=20.0,
+            minutes=14.0,
             module="sandbox_lens.interp.experiments.random_automata",
         ),
         Experiment(
