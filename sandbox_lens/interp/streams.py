@@ -73,6 +73,7 @@ class ExperimentSeed(enum.IntEnum):
     DILUTION_STRINGS = 7000  # dilution: the strings every scaled construction reads (+ the length)
     UNIFORM_DYCK_WORDS = 8000  # uniform-dyck: the words the attention check reads
     RANDOM_AUTOMATA_WORDS = 9000  # random-automata: the held-out words (+ 100 × points + the length)
+    PE_AT_2T_WORDS = 9500  # pe-at-2t: the test words at T and 2T
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

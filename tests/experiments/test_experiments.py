@@ -144,6 +144,17 @@ def test_random_automata_quick(tmp_path_factory):
     assert all(b["prefix_scan"]["exact"] for b in built) and all("krohn_rhodes" in b for b in built)
 
 
+def test_pe_at_2t_quick(tmp_path_factory):
+    out, r = quick("pe-at-2t", tmp_path_factory)
+    check_files(out, r)
+    twins = r["data"]["twins"]
+    assert {(t["code"], t["seed"]) for t in twins} == {(c, s) for c in ("sinusoidal", "linear") for s in (0, 1)}
+    assert all(0 <= t["at_T"] <= 1 and 0 <= t["at_2T"] <= 1 for t in twins)
+    assert r["settings"]["sinusoidal"]["shape"]["positional"] == "sinusoidal"
+    assert r["settings"]["linear"]["shape"]["n_ctx"] == 2 * 8 + 1
+    assert claim(r, "Sinusoidal positions generalise worse")["verdict"] in VERDICTS
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)

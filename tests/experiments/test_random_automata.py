@@ -82,3 +82,18 @@ def test_the_trained_automata_skip_those_the_length_alone_decides():
     assert len(chosen) == 5 and "random3-2-3" not in [a.name for a in chosen]  # its state is fixed by T
     assert ra.final_state_distribution(get_automaton("random3-2-3"), 6).max() == 1.0
     assert all(ra.final_state_distribution(a, 16).max() < 1 for a in chosen)
+
+
+def test_pe_at_2t_gaps_on_synthetic_numbers():
+    """pe-at-2t's effect: per learned twin, accuracy at T − at 2T; sinusoidal's mean minus linear's."""
+    from sandbox_lens.interp.experiments import pe_at_2t
+
+    rows = [{"code": "sinusoidal", "held_out": 0.99, "at_T": 0.99, "at_2T": 0.6 + 0.01 * i} for i in range(5)]
+    rows += [{"code": "linear", "held_out": 0.99, "at_T": 0.98, "at_2T": 0.9 + 0.01 * i} for i in range(5)]
+    rows += [{"code": "linear", "held_out": 0.5, "at_T": 0.5, "at_2T": 0.1}]  # not learned: left out
+    assert pe_at_2t.gaps(rows, "linear") == pytest.approx([0.08, 0.07, 0.06, 0.05, 0.04])
+    e = pe_at_2t.gap_difference(rows)
+    assert e.value == pytest.approx(0.37 - 0.06) and e.n == 5
+    assert rule_on(pe_at_2t.RULES["worse at 2T"], e)["verdict"] == "reproduced"
+    same = [{**r, "at_2T": 0.9} for r in rows]
+    assert rule_on(pe_at_2t.RULES["worse at 2T"], pe_at_2t.gap_difference(same))["verdict"] == "not reproduced"

@@ -141,6 +141,19 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.length_generalisation",
         ),
         Experiment(
+            name="pe-at-2t",
+            title="Sinusoidal against linear positions at twice the training length",
+            section="§3.4.5.2.4, Fig. 3.22",
+            claim="With comparable in-distribution accuracy, twins with sinusoidal positions lose more accuracy at "
+            "twice the training length than twins with linear positions (Grid₉).",
+            scale="grid9, trained at T = 32 with a context of 2T; default automaton shape; up to 2000 steps × batch "
+            "32; 10 seeds per position code; 400 words at T and at 2T",
+            minutes=15.0,
+            takes=("automaton",),
+            defaults={"automaton": "grid9"},
+            module="sandbox_lens.interp.experiments.pe_at_2t",
+        ),
+        Experiment(
             name="algorithm-census",
             title="Which proven algorithm do plain twins learn?",
             section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",
