@@ -148,7 +148,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "twice the training length than twins with linear positions (Grid₉).",
             scale="grid9, trained at T = 32 with a context of 2T; default automaton shape; up to 2000 steps × batch "
             "32; 10 seeds per position code; 400 words at T and at 2T",
-            minutes=15.0,
+            minutes=14.0,
             takes=("automaton",),
             defaults={"automaton": "grid9"},
             module="sandbox_lens.interp.experiments.pe_at_2t",
