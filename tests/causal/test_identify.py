@@ -106,12 +106,18 @@ def test_the_verdict_says_when_the_variables_pass_but_the_edges_do_not():
     """An imposed twin can carry every variable of an algorithm at its sites and still compute them another way
     (a scan whose window1 → window2 edge fails): "none", said as such, not as "no variable passes"."""
 
-    def row(name, statuses):
-        return {"algorithm": name, "variables": [{"status": s} for s in statuses]}
+    def row(name, statuses, edges=(), joint=None):
+        variables = [{"variable": f"v{i}", "status": s, "edges": [], "joint": None} for i, s in enumerate(statuses)]
+        variables[0]["edges"] = list(edges)
+        variables[-1]["joint"] = joint
+        return {"algorithm": name, "variables": variables}
 
-    nodes = {"identified": "none", "candidates": [row("scan", ["passes"] * 3), row("cascade", ["fails", "passes"])]}
+    path_fails = {"edge": "v0 → v2 2 positions later", "status": "passes", "path": {"status": "fails"}}
+    scan = row("scan", ["passes"] * 3, [path_fails], {"status": "fails"})
+    nodes = {"identified": "none", "candidates": [scan, row("cascade", ["fails", "passes"])]}
     said = _sentence("none", nodes, 1.0)
-    assert said.startswith("none of these: scan —") and "not every edge" in said and "cascade" not in said
+    assert said.startswith("none of these: scan (v0 → v2 2 positions later by path interchange, v2 from all its ")
+    assert "not every test of the graph" in said and "cascade" not in said
     nothing = {"identified": "none", "candidates": [row("cascade", ["fails", "passes"])]}
     assert _sentence("none", nothing, 1.0) == "none of these: no candidate's variables all pass at any site"
 

@@ -262,6 +262,10 @@ def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch)
         {"parent": "window2", "child": "state", "offset": 0},
         {"parent": "window2", "child": "state", "offset": 4},
     ]
+    assert graph["joints"] == [
+        {"child": "window2", "parents": [["window1", 0], ["window1", 2]]},
+        {"child": "state", "parents": [["window2", 0], ["window2", 4]]},
+    ]
     assert "edges" not in correspondence("prefix_scan", task, shape)
     model = random_init(task, shape, 0)
     forwards: list[list[str]] = []
@@ -274,9 +278,10 @@ def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch)
     monkeypatch.setattr(align_module, "run_with_hooks", spy)
     iit, _ = align_module.aligned_losses(model, task, graph, 0, 5, 16, every_variable=True)
     hooks = {v["variable"]: v["hook"] for v in graph["variables"]}
-    # source run, one swap per variable, then per edge: parent patched + child read, child set; strictness last
-    edge_forwards = forwards[1 + 3 : -1]
-    assert len(edge_forwards) == 2 * len(graph["edges"])
+    # source run, one swap per variable, then per edge: parent patched + child read, child set; then one joint
+    # interchange per determined variable (its parents' hooks); strictness last
+    edge_forwards = forwards[1 + 3 : 1 + 3 + 2 * len(graph["edges"])]
+    assert forwards[1 + 3 + 2 * len(graph["edges"]) : -1] == [[hooks["window1"]], [hooks["window2"]]]
     for e, (first, second) in zip(graph["edges"], zip(edge_forwards[::2], edge_forwards[1::2])):
         assert first == sorted({hooks[e["parent"]], hooks[e["child"]]}) and second == [hooks[e["child"]]]
     iit.backward()
@@ -284,15 +289,16 @@ def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch)
 
 
 def test_the_held_out_edge_iia_is_the_identifications_path_interchange():
-    """The edge IIA an aligned run logs is the path interchange :mod:`sandbox_lens.interp.causal.paths` scores: the
-    same pairs and the imposed coordinates as the sites give the same hits and outputs."""
+    """The edge and joint IIA an aligned run logs are the path and joint interchanges
+    :mod:`sandbox_lens.interp.causal.paths` scores: the same pairs and the imposed coordinates as the sites give the
+    same hits and outputs."""
     import numpy as np
 
-    from sandbox_lens.interp.causal.paths import path_counts
+    from sandbox_lens.interp.causal.paths import joint_counts, path_counts
     from sandbox_lens.interp.streams import Stream, rng
     from sandbox_lens.interp.tasks.highlevel import StateModel
     from sandbox_lens.interp.train import random_init
-    from sandbox_lens.interp.train.align import edge_name, imposed_iia
+    from sandbox_lens.interp.train.align import edge_name, imposed_iia, joint_name
 
     task, shape = AutomatonTask(get_automaton("S3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
     graph = correspondence("prefix_scan", task, shape, edges=True)
@@ -317,5 +323,11 @@ def test_the_held_out_edge_iia_is_the_identifications_path_interchange():
             bases,
         )
         mine = got[edge_name(e)]
+        assert mine["outputs"] == int(counts.outputs.sum()) > 0
+        assert mine["iia"] == pytest.approx(int(counts.hits.sum()) / int(counts.outputs.sum()))
+    for j in graph["joints"]:
+        parents = [(u, o) for u, o in j["parents"]]
+        counts = joint_counts(model, high, base, source, j["child"], parents, {u: [u] * 6 for u in by}, bases)
+        mine = got[joint_name(j)]
         assert mine["outputs"] == int(counts.outputs.sum()) > 0
         assert mine["iia"] == pytest.approx(int(counts.hits.sum()) / int(counts.outputs.sum()))

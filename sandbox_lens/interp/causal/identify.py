@@ -376,6 +376,21 @@ def _judge(
     return {"identified": identified, "candidates": rows}
 
 
+def _failed_graph_tests(row: dict[str, Any]) -> list[str]:
+    """The graph tests of a candidate that fail: each edge (through the outputs, or by path interchange) and each
+    joint interchange of a variable's parents, named as the report names them."""
+    out = []
+    for v in row["variables"]:
+        for e in v.get("edges", ()):
+            if e.get("status") == "fails":
+                out.append(str(e.get("edge", "an edge")))
+            elif (e.get("path") or {}).get("status") == "fails":
+                out.append(f"{e.get('edge', 'an edge')} by path interchange")
+        if (v.get("joint") or {}).get("status") == "fails":
+            out.append(f"{v['variable']} from all its parents at once")
+    return out
+
+
 def _sentence(identified: str, full: dict[str, Any], share: float) -> str:
     """The verdict in words."""
     if identified == "inconclusive":
@@ -383,13 +398,14 @@ def _sentence(identified: str, full: dict[str, Any], share: float) -> str:
         return f"inconclusive: {said} on all the pairs, but only {share:.0%} of resamples agree (needs {STABLE:.0%})"
     if identified == "none":
         nodes_only = [
-            r["algorithm"]
-            for r in full["candidates"]
-            if r["variables"] and all(v["status"] == "passes" for v in r["variables"])
+            r for r in full["candidates"] if r["variables"] and all(v["status"] == "passes" for v in r["variables"])
         ]
         if nodes_only:
+            said = "; ".join(
+                f"{r['algorithm']} ({', '.join(_failed_graph_tests(r)) or 'no test'} fails)" for r in nodes_only
+            )
             return (
-                f"none of these: {', '.join(nodes_only)} — every variable passes at its sites, but not every edge "
+                f"none of these: {said} — every variable passes at its sites, but not every test of the graph "
                 "between them: the variables are there, the graph the algorithm computes them by is not"
             )
         return "none of these: no candidate's variables all pass at any site"

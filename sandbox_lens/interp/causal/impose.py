@@ -19,14 +19,15 @@ from sandbox_lens.interp.tasks.highlevel import HighLevelError
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.train.align import circuit_nodes
 
-__all__ = ["correspondence", "graph_edges"]
+__all__ = ["correspondence", "graph_edges", "graph_joints"]
 
 
 def correspondence(construction: str, task: Any, shape: Any, edges: bool = False) -> dict[str, Any]:
     """The imposed correspondence (a JSON-able dict) of ``construction`` (``NAME`` or ``dyck:VARIANT``) on a twin
     of ``shape`` trained on ``task``. ``edges``: add ``"edges"``, every edge of the construction's algorithm
-    (:mod:`sandbox_lens.interp.causal.algorithms`) between two imposed variables at one exact offset — what
-    ``--iit-variables graph`` trains by path interchanges (refused where there is none)."""
+    (:mod:`sandbox_lens.interp.causal.algorithms`) between two imposed variables at one exact offset, and
+    ``"joints"``, each variable those edges' parents determine — what ``--iit-variables graph`` trains by path and
+    joint interchanges (refused where there is no edge)."""
 
     name, _, variant = construction.partition(":")
     if name not in REGISTRY:
@@ -78,11 +79,29 @@ def correspondence(construction: str, task: Any, shape: Any, edges: bool = False
     }
     if edges:
         out["edges"] = graph_edges(name, kind.name, source, length, [v["variable"] for v in variables])
+        out["joints"] = graph_joints(name, kind.name, source, length, out["edges"])
         if not out["edges"]:
             raise OptionError(
                 f"--iit-variables graph: {name}'s algorithm has no edge between two of its imposed variables "
                 f"({', '.join(v['variable'] for v in variables)}); use all"
             )
+    return out
+
+
+def graph_joints(
+    construction: str, kind: str, source: Any, length: int, edges: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each imposed variable the algorithm says its parents determine (``Variable.determined``), with those parents
+    (name, offset) among ``edges``: what a joint interchange sets at once."""
+    algorithms, _ = algorithms_for(kind, source, length)
+    found = [a for a in algorithms if a.construction == construction]
+    if not found:
+        return []
+    out = []
+    for v in found[0].variables(source, length):
+        parents = [[e["parent"], e["offset"]] for e in edges if e["child"] == v.name]
+        if v.determined and parents:
+            out.append({"child": v.name, "parents": parents})
     return out
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "resample_hooks",
     "imposed_iia",
     "edge_name",
+    "joint_name",
     "HELD_OUT_PAIRS",
 ]
 
@@ -160,7 +161,9 @@ def aligned_losses(
     swapped = list(variables) if every_variable else [variables[step % len(variables)]]
     circuit = alignment["circuit"]
     saved: dict[str, Any] = {}
-    parents = {e["parent"] for e in alignment.get("edges", ())}
+    parents = {e["parent"] for e in alignment.get("edges", ())} | {
+        u for j in alignment.get("joints", ()) for u, _ in j["parents"]
+    }
     hooks = {v["hook"] for v in variables if v in swapped or v["variable"] in parents} | set(off_circuit_hooks(circuit))
 
     def save(x, hook):
@@ -199,6 +202,11 @@ def aligned_losses(
     terms += [
         _edge_loss(model, high, base, source, base_tokens, saved, by_name, e, g, P, T, answered)
         for e in alignment.get("edges", ())
+    ]
+    # and each variable its parents determine, by a joint interchange of all of them
+    terms += [
+        _joint_loss(model, high, base, source, base_tokens, saved, by_name, j, g, P, T, answered)
+        for j in alignment.get("joints", ())
     ]
     iit = sum(terms) / len(terms)
 
@@ -298,6 +306,74 @@ def _edge_loss(
     return _readout_loss(logits[:, P : P + T], labels, scored, high)
 
 
+def _parent_hooks(
+    by_name: Mapping[str, Mapping[str, Any]], parents: Any, values: Mapping[str, Any], q: Any, P: int
+) -> list[tuple[str, Any]]:
+    """Forward hooks that set every parent (name, offset) at word position q − offset (``q`` per row) to its value in
+    ``values`` (another run's activations by hook); a row whose q − offset falls before the word is left alone (a
+    parent there is a constant of the proof, the same in every word)."""
+    import torch
+
+    by_hook: dict[str, list[tuple[int, int, int]]] = {}
+    for parent, offset in parents:
+        v = by_name[parent]
+        by_hook.setdefault(v["hook"], []).append((int(offset), *v["dims"]))
+
+    def fn(name: str, entries: list[tuple[int, int, int]]) -> Any:
+        def hook_fn(x: Any, hook: Any) -> Any:
+            x = x.clone()
+            for offset, d0, d1 in entries:
+                p = q - offset
+                rows = torch.nonzero(p >= 0).flatten()
+                at = P + p[rows]
+                x[rows, at, d0:d1] = values[name][rows, at, d0:d1]
+            return x
+
+        return hook_fn
+
+    return [(name, fn(name, entries)) for name, entries in by_hook.items()]
+
+
+def _joint_loss(
+    model: Any,
+    high: Any,
+    base: np.ndarray,
+    source: np.ndarray,
+    base_tokens: Any,
+    saved: Mapping[str, Any],
+    by_name: Mapping[str, Mapping[str, Any]],
+    joint: Mapping[str, Any],
+    g: np.random.Generator,
+    P: int,
+    T: int,
+    answered: np.ndarray,
+) -> Any:
+    """IIT on a variable's mechanism by a joint interchange: every parent set at once from the source run (at q −
+    its offset); the child is then the source's child at q, so the outputs must follow the child's counterfactual
+    from the source at q."""
+    import torch
+
+    child = joint["child"]
+    n = len(base)
+    positions = g.integers(T, size=n)
+    labels = np.zeros((n, T), dtype=np.int64)
+    scored = np.zeros((n, T), dtype=bool)
+    for q in np.unique(positions):
+        rows = np.flatnonzero(positions == q)
+        lab, sc = high.counterfactual(base[rows], source[rows], int(q), child)
+        labels[rows], scored[rows] = lab, sc & answered[rows]
+    device = next(iter(saved.values())).device
+    q_t = torch.from_numpy(positions).to(device)
+    fwd = _parent_hooks(by_name, joint["parents"], saved, q_t, P)
+    logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
+    return _readout_loss(logits[:, P : P + T], labels, scored, high)
+
+
+def joint_name(joint: Mapping[str, Any]) -> str:
+    """How an imposed joint interchange is named in logs and metrics: ``window2 ← all its parents``."""
+    return f"{joint['child']} ← all its parents"
+
+
 def edge_name(edge: Mapping[str, Any]) -> str:
     """How an imposed edge is named in logs and metrics: ``window1 → window2 +2``."""
     return f"{edge['parent']} → {edge['child']} +{edge['offset']}"
@@ -348,6 +424,20 @@ def imposed_iia(
         by_name = {v["variable"]: v for v in alignment["variables"]}
         for e in alignment.get("edges", ()):
             out[edge_name(e)] = _held_out_edge(model, high, base, source, tb, ts, by_name, e, P, T, plain, answered)
+        if alignment.get("joints"):
+            hooks = sorted({by_name[u]["hook"] for j in alignment["joints"] for u, _ in j["parents"]})
+            _, cache = model.run_with_cache(ts, names_filter=hooks)
+            acts = {h: cache[h] for h in hooks}
+            for j in alignment["joints"]:
+                hits = total = 0
+                for q in range(T):
+                    fwd = _parent_hooks(by_name, j["parents"], acts, torch.full((pairs,), q, dtype=torch.long), P)
+                    logits = run_with_hooks(model, tb, fwd_hooks=fwd, return_type="logits")[:, P : P + T]
+                    got = readout_answer(logits, high.readout)
+                    labels, scored = high.counterfactual(base, source, q, j["child"])
+                    changed = scored & answered & (labels != plain)
+                    hits, total = hits + int((got == labels)[changed].sum()), total + int(changed.sum())
+                out[joint_name(j)] = {"iia": hits / total if total else None, "outputs": total}
     return out
 
 
