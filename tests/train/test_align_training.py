@@ -252,7 +252,7 @@ def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch)
     import torch
 
     from sandbox_lens.interp.train import align as align_module
-    from sandbox_lens.interp.train import random_init
+    from sandbox_lens.interp.train import align_graph, random_init
 
     task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=6, n_heads=2, d_model=32)
     graph = correspondence("prefix_scan", task, shape, edges=True)
@@ -276,6 +276,7 @@ def test_the_graph_imposes_the_algorithms_edges_by_path_interchange(monkeypatch)
         return run(model, tokens, fwd_hooks=fwd_hooks, **kwargs)
 
     monkeypatch.setattr(align_module, "run_with_hooks", spy)
+    monkeypatch.setattr(align_graph, "run_with_hooks", spy)
     iit, _ = align_module.aligned_losses(model, task, graph, 0, 5, 16, every_variable=True)
     hooks = {v["variable"]: v["hook"] for v in graph["variables"]}
     # source run, one swap per variable, then per edge: parent patched + child read, child set; then one joint

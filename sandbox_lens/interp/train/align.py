@@ -30,6 +30,15 @@ from sandbox_lens.interp.model.run import readout_answer, run_with_hooks
 from sandbox_lens.interp.streams import Stream, rng
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
+from sandbox_lens.interp.train.align_graph import (
+    edge_loss,
+    edge_name,
+    held_out_edge,
+    held_out_joint,
+    joint_loss,
+    joint_name,
+    readout_loss,
+)
 
 __all__ = [
     "aligned_losses",
@@ -194,18 +203,18 @@ def aligned_losses(
             return x
 
         logits = run_with_hooks(model, base_tokens, fwd_hooks=[(v["hook"], swap)], return_type="logits")
-        return _readout_loss(logits[:, P : P + T], labels, scored, high)
+        return readout_loss(logits[:, P : P + T], labels, scored, high)
 
     terms = [interchange(v) for v in swapped]
     by_name = {v["variable"]: v for v in variables}
     # the algorithm's edges, where the correspondence imposes them (``--iit-variables graph``): a path interchange each
     terms += [
-        _edge_loss(model, high, base, source, base_tokens, saved, by_name, e, g, P, T, answered)
+        edge_loss(model, high, base, source, base_tokens, saved, by_name, e, g, P, T, answered)
         for e in alignment.get("edges", ())
     ]
     # and each variable its parents determine, by a joint interchange of all of them
     terms += [
-        _joint_loss(model, high, base, source, base_tokens, saved, by_name, j, g, P, T, answered)
+        joint_loss(model, high, base, source, base_tokens, saved, by_name, j, g, P, T, answered)
         for j in alignment.get("joints", ())
     ]
     iit = sum(terms) / len(terms)
@@ -215,168 +224,8 @@ def aligned_losses(
     if not fwd:
         return iit, iit * 0.0
     logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
-    strict = _readout_loss(logits[:, P : P + T], answered_labels, answered, high)
+    strict = readout_loss(logits[:, P : P + T], answered_labels, answered, high)
     return iit, strict
-
-
-def _edge_rows(T: int, offset: int, n: int, g: np.random.Generator) -> np.ndarray:
-    """One parent position p per pair with p + ``offset`` inside the word."""
-    return g.integers(T - offset, size=n)
-
-
-def _path_run(
-    model: Any,
-    tokens: Any,
-    parent: Mapping[str, Any],
-    child: Mapping[str, Any],
-    parent_values: Any,
-    at_p: Any,
-    at_q: Any,
-) -> Any:
-    """Step 1 of a path interchange: the base run with the parent's coordinates at ``at_p`` set to
-    ``parent_values``; returns the child's coordinates at ``at_q`` in that run (with their gradient)."""
-    import torch
-
-    rows = torch.arange(len(at_p), device=parent_values.device)
-    (p0, p1), (c0, c1) = parent["dims"], child["dims"]
-    kept: dict[str, Any] = {}
-
-    def fn(name: str) -> Any:
-        def hook_fn(x: Any, hook: Any) -> Any:
-            if name == parent["hook"]:
-                x = x.clone()
-                x[rows, at_p, p0:p1] = parent_values
-            if name == child["hook"]:
-                kept["child"] = x[rows, at_q, c0:c1]
-            return x
-
-        return hook_fn
-
-    names = sorted({parent["hook"], child["hook"]})
-    run_with_hooks(model, tokens, fwd_hooks=[(h, fn(h)) for h in names], return_type=None)
-    return kept["child"]
-
-
-def _edge_loss(
-    model: Any,
-    high: Any,
-    base: np.ndarray,
-    source: np.ndarray,
-    base_tokens: Any,
-    saved: Mapping[str, Any],
-    by_name: Mapping[str, Mapping[str, Any]],
-    edge: Mapping[str, Any],
-    g: np.random.Generator,
-    P: int,
-    T: int,
-    answered: np.ndarray,
-) -> Any:
-    """IIT on one edge of the algorithm's graph by a path interchange: the parent set from the source run at p in a
-    base run, the child's coordinates at q = p + offset taken from that run into a second base run; its outputs
-    must follow the parent's counterfactual at the outputs the child at q reaches (and the child's site must be
-    computed from the parent: the gradient runs through both runs)."""
-    import torch
-
-    parent, child, offset = by_name[edge["parent"]], by_name[edge["child"]], int(edge["offset"])
-    n = len(base)
-    if offset >= T:
-        return torch.zeros((), device=saved[parent["hook"]].device)
-    positions = _edge_rows(T, offset, n, g)
-    labels = np.zeros((n, T), dtype=np.int64)
-    scored = np.zeros((n, T), dtype=bool)
-    for p in np.unique(positions):
-        rows = np.flatnonzero(positions == p)
-        lab, sc = high.counterfactual(base[rows], source[rows], int(p), parent["variable"])
-        _, reach = high.counterfactual(base[rows], base[rows], int(p) + offset, child["variable"])
-        labels[rows], scored[rows] = lab, sc & reach & answered[rows]
-    device = saved[parent["hook"]].device
-    rows_t = torch.arange(n, device=device)
-    at_p = torch.from_numpy(P + positions).to(device)
-    at_q = at_p + offset
-    d0, d1 = parent["dims"]
-    value = _path_run(model, base_tokens, parent, child, saved[parent["hook"]][rows_t, at_p, d0:d1], at_p, at_q)
-    c0, c1 = child["dims"]
-
-    def set_child(x, hook):
-        x = x.clone()
-        x[rows_t, at_q, c0:c1] = value
-        return x
-
-    logits = run_with_hooks(model, base_tokens, fwd_hooks=[(child["hook"], set_child)], return_type="logits")
-    return _readout_loss(logits[:, P : P + T], labels, scored, high)
-
-
-def _parent_hooks(
-    by_name: Mapping[str, Mapping[str, Any]], parents: Any, values: Mapping[str, Any], q: Any, P: int
-) -> list[tuple[str, Any]]:
-    """Forward hooks that set every parent (name, offset) at word position q − offset (``q`` per row) to its value in
-    ``values`` (another run's activations by hook); a row whose q − offset falls before the word is left alone (a
-    parent there is a constant of the proof, the same in every word)."""
-    import torch
-
-    by_hook: dict[str, list[tuple[int, int, int]]] = {}
-    for parent, offset in parents:
-        v = by_name[parent]
-        by_hook.setdefault(v["hook"], []).append((int(offset), *v["dims"]))
-
-    def fn(name: str, entries: list[tuple[int, int, int]]) -> Any:
-        def hook_fn(x: Any, hook: Any) -> Any:
-            x = x.clone()
-            for offset, d0, d1 in entries:
-                p = q - offset
-                rows = torch.nonzero(p >= 0).flatten()
-                at = P + p[rows]
-                x[rows, at, d0:d1] = values[name][rows, at, d0:d1]
-            return x
-
-        return hook_fn
-
-    return [(name, fn(name, entries)) for name, entries in by_hook.items()]
-
-
-def _joint_loss(
-    model: Any,
-    high: Any,
-    base: np.ndarray,
-    source: np.ndarray,
-    base_tokens: Any,
-    saved: Mapping[str, Any],
-    by_name: Mapping[str, Mapping[str, Any]],
-    joint: Mapping[str, Any],
-    g: np.random.Generator,
-    P: int,
-    T: int,
-    answered: np.ndarray,
-) -> Any:
-    """IIT on a variable's mechanism by a joint interchange: every parent set at once from the source run (at q −
-    its offset); the child is then the source's child at q, so the outputs must follow the child's counterfactual
-    from the source at q."""
-    import torch
-
-    child = joint["child"]
-    n = len(base)
-    positions = g.integers(T, size=n)
-    labels = np.zeros((n, T), dtype=np.int64)
-    scored = np.zeros((n, T), dtype=bool)
-    for q in np.unique(positions):
-        rows = np.flatnonzero(positions == q)
-        lab, sc = high.counterfactual(base[rows], source[rows], int(q), child)
-        labels[rows], scored[rows] = lab, sc & answered[rows]
-    device = next(iter(saved.values())).device
-    q_t = torch.from_numpy(positions).to(device)
-    fwd = _parent_hooks(by_name, joint["parents"], saved, q_t, P)
-    logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
-    return _readout_loss(logits[:, P : P + T], labels, scored, high)
-
-
-def joint_name(joint: Mapping[str, Any]) -> str:
-    """How an imposed joint interchange is named in logs and metrics: ``window2 ← all its parents``."""
-    return f"{joint['child']} ← all its parents"
-
-
-def edge_name(edge: Mapping[str, Any]) -> str:
-    """How an imposed edge is named in logs and metrics: ``window1 → window2 +2``."""
-    return f"{edge['parent']} → {edge['child']} +{edge['offset']}"
 
 
 def imposed_iia(
@@ -423,75 +272,7 @@ def imposed_iia(
             out[v["variable"]] = {"iia": hits / total if total else None, "outputs": total, "by_position": by_position}
         by_name = {v["variable"]: v for v in alignment["variables"]}
         for e in alignment.get("edges", ()):
-            out[edge_name(e)] = _held_out_edge(model, high, base, source, tb, ts, by_name, e, P, T, plain, answered)
-        if alignment.get("joints"):
-            hooks = sorted({by_name[u]["hook"] for j in alignment["joints"] for u, _ in j["parents"]})
-            _, cache = model.run_with_cache(ts, names_filter=hooks)
-            acts = {h: cache[h] for h in hooks}
-            for j in alignment["joints"]:
-                hits = total = 0
-                for q in range(T):
-                    fwd = _parent_hooks(by_name, j["parents"], acts, torch.full((pairs,), q, dtype=torch.long), P)
-                    logits = run_with_hooks(model, tb, fwd_hooks=fwd, return_type="logits")[:, P : P + T]
-                    got = readout_answer(logits, high.readout)
-                    labels, scored = high.counterfactual(base, source, q, j["child"])
-                    changed = scored & answered & (labels != plain)
-                    hits, total = hits + int((got == labels)[changed].sum()), total + int(changed.sum())
-                out[joint_name(j)] = {"iia": hits / total if total else None, "outputs": total}
+            out[edge_name(e)] = held_out_edge(model, high, base, source, tb, ts, by_name, e, P, T, plain, answered)
+        for j in alignment.get("joints", ()):
+            out[joint_name(j)] = held_out_joint(model, high, base, source, tb, ts, by_name, j, P, T, plain, answered)
     return out
-
-
-def _held_out_edge(
-    model: Any,
-    high: Any,
-    base: np.ndarray,
-    source: np.ndarray,
-    tb: Any,
-    ts: Any,
-    by_name: Mapping[str, Mapping[str, Any]],
-    edge: Mapping[str, Any],
-    P: int,
-    T: int,
-    plain: np.ndarray,
-    answered: np.ndarray,
-) -> dict[str, Any]:
-    """An imposed edge's held-out IIA by path interchange at every parent position p with p + offset inside the
-    word: the share of changed outputs, among those the child at p + offset reaches, that follow the parent's
-    counterfactual."""
-    import torch
-
-    parent, child, offset = by_name[edge["parent"]], by_name[edge["child"]], int(edge["offset"])
-    _, cache = model.run_with_cache(ts, names_filter=[parent["hook"]])
-    d0, d1 = parent["dims"]
-    c0, c1 = child["dims"]
-    n = len(base)
-    hits = total = 0
-    for p in range(T - offset):
-        at_p = torch.full((n,), P + p, dtype=torch.long)
-        value = _path_run(model, tb, parent, child, cache[parent["hook"]][:, P + p, d0:d1], at_p, at_p + offset)
-
-        def set_child(x, hook, q=P + p + offset, value=value):
-            x = x.clone()
-            x[:, q, c0:c1] = value
-            return x
-
-        logits = run_with_hooks(model, tb, fwd_hooks=[(child["hook"], set_child)], return_type="logits")[:, P : P + T]
-        got = readout_answer(logits, high.readout)
-        labels, scored = high.counterfactual(base, source, p, parent["variable"])
-        _, reach = high.counterfactual(base, base, p + offset, child["variable"])
-        changed = scored & reach & answered & (labels != plain)
-        hits, total = hits + int((got == labels)[changed].sum()), total + int(changed.sum())
-    return {"iia": hits / total if total else None, "outputs": total}
-
-
-def _readout_loss(logits: Any, labels: np.ndarray, scored: np.ndarray, high: Any) -> Any:
-    """Cross-entropy of ``logits`` ``[n, T, out]`` against ``labels`` at ``scored``, over ``high``'s readout classes."""
-    import torch
-
-    labels = high.readout_labels(labels)
-    if high.readout is not None:
-        logits = logits[..., list(high.readout)]
-    mask = torch.from_numpy(scored).to(logits.device)
-    if not bool(mask.any()):
-        return logits.sum() * 0.0
-    return torch.nn.functional.cross_entropy(logits[mask], torch.from_numpy(labels).to(logits.device)[mask])
