@@ -58,6 +58,7 @@ NOT_ON_BRIDGE: dict[str, str] = {
     "tests/train/test_align_training.py::test_an_aligned_twin_records_what_was_imposed": ALIGN,
     "tests/train/test_align_training.py::test_circuit_methods_are_scored_against_the_imposed_circuit": ALIGN,
     "tests/train/test_align_training.py::test_every_variable_per_step_swaps_each_imposed_variable": ALIGN,
+    "tests/train/test_align_training.py::test_the_graph_imposes_the_algorithms_edges_by_path_interchange": ALIGN,
     "tests/experiments/test_experiments.py::test_algorithm_confusion_quick": ALIGN,
     "tests/train/test_align_training.py::test_bad_alignments_are_one_line": ALIGN_REFUSALS,
     "tests/train/test_align_training.py::test_a_twin_too_shallow_for_the_construction_is_refused": ALIGN_REFUSALS,
