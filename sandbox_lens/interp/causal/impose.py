@@ -88,17 +88,20 @@ def correspondence(construction: str, task: Any, shape: Any, edges: bool = False
     return out
 
 
+def _algorithm_variables(construction: str, kind: str, source: Any, length: int) -> tuple[Any, ...]:
+    """The variables of the registered algorithm ``construction`` builds, on this task (none if it builds none)."""
+    algorithms, _ = algorithms_for(kind, source, length)
+    found = [a for a in algorithms if a.construction == construction]
+    return found[0].variables(source, length) if found else ()
+
+
 def graph_joints(
     construction: str, kind: str, source: Any, length: int, edges: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Each imposed variable the algorithm says its parents determine (``Variable.determined``), with those parents
     (name, offset) among ``edges``: what a joint interchange sets at once."""
-    algorithms, _ = algorithms_for(kind, source, length)
-    found = [a for a in algorithms if a.construction == construction]
-    if not found:
-        return []
     out = []
-    for v in found[0].variables(source, length):
+    for v in _algorithm_variables(construction, kind, source, length):
         parents = [[e["parent"], e["offset"]] for e in edges if e["child"] == v.name]
         if v.determined and parents:
             out.append({"child": v.name, "parents": parents})
@@ -108,12 +111,8 @@ def graph_joints(
 def graph_edges(construction: str, kind: str, source: Any, length: int, imposed: list[str]) -> list[dict[str, Any]]:
     """Every edge (parent, child, offset) of the algorithm ``construction`` builds, between two ``imposed``
     variables at one exact offset (the edges the identification tests by path interchange)."""
-    algorithms, _ = algorithms_for(kind, source, length)
-    found = [a for a in algorithms if a.construction == construction]
-    if not found:
-        return []
     out = []
-    for v in found[0].variables(source, length):
+    for v in _algorithm_variables(construction, kind, source, length):
         for e in v.edges:
             if v.mode == "parallel" and e.child in imposed and v.name in imposed and e.hi == e.lo:
                 out.append({"parent": v.name, "child": e.child, "offset": int(e.lo)})

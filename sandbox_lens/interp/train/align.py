@@ -249,9 +249,12 @@ def imposed_iia(
     plain, answered = high.answers(base)
     out = {}
     with torch.no_grad():
+        # one source run for every imposed site: the variables', edges' and joint interchanges' source values
+        hooks = sorted({v["hook"] for v in alignment["variables"]})
+        _, cache = model.run_with_cache(ts, names_filter=hooks)
+        acts = {h: cache[h] for h in hooks}
         for v in alignment["variables"]:
-            _, cache = model.run_with_cache(ts, names_filter=[v["hook"]])
-            src = cache[v["hook"]]
+            src = acts[v["hook"]]
             d0, d1 = v["dims"]
             hits = total = 0
             by_position = []
@@ -272,7 +275,7 @@ def imposed_iia(
             out[v["variable"]] = {"iia": hits / total if total else None, "outputs": total, "by_position": by_position}
         by_name = {v["variable"]: v for v in alignment["variables"]}
         for e in alignment.get("edges", ()):
-            out[edge_name(e)] = held_out_edge(model, high, base, source, tb, ts, by_name, e, P, T, plain, answered)
+            out[edge_name(e)] = held_out_edge(model, high, base, source, tb, acts, by_name, e, P, T, plain, answered)
         for j in alignment.get("joints", ()):
-            out[joint_name(j)] = held_out_joint(model, high, base, source, tb, ts, by_name, j, P, T, plain, answered)
+            out[joint_name(j)] = held_out_joint(model, high, base, source, tb, acts, by_name, j, P, T, plain, answered)
     return out

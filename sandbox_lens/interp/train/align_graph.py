@@ -192,7 +192,7 @@ def held_out_edge(
     base: np.ndarray,
     source: np.ndarray,
     tb: Any,
-    ts: Any,
+    acts: Mapping[str, Any],
     by_name: Mapping[str, Mapping[str, Any]],
     edge: Mapping[str, Any],
     P: int,
@@ -202,18 +202,17 @@ def held_out_edge(
 ) -> dict[str, Any]:
     """An imposed edge's held-out IIA by path interchange at every parent position p with p + offset inside the
     word: the share of changed outputs, among those the child at p + offset reaches, that follow the parent's
-    counterfactual."""
+    counterfactual. ``acts``: the source words' activations at every imposed hook."""
     import torch
 
     parent, child, offset = by_name[edge["parent"]], by_name[edge["child"]], int(edge["offset"])
-    _, cache = model.run_with_cache(ts, names_filter=[parent["hook"]])
     d0, d1 = parent["dims"]
     c0, c1 = child["dims"]
     n = len(base)
     hits = total = 0
     for p in range(T - offset):
         at_p = torch.full((n,), P + p, dtype=torch.long)
-        value = path_run(model, tb, parent, child, cache[parent["hook"]][:, P + p, d0:d1], at_p, at_p + offset)
+        value = path_run(model, tb, parent, child, acts[parent["hook"]][:, P + p, d0:d1], at_p, at_p + offset)
 
         def set_child(x, hook, q=P + p + offset, value=value):
             x = x.clone()
@@ -248,7 +247,7 @@ def held_out_joint(
     base: np.ndarray,
     source: np.ndarray,
     tb: Any,
-    ts: Any,
+    acts: Mapping[str, Any],
     by_name: Mapping[str, Mapping[str, Any]],
     joint: Mapping[str, Any],
     P: int,
@@ -257,12 +256,10 @@ def held_out_joint(
     answered: np.ndarray,
 ) -> dict[str, Any]:
     """A joint interchange's held-out IIA at every child position q: all the child's parents set at once from the
-    source words; the share of changed outputs that follow the child's counterfactual from the source at q."""
+    source words (``acts``: their activations at every imposed hook); the share of changed outputs that follow the
+    child's counterfactual from the source at q."""
     import torch
 
-    hooks = sorted({by_name[u]["hook"] for u, _ in joint["parents"]})
-    _, cache = model.run_with_cache(ts, names_filter=hooks)
-    acts = {h: cache[h] for h in hooks}
     hits = total = 0
     for q in range(T):
         fwd = parent_hooks(by_name, joint["parents"], acts, torch.full((len(base),), q, dtype=torch.long), P)
