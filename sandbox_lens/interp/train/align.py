@@ -31,6 +31,7 @@ from sandbox_lens.interp.streams import Stream, rng
 from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.train.align_graph import (
+    counterfactual_labels,
     edge_loss,
     edge_name,
     held_out_edge,
@@ -186,12 +187,7 @@ def aligned_losses(
     def interchange(v: Mapping[str, Any]) -> Any:
         """IIT on one variable: its coordinates at one position per pair set from the source run."""
         positions = g.integers(T, size=batch)
-        labels = np.zeros((batch, T), dtype=np.int64)
-        scored = np.zeros((batch, T), dtype=bool)
-        for p in np.unique(positions):
-            rows = np.flatnonzero(positions == p)
-            lab, sc = high.counterfactual(base[rows], source[rows], int(p), v["variable"])
-            labels[rows], scored[rows] = lab, sc & answered[rows]
+        labels, scored = counterfactual_labels(high, base, source, positions, v["variable"], answered)
         device = saved[v["hook"]].device
         rows_t = torch.arange(batch, device=device)
         at = torch.from_numpy(P + positions).to(device)

@@ -23,12 +23,36 @@ __all__ = [
     "path_run",
     "parent_hooks",
     "readout_loss",
+    "counterfactual_labels",
 ]
 
 
 def _edge_rows(T: int, offset: int, n: int, g: np.random.Generator) -> np.ndarray:
     """One parent position p per pair with p + ``offset`` inside the word."""
     return g.integers(T - offset, size=n)
+
+
+def counterfactual_labels(
+    high: Any,
+    base: np.ndarray,
+    source: np.ndarray,
+    positions: np.ndarray,
+    variable: str,
+    answered: np.ndarray,
+    reach: tuple[str, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, scored) ``[n, T]`` of one interchange per pair: ``variable`` from the source at that pair's position
+    p, scored where the high-level model says it changes an answered output — and, with ``reach`` = (child, offset),
+    only at the outputs the child at p + offset reaches (a path interchange's end)."""
+    labels = np.zeros(base.shape, dtype=np.int64)
+    scored = np.zeros(base.shape, dtype=bool)
+    for p in np.unique(positions):
+        rows = np.flatnonzero(positions == p)
+        lab, sc = high.counterfactual(base[rows], source[rows], int(p), variable)
+        if reach is not None:
+            sc = sc & high.counterfactual(base[rows], base[rows], int(p) + reach[1], reach[0])[1]
+        labels[rows], scored[rows] = lab, sc & answered[rows]
+    return labels, scored
 
 
 def path_run(
@@ -89,13 +113,9 @@ def edge_loss(
     if offset >= T:
         return torch.zeros((), device=saved[parent["hook"]].device)
     positions = _edge_rows(T, offset, n, g)
-    labels = np.zeros((n, T), dtype=np.int64)
-    scored = np.zeros((n, T), dtype=bool)
-    for p in np.unique(positions):
-        rows = np.flatnonzero(positions == p)
-        lab, sc = high.counterfactual(base[rows], source[rows], int(p), parent["variable"])
-        _, reach = high.counterfactual(base[rows], base[rows], int(p) + offset, child["variable"])
-        labels[rows], scored[rows] = lab, sc & reach & answered[rows]
+    labels, scored = counterfactual_labels(
+        high, base, source, positions, parent["variable"], answered, reach=(child["variable"], offset)
+    )
     device = saved[parent["hook"]].device
     rows_t = torch.arange(n, device=device)
     at_p = torch.from_numpy(P + positions).to(device)
@@ -163,12 +183,7 @@ def joint_loss(
     child = joint["child"]
     n = len(base)
     positions = g.integers(T, size=n)
-    labels = np.zeros((n, T), dtype=np.int64)
-    scored = np.zeros((n, T), dtype=bool)
-    for q in np.unique(positions):
-        rows = np.flatnonzero(positions == q)
-        lab, sc = high.counterfactual(base[rows], source[rows], int(q), child)
-        labels[rows], scored[rows] = lab, sc & answered[rows]
+    labels, scored = counterfactual_labels(high, base, source, positions, child, answered)
     device = next(iter(saved.values())).device
     q_t = torch.from_numpy(positions).to(device)
     fwd = parent_hooks(by_name, joint["parents"], saved, q_t, P)
