@@ -74,6 +74,7 @@ class ExperimentSeed(enum.IntEnum):
     UNIFORM_DYCK_WORDS = 8000  # uniform-dyck: the words the attention check reads
     RANDOM_AUTOMATA_WORDS = 9000  # random-automata: the held-out words (+ 100 × points + the length)
     PE_AT_2T_WORDS = 9500  # pe-at-2t: the test words at T and 2T
+    PARITY_COUNTS_WORDS = 9700  # parity-counts: the words with a fixed count of the counted symbol
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -155,6 +155,21 @@ def test_pe_at_2t_quick(tmp_path_factory):
     assert claim(r, "Sinusoidal positions generalise worse")["verdict"] in VERDICTS
 
 
+def test_parity_counts_quick(tmp_path_factory):
+    out, r = quick("parity-counts", tmp_path_factory)
+    check_files(out, r)
+    twins = r["data"]["twins"]
+    assert {(t["population"], t["seed"]) for t in twins} == {(p, s) for p in ("plain", "shifted") for s in (0, 1)}
+    assert all(len(t["by_count"]) == 8 - 1 and 0 <= t["low"] <= 1 for t in twins)
+    # the same shape for both populations (a context of T + S); only the shifted one trains with the shift
+    assert r["settings"]["plain"]["shape"] == r["settings"]["shifted"]["shape"]
+    assert r["settings"]["shifted"]["config"]["pos_shift"] == 16 and not r["settings"]["plain"]["config"].get(
+        "pos_shift"
+    )
+    for start in ("Random position shifts", "A plain twin's errors"):
+        assert claim(r, start)["verdict"] in VERDICTS
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)
