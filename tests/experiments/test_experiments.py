@@ -170,6 +170,26 @@ def test_parity_counts_quick(tmp_path_factory):
         assert claim(r, start)["verdict"] in VERDICTS
 
 
+def test_instability_quick(tmp_path_factory):
+    out, r = quick("instability", tmp_path_factory)
+    check_files(out, r)
+    curves = r["data"]["curves"]
+    assert set(curves) == {"parity/plain", "parity/ema", "D8/plain", "D8/dropout", "grid9/plain", "grid9/dropout"}
+    assert all(0 <= a <= 1 for runs in curves.values() for c in runs for a in c)
+    assert (
+        r["settings"]["parity/ema"]["config"]["ema"] == 0.9 and r["settings"]["D8/dropout"]["config"]["dropout"] == 0.1
+    )
+    assert r["settings"]["parity/plain"]["shape"]["n_layers"] == 1
+    for start in (
+        "Seeds of one setting",
+        "Runs that converge",
+        "A moving average",
+        "Dropout 0.1 helps",
+        "Dropout 0.1 hurts",
+    ):
+        assert claim(r, start)["verdict"] in VERDICTS
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)

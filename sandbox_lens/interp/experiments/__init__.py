@@ -167,6 +167,17 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.parity_counts",
         ),
         Experiment(
+            name="instability",
+            title="Training instability: seeds that disagree, curves that go backwards, EMA and dropout",
+            section="§3.4.5.1.1 (beside Figs. 3.15 and 3.16)",
+            claim="The median seed lies far below the best; runs that converge go backwards on the way; a moving "
+            "average of the weights helps; dropout 0.1 helps the dihedral group and hurts the gridworld.",
+            scale="T = 16; one-layer parity twins plain and with EMA γ = 0.9; two-layer D8 and grid9 twins plain and "
+            "with dropout 0.1; default width 64; up to 2000 steps × batch 32; 10 seeds per population",
+            minutes=25.0,
+            module="sandbox_lens.interp.experiments.instability",
+        ),
+        Experiment(
             name="algorithm-census",
             title="Which proven algorithm do plain twins learn?",
             section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",
