@@ -377,6 +377,35 @@ def test_uniform_attention_keeps_query_and_key_weights_at_zero(tmp_path, interp_
     assert code == 2 and "an LSTM has none" in err and not (tmp_path / "l").exists()
 
 
+def test_a_training_symbol_distribution_draws_the_words(tmp_path, interp_run):
+    """`--symbol-probs`: the training words follow the given law (the flip-flop automaton with p(⊥) = 0.9); the
+    task's dict says so and reloads; the uniform default writes no key; a law of the wrong size is refused."""
+    a = get_automaton("flipflop")
+    sparse = AutomatonTask(a, 64, probs=(0.05, 0.05, 0.9))
+    words = sparse.batch(step_rng(0, 1), 256).tokens[:, 1:] - 1
+    share = np.bincount(words.ravel(), minlength=3) / words.size
+    assert share == pytest.approx([0.05, 0.05, 0.9], abs=0.01)  # 16384 symbols: a binomial s.e. of 0.002
+    uniform = AutomatonTask(a, 64)
+    assert "probs" not in uniform.to_dict() and sparse.to_dict()["probs"] == [0.05, 0.05, 0.9]
+    assert task_from_dict(json.loads(json.dumps(sparse.to_dict()))).probs == (0.05, 0.05, 0.9)
+    assert np.array_equal(
+        uniform.batch(step_rng(0, 1), 8).tokens, AutomatonTask(a, 64, probs=None).batch(step_rng(0, 1), 8).tokens
+    )
+    for bad in ((0.5, 0.5), (0.5, 0.6, -0.1), (0.2, 0.2, 0.2)):
+        with pytest.raises(SandboxError, match="symbol distribution"):
+            AutomatonTask(a, 8, probs=bad)
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "flipflop", "--symbol-probs", "0.25,0.25,0.5", "--length", "4",
+        "--steps", "20", "--eval-every", "10", "--out", tmp_path / "f",
+    )  # fmt: skip
+    assert code == 0, err
+    assert load_trained(tmp_path / "f").card.task["probs"] == [0.25, 0.25, 0.5]
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "flipflop", "--symbol-probs", "1,0", "--out", tmp_path / "g"
+    )
+    assert code == 2 and "--symbol-probs" in err and "3 symbols" in err and not (tmp_path / "g").exists()
+
+
 def test_final_state_supervision_reads_only_the_last_position(tmp_path, interp_run):
     """`--supervision final`: the loss and the accuracy read the state after the last symbol only; the task's dict
     says so and reloads; the default writes no key (older cards keep their bits); a Dyck run refuses the option."""

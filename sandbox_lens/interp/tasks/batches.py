@@ -68,28 +68,50 @@ class AutomatonTask:
         length: the word length trained on.
         supervision: ``"every"`` (default): the loss and the accuracy read the state after every symbol;
             ``"final"``: only the state after the last one (final-state supervision; the targets of the other
-            positions are still in the batch, for analyses)."""
+            positions are still in the batch, for analyses).
+        probs: the training words' symbol distribution, one probability per symbol (default uniform; where some
+            inputs are illegal, the weights of the walk over the legal ones), e.g. the flip-flop automaton with
+            p(⊥) = 0.9 as ``(0.05, 0.05, 0.9)``."""
 
     kind = "automaton"
 
-    def __init__(self, automaton: Semiautomaton, length: int, supervision: str = "every") -> None:
+    def __init__(
+        self,
+        automaton: Semiautomaton,
+        length: int,
+        supervision: str = "every",
+        probs: Sequence[float] | None = None,
+    ) -> None:
         if length < 1:
             raise AutomatonError("the training length must be ≥ 1")
         if supervision not in SUPERVISION:
             raise AutomatonError(f"supervision must be one of {', '.join(SUPERVISION)}, got {supervision!r}")
+        if probs is not None:
+            p = np.asarray(probs, dtype=np.float64)
+            if p.shape != (automaton.n_symbols,) or not np.isfinite(p).all() or (p < 0).any():
+                raise AutomatonError(
+                    f"the symbol distribution needs {automaton.n_symbols} non-negative numbers (one per symbol of "
+                    f"{automaton.name}), got {list(probs)}"
+                )
+            if not np.isclose(p.sum(), 1.0, atol=1e-6):
+                raise AutomatonError(f"the symbol distribution must sum to 1, got {p.sum():g}")
+            probs = tuple(float(x) for x in p)
         self.automaton, self.length, self.supervision = automaton, int(length), supervision
+        self.probs: tuple[float, ...] | None = probs
 
     @property
     def name(self) -> str:
         final = ", final state only" if self.supervision == "final" else ""
-        return f"{self.automaton.name} (T={self.length}{final})"
+        law = "" if self.probs is None else ", Pr[σ] = " + "/".join(f"{p:g}" for p in self.probs)
+        return f"{self.automaton.name} (T={self.length}{final}{law})"
 
     d_vocab = property(lambda self: self.automaton.n_symbols + 1)
     d_vocab_out = property(lambda self: self.automaton.n_states)
     n_ctx = property(lambda self: self.length + 1)
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
-        words = self.automaton.sample(size, self.length, rng)  # legal words only where some inputs are illegal
+        # legal words only where some inputs are illegal
+        words = self.automaton.sample(size, self.length, rng, self.probs)
         states = self.automaton.run(words)
         tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
         targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
@@ -103,6 +125,8 @@ class AutomatonTask:
         d = {"kind": self.kind, "automaton": self.automaton.to_dict(), "length": self.length}
         if self.supervision != "every":  # the default is not written: older cards and run hashes keep their bits
             d["supervision"] = self.supervision
+        if self.probs is not None:  # likewise the uniform law
+            d["probs"] = list(self.probs)
         return d
 
     def token_layout(self) -> TokenLayout:

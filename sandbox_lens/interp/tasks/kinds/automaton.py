@@ -36,6 +36,13 @@ class AutomatonKind(TaskKind):
             choices=("every", "final"),
             default="every",
         ),
+        CommandLineOption(
+            ("--symbol-probs",),
+            "symbol_probs",
+            "automaton task: the training words' symbol distribution, comma-separated over the alphabet (e.g. "
+            "0.05,0.05,0.9 for the flip-flop automaton with p(⊥) = 0.9; default uniform)",
+            "P",
+        ),
     )
     shift_options = (
         CommandLineOption(
@@ -80,6 +87,7 @@ class AutomatonKind(TaskKind):
                 parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"),
                 d["length"],
                 d.get("supervision", "every"),
+                d.get("probs"),
             ),
         )
 
@@ -108,7 +116,15 @@ class AutomatonKind(TaskKind):
         automaton = self.automaton(values)
         if automaton is None:
             raise SandboxError("train automaton needs --automaton NAME or --automaton-file PATH")
-        return AutomatonTask(automaton, length or self.default_length, values.get("supervision") or "every")
+        probs = None
+        if values.get("symbol_probs"):
+            from sandbox_lens.interp.tasks.shifts import parse_probs
+
+            try:
+                probs = parse_probs(values["symbol_probs"], automaton.n_symbols)
+            except SandboxError as e:
+                raise OptionError(str(e).replace("--probs", "--symbol-probs")) from None
+        return AutomatonTask(automaton, length or self.default_length, values.get("supervision") or "every", probs)
 
     def check_source(self, construction: str, source: Any) -> None:
         from sandbox_lens.interp.tasks.automata import Semiautomaton
