@@ -190,6 +190,20 @@ def test_instability_quick(tmp_path_factory):
         assert claim(r, start)["verdict"] in VERDICTS
 
 
+def test_ffl_one_head_quick(tmp_path_factory):
+    out, r = quick("ffl-one-head", tmp_path_factory)
+    check_files(out, r)
+    twins = r["data"]["twins"]
+    assert {(t["p_noop"], t["sharpen"]) for t in twins} == {(p, s) for p in (0.5, 0.9) for s in (False, True)}
+    assert all(0 <= t["masses"]["latest"] <= 1 + 1e-6 for t in twins)
+    # one block, one head; the training law at p(⊥) = 0.9; sharpening only where named
+    assert r["settings"]["p0.9/plain"]["task"]["probs"] == pytest.approx([0.05, 0.05, 0.9])
+    assert r["settings"]["p0.5/sharpened"]["config"]["sharpen"] == 0.01
+    assert r["settings"]["p0.5/plain"]["shape"]["n_layers"] == r["settings"]["p0.5/plain"]["shape"]["n_heads"] == 1
+    for start in ("A sharpened one-head", "Without sharpening", "Plain twins attend", "Sharpening's bad minima"):
+        assert claim(r, start)["verdict"] in VERDICTS
+
+
 def test_dyck_balance_quick(tmp_path_factory):
     out, r = quick("dyck-balance", tmp_path_factory)
     check_files(out, r)

@@ -178,6 +178,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.instability",
         ),
         Experiment(
+            name="ffl-one-head",
+            title="One head on the flip-flop automaton: latest write, every write, and sharpening's bad minima",
+            section="§3.5.6.5 (R8, Fig. 3.34)",
+            claim="A sharpened one-layer one-head twin reads the latest write; a plain one spreads over every write of "
+            "the correct type; sharpening's bad minima are much likelier at p(⊥) = 0.5 than at 0.9.",
+            scale="the flip-flop automaton at T = 64, p(⊥) ∈ {0.5, 0.9}; one block, one head, width 32, plain and "
+            "with the entropy penalty λ = 0.01; up to 1500 steps × batch 32; 10 seeds per population; 200 words per "
+            "law",
+            minutes=15.0,
+            module="sandbox_lens.interp.experiments.ffl_one_head",
+        ),
+        Experiment(
             name="algorithm-census",
             title="Which proven algorithm do plain twins learn?",
             section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",
