@@ -31,6 +31,7 @@ from sandbox_lens.interp.errors import ConstructionError, LengthError
 from sandbox_lens.interp.model.run import logits, predict
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.tasks import ffl
+from sandbox_lens.interp.tasks.batches import observed
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.kinds import resolve, task_kind
 from sandbox_lens.interp.tasks.shifts import Shift, ShiftError, automaton_shifts, dyck_shifts, ffl_shifts, parse_probs  # noqa: F401
@@ -92,7 +93,9 @@ def score_automaton(model, task: dict[str, Any], shift: Shift, words: np.ndarray
     """Automata: every position's state; per-position accuracy and the share of words with any wrong state."""
     a = task_kind(task).source(task)
     pred = predict(model, words)
-    ok = pred == a.run(words)
+    truth = a.run(words)
+    observe = observed(task)
+    ok = pred == (truth if observe is None else np.asarray(observe)[truth])  # a twin of an observation: its labels
     row = _row(shift.label, shift.params, ok, np.ones_like(ok, dtype=bool), ok[:, -1])
     row["per_position"] = [round(float(x), 6) for x in ok.mean(axis=0)]
     row["any_error_rate"] = float((~ok).any(axis=1).mean())  # the ℓ∞ view: words with any wrong state
@@ -195,9 +198,10 @@ def evaluate(
 def skyline(model, length: int):
     """The exact construction of the model's task, built for inputs of up to ``length`` (or None
     when the model is itself a construction, or none applies at that length): the first of the kind's
-    constructions (the registry's order) that accepts the task."""
+    constructions (the registry's order) that accepts the task; None for a twin of an observation of the state,
+    which no construction outputs)."""
 
-    if model.card.construction != "trained":
+    if model.card.construction != "trained" or observed(model.card.task) is not None:
         return None
     kind = model.card.task_kind
     source = kind.source(model.card.task)

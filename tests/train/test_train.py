@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.evaluate import automaton_shifts, score_automaton, skyline
+from sandbox_lens.interp.model.run import predict
 from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask, FFLTask, step_rng
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
+from sandbox_lens.interp.tasks.highlevel import StateModel
 from sandbox_lens.interp.tasks.kinds import task_from_dict
 from sandbox_lens.interp.train import ModelShape, TrainConfig, evaluate, load_trained, train
 from sandbox_lens.interp.train.sweep import run_sweep
@@ -404,6 +407,45 @@ def test_a_training_symbol_distribution_draws_the_words(tmp_path, interp_run):
         "train", "automaton", "--automaton", "flipflop", "--symbol-probs", "1,0", "--out", tmp_path / "g"
     )
     assert code == 2 and "--symbol-probs" in err and "3 symbols" in err and not (tmp_path / "g").exists()
+
+
+def test_an_observation_of_the_state_is_what_the_twin_learns(tmp_path, interp_run):
+    """`--observe`: the targets are the labels of the states (C4's "count ≡ 0 mod 4"); the output vocabulary has
+    one entry per label; the dict reloads and the default writes no key; evaluation scores the labels; the
+    high-level models and the skyline (which output states) refuse such a twin; bad maps are refused."""
+    a = get_automaton("C4")
+    seen = AutomatonTask(a, 8, observe=(1, 0, 0, 0))
+    plain = AutomatonTask(a, 8)
+    b_seen, b_plain = seen.batch(step_rng(0, 2), 16), plain.batch(step_rng(0, 2), 16)
+    assert np.array_equal(b_seen.tokens, b_plain.tokens)
+    assert np.array_equal(b_seen.targets[:, 1:], (b_plain.targets[:, 1:] == 0).astype(int))
+    assert seen.d_vocab_out == 2 and plain.d_vocab_out == 4 and seen.token_layout().output_names == ["0", "1"]
+    assert "observe" not in plain.to_dict() and task_from_dict(json.loads(json.dumps(seen.to_dict()))).observe == (
+        1,
+        0,
+        0,
+        0,
+    )
+    for bad in ((1, 0, 0), (0, 0, 0, 0), (0, 2, 0, 2), (1, 0, 0, -1)):
+        with pytest.raises(SandboxError, match="observation"):
+            AutomatonTask(a, 8, observe=bad)
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "C4", "--observe", "1,0,0,0", "--length", "4",
+        "--steps", "30", "--eval-every", "10", "--out", tmp_path / "o",
+    )  # fmt: skip
+    assert code == 0, err
+    twin = load_trained(tmp_path / "o")
+    assert twin.cfg.d_vocab_out == 2 and skyline(twin, 4) is None
+    words = np.random.default_rng(0).integers(2, size=(64, 4))
+    row = score_automaton(twin, twin.card.task, automaton_shifts(a, 4)[0], words)
+    labels = (a.run(words) == 0).astype(int)
+    assert row["accuracy"] == pytest.approx(float((predict(twin, words) == labels).mean()))
+    with pytest.raises(SandboxError, match="observation of the state"):
+        StateModel.of_card(twin.card)
+    code, _, err = interp_run("align", "--run", tmp_path / "o", "--out", tmp_path / "al")
+    assert code == 2 and "observation" in err and not (tmp_path / "al").exists()
+    code, _, err = interp_run("train", "automaton", "--automaton", "C4", "--observe", "1,0", "--out", tmp_path / "b")
+    assert code == 2 and "--observe" in err and "4 states" in err and not (tmp_path / "b").exists()
 
 
 def test_final_state_supervision_reads_only_the_last_position(tmp_path, interp_run):

@@ -40,7 +40,13 @@ class AutomatonComparison(AfterBos):
 
     @classmethod
     def from_task(cls, task: AutomatonTask) -> AutomatonComparison:
-        """The adapter for a training task (the registry's ``comparison`` of the automaton kind)."""
+        """The adapter for a training task (the registry's ``comparison`` of the automaton kind); refused for a
+        twin of an observation of the state (the constructions output the state)."""
+        if getattr(task, "observe", None) is not None:
+            raise ConstructionError(
+                f"{task.name}: the twin outputs an observation of the state, the constructions the state itself; "
+                "there is nothing to compare its outputs with"
+            )
         return cls(task.automaton, task.length)
 
     def __init__(self, automaton: Semiautomaton, length: int = 16) -> None:

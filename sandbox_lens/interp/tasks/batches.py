@@ -13,7 +13,7 @@ exactly the batches it would have seen.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +71,10 @@ class AutomatonTask:
             positions are still in the batch, for analyses).
         probs: the training words' symbol distribution, one probability per symbol (default uniform; where some
             inputs are illegal, the weights of the walk over the legal ones), e.g. the flip-flop automaton with
-            p(⊥) = 0.9 as ``(0.05, 0.05, 0.9)``."""
+            p(⊥) = 0.9 as ``(0.05, 0.05, 0.9)``.
+        observe: an observation of the state, one label per state (labels 0..m − 1, at least two used): the twin
+            is trained on the label of the state, not the state (the thesis's indirect supervision, §3.4.5.2.1),
+            e.g. C4's "is the count 0 mod 4" as ``(1, 0, 0, 0)``."""
 
     kind = "automaton"
 
@@ -81,6 +84,7 @@ class AutomatonTask:
         length: int,
         supervision: str = "every",
         probs: Sequence[float] | None = None,
+        observe: Sequence[int] | None = None,
     ) -> None:
         if length < 1:
             raise AutomatonError("the training length must be ≥ 1")
@@ -98,21 +102,25 @@ class AutomatonTask:
             probs = tuple(float(x) for x in p)
         self.automaton, self.length, self.supervision = automaton, int(length), supervision
         self.probs: tuple[float, ...] | None = probs
+        self.observe: tuple[int, ...] | None = None if observe is None else check_observation(observe, automaton)
 
     @property
     def name(self) -> str:
         final = ", final state only" if self.supervision == "final" else ""
         law = "" if self.probs is None else ", Pr[σ] = " + "/".join(f"{p:g}" for p in self.probs)
-        return f"{self.automaton.name} (T={self.length}{final}{law})"
+        seen = "" if self.observe is None else ", observed as " + "".join(str(x) for x in self.observe)
+        return f"{self.automaton.name} (T={self.length}{final}{law}{seen})"
 
     d_vocab = property(lambda self: self.automaton.n_symbols + 1)
-    d_vocab_out = property(lambda self: self.automaton.n_states)
+    d_vocab_out = property(lambda self: self.automaton.n_states if self.observe is None else max(self.observe) + 1)
     n_ctx = property(lambda self: self.length + 1)
 
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
         # legal words only where some inputs are illegal
         words = self.automaton.sample(size, self.length, rng, self.probs)
         states = self.automaton.run(words)
+        if self.observe is not None:  # the label of each state, not the state
+            states = np.asarray(self.observe, dtype=np.int64)[states]
         tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
         targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
         mask = np.ones_like(tokens, dtype=bool)
@@ -127,15 +135,37 @@ class AutomatonTask:
             d["supervision"] = self.supervision
         if self.probs is not None:  # likewise the uniform law
             d["probs"] = list(self.probs)
+        if self.observe is not None:  # and the state itself
+            d["observe"] = list(self.observe)
         return d
 
     def token_layout(self) -> TokenLayout:
+        outputs = list(self.automaton.states) if self.observe is None else [str(i) for i in range(self.d_vocab_out)]
         return TokenLayout(
-            (0,),
-            tuple(range(1, self.automaton.n_symbols + 1)),
-            ["BOS", *self.automaton.alphabet],
-            list(self.automaton.states),
+            (0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet], outputs
         )
+
+
+def check_observation(observe: Sequence[int], automaton: Semiautomaton) -> tuple[int, ...]:
+    """An observation map of ``automaton``'s states, checked: one integer label per state, labels 0..m − 1 with
+    every one used and m ≥ 2 (a one-label observation says nothing)."""
+    labels = tuple(observe)
+    if len(labels) != automaton.n_states or not all(isinstance(x, (int, np.integer)) and x >= 0 for x in labels):
+        raise AutomatonError(
+            f"an observation of {automaton.name} needs one label (0, 1, …) for each of its {automaton.n_states} "
+            f"states, got {list(observe)}"
+        )
+    if sorted(set(labels)) != list(range(max(labels) + 1)) or max(labels) < 1:
+        raise AutomatonError(
+            f"an observation's labels must be 0..m − 1, each used, with at least two of them; got {list(labels)}"
+        )
+    return tuple(int(x) for x in labels)
+
+
+def observed(task: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The observation map of a task's description (``task.to_dict()``), or None where the twin predicts states."""
+    obs = task.get("observe")
+    return None if obs is None else tuple(int(x) for x in obs)
 
 
 class DyckTask:

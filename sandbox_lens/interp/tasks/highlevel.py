@@ -135,6 +135,15 @@ class HighLevel:
             raise HighLevelError(f"position {position} is outside words of length {base.shape[1]}")
 
 
+def _not_observed(task: Mapping[str, Any]) -> None:
+    """Refuse a twin trained on an observation of the state: the high-level models' outputs are the states."""
+    if task.get("observe") is not None:
+        raise HighLevelError(
+            "this twin was trained on an observation of the state (--observe "
+            f"{','.join(str(x) for x in task['observe'])}), not the state that the high-level models output"
+        )
+
+
 class StateModel(HighLevel):
     """An automaton's state at one position, under a ``parallel`` or ``recurrent`` reading, and the variables the
     constructions compute on the way where the automaton has them (:mod:`sandbox_lens.interp.tasks.statevars`: a cascade's
@@ -154,12 +163,14 @@ class StateModel(HighLevel):
     @classmethod
     def of_task(cls, task: Mapping[str, Any], mode: str = "parallel") -> StateModel:
 
+        _not_observed(task)
         return cls(task_kind(task).source(task), mode)
 
     @classmethod
     def of_card(cls, card: Any, mode: str = "parallel") -> StateModel:
         """A ``krohn_rhodes`` model built from a cascade names its levels by that cascade."""
 
+        _not_observed(card.task)
         cascade = (card.options or {}).get("cascade")
         cascade = parse_cascade_json(json.dumps(cascade), "the card's cascade") if cascade else None
         return cls(task_kind(card.task).source(card.task), mode, cascade)

@@ -43,6 +43,13 @@ class AutomatonKind(TaskKind):
             "0.05,0.05,0.9 for the flip-flop automaton with p(⊥) = 0.9; default uniform)",
             "P",
         ),
+        CommandLineOption(
+            ("--observe",),
+            "observe",
+            "automaton task: train on a label of the state, not the state: one label per state, comma-separated "
+            "(e.g. 1,0,0,0 for C4's 'count ≡ 0 mod 4'; the thesis's indirect supervision)",
+            "LABELS",
+        ),
     )
     shift_options = (
         CommandLineOption(
@@ -88,6 +95,7 @@ class AutomatonKind(TaskKind):
                 d["length"],
                 d.get("supervision", "every"),
                 d.get("probs"),
+                d.get("observe"),
             ),
         )
 
@@ -124,7 +132,17 @@ class AutomatonKind(TaskKind):
                 probs = parse_probs(values["symbol_probs"], automaton.n_symbols)
             except SandboxError as e:
                 raise OptionError(str(e).replace("--probs", "--symbol-probs")) from None
-        return AutomatonTask(automaton, length or self.default_length, values.get("supervision") or "every", probs)
+        observe = None
+        if values.get("observe"):
+            from sandbox_lens.interp.tasks.batches import check_observation
+
+            try:
+                observe = check_observation([int(x) for x in values["observe"].split(",")], automaton)
+            except ValueError as e:  # not integers, or not an observation of this automaton
+                raise OptionError(f"--observe {values['observe']!r}: {e}") from None
+        return AutomatonTask(
+            automaton, length or self.default_length, values.get("supervision") or "every", probs, observe
+        )
 
     def check_source(self, construction: str, source: Any) -> None:
         from sandbox_lens.interp.tasks.automata import Semiautomaton
