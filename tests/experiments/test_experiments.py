@@ -11,6 +11,7 @@ import pytest
 from sandbox_lens.interp.cli import main
 from sandbox_lens.interp.errors import CheckpointError
 from sandbox_lens.interp.experiments import EXPERIMENTS, get_experiment, run_experiment
+from sandbox_lens.interp.experiments.indirect_supervision import TASKS as TASKS_OBSERVED
 from sandbox_lens.interp.experiments.report import write_index, write_report
 from sandbox_lens.interp.experiments.rules import VERDICTS
 
@@ -202,6 +203,19 @@ def test_ffl_one_head_quick(tmp_path_factory):
     assert r["settings"]["p0.5/plain"]["shape"]["n_layers"] == r["settings"]["p0.5/plain"]["shape"]["n_heads"] == 1
     for start in ("A sharpened one-head", "Without sharpening", "Plain twins attend", "Sharpening's bad minima"):
         assert claim(r, start)["verdict"] in VERDICTS
+
+
+def test_indirect_supervision_quick(tmp_path_factory):
+    out, r = quick("indirect-supervision", tmp_path_factory)
+    check_files(out, r)
+    runs = r["data"]["runs"]
+    assert {(x["task"], x["arch"]) for x in runs} == {
+        (t[0], a) for t in TASKS_OBSERVED for a in ("transformer", "lstm")
+    }
+    assert r["settings"]["C4/transformer"]["task"]["observe"] == [1, 0, 0, 0]
+    assert "observe" not in r["settings"]["D8/lstm"]["task"]
+    for label in ("C4 0 mod 4", "grid9 wall", "D8 location"):
+        assert claim(r, f"Twins learn {label}")["verdict"] in VERDICTS
 
 
 def test_dyck_balance_quick(tmp_path_factory):

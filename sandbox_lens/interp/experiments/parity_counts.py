@@ -264,10 +264,15 @@ def _report(ctx: Context, rows: list[dict[str, Any]], a: Any, T: int, S: int, sc
         + (f"{np.mean(explanation_gaps(rows, 'shifted')):+.3f}" if explanation_gaps(rows, "shifted") else "—"),
         floor=_floor(len(gaps), RULES["explanation"], "learned plain twins with enough cells"),
     )
+    every = {pop: [r for r in rows if r["population"] == pop] for pop in POPULATIONS}
     ctx.conclude(
         "Mean accuracy at low / high counts over learned twins: "
         + "; ".join(f"{pop} {_mean(learned[pop], 'low')} / {_mean(learned[pop], 'high')}" for pop in POPULATIONS)
-        + f" (low: ≤ {T // 4} {sym}s, high: ≥ {T - T // 4})."
+        + f" (low: ≤ {T // 4} {sym}s, high: ≥ {T - T // 4}); over every twin, learned or not: "
+        + "; ".join(f"{pop} {_mean(every[pop], 'low')} / {_mean(every[pop], 'high')}" for pop in POPULATIONS)
+        + ", held-out "
+        + "; ".join(f"{pop} {_mean(every[pop], 'held_out')}" for pop in POPULATIONS)
+        + "."
     )
     ctx.caveat(
         f"Trained at T = {T} with shifts of 0..{S} (the thesis: T = 40, shifts of 0..400, 512-wide 8-layer models); "

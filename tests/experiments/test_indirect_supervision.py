@@ -1,0 +1,34 @@
+"""indirect-supervision: the observation maps name the thesis's observations, and the share of seeds that reach
+the bar, fed numbers with a known answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sandbox_lens.interp.experiments import indirect_supervision as ind
+from sandbox_lens.interp.experiments.rules import rule_on
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+
+def test_the_maps_observe_what_the_thesis_names():
+    c4, grid = (next(t for t in ind.TASKS if t[1] == n) for n in ("C4", "grid9"))
+    a = get_automaton("C4")
+    words = np.random.default_rng(0).integers(a.n_symbols, size=(50, 12))
+    total = np.cumsum(words, axis=1)  # C4's symbol a adds a (thesis Def. 4)
+    assert np.array_equal(np.asarray(c4[2])[a.run(words)], (total % 4 == 0).astype(int))
+    g = get_automaton("grid9")
+    walls = {i for i, lab in enumerate(grid[2]) if lab}
+    assert walls == {0, g.n_states - 1}
+    assert next(t for t in ind.TASKS if t[1] == "D8")[2] is None and get_automaton("D8").n_states == 4
+
+
+def test_a_task_is_learned_when_some_seed_reaches_the_bar():
+    e = ind.reach_share([0.995, 0.9, 0.8, 0.85, 0.7, 0.6])
+    assert e.value == pytest.approx(1 / 6) and e.interval[0] > 0
+    assert rule_on(ind.RULES["learned"], e)["verdict"] == "reproduced"
+    # none of six: a share up to 0.39 is still possible, and the best of the thesis's 25 runs could reach the bar
+    none = ind.reach_share([0.98, 0.9, 0.8, 0.85, 0.7, 0.6])
+    assert rule_on(ind.RULES["learned"], none)["verdict"] == "inconclusive"
+    few = ind.reach_share([0.999, 0.999])
+    assert rule_on(ind.RULES["learned"], few)["verdict"] == "not tested"
