@@ -40,6 +40,7 @@ __all__ = [
     "holm",
     "cohens_d",
     "estimate",
+    "share",
     "difference",
     "median_interval",
     "interval_method",
@@ -392,6 +393,17 @@ def estimate(
         [float(v) for v in x],
         statistic=statistic,
     )
+
+
+def share(hits: Sequence[bool], unit: str = "seeds", method: str = "share with a 95% Wilson interval") -> Estimate:
+    """The share of ``hits`` that are true, with its Wilson interval over the ``unit``; no value without units.
+
+    Args:
+        hits: one flag per unit (a seed that reached a bar, a pair that decorrelated).
+        unit: what a flag counts, for the results file.
+        method: how the interval is described there."""
+    k, n = int(sum(bool(h) for h in hits)), len(hits)
+    return Estimate(k / n if n else None, wilson_interval(k, n), n, unit, method, [float(bool(h)) for h in hits])
 
 
 def interval_method(

@@ -20,6 +20,7 @@ from sandbox_lens.interp.stats import (
     paired_test,
     permutation_test,
     poisson_interval,
+    share,
     wilson_interval,
 )
 
@@ -60,6 +61,14 @@ def test_paired_intervals_see_a_shift_that_unpaired_noise_hides():
     assert paired_test(a, b, "greater") < 0.01 and paired_test(a, a) == 1.0
     with pytest.raises(ValueError, match="equal lengths"):
         paired_interval([1, 2], [1])
+
+
+def test_a_share_is_its_wilson_interval_over_the_flags():
+    e = share([True, False, False, True, False], unit="runs")
+    assert e.value == pytest.approx(0.4) and e.interval == wilson_interval(2, 5) and e.n == 5 and e.unit == "runs"
+    assert e.values == [1.0, 0.0, 0.0, 1.0, 0.0] and "Wilson" in e.method
+    empty = share([])
+    assert empty.value is None and empty.interval is None and empty.n == 0
 
 
 def test_rates_wilson_and_poisson():

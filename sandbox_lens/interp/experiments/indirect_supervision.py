@@ -23,7 +23,7 @@ import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
-from sandbox_lens.interp.stats import Estimate, estimate, wilson_interval
+from sandbox_lens.interp.stats import Estimate, estimate, share
 from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.train import TrainConfig, default_shape
@@ -59,16 +59,7 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 def reach_share(held_out: list[float], reach: float = REACH) -> Estimate:
     """The share of runs whose held-out accuracy reaches ``reach``, with its Wilson interval."""
-    k = sum(a >= reach for a in held_out)
-    n = len(held_out)
-    return Estimate(
-        k / n if n else None,
-        wilson_interval(k, n) if n else None,
-        n,
-        "seeds",
-        "share with a 95% Wilson interval",
-        [float(a >= reach) for a in held_out],
-    )
+    return share([a >= reach for a in held_out])
 
 
 def run(ctx: Context) -> None:

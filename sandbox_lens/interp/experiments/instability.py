@@ -32,7 +32,7 @@ import numpy as np
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.jsonfile import read_json
-from sandbox_lens.interp.stats import Estimate, estimate, wilson_interval
+from sandbox_lens.interp.stats import Estimate, estimate, share
 from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.train import TrainConfig, default_shape
@@ -117,31 +117,13 @@ def went_backwards(history: list[float], drop: float = DROP) -> bool:
 
 def spread_share(finals: list[float], gap: float = GAP) -> Estimate:
     """Among the seeds other than the best, the share whose accuracy lies ≥ ``gap`` below the best's (Wilson)."""
-    others = sorted(finals)[:-1]
     best = max(finals) if finals else 0.0
-    k = sum(best - v >= gap for v in others)
-    return Estimate(
-        k / len(others) if others else None,
-        wilson_interval(k, len(others)) if others else None,
-        len(others),
-        "seeds",
-        "share with a 95% Wilson interval",
-        [float(best - v >= gap) for v in others],
-    )
+    return share([best - v >= gap for v in sorted(finals)[:-1]])
 
 
 def backwards_share(curves: list[list[float]]) -> Estimate:
     """Among curves that end at ≥ :data:`CONVERGED`, the share that went backwards, with its Wilson interval."""
-    converged = [c for c in curves if c and c[-1] >= CONVERGED]
-    k = sum(went_backwards(c) for c in converged)
-    return Estimate(
-        k / len(converged) if converged else None,
-        wilson_interval(k, len(converged)) if converged else None,
-        len(converged),
-        "runs",
-        "share with a 95% Wilson interval",
-        [float(went_backwards(c)) for c in converged],
-    )
+    return share([went_backwards(c) for c in curves if c and c[-1] >= CONVERGED], unit="runs")
 
 
 def paired_change(final: dict[str, dict[int, float]], treated: str, plain: str) -> list[float]:

@@ -35,7 +35,7 @@ from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.model.run import predict
-from sandbox_lens.interp.stats import Estimate, estimate, wilson_interval
+from sandbox_lens.interp.stats import Estimate, estimate, share
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.batches import AutomatonTask
@@ -274,16 +274,7 @@ def run(ctx: Context) -> None:
 
 def share_decorrelated(lengths: list[int | None]) -> Estimate:
     """The share of pairs that decorrelate within the horizon, with its Wilson interval over pairs."""
-    hits = sum(x is not None for x in lengths)
-    n = len(lengths)
-    return Estimate(
-        hits / n if n else None,
-        wilson_interval(hits, n) if n else None,
-        n,
-        "pairs",
-        "share, Wilson interval over pairs",
-        [float(x is not None) for x in lengths],
-    )
+    return share([x is not None for x in lengths], "pairs", "share, Wilson interval over pairs")
 
 
 def accuracy_gaps(rows: list[dict[str, Any]]) -> Estimate:
