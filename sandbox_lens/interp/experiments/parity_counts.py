@@ -299,6 +299,7 @@ def _figure(
     sym: str,
 ) -> None:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(13, 3.8), layout="constrained")
     axes = fig.subplots(1, 3)
@@ -328,6 +329,7 @@ def _figure(
         t = np.arange(T)
         ax.plot(t, (t + 1) * p, color="w", lw=0.8, ls="--")
         ax.set(xlabel="position t", ylabel=f"running count of {sym}s", title=f"{pop} twins ({which}, pooled)")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle("Where twins fail: by the number of the counted symbol, and by (position, running count)")
     ctx.figure(
         "parity-counts",
