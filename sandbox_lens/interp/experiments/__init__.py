@@ -161,7 +161,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "training words; training with randomly shifted positions significantly improves accuracy at low counts.",
             scale="parity, T = 20; default automaton twin with a context of T + 100, positions plain or shifted by "
             "0..100 per batch; up to 3000 steps × batch 32; 10 seeds per population; 300 words for each count 1..19",
-            minutes=15.0,
+            minutes=22.0,
             takes=("automaton",),
             defaults={"automaton": "parity"},
             module="sandbox_lens.interp.experiments.parity_counts",
@@ -174,7 +174,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "average of the weights helps; dropout 0.1 helps the dihedral group and hurts the gridworld.",
             scale="T = 16; one-layer parity twins plain and with EMA γ = 0.9; two-layer D8 and grid9 twins plain and "
             "with dropout 0.1; default width 64; up to 2000 steps × batch 32; 10 seeds per population",
-            minutes=25.0,
+            minutes=29.0,
             module="sandbox_lens.interp.experiments.instability",
         ),
         Experiment(
@@ -186,7 +186,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             scale="the flip-flop automaton at T = 64, p(⊥) ∈ {0.5, 0.9}; one block, one head, width 32, plain and "
             "with the entropy penalty λ = 0.01; up to 1500 steps × batch 32; 10 seeds per population; 200 words per "
             "law",
-            minutes=15.0,
+            minutes=19.0,
             module="sandbox_lens.interp.experiments.ffl_one_head",
         ),
         Experiment(
@@ -197,7 +197,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "count mod 4 = 0, Grid9's walls, D8's vertex location); the LSTM gets 100% on all.",
             scale="T = 16; C4 observed as 1,0,0,0, grid9 as 1,0,…,0,1, D8 (its vertex location); 3-block width-64 "
             "twins, up to 2000 steps × batch 32, and the thesis's LSTM; 6 seeds each",
-            minutes=15.0,
+            minutes=10.0,
             module="sandbox_lens.interp.experiments.indirect_supervision",
         ),
         Experiment(
