@@ -149,7 +149,7 @@ def run(ctx: Context) -> None:
     ctx.data("final_accuracy", {k: {str(s): v for s, v in d.items()} for k, d in final.items()})
     ctx.data("curves", curves)
     _report(ctx, final, curves, sc)
-    _figure(ctx, curves)
+    _figure(ctx, curves, sc["eval_every"])
 
 
 def _curve(directory: Path) -> list[float]:
@@ -239,7 +239,7 @@ def _report(ctx: Context, final: dict[str, dict[int, float]], curves: dict[str, 
     )
 
 
-def _figure(ctx: Context, curves: dict[str, list[list[float]]]) -> None:
+def _figure(ctx: Context, curves: dict[str, list[list[float]]], every: int) -> None:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 3.6), layout="constrained")
@@ -247,8 +247,15 @@ def _figure(ctx: Context, curves: dict[str, list[list[float]]]) -> None:
     for ax, automaton in zip(axes, ("parity", "D8", "grid9")):
         for i, (name, *_) in enumerate(p for p in POPULATIONS if p[1] == automaton):
             for j, c in enumerate(curves[name]):
-                ax.plot(np.arange(1, len(c) + 1), c, color=f"C{i}", alpha=0.5, lw=0.9, label=name if j == 0 else None)
-        ax.set(title=automaton, xlabel="evaluation", ylim=(-0.02, 1.02))
+                ax.plot(
+                    every * np.arange(1, len(c) + 1),
+                    c,
+                    color=f"C{i}",
+                    alpha=0.5,
+                    lw=0.9,
+                    label=name if j == 0 else None,
+                )
+        ax.set(title=automaton, xlabel="training step", ylim=(-0.02, 1.02))
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="lower right")
     axes[0].set_ylabel("held-out accuracy")
