@@ -78,3 +78,11 @@ def test_the_explanation_counts_learned_plain_twins_with_a_defined_gap():
     against = [{**r, "rank_gap": -0.3 - 0.01 * r["seed"]} for r in rows if r["rank_gap"] is not None]
     verdict = rule_on(pc.RULES["explanation"], estimate(pc.explanation_gaps(against), unit="twins"))["verdict"]
     assert verdict == "opposite direction"
+
+
+def test_automata_without_count_words_are_refused_before_anything_is_written(tmp_path, capsys):
+    from sandbox_lens.interp.cli import main
+
+    for name, why in (("dyck2-depth4", "illegal inputs"), ("C1", "one symbol")):
+        code = main(["experiment", "parity-counts", "--automaton", name, "--quick", "--out", str(tmp_path / name)])
+        assert code == 2 and why in capsys.readouterr().err and not (tmp_path / name).exists()
