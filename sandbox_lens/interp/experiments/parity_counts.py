@@ -38,7 +38,7 @@ from sandbox_lens.interp.stats import Estimate, estimate
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
-from sandbox_lens.interp.tasks.shifts import Shift, automaton_words
+from sandbox_lens.interp.tasks.shifts import automaton_shifts, automaton_words
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0, 1)
@@ -160,14 +160,8 @@ def run(ctx: Context) -> None:
     shape = replace(default_shape(task), n_ctx=task.n_ctx + S)
     counts = list(range(1, T))
     rng = np.random.default_rng(ExperimentSeed.PARITY_COUNTS_WORDS)
-    words = np.concatenate(
-        [
-            automaton_words(
-                a, Shift("", "automaton", {"length": T, "count": k, "count_symbol": COUNT_SYMBOL}), sc["samples"], rng
-            )
-            for k in counts
-        ]
-    )
+    shifts = automaton_shifts(a, T, counts=counts, count_symbol=COUNT_SYMBOL)[1:]  # [0] is the uniform law
+    words = np.concatenate([automaton_words(a, shift, sc["samples"], rng) for shift in shifts])
     k_of = np.repeat(counts, sc["samples"])
     truth = a.run(words)
     low, high = k_of <= T // 4, k_of >= T - T // 4

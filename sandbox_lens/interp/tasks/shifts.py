@@ -53,16 +53,17 @@ class Shift:
         return int(self.params.get("length") or self.params.get("band", (0, 0))[1])
 
 
-def parse_probs(text: str, n_symbols: int) -> list[float]:
-    """``"0.95,0.05"`` → a distribution over the alphabet (it must have one entry per symbol)."""
+def parse_probs(text: str, n_symbols: int, flag: str = "--probs") -> list[float]:
+    """``"0.95,0.05"`` → a distribution over the alphabet (it must have one entry per symbol); ``flag`` names the
+    option it came from in the errors."""
     try:
         values = [float(x) for x in text.split(",")]
     except ValueError:
-        raise ShiftError(f"--probs takes comma-separated numbers, got {text!r}") from None
+        raise ShiftError(f"{flag} takes comma-separated numbers, got {text!r}") from None
     if len(values) != n_symbols:
-        raise ShiftError(f"--probs {text!r} has {len(values)} entries; the alphabet has {n_symbols} symbols")
+        raise ShiftError(f"{flag} {text!r} has {len(values)} entries; the alphabet has {n_symbols} symbols")
     if any(not np.isfinite(v) or v < 0 for v in values) or not np.isclose(sum(values), 1.0, atol=1e-6):
-        raise ShiftError(f"--probs {text!r} must be non-negative and sum to 1")
+        raise ShiftError(f"{flag} {text!r} must be non-negative and sum to 1")
     return values
 
 

@@ -129,9 +129,9 @@ class AutomatonKind(TaskKind):
             from sandbox_lens.interp.tasks.shifts import parse_probs
 
             try:
-                probs = parse_probs(values["symbol_probs"], automaton.n_symbols)
+                probs = parse_probs(values["symbol_probs"], automaton.n_symbols, "--symbol-probs")
             except SandboxError as e:
-                raise OptionError(str(e).replace("--probs", "--symbol-probs")) from None
+                raise OptionError(str(e)) from None
         observe = None
         if values.get("observe"):
             from sandbox_lens.interp.tasks.batches import check_observation
