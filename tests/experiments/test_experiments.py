@@ -384,17 +384,7 @@ def test_algorithm_census_quick(tmp_path_factory):
 def test_algorithm_confusion_quick(tmp_path):
     """Imposed twins and random-init negatives are identified and counted in a confusion matrix; the claim is
     ruled on the share identified as imposed."""
-    from sandbox_lens.interp.experiments.base import Experiment
-
-    e = EXPERIMENTS.get("algorithm-confusion") or Experiment(
-        name="algorithm-confusion",
-        title="t",
-        section="s",
-        claim="c",
-        scale="x",
-        minutes=1.0,
-        module="sandbox_lens.interp.experiments.algorithm_confusion",
-    )
+    e = EXPERIMENTS["algorithm-confusion"]
     r = run_experiment(e, tmp_path / "out", quick=True)
     twins = r["data"]["twins"]
     assert {t["imposed"] for t in twins} == {"counter", "none"}
