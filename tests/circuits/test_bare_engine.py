@@ -28,6 +28,8 @@ KINKED = {"dyck/balanced"}
 
 @pytest.mark.parametrize("family", sorted(ALL))
 def test_the_engines_agree(family):
+    """Clean state, patched runs, path and node patching, and attribution's edge *and node* estimates (a head's
+    output once left the bare engine's gradient path: every head's node attribution was 0)."""
     spec = ALL[family]()
     truth, model = ground_truth(spec), to_hooked(spec)
     hooks, bare = Patcher(model, truth.graph), BarePatcher(model, truth.graph)
@@ -49,9 +51,9 @@ def test_the_engines_agree(family):
         nh, nb = node_patching(hooks, pairs, ablation)["nodes"], node_patching(bare, pairs, ablation)["nodes"]
         assert all(abs(nh[k] - nb[k]) < 2e-5 for k in nh)
         if family not in KINKED:
-            eh, _ = attribution(hooks, pairs, sh)
-            eb, _ = attribution(bare, pairs, sb)
+            (eh, nh), (eb, nb) = attribution(hooks, pairs, sh), attribution(bare, pairs, sb)
             np.testing.assert_allclose(eb, eh, rtol=0, atol=1e-4)
+            assert all(abs(nh[k] - nb[k]) < 1e-4 for k in nh), "node attributions (heads included) agree"
 
 
 def test_the_bare_engine_is_the_default_and_scores_alike():
@@ -89,4 +91,7 @@ def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
         rtol=0,
         atol=1e-5,
     )
-    np.testing.assert_allclose(attribution(bare, pairs)[0], attribution(hooks, pairs)[0], rtol=0, atol=1e-5)
+    (eb, nb), (eh, nh) = attribution(bare, pairs), attribution(hooks, pairs)
+    np.testing.assert_allclose(eb, eh, rtol=0, atol=1e-5)
+    assert any(abs(v) > 1e-3 for k, v in nh.items() if k.startswith("a")), "a head's own attribution is not lost"
+    assert all(abs(nh[k] - nb[k]) < 1e-5 for k in nh)

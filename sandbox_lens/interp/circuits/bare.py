@@ -98,11 +98,12 @@ class BarePatcher(Patcher):
                 z = attend(qkv["q"], qkv["k"], qkv["v"], self.scale)
                 W_O = sd[f"{p}.attn.W_O"]
                 if any(n.name in record for n in heads):
-                    per_head = torch.einsum("bhte,hed->bthd", z, W_O)
+                    # each head's output is its own tensor on the way on, so a gradient reaches it
+                    per_head = torch.einsum("bhte,hed->bthd", z, W_O).unbind(2)
                     for node in heads:
                         if node.name in record:
-                            current[node.name] = per_head[:, :, node.head]
-                    x = x + per_head.sum(2) + sd[f"{p}.attn.b_O"]
+                            current[node.name] = per_head[node.head]
+                    x = x + sum(per_head) + sd[f"{p}.attn.b_O"]
                 else:
                     x = x + torch.einsum("bhte,hed->btd", z, W_O) + sd[f"{p}.attn.b_O"]
             name = f"m{l}"
