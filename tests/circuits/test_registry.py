@@ -22,6 +22,7 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
         "path",
         "attribution",
         "eap-ig",
+        "atp-star",
         "acdc",
         "masks",
         "random",

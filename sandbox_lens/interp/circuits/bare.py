@@ -45,6 +45,14 @@ def patcher_for(model: Any, graph: Graph | None = None, engine: str = "auto") ->
     return Patcher(model, graph)
 
 
+def _detached(t: Any) -> Any:
+    return t.detach()
+
+
+def _as_is(t: Any) -> Any:
+    return t
+
+
 class BarePatcher(Patcher):
     """Edge patching on a bare forward (see the module docstring)."""
 
@@ -72,14 +80,23 @@ class BarePatcher(Patcher):
         return layer_norm(x, self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
 
     def _forward(
-        self, x: Any, start: int, inputs: Any, record: set[str], current: dict[str, Any], stream: list | None = None
+        self,
+        x: Any,
+        start: int,
+        inputs: Any,
+        record: set[str],
+        current: dict[str, Any],
+        stream: list | None = None,
+        drop: int | None = None,
     ) -> Any:
         """Blocks ``start``.. on the residual ``x`` [B, T, d]; ``inputs(receiver, channel, resid)`` returns a
         channel's input (the residual, or it plus a patch); outputs of senders in ``record`` go to ``current``;
-        ``stream`` collects the residual entering each block and leaving the last."""
+        ``stream`` collects the residual entering each block and leaving the last. Block ``drop``'s writes
+        enter the residual detached: the same values, no gradient back through that block (AtP*'s GradDrop)."""
         torch, sd = self.torch, self.sd
         for l in range(start, self.L):
             p = f"blocks.{l}"
+            cut = _detached if l == drop else _as_is
             if stream is not None:
                 stream.append(x)
             heads = self.heads[l]
@@ -103,9 +120,9 @@ class BarePatcher(Patcher):
                     for node in heads:
                         if node.name in record:
                             current[node.name] = per_head[node.head]
-                    x = x + sum(per_head) + sd[f"{p}.attn.b_O"]
+                    x = x + cut(sum(per_head)) + sd[f"{p}.attn.b_O"]
                 else:
-                    x = x + torch.einsum("bhte,hed->btd", z, W_O) + sd[f"{p}.attn.b_O"]
+                    x = x + cut(torch.einsum("bhte,hed->btd", z, W_O)) + sd[f"{p}.attn.b_O"]
             name = f"m{l}"
             if name in self.graph.by_name:
                 h = torch.relu(
@@ -114,7 +131,7 @@ class BarePatcher(Patcher):
                 out = h @ sd[f"{p}.mlp.W_out"] + sd[f"{p}.mlp.b_out"]
                 if name in record:
                     current[name] = out
-                x = x + out
+                x = x + cut(out)
         if stream is not None:
             stream.append(x)
         final = self._norm(inputs("logits", "in", x), "ln_final")
@@ -183,8 +200,14 @@ class BarePatcher(Patcher):
         return logits.view(k, n, *logits.shape[1:])
 
     def gradients(
-        self, tokens: np.ndarray, metric: Any, base: dict[str, Any] | None = None, alpha: float = 1.0
+        self,
+        tokens: np.ndarray,
+        metric: Any,
+        base: dict[str, Any] | None = None,
+        alpha: float = 1.0,
+        drop: int | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]]:
+        """As :meth:`Patcher.gradients`; ``drop``: no gradient back through block ``drop``'s writes (GradDrop)."""
         torch = self.torch
         probes: dict[tuple[str, str], Any] = {}
 
@@ -200,7 +223,7 @@ class BarePatcher(Patcher):
             embed, pos = embed.detach().requires_grad_(True), pos.detach().requires_grad_(True)
             current: dict[str, Any] = {"embed": embed, "pos": pos}
             record = {n.name for n in self.graph.senders}
-            logits = self._forward(embed + pos, 0, inputs, record, current)
+            logits = self._forward(embed + pos, 0, inputs, record, current, drop=drop)
             names = [n.name for n in self.graph.senders]
             keys = [(r.name, c) for r in self.graph.receivers for c in CHANNELS[r.kind] if (r.name, c) in probes]
             grads = torch.autograd.grad(
@@ -210,6 +233,22 @@ class BarePatcher(Patcher):
         sender_grads = dict(zip(names, grads[: len(names)]))
         receiver_grads = dict(zip(keys, grads[len(names) :]))
         return outputs, sender_grads, receiver_grads
+
+    def head_outputs(self, resid: Any, node: Any, channel: str, deltas: Any) -> Any:
+        """Head ``node``'s output ``[k, B, T, d]`` (before the shared output bias) when its ``channel`` (q, k or v)
+        input is the residual ``resid`` ``[B, T, d]`` entering its block plus each of ``deltas`` ``[k, B, T, d]``
+        and its other inputs are ``resid``: the softmax recomputed exactly (AtP*'s QK fix)."""
+        sd, p, h = self.sd, f"blocks.{node.layer}", node.head
+        k, B, T, d = deltas.shape
+
+        def project(c: str, x: Any) -> Any:
+            return self._norm(x, f"{p}.ln1") @ sd[f"{p}.attn.W_{c.upper()}"][h] + sd[f"{p}.attn.b_{c.upper()}"][h]
+
+        with exact_precision():
+            own = {c: project(c, resid).expand(k, B, T, -1) for c in "qkv"}
+            own[channel] = project(channel, resid[None] + deltas)
+            z = attend(*(own[c].reshape(k * B, 1, T, -1) for c in "qkv"), self.scale)
+            return (z[:, 0] @ sd[f"{p}.attn.W_O"][h]).view(k, B, T, d)
 
     def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:
         """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's

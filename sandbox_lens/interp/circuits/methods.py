@@ -14,6 +14,8 @@ patching            node    nodes whose activation patching moves the metric by 
 path                edge    edges whose path patching moves the metric by ≥ threshold
 attribution         edge    edges whose attribution-patching estimate (EAP) is ≥ threshold
 eap-ig              edge    the same with integrated gradients over m steps (``steps``)
+atp-star            edge    AtP* (:mod:`~sandbox_lens.interp.circuits.atp_star`): EAP with the softmax recomputed
+                            for query and key edges and GradDrop's score; the edges scoring ≥ threshold
 acdc                edge    what ACDC keeps (mode ``normalised`` or ``reference``)
 masks               edge    learned hard-concrete edge masks under an L0 penalty (edge pruning): the open gates
 random              edge    a baseline: uniform random scores; the edges scoring ≥ 1/2
@@ -231,6 +233,29 @@ def _run_eap_ig(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConf
     return found
 
 
+def _run_atp_star(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
+    from sandbox_lens.interp.circuits.atp_star import atp_star
+    from sandbox_lens.interp.circuits.bare import BarePatcher
+
+    if not isinstance(patcher, BarePatcher):
+        raise MethodError(
+            "atp-star recomputes heads from the weights: it runs on the bare engine (--engine auto or bare)"
+        )
+    r = atp_star(patcher, data, src)
+    return Found(
+        r["score"],
+        [e for e, v in zip(patcher.graph.edges, r["score"]) if v >= c.threshold],
+        r["estimate"],
+        r["nodes"],
+        extra={
+            "atp_star": {
+                "graddrop_passes": patcher.L,
+                "qk_fixed_edges": int(sum(e.channel in "qk" for e in patcher.graph.edges)),
+            }
+        },
+    )
+
+
 def _run_acdc(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     g = patcher.graph
     r = acdc(patcher, data, c.threshold, metric=c.resolved_metric, mode=c.acdc_mode, source=src, progress=c.progress)
@@ -332,6 +357,18 @@ register(
         gradients=True,
         estimates=True,
         steps=True,
+    )
+)
+register(
+    CircuitMethod(
+        "atp-star",
+        "edge",
+        "AtP*: attribution patching with the exact softmax for query and key edges and GradDrop",
+        _run_atp_star,
+        metrics=("logit_diff",),
+        metric_reason=_GRADIENT,
+        gradients=True,
+        estimates=True,
     )
 )
 register(
