@@ -3,6 +3,8 @@ words (not outputs), stability, the readout basis and the two-stage choice."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sandbox_lens.interp.causal.evidence import (
     MIN_SPLIT,
@@ -16,7 +18,7 @@ from sandbox_lens.interp.causal.evidence import (
 )
 from sandbox_lens.interp.causal.highlevel import HighLevelError
 from sandbox_lens.interp.causal.search import K_TOLERANCE, choose
-from sandbox_lens.interp.stats import wilson_interval
+from sandbox_lens.interp.stats import CONFIDENCE, wilson_interval
 
 
 def test_three_disjoint_splits_and_a_refusal_below_the_minimum():
@@ -88,3 +90,29 @@ def test_the_readout_basis_spans_the_unembedding_differences():
     w = model.W_U.detach().numpy().astype(np.float64)
     centred = w - w.mean(axis=1, keepdims=True)
     assert np.allclose(basis @ (basis.T @ centred), centred, atol=1e-4)  # every difference lies in its span
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 200),
+    st.integers(1, 6),
+    st.integers(0, 4),
+    st.integers(0, 2**31 - 1),
+)
+def test_the_bootstrap_interval_is_the_pooled_rate_of_resampled_words(n, positions, seed, data_seed):
+    """The interval counts each resample's draws once (cached per seed and size) and pools by integer products:
+    the same numbers as indexing the words of each resample from the same stream, for any counts."""
+    from sandbox_lens.interp.streams import Stream, rng
+
+    g = np.random.default_rng(data_seed)
+    outputs = g.integers(0, 4, size=(n, positions))
+    hits = np.minimum(g.integers(0, 4, size=(n, positions)), outputs)
+    counts = Counts(hits, outputs)
+    if counts.rate is None:
+        assert rate_interval(counts, seed) is None
+        return
+    index = rng(seed, Stream.CAUSAL_BOOTSTRAP).integers(0, n, size=(1000, n))
+    k, m = hits.sum(1)[index].sum(-1), outputs.sum(1)[index].sum(-1)
+    rates = (k / np.maximum(m, 1))[m > 0]
+    alpha = (1 - CONFIDENCE) / 2
+    assert rate_interval(counts, seed) == (float(np.quantile(rates, alpha)), float(np.quantile(rates, 1 - alpha)))

@@ -17,6 +17,7 @@ over the base words, the untrained readout baseline, and the stability of a verd
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,14 +139,27 @@ def site_counts(
     return Counts(hits, outputs)
 
 
-def _rates(counts: Counts, index: np.ndarray) -> np.ndarray:
-    """The pooled rate of each row of resample indices ``[B, n]`` (NaN where a resample has no outputs)."""
+def _rates(counts: Counts, draws: np.ndarray) -> np.ndarray:
+    """The pooled rate of each resample, given as how often it drew each word (``[B, n]``; NaN where a resample
+    has no outputs). Integer products: the same sums as indexing the words, in any order."""
     hits, outputs = counts.hits, counts.outputs
     if hits.ndim > 1:
         hits, outputs = hits.sum(axis=tuple(range(1, hits.ndim))), outputs.sum(axis=tuple(range(1, hits.ndim)))
-    k, n = hits[index].sum(axis=-1), outputs[index].sum(axis=-1)
+    k = draws @ np.asarray(hits, dtype=np.result_type(hits, np.int64))
+    n = draws @ np.asarray(outputs, dtype=np.result_type(outputs, np.int64))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 0, k / np.maximum(n, 1), np.nan)
+
+
+@functools.lru_cache(maxsize=16)
+def _draws(seed: int, n: int, resamples: int) -> np.ndarray:
+    """How often each of ``resamples`` bootstrap resamples draws each of ``n`` words (``[resamples, n]``, read-only):
+    one stream per seed, so every interval of one seed and size resamples the same words (computed once)."""
+    index = rng(seed, Stream.CAUSAL_BOOTSTRAP).integers(0, n, size=(resamples, n))
+    out = np.zeros((resamples, n), dtype=np.int64)
+    np.add.at(out, (np.repeat(np.arange(resamples), n), index.ravel()), 1)
+    out.flags.writeable = False
+    return out
 
 
 def rate_interval(
@@ -154,9 +168,7 @@ def rate_interval(
     """Percentile-bootstrap interval of the pooled rate, resampling base words; None without outputs."""
     if counts.rate is None:
         return None
-    n = len(counts.hits)
-    index = rng(seed, Stream.CAUSAL_BOOTSTRAP).integers(0, n, size=(resamples, n))
-    rates = _rates(counts, index)
+    rates = _rates(counts, _draws(int(seed), len(counts.hits), int(resamples)))
     rates = rates[~np.isnan(rates)]
     alpha = (1 - confidence) / 2
     return float(np.quantile(rates, alpha)), float(np.quantile(rates, 1 - alpha))
