@@ -23,6 +23,7 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
         "attribution",
         "eap-ig",
         "atp-star",
+        "gim",
         "acdc",
         "masks",
         "random",

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.gim import frozen_layer_norm, rule_attend
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
 from sandbox_lens.interp.circuits.patching import CleanState, Patcher
 from sandbox_lens.interp.errors import ModelKindError
@@ -72,11 +73,16 @@ class BarePatcher(Patcher):
         self.scale = attention_scale(cfg)
         self.heads = {l: [n for n in self.graph.nodes if n.kind == "head" and n.layer == l] for l in range(self.L)}
         self.torch = torch
+        #: backward rules (:class:`~sandbox_lens.interp.circuits.gim.Rules`) that :meth:`gradients` runs under; None:
+        #: the plain gradient
+        self.rules: Any = None
 
     # -- the forward ------------------------------------------------------------------------------
     def _norm(self, x: Any, name: str) -> Any:
         if not self.ln:
             return x
+        if self.rules is not None and self.rules.freeze_norm:
+            return frozen_layer_norm(x, self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
         return layer_norm(x, self.sd[f"{name}.w"], self.sd[f"{name}.b"], self.eps)
 
     def _forward(
@@ -112,7 +118,10 @@ class BarePatcher(Patcher):
                         if own is not x:  # this head's channel is patched in some copy
                             full[:, node.head] = self._norm(own, f"{p}.ln1") @ W[node.head] + b[node.head]
                     qkv[c] = full
-                z = attend(qkv["q"], qkv["k"], qkv["v"], self.scale)
+                if self.rules is None:
+                    z = attend(qkv["q"], qkv["k"], qkv["v"], self.scale)
+                else:
+                    z = rule_attend(qkv["q"], qkv["k"], qkv["v"], self.scale, self.rules)
                 W_O = sd[f"{p}.attn.W_O"]
                 if any(n.name in record for n in heads):
                     # each head's output is its own tensor on the way on, so a gradient reaches it

@@ -16,6 +16,8 @@ attribution         edge    edges whose attribution-patching estimate (EAP) is �
 eap-ig              edge    the same with integrated gradients over m steps (``steps``)
 atp-star            edge    AtP* (:mod:`~sandbox_lens.interp.circuits.atp_star`): EAP with the softmax recomputed
                             for query and key edges and GradDrop's score; the edges scoring ≥ threshold
+gim                 edge    EAP with GIM's backward rules (:mod:`~sandbox_lens.interp.circuits.gim`); the edges
+                            scoring ≥ threshold
 acdc                edge    what ACDC keeps (mode ``normalised`` or ``reference``)
 masks               edge    learned hard-concrete edge masks under an L0 penalty (edge pruning): the open gates
 random              edge    a baseline: uniform random scores; the edges scoring ≥ 1/2
@@ -256,6 +258,16 @@ def _run_atp_star(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitCo
     )
 
 
+def _run_gim(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
+    from sandbox_lens.interp.circuits.bare import BarePatcher
+    from sandbox_lens.interp.circuits.gim import gim_attribution
+
+    if not isinstance(patcher, BarePatcher):
+        raise MethodError("gim changes the backward pass of the bare engine's forward: --engine auto or bare")
+    edge_fx, node_fx = gim_attribution(patcher, data, src)
+    return _thresholded(patcher.graph, edge_fx, node_fx, c.threshold)
+
+
 def _run_acdc(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     g = patcher.graph
     r = acdc(patcher, data, c.threshold, metric=c.resolved_metric, mode=c.acdc_mode, source=src, progress=c.progress)
@@ -365,6 +377,19 @@ register(
         "edge",
         "AtP*: attribution patching with the exact softmax for query and key edges and GradDrop",
         _run_atp_star,
+        metrics=("logit_diff",),
+        metric_reason=_GRADIENT,
+        gradients=True,
+        estimates=True,
+    )
+)
+register(
+    CircuitMethod(
+        "gim",
+        "edge",
+        "GIM: attribution patching with gradient interaction modifications (tempered softmax backward, scaled "
+        "query/key/value gradients, frozen norm scales)",
+        _run_gim,
         metrics=("logit_diff",),
         metric_reason=_GRADIENT,
         gradients=True,

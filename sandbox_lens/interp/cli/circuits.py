@@ -56,7 +56,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         choices=list(names()),
         metavar="METHOD",
         help="activation patching of nodes (patching), path patching (path), attribution patching "
-        "(attribution), EAP-IG (eap-ig), AtP* (atp-star), ACDC (acdc, the default), learned edge masks (masks), a "
+        "(attribution), EAP-IG (eap-ig), AtP* (atp-star), GIM (gim), ACDC (acdc, the default), learned edge masks (masks), a "
         "baseline (random, magnitude), or auto-circuit's implementation of one (auto-circuit:acdc, "
         ":eap, :ieg, :sep, :act-mag, :random; needs the auto-circuit extra)",
     )
@@ -115,7 +115,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument(
         "--agreement",
         action="store_true",
-        help="attribution, eap-ig, atp-star: also rerun path and node patching "
+        help="attribution, eap-ig, atp-star, gim: also rerun path and node patching "
         "and report how far the estimates agree with them (Spearman's ρ; costs a path-patching run)",
     )
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
