@@ -21,6 +21,12 @@ def test_the_maps_observe_what_the_thesis_names():
     walls = {i for i, lab in enumerate(grid[2]) if lab}
     assert walls == {0, g.n_states - 1}
     assert next(t for t in ind.TASKS if t[1] == "D8")[2] is None and get_automaton("D8").n_states == 4
+    # (abab)*: accepting is state 3, the state after every whole abab; the two laws are the thesis's
+    abab = get_automaton("abab")
+    laws = [t[5] for t in ind.TASKS if t[1] == "abab"]
+    assert laws == [((0, 1), 1.0), ((0, 1), 0.5)]
+    accept = np.asarray(ind.ACCEPT)[abab.run([0, 1] * 5)]
+    assert "".join(map(str, accept)) == "0001000100"
 
 
 def test_a_task_is_learned_when_some_seed_reaches_the_bar():

@@ -448,6 +448,49 @@ def test_an_observation_of_the_state_is_what_the_twin_learns(tmp_path, interp_ru
     assert code == 2 and "--observe" in err and "4 states" in err and not (tmp_path / "b").exists()
 
 
+def test_a_periodic_word_law_mixes_the_repeated_word_into_the_symbol_law(tmp_path, interp_run):
+    """`--periodic WORD[:SHARE]` (the thesis's (abab)* laws, Fig. 3.18): a share of the words is WORD repeated, the
+    rest the symbol law's own words (the same draws as without the option); the dict reloads and the default writes
+    no key; the (abab)* recogniser runs the thesis's example; bad words and shares are refused in one line."""
+    a = get_automaton("abab")
+    assert "".join(map(str, a.run(["ab".index(c) for c in "abababaaabab"]))) == "012301244444"
+    half, always, plain = (
+        AutomatonTask(a, 9, periodic=((0, 1), 0.5)),
+        AutomatonTask(a, 9, periodic=([0, 1], 1.0)),
+        AutomatonTask(a, 9),
+    )
+    b_half, b_plain = half.batch(step_rng(0, 4), 400), plain.batch(step_rng(0, 4), 400)
+    ab = np.array([1, 2] * 4 + [1])  # tokens: a = 1, b = 2
+    repeated = (b_half.tokens[:, 1:] == ab).all(axis=1)
+    assert 0.4 < repeated.mean() < 0.6
+    assert np.array_equal(b_half.tokens[~repeated], b_plain.tokens[~repeated])  # the rest: the symbol law's words
+    assert (always.batch(step_rng(1, 0), 50).tokens[:, 1:] == ab).all()
+    assert "periodic" not in plain.to_dict()
+    back = task_from_dict(json.loads(json.dumps(half.to_dict())))
+    assert back.periodic == ((0, 1), 0.5) and "(ab)* with probability 0.5" in back.name
+    for bad, message in (
+        (((0, 2), 0.5), "symbols"),
+        (((), 0.5), "symbols"),
+        (((0, 1), 0.0), "share"),
+        ((0, 1), "word law"),
+    ):
+        with pytest.raises(SandboxError, match=message):
+            AutomatonTask(a, 9, periodic=bad)
+    with pytest.raises(SandboxError, match="illegal"):  # a Dyck stack cannot close what it never opened
+        AutomatonTask(get_automaton("dyck1-depth2"), 6, periodic=((1,), 1.0))
+    code, _, err = interp_run(
+        "train", "automaton", "--automaton", "abab", "--observe", "0,0,0,1,0", "--periodic", "a,b:0.5",
+        "--length", "8", "--steps", "20", "--eval-every", "10", "--out", tmp_path / "p",
+    )  # fmt: skip
+    assert code == 0, err
+    assert load_trained(tmp_path / "p").card.task["periodic"] == {"word": [0, 1], "share": 0.5}
+    for text, message in (("a,c", "not in abab's alphabet"), ("a,b:2", "in (0, 1]"), ("a,b:x", "a number")):
+        code, _, err = interp_run(
+            "train", "automaton", "--automaton", "abab", "--periodic", text, "--out", tmp_path / "q"
+        )
+        assert code == 2 and message in err and err.count("\n") == 1 and not (tmp_path / "q").exists()
+
+
 def test_final_state_supervision_reads_only_the_last_position(tmp_path, interp_run):
     """`--supervision final`: the loss and the accuracy read the state after the last symbol only; the task's dict
     says so and reloads; the default writes no key (older cards keep their bits); a Dyck run refuses the option."""

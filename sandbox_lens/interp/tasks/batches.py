@@ -74,7 +74,10 @@ class AutomatonTask:
             p(⊥) = 0.9 as ``(0.05, 0.05, 0.9)``.
         observe: an observation of the state, one label per state (labels 0..m − 1, at least two used): the twin
             is trained on the label of the state, not the state (the thesis's indirect supervision, §3.4.5.2.1),
-            e.g. C4's "is the count 0 mod 4" as ``(1, 0, 0, 0)``."""
+            e.g. C4's "is the count 0 mod 4" as ``(1, 0, 0, 0)``.
+        periodic: ``(word, share)``: each training word is, with probability ``share``, ``word`` (symbol indices)
+            repeated from its start, and otherwise drawn from the symbol law — the thesis's (abab)* laws are
+            ``((0, 1), 1.0)`` and ``((0, 1), 0.5)`` on the ``abab`` automaton (Fig. 3.18)."""
 
     kind = "automaton"
 
@@ -85,6 +88,7 @@ class AutomatonTask:
         supervision: str = "every",
         probs: Sequence[float] | None = None,
         observe: Sequence[int] | None = None,
+        periodic: tuple[Sequence[int], float] | None = None,
     ) -> None:
         if length < 1:
             raise AutomatonError("the training length must be ≥ 1")
@@ -103,12 +107,16 @@ class AutomatonTask:
         self.automaton, self.length, self.supervision = automaton, int(length), supervision
         self.probs: tuple[float, ...] | None = probs
         self.observe: tuple[int, ...] | None = None if observe is None else check_observation(observe, automaton)
+        self.periodic = None if periodic is None else check_periodic(periodic, automaton, self.length)
 
     @property
     def name(self) -> str:
         final = ", final state only" if self.supervision == "final" else ""
         law = "" if self.probs is None else ", Pr[σ] = " + "/".join(f"{p:g}" for p in self.probs)
         seen = "" if self.observe is None else ", observed as " + "".join(str(x) for x in self.observe)
+        if self.periodic is not None:
+            word = "".join(self.automaton.alphabet[i] for i in self.periodic[0])
+            law += f", ({word})* with probability {self.periodic[1]:g}"
         return f"{self.automaton.name} (T={self.length}{final}{law}{seen})"
 
     d_vocab = property(lambda self: self.automaton.n_symbols + 1)
@@ -118,6 +126,10 @@ class AutomatonTask:
     def batch(self, rng: np.random.Generator, size: int) -> Batch:
         # legal words only where some inputs are illegal
         words = self.automaton.sample(size, self.length, rng, self.probs)
+        if self.periodic is not None:  # drawn after the words: the symbol law's words are those without the option
+            pattern, p = self.periodic
+            chosen = rng.random(size) < p
+            words[chosen] = np.resize(np.asarray(pattern, dtype=np.int64), self.length)
         states = self.automaton.run(words)
         if self.observe is not None:  # the label of each state, not the state
             states = np.asarray(self.observe, dtype=np.int64)[states]
@@ -137,6 +149,8 @@ class AutomatonTask:
             d["probs"] = list(self.probs)
         if self.observe is not None:  # and the state itself
             d["observe"] = list(self.observe)
+        if self.periodic is not None:  # and words from the symbol law alone
+            d["periodic"] = {"word": list(self.periodic[0]), "share": self.periodic[1]}
         return d
 
     def token_layout(self) -> TokenLayout:
@@ -160,6 +174,31 @@ def check_observation(observe: Sequence[int], automaton: Semiautomaton) -> tuple
             f"an observation's labels must be 0..m − 1, each used, with at least two of them; got {list(labels)}"
         )
     return tuple(int(x) for x in labels)
+
+
+def check_periodic(periodic: Any, automaton: Semiautomaton, length: int) -> tuple[tuple[int, ...], float]:
+    """``(word, share)`` checked: a non-empty word of the alphabet's symbol indices (legal throughout, repeated to
+    ``length``, where some inputs are illegal) and a share in (0, 1] (one-line errors)."""
+    try:
+        pattern, share = periodic
+        word = tuple(int(x) for x in pattern)
+        p = float(share)
+    except (TypeError, ValueError):
+        raise AutomatonError(f"a periodic word law is (word, share), got {periodic!r}") from None
+    if not word or any(not 0 <= x < automaton.n_symbols for x in word):
+        raise AutomatonError(
+            f"the periodic word needs one or more symbols of {automaton.name}'s alphabet "
+            f"({', '.join(automaton.alphabet)}), got {list(word)}"
+        )
+    if not (np.isfinite(p) and 0 < p <= 1):
+        raise AutomatonError(f"the periodic word's share must be in (0, 1], got {share!r}")
+    if automaton.feasible is not None:
+        q = automaton.initial
+        for t, x in enumerate(np.resize(np.asarray(word), length)):
+            if not automaton.feasible[x, q]:
+                raise AutomatonError(f"the periodic word, repeated, reads an illegal symbol of {automaton.name} at {t}")
+            q = int(automaton.delta[x, q])
+    return word, p
 
 
 def observed(task: Mapping[str, Any]) -> tuple[int, ...] | None:

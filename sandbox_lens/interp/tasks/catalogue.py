@@ -8,6 +8,7 @@ Names (case-insensitive letters, see :data:`CATALOGUE` for the one-line docs):
   group acting on itself: the state is the group element σ_t∘…∘σ_1, starting at e.
 * ``Q8``: the quaternion group acting on itself by right multiplication (it has no
   faithful action on fewer than 8 points), alphabet {i, j}.
+* ``abab``: the recogniser of (abab)* (Fig. 3.18), 5 states, Σ = {a, b}, q0 = 3 (accepting), 4 absorbing.
 * ``flipflop`` (Example 2) and ``memory<n>`` (Definition 5): write symbols ``w<q>`` and
   ``noop``.
 * ``grid<n>``: the 1-D gridworld (Example 3), alphabet {L, R}; ``grid<a>x<b>``: 2-D,
@@ -87,6 +88,7 @@ CATALOGUE: tuple[CatalogueEntry, ...] = (
         ("random4-2-0", "random5-5-3"),
     ),
     CatalogueEntry("flipflop", "Example 2: Q = {0, 1}, Σ = {w0, w1, noop}", ("flipflop",)),
+    CatalogueEntry("abab", "the recogniser of (abab)* (Fig. 3.18): 5 states, Σ = {a, b}, q0 = 3 accepting", ("abab",)),
     CatalogueEntry("memory<n>", "Definition 5: Q = {0..n-1}, Σ = {w0..w(n-1), noop}", ("memory3",)),
     CatalogueEntry(
         "grid<n>[+noop]",
@@ -274,6 +276,22 @@ def memory(n: int, name: str | None = None) -> Semiautomaton:
     )
 
 
+def abab() -> Semiautomaton:
+    """The recogniser of (abab)* (thesis Fig. 3.18): states 0 → 1 → 2 → 3 → 0 on a, b, a, b, starting at 3 (the
+    accepting state: the word so far is in (abab)*), and 4 absorbing on any other symbol — *abababaaabab* visits
+    012301244444."""
+    delta = np.array([[4, 2, 4, 0, 4], [1, 4, 3, 4, 4]], dtype=np.int64)  # delta[symbol][state]; a = 0, b = 1
+    return Semiautomaton(
+        "abab",
+        tuple(map(str, range(5))),
+        ("a", "b"),
+        delta,
+        3,
+        "the recogniser of (abab)*: 0 → 1 → 2 → 3 → 0 on a, b, a, b from 3 (accepting), 4 absorbing on any other "
+        "symbol",
+    )
+
+
 def grid(n: int, noop: bool = False) -> Semiautomaton:
     _bound("grid<n>", n, 2, _MAX_STATES)
     q = np.arange(n)
@@ -427,6 +445,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Callable[..., Semiautomaton]]] = [
     (re.compile(r"d(\d+)(-regular)?"), lambda n, r: dihedral(int(n), bool(r))),
     (re.compile(r"q8(?:-regular)?"), lambda: quaternion()),
     (re.compile(r"random(\d+)-(\d+)-(\d+)"), lambda n, k, s: random_permutations(int(n), int(k), int(s))),
+    (re.compile(r"abab"), abab),
     (re.compile(r"flipflop"), lambda: memory(2, "flipflop")),
     (re.compile(r"memory(\d+)"), lambda n: memory(int(n))),
     (re.compile(r"grid(\d+)(\+noop)?"), lambda n, o: grid(int(n), bool(o))),

@@ -12,7 +12,7 @@ from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, CommandLineOption, T
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["AutomatonKind", "corrupt_symbol"]
+__all__ = ["AutomatonKind", "corrupt_symbol", "parse_periodic"]
 
 
 class AutomatonKind(TaskKind):
@@ -49,6 +49,14 @@ class AutomatonKind(TaskKind):
             "automaton task: train on a label of the state, not the state: one label per state, comma-separated "
             "(e.g. 1,0,0,0 for C4's 'count ≡ 0 mod 4'; the thesis's indirect supervision)",
             "LABELS",
+        ),
+        CommandLineOption(
+            ("--periodic",),
+            "periodic",
+            "automaton task: with probability SHARE (default 1) a training word is WORD repeated, otherwise drawn "
+            "from the symbol law; WORD's symbols comma-separated (e.g. a,b:0.5 on the abab automaton, the thesis's "
+            "(abab)* law (2))",
+            "WORD[:SHARE]",
         ),
     )
     shift_options = (
@@ -96,6 +104,7 @@ class AutomatonKind(TaskKind):
                 d.get("supervision", "every"),
                 d.get("probs"),
                 d.get("observe"),
+                None if d.get("periodic") is None else (d["periodic"]["word"], d["periodic"]["share"]),
             ),
         )
 
@@ -140,9 +149,13 @@ class AutomatonKind(TaskKind):
                 observe = check_observation([int(x) for x in values["observe"].split(",")], automaton)
             except ValueError as e:  # not integers, or not an observation of this automaton
                 raise OptionError(f"--observe {values['observe']!r}: {e}") from None
-        return AutomatonTask(
-            automaton, length or self.default_length, values.get("supervision") or "every", probs, observe
-        )
+        periodic = parse_periodic(values["periodic"], automaton) if values.get("periodic") else None
+        try:
+            return AutomatonTask(
+                automaton, length or self.default_length, values.get("supervision") or "every", probs, observe, periodic
+            )
+        except AutomatonError as e:
+            raise OptionError(str(e)) from None
 
     def check_source(self, construction: str, source: Any) -> None:
         from sandbox_lens.interp.tasks.automata import Semiautomaton
@@ -198,6 +211,25 @@ class AutomatonKind(TaskKind):
         )
         read = np.ones(clean.shape, dtype=bool)
         return clean, corrupt, read, read, None
+
+
+def parse_periodic(text: str, automaton: Any) -> tuple[list[int], float]:
+    """``"a,b:0.5"`` → (symbol indices, share) for ``--periodic`` (the share defaults to 1; one-line errors)."""
+    word, _, share = text.rpartition(":") if ":" in text else (text, "", "1")
+    names = [x.strip() for x in word.split(",")]
+    unknown = [x for x in names if x not in automaton.alphabet]
+    if unknown:
+        raise OptionError(
+            f"--periodic {text!r}: {', '.join(repr(x) for x in unknown)} not in {automaton.name}'s alphabet "
+            f"({', '.join(automaton.alphabet)}); WORD is its symbols, comma-separated"
+        )
+    try:
+        p = float(share)
+    except ValueError:
+        raise OptionError(f"--periodic {text!r}: the share after ':' must be a number in (0, 1]") from None
+    if not 0 < p <= 1:
+        raise OptionError(f"--periodic {text!r}: the share after ':' must be in (0, 1]")
+    return [automaton.alphabet.index(x) for x in names], p
 
 
 def corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) -> np.ndarray:
