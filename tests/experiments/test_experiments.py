@@ -154,6 +154,13 @@ def test_pe_at_2t_quick(tmp_path_factory):
     assert r["settings"]["sinusoidal"]["shape"]["positional"] == "sinusoidal"
     assert r["settings"]["linear"]["shape"]["n_ctx"] == 2 * 8 + 1
     assert claim(r, "Sinusoidal positions generalise worse")["verdict"] in VERDICTS
+    # the (abab)* half: the observed recogniser under the thesis's second law, both codes, scored at T and 2T
+    abab = r["data"]["abab_twins"]
+    assert {(t["code"], t["seed"]) for t in abab} == {(c, s) for c in ("sinusoidal", "linear") for s in (0, 1)}
+    task = r["settings"]["abab/sinusoidal"]["task"]
+    assert task["observe"] == [0, 0, 0, 1, 0] and task["periodic"] == {"word": [0, 1], "share": 0.5}
+    assert claim(r, "Sinusoidal positions learn (abab)*")["verdict"] in VERDICTS
+    assert claim(r, "The sinusoidal advantage on (abab)*")["verdict"] in VERDICTS
 
 
 def test_parity_counts_quick(tmp_path_factory):

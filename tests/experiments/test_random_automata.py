@@ -97,3 +97,14 @@ def test_pe_at_2t_gaps_on_synthetic_numbers():
     assert rule_on(pe_at_2t.RULES["worse at 2T"], e)["verdict"] == "reproduced"
     same = [{**r, "at_2T": 0.9} for r in rows]
     assert rule_on(pe_at_2t.RULES["worse at 2T"], pe_at_2t.gap_difference(same))["verdict"] == "not reproduced"
+    # the (abab)* half counts every twin, learned or not: the advantage at T, and its shrinking at 2T
+    abab = [{"code": "sinusoidal", "held_out": 0.99, "at_T": 0.97 + 0.005 * i, "at_2T": 0.8} for i in range(5)]
+    abab += [{"code": "linear", "held_out": 0.6, "at_T": 0.6 + 0.01 * i, "at_2T": 0.7} for i in range(5)]
+    ahead = pe_at_2t.advantage_at_t(abab)
+    assert ahead.value == pytest.approx(0.98 - 0.62) and ahead.groups["linear"] == [r["at_T"] for r in abab[5:]]
+    assert rule_on(pe_at_2t.RULES["abab advantage at T"], ahead)["verdict"] == "reproduced"
+    shrink = pe_at_2t.gap_difference(abab, learned_only=False)
+    assert shrink.value == pytest.approx((0.98 - 0.8) - (0.62 - 0.7))
+    assert rule_on(pe_at_2t.RULES["abab shrinks at 2T"], shrink)["verdict"] == "reproduced"
+    level = [{**r, "at_T": 0.9, "at_2T": 0.9} for r in abab]  # no advantage, nothing to shrink
+    assert rule_on(pe_at_2t.RULES["abab advantage at T"], pe_at_2t.advantage_at_t(level))["verdict"] == "not reproduced"
