@@ -1,6 +1,7 @@
 """The circuit leaderboard (``make leaderboard``; alone: ``python benchmarks/leaderboard.py [--seeds 0-2]``).
 
-Every method on six construction families, each with and without informative negatives
+Every method on six construction families and on unseen automata (a new random permutation automaton's prefix
+scan per pair seed), each with and without informative negatives
 (``negatives=distractor,cancel,constant``), under the task's default corruption and ``resample``, and
 under zero and mean ablation; each cell scored against the ground-truth level its corruption and
 ablation can see. Writes ``docs/circuits/leaderboard.json`` (every number, per seed) and
@@ -53,7 +54,17 @@ def families() -> list[Family]:
     for name, make in plain:
         out.append(Family(name, make))
         out.append(Family(name, lambda make=make: make(negatives=NEGATIVES), negatives=True))
+    # unseen automata: a new random permutation automaton's prefix scan for each pair seed (not the catalogue's groups)
+    out.append(Family(UNSEEN, lambda seed: _unseen(seed), per_seed=True))
+    out.append(Family(UNSEEN, lambda seed: _unseen(seed, negatives=NEGATIVES), negatives=True, per_seed=True))
     return out
+
+
+UNSEEN = "prefix_scan random4-2-<seed>"
+
+
+def _unseen(seed: int, **kw):
+    return build("prefix_scan", get_automaton(f"random4-2-{seed}"), 16, **kw)
 
 
 SETTINGS = [Setting(None, "resample"), Setting("resample", "resample"), Setting(None, "zero"), Setting(None, "mean")]

@@ -63,6 +63,26 @@ def test_a_small_board_runs_and_reports_intervals():
     assert "### Corruption default, ablation zero" in text and "modular_counter C3 + negatives" in text
 
 
+def test_an_unseen_automaton_drawn_per_seed_is_a_family():
+    """A per-seed family builds a fresh random automaton's prefix scan for each pair seed: the rows pool over
+    automata, and each seed's construction is another (its ground truth differs)."""
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+    built = []
+
+    def unseen(seed):
+        built.append(seed)
+        return build("prefix_scan", get_automaton(f"random4-2-{seed}"), 8)
+
+    family = Family("prefix_scan random4-2-<seed>", unseen, per_seed=True)
+    board = run_leaderboard([family], ["path", "attribution"], [Setting(None, "resample")], [0, 1], pairs=8)
+    assert built == [0, 1]  # one construction per seed, built once for every method
+    assert all(r["per_seed"] and len(r["auroc"]["values"]) == 2 for r in board["rows"])
+    plain = run_leaderboard([Family("C3", FAMILIES["modular_counter/C3"])], ["path"], [Setting()], [0], pairs=8)
+    assert "per_seed" not in plain["rows"][0]
+
+
 def test_a_method_that_cannot_take_a_family_is_listed_as_not_run_and_left_out_of_the_orders():
     families = [Family("modular_counter C3", FAMILIES["modular_counter/C3"])]
     board = run_leaderboard(families, ["random", "path"], [Setting(None, "resample")], [0, 1], pairs=8)
