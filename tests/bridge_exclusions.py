@@ -24,6 +24,8 @@ NOT_ON_BRIDGE: dict[str, str] = {
     **{
         f"tests/circuits/{name}": HOOKS
         for name in (
+            "test_atp_star.py::test_atp_star_is_refused_on_the_hook_engine",
+            "test_gim.py::test_gim_is_refused_on_the_hook_engine",
             "test_bare_engine.py::test_the_bare_engine_is_the_default_and_scores_alike",
             "test_bare_engine.py::test_the_engines_agree",
             "test_bare_engine.py::test_the_engines_agree_on_a_twin_with_layernorm",

@@ -83,12 +83,17 @@ def test_graddrop_scores_average_the_passes_that_can_reach_an_edge():
     assert np.all(with_drop["score"] >= 0) and np.array_equal(with_drop["estimate"], without["estimate"])
 
 
-def test_atp_star_is_a_method_on_the_bare_engine_and_refused_on_hooks():
+def test_atp_star_is_a_method_on_the_bare_engine():
     spec = build("modular_counter", get_automaton("C3"), 8, negatives="cancel", negative_sharpness=1000.0)
     truth, model = ground_truth(spec), to_hooked(spec)
     r = analyse(model, "atp-star", truth, pairs=16)
     eap = analyse(model, "attribution", truth, pairs=16)
     assert r["engine"] == "BarePatcher" and r["method"] == "atp-star" and 0.0 <= r["auroc"] <= 1.0
     assert r["nodes"] == pytest.approx(eap["nodes"], abs=1e-6)  # nodes: plain attribution
+
+
+def test_atp_star_is_refused_on_the_hook_engine():
+    spec = FAMILIES["modular_counter/C3"]()
+    truth, model = ground_truth(spec), to_hooked(spec)
     with pytest.raises(MethodError, match="runs on the bare engine"):
         analyse(model, "atp-star", truth, pairs=16, engine="hooks")
