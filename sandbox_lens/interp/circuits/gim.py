@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.effects import attribution
+
 __all__ = ["Rules", "GIM", "gim_attribution", "tempered_softmax", "scaled_gradient"]
 
 
@@ -121,7 +123,5 @@ def gim_attribution(
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Attribution patching's edge and node estimates (:func:`~sandbox_lens.interp.circuits.effects.attribution`)
     with ``rules``' gradient."""
-    from sandbox_lens.interp.circuits.effects import attribution
-
     with backward_rules(patcher, rules):
         return attribution(patcher, pairs, source)
