@@ -222,7 +222,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(2 blocks), Dyck_{2,4} stack (2 blocks) at T = 8 (Dyck 16), width 64 (Dyck 50); up to 6000 steps × "
             "batch 32 until the imposed sites reach held-out IIA 0.99; 3 seeds each; 3 random-init twins per task; "
             "interp align --candidates all on each (128 pairs per split, five random-init nulls)",
-            minutes=150.0,
+            minutes=90.0,
             module="sandbox_lens.interp.experiments.algorithm_confusion",
         ),
     )
