@@ -1,12 +1,13 @@
-"""depth-sweep (not yet registered: its full run comes first): the first sufficient depth and the contrast, fed
+"""depth-sweep: the first sufficient depth and the contrast, fed
 numbers with a known answer; the groups act on themselves; the constructions' depths; the quick run end to end."""
 
 from __future__ import annotations
 
 import pytest
 
+from sandbox_lens.interp.experiments import EXPERIMENTS
 from sandbox_lens.interp.experiments import depth_sweep as ds
-from sandbox_lens.interp.experiments.base import Experiment, run_experiment
+from sandbox_lens.interp.experiments.base import run_experiment
 from sandbox_lens.interp.experiments.rules import VERDICTS, rule_on
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 
@@ -34,16 +35,7 @@ def test_the_groups_act_on_themselves_as_the_thesis_s_do():
 
 
 def test_depth_sweep_quick(tmp_path):
-    e = Experiment(
-        name="depth-sweep",
-        title="t",
-        section="s",
-        claim="c",
-        scale="x",
-        minutes=1.0,
-        module="sandbox_lens.interp.experiments.depth_sweep",
-    )
-    r = run_experiment(e, tmp_path / "out", quick=True)
+    r = run_experiment(EXPERIMENTS["depth-sweep"], tmp_path / "out", quick=True)
     runs = r["data"]["runs"]
     assert {(x["group"], x["depth"]) for x in runs} == {(g, d) for g in ds.GROUPS for d in (1, 2)}
     assert r["settings"]["Q8/L2"]["shape"]["n_layers"] == 2

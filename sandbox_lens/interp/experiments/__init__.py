@@ -213,6 +213,17 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.algorithm_census",
         ),
         Experiment(
+            name="depth-sweep",
+            title="How deep must a twin be to learn a group?",
+            section="§3.4.5.1, Figs. 3.15/3.16 (and footnote 32)",
+            claim="Q8 needs more layers than D8 (the wreath product against a semidirect one), and A4 more than A5 "
+            "(richer supervision of the larger group).",
+            scale="D8, Q8, A4, A5 acting on themselves at T = 16; 1, 2, 3, 4, 6 blocks of width 64; up to 1500 steps "
+            "× batch 32; 5 seeds per cell; beside the prefix scan's and the Krohn–Rhodes cascade's depths",
+            minutes=45.0,
+            module="sandbox_lens.interp.experiments.depth_sweep",
+        ),
+        Experiment(
             name="algorithm-confusion",
             title="Does the identification name the algorithm a twin was made to run?",
             section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15); issue 42's positive controls",
