@@ -252,7 +252,7 @@ def _run_atp_star(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitCo
         extra={
             "atp_star": {
                 "graddrop_passes": patcher.L,
-                "qk_fixed_edges": int(sum(e.channel in "qk" for e in patcher.graph.edges)),
+                "qk_fixed_edges": int(sum(e.channel in ("q", "k") for e in patcher.graph.edges)),
             }
         },
     )
