@@ -52,3 +52,19 @@ NEGATIVE_FAMILIES = {
     "dyck/stack+negatives": lambda: build("dyck", Dyck(2, 3), 12, variant="stack", negatives=ALL_NEGATIVES),
     "ffl+negatives": lambda: build("ffl", None, 16, negatives=ALL_NEGATIVES),
 }
+
+
+def layernorm_twin(directory: Path):
+    """A small trained twin with LayerNorm and two heads a block (C3, T = 8, 60 steps), saved under ``directory``
+    and loaded back: the constructions have no LayerNorm, so the engines' normalised inputs are tested on it."""
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
+
+    train(
+        AutomatonTask(get_automaton("C3"), 8),
+        ModelShape(n_layers=2, d_model=32, n_heads=2),
+        TrainConfig(steps=60, seed=0),
+        directory,
+        progress=False,
+    )
+    return load_trained(directory)

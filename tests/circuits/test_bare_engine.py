@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+from circuit_families import FAMILIES, NEGATIVE_FAMILIES, layernorm_twin
 
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import BarePatcher, patcher_for
@@ -69,18 +69,7 @@ def test_the_bare_engine_is_the_default_and_scores_alike():
 def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
     """Twins have LayerNorm (the constructions have none): each head's, MLP's and the logits' own input is
     normalised after its patch, in both engines."""
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
-
-    train(
-        AutomatonTask(get_automaton("C3"), 8),
-        ModelShape(n_layers=2, d_model=32, n_heads=2),
-        TrainConfig(steps=60, seed=0),
-        tmp_path / "t",
-        progress=False,
-    )
-    twin = load_trained(tmp_path / "t")
+    twin = layernorm_twin(tmp_path / "t")
     assert twin.cfg.normalization_type == "LN"
     hooks = Patcher(twin)
     bare = BarePatcher(twin, hooks.graph)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from circuit_families import FAMILIES
+from circuit_families import FAMILIES, layernorm_twin
 
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import BarePatcher
@@ -73,18 +73,7 @@ def test_with_every_rule_off_it_is_attribution_patching_and_the_forward_is_the_m
 def test_gim_on_a_twin_with_layernorm_changes_only_the_gradient(tmp_path):
     """A twin (LayerNorm, two heads a block): GIM's estimates differ from attribution's, and freezing the norm's
     scale alone already changes them."""
-    from sandbox_lens.interp.tasks.batches import AutomatonTask
-    from sandbox_lens.interp.tasks.catalogue import get_automaton
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, train
-
-    train(
-        AutomatonTask(get_automaton("C3"), 8),
-        ModelShape(n_layers=2, d_model=32, n_heads=2),
-        TrainConfig(steps=60, seed=0),
-        tmp_path / "t",
-        progress=False,
-    )
-    twin = load_trained(tmp_path / "t")
+    twin = layernorm_twin(tmp_path / "t")
     patcher = BarePatcher(twin)
     data = make_pairs(twin, 16, seed=0)
     src = patcher.source(data)

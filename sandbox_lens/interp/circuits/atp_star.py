@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.circuits.effects import node_estimates
 from sandbox_lens.interp.circuits.pairs import Pairs
 
 __all__ = ["atp_star"]
@@ -54,12 +55,7 @@ def atp_star(patcher: Any, pairs: Pairs, source: dict[str, Any], graddrop: bool 
         _, sender_grad, receiver_grad = patcher.gradients(pairs.clean, pairs.logit_diff, drop=drop)
         per_pair.append(_contributions(g, diff, change, sender_grad, receiver_grad, len(pairs.clean)) / span)
         if drop is None:
-            nodes = {
-                n.name: 0.0
-                if sender_grad.get(n.name) is None
-                else float(-(diff[n.name] * sender_grad[n.name]).sum() / span)
-                for n in g.senders
-            }
+            nodes = node_estimates(g, diff, sender_grad, span)
     plain = np.abs(per_pair[0]).sum(1)
     if not graddrop:
         return {"score": plain, "estimate": per_pair[0].sum(1), "nodes": nodes}

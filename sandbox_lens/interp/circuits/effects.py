@@ -23,7 +23,15 @@ from sandbox_lens.interp.circuits.patching import Patcher, _chunk
 from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.progress import bar as progress_bar
 
-__all__ = ["path_patching", "node_patching", "attribution", "faithfulness", "COPY_BYTES", "MAX_COPIES"]
+__all__ = [
+    "path_patching",
+    "node_patching",
+    "attribution",
+    "node_estimates",
+    "faithfulness",
+    "COPY_BYTES",
+    "MAX_COPIES",
+]
 
 
 def path_patching(
@@ -156,16 +164,22 @@ def attribution(
                 receiver_grad[key] = receiver_grad.get(key, 0) + grad / steps
     span = pairs.clean_metric - pairs.corrupt_metric or 1.0
     diff = {n.name: corrupt[n.name] - outputs[n.name] for n in g.senders}
-    node_fx = {
-        n.name: (0.0 if n.name not in sender_grad else float(-(diff[n.name] * sender_grad[n.name]).sum() / span))
-        for n in g.senders
-    }
+    node_fx = node_estimates(g, diff, sender_grad, span)
     edge_fx = np.zeros(len(g.edges))
     for i, e in enumerate(g.edges):
         grad = receiver_grad.get((e.receiver, e.channel))
         if grad is not None:
             edge_fx[i] = float(-(diff[e.sender] * grad).sum() / span)
     return edge_fx, node_fx
+
+
+def node_estimates(g: Any, diff: dict[str, Any], sender_grad: dict[str, Any], span: float) -> dict[str, float]:
+    """Attribution's node estimates: −Σ (s_ablated − s_clean)·∂m/∂(s's output) / ``span`` per sender (0 where no
+    gradient reaches it)."""
+    return {
+        n.name: 0.0 if sender_grad.get(n.name) is None else float(-(diff[n.name] * sender_grad[n.name]).sum() / span)
+        for n in g.senders
+    }
 
 
 def faithfulness(

@@ -344,56 +344,45 @@ def _edge_ranking_of_nodes(g: Graph, node_fx: dict[str, float]) -> np.ndarray:
 
 
 _GRADIENT = "needs the logit difference: the KL's gradient is zero at the clean run"
+
+
+def _estimator(name: str, summary: str, run: Runner, **more: Any) -> CircuitMethod:
+    """The record of a gradient estimate of each edge's effect (attribution patching and its variants): it measures
+    the logit difference, differentiates the model and estimates what patching measures."""
+    return CircuitMethod(
+        name,
+        "edge",
+        summary,
+        run,
+        metrics=("logit_diff",),
+        metric_reason=_GRADIENT,
+        gradients=True,
+        estimates=True,
+        **more,
+    )
+
+
 register(CircuitMethod("patching", "node", "activation patching of each node", _run_patching, positions=True))
 register(CircuitMethod("path", "edge", "path patching of each edge", _run_path))
 register(
-    CircuitMethod(
-        "attribution",
-        "edge",
-        "attribution patching (EAP): a first-order estimate of each edge's effect",
-        _run_attribution,
-        metrics=("logit_diff",),
-        metric_reason=_GRADIENT,
-        gradients=True,
-        estimates=True,
+    _estimator(
+        "attribution", "attribution patching (EAP): a first-order estimate of each edge's effect", _run_attribution
     )
 )
+register(_estimator("eap-ig", "EAP with integrated gradients over m steps", _run_eap_ig, steps=True))
 register(
-    CircuitMethod(
-        "eap-ig",
-        "edge",
-        "EAP with integrated gradients over m steps",
-        _run_eap_ig,
-        metrics=("logit_diff",),
-        metric_reason=_GRADIENT,
-        gradients=True,
-        estimates=True,
-        steps=True,
-    )
-)
-register(
-    CircuitMethod(
+    _estimator(
         "atp-star",
-        "edge",
         "AtP*: attribution patching with the exact softmax for query and key edges and GradDrop",
         _run_atp_star,
-        metrics=("logit_diff",),
-        metric_reason=_GRADIENT,
-        gradients=True,
-        estimates=True,
     )
 )
 register(
-    CircuitMethod(
+    _estimator(
         "gim",
-        "edge",
         "GIM: attribution patching with gradient interaction modifications (tempered softmax backward, scaled "
         "query/key/value gradients, frozen norm scales)",
         _run_gim,
-        metrics=("logit_diff",),
-        metric_reason=_GRADIENT,
-        gradients=True,
-        estimates=True,
     )
 )
 register(
