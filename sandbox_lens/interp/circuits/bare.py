@@ -76,6 +76,8 @@ class BarePatcher(Patcher):
         #: backward rules (:class:`~sandbox_lens.interp.circuits.gim.Rules`) that :meth:`gradients` runs under; None:
         #: the plain gradient
         self.rules: Any = None
+        self._groups: dict[tuple[str, str], tuple[Any, list[str]]] | None = None
+        self._gate_plan: list[tuple] = []  # run_gated's stages, laid out by its first run
 
     # -- the forward ------------------------------------------------------------------------------
     def _norm(self, x: Any, name: str) -> Any:
@@ -112,9 +114,14 @@ class BarePatcher(Patcher):
                 base = self._norm(x, f"{p}.ln1")
                 for c in "qkv":
                     W, b = sd[f"{p}.attn.W_{c.upper()}"], sd[f"{p}.attn.b_{c.upper()}"]
+                    owns = [inputs(node.name, c, x) for node in heads]
+                    if [n.head for n in heads] == list(range(W.shape[0])) and all(o is not x for o in owns):
+                        # every head's channel is patched: one product over the stacked inputs
+                        own = self._norm(torch.stack(owns, 1), f"{p}.ln1")
+                        qkv[c] = torch.einsum("bhtd,hde->bhte", own, W) + b[None, :, None, :]
+                        continue
                     full = torch.einsum("btd,hde->bhte", base, W) + b[None, :, None, :]
-                    for node in heads:
-                        own = inputs(node.name, c, x)
+                    for node, own in zip(heads, owns):
                         if own is not x:  # this head's channel is patched in some copy
                             full[:, node.head] = self._norm(own, f"{p}.ln1") @ W[node.head] + b[node.head]
                     qkv[c] = full
@@ -262,20 +269,62 @@ class BarePatcher(Patcher):
     def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:
         """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's
         output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
-        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this)."""
-        incoming: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
-        for i, e in enumerate(self.graph.edges):
-            incoming[(e.receiver, e.channel)].append((i, e.sender))
+        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this).
+
+        The receivers' corrections are formed a group at a time: once every sender of some receiver channels
+        exists, their senders' differences from ``source`` are stacked once and all those channels' corrections
+        come from one product with the gates (a few operations a block, not a few an edge)."""
+        torch = self.torch
+        groups = self._gate_groups()
+        plan = self._gate_plan
         embed, pos = self._embed(tokens)
         current: dict[str, Any] = {"embed": embed, "pos": pos}
+        ready: dict[tuple[str, str], Any] = {}
+        stacked: list[Any] = []  # the senders' differences from the source, in the order they were formed
 
         def inputs(receiver, channel, x):
-            items = incoming.get((receiver, channel))
-            if not items:
+            key = (receiver, channel)
+            if key not in groups:
                 return x
-            return x + sum((1 - keep[i]) * (source[s] - current[s]) for i, s in items)
+            if key not in ready:
+                stage = len(stacked)
+                if stage == len(plan):  # the first run lays out the stages; every later run repeats them
+                    plan.append(self._gate_stage(groups, ready, current, plan))
+                due, new, rows, cols, edges = plan[stage]
+                diffs = [(source[s] - current[s]).expand_as(x) for s in new]
+                stacked.append(torch.cat(stacked[-1:] + [torch.stack(diffs)]) if diffs else stacked[-1])
+                gates = torch.zeros(len(due), len(stacked[-1]), dtype=x.dtype, device=x.device)
+                gates = gates.index_put((rows, cols), 1 - keep[edges.to(keep.device)], accumulate=True)
+                for g, c in zip(due, torch.einsum("rs,sbtd->rbtd", gates, stacked[-1]).unbind(0)):
+                    ready[g] = c
+            return x + ready[key]
 
         return self._forward(embed + pos, 0, inputs, {n.name for n in self.graph.senders}, current)
+
+    def _gate_stage(self, groups: dict, ready: dict, current: dict, plan: list) -> tuple:
+        """The next stage of :meth:`run_gated`: the receiver channels whose senders all exist now (``due``), the
+        senders formed since the last stage (``new``), and each due edge's row, its sender's column in the stacked
+        differences, and its index in graph order."""
+        torch = self.torch
+        done = [s for stage in plan for s in stage[1]]
+        new = [s for s in current if s not in done]
+        col = {s: j for j, s in enumerate(done + new)}
+        due = [g for g in groups if g not in ready and all(s in col for s in groups[g][1])]
+        rows = torch.tensor([i for i, g in enumerate(due) for _ in groups[g][1]])
+        cols = torch.tensor([col[s] for g in due for s in groups[g][1]])
+        return due, new, rows, cols, torch.cat([groups[g][0] for g in due])
+
+    def _gate_groups(self) -> dict[tuple[str, str], tuple[Any, list[str]]]:
+        """Each receiver channel's incoming edges: their indices in graph order (a tensor) and their senders."""
+        if self._groups is None:
+            incoming: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+            for i, e in enumerate(self.graph.edges):
+                incoming[(e.receiver, e.channel)].append((i, e.sender))
+            self._groups = {
+                key: (self.torch.tensor([i for i, _ in items]), [s for _, s in items])
+                for key, items in incoming.items()
+            }
+        return self._groups
 
     def hooks_on(self, result: bool = True, split: bool = True):
         raise ModelKindError("the bare engine has no hooks")
