@@ -100,9 +100,11 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 # Every circuit method on six families with and without informative negatives, four settings, ten
-# pair seeds (about an hour on one core): docs/circuits/leaderboard.json and leaderboard.md.
+# pair seeds (about an hour on one core): docs/circuits/leaderboard.json and leaderboard.md; then the failure
+# dials swept (two families, two dials, five pair seeds): dials.json, dials.md and its figures.
 leaderboard: $(STAMP)
 	$(PY) benchmarks/leaderboard.py
+	$(PY) benchmarks/leaderboard.py --dials
 
 # auto-circuit's six algorithms on the same families (resample ablation): docs/circuits/auto-circuit.json, .md.
 auto-circuit-board: $(STAMPAC)

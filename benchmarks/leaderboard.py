@@ -7,6 +7,10 @@ under zero and mean ablation; each cell scored against the ground-truth level it
 ablation can see. Writes ``docs/circuits/leaderboard.json`` (every number, per seed) and
 ``docs/circuits/leaderboard.md`` (the table, rendered from the JSON).
 
+``--dials``: the failure dials swept (``sandbox_lens.interp.circuits.dials``) — the counter and the gridworld with
+the board's negatives at each value of each dial, every method, the default corruption under resample and zero
+ablation, pair seeds 0-4: ``docs/circuits/dials.json``, ``dials.md``, ``failure-matrix-<ablation>.png`` and ``robustness.png``.
+
 ``--auto-circuit`` (``make auto-circuit-board``, in the venv with the extra): auto-circuit's six
 algorithms beside this project's counterparts on the same families, pairs and seeds, under the
 default corruption and resample ablation (auto-circuit's): ``docs/circuits/auto-circuit.json`` and
@@ -26,6 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox_lens.constructions.registry import build  # noqa: E402
 from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
+from sandbox_lens.interp.circuits.dials import (  # noqa: E402
+    dial_markdown,
+    failure_matrix,
+    failure_matrix_png,
+    robustness_png,
+    run_dial_sweep,
+)
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.methods import names  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
@@ -67,6 +78,14 @@ def _unseen(seed: int, **kw):
     return build("prefix_scan", get_automaton(f"random4-2-{seed}"), 16, **kw)
 
 
+#: The dial sweep: the families, each dial's values (the default among them) and the ablations.
+DIAL_BASES = [
+    ("modular_counter C3", lambda **kw: build("modular_counter", get_automaton("C3"), 16, **kw)),
+    ("gridworld grid4", lambda **kw: build("gridworld", get_automaton("grid4"), 16, **kw)),
+]
+DIALS = {"negative_gain": [2.0, 20.0, 200.0], "negative_sharpness": [1.0, 8.0, 1000.0]}
+DIAL_SETTINGS = [Setting(None, "resample"), Setting(None, "zero")]
+
 SETTINGS = [Setting(None, "resample"), Setting("resample", "resample"), Setting(None, "zero"), Setting(None, "mean")]
 #: auto-circuit's algorithms and this project's counterparts (the same order), on the default setting.
 AUTO_CIRCUIT = AUTO_CIRCUIT_METHODS + ("acdc", "attribution", "eap-ig", "masks", "magnitude", "random")
@@ -79,16 +98,19 @@ def _seeds(text: str) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", help="pair seeds, e.g. 0-9 (default: 0-9; 0-2 with --auto-circuit)")
+    ap.add_argument("--seeds", help="pair seeds, e.g. 0-9 (default: 0-9; 0-2 with --auto-circuit, 0-4 with --dials)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
     ap.add_argument("--render", action="store_true", help="only render the .md again from the .json")
     ap.add_argument(
         "--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)"
     )
+    ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
     args = ap.parse_args()
-    args.seeds = args.seeds or ("0-2" if args.auto_circuit else "0-9")
+    args.seeds = args.seeds or ("0-2" if args.auto_circuit else "0-4" if args.dials else "0-9")
     out = Path(args.out)
+    if args.dials:
+        return sweep_dials(args, out)
     name, title = (
         ("auto-circuit", "auto-circuit beside sandbox-lens")
         if args.auto_circuit
@@ -115,19 +137,52 @@ def main() -> None:
         board = run_leaderboard(
             families(), names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True
         )
+    board["provenance"] = _provenance(t0)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
+    (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
+    print(markdown(board))
+
+
+def _provenance(t0: float) -> dict:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    board["provenance"] = {
+    return {
         "command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]),
         "commit": commit,
         "wall_seconds": round(time.time() - t0, 1),
         "threads": 1,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
-    (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
-    print(markdown(board))
+
+
+def sweep_dials(args: argparse.Namespace, out: Path) -> None:
+    """The failure dials swept; ``--render`` renders the .md and the figures again from the .json."""
+    if args.render:
+        sweep = json.loads((out / "dials.json").read_text())
+    else:
+        import torch
+
+        torch.set_num_threads(1)
+        t0 = time.time()
+        sweep = run_dial_sweep(
+            DIAL_BASES,
+            DIALS,
+            names(optional=False),
+            DIAL_SETTINGS,
+            _seeds(args.seeds),
+            NEGATIVES,
+            pairs=args.pairs,
+            progress=True,
+        )
+        sweep["provenance"] = _provenance(t0)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "dials.json").write_text(json.dumps(sweep, indent=1) + "\n")
+    (out / "dials.md").write_text("# Failure dials\n\n" + dial_markdown(sweep))
+    for setting in dict.fromkeys(r["setting"] for r in sweep["rows"]):
+        tag = setting.split("/")[1]
+        (out / f"failure-matrix-{tag}.png").write_bytes(failure_matrix_png(failure_matrix(sweep, setting)))
+    (out / "robustness.png").write_bytes(robustness_png(sweep))
 
 
 if __name__ == "__main__":
