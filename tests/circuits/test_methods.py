@@ -63,7 +63,7 @@ def test_baselines_are_reproducible_and_the_magnitude_one_falls_for_the_negative
 def test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine():
     import pytest
 
-    from sandbox_lens.interp.errors import ModelKindError
+    from sandbox_lens.interp.circuits.config import MethodError
 
     spec = FAMILIES["modular_counter/C3"]()
     truth, model = ground_truth(spec), to_hooked(spec)
@@ -72,5 +72,5 @@ def test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine():
     assert r["auroc"] > 0.9
     again = analyse(model, "masks", truth, pairs=24)
     assert again["ranking"] == r["ranking"]  # seeded noise
-    with pytest.raises(ModelKindError, match="bare patching engine"):
+    with pytest.raises(MethodError, match="masks runs on the bare engine only"):
         analyse(model, "masks", truth, pairs=8, engine="hooks")

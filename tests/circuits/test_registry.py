@@ -134,3 +134,25 @@ def test_a_method_added_by_one_record_runs_and_is_scored_like_the_others():
             analyse(to_hooked(spec), "toy-layer", None, metric="kl")
     finally:
         del METHODS["toy-layer"]
+
+
+def test_bare_only_methods_are_refused_on_hooks_by_their_record():
+    """masks, atp-star and gim work on the bare forward: ``--engine hooks`` is refused by the record before any
+    model is built, and an engine that fell back to hooks (``auto`` on a model the bare forward does not cover) is
+    refused before any pair is drawn — one check, one exception type."""
+    from circuit_families import FAMILIES
+
+    from sandbox_lens.interp.circuits.patching import Patcher
+    from sandbox_lens.interp.model.hooked import to_hooked
+
+    bare_only = [m.name for m in METHODS.values() if m.bare]
+    assert bare_only == ["atp-star", "gim", "masks"]
+    model = to_hooked(FAMILIES["modular_counter/C3"]())
+    for name in bare_only:
+        with pytest.raises(MethodError, match=f"^{name} runs on the bare engine only"):
+            check_settings(name, CircuitConfig(engine="hooks"))
+        with pytest.raises(MethodError, match="the bare engine does not cover this model"):
+            METHODS[name].check_engine(Patcher(model))
+    for name in ("path", "attribution", "acdc"):
+        check_settings(name, CircuitConfig(engine="hooks"))
+        METHODS[name].check_engine(Patcher(model))

@@ -25,7 +25,7 @@ from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig
 from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
-from sandbox_lens.interp.circuits.methods import METHODS, Found, method_of
+from sandbox_lens.interp.circuits.methods import METHODS, CircuitMethod, Found, method_of
 from sandbox_lens.interp.circuits.mib import mib_curve
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
@@ -35,9 +35,14 @@ from sandbox_lens.interp.circuits.truth import GroundTruth
 __all__ = ["analyse", "score_circuit", "check_settings", "METHODS", "DEFAULT_THRESHOLD", "MethodError", "CircuitConfig"]
 
 
-def _prepare(model: Any, truth: GroundTruth | None, c: CircuitConfig) -> tuple[Patcher, Any, dict[str, Any]]:
-
+def _prepare(
+    model: Any, truth: GroundTruth | None, c: CircuitConfig, record: CircuitMethod | None = None
+) -> tuple[Patcher, Any, dict[str, Any]]:
+    """The engine (refused for ``record`` before any pair is drawn where it cannot run it), the pairs normalised
+    against the ablation, and the ablation's values."""
     patcher = patcher_for(model, truth.graph if truth is not None else None, c.engine)
+    if record is not None:
+        record.check_engine(patcher)
     raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed)
     src = patcher.source(raw, c.source)
     return patcher, ablated_pairs(patcher, raw, c.source, src), src
@@ -56,7 +61,7 @@ def analyse(
     metric = check_settings(method, c)
     record = method_of(method)
     c = c.with_(metric=metric)
-    patcher, data, src = _prepare(model, truth, c)
+    patcher, data, src = _prepare(model, truth, c, record)
     out: dict[str, Any] = {
         "method": method,
         "level": record.level,

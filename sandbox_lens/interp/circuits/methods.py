@@ -96,6 +96,9 @@ class CircuitMethod:
         ablations: the ablations it can patch with (None: every one).
         package: the optional package it needs (checked before any model is built), else None.
         label: the metric name written into results when the method measures its own (auto-circuit).
+        bare: it runs on the bare engine only (it recomputes heads from the weights, changes the backward pass or
+            trains through the bare forward): refused with ``--engine hooks`` before any model is built, and by
+            :meth:`check_engine` where ``auto`` fell back to hooks.
     """
 
     name: str
@@ -112,11 +115,24 @@ class CircuitMethod:
     ablations: tuple[str, ...] | None = None
     package: Callable[[], Any] | None = None
     label: str | None = None
+    bare: bool = False
 
     @property
     def baseline(self) -> bool:
         """A baseline measures no intervention: no metric and no ablation of its own."""
         return not self.metrics and self.label is None
+
+    def _bare_reason(self) -> str:
+        return (
+            "runs on the bare engine only (--engine auto or bare): it works on the bare forward, which hooks do not run"
+        )
+
+    def check_engine(self, patcher: Patcher) -> None:
+        """Refuse the engine chosen for a model (one line): a bare-only method where ``auto`` fell back to hooks."""
+        from sandbox_lens.interp.circuits.bare import BarePatcher
+
+        if self.bare and not isinstance(patcher, BarePatcher):
+            raise MethodError(f"{self.name} {self._bare_reason()}; the bare engine does not cover this model")
 
     def check(self, config: CircuitConfig) -> str:
         """Refuse what this method cannot take (one line, before any model is built); the metric it will use."""
@@ -135,6 +151,8 @@ class CircuitMethod:
             )
         if self.ablations is not None and config.source not in self.ablations:
             raise MethodError(f"{self.name} runs with {' or '.join(self.ablations)} ablation here, not {config.source}")
+        if self.bare and config.engine == "hooks":
+            raise MethodError(f"{self.name} {self._bare_reason()}")
         if config.agreement and not self.estimates:
             raise MethodError(
                 f"--agreement compares an estimate with real patching: it goes with --method "
@@ -237,12 +255,7 @@ def _run_eap_ig(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConf
 
 def _run_atp_star(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     from sandbox_lens.interp.circuits.atp_star import atp_star
-    from sandbox_lens.interp.circuits.bare import BarePatcher
 
-    if not isinstance(patcher, BarePatcher):
-        raise MethodError(
-            "atp-star recomputes heads from the weights: it runs on the bare engine (--engine auto or bare)"
-        )
     r = atp_star(patcher, data, src)
     return Found(
         r["score"],
@@ -259,11 +272,8 @@ def _run_atp_star(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitCo
 
 
 def _run_gim(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
-    from sandbox_lens.interp.circuits.bare import BarePatcher
     from sandbox_lens.interp.circuits.gim import gim_attribution
 
-    if not isinstance(patcher, BarePatcher):
-        raise MethodError("gim changes the backward pass of the bare engine's forward: --engine auto or bare")
     edge_fx, node_fx = gim_attribution(patcher, data, src)
     return _thresholded(patcher.graph, edge_fx, node_fx, c.threshold)
 
@@ -375,6 +385,7 @@ register(
         "atp-star",
         "AtP*: attribution patching with the exact softmax for query and key edges and GradDrop",
         _run_atp_star,
+        bare=True,
     )
 )
 register(
@@ -383,6 +394,7 @@ register(
         "GIM: attribution patching with gradient interaction modifications (tempered softmax backward, scaled "
         "query/key/value gradients, frozen norm scales)",
         _run_gim,
+        bare=True,
     )
 )
 register(
@@ -404,6 +416,7 @@ register(
         metrics=("kl",),
         metric_reason="train on the KL over the full output distribution",
         gradients=True,
+        bare=True,
     )
 )
 register(CircuitMethod("random", "edge", "a baseline: uniform random scores", _run_random, metrics=()))
