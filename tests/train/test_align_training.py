@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from sandbox_lens.interp.causal.impose import correspondence
@@ -161,6 +162,8 @@ def test_every_variable_per_step_swaps_each_imposed_variable(monkeypatch):
         (["--iit-weight", "2"], "belong to --align"),
         (["--align-target", "0.9"], "belong to --align"),
         (["--iit-variables", "all"], "belong to --align"),
+        (["--strict-on", "outputs"], "belong to --align"),
+        (["--align", "modular_counter", "--strict-on", "logits"], "argument --strict-on: invalid choice"),
         (["--align", "modular_counter", "--iit-variables", "some"], "argument --iit-variables: invalid choice"),
         (["--align", "modular_counter", "--iit-variables", "graph"], "has no edge between two of its imposed"),
         (["--align", "modular_counter", "--align-target", "0"], "align_target must be in (0, 1]"),
@@ -332,3 +335,31 @@ def test_the_held_out_edge_iia_is_the_identifications_path_interchange():
         mine = got[joint_name(j)]
         assert mine["outputs"] == int(counts.outputs.sum()) > 0
         assert mine["iia"] == pytest.approx(int(counts.hits.sum()) / int(counts.outputs.sum()))
+
+
+def test_strictness_on_the_outputs_is_the_kl_from_the_unablated_run():
+    """``--strict-on outputs``: the KL between the base run and the run with every off-circuit head and MLP
+    resampled — exactly 0 when the off-circuit nodes write nothing, positive when they do, and its gradient reaches
+    the off-circuit weights (what teaches them to move no logit)."""
+    import torch
+
+    from sandbox_lens.interp.train import random_init
+    from sandbox_lens.interp.train.align import aligned_losses, readout_kl
+
+    task, shape = AutomatonTask(get_automaton("C3"), 6), ModelShape(n_layers=2, n_heads=2, d_model=16)
+    counter = correspondence("modular_counter", task, shape)
+    model = random_init(task, shape, 0)
+    _, strict = aligned_losses(model, task, counter, 0, 3, 16, strict_on="outputs")
+    assert float(strict.detach()) > 0
+    strict.backward()
+    assert float(model.blocks[1].mlp.W_out.grad.abs().max()) > 0  # block 1's MLP is off the counter's circuit
+    with torch.no_grad():
+        for l, h in counter["circuit"]["off_heads"]:
+            model.blocks[l].attn.W_O[h] = 0
+        for l in counter["circuit"]["off_mlps"]:
+            model.blocks[l].mlp.W_out.zero_()
+            model.blocks[l].mlp.b_out.zero_()
+        _, strict = aligned_losses(model, task, counter, 0, 3, 16, strict_on="outputs")
+    assert abs(float(strict)) < 1e-6
+    same = torch.randn(4, 6, 5)
+    assert float(readout_kl(same, same, np.ones((4, 6), dtype=bool), type("H", (), {"readout": None}))) == 0

@@ -294,7 +294,7 @@ class BarePatcher(Patcher):
                 diffs = [(source[s] - current[s]).expand_as(x) for s in new]
                 stacked.append(torch.cat(stacked[-1:] + [torch.stack(diffs)]) if diffs else stacked[-1])
                 gates = torch.zeros(len(due), len(stacked[-1]), dtype=x.dtype, device=x.device)
-                gates = gates.index_put((rows, cols), 1 - keep[edges.to(keep.device)], accumulate=True)
+                gates = gates.index_put((rows, cols), 1 - keep[edges], accumulate=True)
                 for g, c in zip(due, torch.einsum("rs,sbtd->rbtd", gates, stacked[-1]).unbind(0)):
                     ready[g] = c
             return x + ready[key]
@@ -310,8 +310,9 @@ class BarePatcher(Patcher):
         new = [s for s in current if s not in done]
         col = {s: j for j, s in enumerate(done + new)}
         due = [g for g in groups if g not in ready and all(s in col for s in groups[g][1])]
-        rows = torch.tensor([i for i, g in enumerate(due) for _ in groups[g][1]])
-        cols = torch.tensor([col[s] for g in due for s in groups[g][1]])
+        device = self.sd["embed.W_E"].device
+        rows = torch.tensor([i for i, g in enumerate(due) for _ in groups[g][1]], device=device)
+        cols = torch.tensor([col[s] for g in due for s in groups[g][1]], device=device)
         return due, new, rows, cols, torch.cat([groups[g][0] for g in due])
 
     def _gate_groups(self) -> dict[tuple[str, str], tuple[Any, list[str]]]:
@@ -321,7 +322,10 @@ class BarePatcher(Patcher):
             for i, e in enumerate(self.graph.edges):
                 incoming[(e.receiver, e.channel)].append((i, e.sender))
             self._groups = {
-                key: (self.torch.tensor([i for i, _ in items]), [s for _, s in items])
+                key: (
+                    self.torch.tensor([i for i, _ in items], device=self.sd["embed.W_E"].device),
+                    [s for _, s in items],
+                )
                 for key, items in incoming.items()
             }
         return self._groups

@@ -17,18 +17,58 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.bare import patcher_for
+from sandbox_lens.interp.circuits.graph import Graph
+from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.score import auroc, average_precision, precision_recall
+from sandbox_lens.interp.circuits.truth import GroundTruth
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.stats import t_interval
 
-__all__ = ["imposed_nodes", "score_imposed", "imposed_board", "BOARD_METRICS"]
+__all__ = ["imposed_nodes", "imposed_truth", "off_circuit_effect", "score_imposed", "imposed_board", "BOARD_METRICS"]
 
 
 def imposed_nodes(alignment: Mapping[str, Any]) -> set[str]:
     """The graph nodes of the imposed circuit (``a<l>.<h>``, ``m<l>``, the embeddings and the logits)."""
     circuit = alignment["circuit"]
     return {"embed", "pos", "logits"} | {f"a{l}.{h}" for l, h in circuit["heads"]} | {f"m{l}" for l in circuit["mlps"]}
+
+
+def imposed_truth(model: Any) -> GroundTruth:
+    """The ground truth of a twin trained with ``interp train --align``, in levels: every edge between two imposed
+    nodes (:func:`imposed_nodes`) is structural, live and relevant; the ablation levels keep those whose sender the
+    ablation can change, measured on the twin (:func:`sandbox_lens.interp.circuits.levels.levels_of`). So a method
+    on the twin is scored like one on a construction — at its ablation's level, with a reason for every edge outside
+    it — on the board's rows for trained weights."""
+    alignment = _alignment(model)
+    on = imposed_nodes(alignment)
+    graph = Graph.of_model(model)
+    inside = {e: ["imposed"] for e in graph.edges if e.sender in on and e.receiver in on}
+    return GroundTruth(
+        f"{alignment['construction']} imposed", graph, inside, dict(inside), live=dict(inside), imposed=True
+    )
+
+
+def off_circuit_effect(model: Any, pairs: int = 64, seed: int = 0, metric: str = "logit_diff") -> float:
+    """What the imposed circuit leaves out, measured: the effect (1 − the normalised ``metric``) of resampling every
+    head and MLP outside it at once, from the corrupted word (every edge they send patched). Near 0 on a twin that
+    carries only its imposed circuit; SIIT's strictness on the answers (``--strict-on answers``) leaves it large where
+    the off-circuit nodes move the logits without changing an answer."""
+    on = imposed_nodes(_alignment(model))
+    patcher = patcher_for(model)
+    data = make_pairs(model, pairs, seed=seed)
+    off = [e for e in patcher.graph.edges if e.sender not in on]
+    logits = patcher.run(data.clean, off, patcher.source(data, "resample"))[0]
+    return float(patcher.effect(data, logits, metric))
+
+
+def _alignment(model: Any) -> dict[str, Any]:
+    card = getattr(model, "card", None)
+    alignment = card.options.get("alignment") if card is not None and card.construction == "trained" else None
+    if not alignment:
+        raise SandboxError("an imposed circuit needs a twin trained with `interp train --align`")
+    return alignment
 
 
 def score_imposed(result: Mapping[str, Any], alignment: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,9 +116,7 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
     Student's t interval (:func:`sandbox_lens.interp.stats.t_interval`), and the seconds per run."""
     import time
 
-    alignment = model.card.options.get("alignment")
-    if model.card.construction != "trained" or not alignment:
-        raise SandboxError("an imposed-circuit board needs a twin trained with `interp train --align`")
+    alignment = _alignment(model)
     rows = []
     bar = progress_bar(total=len(methods) * len(seeds), disable=not progress, desc="imposed circuit", unit="run")
     for method in methods:

@@ -37,12 +37,14 @@ METRICS = ("auroc", "average_precision", "cpr", "cmd", "precision", "recall", "s
 class Family:
     """A construction to score on: its name and how to build its spec. ``per_seed``: ``build(seed)`` builds a new
     construction for each pair seed (an unseen automaton drawn per seed), so a method's spread over seeds includes
-    the automaton's."""
+    the automaton's. ``twin``: ``build(seed)`` gives (ground truth, model) itself — a trained twin of that seed and
+    its imposed circuit (:func:`sandbox_lens.interp.circuits.imposed.imposed_truth`), so the spread is the twins'."""
 
     name: str
     build: Callable[..., Any]
     negatives: bool = False
     per_seed: bool = False
+    twin: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def run_leaderboard(
 
 def _built(family: Family, seeds: Sequence[int]) -> Callable[[int], tuple[Any, Any]]:
     """Seed → (ground truth, model): one construction for every seed, or one per seed (built once each)."""
-    if not family.per_seed:
+    if not (family.per_seed or family.twin):
         spec = family.build()
         one = (ground_truth(spec), to_hooked(spec))
         return lambda seed: one
@@ -131,8 +133,11 @@ def _built(family: Family, seeds: Sequence[int]) -> Callable[[int], tuple[Any, A
 
     def of(seed: int) -> tuple[Any, Any]:
         if seed not in cache:
-            spec = family.build(seed)
-            cache[seed] = (ground_truth(spec), to_hooked(spec))
+            if family.twin:
+                cache[seed] = family.build(seed)
+            else:
+                spec = family.build(seed)
+                cache[seed] = (ground_truth(spec), to_hooked(spec))
         return cache[seed]
 
     return of
@@ -160,8 +165,10 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
         "truth_edges": len(first["ground_truth_edges"]),
         "graph_edges": len(first["graph"]["edges"]),
     }
-    if family.per_seed:  # the edge counts above are the first seed's automaton's
+    if family.per_seed or family.twin:  # the edge counts above are the first seed's automaton's (or twin's)
         row["per_seed"] = True
+    if family.twin:
+        row["twin"] = True
     for name, vs in values.items():
         xs = [v for v in vs if v is not None]
         row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": t_interval(xs), "values": vs}

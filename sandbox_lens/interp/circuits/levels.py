@@ -41,6 +41,7 @@ ABLATION_LEVEL = {"resample": "resample", "zero": "zero", "mean": "mean"}
 #: Why an edge is absent from a level (the first that applies).
 REASONS = {
     "not-connected": "not connected: nothing the writer writes is read on this channel",
+    "not-imposed": "outside the imposed circuit: a trained twin's node that strict IIT trained to be irrelevant",
     "unused": "unused: it meets the reader only in coordinates through which no output can move",
     "cancelled": "cancelled: it leaves or enters a head whose output another head of its block cancels exactly",
     "invariant": "invariant: what it delivers where it is used is the same for every word (constant or position-only)",
@@ -143,6 +144,8 @@ def _common_reason(reasons: dict[Edge, str]) -> str:
 def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
     """Every level of ``truth`` for the metric's outputs and the corruption of ``pairs`` (a
     :class:`~sandbox_lens.interp.circuits.pairs.Pairs`), measured on ``patcher``'s model (the construction itself)."""
+    if truth.imposed:
+        return _imposed_levels(truth, patcher, pairs)
     flow = truth.flow
     if flow is None:
         raise LevelError("this ground truth was made without its coordinate flow; derive it again with ground_truth()")
@@ -172,6 +175,31 @@ def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
         reach = "not-connected" if e not in truth.structural else (static if e not in truth.live else "unread-output")
         checks["zero"] = None if used and varies(x, used) else (reach if not used else "zero-on-data")
         checks["mean"] = checks["read"] or (None if varies(x - x.mean(0, keepdim=True), used) else "mean-on-data")
+        for lv, why in checks.items():
+            if why:
+                reasons[lv][e] = why
+            else:
+                members[lv].add(e)
+    return Levels(truth, members, reasons, pairs.corruption, [int(o) for o in pairs.outputs])
+
+
+def _imposed_levels(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
+    """The levels of a trained twin's imposed circuit: the weights-only ones are the edges between imposed nodes
+    (anything else is ``not-imposed``); an ablation's level keeps those whose sender's output, measured on the twin,
+    the ablation can change — it differs between the clean and the corrupted word (resample: the position embedding
+    never does), is nonzero (zero), or differs from its mean over the clean batch at the same position (mean). No
+    coordinate flow narrows them (a twin has none), so each level is an upper bound on the edges the twin uses."""
+    clean, corrupt = patcher.outputs(pairs.clean), patcher.outputs(pairs.corrupt)
+    tol = TOLERANCE * (max(float(v.abs().max()) for v in clean.values()) or 1.0)
+    members: dict[str, set[Edge]] = {lv: set() for lv in LEVEL_NAMES}
+    reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
+    for e in truth.graph.edges:
+        x = clean[e.sender]
+        inside = None if e in truth.structural else "not-imposed"
+        checks = {lv: inside for lv in ("structural", "live", "relevant", "read")}
+        checks["resample"] = inside or (None if float((x - corrupt[e.sender]).abs().max()) > tol else "invisible")
+        checks["zero"] = inside or (None if float(x.abs().max()) > tol else "zero-on-data")
+        checks["mean"] = inside or (None if float((x - x.mean(0, keepdim=True)).abs().max()) > tol else "mean-on-data")
         for lv, why in checks.items():
             if why:
                 reasons[lv][e] = why

@@ -114,6 +114,10 @@ class GroundTruth:
     #: redundant routes the construction declares (``negatives=backup``): under ``ablation``, any one of
     #: ``routes`` (lists of nodes) suffices — scored as one OR item (sandbox_lens.interp.circuits.levels)
     or_groups: list[dict[str, Any]] = field(default_factory=list)
+    #: a trained twin's imposed circuit (:func:`sandbox_lens.interp.circuits.imposed.imposed_truth`), not a
+    #: construction's: the weights-only levels are the edges between imposed nodes, and the ablation levels are
+    #: measured on the twin's activations (:func:`sandbox_lens.interp.circuits.levels.levels_of`)
+    imposed: bool = False
 
     def edge_labels(self, level: str = "relevant") -> np.ndarray:
         """0/1 per edge of :attr:`graph` (in its order): in the ``structural``, ``live`` or ``relevant`` level."""
@@ -144,6 +148,7 @@ class GroundTruth:
             "live": {e.name: labs for e, labs in self.live.items()},
             "relevant": {e.name: labs for e, labs in self.relevant.items()},
             "writes": self.writes,
+            **({"imposed": True} if self.imposed else {}),
         }
 
 

@@ -259,13 +259,16 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config = replace(
             config, alignment=correspondence(args.align, task, shape, edges=config.iit_variables == "graph")
         )
-    elif (config.iit_weight, config.strict_weight, config.align_target, config.iit_variables) != (
+    elif (config.iit_weight, config.strict_weight, config.align_target, config.iit_variables, config.strict_on) != (
         1.0,
         1.0,
         0.95,
         "turns",
+        "answers",
     ):
-        raise OptionError("--iit-weight, --iit-variables, --strict-weight and --align-target belong to --align")
+        raise OptionError(
+            "--iit-weight, --iit-variables, --strict-weight, --strict-on and --align-target belong to --align"
+        )
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
     single = len(seeds) == 1 and not args.grid and args.backend == "local"

@@ -138,6 +138,7 @@ def aligned_losses(
     step: int,
     batch: int,
     every_variable: bool = False,
+    strict_on: str = "answers",
 ) -> tuple[Any, Any]:
     """(IIT loss, strictness loss) of one training step (see the module docstring).
 
@@ -150,6 +151,8 @@ def aligned_losses(
         batch: pairs per step.
         every_variable: swap every imposed variable (each at its own positions, one forward each; the loss is
             their mean) rather than the step's one in turn.
+        strict_on: ``answers`` (SIIT: cross-entropy against the base's answers) or ``outputs`` (the KL from the
+            base's unablated output distribution over the readout, at the answered positions).
     """
     import torch
 
@@ -220,8 +223,28 @@ def aligned_losses(
     if not fwd:
         return iit, iit * 0.0
     logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
+    if strict_on == "outputs":
+        with torch.no_grad():
+            clean = run_with_hooks(model, base_tokens, fwd_hooks=[], return_type="logits")
+        return iit, readout_kl(clean[:, P : P + T], logits[:, P : P + T], answered, high)
     strict = readout_loss(logits[:, P : P + T], answered_labels, answered, high)
     return iit, strict
+
+
+def readout_kl(clean: Any, ablated: Any, scored: np.ndarray, high: Any) -> Any:
+    """KL(clean ‖ ablated) of two runs' output distributions over ``high``'s readout classes at ``scored``
+    (``[n, T]``), averaged over those positions; the clean run is the target (no gradient)."""
+    import torch
+
+    if high.readout is not None:
+        clean, ablated = clean[..., list(high.readout)], ablated[..., list(high.readout)]
+    mask = torch.from_numpy(scored).to(ablated.device)
+    if not bool(mask.any()):
+        return ablated.sum() * 0.0
+    target = torch.log_softmax(clean[mask].detach(), -1)
+    return torch.nn.functional.kl_div(
+        torch.log_softmax(ablated[mask], -1), target, log_target=True, reduction="batchmean"
+    )
 
 
 def imposed_iia(

@@ -168,6 +168,13 @@ class TrainConfig:
         "--align: weight of the strictness loss (off-circuit heads and MLPs resampled must not move the answer)",
         metavar="λ",
     )
+    strict_on: str = setting(
+        "answers",
+        "--align: what the strictness term holds when the off-circuit heads and MLPs are resampled: the base "
+        "word's answers (SIIT's cross-entropy; the off-circuit nodes may still move the logits) or its whole "
+        "output distribution (outputs: the KL from the unablated run, so that they move no logit a metric reads)",
+        choices=("answers", "outputs"),
+    )
 
     def kept_steps(self) -> list[int]:
         """The evaluation steps whose model is kept (``keep_checkpoints`` of them, log-spaced from the first
@@ -201,6 +208,8 @@ class TrainConfig:
             raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
         if self.attention not in ("learned", "uniform"):
             raise SandboxError(f"attention must be learned or uniform, got {self.attention!r}")
+        if self.strict_on not in ("answers", "outputs"):
+            raise SandboxError(f"strict_on must be answers or outputs, got {self.strict_on!r}")
         if self.iit_variables not in ("turns", "all", "graph"):
             raise SandboxError(f"iit_variables must be turns, all or graph, got {self.iit_variables!r}")
         if self.schedule not in ("cosine", "linear"):

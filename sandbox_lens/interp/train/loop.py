@@ -57,7 +57,14 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
         )
     if config is not None and config.alignment:
         iit, strict = aligned_losses(
-            model, task, config.alignment, config.seed, step, config.batch, config.iit_variables != "turns"
+            model,
+            task,
+            config.alignment,
+            config.seed,
+            step,
+            config.batch,
+            config.iit_variables != "turns",
+            config.strict_on,
         )
         loss = loss + config.iit_weight * iit + config.strict_weight * strict
     return loss, logits
@@ -310,7 +317,14 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
     iia = imposed_iia(model, task, config.alignment, config.seed)
     with torch.no_grad():
         iit, strict = aligned_losses(
-            model, task, config.alignment, config.seed, step, config.batch, config.iit_variables != "turns"
+            model,
+            task,
+            config.alignment,
+            config.seed,
+            step,
+            config.batch,
+            config.iit_variables != "turns",
+            config.strict_on,
         )
     rates = [v["iia"] for v in iia.values() if v["iia"] is not None]
     return {

@@ -1,0 +1,66 @@
+"""A trained twin's imposed circuit as a ground truth in levels: the edges between imposed nodes, narrowed per
+ablation by what the twin's activations let the ablation change, each edge outside with its reason; and such a
+twin as a leaderboard family."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.imposed import imposed_nodes, imposed_truth, off_circuit_effect
+from sandbox_lens.interp.circuits.leaderboard import Family, Setting, run_leaderboard
+from sandbox_lens.interp.circuits.levels import levels_of
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import Patcher
+from sandbox_lens.interp.errors import SandboxError
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.train import open_model
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    from sandbox_lens.interp.cli import main
+
+    out = tmp_path_factory.mktemp("twin") / "c3"
+    argv = "train automaton --automaton C3 --length 6 --layers 2 --heads 2 --d-model 16 --steps 40"
+    assert main([*argv.split(), "--align", "modular_counter", "--strict-on", "outputs", "--out", str(out)]) in (0, None)
+    return open_model(out)
+
+
+def test_the_imposed_truth_is_the_edges_between_imposed_nodes_in_levels(twin):
+    truth = imposed_truth(twin)
+    on = imposed_nodes(twin.card.options["alignment"])
+    assert truth.imposed and truth.to_dict()["imposed"]
+    assert set(truth.structural) == {e for e in truth.graph.edges if e.sender in on and e.receiver in on}
+    pairs = make_pairs(twin, 16, seed=0)
+    levels = levels_of(truth, Patcher(twin, truth.graph), pairs)
+    for e in truth.graph.edges:
+        if e.sender not in on or e.receiver not in on:
+            assert {levels.why_absent(e, lv) for lv in ("structural", "resample", "zero")} == {"not-imposed"}
+        elif e.sender == "pos":  # the same positions in the clean and the corrupted word; nonzero, and constant
+            assert levels.why_absent(e, "resample") == "invisible" and levels.why_absent(e, "zero") is None
+            assert levels.why_absent(e, "mean") == "mean-on-data"
+        elif e.sender == "embed":
+            assert all(levels.why_absent(e, lv) is None for lv in ("resample", "zero", "mean"))
+    assert levels.members["resample"] < set(truth.structural)
+
+
+def test_a_twin_family_on_the_leaderboard_and_its_off_circuit_effect(twin):
+    board = run_leaderboard(
+        [Family("C3 twin", lambda seed: (imposed_truth(twin), twin), twin=True)],
+        ["path", "random"],
+        [Setting()],
+        [0, 1],
+        pairs=8,
+    )
+    assert [r["method"] for r in board["rows"]] == ["path", "random"]
+    assert all(r["twin"] and r["level"] == "resample" for r in board["rows"])
+    effect = off_circuit_effect(twin, pairs=16)
+    assert -10 < effect < 10
+
+
+def test_a_construction_has_no_imposed_circuit():
+    model = to_hooked(build("modular_counter", get_automaton("C3"), 6))
+    with pytest.raises(SandboxError, match="needs a twin trained with `interp train --align`"):
+        imposed_truth(model)
