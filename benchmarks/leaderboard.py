@@ -9,7 +9,7 @@ ablation can see. Writes ``docs/circuits/leaderboard.json`` (every number, per s
 
 ``--dials``: the failure dials swept (``sandbox_lens.interp.circuits.dials``) — the counter and the gridworld with
 the board's negatives at each value of each dial, every method, the default corruption under resample and zero
-ablation, pair seeds 0-4: ``docs/circuits/dials.json``, ``dials.md``, ``failure-matrix-<ablation>.png`` and ``robustness.png``.
+ablation, pair seeds 0-2: ``docs/circuits/dials.json``, ``dials.md``, ``failure-matrix-<ablation>.png`` and ``robustness.png``.
 
 ``--auto-circuit`` (``make auto-circuit-board``, in the venv with the extra): auto-circuit's six
 algorithms beside this project's counterparts on the same families, pairs and seeds, under the
@@ -98,7 +98,7 @@ def _seeds(text: str) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", help="pair seeds, e.g. 0-9 (default: 0-9; 0-2 with --auto-circuit, 0-4 with --dials)")
+    ap.add_argument("--seeds", help="pair seeds, e.g. 0-9 (default: 0-9; 0-2 with --auto-circuit or --dials)")
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--out", default=str(ROOT / "docs" / "circuits"), help="directory of leaderboard.json and .md")
     ap.add_argument("--render", action="store_true", help="only render the .md again from the .json")
@@ -107,7 +107,7 @@ def main() -> None:
     )
     ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
     args = ap.parse_args()
-    args.seeds = args.seeds or ("0-2" if args.auto_circuit else "0-4" if args.dials else "0-9")
+    args.seeds = args.seeds or ("0-2" if args.auto_circuit or args.dials else "0-9")
     out = Path(args.out)
     if args.dials:
         return sweep_dials(args, out)

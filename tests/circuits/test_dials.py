@@ -74,12 +74,16 @@ def test_a_small_sweep_dials_the_construction_and_renders():
     def counter(**kw):
         return build("modular_counter", get_automaton("C3"), 8, **kw)
 
-    sweep = run_dial_sweep(
-        [("C3", counter)], {"negative_gain": [2.0, 200.0]}, ["path", "random"], [Setting()], [0], "cancel", pairs=8
-    )
-    assert {(r["dial"], r["value"], r["method"]) for r in sweep["rows"]} == {
-        ("negative_gain", v, m) for v in (2.0, 200.0) for m in ("path", "random")
-    }
+    dials = {"negative_gain": [2.0, 20.0, 200.0], "negative_sharpness": [8.0]}
+    sweep = run_dial_sweep([("C3", counter)], dials, ["path", "random"], [Setting()], [0], "cancel", pairs=8)
+    assert [(r["dial"], r["value"], r["method"]) for r in sweep["rows"]] == [
+        (d, v, m) for d, vs in dials.items() for v in vs for m in ("path", "random")
+    ]
+    # gain 20 and sharpness 8 are both defaults: one construction, run once, its rows at both
+    at_default = [
+        {k: v for k, v in r.items() if k not in ("dial", "value")} for r in sweep["rows"] if r["value"] in (8.0, 20.0)
+    ]
+    assert at_default[:2] == at_default[2:]
     path = {r["value"]: r for r in sweep["rows"] if r["method"] == "path"}
     # a stronger read-out makes each cancelling head's effect alone larger: path patching keeps the pair
     assert path[200.0]["why"]["spurious"].get("cancelled", 0) >= path[2.0]["why"]["spurious"].get("cancelled", 0)

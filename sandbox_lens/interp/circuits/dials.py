@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.constructions.negatives import DIALS, Dials
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, _tied, run_leaderboard
 from sandbox_lens.interp.stats import t_interval
 from sandbox_lens.interp.viz import figure_png
@@ -50,21 +51,27 @@ def run_dial_sweep(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Each base family (``name``, ``build(**options)``) with ``negatives`` at every value of every dial (option name
-    → values; the other dial at its default): the leaderboard's rows, each with its ``dial`` and ``value``."""
+    → values; the other dial at its default): the leaderboard's rows, each with its ``dial`` and ``value``. The
+    construction with every dial at its default is run once and its rows stand at each dial's default value."""
     rows: list[dict[str, Any]] = []
-    cpu = 0.0
+    cpu, board_settings = 0.0, {}
     for name, make in bases:
+        done: dict[tuple, list[dict[str, Any]]] = {}
         for dial, values in dials.items():
             for value in values:
-                family = Family(
-                    name, lambda make=make, dial=dial, value=value: make(negatives=negatives, **{dial: value})
-                )
-                board = run_leaderboard([family], methods, settings, seeds, pairs=pairs, progress=progress)
-                cpu += board["cpu_seconds"]
-                rows += [{**r, "dial": dial, "value": float(value)} for r in board["rows"]]
+                key = () if value == getattr(Dials(), DIALS[dial][0]) else (dial, float(value))
+                if key not in done:
+                    family = Family(
+                        name, lambda make=make, dial=dial, value=value: make(negatives=negatives, **{dial: value})
+                    )
+                    board = run_leaderboard([family], methods, settings, seeds, pairs=pairs, progress=progress)
+                    cpu += board["cpu_seconds"]
+                    board_settings = board["settings"]
+                    done[key] = board["rows"]
+                rows += [{**r, "dial": dial, "value": float(value)} for r in done[key]]
     return {
         "settings": {
-            **board["settings"],
+            **board_settings,
             "negatives": negatives,
             "dials": {k: list(map(float, v)) for k, v in dials.items()},
         },
