@@ -101,10 +101,12 @@ test-slow: $(STAMP)
 
 # Every circuit method on six families with and without informative negatives, four settings, ten
 # pair seeds (about an hour on one core): docs/circuits/leaderboard.json and leaderboard.md; then the failure
-# dials swept (two families, two dials, five pair seeds): dials.json, dials.md and its figures.
+# dials swept (two families, two dials, three pair seeds): dials.json, dials.md and its figures; then the trained
+# twins with a known circuit (trained into out/twins, reused): twins.json and twins.md.
 leaderboard: $(STAMP)
 	$(PY) benchmarks/leaderboard.py
 	$(PY) benchmarks/leaderboard.py --dials
+	$(PY) benchmarks/leaderboard.py --twins
 
 # auto-circuit's six algorithms on the same families (resample ablation): docs/circuits/auto-circuit.json, .md.
 auto-circuit-board: $(STAMPAC)

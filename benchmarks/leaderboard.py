@@ -11,6 +11,12 @@ ablation can see. Writes ``docs/circuits/leaderboard.json`` (every number, per s
 the board's negatives at each value of each dial, every method, the default corruption under resample and zero
 ablation, pair seeds 0-2: ``docs/circuits/dials.json``, ``dials.md``, ``failure-matrix-<ablation>.png`` and ``robustness.png``.
 
+``--twins``: trained weights with a known circuit — twins trained with ``--align`` and strictness on the outputs
+(``--strict-on outputs``), three seeds per population, trained into ``--twins-runs`` (reused when finished) — scored
+against their imposed circuit in levels (``sandbox_lens.interp.circuits.imposed.imposed_truth``), each twin one unit of
+the interval: ``docs/circuits/twins.json`` and ``twins.md``. A twin counts when it reached its targets and resampling
+everything outside its imposed circuit moves the logit difference by less than ``OFF_CIRCUIT`` of its span.
+
 ``--auto-circuit`` (``make auto-circuit-board``, in the venv with the extra): auto-circuit's six
 algorithms beside this project's counterparts on the same families, pairs and seeds, under the
 default corruption and resample ablation (auto-circuit's): ``docs/circuits/auto-circuit.json`` and
@@ -37,8 +43,17 @@ from sandbox_lens.interp.circuits.dials import (  # noqa: E402
     robustness_png,
     run_dial_sweep,
 )
+from sandbox_lens.interp.circuits.imposed import (  # noqa: E402
+    OFF_CIRCUIT,
+    carries_circuit,
+    imposed_truth,
+    off_circuit_effect,
+    twins_markdown,
+)
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.methods import names  # noqa: E402
+from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task  # noqa: E402
+from sandbox_lens.interp.experiments.algorithm_confusion import ALIGN_TARGET, REACHED, imposition  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
@@ -86,6 +101,28 @@ DIAL_BASES = [
 DIALS = {"negative_gain": [2.0, 20.0, 200.0], "negative_sharpness": [1.0, 8.0, 1000.0]}
 DIAL_SETTINGS = [Setting(None, "resample"), Setting(None, "zero")]
 
+#: The trained twins: (label, run directory, imposed construction, task, blocks, shape) — the confusion matrix's cheap
+#: populations.
+TWINS = [
+    (
+        "C4 counter twin",
+        "C4-counter",
+        "modular_counter",
+        lambda: automaton_task("C4", 8),
+        2,
+        {"d_model": 64, "n_heads": 2},
+    ),
+    (
+        "Dyck_{2,4} stack twin",
+        "Dyck-stack",
+        "dyck",
+        lambda: dyck_task(2, 4, 16),
+        2,
+        {"d_model": 50, "n_heads": 2, "d_mlp": 50},
+    ),
+]
+TWIN_SEEDS = (0, 1, 2)
+
 SETTINGS = [Setting(None, "resample"), Setting("resample", "resample"), Setting(None, "zero"), Setting(None, "mean")]
 #: auto-circuit's algorithms and this project's counterparts (the same order), on the default setting.
 AUTO_CIRCUIT = AUTO_CIRCUIT_METHODS + ("acdc", "attribution", "eap-ig", "masks", "magnitude", "random")
@@ -105,12 +142,16 @@ def main() -> None:
     ap.add_argument(
         "--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)"
     )
+    ap.add_argument("--twins", action="store_true", help="trained twins with a known circuit (twins.json, .md)")
+    ap.add_argument("--twins-runs", default=str(ROOT / "out" / "twins"), help="where the twins are trained (reused)")
     ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
     args = ap.parse_args()
     args.seeds = args.seeds or ("0-2" if args.auto_circuit or args.dials else "0-9")
     out = Path(args.out)
     if args.dials:
         return sweep_dials(args, out)
+    if args.twins:
+        return twins_board(args, out)
     name, title = (
         ("auto-circuit", "auto-circuit beside sandbox-lens")
         if args.auto_circuit
@@ -183,6 +224,89 @@ def sweep_dials(args: argparse.Namespace, out: Path) -> None:
         tag = setting.split("/")[1]
         (out / f"failure-matrix-{tag}.png").write_bytes(failure_matrix_png(failure_matrix(sweep, setting)))
     (out / "robustness.png").write_bytes(robustness_png(sweep))
+
+
+def twins_board(args: argparse.Namespace, out: Path) -> None:
+    """Train (or reuse) the twins, measure what each leaves outside its imposed circuit, score every method on the
+    twins that count; ``--render`` renders the .md again from the .json."""
+    if args.render:
+        board = json.loads((out / "twins.json").read_text())
+        (out / "twins.md").write_text(twins_markdown(board))
+        return
+    import torch
+
+    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
+    from sandbox_lens.interp.train.sweep import run_sweep
+
+    torch.set_num_threads(1)
+    t0 = time.time()
+    twins, families = [], []
+    for label, slug, construction, make, layers, shape_args in TWINS:
+        task, shape = make(), ModelShape(n_layers=layers, **shape_args)
+        alignment, mode = imposition(construction, task, shape)
+        config = TrainConfig(
+            steps=6000,
+            batch=32,
+            lr=1e-3,
+            eval_every=100,
+            target_accuracy=0.99,
+            alignment=alignment,
+            iit_variables=mode,
+            align_target=ALIGN_TARGET,
+            strict_on="outputs",
+        )
+        directory = Path(args.twins_runs) / slug
+        summary = run_sweep(task, shape, config, directory, TWIN_SEEDS, workers=1, progress=True)
+        counted = []
+        for run in summary["runs"]:
+            model = load_trained(directory / f"seed_{run['seed']}")
+            last = json.loads((directory / f"seed_{run['seed']}" / "metrics.json").read_text())["history"][-1]
+            iia = last.get("imposed_iia") or {}
+            row = {
+                "population": label,
+                "seed": run["seed"],
+                "accuracy": run["final_accuracy"],
+                "steps": run["steps"],
+                "imposed_iia_min": min(iia.values()) if iia else None,
+                "off_circuit_effect": off_circuit_effect(model, pairs=args.pairs * 2, seed=0),
+            }
+            row["counted"] = carries_circuit(
+                row["accuracy"], row["imposed_iia_min"], row["off_circuit_effect"], REACHED, OFF_CIRCUIT
+            )
+            twins.append(row)
+            if row["counted"]:
+                counted.append(run["seed"])
+        if counted:
+            families.append((label, directory, counted))
+    rows = []
+    for label, directory, seeds in families:
+        family = Family(label, lambda seed, d=directory: _twin(d, seed), twin=True)
+        rows += run_leaderboard([family], names(optional=False), SETTINGS[:1], seeds, pairs=args.pairs, progress=True)[
+            "rows"
+        ]
+    board = {
+        "settings": {
+            "pairs": args.pairs,
+            "threshold": 0.01,
+            "reached": REACHED,
+            "off_circuit": OFF_CIRCUIT,
+            "strict_on": "outputs",
+            "interval": "95% t interval of the mean over the twins (pair seed = twin seed)",
+        },
+        "twins": twins,
+        "rows": rows,
+        "provenance": _provenance(t0),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "twins.json").write_text(json.dumps(board, indent=1) + "\n")
+    (out / "twins.md").write_text(twins_markdown(board))
+
+
+def _twin(directory: Path, seed: int):
+    from sandbox_lens.interp.train import load_trained
+
+    model = load_trained(directory / f"seed_{seed}")
+    return imposed_truth(model), model
 
 
 if __name__ == "__main__":

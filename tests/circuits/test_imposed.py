@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from sandbox_lens.constructions.registry import build
-from sandbox_lens.interp.circuits.imposed import imposed_nodes, imposed_truth, off_circuit_effect
+from sandbox_lens.interp.circuits.imposed import (
+    carries_circuit,
+    imposed_nodes,
+    imposed_truth,
+    off_circuit_effect,
+    twins_markdown,
+)
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, run_leaderboard
 from sandbox_lens.interp.circuits.levels import levels_of
 from sandbox_lens.interp.circuits.pairs import make_pairs
@@ -64,3 +70,43 @@ def test_a_construction_has_no_imposed_circuit():
     model = to_hooked(build("modular_counter", get_automaton("C3"), 6))
     with pytest.raises(SandboxError, match="needs a twin trained with `interp train --align`"):
         imposed_truth(model)
+
+
+def test_a_twin_counts_only_at_its_targets_and_with_nothing_outside_its_circuit():
+    assert carries_circuit(0.99, 0.97, 0.01, 0.95)
+    assert carries_circuit(0.99, 0.97, -0.049, 0.95)  # either sign: resampling may also help the metric
+    assert not carries_circuit(0.99, 0.97, 0.05, 0.95)  # the off-circuit nodes move the logits
+    assert not carries_circuit(0.94, 0.97, 0.0, 0.95) and not carries_circuit(0.99, 0.94, 0.0, 0.95)
+    assert not carries_circuit(0.99, None, 0.0, 0.95)  # no imposed site measured
+
+
+def test_the_twins_table_says_which_count_and_why_not(twin):
+    board = run_leaderboard(
+        [Family("C3 twin", lambda seed: (imposed_truth(twin), twin), twin=True)], ["path"], [Setting()], [0], pairs=8
+    )
+    rows = [
+        {
+            "population": "C3 twin",
+            "seed": 0,
+            "accuracy": 1.0,
+            "steps": 40,
+            "imposed_iia_min": 0.99,
+            "off_circuit_effect": 0.01,
+            "counted": True,
+        },
+        {
+            "population": "C3 twin",
+            "seed": 1,
+            "accuracy": 1.0,
+            "steps": 40,
+            "imposed_iia_min": None,
+            "off_circuit_effect": 0.3,
+            "counted": False,
+        },
+    ]
+    settings = {"pairs": 8, "threshold": 0.01, "reached": 0.95, "off_circuit": 0.05, "interval": "t", "seconds": "cpu"}
+    text = twins_markdown({"settings": settings, "twins": rows, "rows": board["rows"]})
+    assert "| C3 twin | 0 | 1.000 | 40 | 0.990 | 0.010 | yes |" in text
+    assert "| C3 twin | 1 | 1.000 | 40 | — | 0.300 | no |" in text
+    assert "| C3 twin | path | resample" in text
+    assert "No twin counts" in twins_markdown({"settings": settings, "twins": rows[1:], "rows": []})

@@ -19,6 +19,7 @@ import numpy as np
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import patcher_for
 from sandbox_lens.interp.circuits.graph import Graph
+from sandbox_lens.interp.circuits.leaderboard import markdown
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.score import auroc, average_precision, precision_recall
 from sandbox_lens.interp.circuits.truth import GroundTruth
@@ -26,7 +27,17 @@ from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.stats import t_interval
 
-__all__ = ["imposed_nodes", "imposed_truth", "off_circuit_effect", "score_imposed", "imposed_board", "BOARD_METRICS"]
+__all__ = [
+    "imposed_nodes",
+    "imposed_truth",
+    "off_circuit_effect",
+    "carries_circuit",
+    "twins_markdown",
+    "OFF_CIRCUIT",
+    "score_imposed",
+    "imposed_board",
+    "BOARD_METRICS",
+]
 
 
 def imposed_nodes(alignment: Mapping[str, Any]) -> set[str]:
@@ -61,6 +72,50 @@ def off_circuit_effect(model: Any, pairs: int = 64, seed: int = 0, metric: str =
     off = [e for e in patcher.graph.edges if e.sender not in on]
     logits = patcher.run(data.clean, off, patcher.source(data, "resample"))[0]
     return float(patcher.effect(data, logits, metric))
+
+
+#: What a twin that carries only its imposed circuit may lose when everything outside it is resampled (a share of the
+#: logit difference's clean-to-corrupted span): the circuit leaderboard's trained rows count a twin below it.
+OFF_CIRCUIT = 0.05
+
+
+def carries_circuit(
+    accuracy: float, least_iia: float | None, off_effect: float, reached: float, off_circuit: float = OFF_CIRCUIT
+) -> bool:
+    """Whether a twin counts as carrying its imposed circuit: accuracy and its least imposed held-out IIA at least
+    ``reached``, and :func:`off_circuit_effect` within ``off_circuit`` of 0 (either sign)."""
+    return bool(
+        accuracy >= reached and least_iia is not None and least_iia >= reached and abs(off_effect) < off_circuit
+    )
+
+
+def twins_markdown(board: Mapping[str, Any]) -> str:
+    """The twins (which count, and why not) and the methods on those that do, rendered like the leaderboard."""
+    s = board["settings"]
+    lines = [
+        "# Trained twins with a known circuit",
+        "",
+        f"Twins trained with `--align` and strictness on the outputs; a twin counts when its accuracy and every imposed "
+        f"site's held-out IIA reach {s['reached']} and resampling everything outside its imposed circuit moves the "
+        f"logit difference by less than {s['off_circuit']} of its span. The truth is the edges between imposed nodes "
+        "at the ablation's level (an upper bound on the edges a twin uses: precision is a lower bound).",
+        "",
+        "| twin | seed | accuracy | steps | least imposed IIA | off-circuit effect | counted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in board["twins"]:
+        iia = "—" if t["imposed_iia_min"] is None else f"{t['imposed_iia_min']:.3f}"
+        lines.append(
+            f"| {t['population']} | {t['seed']} | {t['accuracy']:.3f} | {t['steps']} | {iia} | "
+            f"{t['off_circuit_effect']:.3f} | {'yes' if t['counted'] else 'no'} |"
+        )
+    lines.append("")
+    if board["rows"]:
+        table = markdown({"settings": {**s, "seeds": "the counted twins", "eap_ig_steps": 16}, "rows": board["rows"]})
+        lines += [table.split("\n", 2)[2]]
+    else:
+        lines += ["No twin counts: no method is scored.", ""]
+    return "\n".join(lines)
 
 
 def _alignment(model: Any) -> dict[str, Any]:
