@@ -224,6 +224,11 @@ def test_circuit_methods_are_scored_against_the_imposed_circuit(tmp_path, interp
     assert (
         imposed["imposed_nodes"] == ["a0.0", "embed", "logits", "m0", "pos"] and imposed["edges"] > imposed["positives"]
     )
+    # and scored like a construction, at its ablation's level of the imposed truth (the position edges left out)
+    saved = json.loads((tmp_path / "c" / "circuit.json").read_text())
+    assert saved["ground_truth_level"] == "resample" and (tmp_path / "c" / "ground-truth" / "resample.json").is_file()
+    assert not any(e.startswith("pos->") for e in saved["ground_truth_edges"])
+    assert 0 < len(saved["ground_truth_edges"]) < imposed["positives"]
     assert imposed["auroc"] is None or 0 <= imposed["auroc"] <= 1
     board = imposed_board(open_model(tmp_path / "a"), ["acdc", "random", "attribution"], [0, 1], pairs=16)
     assert [r["method"] for r in board["rows"]] == ["acdc", "random", "attribution"]

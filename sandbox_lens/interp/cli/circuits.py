@@ -158,6 +158,10 @@ def _model(args: argparse.Namespace):
         model = open_model(args.run or args.model, expect_construction="trained" if args.run else args.construction)
         where = args.run or args.model
         if model.card.construction == "trained":
+            if model.card.options.get("alignment"):  # trained with --align: its imposed circuit, in levels
+                from sandbox_lens.interp.circuits.imposed import imposed_truth
+
+                return model, imposed_truth(model), f"aligned twin ({model.card.kind}) from {where}"
             return model, None, f"twin ({model.card.kind}) from {where}"
         truth = ground_truth_of_model(model) if model.card.theorem else None  # no theorem: no ground truth
         return model, truth, f"{model.card.construction} from {where}"
