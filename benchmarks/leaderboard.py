@@ -292,6 +292,7 @@ def twins_board(args: argparse.Namespace, out: Path) -> None:
             "off_circuit": OFF_CIRCUIT,
             "strict_on": "outputs",
             "interval": "95% t interval of the mean over the twins (pair seed = twin seed)",
+            "seconds": "CPU seconds of the method alone (not the pairs, the curve or the ground truth's levels)",
         },
         "twins": twins,
         "rows": rows,
