@@ -137,3 +137,14 @@ def test_the_methods_order_ties_methods_whose_intervals_overlap():
         ]
     }
     assert _order_text(board, "c") == "a ≈ b > c ≈ d > e"
+
+
+def test_the_committed_twins_board_is_rendered_from_its_json():
+    from sandbox_lens.interp.circuits.imposed import twins_markdown
+
+    board = json.loads((BOARD / "twins.json").read_text())
+    assert (BOARD / "twins.md").read_text() == twins_markdown(board)
+    assert board["provenance"]["commit"] and board["twins"]
+    counted = {t["population"] for t in board["twins"] if t["counted"]}
+    assert {r["construction"] for r in board["rows"]} == counted
+    assert all(r["twin"] and r["level"] == "resample" for r in board["rows"])
