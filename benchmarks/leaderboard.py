@@ -144,6 +144,9 @@ def main() -> None:
     )
     ap.add_argument("--twins", action="store_true", help="trained twins with a known circuit (twins.json, .md)")
     ap.add_argument("--twins-runs", default=str(ROOT / "out" / "twins"), help="where the twins are trained (reused)")
+    ap.add_argument(
+        "--dial-families", help="with --dials: only the families whose names contain one of these (comma-separated)"
+    )
     ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
     args = ap.parse_args()
     args.seeds = args.seeds or ("0-2" if args.auto_circuit or args.dials else "0-9")
@@ -206,8 +209,12 @@ def sweep_dials(args: argparse.Namespace, out: Path) -> None:
 
         torch.set_num_threads(1)
         t0 = time.time()
+        wanted = [w for w in (args.dial_families or "").split(",") if w]
+        bases = [(n, f) for n, f in DIAL_BASES if not wanted or any(w in n for w in wanted)]
+        if not bases:
+            raise SystemExit(f"--dial-families {args.dial_families!r} matches none of {[n for n, _ in DIAL_BASES]}")
         sweep = run_dial_sweep(
-            DIAL_BASES,
+            bases,
             DIALS,
             names(optional=False),
             DIAL_SETTINGS,
