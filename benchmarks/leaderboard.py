@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox_lens.constructions.registry import build  # noqa: E402
@@ -89,8 +91,28 @@ def families() -> list[Family]:
 UNSEEN = "prefix_scan random4-2-<seed>"
 
 
+def unseen_automaton(seed: int):
+    """The unseen automaton of a pair seed: the first of ``random4-2-<seed>``, ``random4-2-<seed + 1000>``, … whose two
+    symbols act differently and from whose initial state every state is reachable. A draw that fails either has
+    nothing to explain (seeds 6-8 of ``random4-2-<seed>``: two equal permutations, or both fixing the initial state)."""
+    for k in range(seed, seed + 100_000, 1000):
+        a = get_automaton(f"random4-2-{k}")
+        delta = np.asarray(a.delta)
+        start = a.initial if isinstance(a.initial, int) else a.states.index(a.initial)
+        reached, frontier = {start}, [start]
+        while frontier:
+            q = frontier.pop()
+            for nxt in delta[:, q]:
+                if int(nxt) not in reached:
+                    reached.add(int(nxt))
+                    frontier.append(int(nxt))
+        if len(reached) == a.n_states and not (delta[0] == delta[1]).all():
+            return a
+    raise SystemExit(f"no usable random4-2 automaton near seed {seed}")
+
+
 def _unseen(seed: int, **kw):
-    return build("prefix_scan", get_automaton(f"random4-2-{seed}"), 16, **kw)
+    return build("prefix_scan", unseen_automaton(seed), 16, **kw)
 
 
 #: The dial sweep: the families, each dial's values (the default among them) and the ablations.
@@ -142,6 +164,10 @@ def main() -> None:
     ap.add_argument(
         "--auto-circuit", action="store_true", help="auto-circuit's algorithms beside ours (needs the extra)"
     )
+    ap.add_argument("--families", help="only the board's families whose names contain one of these (comma-separated)")
+    ap.add_argument(
+        "--update", action="store_true", help="with --families: replace those families' rows in --out's board"
+    )
     ap.add_argument("--twins", action="store_true", help="trained twins with a known circuit (twins.json, .md)")
     ap.add_argument("--twins-runs", default=str(ROOT / "out" / "twins"), help="where the twins are trained (reused)")
     ap.add_argument(
@@ -178,14 +204,39 @@ def main() -> None:
 
         board["settings"]["auto_circuit"] = version("auto-circuit")
     else:
+        wanted = [w for w in (args.families or "").split(",") if w]
+        chosen = [f for f in families() if not wanted or any(w in f.name for w in wanted)]
+        if not chosen:
+            raise SystemExit(f"--families {args.families!r} matches no family")
         board = run_leaderboard(
-            families(), names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True
+            chosen, names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True
         )
+        if any(f.name == UNSEEN for f in chosen):
+            board["settings"]["unseen_automata"] = {s: unseen_automaton(s).name for s in _seeds(args.seeds)}
     board["provenance"] = _provenance(t0)
+    if args.update:
+        board = _updated(json.loads((out / f"{name}.json").read_text()), board)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
     (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
     print(markdown(board))
+
+
+def _updated(old: dict, new: dict) -> dict:
+    """``old``'s board with the rows of ``new``'s families replaced (in ``old``'s order), its CPU time added and
+    ``new``'s run listed under ``provenance["updates"]``; the settings must agree (else refused)."""
+    keep = ("pairs", "threshold", "eap_ig_steps", "seeds")
+    if any(old["settings"][k] != new["settings"][k] for k in keep):
+        raise SystemExit(f"--update needs the board's own settings ({', '.join(keep)})")
+    redone = {(r["construction"], r["negatives"]) for r in new["rows"]}
+    fresh = {(r["construction"], r["negatives"], r["setting"], r["method"]): r for r in new["rows"]}
+    rows = [fresh.get((r["construction"], r["negatives"], r["setting"], r["method"]), r) for r in old["rows"]]
+    missing = [r for k, r in fresh.items() if (k[0], k[1]) in redone and r not in rows]
+    old["rows"] = rows + missing
+    old["settings"].update({k: v for k, v in new["settings"].items() if k not in old["settings"]})
+    old["cpu_seconds"] += new["cpu_seconds"]
+    old["provenance"].setdefault("updates", []).append(new["provenance"])
+    return old
 
 
 def _provenance(t0: float) -> dict:
