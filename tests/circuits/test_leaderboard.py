@@ -149,3 +149,20 @@ def test_the_committed_twins_board_is_rendered_from_its_json():
     counted = {t["population"] for t in board["twins"] if t["counted"]}
     assert {r["construction"] for r in board["rows"]} == counted
     assert all(r["twin"] and r["level"] == "resample" for r in board["rows"])
+
+
+def test_the_committed_dial_sweep_is_rendered_from_its_json_and_every_method_fails_a_dial():
+    """docs/circuits/dials.md from dials.json; the figures beside it; no method keeps F1 1 at every dial value —
+    the failure matrix names where each one fails."""
+    from sandbox_lens.interp.circuits.dials import dial_markdown, failure_matrix
+
+    sweep = json.loads((BOARD / "dials.json").read_text())
+    assert (BOARD / "dials.md").read_text() == "# Failure dials\n\n" + dial_markdown(sweep)
+    assert sweep["provenance"]["commit"] and len(sweep["settings"]["seeds"]) >= 3
+    for name in ("failure-matrix-resample.png", "failure-matrix-zero.png", "robustness.png"):
+        assert (BOARD / name).read_bytes().startswith(b"\x89PNG")
+    matrix = failure_matrix(sweep)
+    for method, cells in matrix["cells"].items():
+        if method in ("random", "magnitude"):
+            continue
+        assert any(c["fails"] for c in cells.values()), method

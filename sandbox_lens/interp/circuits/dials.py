@@ -169,7 +169,9 @@ def failure_matrix_png(matrix: Mapping[str, Any]) -> bytes:
             cell = matrix["cells"][m].get(c)
             if cell is None:
                 continue
-            text = f"{cell['f1']['mean']:.2f}" + ("\n" + cell["cause"].replace(" ", "\n") if cell["fails"] else "")
+            text = f"{cell['f1']['mean']:.2f}" + (
+                "\n" + cell["cause"].replace(" −", "\n−").replace(" +", "\n+") if cell["fails"] else ""
+            )
             ax.text(j, i, text, ha="center", va="center", fontsize=6.5)
     ax.set_xticks(range(len(columns)), [c.replace(" · ", "\n") for c in columns], fontsize=6, rotation=30, ha="right")
     ax.set_yticks(range(len(methods)), methods, fontsize=7.5)
