@@ -99,10 +99,11 @@ test-auto-circuit: $(STAMPAC)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-# Every circuit method on six families with and without informative negatives, four settings, ten
-# pair seeds (about an hour on one core): docs/circuits/leaderboard.json and leaderboard.md; then the failure
-# dials swept (two families, two dials, three pair seeds): dials.json, dials.md and its figures; then the trained
-# twins with a known circuit (trained into out/twins, reused): twins.json and twins.md.
+# Every circuit method on seven families (unseen automata among them) with and without informative negatives,
+# four settings, ten pair seeds (81 CPU-minutes measured): docs/circuits/leaderboard.json and leaderboard.md; then
+# the failure dials swept (two families, two dials, three pair seeds; 9 CPU-minutes): dials.json, dials.md and its
+# figures; then the trained twins with a known circuit (trained into out/twins and reused; about half an hour the
+# first time): twins.json and twins.md.
 leaderboard: $(STAMP)
 	$(PY) benchmarks/leaderboard.py
 	$(PY) benchmarks/leaderboard.py --dials
