@@ -46,8 +46,18 @@ NOT_ON_BRIDGE: dict[str, str] = {
             "test_methods.py::test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine",
             "test_patching.py::test_a_run_from_a_later_block_gives_the_run_from_the_tokens",
             "test_patching.py::test_batched_path_patching_scores_what_one_pass_per_edge_scores",
+            "test_registry.py::test_bare_only_methods_are_refused_on_hooks_by_their_record",
         )
     },
+    **{
+        f"tests/circuits/test_imposed.py::{name}": ALIGN
+        for name in (
+            "test_the_imposed_truth_is_the_edges_between_imposed_nodes_in_levels",
+            "test_a_twin_family_on_the_leaderboard_and_its_off_circuit_effect",
+            "test_the_twins_table_says_which_count_and_why_not",
+        )
+    },
+    "tests/train/test_align_training.py::test_strictness_on_the_outputs_is_the_kl_from_the_unablated_run": ALIGN,
     "tests/compare/test_compare.py::test_dyck_comparison_finds_what_the_constructions_do": THEOREM3,
     "tests/compare/test_compare.py::test_report_is_one_self_contained_file": THEOREM3,
     "tests/compare/test_compare.py::test_the_theorem3_headings_say_what_the_numbers_show": THEOREM3,
