@@ -98,7 +98,9 @@ def twins_markdown(board: Mapping[str, Any]) -> str:
         f"Twins trained with `--align` and strictness on the outputs; a twin counts when its accuracy and every imposed "
         f"site's held-out IIA reach {s['reached']} and resampling everything outside its imposed circuit moves the "
         f"logit difference by less than {s['off_circuit']} of its span. The truth is the edges between imposed nodes "
-        "at the ablation's level (an upper bound on the edges a twin uses: precision is a lower bound).",
+        "at the ablation's level (an upper bound on the edges a twin uses: precision is a lower bound). "
+        f"Pairs {s['pairs']}, threshold {s['threshold']}; each number is the mean over the counted twins with its "
+        f"{s['interval']}.",
         "",
         "| twin | seed | accuracy | steps | least imposed IIA | off-circuit effect | counted |",
         "|---|---|---|---|---|---|---|",
