@@ -55,7 +55,11 @@ from sandbox_lens.interp.circuits.imposed import (  # noqa: E402
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
 from sandbox_lens.interp.circuits.methods import names  # noqa: E402
 from sandbox_lens.interp.experiments.algorithm_census import automaton_task, dyck_task  # noqa: E402
-from sandbox_lens.interp.experiments.algorithm_confusion import ALIGN_TARGET, REACHED, imposition  # noqa: E402
+from sandbox_lens.interp.experiments.algorithm_confusion import (  # noqa: E402
+    REACHED,
+    control_config,
+    last_evaluation,
+)
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
@@ -293,7 +297,7 @@ def twins_board(args: argparse.Namespace, out: Path) -> None:
         return
     import torch
 
-    from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
+    from sandbox_lens.interp.train import ModelShape, load_trained
     from sandbox_lens.interp.train.sweep import run_sweep
 
     torch.set_num_threads(1)
@@ -301,24 +305,13 @@ def twins_board(args: argparse.Namespace, out: Path) -> None:
     twins, families = [], []
     for label, slug, construction, make, layers, shape_args in TWINS:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
-        alignment, mode = imposition(construction, task, shape)
-        config = TrainConfig(
-            steps=6000,
-            batch=32,
-            lr=1e-3,
-            eval_every=100,
-            target_accuracy=0.99,
-            alignment=alignment,
-            iit_variables=mode,
-            align_target=ALIGN_TARGET,
-            strict_on="outputs",
-        )
+        config = control_config(construction, task, shape, 6000, strict_on="outputs")
         directory = Path(args.twins_runs) / slug
         summary = run_sweep(task, shape, config, directory, TWIN_SEEDS, workers=1, progress=True)
         counted = []
         for run in summary["runs"]:
             model = load_trained(directory / f"seed_{run['seed']}")
-            last = json.loads((directory / f"seed_{run['seed']}" / "metrics.json").read_text())["history"][-1]
+            last = last_evaluation(directory / f"seed_{run['seed']}")
             iia = last.get("imposed_iia") or {}
             row = {
                 "population": label,

@@ -143,24 +143,33 @@ def _common_reason(reasons: dict[Edge, str]) -> str:
 
 def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
     """Every level of ``truth`` for the metric's outputs and the corruption of ``pairs`` (a
-    :class:`~sandbox_lens.interp.circuits.pairs.Pairs`), measured on ``patcher``'s model (the construction itself)."""
-    if truth.imposed:
-        return _imposed_levels(truth, patcher, pairs)
-    flow = truth.flow
-    if flow is None:
+    :class:`~sandbox_lens.interp.circuits.pairs.Pairs`), measured on ``patcher``'s model (the construction itself, or
+    a trained twin for an imposed truth: :func:`_imposed_checks`)."""
+    if not truth.imposed and truth.flow is None:
         raise LevelError("this ground truth was made without its coordinate flow; derive it again with ground_truth()")
-    g = truth.graph
-    live_read = flow.live_inputs(pairs.outputs)
     clean, corrupt = patcher.outputs(pairs.clean), patcher.outputs(pairs.corrupt)
-    scale = max(float(v.abs().max()) for v in clean.values()) or 1.0
-    tol = TOLERANCE * scale
+    tol = TOLERANCE * (max(float(v.abs().max()) for v in clean.values()) or 1.0)
+    checks_of = (_imposed_checks if truth.imposed else _flow_checks)(truth, pairs, clean, corrupt, tol)
+    members: dict[str, set[Edge]] = {lv: set() for lv in LEVEL_NAMES}
+    reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
+    for e in truth.graph.edges:
+        for lv, why in checks_of(e).items():
+            if why:
+                reasons[lv][e] = why
+            else:
+                members[lv].add(e)
+    return Levels(truth, members, reasons, pairs.corruption, [int(o) for o in pairs.outputs])
+
+
+def _flow_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, tol: float) -> Any:
+    """Edge → {level: the reason it is absent, or None}, for a construction: through its coordinate flow."""
+    flow = truth.flow
+    live_read = flow.live_inputs(pairs.outputs)
 
     def varies(x: Any, coords: list[int]) -> bool:
         return bool(len(coords)) and float(x[..., coords].abs().max()) > tol
 
-    members: dict[str, set[Edge]] = {lv: set() for lv in LEVEL_NAMES}
-    reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
-    for e in g.edges:
+    def checks_of(e: Edge) -> dict[str, str | None]:
         static = _static_reason(truth, e)
         used = sorted(flow.used(e, live_read))
         word = sorted(set(used) & flow.word(e.sender))
@@ -175,37 +184,32 @@ def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
         reach = "not-connected" if e not in truth.structural else (static if e not in truth.live else "unread-output")
         checks["zero"] = None if used and varies(x, used) else (reach if not used else "zero-on-data")
         checks["mean"] = checks["read"] or (None if varies(x - x.mean(0, keepdim=True), used) else "mean-on-data")
-        for lv, why in checks.items():
-            if why:
-                reasons[lv][e] = why
-            else:
-                members[lv].add(e)
-    return Levels(truth, members, reasons, pairs.corruption, [int(o) for o in pairs.outputs])
+        return checks
+
+    return checks_of
 
 
-def _imposed_levels(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
-    """The levels of a trained twin's imposed circuit: the weights-only ones are the edges between imposed nodes
-    (anything else is ``not-imposed``); an ablation's level keeps those whose sender's output, measured on the twin,
-    the ablation can change — it differs between the clean and the corrupted word (resample: the position embedding
-    never does), is nonzero (zero), or differs from its mean over the clean batch at the same position (mean). No
-    coordinate flow narrows them (a twin has none), so each level is an upper bound on the edges the twin uses."""
-    clean, corrupt = patcher.outputs(pairs.clean), patcher.outputs(pairs.corrupt)
-    tol = TOLERANCE * (max(float(v.abs().max()) for v in clean.values()) or 1.0)
-    members: dict[str, set[Edge]] = {lv: set() for lv in LEVEL_NAMES}
-    reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
-    for e in truth.graph.edges:
+def _imposed_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, tol: float) -> Any:
+    """Edge → {level: the reason it is absent, or None}, for a trained twin's imposed circuit: the weights-only levels
+    are the edges between imposed nodes (anything else is ``not-imposed``); an ablation's level keeps those whose
+    sender's output, measured on the twin, the ablation can change — it differs between the clean and the corrupted
+    word (resample: the position embedding never does), is nonzero (zero), or differs from its mean over the clean
+    batch at the same position (mean). No coordinate flow narrows them (a twin has none), so each level is an upper
+    bound on the edges the twin uses."""
+
+    def varies(x: Any) -> bool:
+        return float(x.abs().max()) > tol
+
+    def checks_of(e: Edge) -> dict[str, str | None]:
         x = clean[e.sender]
         inside = None if e in truth.structural else "not-imposed"
         checks = {lv: inside for lv in ("structural", "live", "relevant", "read")}
-        checks["resample"] = inside or (None if float((x - corrupt[e.sender]).abs().max()) > tol else "invisible")
-        checks["zero"] = inside or (None if float(x.abs().max()) > tol else "zero-on-data")
-        checks["mean"] = inside or (None if float((x - x.mean(0, keepdim=True)).abs().max()) > tol else "mean-on-data")
-        for lv, why in checks.items():
-            if why:
-                reasons[lv][e] = why
-            else:
-                members[lv].add(e)
-    return Levels(truth, members, reasons, pairs.corruption, [int(o) for o in pairs.outputs])
+        checks["resample"] = inside or (None if varies(x - corrupt[e.sender]) else "invisible")
+        checks["zero"] = inside or (None if varies(x) else "zero-on-data")
+        checks["mean"] = inside or (None if varies(x - x.mean(0, keepdim=True)) else "mean-on-data")
+        return checks
+
+    return checks_of
 
 
 def _static_reason(truth: GroundTruth, e: Edge) -> str | None:

@@ -102,17 +102,7 @@ def run(ctx: Context) -> None:
     twins: list[dict[str, Any]] = []
     for label, algorithm, construction, make, layers, shape_args in sc["populations"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
-        alignment, mode = imposition(construction, task, shape)
-        config = TrainConfig(
-            steps=sc["steps"],
-            batch=32,
-            lr=1e-3,
-            eval_every=100,
-            target_accuracy=0.99,
-            alignment=alignment,
-            iit_variables=mode,
-            align_target=ALIGN_TARGET,
-        )
+        config = control_config(construction, task, shape, sc["steps"])
         summary = ctx.sweep(label, task, shape, config)
         by_seed = {r["seed"]: r for r in summary["runs"]}
         nulls = None
@@ -120,7 +110,7 @@ def run(ctx: Context) -> None:
             twin = load_trained(directory)
             if nulls is None:
                 nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-            last = _last(directory)
+            last = last_evaluation(directory)
             imposed = last.get("imposed_iia") or {}
             reached = (
                 by_seed[seed]["final_accuracy"] >= REACHED
@@ -177,7 +167,25 @@ def imposition(construction: str, task: Any, shape: Any) -> tuple[dict[str, Any]
         return correspondence(construction, task, shape), "all"
 
 
-def _last(directory: Any) -> dict[str, Any]:
+def control_config(construction: str, task: Any, shape: Any, steps: int, **more: Any) -> TrainConfig:
+    """How a positive control is trained: ``construction``'s algorithm imposed (:func:`imposition`) until 99% accuracy
+    and every imposed term at :data:`ALIGN_TARGET`, or ``steps``; ``more`` sets other fields (``strict_on``)."""
+    alignment, mode = imposition(construction, task, shape)
+    return TrainConfig(
+        steps=steps,
+        batch=32,
+        lr=1e-3,
+        eval_every=100,
+        target_accuracy=0.99,
+        alignment=alignment,
+        iit_variables=mode,
+        align_target=ALIGN_TARGET,
+        **more,
+    )
+
+
+def last_evaluation(directory: Any) -> dict[str, Any]:
+    """The last held-out evaluation of a run (its ``metrics.json`` history's last entry, schema-checked)."""
     history = read_json(Path(directory) / "metrics.json", METRICS_SCHEMA)["history"]
     return history[-1] if history else {}
 

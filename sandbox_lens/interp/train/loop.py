@@ -56,16 +56,7 @@ def _loss(model, batch, config: TrainConfig | None = None, step: int = 0, task: 
             model, batch.tokens, logits, task.lang, config.seed, step
         )
     if config is not None and config.alignment:
-        iit, strict = aligned_losses(
-            model,
-            task,
-            config.alignment,
-            config.seed,
-            step,
-            config.batch,
-            config.iit_variables != "turns",
-            config.strict_on,
-        )
+        iit, strict = _aligned_losses(model, task, config, step)
         loss = loss + config.iit_weight * iit + config.strict_weight * strict
     return loss, logits
 
@@ -309,6 +300,20 @@ def train(
         return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
 
 
+def _aligned_losses(model: Any, task: Any, config: TrainConfig, step: int) -> tuple[Any, Any]:
+    """(IIT loss, strictness loss) of ``step`` under ``config``'s alignment settings."""
+    return aligned_losses(
+        model,
+        task,
+        config.alignment,
+        config.seed,
+        step,
+        config.batch,
+        config.iit_variables != "turns",
+        config.strict_on,
+    )
+
+
 def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> dict[str, Any]:
     """An aligned run's evaluation: the imposed variables' held-out IIA (and their least), and the IIT and
     strictness losses of this step's pairs."""
@@ -316,16 +321,7 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
 
     iia = imposed_iia(model, task, config.alignment, config.seed)
     with torch.no_grad():
-        iit, strict = aligned_losses(
-            model,
-            task,
-            config.alignment,
-            config.seed,
-            step,
-            config.batch,
-            config.iit_variables != "turns",
-            config.strict_on,
-        )
+        iit, strict = _aligned_losses(model, task, config, step)
     rates = [v["iia"] for v in iia.values() if v["iia"] is not None]
     return {
         "imposed_iia": {k: v["iia"] for k, v in iia.items()},
