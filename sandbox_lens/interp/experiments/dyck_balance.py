@@ -10,6 +10,12 @@ and without the contrastive balance regulariser (eq. 3.40), at two learning rate
 varies seeds and learning rates). For every twin: β, the balance violation of its trained second
 layer (:func:`sandbox_lens.probes.dyck.balance_violation_of_model`), and its closing-bracket accuracy in
 distribution and on prefixes of 400–500 tokens. The models hold 500 + 2D positions.
+
+Theorem 2 and Corollary 2 on the same twins (standard training, lr 3e-3): the second layer trained on prefixes of
+N = 9D and N = 18D tokens (both above the theorem's N > 8D), each with AdamW's weight decay λ ∈ {0, 1, 10}, on the
+first ten seeds. Theorem 2 bounds β by C/N · P, so β should shrink when N doubles; Corollary 2 keeps the bound under
+weight decay as λ → 0. Each is ruled on log β(18D) − log β(9D), paired by seed, over the twins that learned at both
+lengths (:func:`length_effect`).
 """
 
 from __future__ import annotations
@@ -20,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.evaluate import dyck_shifts, evaluate
-from sandbox_lens.interp.experiments.base import Context
+from sandbox_lens.interp.experiments.base import Context, ExperimentError
 from sandbox_lens.interp.experiments.dyck_seeds import (
-    check,  # noqa: F401 - the same --dyck check, run before OUT is claimed
     variation_estimate,
 )
 from sandbox_lens.interp.experiments.rules import Rule
@@ -40,7 +45,11 @@ from sandbox_lens.probes.dyck import (
     random_attention_baseline,
 )
 
-SEEDS, QUICK_SEEDS = tuple(range(5)), (0, 1)
+SEEDS, QUICK_SEEDS = tuple(range(25)), (0, 1)  # ≈ 25 seeds per learning rate, as the thesis's figure
+LENGTH_FACTORS = (9, 18)  # training lengths N = 9D and 18D: both above Theorem 2's N > 8D, one twice the other
+DECAYS = (0.0, 1.0, 10.0)  # AdamW's decoupled weight decay λ on the trained second layer (Corollary 2)
+LENGTH_SEEDS = 10  # the first seeds also train the length × weight-decay grid
+BAND_START = 400  # the long band's first length, which the longest training length must stay below
 CONTRASTIVE = 1.0  # λ of eq. 3.40 (the thesis gives none; fixed before any run, not tuned)
 LRS = (1e-3, 3e-3)
 THESIS_MINIMAL_VARIATION, THESIS_BASELINE = 0.24, 2.85
@@ -62,6 +71,10 @@ RULES = {
     "ood": Rule(
         "long-band accuracy with − without the regulariser, paired by seed within each learning rate", "above", 0.0
     ),
+    "length": Rule("log β(18D) − log β(9D), paired by seed, weight decay 0 (Theorem 2: β ≤ C/N · P)", "below", 0.0),
+    "decay": Rule(
+        "log β(18D) − log β(9D), paired by seed, weight decay λ = 1 (Corollary 2: the bound as λ → 0)", "below", 0.0
+    ),
     "variation": Rule(
         "attention variation between seeds ÷ the random baseline, standard training (the thesis: 0.08; random: 1)",
         "below",
@@ -69,6 +82,18 @@ RULES = {
         null=1.0,
     ),
 }
+
+
+def check(options: dict[str, Any]) -> None:
+    """Refuse a ``--dyck`` this experiment cannot take, in one line, before ``--out`` is claimed: the longest
+    training length (18D) must stay below the long band it is tested on."""
+
+    _, D = parse_dyck_spec(options["dyck"])
+    if max(LENGTH_FACTORS) * D >= BAND_START:
+        raise ExperimentError(
+            f"dyck-balance trains on prefixes of up to {max(LENGTH_FACTORS)}D = {max(LENGTH_FACTORS) * D} tokens, "
+            f"not below the long band ({BAND_START}–500); take D ≤ {(BAND_START - 1) // max(LENGTH_FACTORS)}"
+        )
 
 
 def _scale(quick: bool) -> dict[str, Any]:
@@ -164,6 +189,150 @@ def run(ctx: Context) -> None:
     )
     _figure(ctx, per_model, sc["band"])
     _claims(ctx, per_model, variation, baseline, n, patterns)
+    _length_and_decay(ctx, sc, lang, shape, base, spec)
+
+
+def length_effect(models: list[dict[str, Any]], decay: float, learned: float = LEARNED) -> dict[int, float]:
+    """Per seed whose twins learned at both training lengths (``in_distribution`` ≥ ``learned``) at weight decay
+    ``decay``: log β(long) − log β(short), the shortest and the longest length among ``models``."""
+
+    sel = [m for m in models if m["weight_decay"] == decay and m["in_distribution"] >= learned]
+    lengths = sorted({m["length"] for m in models})
+    short, long = lengths[0], lengths[-1]
+    by = {(m["seed"], m["length"]): m["beta"] for m in sel}
+    seeds = sorted({s for s, _ in by if (s, short) in by and (s, long) in by})
+    tiny = np.finfo(np.float64).tiny  # a β of exactly 0 (a perfectly balanced layer) stays finite in the log
+    return {s: float(np.log(max(by[s, long], tiny)) - np.log(max(by[s, short], tiny))) for s in seeds}
+
+
+def _length_and_decay(ctx: Context, sc: dict, lang: Dyck, shape: Any, base: TrainConfig, spec: Any) -> None:
+    """Theorem 2 and Corollary 2: twins trained on prefixes of 9D and 18D tokens under weight decay 0, 1, 10."""
+    from dataclasses import replace
+
+    seeds = ctx.seeds[:LENGTH_SEEDS]
+    config = replace(base, lr=3e-3, contrastive=0.0)
+    ood = dyck_shifts(lang, [sc["band"]])
+    per_model: list[dict[str, Any]] = []
+    for factor in LENGTH_FACTORS:
+        N = factor * lang.D
+        label = f"length-{N}"
+        summary = ctx.sweep(
+            label, DyckTask(lang, N), shape, config, seeds, init_spec=spec, grid={"weight_decay": list(DECAYS)}
+        )
+        models = {}
+        for cell in summary["cells"]:
+            for s, d in ctx.run_dirs(label, cell=cell["cell"]).items():
+                models[(cell["setting"]["weight_decay"], s)] = load_trained(d)
+        named = {f"λ={wd:g} seed {s}": m for (wd, s), m in models.items()}
+        in_band = dyck_shifts(lang, [(2, N)])
+        rows = evaluate(named, in_band, samples=sc["id_samples"], seed=ExperimentSeed.DYCK_BALANCE_IN_BAND)
+        rows += evaluate(named, ood, samples=sc["samples"], seed=ExperimentSeed.DYCK_BALANCE_OUT_OF_BAND)
+        for (wd, s), model in models.items():
+            acc = {r["shift"]: r["accuracy"] for r in rows if r["model"] == f"λ={wd:g} seed {s}"}
+            per_model.append(
+                {
+                    "length": N,
+                    "weight_decay": wd,
+                    "seed": s,
+                    "beta": balance_violation_of_model(model, lang),
+                    "in_distribution": acc[in_band[0].label],
+                    "ood": acc[ood[0].label],
+                    "weight_norm": float(
+                        sum(float((p.detach() ** 2).sum()) for p in model.blocks[-1].parameters()) ** 0.5
+                    ),
+                }
+            )
+    ctx.data("length_decay", per_model)
+    _length_table(ctx, per_model, sc["band"])
+    _length_figure(ctx, per_model)
+    for key, decay, theorem in (("length", 0.0, "Theorem 2"), ("decay", 1.0, "Corollary 2")):
+        d = length_effect(per_model, decay, 0.0 if ctx.quick else LEARNED)
+        short, long = (f * lang.D for f in LENGTH_FACTORS)
+        ctx.rule(
+            f"β shrinks when the training length doubles ({theorem}, weight decay {decay:g})",
+            "balance violation at most C/N · P after near-optimal training on length N"
+            + ("" if decay == 0 else ", for every λ ≤ λ_N"),
+            RULES[key],
+            estimate(list(d.values()), unit="seed pairs"),
+            f"{len(d)} seeds learned at N = {short} and {long}: β ratio (long ÷ short) per seed "
+            + ", ".join(f"{np.exp(x):.2f}" for x in d.values()),
+            floor=(
+                f"only {len(d)} seeds learned at both lengths with weight decay {decay:g}"
+                if len(d) < MIN_PER_CELL and not ctx.quick
+                else None
+            ),
+        )
+
+
+def _length_figure(ctx: Context, per_model: list[dict[str, Any]]) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.0))
+    ax = fig.subplots()
+    lengths = sorted({m["length"] for m in per_model})
+    for i, wd in enumerate(DECAYS):
+        for s in sorted({m["seed"] for m in per_model}):
+            pts = sorted((m["length"], m["beta"]) for m in per_model if m["weight_decay"] == wd and m["seed"] == s)
+            learned = all(
+                m["in_distribution"] >= LEARNED for m in per_model if m["weight_decay"] == wd and m["seed"] == s
+            )
+            x = np.array([p[0] for p in pts]) * (1 + 0.03 * (i - 1))
+            ax.plot(
+                x,
+                [p[1] for p in pts],
+                marker="o",
+                color=f"C{i}",
+                alpha=0.8 if learned else 0.25,
+                lw=1,
+                label=f"λ = {wd:g}" if s == min(m["seed"] for m in per_model) else None,
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.set_xlabel("training length N")
+    ax.set_ylabel("balance violation β")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.suptitle("β against the training length, per seed (Theorem 2: β ≤ C/N · P)", fontsize=10)
+    ctx.figure(
+        "beta_vs_length",
+        fig,
+        "Each line is one seed at one weight decay (faded: a twin that did not learn at one of the lengths).",
+    )
+
+
+def _length_table(ctx: Context, per_model: list[dict[str, Any]], band: tuple[int, int]) -> None:
+    rows = []
+    for N in sorted({m["length"] for m in per_model}):
+        for wd in DECAYS:
+            sel = [m for m in per_model if m["length"] == N and m["weight_decay"] == wd]
+            learned = [m for m in sel if m["in_distribution"] >= LEARNED]
+            rows.append(
+                [
+                    N,
+                    f"{wd:g}",
+                    f"{len(learned)}/{len(sel)}",
+                    _fmt(np.median([m["beta"] for m in learned]) if learned else None),
+                    float(np.median([m["in_distribution"] for m in sel])),
+                    float(np.median([m["ood"] for m in sel])),
+                    _fmt(np.median([m["weight_norm"] for m in sel])),
+                ]
+            )
+    ctx.table(
+        "Training length N and weight decay λ (standard training, lr 3e-3; medians over seeds)",
+        [
+            "N",
+            "λ",
+            f"learned (≥ {LEARNED})",
+            "β (learned)",
+            "accuracy ≤ N",
+            f"accuracy {band[0]}–{band[1]}",
+            "‖layer 2‖",
+        ],
+        rows,
+        note="λ is AdamW's decoupled weight decay on the trained parameters; the thesis's λ is a squared-norm penalty "
+        "in the loss (Corollary 2). ‖layer 2‖: the Frobenius norm of the trained block's weights and biases.",
+    )
 
 
 def _figure(ctx: Context, per_model: list[dict], band: tuple[int, int]) -> None:
