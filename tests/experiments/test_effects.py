@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sandbox_lens.interp.experiments import get_experiment
@@ -106,3 +107,44 @@ def test_dyck_seeds_close_to_random_is_two_sided(ratio, interval, distance, verd
     d = distance_from_one(Estimate(ratio, interval, 20, "seeds", "mean over pairs"))
     assert d.value == pytest.approx(abs(ratio - 1)) and d.interval == pytest.approx(distance)
     assert rule_on(RULES["variation"], d)["verdict"] == verdict
+
+
+def _balance_twin(seed: int, length: int, decay: float, beta: float, learned: bool = True) -> dict:
+    return {
+        "seed": seed,
+        "length": length,
+        "weight_decay": decay,
+        "beta": beta,
+        "in_distribution": 1.0 if learned else 0.5,
+    }
+
+
+def test_dyck_balance_length_effect_pairs_seeds_learned_at_both_lengths():
+    from sandbox_lens.interp.experiments.dyck_balance import length_effect
+
+    twins = [
+        _balance_twin(0, 36, 0.0, 0.4),
+        _balance_twin(0, 72, 0.0, 0.2),  # halves: log ratio −log 2
+        _balance_twin(1, 36, 0.0, 0.3),
+        _balance_twin(1, 72, 0.0, 0.6),  # doubles
+        _balance_twin(2, 36, 0.0, 0.3),
+        _balance_twin(2, 72, 0.0, 0.1, learned=False),  # not learned at 72: no pair
+        _balance_twin(3, 36, 1.0, 0.5),  # another weight decay: not in λ = 0's pairs
+        _balance_twin(3, 72, 1.0, 0.5),
+        _balance_twin(4, 36, 0.0, 0.0),  # a perfectly balanced layer stays finite
+        _balance_twin(4, 72, 0.0, 0.0),
+    ]
+    got = length_effect(twins, 0.0)
+    assert set(got) == {0, 1, 4}
+    assert got[0] == pytest.approx(-np.log(2)) and got[1] == pytest.approx(np.log(2)) and got[4] == 0.0
+    assert length_effect(twins, 1.0) == {3: 0.0}
+    assert set(length_effect(twins, 0.0, learned=0.0)) == {0, 1, 2, 4}
+
+
+def test_dyck_balance_refuses_a_depth_whose_training_length_reaches_the_long_band(tmp_path):
+    from sandbox_lens.interp.experiments import ExperimentError
+    from sandbox_lens.interp.experiments.base import run_experiment
+
+    with pytest.raises(ExperimentError, match="D ≤ 22"):
+        run_experiment(get_experiment("dyck-balance"), tmp_path / "out", quick=True, options={"dyck": "2,23"})
+    assert not (tmp_path / "out").exists()

@@ -246,19 +246,19 @@ def _length_and_decay(ctx: Context, sc: dict, lang: Dyck, shape: Any, base: Trai
     _length_table(ctx, per_model, sc["band"])
     _length_figure(ctx, per_model)
     for key, decay, theorem in (("length", 0.0, "Theorem 2"), ("decay", 1.0, "Corollary 2")):
-        d = length_effect(per_model, decay, 0.0 if ctx.quick else LEARNED)
+        ratios = length_effect(per_model, decay, 0.0 if ctx.quick else LEARNED)
         short, long = (f * lang.D for f in LENGTH_FACTORS)
         ctx.rule(
             f"β shrinks when the training length doubles ({theorem}, weight decay {decay:g})",
             "balance violation at most C/N · P after near-optimal training on length N"
             + ("" if decay == 0 else ", for every λ ≤ λ_N"),
             RULES[key],
-            estimate(list(d.values()), unit="seed pairs"),
-            f"{len(d)} seeds learned at N = {short} and {long}: β ratio (long ÷ short) per seed "
-            + ", ".join(f"{np.exp(x):.2f}" for x in d.values()),
+            estimate(list(ratios.values()), unit="seed pairs"),
+            f"{len(ratios)} seeds learned at N = {short} and {long}: β ratio (long ÷ short) per seed "
+            + ", ".join(f"{np.exp(x):.2f}" for x in ratios.values()),
             floor=(
-                f"only {len(d)} seeds learned at both lengths with weight decay {decay:g}"
-                if len(d) < MIN_PER_CELL and not ctx.quick
+                f"only {len(ratios)} seeds learned at both lengths with weight decay {decay:g}"
+                if len(ratios) < MIN_PER_CELL and not ctx.quick
                 else None
             ),
         )
