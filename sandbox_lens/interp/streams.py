@@ -76,6 +76,7 @@ class ExperimentSeed(enum.IntEnum):
     PE_AT_2T_WORDS = 9500  # pe-at-2t: the test words at T and 2T
     PARITY_COUNTS_WORDS = 9700  # parity-counts: the words with a fixed count of the counted symbol
     FFL_ONE_HEAD_WORDS = 9800  # ffl-one-head: the words the head is read on (+ the index of the law)
+    FFL_MIXTURE_EVALUATION = 9900  # ffl-mixture: the test sets (+ the index of the law)
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:
