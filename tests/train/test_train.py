@@ -512,3 +512,18 @@ def test_final_state_supervision_reads_only_the_last_position(tmp_path, interp_r
     assert load_trained(tmp_path / "f").card.task["supervision"] == "final"
     code, _, err = interp_run("train", "dyck", "--dyck", "2,2", "--supervision", "final", "--out", tmp_path / "d")
     assert code == 2 and "goes with `train automaton`" in err and not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("length,positions", [(1, [1]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8]), (9, [1, 2, 4, 8, 9])])
+def test_powers_supervision_reads_the_states_after_1_2_4_symbols_and_the_last(length, positions):
+    """`--supervision powers`: a mixture of 1-, 2-, 4-, …, T-fold compositions, each read on its final state."""
+    from sandbox_lens.interp.tasks.batches import supervised_powers
+
+    assert supervised_powers(length) == positions
+    batch = AutomatonTask(get_automaton("S3"), length, "powers").batch(step_rng(0, 1), 4)
+    assert [int(t) for t in np.flatnonzero(batch.loss_mask[0])] == positions and batch.loss_mask.all(
+        axis=0
+    ).sum() == len(positions)
+    assert np.array_equal(batch.score_mask, batch.loss_mask)
+    task = AutomatonTask(get_automaton("S3"), length, "powers")
+    assert task_from_dict(json.loads(json.dumps(task.to_dict()))).supervision == "powers" and "1, 2, 4" in task.name

@@ -221,7 +221,7 @@ def _length_and_decay(ctx: Context, sc: dict, lang: Dyck, shape: Any, base: Trai
         )
         models = {}
         for cell in summary["cells"]:
-            for s, d in ctx.run_dirs(label, cell=cell["cell"]).items():
+            for s, d in ctx.run_dirs(label, seeds, cell=cell["cell"]).items():
                 models[(cell["setting"]["weight_decay"], s)] = load_trained(d)
         named = {f"λ={wd:g} seed {s}": m for (wd, s), m in models.items()}
         in_band = dyck_shifts(lang, [(2, N)])

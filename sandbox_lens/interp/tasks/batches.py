@@ -51,7 +51,7 @@ class TokenLayout:
 
 
 #: what an automaton task's loss and accuracy read: the state after every symbol, or after the last one only
-SUPERVISION = ("every", "final")
+SUPERVISION = ("every", "final", "powers")
 
 
 def step_rng(seed: int, step: int, stream: Stream = Stream.TRAIN_BATCHES) -> np.random.Generator:
@@ -68,7 +68,8 @@ class AutomatonTask:
         length: the word length trained on.
         supervision: ``"every"`` (default): the loss and the accuracy read the state after every symbol;
             ``"final"``: only the state after the last one (final-state supervision; the targets of the other
-            positions are still in the batch, for analyses).
+            positions are still in the batch, for analyses); ``"powers"``: the states after 1, 2, 4, … symbols and
+            after the last (a mixture of 1-, 2-, 4-, …, T-fold compositions, each supervised on its final state).
         probs: the training words' symbol distribution, one probability per symbol (default uniform; where some
             inputs are illegal, the weights of the walk over the legal ones), e.g. the flip-flop automaton with
             p(⊥) = 0.9 as ``(0.05, 0.05, 0.9)``.
@@ -111,7 +112,9 @@ class AutomatonTask:
 
     @property
     def name(self) -> str:
-        final = ", final state only" if self.supervision == "final" else ""
+        final = {"every": "", "final": ", final state only", "powers": ", states after 1, 2, 4, … symbols"}[
+            self.supervision
+        ]
         law = "" if self.probs is None else ", Pr[σ] = " + "/".join(f"{p:g}" for p in self.probs)
         seen = "" if self.observe is None else ", observed as " + "".join(str(x) for x in self.observe)
         if self.periodic is not None:
@@ -137,8 +140,10 @@ class AutomatonTask:
         targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), states], axis=1)
         mask = np.ones_like(tokens, dtype=bool)
         mask[:, 0] = False
-        if self.supervision == "final":
+        if self.supervision != "every":
             mask[:, :-1] = False
+        if self.supervision == "powers":  # position t holds the state after t symbols (BOS at 0)
+            mask[:, supervised_powers(self.length)] = True
         return Batch(tokens, targets, mask, mask)
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,6 +163,12 @@ class AutomatonTask:
         return TokenLayout(
             (0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet], outputs
         )
+
+
+def supervised_powers(length: int) -> list[int]:
+    """The positions ``"powers"`` supervision reads in a word of ``length`` symbols: 1, 2, 4, … and ``length``."""
+    out = [1 << i for i in range(length.bit_length()) if 1 << i <= length]
+    return sorted({*out, length})
 
 
 def check_observation(observe: Sequence[int], automaton: Semiautomaton) -> tuple[int, ...]:

@@ -30,10 +30,10 @@ class AutomatonKind(TaskKind):
         CommandLineOption(
             ("--supervision",),
             "supervision",
-            "automaton task: the loss reads the state after every symbol (every, the default) or after the last "
-            "one only (final)",
-            "{every,final}",
-            choices=("every", "final"),
+            "automaton task: the loss reads the state after every symbol (every, the default), after the last "
+            "one only (final), or after 1, 2, 4, … symbols and the last (powers: a mixture of k-fold compositions)",
+            "{every,final,powers}",
+            choices=("every", "final", "powers"),
             default="every",
         ),
         CommandLineOption(
