@@ -89,16 +89,33 @@ def bootstrap_interval(
     return _percentiles(stats, confidence)
 
 
-def t_interval(values: Values, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+def t_interval(
+    values: Values, confidence: float = CONFIDENCE, bounds: tuple[float | None, float | None] | None = None
+) -> tuple[float, float] | None:
     """Student's t interval of the mean of ``values`` (one per seed); None for fewer than two values. Honest at
-    the handful of seeds a percentile bootstrap is not (with 3 values the bootstrap's 95% is their range)."""
+    the handful of seeds a percentile bootstrap is not (with 3 values the bootstrap's 95% is their range).
+    ``bounds``: the range the quantity cannot leave (a precision's [0, 1]); the interval is clipped to it."""
     from scipy.stats import t
 
     x = _clean(values)
     if len(x) < 2:
         return None
     half = float(t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    return float(x.mean()) - half, float(x.mean()) + half
+    return clip_interval((float(x.mean()) - half, float(x.mean()) + half), bounds)
+
+
+def clip_interval(
+    interval: tuple[float, float] | None, bounds: tuple[float | None, float | None] | None
+) -> tuple[float, float] | None:
+    """``interval`` clipped to ``bounds`` (lower, upper; None: unbounded on that side)."""
+    if interval is None or bounds is None:
+        return interval
+    lo, hi = interval
+    if bounds[0] is not None:
+        lo, hi = max(lo, bounds[0]), max(hi, bounds[0])
+    if bounds[1] is not None:
+        lo, hi = min(lo, bounds[1]), min(hi, bounds[1])
+    return lo, hi
 
 
 def welch_interval(a: Values, b: Values, confidence: float = CONFIDENCE) -> tuple[float, float] | None:

@@ -174,3 +174,17 @@ def test_the_t_interval_is_students_and_wider_than_the_bootstrap_at_three_seeds(
     b = bootstrap_interval(x)
     assert lo < b[0] and hi > b[1] and min(x) <= b[0] and b[1] <= max(x)  # the bootstrap: within the range
     assert t_interval([0.5]) is None and t_interval([0.4, 0.4, 0.4]) == pytest.approx((0.4, 0.4), abs=1e-15)
+
+
+def test_a_bounded_quantitys_t_interval_is_clipped_to_its_range():
+    """Precisions of 1, 1, 0.8 at three seeds: the t interval overshoots 1; clipped, it stays inside [0, 1] and keeps
+    its lower end; one-sided bounds clip one side; an interval wholly outside collapses onto the bound."""
+    from sandbox_lens.interp.stats import clip_interval, t_interval
+
+    raw = t_interval([1.0, 1.0, 0.8])
+    assert raw is not None and raw[1] > 1
+    lo, hi = t_interval([1.0, 1.0, 0.8], bounds=(0.0, 1.0))
+    assert (lo, hi) == (raw[0], 1.0)
+    assert clip_interval((-0.2, 0.3), (0.0, None)) == (0.0, 0.3)
+    assert clip_interval((1.2, 1.5), (0.0, 1.0)) == (1.0, 1.0)
+    assert clip_interval(None, (0.0, 1.0)) is None and clip_interval((-1.0, 2.0), None) == (-1.0, 2.0)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.constructions.negatives import DIALS, Dials
-from sandbox_lens.interp.circuits.leaderboard import Family, Setting, _tied, run_leaderboard
+from sandbox_lens.interp.circuits.leaderboard import BOUNDS, Family, Setting, run_leaderboard, tied
 from sandbox_lens.interp.stats import t_interval
 from sandbox_lens.interp.viz import figure_png
 
@@ -85,7 +85,7 @@ def _f1(row: Mapping[str, Any]) -> dict[str, Any]:
     values = []
     for p, r in zip(row["precision"]["values"], row["recall"]["values"]):
         values.append(0.0 if p is None or r is None or p + r == 0 else 2 * p * r / (p + r))
-    return {"mean": float(np.mean(values)), "interval": t_interval(values), "values": values}
+    return {"mean": float(np.mean(values)), "interval": t_interval(values, bounds=BOUNDS["f1"]), "values": values}
 
 
 def _cause(row: Mapping[str, Any]) -> str:
@@ -148,7 +148,7 @@ def reversals(sweep: Mapping[str, Any], metric: str = "average_precision") -> li
 
 def _above(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool | None:
     """True: a wholly above b; False: b wholly above a; None: a tie (the intervals overlap)."""
-    if _tied(a, b) if a["mean"] >= b["mean"] else _tied(b, a):
+    if tied(a, b) if a["mean"] >= b["mean"] else tied(b, a):
         return None
     return a["mean"] > b["mean"]
 

@@ -189,7 +189,7 @@ def imposed_board(model: Any, methods: Any, seeds: Any, pairs: int = 32, progres
             values = [x[metric] for x in runs if x[metric] is not None]
             row[metric] = {
                 "mean": float(np.mean(values)) if values else None,
-                "interval": t_interval(values),
+                "interval": t_interval(values, bounds=(0.0, 1.0)),  # every board metric is a share or an area in [0, 1]
                 "values": values,
             }
         rows.append(row)

@@ -27,10 +27,16 @@ from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.stats import t_interval
 
-__all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "METRICS"]
+__all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "tied", "METRICS", "BOUNDS"]
 
 #: What each cell reports (higher is better except CMD and seconds).
 METRICS = ("auroc", "average_precision", "cpr", "cmd", "precision", "recall", "seconds")
+#: The range a metric cannot leave: its interval is clipped to it (a t interval of precisions near 1 overshoots).
+BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    **{m: (0.0, 1.0) for m in ("auroc", "average_precision", "precision", "recall", "f1")},
+    "cmd": (0.0, None),
+    "seconds": (0.0, None),
+}
 
 
 @dataclass(frozen=True)
@@ -171,7 +177,11 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
         row["twin"] = True
     for name, vs in values.items():
         xs = [v for v in vs if v is not None]
-        row[name] = {"mean": float(np.mean(xs)) if xs else None, "interval": t_interval(xs), "values": vs}
+        row[name] = {
+            "mean": float(np.mean(xs)) if xs else None,
+            "interval": t_interval(xs, bounds=BOUNDS.get(name)),
+            "values": vs,
+        }
     spurious = Counter(why for r, _ in runs for why in r["spurious"].values())
     missed = Counter(_short(m["reason"]) for r, _ in runs for m in r["missed"].values())
     row["why"] = {"spurious": dict(spurious), "missed": dict(missed)}
@@ -208,13 +218,13 @@ def _order_text(
     text, last = "", None
     for method in method_orders(board, metric, setting)[construction]:
         if last is not None:
-            text += " ≈ " if _tied(stats[last], stats[method]) else " > "
+            text += " ≈ " if tied(stats[last], stats[method]) else " > "
         text += method
         last = method
     return text
 
 
-def _tied(better: dict[str, Any], worse: dict[str, Any]) -> bool:
+def tied(better: dict[str, Any], worse: dict[str, Any]) -> bool:
     """Whether two cells cannot be told apart: their intervals overlap (without intervals: equal to 3 decimals)."""
     a, b = better.get("interval"), worse.get("interval")
     if a is None or b is None:
