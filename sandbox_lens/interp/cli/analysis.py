@@ -45,6 +45,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     s.add_argument("--samples", type=int, default=500, help="inputs per shift")
     s.add_argument("--seed", type=int, default=0, help="seed of the sampled inputs")
     s.add_argument("--no-skyline", action="store_true", help="leave out the exact construction's rows")
+    s.add_argument(
+        "--attention",
+        choices=("soft", "hard"),
+        default="soft",
+        help="evaluate with the models' softmax attention (soft, the default) or with every attention row replaced by "
+        "its argmax (hard; ties share the weight)",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON object (rows: one per model and shift)")
     s.add_argument("--out", metavar="FILE.json", help="also write that object to FILE.json")
 
@@ -112,9 +119,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         exact = skyline(model, top)
         if exact is not None:
             models[f"{exact.card.construction} (exact)"] = exact
+    if args.attention == "hard":
+        from sandbox_lens.interp.model.run import hard_attention
+
+        models = {f"{n} (hard attention)": hard_attention(m) for n, m in models.items()}
     rows = evaluate(models, shifts, samples=args.samples, seed=args.seed, progress=progress_wanted())
     result = {
         "source": str(args.run or args.model),
+        "attention": args.attention,
         "kind": kind.name,
         "task": card.task,
         "samples": args.samples,

@@ -21,6 +21,8 @@ from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = [
     "run_with_hooks",
+    "hard_attention",
+    "HardAttention",
     "readout_answer",
     "exact_precision",
     "hook_name",
@@ -257,3 +259,35 @@ def attention_patterns(model, tokens: Any, heads: Sequence[Head] | None = None) 
     with torch.inference_mode():
         _, cache = model.run_with_cache(on(model, tokens), names_filter=names)
         return {(l, h): cache[hook_name("pattern", l)][:, h].double().cpu().numpy() for l, h in heads}
+
+
+def _argmax_pattern(pattern: Any, hook: Any) -> Any:
+    """Every attention row replaced by its argmax: weight 1 on the largest score, split equally among ties."""
+    top = pattern == pattern.amax(dim=-1, keepdim=True)
+    hard = top.to(pattern.dtype)
+    return hard / hard.sum(dim=-1, keepdim=True)
+
+
+class HardAttention:
+    """A model whose every attention row is its argmax at evaluation (hard attention; ties share the weight
+    equally): ``hard_attention(model)``. It runs the model's own weights through a hook on each block's
+    ``hook_pattern``; everything else (``cfg``, ``card``, ``parameters``) is the wrapped model's, so any function that
+    takes a model (``predict``, ``evaluate``) takes this one."""
+
+    def __init__(self, model: Any) -> None:
+        require_hooked(model, "hard attention")
+        self.model = model
+        self.hooks = [(hook_name("pattern", layer), _argmax_pattern) for layer in range(model.cfg.n_layers)]
+
+    def __call__(self, tokens: Any, **kwargs: Any) -> Any:
+        return run_with_hooks(self.model, tokens, self.hooks, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
+def hard_attention(model: Any) -> HardAttention:
+    """``model`` evaluated with hard (argmax) attention: the same weights, each attention row one-hot on its
+    largest score (shared among ties). The length-generalisation literature evaluates softmax-trained models this
+    way to tell a learned rule from its soft approximation."""
+    return HardAttention(model)
