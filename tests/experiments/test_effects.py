@@ -148,3 +148,54 @@ def test_dyck_balance_refuses_a_depth_whose_training_length_reaches_the_long_ban
     with pytest.raises(ExperimentError, match="D ≤ 22"):
         run_experiment(get_experiment("dyck-balance"), tmp_path / "out", quick=True, options={"dyck": "2,23"})
     assert not (tmp_path / "out").exists()
+
+
+def _ffl_population(n: int, errors: dict[float, list[int]], reads: int = 1000) -> dict:
+    """``n`` learned models of one population whose read errors per law are ``errors[p]`` (of ``reads`` reads)."""
+    models = [f"m{i}" for i in range(n)]
+    entry: dict = {"models": models, "learned": models}
+    for p, errs in errors.items():
+        entry[p] = {
+            "read_errors": errs,
+            "strings_with_error": [min(e, 1) for e in errs],
+            "reads": reads,
+            "strings": 100,
+            "accuracy": [1 - e / reads for e in errs],
+        }
+    entry["sparse_errors"], entry["dense_errors"] = errors[0.98], errors[0.1]
+    entry["ood_errors"] = [a + b for a, b in zip(errors[0.98], errors[0.1])]
+    entry["zero_ood"] = sum(e == 0 for e in entry["ood_errors"])
+    entry["in_distribution"] = float(np.mean(entry[0.8]["accuracy"]))
+    return entry
+
+
+def test_ffl_glitches_rates_excess_and_mixture_from_synthetic_error_counts(tmp_path):
+    """Twins with 8–12 sparse and 0 in-distribution errors in 1000 reads: R1's sparse excess is their rate, 0.010 per
+    twin (reproduced at 5 twins); dense errors equal to the in-distribution ones give no excess (0: not reproduced,
+    the rule's strict side); the mixture's difference of medians has no interval below 10 twins (not tested)."""
+    from sandbox_lens.interp.experiments import ffl_glitches
+
+    ctx = _ctx("ffl-glitches", tmp_path)
+    twin = _ffl_population(5, {0.8: [1, 1, 1, 1, 1], 0.98: [8, 9, 10, 11, 12], 0.1: [1, 1, 1, 1, 1]})
+    per_pop = {
+        "twin": twin,
+        "mixture": _ffl_population(5, {0.8: [0] * 5, 0.98: [0] * 5, 0.1: [0] * 5}),
+        "sharpened": _ffl_population(5, {0.8: [0] * 5, 0.98: [2] * 5, 0.1: [3] * 5}),
+        "lstm": _ffl_population(5, {0.8: [0] * 5, 0.98: [0] * 5, 0.1: [0] * 5}),
+        "ffl (construction)": _ffl_population(1, {0.8: [0], 0.98: [0], 0.1: [0]}),
+    }
+    heads = {pop: {"per_model": [0.9] * 5, "references": {"latest write": 2}, "heads": 10} for pop in per_pop}
+    heads["sharpened"]["per_model"] = [0.99] * 5
+    sc = {"length": 64, "steps": 1000, "strings": {0.8: 100, 0.98: 100, 0.1: 100}}
+    ffl_glitches._claims(ctx, per_pop, {}, heads, sc)
+    by = {r["claim"][:60]: r for r in ctx.claims}
+    sparse = next(r for k, r in by.items() if "sparse" in k)
+    assert sparse["estimate"]["values"] == pytest.approx([0.007, 0.008, 0.009, 0.010, 0.011])
+    assert sparse["verdict"] == "reproduced"
+    dense = next(r for k, r in by.items() if "dense" in k)
+    assert dense["estimate"]["values"] == pytest.approx([0.0] * 5) and dense["verdict"] == "not reproduced"
+    mixture = next(r for k, r in by.items() if "mixture" in k)
+    assert mixture["estimate"]["value"] == pytest.approx(0 - np.median([9, 10, 11, 12, 13]) / 2000)
+    assert mixture["verdict"] == "not tested"  # a difference of medians has no interval below 10 units
+    exact = next(r for k, r in by.items() if "Proposition 3" in k)
+    assert exact["verdict"] == "reproduced"
