@@ -78,6 +78,7 @@ class ExperimentSeed(enum.IntEnum):
     FFL_ONE_HEAD_WORDS = 9800  # ffl-one-head: the words the head is read on (+ the index of the law)
     FFL_MIXTURE_EVALUATION = 9900  # ffl-mixture: the test sets (+ the index of the law)
     K_FOLD_WORDS = 9950  # k-fold-composition: the held-out words (+ k)
+    LENGTH_THRESHOLD_WORDS = 9970  # length-thresholds: the test inputs
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -217,6 +217,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.k_fold_composition",
         ),
         Experiment(
+            name="length-thresholds",
+            title="Length thresholds: the training length after which twins generalise, on average and in ℓ∞",
+            section="arXiv 2510.27015 (the issue's reading), beside §3.4.5.2.4",
+            claim="Twins generalise to longer inputs only once trained on inputs past a threshold N*; N* grows with "
+            "Dyck's depth D, and generalising without any error (ℓ∞) needs a longer N than on average.",
+            scale="FFL(0.8) and Dyck_{2,D}, D ∈ {2, 3, 4}; 1 and 2 layers, no position embedding; trained at N ∈ {8, "
+            "16, 32, 64} (800 steps × batch 32, 5 seeds each); tested on 200 inputs of 128 tokens with softmax and "
+            "with hard attention",
+            minutes=25.0,
+            module="sandbox_lens.interp.experiments.length_thresholds",
+        ),
+        Experiment(
             name="indirect-supervision",
             title="Indirect supervision: twins trained on an observation of the state",
             section="§3.4.5.2.1, Fig. 3.18 (Fig. 3.7a)",
