@@ -199,3 +199,49 @@ def test_ffl_glitches_rates_excess_and_mixture_from_synthetic_error_counts(tmp_p
     assert mixture["verdict"] == "not tested"  # a difference of medians has no interval below 10 units
     exact = next(r for k, r in by.items() if "Proposition 3" in k)
     assert exact["verdict"] == "reproduced"
+
+
+def test_length_generalisation_drops_and_position_codes_from_synthetic_rows(tmp_path):
+    """Sinusoidal twins at 1.00 at 1 × N and 0.60 at 16 × N: a drop of 0.40 per twin (reproduced). Position-free
+    twins at 0.90 there: +0.30 over sinusoidal (reproduced). LSTMs keep 1.0 (reproduced). A twin below the 0.95
+    held-out gate is left out of everything."""
+    from sandbox_lens.interp.experiments import length_generalisation as lg
+
+    ctx = _ctx("length-generalisation", tmp_path)
+    ctx.options = dict(get_experiment("length-generalisation").defaults)
+    sc = {**lg._scale(False), "lengths": (8, 16), "multiples": (1, 16)}
+    at = {"sinusoidal": 0.60, "none": 0.90, "learned+shift": 0.62, "lstm": 1.0}
+    results = []
+    for task in lg.TASKS:
+        for N in sc["lengths"]:
+            for pos, acc16 in at.items():
+                for seed in range(3):
+                    for m in sc["multiples"]:
+                        results.append(
+                            {
+                                "task": task,
+                                "N": N,
+                                "positions": pos,
+                                "seed": seed,
+                                "multiple": m,
+                                "held_out": 0.99,
+                                "accuracy": 1.0 if m == 1 else acc16,
+                                "any_error_rate": 0.0 if m == 1 or pos == "lstm" else 0.5,
+                            }
+                        )
+    # one unlearned twin whose numbers would move every estimate
+    results += [
+        {"task": "parity", "N": 8, "positions": "sinusoidal", "seed": 9, "multiple": m, "held_out": 0.5,
+         "accuracy": 0.0, "any_error_rate": 1.0}
+        for m in sc["multiples"]
+    ]  # fmt: skip
+    exact = [{"accuracy": 1.0, "construction": "prefix_scan"}]
+    lg._claims(ctx, results, exact, sc)
+    by = {r["claim"]: r for r in ctx.claims}
+    drop = by["parity: accuracy drops at 16 × N (sinusoidal positions)"]
+    assert drop["estimate"]["values"] == pytest.approx([0.4] * 6) and drop["verdict"] == "reproduced"
+    helps = by["parity: none positions help at 16 × N"]
+    assert helps["estimate"]["value"] == pytest.approx(0.3) and helps["verdict"] == "reproduced"
+    lstm = by["parity: the LSTM keeps its accuracy at 16 × N"]
+    assert lstm["estimate"]["values"] == pytest.approx([1.0] * 6) and lstm["verdict"] == "reproduced"
+    assert by["The constructions are exact at every length"]["verdict"] == "reproduced"
