@@ -94,3 +94,20 @@ def test_length_thresholds_quick(tmp_path_factory):
     assert shape["positional"] == "none" and shape["n_layers"] == 1 and shape["n_ctx"] >= 33
     assert {t["task"] for t in r["data"]["twins"]} == {"ffl", "dyck2"}
     assert all(set(t["errors"]) == {"soft", "hard"} for t in r["data"]["twins"])
+
+
+def test_thresholds_mostly_beyond_the_grid_are_not_tested(tmp_path):
+    """Two of ten units with a threshold inside the grid, the rest censored: neither comparison is ruled."""
+    from sandbox_lens.interp.experiments import length_thresholds as lt
+    from tests.experiments.test_effects import _ctx
+
+    errors = {}
+    for L in (1, 2):
+        for s in range(5):
+            for N in LENGTHS:
+                errors[("dyck2", L, N, s)] = 0.0 if (N == 64 and s == 0) else 0.5
+                errors[("dyck4", L, N, s)] = 0.5
+    ctx = _ctx("length-thresholds", tmp_path)
+    lt._claims(ctx, thresholds(_twins(errors), LENGTHS), {"lengths": LENGTHS, "test": 128})
+    assert [c["verdict"] for c in ctx.claims] == ["not tested", "not tested"]
+    assert "only 2 of 10 units have a threshold within the grid" in ctx.claims[0]["why"]
