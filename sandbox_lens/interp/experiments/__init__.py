@@ -225,7 +225,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             scale="FFL(0.8) and Dyck_{2,D}, D ∈ {2, 3, 4}; 1 and 2 layers, no position embedding; trained at N ∈ {8, "
             "16, 32, 64} (800 steps × batch 32, 5 seeds each); tested on 200 inputs of 128 tokens with softmax and "
             "with hard attention",
-            minutes=25.0,
+            minutes=20.0,
             module="sandbox_lens.interp.experiments.length_thresholds",
         ),
         Experiment(
