@@ -111,6 +111,8 @@ def run(ctx: Context) -> None:
     twins: list[dict[str, Any]] = []
     for task_name in sc["tasks"]:
         for N in sc["lengths"]:
+            task: Any
+            test: Any  # FFL: the seed of the test strings; Dyck: (language, test words)
             if task_name == "ffl":
                 task, test = FFLTask(0.8, N), ExperimentSeed.LENGTH_THRESHOLD_WORDS
             else:
