@@ -16,7 +16,8 @@ does N* grow with the depth D, does ℓ∞ need a longer N than the average — 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -94,13 +95,42 @@ def dyck_errors(model: Any, lang: Dyck, words: np.ndarray) -> dict[str, float]:
     return {"average": right / max(total, 1), "linf": bad / max(len(words), 1)}
 
 
-def _errors(model: Any, task: str, sc: dict[str, Any], words: Any) -> dict[str, float]:
-    """(average error, ℓ∞ error) of ``model`` on the task's test inputs."""
-    if task == "ffl":
-        row = evaluate({"m": model}, ffl_shifts(sc["test"], (0.8,)), samples=sc["strings"], seed=words)[0]
-        return {"average": 1 - row["accuracy"], "linf": row["strings_with_error"] / row["inputs"]}
-    got = dyck_errors(model, words[0], words[1])
-    return {"average": 1 - got["average"], "linf": got["linf"]}
+@dataclass(frozen=True)
+class Arm:
+    """One task of the experiment: its label, the task trained at length N, and its test (inputs of ``sc["test"]``
+    tokens, then a model's average and ℓ∞ errors on them)."""
+
+    label: str
+    task: Callable[[int], Any]
+    inputs: Callable[[dict[str, Any]], Any]
+    errors: Callable[[Any, dict[str, Any], Any], dict[str, float]]
+
+
+def _ffl_errors(model: Any, sc: dict[str, Any], seed: Any) -> dict[str, float]:
+    row = evaluate({"m": model}, ffl_shifts(sc["test"], (0.8,)), samples=sc["strings"], seed=seed)[0]
+    return {"average": 1 - row["accuracy"], "linf": row["strings_with_error"] / row["inputs"]}
+
+
+def _dyck_arm(D: int) -> Arm:
+    lang = Dyck(2, D)
+
+    def errors(model: Any, sc: dict[str, Any], words: Any) -> dict[str, float]:
+        got = dyck_errors(model, lang, words)
+        return {"average": 1 - got["average"], "linf": got["linf"]}
+
+    return Arm(
+        f"Dyck_{{2,{D}}}",
+        lambda N: DyckTask(lang, N),
+        lambda sc: lang.sample(sc["strings"], sc["test"], seed=ExperimentSeed.LENGTH_THRESHOLD_WORDS),
+        errors,
+    )
+
+
+#: The tasks by name: the flip-flop language (the memory task) and Dyck_{2,D} per depth.
+ARMS: dict[str, Arm] = {
+    "ffl": Arm("FFL(0.8)", lambda N: FFLTask(0.8, N), lambda sc: ExperimentSeed.LENGTH_THRESHOLD_WORDS, _ffl_errors),
+    **{f"dyck{D}": _dyck_arm(D) for D in DEPTHS},
+}
 
 
 def run(ctx: Context) -> None:
@@ -110,15 +140,10 @@ def run(ctx: Context) -> None:
     config = TrainConfig(steps=sc["steps"], batch=32, lr=3e-3, eval_every=100, warmup=min(100, sc["steps"] // 4))
     twins: list[dict[str, Any]] = []
     for task_name in sc["tasks"]:
+        arm = ARMS[task_name]
+        test = arm.inputs(sc)
         for N in sc["lengths"]:
-            task: Any
-            test: Any  # FFL: the seed of the test strings; Dyck: (language, test words)
-            if task_name == "ffl":
-                task, test = FFLTask(0.8, N), ExperimentSeed.LENGTH_THRESHOLD_WORDS
-            else:
-                lang = Dyck(2, int(task_name[4:]))
-                task = DyckTask(lang, N)
-                test = (lang, lang.sample(sc["strings"], sc["test"], seed=ExperimentSeed.LENGTH_THRESHOLD_WORDS))
+            task = arm.task(N)
             for layers in LAYERS:
                 shape = replace(default_shape(task), positional="none", n_layers=layers, n_ctx=sc["test"] + 2)
                 label = f"{task_name}-L{layers}-N{N}"
@@ -126,8 +151,8 @@ def run(ctx: Context) -> None:
                 final = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
                 for s, d in ctx.run_dirs(label).items():
                     model = load_trained(d)
-                    errors = {"soft": _errors(model, task_name, sc, test)}
-                    errors["hard"] = _errors(hard_attention(model), task_name, sc, test)
+                    errors = {"soft": arm.errors(model, sc, test)}
+                    errors["hard"] = arm.errors(hard_attention(model), sc, test)
                     twins.append(
                         {"task": task_name, "layers": layers, "N": N, "seed": s, "trained": final[s], "errors": errors}
                     )
@@ -167,7 +192,7 @@ def log_threshold(n: int | None, lengths: tuple[int, ...]) -> float:
 
 
 def _label(task: str) -> str:
-    return "FFL(0.8)" if task == "ffl" else f"Dyck_{{2,{task[4:]}}}"
+    return ARMS[task].label
 
 
 def _table(ctx: Context, found: list[dict[str, Any]], sc: dict[str, Any]) -> None:
