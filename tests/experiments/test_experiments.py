@@ -263,6 +263,19 @@ def test_grid_boundary_refuses_a_non_grid(tmp_path, capsys):
     assert "needs a 1-D gridworld" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("name", ["k-fold-composition", "all"])
+def test_a_full_run_with_too_few_seeds_for_an_interval_is_refused(name, tmp_path, capsys):
+    """Fewer than 3 seeds at full scale: every ruling would be "not tested", so the run is refused in one line before
+    anything is written (for `all`, before the first experiment); --quick and an experiment whose default has
+    fewer seeds (random-automata: its units are automata) take them."""
+    from sandbox_lens.interp.experiments.base import check_seeds
+
+    assert main(["experiment", name, "--seeds", "0,1", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "needs at least 3 seeds, got 2 (0, 1)" in err and err.count("\n") == 1 and not (tmp_path / "o").exists()
+    check_seeds("random-automata", [0], 1)  # its default is one seed: accepted
+
+
 def test_length_generalisation_quick(tmp_path_factory):
     out, r = quick("length-generalisation", tmp_path_factory)
     check_files(out, r)

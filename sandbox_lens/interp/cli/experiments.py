@@ -96,6 +96,11 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
                 "`interp experiment all` runs every experiment on its default task; give task options "
                 "to one experiment at a time"
             )
+        if seeds and not args.quick:  # every experiment's seeds checked before the first one runs
+            from sandbox_lens.interp.experiments.base import check_seeds
+
+            for name, e in EXPERIMENTS.items():
+                check_seeds(name, list(seeds), len(e.load().SEEDS))
         for name, e in EXPERIMENTS.items():
             print(f"{name} ...", file=sys.stderr)
             r = run_experiment(

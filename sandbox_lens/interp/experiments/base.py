@@ -40,6 +40,8 @@ __all__ = [
     "MARKER",
     "prepare_directory",
     "run_experiment",
+    "check_seeds",
+    "MIN_SEEDS",
     "mean_se",
 ]
 
@@ -253,6 +255,22 @@ def _families(claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: The fewest seeds a full-scale run may take: below it no interval over seeds exists (Student's t needs 2 values,
+#: and a verdict's rule 3), so every ruling would be "not tested". An experiment whose default is fewer (its units
+#: are automata or lengths, not seeds) may take as few as its default.
+MIN_SEEDS = 3
+
+
+def check_seeds(name: str, seeds: list[int], default: int) -> None:
+    """Refuse, before anything is written, a full-scale ``--seeds`` too few for an interval over seeds."""
+    fewest = min(MIN_SEEDS, default)
+    if len(seeds) < fewest:
+        raise ExperimentError(
+            f"{name} rules on intervals over seeds: a full-scale run needs at least {fewest} seeds, got "
+            f"{len(seeds)} ({', '.join(map(str, seeds))}); --quick runs any"
+        )
+
+
 def run_experiment(
     experiment: Experiment,
     out: str | Path,
@@ -285,6 +303,8 @@ def run_experiment(
     module = experiment.load()
     if hasattr(module, "check"):
         module.check(options)  # a bad task option is refused before the directory is touched
+    if seeds and not quick:
+        check_seeds(experiment.name, list(seeds), len(module.SEEDS))
     prepare_directory(out, experiment, quick, options)
     with exclusive(out):  # a second process on the same --out is refused before it writes anything
         seeds = list(seeds) if seeds else list(module.QUICK_SEEDS if quick else module.SEEDS)
