@@ -72,3 +72,11 @@ def test_interp_evaluate_takes_hard_attention(tmp_path, interp_run):
     assert result["attention"] == "hard" and all(r["model"].endswith("(hard attention)") for r in result["rows"])
     code, _, err = interp_run("evaluate", "--model", tmp_path / "m", "--attention", "sharp")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_a_hard_attention_model_copies_without_recursing():
+    import copy
+
+    twin = random_init(FFLTask(0.8, 16), ModelShape(n_layers=1, n_heads=1, d_model=16), seed=0)
+    clone = copy.deepcopy(hard_attention(twin))
+    assert clone.cfg.n_layers == 1 and clone.model is not twin

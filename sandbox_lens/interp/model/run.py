@@ -283,6 +283,8 @@ class HardAttention:
         return run_with_hooks(self.model, tokens, self.hooks, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "model":  # not yet set (a copy or an unpickling in progress): no recursion through it
+            raise AttributeError(name)
         return getattr(self.model, name)
 
 
