@@ -144,26 +144,38 @@ def run(ctx: Context) -> None:
     _claims(ctx, per_pop, runs, heads, sc)
 
 
-def _strip_figure(ctx: Context, per_pop: dict, strings: dict) -> None:
+def read_error_strips(columns: dict[str, dict[str, list[float]]], suptitle: str) -> Any:
+    """One panel per test law (``columns``: panel title → population label → read errors, one per model), each model
+    a dot at read errors + 1 on a log axis (an error-free model on the bottom line)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 3.6))
-    axes = fig.subplots(1, len(strings), sharey=True)
-    pops = list(per_pop)
-    for ax, p in zip(axes, strings):
-        for i, pop in enumerate(pops):
-            errs = np.asarray(per_pop[pop][p]["read_errors"], dtype=float)
-            jitter = np.linspace(-0.15, 0.15, len(errs)) if len(errs) > 1 else np.zeros(1)
+    axes = fig.subplots(1, len(columns), sharey=True)
+    for ax, (title, by_pop) in zip(axes, columns.items()):
+        for i, values in enumerate(by_pop.values()):
+            errs = np.asarray(values, dtype=float)
+            jitter = np.linspace(-0.15, 0.15, len(errs)) if len(errs) > 1 else np.zeros(len(errs))
             ax.scatter(i + jitter, errs + 1, s=18, color=f"C{i}")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(pops)), [SHORT.get(q, q) for q in pops], fontsize=8, rotation=20)
-        ax.set_title(f"FFL({p:g}): {strings[p]} strings, {per_pop[pops[0]][p]['reads']} reads", fontsize=9)
+        ax.set_xticks(range(len(by_pop)), list(by_pop), fontsize=8, rotation=20)
+        ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("read errors + 1 (log scale; 1 = none)")
-    fig.suptitle("Read errors of every seed, in distribution (left) and out of it")
+    fig.suptitle(suptitle)
+    return fig
+
+
+def _strip_figure(ctx: Context, per_pop: dict, strings: dict) -> None:
+    pops = list(per_pop)
+    columns = {
+        f"FFL({p:g}): {strings[p]} strings, {per_pop[pops[0]][p]['reads']} reads": {
+            SHORT.get(pop, pop): per_pop[pop][p]["read_errors"] for pop in pops
+        }
+        for p in strings
+    }
     ctx.figure(
         "read_errors",
-        fig,
+        read_error_strips(columns, "Read errors of every seed, in distribution (left) and out of it"),
         "Each dot is one trained model (or the construction); the y axis is read errors + 1 "
         "so that an error-free model sits on the bottom line.",
     )

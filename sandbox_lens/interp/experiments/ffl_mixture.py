@@ -19,6 +19,7 @@ import numpy as np
 
 from sandbox_lens.interp.evaluate import evaluate, ffl_shifts, skyline
 from sandbox_lens.interp.experiments.base import Context
+from sandbox_lens.interp.experiments.ffl_glitches import read_error_strips
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
 from sandbox_lens.interp.stats import Estimate, difference, permutation_test, share
 from sandbox_lens.interp.streams import ExperimentSeed
@@ -142,25 +143,16 @@ def _table(ctx: Context, per: dict[str, Any], strings: dict[float, int]) -> None
 
 
 def _figure(ctx: Context, per: dict[str, Any], strings: dict[float, int]) -> None:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 3.6))
-    axes = fig.subplots(1, len(strings), sharey=True)
-    for ax, p in zip(axes, strings):
-        for i, pop in enumerate(POPULATIONS):
-            e = per[pop]
-            errs = np.asarray([e[str(p)]["read_errors"][m] for m in e["learned"]], dtype=float)
-            jitter = np.linspace(-0.15, 0.15, len(errs)) if len(errs) > 1 else np.zeros(len(errs))
-            ax.scatter(i + jitter, errs + 1, s=18, color=f"C{i}")
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(POPULATIONS)), ["FFL(0.8)", "mixture"], fontsize=8)
-        ax.set_title(f"FFL({p:g}): {per['twin'][str(p)]['reads']} reads", fontsize=9)
-        ax.grid(alpha=0.3, axis="y")
-    axes[0].set_ylabel("read errors + 1 (log scale; 1 = none)")
-    fig.suptitle("Read errors of every learned twin, by training law and test law")
+    short = {"twin": "FFL(0.8)", "mixture": "mixture"}
+    columns = {
+        f"FFL({p:g}): {per['twin'][str(p)]['reads']} reads": {
+            short[pop]: [per[pop][str(p)]["read_errors"][m] for m in per[pop]["learned"]] for pop in POPULATIONS
+        }
+        for p in strings
+    }
     ctx.figure(
         "read_errors",
-        fig,
+        read_error_strips(columns, "Read errors of every learned twin, by training law and test law"),
         "Each dot is one learned twin; the y axis is read errors + 1 so that an error-free twin sits on the bottom line.",
     )
 
