@@ -79,6 +79,7 @@ class ExperimentSeed(enum.IntEnum):
     FFL_MIXTURE_EVALUATION = 9900  # ffl-mixture: the test sets (+ the index of the law)
     K_FOLD_WORDS = 9950  # k-fold-composition: the held-out words (+ k)
     LENGTH_THRESHOLD_WORDS = 9970  # length-thresholds: the test inputs
+    COPYING_WORDS = 9980  # copying: the held-out words every head is read and ablated on
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -4,6 +4,7 @@
   (token 1 + σ, as the constructions read them), freshly sampled words, token-level accuracy.
 * :class:`DyckTask` — next-token language modelling of Dyck_{k,D} prefixes (loss at every
   position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
+* :class:`DyckCopyTask` — copying (thesis §3.6.5.1): the output at every bracket is that bracket itself.
 * :class:`FFLTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
   (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
 
@@ -25,7 +26,7 @@ from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 
-__all__ = ["Batch", "TokenLayout", "AutomatonTask", "SUPERVISION", "DyckTask", "FFLTask", "step_rng"]
+__all__ = ["Batch", "TokenLayout", "AutomatonTask", "SUPERVISION", "DyckTask", "DyckCopyTask", "FFLTask", "step_rng"]
 
 
 @dataclass
@@ -257,6 +258,26 @@ class DyckTask:
     def contrastive_room(self) -> int:
         """Positions the balance regulariser (eq. 3.40) puts before an input: up to D matched pairs."""
         return 2 * self.lang.D
+
+
+class DyckCopyTask(DyckTask):
+    """Copying Dyck prefixes (thesis §3.6.5.1, Figs. 3.41–3.43): at every bracket the output is the bracket itself
+    (the model "predicts the current token"); BOS is not scored. Inputs are those of :class:`DyckTask` (BOS and
+    the first ``length − 1`` brackets), so a copying twin has the next-token twin's shape."""
+
+    kind = "dyck-copy"
+
+    @property
+    def name(self) -> str:
+        return f"{self.lang.name} copying (N={self.length})"
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = self.lang.sample(size, self.length - 1, seed=int(rng.integers(2**63)))
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
+        targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), words], axis=1)
+        scored = np.ones_like(tokens, dtype=bool)
+        scored[:, 0] = False
+        return Batch(tokens, targets, scored, scored.copy())
 
 
 class FFLTask:

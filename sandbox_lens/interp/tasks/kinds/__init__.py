@@ -44,7 +44,7 @@ from sandbox_lens.interp.tasks.kinds.base import (
     task_kind,
     unregister,
 )
-from sandbox_lens.interp.tasks.kinds.dyck import DyckKind
+from sandbox_lens.interp.tasks.kinds.dyck import DyckCopyKind, DyckKind
 from sandbox_lens.interp.tasks.kinds.ffl import FFLKind
 
 __all__ = [
@@ -66,8 +66,10 @@ __all__ = [
     "AUTOMATON",
     "DYCK",
     "FFL",
+    "DYCK_COPY",
 ]
 
 AUTOMATON = register(AutomatonKind())
 DYCK = register(DyckKind())
 FFL = register(FFLKind())
+DYCK_COPY = register(DyckCopyKind())

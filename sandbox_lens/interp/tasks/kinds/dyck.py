@@ -11,7 +11,7 @@ from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCE_OPTIONS, Comm
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["DyckKind", "swap_bracket_type", "open_stack"]
+__all__ = ["DyckKind", "DyckCopyKind", "swap_bracket_type", "open_stack"]
 
 
 class DyckKind(TaskKind):
@@ -125,6 +125,35 @@ class DyckKind(TaskKind):
             corrupt = source.sample(n, length, seed=int(rng.integers(2**31)))
         # read where an open bracket is on the stack, over the closing brackets (the stack top decides)
         return clean, corrupt, open_stack(clean), open_stack(corrupt), np.arange(1, 2 * source.k, 2)
+
+
+class DyckCopyKind(TaskKind):
+    """Copying Dyck prefixes: the output at every bracket is that bracket (thesis §3.6.5.1, Figs. 3.41–3.43).
+
+    No construction models it (a copy needs no attention: the embedding read by the unembedding does it); models
+    are trained, evaluated and verified on its own batches, and scored at every bracket."""
+
+    name = "dyck-copy"
+    summary = "copying bounded Dyck prefixes, bracket by bracket (thesis §3.6.5.1)"
+    default_length = 28
+    train_defaults = {"steps": 1000, "lr": 3e-3, "target_accuracy": 0.99}
+    twin_shape = DyckKind.twin_shape
+    train_options = DyckKind.train_options
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Any:
+        from sandbox_lens.interp.tasks.batches import DyckCopyTask
+        from sandbox_lens.interp.tasks.dyck import Dyck
+
+        return checked(self, lambda: DyckCopyTask(Dyck(d["k"], d["D"], d["q"]), d["length"]))
+
+    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
+        from sandbox_lens.interp.tasks.batches import DyckCopyTask
+        from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+
+        if not values.get("dyck"):
+            raise SandboxError("train dyck-copy needs --dyck K,D (copying is defined on a Dyck language)")
+        k, D = parse_dyck_spec(values["dyck"])
+        return DyckCopyTask(Dyck(k, D, values.get("q", 0.5)), length or self.default_length)
 
 
 def swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
