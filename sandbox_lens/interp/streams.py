@@ -80,6 +80,7 @@ class ExperimentSeed(enum.IntEnum):
     K_FOLD_WORDS = 9950  # k-fold-composition: the held-out words (+ k)
     LENGTH_THRESHOLD_WORDS = 9970  # length-thresholds: the test inputs
     COPYING_WORDS = 9980  # copying: the held-out words every head is read and ablated on
+    SCRATCHPAD_WORDS = 9990  # scratchpad: the test words (+ their length)
 
 
 def entropy(seed: int, purpose: Stream, step: int = 0) -> list[int]:

@@ -256,6 +256,20 @@ EXPERIMENTS: dict[str, Experiment] = {
             module="sandbox_lens.interp.experiments.copying",
         ),
         Experiment(
+            name="scratchpad",
+            title="A scratchpad with a recency bias: length generalisation",
+            section="§3.4.5.2.3–4, Figs. 3.20–3.21 (D10)",
+            claim="Transformers trained with the states written between the symbols (a scratchpad) and an explicit "
+            "recency bias generalise to longer inputs; without the recency bias the scratchpad shows no improvement.",
+            scale="parity and the Dyck stack (dyck2-depth4) at N = 16, tested at 16, 32, 64 (200 words each; "
+            "scratchpads decoded autoregressively); plain, plain + ALiBi, scratchpad, scratchpad + ALiBi; 2 layers, "
+            "8 heads, width 64; 1500 steps × batch 32; 5 seeds per population",
+            minutes=15.0,
+            takes=("automaton", "dyck"),
+            defaults={"automaton": "parity", "dyck": "2,4"},
+            module="sandbox_lens.interp.experiments.scratchpad",
+        ),
+        Experiment(
             name="algorithm-census",
             title="Which proven algorithm do plain twins learn?",
             section="§3.4.5, §3.6.3 (Theorems 1, 10, 11, Lemma 15)",

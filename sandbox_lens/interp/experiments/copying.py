@@ -183,7 +183,10 @@ def run(ctx: Context) -> None:
         per[n] = {s: analyse_twin(load_trained(d), lang, data, sc, s) for s, d in ctx.run_dirs(label).items()}
     ctx.data("twins", {str(n): {str(s): v for s, v in p.items()} for n, p in per.items()})
     ctx.data("analysis", {"words": sc["words"], "mask_steps": sc["mask_steps"], "mask_sparsity": MASK_SPARSITY})
-    _report(ctx, per, lang, data.tokens[0])
+    _report(ctx, per, lang)
+    from sandbox_lens.interp.experiments.copying_report import example
+
+    example(ctx, per, lang, data.tokens[0])
 
 
 def accuracy_effect(twins: dict[int, Any]) -> Estimate:
@@ -218,8 +221,8 @@ def mask_effect(twins: dict[int, Any]) -> Estimate:
     return estimate(diffs, unit="twins")
 
 
-def _report(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck, word: np.ndarray) -> None:
-    from sandbox_lens.interp.experiments.copying_report import example, figures, tables
+def _report(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck) -> None:
+    from sandbox_lens.interp.experiments.copying_report import figures, tables
 
     tables(ctx, per, lang)
     for n in DEPTHS:
@@ -248,7 +251,9 @@ def _report(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck, word: np.n
             RULES[f"ablation-{n}"],
             e,
             f"largest drop {e.text('{:.4f}')} over {e.n} twins with such a head",
-            floor=None if learned.value is not None and learned.value > THESIS_ACCURACY[n] else "the twins did not learn",
+            floor=None
+            if learned.value is not None and learned.value > THESIS_ACCURACY[n]
+            else "the twins did not learn",
         )
     e = mask_effect(per[4])
     ctx.rule(
@@ -260,7 +265,6 @@ def _report(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck, word: np.n
         f"(masks close every head in {sum(not t['kept'] for t in per[4].values())} of {len(per[4])})",
     )
     figures(ctx, per, lang)
-    example(ctx, per, lang, word)
     _conclude(ctx, per)
 
 

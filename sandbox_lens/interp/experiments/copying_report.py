@@ -60,7 +60,9 @@ def tables(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck) -> None:
         heads = [h for t in per[n].values() for h in t["heads"].values()]
         for label in sorted({h["label"] for h in heads}):
             drops = [h["drop"] for h in heads if h["label"] == label]
-            kept = sum(name in t["kept"] for t in per[n].values() for name, h in t["heads"].items() if h["label"] == label)
+            kept = sum(
+                name in t["kept"] for t in per[n].values() for name, h in t["heads"].items() if h["label"] == label
+            )
             rows.append([n, label, len(drops), f"{np.mean(drops):+.4f}", f"{max(drops):+.4f}", kept])
     ctx.table(
         "Heads by the class their pattern attends to",

@@ -149,6 +149,11 @@ def _bridge(cfg: dict[str, Any]):
     1/√d_head, which the exported W_Q already compensates when ``use_attn_scale`` is true."""
     from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
+    if cfg.get("positional_embedding_type", "standard") != "standard":
+        raise ConstructionError(
+            f"positional_embedding_type {cfg['positional_embedding_type']!r} (ALiBi) needs TransformerLens 3.9's "
+            "HookedTransformer (pip install 'transformer-lens>=3.9,<3.10'); TransformerLens 4's native bridge has none"
+        )
     if not cfg.get("use_attn_scale", True):
         raise ConstructionError(
             "TransformerLens 4's bridge always divides attention scores by √d_head; build with "

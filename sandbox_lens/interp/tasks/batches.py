@@ -4,6 +4,8 @@
   (token 1 + σ, as the constructions read them), freshly sampled words, token-level accuracy.
 * :class:`DyckTask` — next-token language modelling of Dyck_{k,D} prefixes (loss at every
   position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
+* :class:`ScratchpadTask` — an automaton with a scratchpad (thesis §3.4.5.2): the states written between the
+  symbols, BOS σ_1 q_1 σ_2 q_2 … σ_T; the loss reads q_t at σ_t (teacher forcing).
 * :class:`DyckCopyTask` — copying (thesis §3.6.5.1): the output at every bracket is that bracket itself.
 * :class:`FFLTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
   (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
@@ -26,7 +28,17 @@ from sandbox_lens.interp.tasks import ffl
 from sandbox_lens.interp.tasks.automata import Semiautomaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 
-__all__ = ["Batch", "TokenLayout", "AutomatonTask", "SUPERVISION", "DyckTask", "DyckCopyTask", "FFLTask", "step_rng"]
+__all__ = [
+    "Batch",
+    "TokenLayout",
+    "AutomatonTask",
+    "SUPERVISION",
+    "DyckTask",
+    "DyckCopyTask",
+    "ScratchpadTask",
+    "FFLTask",
+    "step_rng",
+]
 
 
 @dataclass
@@ -163,6 +175,70 @@ class AutomatonTask:
         outputs = list(self.automaton.states) if self.observe is None else [str(i) for i in range(self.d_vocab_out)]
         return TokenLayout(
             (0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet], outputs
+        )
+
+
+class ScratchpadTask:
+    """An automaton with a scratchpad (thesis §3.4.5.2, D10): the input interleaves the symbols and the states,
+    BOS σ_1 q_1 σ_2 q_2 … q_{T−1} σ_T (an expanded vocabulary: BOS, the symbols, then one token per state), and
+    the loss and the accuracy read q_t at the position of σ_t (⊥ at the states). Training is teacher-forced; at
+    inference the states are filled in one at a time from the model's own predictions (done by the caller).
+
+    Args:
+        automaton: the semiautomaton.
+        length: the word length T (2T input tokens).
+        probs: the training words' symbol distribution (as :class:`AutomatonTask`'s)."""
+
+    kind = "scratchpad"
+
+    def __init__(self, automaton: Semiautomaton, length: int, probs: Sequence[float] | None = None) -> None:
+        self.plain = AutomatonTask(automaton, length, probs=probs)  # the words, the states and their checks
+        self.automaton, self.length, self.probs = automaton, self.plain.length, self.plain.probs
+
+    @property
+    def name(self) -> str:
+        return self.plain.name.replace(f"(T={self.length}", f"(scratchpad, T={self.length}", 1)
+
+    d_vocab = property(lambda self: 1 + self.automaton.n_symbols + self.automaton.n_states)
+    d_vocab_out = property(lambda self: self.automaton.n_states)
+    n_ctx = property(lambda self: 2 * self.length)
+
+    def state_token(self, states: np.ndarray) -> np.ndarray:
+        """The input token of each state."""
+        return 1 + self.automaton.n_symbols + np.asarray(states, dtype=np.int64)
+
+    def layout(self, words: np.ndarray, states: np.ndarray | None) -> np.ndarray:
+        """BOS σ_1 q_1 … σ_T for ``words`` [n, T] with ``states`` [n, T] written in (None: the state slots hold BOS,
+        to be filled in by the caller)."""
+        n, T = words.shape
+        tokens = np.zeros((n, 2 * T), dtype=np.int64)
+        tokens[:, 1::2] = words + 1
+        if states is not None:
+            tokens[:, 2::2] = self.state_token(states[:, :-1])
+        return tokens
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words = self.automaton.sample(size, self.length, rng, self.probs)
+        states = self.automaton.run(words)
+        tokens = self.layout(words, states)
+        targets = np.zeros_like(tokens)
+        targets[:, 1::2] = states
+        mask = np.zeros_like(tokens, dtype=bool)
+        mask[:, 1::2] = True
+        return Batch(tokens, targets, mask, mask.copy())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.plain.to_dict()
+        d["kind"] = self.kind
+        return d
+
+    def token_layout(self) -> TokenLayout:
+        states = [f"q={s}" for s in self.automaton.states]
+        return TokenLayout(
+            (0,),
+            tuple(range(1, self.automaton.n_symbols + 1)),
+            ["BOS", *self.automaton.alphabet, *states],
+            list(self.automaton.states),
         )
 
 

@@ -18,7 +18,7 @@ __all__ = ["ModelShape", "TrainConfig", "POSITIONAL", "ARCHS", "MAX_N_CTX", "FRE
 #: Position embeddings of a twin: learned (TransformerLens's default), fixed sinusoids, none (zeros),
 #: or the thesis's linear code p_i = i / n_ctx in one coordinate. All but "learned" are frozen, so a
 #: twin with a context longer than its training length can be evaluated on longer inputs.
-POSITIONAL = ("learned", "sinusoidal", "none", "linear")
+POSITIONAL = ("learned", "sinusoidal", "none", "linear", "alibi")
 MAX_N_CTX = 8192
 ARCHS = ("transformer", "lstm")
 
@@ -45,7 +45,8 @@ class ModelShape:
     normalization: str = setting("LN", "LayerNorm before each sublayer, or none", flag="--norm", choices=("LN", "none"))
     positional: str = setting(
         "learned",
-        "position embedding (learned; the others are fixed, so longer inputs can be evaluated)",
+        "position embedding (learned; the others are fixed, so longer inputs can be evaluated; alibi: none, and "
+        "every head's scores get ALiBi's recency bias −m·(query − key), m = 2^(−8h/heads) (Press et al. 2022))",
         flag="--pos",
         choices=POSITIONAL,
     )

@@ -92,6 +92,8 @@ def build_twin(task, shape: ModelShape, seed: int = 0):
         "seed": seed,
         "dtype": "float32",
     }
+    if shape.positional == "alibi":  # written only here: the other twins' configs keep their bits
+        cfg["positional_embedding_type"] = "alibi"
     model = new_model(cfg)
     model.sandbox_config = cfg  # what save_model writes: a trained twin saves like a construction
     if shape.positional != "learned":

@@ -26,7 +26,7 @@ Every dispatch on a kind outside ``sandbox_lens.interp.tasks`` is a lookup here 
 counts the comparisons with a kind's name that remain outside this floor: none).
 """
 
-from sandbox_lens.interp.tasks.kinds.automaton import AutomatonKind
+from sandbox_lens.interp.tasks.kinds.automaton import AutomatonKind, ScratchpadKind
 from sandbox_lens.interp.tasks.kinds.base import (
     NO_SOURCE,
     SOURCE_OPTIONS,
@@ -67,9 +67,11 @@ __all__ = [
     "DYCK",
     "FFL",
     "DYCK_COPY",
+    "SCRATCHPAD",
 ]
 
 AUTOMATON = register(AutomatonKind())
 DYCK = register(DyckKind())
 FFL = register(FFLKind())
 DYCK_COPY = register(DyckCopyKind())
+SCRATCHPAD = register(ScratchpadKind())

@@ -12,7 +12,7 @@ from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, CommandLineOption, T
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["AutomatonKind", "corrupt_symbol", "parse_periodic"]
+__all__ = ["AutomatonKind", "ScratchpadKind", "corrupt_symbol", "parse_periodic"]
 
 
 class AutomatonKind(TaskKind):
@@ -243,3 +243,37 @@ def corrupt_symbol(words: np.ndarray, n_symbols: int, rng: np.random.Generator) 
     pos = rng.integers(words.shape[1], size=len(words))
     out[rows, pos] = (words[rows, pos] + rng.integers(1, n_symbols, size=len(words))) % n_symbols
     return out
+
+
+class ScratchpadKind(TaskKind):
+    """An automaton with a scratchpad: BOS σ_1 q_1 σ_2 q_2 … σ_T, q_t predicted at σ_t (thesis §3.4.5.2, D10).
+
+    Trained teacher-forced, and evaluated and verified here on its own teacher-forced batches; filling the
+    scratchpad from the model's own predictions is the ``scratchpad`` experiment's."""
+
+    name = "scratchpad"
+    summary = "an automaton's states written between its symbols, predicted one at a time (thesis §3.4.5.2)"
+    default_length = 16
+    train_defaults = AutomatonKind.train_defaults
+    train_options = tuple(
+        o for o in AutomatonKind.train_options if o.dest in ("automaton", "automaton_file", "symbol_probs")
+    )
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Any:
+        import json
+
+        from sandbox_lens.interp.tasks.automata import parse_automaton_json
+        from sandbox_lens.interp.tasks.batches import ScratchpadTask
+
+        return checked(
+            self,
+            lambda: ScratchpadTask(
+                parse_automaton_json(json.dumps(d["automaton"]), "<checkpoint>"), d["length"], d.get("probs")
+            ),
+        )
+
+    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
+        from sandbox_lens.interp.tasks.batches import ScratchpadTask
+
+        plain = AutomatonKind().task_from_options(values, length or self.default_length)
+        return ScratchpadTask(plain.automaton, plain.length, plain.probs)
