@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.experiments.base import Context
-from sandbox_lens.interp.experiments.copying import BARELY, CURRENT, DEPTHS, looks_interpretable
+from sandbox_lens.interp.experiments.copying import BARELY, DEPTHS, looks_interpretable
 from sandbox_lens.interp.stats import estimate
 from sandbox_lens.interp.tasks.dyck import Dyck
 
@@ -114,15 +114,10 @@ def example(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck, word: np.n
     from sandbox_lens.interp.model.run import attention_patterns
     from sandbox_lens.interp.train import load_trained
 
-    found = [
-        (h["mass"], s, name)
-        for s, t in per[4].items()
-        for name, h in t["heads"].items()
-        if looks_interpretable(h["label"]) or h["label"] == CURRENT
-    ]
+    found = [(h["mass"], s, name) for s, t in per[4].items() for name, h in t["heads"].items()]
     if not found:
         return
-    _, seed, name = max(found)
+    _, seed, name = max(found)  # the sharpest head, whatever its class
     layer = int(name[1 : name.index("H")])
     model = load_trained(ctx.run_dirs("4 layers")[seed])
     pattern = attention_patterns(model, word[None], [(layer, 0)])[(layer, 0)][0]
@@ -137,6 +132,6 @@ def example(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck, word: np.n
     ctx.figure(
         "copying-pattern",
         fig,
-        f"The sharpest readable head of the 4-layer twins (seed {seed}, {name}) on one held-out word; ablating it "
+        f"The sharpest head of the 4-layer twins (seed {seed}, {name}) on one held-out word; ablating it "
         f"alone changes the copying accuracy by {-per[4][seed]['heads'][name]['drop']:+.4f}.",
     )
