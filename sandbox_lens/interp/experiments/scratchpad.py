@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.experiments.base import Context
+from sandbox_lens.interp.experiments.base import Context, mean_se
 from sandbox_lens.interp.experiments.length_generalisation import dyck_automaton
 from sandbox_lens.interp.experiments.rules import Rule
+from sandbox_lens.interp.model.device import on, to_numpy
 from sandbox_lens.interp.stats import Estimate, difference, estimate
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.batches import AutomatonTask, ScratchpadTask
@@ -75,29 +76,42 @@ def check(options: dict[str, Any]) -> None:
     get_automaton(dyck_automaton(options["dyck"]))
 
 
-def fill_scratchpad(model: Any, task: ScratchpadTask, words: np.ndarray) -> np.ndarray:
+def fill_scratchpad(model: Any, task: ScratchpadTask, words: np.ndarray, cached: bool | None = None) -> np.ndarray:
     """The states ``model`` writes into its own scratchpad on ``words`` [n, T]: q_t predicted at σ_t from the
-    symbols and the states it predicted before (greedy decoding), [n, T]."""
+    symbols and the states it predicted before (greedy decoding), [n, T]. A TransformerLens 3.9 model decodes with
+    its key-value cache (two new tokens a step; ``cached=False``, or any other model: the whole prefix again each
+    step, the same argmax up to float rounding)."""
     import torch
-
-    from sandbox_lens.interp.model.device import on, to_numpy
 
     tokens = task.layout(words, None)
     predicted = np.zeros(words.shape, dtype=np.int64)
+    cache = _kv_cache(model, len(words)) if cached is not False else None
     with torch.inference_mode():
         for t in range(words.shape[1]):
-            logits = model(on(model, tokens[:, : 2 * t + 2]))
-            predicted[:, t] = to_numpy(logits[:, 2 * t + 1].argmax(-1))
+            if cache is not None:  # BOS σ_1 at the first step, then q_{t−1} σ_t
+                logits = model(on(model, tokens[:, max(0, 2 * t) : 2 * t + 2]), past_kv_cache=cache)[:, -1]
+            else:
+                logits = model(on(model, tokens[:, : 2 * t + 2]))[:, 2 * t + 1]
+            predicted[:, t] = to_numpy(logits.argmax(-1))
             if 2 * t + 2 < tokens.shape[1]:
                 tokens[:, 2 * t + 2] = task.state_token(predicted[:, t])
     return predicted
 
 
+def _kv_cache(model: Any, batch: int) -> Any:
+    """A fresh key-value cache for ``model`` (TransformerLens 3.9's ``HookedTransformer``), or None."""
+    try:
+        from transformer_lens import HookedTransformer, TransformerLensKeyValueCache
+    except ImportError:  # TransformerLens 4.x
+        return None
+    if not isinstance(model, HookedTransformer):
+        return None
+    return TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, batch)
+
+
 def plain_states(model: Any, words: np.ndarray) -> np.ndarray:
     """A plain twin's states on BOS + ``words``, [n, T]."""
     import torch
-
-    from sandbox_lens.interp.model.device import on, to_numpy
 
     tokens = np.concatenate([np.zeros((len(words), 1), dtype=np.int64), words + 1], axis=1)
     with torch.inference_mode():
@@ -170,8 +184,6 @@ def _floor(*populations: dict[int, dict[str, float]]) -> str | None:
 
 
 def _report(ctx: Context, per: dict[str, Any], sc: dict[str, Any]) -> None:
-    from sandbox_lens.interp.experiments.scratchpad_report import conclude, figure, table
-
     horizon = str(max(sc["multiples"]))
     table(ctx, per, sc)
     for name, arms in per.items():
@@ -195,3 +207,72 @@ def _report(ctx: Context, per: dict[str, Any], sc: dict[str, Any]) -> None:
         )
     figure(ctx, per, sc)
     conclude(ctx, per, horizon)
+
+
+def table(ctx: Context, per: dict[str, Any], sc: dict[str, Any]) -> None:
+    """Mean ± s.e. accuracy of every population at every multiple of N, over its learned twins."""
+    rows = []
+    for name, arms in per.items():
+        for label, twins in arms.items():
+            ok = learned(twins)
+            cells = ["—"] * len(sc["multiples"])
+            if ok:
+                cells = ["{:.3f} ± {:.3f}".format(*mean_se([t[str(m)] for t in ok])) for m in sc["multiples"]]
+            rows.append([name, label, f"{len(ok)} of {len(twins)}", *cells])
+    ctx.table(
+        f"Accuracy at 1 … {max(sc['multiples'])} × N (N = {sc['length']}), learned twins",
+        ["task", "population", f"learned (≥ {LEARNED} at N)", *[f"{m} × N" for m in sc["multiples"]]],
+        rows,
+        note="scratchpad twins decode their own states one at a time; mean ± standard error over the learned twins",
+    )
+
+
+def figure(ctx: Context, per: dict[str, Any], sc: dict[str, Any]) -> None:
+    """Accuracy against the test length, a line per population (a dot per learned twin), a panel per task."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.4))
+    axes = fig.subplots(1, len(per), sharey=True, squeeze=False)[0]
+    xs = [m * sc["length"] for m in sc["multiples"]]
+    for ax, (name, arms) in zip(axes, per.items()):
+        for i, (label, _, _) in enumerate(ARMS):
+            ok = learned(arms[label])
+            if not ok:
+                continue
+            values = np.array([[t[str(m)] for m in sc["multiples"]] for t in ok])
+            ax.plot(xs, values.mean(0), marker="o", color=f"C{i}", label=label)
+            for row in values:
+                ax.scatter(xs, row, s=6, color=f"C{i}", alpha=0.4)
+        ax.axhline(KEEPS, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set(title=name, xlabel="test length")
+    axes[0].set_ylabel("state accuracy")
+    if axes[-1].get_legend_handles_labels()[0]:
+        axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    ctx.figure(
+        "scratchpad",
+        fig,
+        f"State accuracy of the learned twins trained at N = {sc['length']} against the test length (line: mean; "
+        f"dots: twins). Dotted: {KEEPS}.",
+    )
+
+
+def conclude(ctx: Context, per: dict[str, Any], horizon: str) -> None:
+    """What the four populations say at the longest length, and the caveats."""
+    for name, arms in per.items():
+        means = {
+            label: (np.mean([t[horizon] for t in learned(arms[label])]) if learned(arms[label]) else float("nan"))
+            for label, _, _ in ARMS
+        }
+        ctx.conclude(
+            f"{name} at {horizon} × N: "
+            + "; ".join(f"{label} {v:.3f}" for label, v in means.items())
+            + " (mean over learned twins)."
+        )
+    ctx.caveat(
+        "The recency bias is ALiBi's, with its own slopes (2^(−8h/8), steepest 1/2) and no position embedding; the "
+        "thesis gives no slopes and may have kept its positions. Twins are trained at N = 16 (the thesis: 40) and "
+        "tested to 4 × N; the plain twins' positions past N are untrained, as in the thesis."
+    )
