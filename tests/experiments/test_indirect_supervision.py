@@ -38,3 +38,17 @@ def test_a_task_is_learned_when_some_seed_reaches_the_bar():
     assert rule_on(ind.RULES["learned"], none)["verdict"] == "inconclusive"
     few = ind.reach_share([0.999, 0.999])
     assert rule_on(ind.RULES["learned"], few)["verdict"] == "not tested"
+
+
+def test_the_s5_observation_is_where_the_first_point_goes():
+    """Observed state of S5-thesis after a word = the first point pushed through the word's generators one by one."""
+    s5 = get_automaton("S5-thesis")
+    label = next(t for t in ind.TASKS if t[1] == "S5-thesis")[2]
+    assert ind.image_of("(0 1 2)(3 4)", 2) == 0 and ind.image_of("(0 1 2)(3 4)", 4) == 3 and ind.image_of("e", 1) == 1
+    assert len(label) == s5.n_states and sorted(label.count(i) for i in range(5)) == [24] * 5
+    words = np.random.default_rng(1).integers(s5.n_symbols, size=(40, 9))
+    seen = np.asarray(label)[s5.run(words)]
+    point = np.zeros(len(words), dtype=int)
+    for t in range(words.shape[1]):  # push the point through each generator (composition σ_t ∘ … ∘ σ_1)
+        point = np.array([ind.image_of(s5.alphabet[s], p) for s, p in zip(words[:, t], point)])
+        assert np.array_equal(seen[:, t], point)

@@ -233,9 +233,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             title="Indirect supervision: twins trained on an observation of the state",
             section="§3.4.5.2.1, Fig. 3.18 (Fig. 3.7a)",
             claim="Transformers reach near-perfect accuracy when trained only on an observation of the state (C4's "
-            "count mod 4 = 0, Grid9's walls, D8's vertex location); the LSTM gets 100% on all.",
-            scale="T = 16; C4 observed as 1,0,0,0, grid9 as 1,0,…,0,1, D8 (its vertex location); 3-block width-64 "
-            "twins, up to 2000 steps × batch 32, and the thesis's LSTM; 6 seeds each",
+            "count mod 4 = 0, Grid9's walls, S5's π(1), D8's vertex location, (abab)* acceptance); the LSTM gets "
+            "100% on all.",
+            scale="T = 16; C4 observed as 1,0,0,0, grid9 as 1,0,…,0,1, D8 (its vertex location), the thesis's S5 as "
+            "π(1), abab as accepting under two word laws; 3-block width-64 twins, up to 2000 steps × batch 32, and "
+            "the thesis's LSTM; 6 seeds each",
             minutes=10.0,
             module="sandbox_lens.interp.experiments.indirect_supervision",
         ),
