@@ -39,7 +39,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             section="§3.4.5, Fig. 3.20 (and Lemma 15)",
             claim="A transformer trained on parity at Pr[σ=1] = 0.5 degrades as the test probability, or the number of "
             "ones, moves away from training; the LSTM and the exact construction do not.",
-            scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 10 seeds; LSTM 10 seeds; 400 words "
+            scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 25 seeds; LSTM 25 seeds; 400 words "
             "per shift; linear probes for the running count at every residual hook",
             minutes=3.0,
             takes=("automaton",),
@@ -53,7 +53,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             claim="2-layer, 1-head, width-50 transformers reach ≥ 97% on Dyck_{2,4}; their second-layer attention is "
             "rarely stack-like and varies across seeds almost as much as random patterns (2.20 with linear positions, "
             "2.27 without, against 2.85).",
-            scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 20 seeds "
+            scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 40 seeds "
             "× {linear, none, learned} positions",
             minutes=6.0,
             takes=("dyck",),
