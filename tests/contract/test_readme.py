@@ -53,3 +53,10 @@ def test_the_readme_is_a_landing_page():
     assert len(text.splitlines()) <= 200
     quick = text.split("## Quick start", 1)[1].split("```", 2)[1]
     assert quick.split() == ["make", "demo", "make", "test"]  # exactly two commands
+
+
+def test_the_readme_counts_the_registered_experiments():
+    from sandbox_lens.interp.experiments import EXPERIMENTS
+
+    found = re.search(r"`interp experiment`: (\d+) reproductions", (ROOT / "README.md").read_text())
+    assert found and int(found.group(1)) == len(EXPERIMENTS)

@@ -162,7 +162,11 @@ def analyse_twin(model: Any, lang: Dyck, data: Any, sc: dict[str, Any], seed: in
         "accuracy": base,
         "heads": per_head,
         "all_heads_ablated": accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask, heads, "mean"),
-        "looking_ablated": accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask, looking, "mean"),
+        "looking_ablated": (  # None without an interpretable-looking head: nothing to ablate
+            accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask, looking, "mean")
+            if looking
+            else None
+        ),
         "kept": [f"L{l}H{h}" for l, h in masks["surviving"]],
         "masked_accuracy": masks["accuracy_masked"],
     }
@@ -321,7 +325,7 @@ def tables(ctx: Context, per: dict[int, dict[int, Any]], lang: Dyck) -> None:
                 len(t),
                 _mean([x["accuracy"] for x in t]),
                 _mean([x["all_heads_ablated"] for x in t]),
-                _mean([x["looking_ablated"] for x in t]),
+                _mean([x["looking_ablated"] for x in t if x["looking_ablated"] is not None]),
                 f"{np.mean([len(x['kept']) for x in t]):.1f} of {n}",
                 _mean([x["masked_accuracy"] for x in t]),
             ]
