@@ -52,3 +52,18 @@ def test_the_s5_observation_is_where_the_first_point_goes():
     for t in range(words.shape[1]):  # push the point through each generator (composition σ_t ∘ … ∘ σ_1)
         point = np.array([ind.image_of(s5.alphabet[s], p) for s, p in zip(words[:, t], point)])
         assert np.array_equal(seen[:, t], point)
+
+
+def test_the_stack_top_task_reads_the_top_of_the_catalogues_stack():
+    """On Dyck with 2 types and depth 3 (small enough for the catalogue), the stack-top task's words walk the
+    catalogue automaton's legal brackets and its targets are the top of that automaton's stack."""
+    from sandbox_lens.interp.tasks.batches import StackTopTask
+
+    task = StackTopTask(2, 3, 12)
+    words, tops = task.sample(np.random.default_rng(0), 500)
+    a = get_automaton("dyck2-depth3")
+    names = np.asarray(a.states)[a.run(words)]
+    assert "✗" not in names  # every bracket legal
+    assert np.array_equal(tops, np.vectorize(lambda n: 0 if n == "ε" else 1 + "([".index(n[-1]))(names))
+    assert isinstance(ind.observed_task(ind.STACK_TOP, 16, None, None), StackTopTask)
+    assert ind.observed_task(ind.STACK_TOP, 16, None, None).d_vocab_out == 5

@@ -84,3 +84,19 @@ def test_the_command_line_trains_both_and_refuses_the_other_kinds_options(tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and "Traceback" not in err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_the_stack_top_kind_round_trips_and_refuses_a_bad_language(tmp_path, capsys):
+    from sandbox_lens.interp.cli import main
+    from sandbox_lens.interp.tasks.batches import StackTopTask
+    from sandbox_lens.interp.tasks.kinds import STACK_TOP
+
+    task = STACK_TOP.task_from_options({"dyck": "4,8"}, None)
+    assert isinstance(task, StackTopTask) and (task.k, task.depth, task.length) == (4, 8, 16)
+    assert task_from_dict(json.loads(json.dumps(task.to_dict()))).to_dict() == task.to_dict()
+    b = task.batch(np.random.default_rng(0), 30)
+    assert b.tokens.shape == (30, 17) and b.targets.max() <= 4 and not b.score_mask[:, 0].any()
+    assert len(task.token_layout().input_names) == task.d_vocab and STACK_TOP.chance(task.to_dict()) == 0.2
+    capsys.readouterr()
+    assert main(["train", "dyck-top", "--dyck", "9,2", "--out", str(tmp_path / "x")]) == 2
+    assert "1 ≤ k ≤ 8" in capsys.readouterr().err and not (tmp_path / "x").exists()

@@ -6,6 +6,8 @@
   position); accuracy is the thesis's: the bracket at positions whose target is a closing bracket.
 * :class:`ScratchpadTask` — an automaton with a scratchpad (thesis §3.4.5.2): the states written between the
   symbols, BOS σ_1 q_1 σ_2 q_2 … σ_T; the loss reads q_t at σ_t (teacher forcing).
+* :class:`StackTopTask` — the stack of Dyck observed through its top (Fig. 3.18's Dyck_{4,8} column), for stacks
+  too many for the catalogue's automata.
 * :class:`DyckCopyTask` — copying (thesis §3.6.5.1): the output at every bracket is that bracket itself.
 * :class:`FFLTask` — flip-flop language modelling FFL(T, p) (flipflop.md §1): sequences of
   (instruction, data) pairs over {w, r, i, 0, 1}; loss and accuracy at the reads (the token after r).
@@ -175,6 +177,73 @@ class AutomatonTask:
         outputs = list(self.automaton.states) if self.observe is None else [str(i) for i in range(self.d_vocab_out)]
         return TokenLayout(
             (0,), tuple(range(1, self.automaton.n_symbols + 1)), ["BOS", *self.automaton.alphabet], outputs
+        )
+
+
+class StackTopTask:
+    """The stack of Dyck with ``k`` types and depth ≤ ``depth``, observed through its top (thesis §3.4.5.2.1, Fig.
+    3.18: Dyck_{4,8} "stack top"): BOS + a word of legal brackets drawn uniformly among the legal ones at each step
+    (as the catalogue's ``dyck<k>-depth<n>`` walks), the target after each bracket the type on top of the stack (1 +
+    type) or 0 when it is empty. Symbols are ordered as that automaton's: the k opens, then the k closes. Needs no
+    automaton, so it reaches stacks the catalogue cannot hold (Dyck_{4,8}: 87,381).
+
+    Args:
+        k: bracket types (1–8).
+        depth: the depth bound (1–64).
+        length: the word length."""
+
+    kind = "dyck-top"
+
+    def __init__(self, k: int, depth: int, length: int) -> None:
+        if not (1 <= k <= 8 and 1 <= depth <= 64 and length >= 1):
+            raise AutomatonError(
+                f"the stack top needs 1 ≤ k ≤ 8, 1 ≤ depth ≤ 64, length ≥ 1; got {k}, {depth}, {length}"
+            )
+        self.k, self.depth, self.length = int(k), int(depth), int(length)
+
+    @property
+    def name(self) -> str:
+        return f"Dyck stack top (k={self.k}, depth ≤ {self.depth}, T={self.length})"
+
+    d_vocab = property(lambda self: 2 * self.k + 1)
+    d_vocab_out = property(lambda self: self.k + 1)
+    n_ctx = property(lambda self: self.length + 1)
+
+    def sample(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(words [size, T], tops [size, T]): uniform legal walks and the stack top after each bracket."""
+        k = self.k
+        stack = np.zeros((size, self.depth), dtype=np.int64)
+        height = np.zeros(size, dtype=np.int64)
+        words = np.empty((size, self.length), dtype=np.int64)
+        tops = np.empty((size, self.length), dtype=np.int64)
+        rows = np.arange(size)
+        for t in range(self.length):
+            # k opens while the stack is not full, the one legal close while it is not empty: uniform among them
+            n_open = np.where(height < self.depth, k, 0)
+            choice = (rng.random(size) * (n_open + (height > 0))).astype(np.int64)
+            close = choice >= n_open
+            top = stack[rows, np.maximum(height - 1, 0)]
+            words[:, t] = np.where(close, k + top, choice)
+            stack[rows[~close], height[~close]] = choice[~close]
+            height += np.where(close, -1, 1)
+            tops[:, t] = np.where(height > 0, 1 + stack[rows, np.maximum(height - 1, 0)], 0)
+        return words, tops
+
+    def batch(self, rng: np.random.Generator, size: int) -> Batch:
+        words, tops = self.sample(rng, size)
+        tokens = np.concatenate([np.zeros((size, 1), dtype=np.int64), words + 1], axis=1)
+        targets = np.concatenate([np.zeros((size, 1), dtype=np.int64), tops], axis=1)
+        mask = np.ones_like(tokens, dtype=bool)
+        mask[:, 0] = False
+        return Batch(tokens, targets, mask, mask.copy())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "k": self.k, "depth": self.depth, "length": self.length}
+
+    def token_layout(self) -> TokenLayout:
+        opens, closes = "([{<⟨⌈⌊«"[: self.k], ")]}>⟩⌉⌋»"[: self.k]
+        return TokenLayout(
+            (0,), tuple(range(1, 2 * self.k + 1)), ["BOS", *opens, *closes], ["empty", *(f"top {o}" for o in opens)]
         )
 
 

@@ -44,7 +44,7 @@ from sandbox_lens.interp.tasks.kinds.base import (
     task_kind,
     unregister,
 )
-from sandbox_lens.interp.tasks.kinds.dyck import DyckCopyKind, DyckKind
+from sandbox_lens.interp.tasks.kinds.dyck import DyckCopyKind, DyckKind, StackTopKind
 from sandbox_lens.interp.tasks.kinds.ffl import FFLKind
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "FFL",
     "DYCK_COPY",
     "SCRATCHPAD",
+    "STACK_TOP",
 ]
 
 AUTOMATON = register(AutomatonKind())
@@ -75,3 +76,4 @@ DYCK = register(DyckKind())
 FFL = register(FFLKind())
 DYCK_COPY = register(DyckCopyKind())
 SCRATCHPAD = register(ScratchpadKind())
+STACK_TOP = register(StackTopKind())

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sandbox_lens.interp.errors import ConstructionError, SandboxError
+from sandbox_lens.interp.errors import ConstructionError, OptionError, SandboxError
 from sandbox_lens.interp.tasks.kinds.base import NO_SOURCE, SOURCE_OPTIONS, CommandLineOption, TaskKind, checked
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["DyckKind", "DyckCopyKind", "swap_bracket_type", "open_stack"]
+__all__ = ["DyckKind", "DyckCopyKind", "StackTopKind", "swap_bracket_type", "open_stack"]
 
 
 class DyckKind(TaskKind):
@@ -154,6 +154,34 @@ class DyckCopyKind(TaskKind):
             raise SandboxError("train dyck-copy needs --dyck K,D (copying is defined on a Dyck language)")
         k, D = parse_dyck_spec(values["dyck"])
         return DyckCopyTask(Dyck(k, D, values.get("q", 0.5)), length or self.default_length)
+
+
+class StackTopKind(TaskKind):
+    """The stack of Dyck_{k,D} observed through its top (Fig. 3.18's Dyck_{4,8} column); trained, evaluated and
+    verified on its own batches."""
+
+    name = "dyck-top"
+    summary = "the type on top of a bounded Dyck stack after every bracket (thesis Fig. 3.18)"
+    default_length = 16
+    train_defaults = {"steps": 2000, "lr": 1e-3, "target_accuracy": 0.99}
+    train_options = (DyckKind.train_options[0],)
+
+    def task_from_dict(self, d: Mapping[str, Any]) -> Any:
+        from sandbox_lens.interp.tasks.batches import StackTopTask
+
+        return checked(self, lambda: StackTopTask(d["k"], d["depth"], d["length"]))
+
+    def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
+        from sandbox_lens.interp.tasks.batches import StackTopTask
+        from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
+
+        if not values.get("dyck"):
+            raise SandboxError("train dyck-top needs --dyck K,D (the bracket types and the depth bound)")
+        k, D = parse_dyck_spec(values["dyck"])
+        try:
+            return StackTopTask(k, D, length or self.default_length)
+        except SandboxError as e:
+            raise OptionError(str(e)) from None
 
 
 def swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
