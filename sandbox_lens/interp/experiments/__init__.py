@@ -41,7 +41,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "ones, moves away from training; the LSTM and the exact construction do not.",
             scale="T = 20; 2 layers, 2 heads, width 64; up to 2000 steps × batch 32; 25 seeds; LSTM 25 seeds; 400 words "
             "per shift; linear probes for the running count at every residual hook",
-            minutes=3.0,
+            minutes=7.0,
             takes=("automaton",),
             defaults={"automaton": "parity"},
             module="sandbox_lens.interp.experiments.parity_ood",
@@ -55,7 +55,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "2.27 without, against 2.85).",
             scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 2 layers, 1 head, width 50; up to 1500 steps × batch 32; 40 seeds "
             "× {linear, none, learned} positions",
-            minutes=6.0,
+            minutes=12.0,
             takes=("dyck",),
             defaults={"dyck": "2,4"},
             module="sandbox_lens.interp.experiments.dyck_seeds",
@@ -233,12 +233,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             title="Indirect supervision: twins trained on an observation of the state",
             section="§3.4.5.2.1, Fig. 3.18 (Fig. 3.7a)",
             claim="Transformers reach near-perfect accuracy when trained only on an observation of the state (C4's "
-            "count mod 4 = 0, Grid9's walls, S5's π(1), D8's vertex location, (abab)* acceptance); the LSTM gets "
+            "count mod 4 = 0, Grid9's walls, S5's π(1), D8's vertex location, Dyck_{4,8}'s stack top, (abab)* "
+            "acceptance); the LSTM gets "
             "100% on all.",
             scale="T = 16; C4 observed as 1,0,0,0, grid9 as 1,0,…,0,1, D8 (its vertex location), the thesis's S5 as "
-            "π(1), abab as accepting under two word laws; 3-block width-64 twins, up to 2000 steps × batch 32, and "
-            "the thesis's LSTM; 6 seeds each",
-            minutes=10.0,
+            "π(1), Dyck_{4,8} as its stack top, abab as accepting under two word laws; 3-block width-64 twins, up to "
+            "2000 steps × batch 32, and the thesis's LSTM (up to 1500 steps); 6 seeds each",
+            minutes=12.0,
             module="sandbox_lens.interp.experiments.indirect_supervision",
         ),
         Experiment(
@@ -252,7 +253,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             scale="Dyck_{2,4}, prefixes of ≤ 28 tokens; 1 and 4 layers, 1 head, width 50; 1000 steps × batch 32; "
             "10 seeds per depth; 400 held-out words; every head mean-ablated; learned head masks (200 steps, 0.1 "
             "nats per open head)",
-            minutes=10.0,
+            minutes=5.0,
             takes=("dyck",),
             defaults={"dyck": "2,4"},
             module="sandbox_lens.interp.experiments.copying",
@@ -266,7 +267,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             scale="parity and the Dyck stack (dyck2-depth4) at N = 16, tested at 16, 32, 64 (200 words each; "
             "scratchpads decoded autoregressively); plain, plain + ALiBi, scratchpad, scratchpad + ALiBi; 2 layers, "
             "8 heads, width 64; 1500 steps × batch 32; 5 seeds per population",
-            minutes=15.0,
+            minutes=13.0,
             takes=("automaton", "dyck"),
             defaults={"automaton": "parity", "dyck": "2,4"},
             module="sandbox_lens.interp.experiments.scratchpad",
