@@ -57,7 +57,7 @@ def test_the_s5_observation_is_where_the_first_point_goes():
 def test_the_stack_top_task_reads_the_top_of_the_catalogues_stack():
     """On Dyck with 2 types and depth 3 (small enough for the catalogue), the stack-top task's words walk the
     catalogue automaton's legal brackets and its targets are the top of that automaton's stack."""
-    from sandbox_lens.interp.tasks.batches import StackTopTask
+    from sandbox_lens.interp.tasks.variants import StackTopTask
 
     task = StackTopTask(2, 3, 12)
     words, tops = task.sample(np.random.default_rng(0), 500)

@@ -10,8 +10,8 @@ from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.experiments import get_experiment, run_experiment
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.scratchpad import _report, alone_effect, fill_scratchpad, recency_effect
-from sandbox_lens.interp.tasks.batches import ScratchpadTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.variants import ScratchpadTask
 
 
 class _Oracle:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from sandbox_lens.interp.errors import SandboxError
-from sandbox_lens.interp.tasks.batches import DyckCopyTask, ScratchpadTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.tasks.kinds import DYCK_COPY, SCRATCHPAD, task_from_dict, task_kind
+from sandbox_lens.interp.tasks.variants import DyckCopyTask, ScratchpadTask
 
 
 def test_a_copying_batch_asks_for_every_bracket_it_reads():
@@ -88,8 +88,8 @@ def test_the_command_line_trains_both_and_refuses_the_other_kinds_options(tmp_pa
 
 def test_the_stack_top_kind_round_trips_and_refuses_a_bad_language(tmp_path, capsys):
     from sandbox_lens.interp.cli import main
-    from sandbox_lens.interp.tasks.batches import StackTopTask
     from sandbox_lens.interp.tasks.kinds import STACK_TOP
+    from sandbox_lens.interp.tasks.variants import StackTopTask
 
     task = STACK_TOP.task_from_options({"dyck": "4,8"}, None)
     assert isinstance(task, StackTopTask) and (task.k, task.depth, task.length) == (4, 8, 16)

@@ -31,8 +31,9 @@ from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.model.run import attention_patterns, live_heads
 from sandbox_lens.interp.stats import Estimate, estimate, share
 from sandbox_lens.interp.streams import ExperimentSeed, Stream
-from sandbox_lens.interp.tasks.batches import DyckCopyTask, step_rng
+from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+from sandbox_lens.interp.tasks.variants import DyckCopyTask
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 from sandbox_lens.probes.ablation import accuracy_with_ablation
 from sandbox_lens.probes.masks import learn_head_masks

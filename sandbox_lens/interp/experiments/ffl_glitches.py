@@ -26,7 +26,7 @@ from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.batches import FFLTask
 from sandbox_lens.interp.train import ModelShape, TrainConfig, default_shape, load_trained
 
-SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
+SEEDS, QUICK_SEEDS = tuple(range(12)), (0,)  # 5 by default and 8 published until deviation 30
 MIXTURE = (0.9, 0.98, 0.1)
 SHARPEN = 0.01  # λ of the entropy penalty (flipflop.md §7.2 item 11: the thesis's 1L1H setting)
 LEARNED = 0.99  # in-distribution read accuracy a model must reach for its OOD errors to count

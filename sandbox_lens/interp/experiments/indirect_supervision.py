@@ -28,8 +28,9 @@ import numpy as np
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.stats import Estimate, estimate, share
-from sandbox_lens.interp.tasks.batches import AutomatonTask, StackTopTask
+from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.variants import StackTopTask
 from sandbox_lens.interp.train import TrainConfig, default_shape
 
 SEEDS, QUICK_SEEDS = tuple(range(6)), (0,)

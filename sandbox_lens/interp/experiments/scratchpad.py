@@ -28,8 +28,9 @@ from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.model.device import on, to_numpy
 from sandbox_lens.interp.stats import Estimate, difference, estimate
 from sandbox_lens.interp.streams import ExperimentSeed
-from sandbox_lens.interp.tasks.batches import AutomatonTask, ScratchpadTask
+from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
+from sandbox_lens.interp.tasks.variants import ScratchpadTask
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)

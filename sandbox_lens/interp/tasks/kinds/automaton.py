@@ -263,7 +263,7 @@ class ScratchpadKind(TaskKind):
         import json
 
         from sandbox_lens.interp.tasks.automata import parse_automaton_json
-        from sandbox_lens.interp.tasks.batches import ScratchpadTask
+        from sandbox_lens.interp.tasks.variants import ScratchpadTask
 
         return checked(
             self,
@@ -273,7 +273,7 @@ class ScratchpadKind(TaskKind):
         )
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from sandbox_lens.interp.tasks.batches import ScratchpadTask
+        from sandbox_lens.interp.tasks.variants import ScratchpadTask
 
         plain = AutomatonKind().task_from_options(values, length or self.default_length)
         return ScratchpadTask(plain.automaton, plain.length, plain.probs)

@@ -141,14 +141,14 @@ class DyckCopyKind(TaskKind):
     train_options = DyckKind.train_options
 
     def task_from_dict(self, d: Mapping[str, Any]) -> Any:
-        from sandbox_lens.interp.tasks.batches import DyckCopyTask
         from sandbox_lens.interp.tasks.dyck import Dyck
+        from sandbox_lens.interp.tasks.variants import DyckCopyTask
 
         return checked(self, lambda: DyckCopyTask(Dyck(d["k"], d["D"], d["q"]), d["length"]))
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from sandbox_lens.interp.tasks.batches import DyckCopyTask
         from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+        from sandbox_lens.interp.tasks.variants import DyckCopyTask
 
         if not values.get("dyck"):
             raise SandboxError("train dyck-copy needs --dyck K,D (copying is defined on a Dyck language)")
@@ -167,13 +167,13 @@ class StackTopKind(TaskKind):
     train_options = (DyckKind.train_options[0],)
 
     def task_from_dict(self, d: Mapping[str, Any]) -> Any:
-        from sandbox_lens.interp.tasks.batches import StackTopTask
+        from sandbox_lens.interp.tasks.variants import StackTopTask
 
         return checked(self, lambda: StackTopTask(d["k"], d["depth"], d["length"]))
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from sandbox_lens.interp.tasks.batches import StackTopTask
         from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
+        from sandbox_lens.interp.tasks.variants import StackTopTask
 
         if not values.get("dyck"):
             raise SandboxError("train dyck-top needs --dyck K,D (the bracket types and the depth bound)")
