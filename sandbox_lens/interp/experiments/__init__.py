@@ -30,7 +30,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "sharpening makes heads sparse but does not remove the errors.",
             scale="T = 64; 2 layers, 2 heads, width 64; 1000 steps × batch 32; 12 seeds per population; 10,000 sparse, "
             "1000 dense and 2000 in-distribution strings",
-            minutes=10.0,
+            minutes=21.0,
             module="sandbox_lens.interp.experiments.ffl_glitches",
         ),
         Experiment(
