@@ -15,6 +15,7 @@ from sandbox_lens.interp.cli.common import BRIDGE_REFUSALS
         (["train", "automaton", "--automaton", "parity", "--init-from", "prefix_scan"], "TransformerLens 3.9"),
         (["circuit", "run", "--engine", "hooks", "--model", "no-such-model"], "--engine bare"),
         (["train", "automaton", "--automaton", "C3", "--align", "modular_counter"], "--align"),
+        (["train", "scratchpad", "--automaton", "parity", "--pos", "alibi"], "ALiBi"),
     ],
 )
 def test_refused_before_any_work_on_the_bridge(monkeypatch, tmp_path, capsys, argv, says):
@@ -34,7 +35,7 @@ def test_nothing_is_refused_on_hooked_transformer(monkeypatch):
     from sandbox_lens.interp.cli.common import bridge_refusal
 
     monkeypatch.setattr("sandbox_lens.interp.model.hooked.backend", lambda: "HookedTransformer")
-    assert bridge_refusal(Namespace(init_from="prefix_scan", engine="hooks", align="dyck")) is None
+    assert bridge_refusal(Namespace(init_from="prefix_scan", engine="hooks", align="dyck", positional="alibi")) is None
     monkeypatch.setattr("sandbox_lens.interp.model.hooked.backend", lambda: "TransformerBridge")
-    assert bridge_refusal(Namespace(init_from=None, engine="bare", align=None)) is None
-    assert len(BRIDGE_REFUSALS) == 3
+    assert bridge_refusal(Namespace(init_from=None, engine="bare", align=None, positional="learned")) is None
+    assert len(BRIDGE_REFUSALS) == 4

@@ -15,9 +15,10 @@ from sandbox_lens.interp.tasks.batches import AutomatonTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.train import ModelShape, TrainConfig, build_twin, load_trained, train
 
-pytestmark = pytest.mark.skipif(backend() != "HookedTransformer", reason="ALiBi needs TransformerLens 3.9")
+needs_39 = pytest.mark.skipif(backend() != "HookedTransformer", reason="ALiBi needs TransformerLens 3.9")
 
 
+@needs_39
 def test_an_alibi_twin_has_no_positions_and_a_recency_bias_of_slope_one_half_on_its_first_head():
     import torch
 
@@ -36,6 +37,7 @@ def test_an_alibi_twin_has_no_positions_and_a_recency_bias_of_slope_one_half_on_
     assert p[(0, 7)][0, q, q - 1] / p[(0, 7)][0, q, q] == pytest.approx(math.exp(-(2.0**-8)), rel=1e-5)
 
 
+@needs_39
 def test_an_alibi_twin_trains_saves_and_loads_with_its_bias(tmp_path):
     import torch
 
@@ -50,23 +52,16 @@ def test_an_alibi_twin_trains_saves_and_loads_with_its_bias(tmp_path):
         assert torch.isfinite(model(tokens)).all()
 
 
-def test_the_bridge_refuses_alibi_in_one_line(monkeypatch):
+def test_the_bridge_refuses_alibi_in_one_line(monkeypatch, tmp_path):
+    """On TransformerLens 4.x (the back end patched here) the model builder refuses an ALiBi config and the scratchpad
+    experiment refuses before writing anything (the parse-time refusal of --pos alibi: tests/cli/test_bridge_refusals.py)."""
+    from sandbox_lens.interp.experiments import ExperimentError, get_experiment, run_experiment
     from sandbox_lens.interp.model import hooked
 
-    cfg = {
-        "n_layers": 1,
-        "d_model": 8,
-        "n_ctx": 4,
-        "d_head": 4,
-        "n_heads": 2,
-        "d_mlp": 8,
-        "d_vocab": 3,
-        "d_vocab_out": 2,
-        "act_fn": "relu",
-        "dtype": "float32",
-        "positional_embedding_type": "alibi",
-    }
     monkeypatch.setattr(hooked, "backend", lambda: "TransformerBridge")
-    with pytest.raises((ConstructionError, ImportError)) as e:
-        new_model(cfg)
-    assert isinstance(e.value, ImportError) or "ALiBi" in str(e.value)
+    cfg = {"n_layers": 1, "d_model": 8, "n_ctx": 4, "d_head": 4, "n_heads": 2, "d_mlp": 8, "d_vocab": 3}
+    with pytest.raises(ConstructionError, match="ALiBi"):
+        new_model({**cfg, "d_vocab_out": 2, "act_fn": "relu", "dtype": "float32", "positional_embedding_type": "alibi"})
+    with pytest.raises(ExperimentError, match="ALiBi"):
+        run_experiment(get_experiment("scratchpad"), tmp_path / "e", quick=True, options={})
+    assert not (tmp_path / "e").exists()

@@ -290,6 +290,7 @@ BRIDGE_REFUSALS: tuple[tuple[str, Any, str], ...] = (
     ("init_from", bool, BRIDGE_LACKS["init_from"]),
     ("align", bool, BRIDGE_LACKS["align"]),
     ("engine", lambda v: v == "hooks", BRIDGE_LACKS["engine"]),
+    ("positional", lambda v: v == "alibi", BRIDGE_LACKS["alibi"]),
 )
 
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.experiments.base import Context, mean_se
+from sandbox_lens.interp.experiments.base import Context, ExperimentError, mean_se
 from sandbox_lens.interp.experiments.length_generalisation import dyck_automaton
 from sandbox_lens.interp.experiments.rules import Rule
+from sandbox_lens.interp.model import hooked
 from sandbox_lens.interp.model.device import on, to_numpy
 from sandbox_lens.interp.stats import Estimate, difference, estimate
 from sandbox_lens.interp.streams import ExperimentSeed
@@ -71,8 +72,10 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def check(options: dict[str, Any]) -> None:
-    """Refuse an automaton or a Dyck language the catalogue does not have, in one line, before ``--out`` is claimed."""
-
+    """Refuse an automaton or a Dyck language the catalogue does not have, or a TransformerLens without ALiBi, in one
+    line, before ``--out`` is claimed."""
+    if hooked.backend() == "TransformerBridge":  # read at call time: the installed TransformerLens
+        raise ExperimentError("scratchpad trains twins with " + hooked.BRIDGE_LACKS["alibi"])
     get_automaton(options["automaton"])
     get_automaton(dyck_automaton(options["dyck"]))
 

@@ -147,13 +147,10 @@ def backend() -> str:
 def _bridge(cfg: dict[str, Any]):
     """A native TransformerBridge (TransformerLens 4.x) of the same shape; it always scales scores by
     1/√d_head, which the exported W_Q already compensates when ``use_attn_scale`` is true."""
+    if cfg.get("positional_embedding_type", "standard") != "standard":
+        raise ConstructionError(BRIDGE_LACKS["alibi"])
     from transformer_lens import TransformerBridge, TransformerBridgeConfig
 
-    if cfg.get("positional_embedding_type", "standard") != "standard":
-        raise ConstructionError(
-            f"positional_embedding_type {cfg['positional_embedding_type']!r} (ALiBi) needs TransformerLens 3.9's "
-            "HookedTransformer (pip install 'transformer-lens>=3.9,<3.10'); TransformerLens 4's native bridge has none"
-        )
     if not cfg.get("use_attn_scale", True):
         raise ConstructionError(
             "TransformerLens 4's bridge always divides attention scores by √d_head; build with "
@@ -208,6 +205,8 @@ BRIDGE_LACKS: dict[str, str] = {
     "TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
     "align": "--align resamples HookedTransformer's per-head outputs (blocks.<l>.attn.hook_z) in every training step: "
     "it needs TransformerLens 3.9 (pip install 'transformer-lens>=3.9,<3.10'); the twin it trains loads under 4.x",
+    "alibi": "--pos alibi (ALiBi's recency bias) needs TransformerLens 3.9's HookedTransformer (pip install "
+    "'transformer-lens>=3.9,<3.10'); TransformerLens 4's native bridge has no ALiBi",
     "engine": "--engine hooks patches through per-head input and output hooks (use_attn_result, "
     "use_split_qkv_input), which TransformerLens 4's bridge does not offer: it needs TransformerLens 3.9; "
     "--engine bare (the default here) runs on 4.x",
