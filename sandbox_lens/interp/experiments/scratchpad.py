@@ -74,10 +74,10 @@ def _scale(quick: bool) -> dict[str, Any]:
 def check(options: dict[str, Any]) -> None:
     """Refuse an automaton or a Dyck language the catalogue does not have, or a TransformerLens without ALiBi, in one
     line, before ``--out`` is claimed."""
-    if hooked.backend() == "TransformerBridge":  # read at call time: the installed TransformerLens
-        raise ExperimentError("scratchpad trains twins with " + hooked.BRIDGE_LACKS["alibi"])
     get_automaton(options["automaton"])
     get_automaton(dyck_automaton(options["dyck"]))
+    if hooked.backend() == "TransformerBridge":  # read at call time: the installed TransformerLens
+        raise ExperimentError("scratchpad trains twins with " + hooked.BRIDGE_LACKS["alibi"])
 
 
 def fill_scratchpad(model: Any, task: ScratchpadTask, words: np.ndarray, cached: bool | None = None) -> np.ndarray:
