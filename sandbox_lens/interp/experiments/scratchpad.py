@@ -35,7 +35,6 @@ from sandbox_lens.interp.tasks.variants import ScratchpadTask
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
 
 SEEDS, QUICK_SEEDS = tuple(range(5)), (0,)
-TASKS = ("parity", "dyck")
 #: (label, scratchpad, positions)
 ARMS = (
     ("plain", False, "learned"),
