@@ -35,7 +35,7 @@ from sandbox_lens.interp.tasks.batches import step_rng
 from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
 from sandbox_lens.interp.tasks.variants import DyckCopyTask
 from sandbox_lens.interp.train import TrainConfig, default_shape, load_trained
-from sandbox_lens.probes.ablation import accuracy_with_ablation
+from sandbox_lens.probes.ablation import accuracy_with_ablation, head_ablation
 from sandbox_lens.probes.masks import learn_head_masks
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0, 1)
@@ -137,13 +137,13 @@ def analyse_twin(model: Any, lang: Dyck, data: Any, sc: dict[str, Any], seed: in
     heads = live_heads(model)
     patterns = attention_patterns(model, data.tokens, heads)
     classes = token_classes(lang)
-    base = accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask)
+    ablated = head_ablation(model, data.tokens, data.targets, data.score_mask, "mean", heads)  # others fixed
+    names = {hd: f"L{hd[0]}H{hd[1]}" for hd in heads}
     per_head: dict[str, dict[str, Any]] = {}
     for hd in heads:
         label, mass = pattern_label(patterns[hd], data.tokens, classes)
-        acc = accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask, [hd], "mean")
-        per_head[f"L{hd[0]}H{hd[1]}"] = {"label": label, "mass": mass, "drop": base - acc}
-    looking = [hd for hd in heads if looks_interpretable(per_head[f"L{hd[0]}H{hd[1]}"]["label"])]
+        per_head[names[hd]] = {"label": label, "mass": mass, "drop": ablated["drop"][hd]}
+    looking = [hd for hd in heads if looks_interpretable(per_head[names[hd]]["label"])]
     task = DyckCopyTask(lang, sc["length"])
 
     def batches(step: int):
@@ -160,7 +160,7 @@ def analyse_twin(model: Any, lang: Dyck, data: Any, sc: dict[str, Any], seed: in
         seed=seed,
     )
     return {
-        "accuracy": base,
+        "accuracy": ablated["baseline"],
         "heads": per_head,
         "all_heads_ablated": accuracy_with_ablation(model, data.tokens, data.targets, data.score_mask, heads, "mean"),
         "looking_ablated": (  # None without an interpretable-looking head: nothing to ablate
@@ -168,7 +168,7 @@ def analyse_twin(model: Any, lang: Dyck, data: Any, sc: dict[str, Any], seed: in
             if looking
             else None
         ),
-        "kept": [f"L{l}H{h}" for l, h in masks["surviving"]],
+        "kept": [names[hd] for hd in masks["surviving"]],
         "masked_accuracy": masks["accuracy_masked"],
     }
 

@@ -27,6 +27,7 @@ from sandbox_lens.interp.experiments.length_generalisation import dyck_automaton
 from sandbox_lens.interp.experiments.rules import Rule
 from sandbox_lens.interp.model import hooked
 from sandbox_lens.interp.model.device import on, to_numpy
+from sandbox_lens.interp.model.run import predict
 from sandbox_lens.interp.stats import Estimate, difference, estimate
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.tasks.batches import AutomatonTask
@@ -112,17 +113,8 @@ def _kv_cache(model: Any, batch: int) -> Any:
     return TransformerLensKeyValueCache.init_cache(model.cfg, model.cfg.device, batch)
 
 
-def plain_states(model: Any, words: np.ndarray) -> np.ndarray:
-    """A plain twin's states on BOS + ``words``, [n, T]."""
-    import torch
-
-    tokens = np.concatenate([np.zeros((len(words), 1), dtype=np.int64), words + 1], axis=1)
-    with torch.inference_mode():
-        return to_numpy(model(on(model, tokens))[:, 1:].argmax(-1))
-
-
 def _states(model: Any, task: Any, words: np.ndarray) -> np.ndarray:
-    return fill_scratchpad(model, task, words) if isinstance(task, ScratchpadTask) else plain_states(model, words)
+    return fill_scratchpad(model, task, words) if isinstance(task, ScratchpadTask) else predict(model, words)
 
 
 def _tasks(ctx: Context) -> dict[str, Any]:

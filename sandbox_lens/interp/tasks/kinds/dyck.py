@@ -72,11 +72,9 @@ class DyckKind(TaskKind):
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
         from sandbox_lens.interp.tasks.batches import DyckTask
-        from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+        from sandbox_lens.interp.tasks.dyck import Dyck
 
-        if not values.get("dyck"):
-            raise SandboxError("train dyck needs --dyck K,D")
-        k, D = parse_dyck_spec(values["dyck"])
+        k, D = dyck_option(values, self.name)
         return DyckTask(Dyck(k, D, values.get("q", 0.5)), length or self.default_length)
 
     def check_source(self, construction: str, source: Any) -> None:
@@ -147,12 +145,10 @@ class DyckCopyKind(TaskKind):
         return checked(self, lambda: DyckCopyTask(Dyck(d["k"], d["D"], d["q"]), d["length"]))
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from sandbox_lens.interp.tasks.dyck import Dyck, parse_dyck_spec
+        from sandbox_lens.interp.tasks.dyck import Dyck
         from sandbox_lens.interp.tasks.variants import DyckCopyTask
 
-        if not values.get("dyck"):
-            raise SandboxError("train dyck-copy needs --dyck K,D (copying is defined on a Dyck language)")
-        k, D = parse_dyck_spec(values["dyck"])
+        k, D = dyck_option(values, self.name, " (copying is defined on a Dyck language)")
         return DyckCopyTask(Dyck(k, D, values.get("q", 0.5)), length or self.default_length)
 
 
@@ -172,16 +168,22 @@ class StackTopKind(TaskKind):
         return checked(self, lambda: StackTopTask(d["k"], d["depth"], d["length"]))
 
     def task_from_options(self, values: Mapping[str, Any], length: int | None) -> Any:
-        from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
         from sandbox_lens.interp.tasks.variants import StackTopTask
 
-        if not values.get("dyck"):
-            raise SandboxError("train dyck-top needs --dyck K,D (the bracket types and the depth bound)")
-        k, D = parse_dyck_spec(values["dyck"])
+        k, D = dyck_option(values, self.name, " (the bracket types and the depth bound)")
         try:
             return StackTopTask(k, D, length or self.default_length)
         except SandboxError as e:
             raise OptionError(str(e)) from None
+
+
+def dyck_option(values: Mapping[str, Any], kind: str, why: str = "") -> tuple[int, int]:
+    """(k, D) from ``--dyck K,D`` for ``interp train KIND``; without it, one line saying the kind needs it."""
+    from sandbox_lens.interp.tasks.dyck import parse_dyck_spec
+
+    if not values.get("dyck"):
+        raise SandboxError(f"train {kind} needs --dyck K,D{why}")
+    return parse_dyck_spec(values["dyck"])
 
 
 def swap_bracket_type(words: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
