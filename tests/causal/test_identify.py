@@ -131,6 +131,14 @@ def test_the_command_ranks_and_refuses(interp_run, tmp_path):
     assert "verdict: runs counter" in stdout and "cascade       not applicable" in stdout
     found = json.loads((out / "align.json").read_text())["candidates"]
     assert found["identified"] == "counter" and (out / "candidates.png").read_bytes()[:4] == b"\x89PNG"
+    das = tmp_path / "das"
+    args = ("align", "--model", model_dir, "--candidates", "counter", "--das", "--das-steps", "5", "--pairs", "16")
+    code, stdout, err = interp_run(*args, "--out", das)
+    assert code == 0, err
+    assert "DAS for state: best at" in stdout and "das" in json.loads((das / "align.json").read_text())["candidates"]
+    target = tmp_path / "no-candidates"
+    code, _, err = interp_run("align", "--model", model_dir, "--das", "--out", target)
+    assert code == 2 and "add --candidates" in err and len(err.strip().splitlines()) == 1 and not target.exists()
     for bad, says in (("cascade", "abelian"), ("bogus", "unknown algorithm"), ("stack", "dyck tasks")):
         target = tmp_path / f"no-{bad}"
         code, stdout, err = interp_run("align", "--model", model_dir, "--candidates", bad, "--out", target)
@@ -192,3 +200,60 @@ def test_over_training_aligns_every_kept_model(interp_run, tmp_path):
         code, _, err = interp_run("align", *argv, "--checkpoints", "--out", tmp_path / "no")
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "no").exists()
+
+
+def test_das_sites_are_gated_by_the_readout_and_lose_ties():
+    """A DAS subspace is chosen only where its pooled select IIA is above the untrained readout's at the same hook;
+    the readout itself never; on a tie the whole site wins over the learned one (synthetic counts)."""
+    from sandbox_lens.interp.causal.algorithms import Algorithm, Variable
+    from sandbox_lens.interp.causal.choice import pick_sites
+    from sandbox_lens.interp.causal.fitted import admitted
+
+    hook = "blocks.0.hook_resid_mid"
+    labels = [hook, f"x: DAS k=1 @ {hook}", f"readout @ {hook}"]
+    outputs = np.full((3, 2), 10)
+
+    def hits(whole, fitted, readout):
+        return np.array([[whole] * 2, [fitted] * 2, [readout] * 2])
+
+    assert admitted(labels, hits(5, 8, 7), outputs, [0, 1, 2]) == [0, 1]
+    assert admitted(labels, hits(5, 7, 7), outputs, [0, 1, 2]) == [0]  # not above the readout: out
+    x = Variable("x")
+    algorithm = Algorithm("a", "a", "automaton", "", "", lambda s, T: (x,))
+
+    def chosen(h):
+        counts = (h[None, :, :, None], outputs[None, :, :, None])  # [edges, site, P, n]
+        entry = {"variables_of": {"a": [x]}, "select": {"counts": {x: counts}}, "layers": 1}
+        return pick_sites(algorithm, entry, {x: labels}, [hook], lambda a, s: a)[1][x]
+
+    assert list(chosen(hits(5, 8, 7))) == [1, 1]  # the DAS site, above the whole one and the readout
+    assert list(chosen(hits(8, 8, 0))) == [0, 0]  # a tie: the whole site
+    assert list(chosen(hits(5, 9, 9))) == [0, 0]  # the readout does as well: never the DAS site, never the readout
+
+
+def test_identify_with_das_sites_in_the_model_and_its_nulls(monkeypatch):
+    """With ``das=True`` every variable gets a subspace at each residual site but the last, in the model and each
+    null (a null's fits remembered for the next twin), the readout swept beside them; a construction keeps its
+    identification and no readout site is ever chosen."""
+    from sandbox_lens.interp.causal import fitted
+
+    fits = []
+    real = fitted.das
+    monkeypatch.setattr(fitted, "das", lambda model, *a, **k: fits.append(model) or real(model, *a, **k))
+    model = sl.load("modular_counter", "C3", length=6)
+    nulls = nulls_of(model, 0, n=1)
+    r = identify(model, "counter,sequential", nulls=nulls, pairs=24, das=True, das_steps=20)
+    hooks = ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_mid"]
+    assert r["identified"] == "counter" and r["das"]["hooks"] == fitted.das_hooks(1) == hooks
+    assert set(r["das"]["sites"]) == {"symbol", "state", "state (recurrent)"}
+    assert fits.count(model) == fits.count(nulls[0]) == 3 * len(hooks)
+    for rows in r["das"]["sites"].values():
+        assert [x["hook"] for x in rows] == hooks
+        for x in rows:
+            assert x["null_select_iia"] is not None and x["readout_select_iia"] is not None
+            assert x["admitted"] == (x["select_iia"] > x["readout_select_iia"])
+    chosen = [s for c in r["candidates"] for v in c["variables"] for s in v["sites"].values()]
+    assert chosen and not any(s.startswith("readout @ ") for s in chosen)
+    again = identify(model, "counter,sequential", nulls=nulls, pairs=24, das=True, das_steps=20)
+    assert again["identified"] == "counter" and again["das"]["sites"] == r["das"]["sites"]
+    assert fits.count(model) == 2 * 3 * len(hooks) and fits.count(nulls[0]) == 3 * len(hooks)  # the null's remembered

@@ -13,6 +13,7 @@ import numpy as np
 
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable
 from sandbox_lens.interp.causal.evidence import Counts, rate_interval
+from sandbox_lens.interp.causal.fitted import admitted, is_fitted
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.paths import joint_counts, parents_of, path_counts
 from sandbox_lens.interp.causal.sweep import hook_head
@@ -40,13 +41,14 @@ def site_place(label: str) -> tuple[int, str]:
 
 def allowed_sites(variable: Variable, anchor: int | None, labels: Sequence[str], hooks: Sequence[str]) -> list[int]:
     """The sites (indices into ``labels``) where ``variable`` may be found, given the anchoring block: before it
-    (its input, which is the block before's ``resid_post``) or after it (inside the block)."""
+    (its input, which is the block before's ``resid_post``, swapped whole or along a DAS subspace) or after it
+    (inside the block)."""
     if anchor is None:
         return list(range(len(labels)))
     out = []
     for i, label in enumerate(labels):
         block, place = site_place(label)
-        if label.endswith("hook_resid_post") and i < len(hooks):
+        if label.endswith("hook_resid_post") and (i < len(hooks) or is_fitted(label)):
             block, place = (block + 1, "before") if variable.place == "before" else (block, "after")
         if (block, place) == (anchor, variable.place):
             out.append(i)
@@ -84,6 +86,12 @@ def number_of(counts: Counts, seed: int, inner: int) -> dict[str, Any]:
     }
 
 
+def _rank(label: str, i: int, hooks: Sequence[str]) -> tuple[int, int]:
+    """The order in which a tie on the select split is broken: the sites a card names first (the proof's own), then
+    whole sites, then DAS subspaces (the simpler intervention before the learned one)."""
+    return (2 if is_fitted(label) else 1 if i < len(hooks) else 0, i)
+
+
 def pick_sites(
     algorithm: Algorithm,
     entry: dict[str, Any],
@@ -93,7 +101,8 @@ def pick_sites(
 ) -> tuple[int | None, dict[Variable, np.ndarray]]:
     """(anchoring block, per variable the site index chosen at each position) on the select split: the best select
     IIA per position among the sites the algorithm allows (an anchored algorithm: the block whose worst variable
-    is best)."""
+    is best); never the readout baseline, and a DAS subspace only where it beats the readout
+    (:func:`~sandbox_lens.interp.causal.fitted.admitted`)."""
     vs = entry["variables_of"][algorithm.name]
     sel = entry["select"]["counts"]
     anchors = [None] if not algorithm.anchored else list(range(entry["layers"]))
@@ -102,11 +111,8 @@ def pick_sites(
         picks, worst = {}, 1.0
         for v in vs:
             h, o = take(sel[v][0][0], "select").sum(-1), take(sel[v][1][0], "select").sum(-1)
-            # the sites a card names come first: a tie on the select split goes to the proof's own site
-            allowed = sorted(
-                (i for i in allowed_sites(v, anchor, labels_of[v], hooks) if i < h.shape[0]),
-                key=lambda i: (i < len(hooks), i),
-            )
+            allowed = [i for i in allowed_sites(v, anchor, labels_of[v], hooks) if i < h.shape[0]]
+            allowed = sorted(admitted(labels_of[v], h, o, allowed), key=lambda i: _rank(labels_of[v][i], i, hooks))
             if not allowed:
                 worst = -1.0
                 picks[v] = np.full(h.shape[1], -1)
@@ -123,11 +129,9 @@ def graph_counts(
     model: Any,
     entry: dict[str, Any],
     algorithms: Sequence[Algorithm],
-    site_lists: dict[Variable, list[str]],
     hooks: Sequence[str],
     highs: dict[str, HighLevel],
     test: tuple[np.ndarray, np.ndarray],
-    is_model: bool,
     memo: dict[Any, Counts] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per algorithm, the test split's per-word counts of each edge that names a child, by path interchange, and
@@ -139,7 +143,7 @@ def graph_counts(
     memo = {} if memo is None else memo
     for a in algorithms:
         vs = entry["variables_of"][a.name]
-        labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+        labels_of = {v: entry["labels"][v] for v in vs}
         _, picks = pick_sites(a, entry, labels_of, hooks, lambda x, s: x)
         sites: dict[str, Sequence[str | None]] = {
             v.name: [labels_of[v][c] if c >= 0 else None for c in picks[v]] for v in vs
@@ -186,7 +190,6 @@ def graph_counts(
 def model_numbers(
     algorithm: Algorithm,
     entry: dict[str, Any],
-    site_lists: dict[Variable, list[str]],
     hooks: Sequence[str],
     index: dict[str, np.ndarray] | None,
     inner: int,
@@ -199,7 +202,7 @@ def model_numbers(
     vs = entry["variables_of"][algorithm.name]
     test = entry["test"]["counts"]
     take = (lambda a, s: a) if index is None else (lambda a, s: a[..., index[s]])
-    labels_of = {v: (site_lists[v] if is_model else list(hooks)) for v in vs}
+    labels_of = {v: entry["labels"][v] for v in vs}
     anchor, picks = pick_sites(algorithm, entry, labels_of, hooks, take)
     graph = entry.get("graph", {}).get(algorithm.name, {"edges": {}, "joint": {}})
     out: dict[str, Any] = {"anchor": anchor, "variables": {}}

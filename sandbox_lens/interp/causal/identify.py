@@ -8,8 +8,11 @@ tested by interchange interventions, beside random-init nulls searched exactly t
   a variable (a construction, a twin trained with ``--align`` whose sites reached their target), those named
   subspaces too. One sweep serves every candidate: a full swap does not depend on the variable, only its
   score does. Each null's sweep is remembered for the same pairs, so a population's twins share it.
+* **DAS sites** (``das=True``): a variable hidden among others at a site is not moved alone by a whole swap, so
+  each variable also gets a DAS subspace at every residual site, fitted in the model and in every null alike,
+  and chosen only where it beats the untrained readout (:mod:`sandbox_lens.interp.causal.fitted`).
 * **Fit, select, report.** Pairs come in three disjoint splits (:func:`~sandbox_lens.interp.causal.evidence.split_pairs`;
-  nothing is fitted here, the first is unused so that the splits are those of ``interp align``). Per
+  the first is used only by the DAS sites, so that the splits are those of ``interp align``). Per
   variable and position the site is chosen on the *select* split (the best IIA on changed outputs among
   the sites the algorithm allows; a tie goes to a site the card names), and only the *test* split is reported:
   pooled over positions, with a bootstrap interval over base words. An anchored algorithm (the counter)
@@ -51,6 +54,8 @@ from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.causal.algorithms import Algorithm, Variable, resolve
 from sandbox_lens.interp.causal.choice import graph_counts, model_numbers
 from sandbox_lens.interp.causal.evidence import BOOTSTRAP, INNER, RESAMPLES, STABLE, split_pairs
+from sandbox_lens.interp.causal.fitted import STEPS as DAS_STEPS
+from sandbox_lens.interp.causal.fitted import das_hooks, das_table, fitted_sites, is_fitted, readout_sites
 from sandbox_lens.interp.causal.highlevel import HighLevel, high_level_of
 from sandbox_lens.interp.causal.interchange import construction_sites, pair_length, word_pairs
 from sandbox_lens.interp.causal.localise import site_bar
@@ -130,19 +135,45 @@ def candidates_of(model: Any, candidates: str | Sequence[str] = "all") -> tuple[
     return resolve(candidates, kind.name, kind.source(model.card.task), pair_length(model))
 
 
-def _require_sweeps(model: Any, models: int, sites: int, T: int, pairs: int) -> None:
+def _require_sweeps(model: Any, models: int, sites: int, T: int, pairs: int, fits: int = 0, steps: int = 0) -> None:
     """Refuse, before any work, sweeps whose estimated time or memory pass the budget (one line naming the options
     that lower them): per model and split, a full swap at every site and position of every pair (rows of 64
     pairs, each a forward pass timed on this machine), and their answers kept ``[site, position, pair, output]``
-    (int64) for every model and split."""
+    (int64) for every model and split; with DAS, ``fits`` subspaces per model of ``steps`` steps (a forward and a
+    backward pass of 64 pairs each, counted as three forwards), each swept as one more site."""
 
     per_batch = forward_seconds(model, 64, T + len(model.card.io.prefix))
+    sites += fits
     require(
-        f"sweeping {sites} sites × {T} positions × {pairs} pairs per split on {models} model(s)",
-        seconds=models * 2 * sites * T * -(-pairs // 64) * per_batch,
+        f"sweeping {sites} sites × {T} positions × {pairs} pairs per split on {models} model(s)"
+        + (f" and fitting {fits} DAS subspaces of {steps} steps on each" if fits else ""),
+        seconds=models * (2 * sites * T * -(-pairs // 64) + 3 * fits * steps) * per_batch,
         memory=models * 2 * sites * T * pairs * T * 8.0,
-        lower="--pairs",
+        lower="--pairs" + (" or --das-steps" if fits else ""),
     )
+
+
+def _extra_sites(
+    model: Any,
+    i: int,
+    variables: Sequence[Variable],
+    highs: dict[str, HighLevel],
+    base_high: HighLevel,
+    fit: tuple[np.ndarray, np.ndarray],
+    das_steps: int,
+    seed: int,
+    tick: Any,
+) -> dict[Variable, list[tuple[str, str, Any]]]:
+    """Per variable, the sites searched beside the whole ones, as (label, hook, basis): those the card of the model
+    (``i`` = 0; not a null's) names, then with ``das_steps`` a DAS subspace at every residual site and the readout
+    baseline there (:mod:`sandbox_lens.interp.causal.fitted`)."""
+    extra = {v: _named(model, v.name) if i == 0 else [] for v in variables}
+    if das_steps:
+        hooks = das_hooks(model.cfg.n_layers)
+        fitted = fitted_sites(model, variables, highs, fit, hooks, das_steps, seed, remember=i > 0, tick=tick)
+        readout = readout_sites(model, base_high, hooks)
+        extra = {v: extra[v] + fitted[v] + readout for v in variables}
+    return extra
 
 
 def identify(
@@ -153,10 +184,14 @@ def identify(
     seed: int = 0,
     progress: bool = False,
     components: bool = True,
+    das: bool = False,
+    das_steps: int = DAS_STEPS,
 ) -> dict[str, Any]:
     """Test each candidate algorithm (``"all"`` the task can have, or names) on ``model`` beside the ``nulls``
     (random-init models of its shape, swept the same way); see the module docstring. ``pairs`` per split;
-    ``components``: search the heads' and MLPs' outputs as well as the residual stream."""
+    ``components``: search the heads' and MLPs' outputs as well as the residual stream; ``das``: also a DAS
+    subspace per variable at every residual site, fitted on the fit split in the model and in each null
+    (:mod:`sandbox_lens.interp.causal.fitted`), ``das_steps`` optimiser steps each."""
 
     t0 = time.perf_counter()
     card = model.card
@@ -174,17 +209,27 @@ def identify(
         split: {v: _Truth(highs[v.mode], v, *getattr(splits, split)) for v in variables} for split in ("select", "test")
     }
     models = [model, *nulls]
-    _require_sweeps(model, len(models), len(hooks), T, len(splits.test[0]))
+    fits = len(variables) * len(das_hooks(model.cfg.n_layers)) if das else 0
+    _require_sweeps(model, len(models), len(hooks), T, len(splits.test[0]), fits, das_steps)
     answers = {split: base_high.answers(getattr(splits, split)[0]) for split in ("select", "test")}
     partitions = _partitions(base_high, splits.test[0])
     bar = progress_bar(total=len(models) * 2, disable=not progress, desc="algorithm sweep", unit="sweep")
+    das_bar = progress_bar(
+        total=len(models) * fits * das_steps, disable=not (progress and das), desc="DAS sites", unit="step"
+    )
     data = []
     for i, m in enumerate(models):
-        named = {v: _named(m, v.name) for v in variables} if i == 0 else {}
-        sites, rows = [(h, None) for h in hooks], {}
+        extra = _extra_sites(
+            m, i, variables, highs, base_high, splits.fit, das_steps if das else 0, seed, das_bar.update
+        )
+        sites, rows, at = [(h, None) for h in hooks], {}, {}
         for v in variables:
-            rows[v] = list(range(len(hooks))) + list(range(len(sites), len(sites) + len(named.get(v, []))))
-            sites += [(h, b) for _, h, b in named.get(v, [])]
+            rows[v] = list(range(len(hooks)))
+            for label, h, b in extra[v]:  # a site two variables share (the readout) is swept once
+                if label not in at:
+                    at[label] = len(sites)
+                    sites.append((h, b))
+                rows[v].append(at[label])
         per_split = {}
         for split in ("select", "test"):
             base, source = getattr(splits, split)
@@ -197,8 +242,8 @@ def identify(
             bar.update(1)
         data.append(
             {
-                "named": {k: [s[0] for s in v] for k, v in named.items()},
-                "bases": {label: (hook, basis) for v in named.values() for label, hook, basis in v},
+                "labels": {v: hooks + [s[0] for s in extra[v]] for v in variables},
+                "bases": {label: (hook, basis) for v in extra.values() for label, hook, basis in v},
                 "variables_of": variables_of,
                 "layers": m.cfg.n_layers,
                 "partitions": partitions,
@@ -206,16 +251,16 @@ def identify(
             }
         )
     bar.close()
+    das_bar.close()
     chance = 1.0 / (len(base_high.readout) if base_high.readout is not None else int(model.cfg.d_vocab_out))
     ceiling = data[0]["test"]["ceiling"]
-    site_lists = {v: hooks + data[0]["named"].get(v, []) for v in variables}
     words = {split: len(getattr(splits, split)[0]) for split in ("select", "test")}
     for i, (m, entry) in enumerate(zip(models, data)):
         memo = None if i == 0 else _null_graph_memo(m, splits.test)
-        entry["graph"] = graph_counts(m, entry, algorithms, site_lists, hooks, highs, splits.test, i == 0, memo)
+        entry["graph"] = graph_counts(m, entry, algorithms, hooks, highs, splits.test, memo)
 
     def judge(index: dict[str, np.ndarray] | None, inner: int) -> dict[str, Any]:
-        return _judge(algorithms, data, site_lists, hooks, chance, ceiling, index, inner, seed)
+        return _judge(algorithms, data, hooks, chance, ceiling, index, inner, seed)
 
     full = judge(None, BOOTSTRAP)
     draws = rng(seed, Stream.CAUSAL_BOOTSTRAP, step=2)
@@ -239,6 +284,11 @@ def identify(
         "verdict": _sentence(identified, full, share),
         "candidates": full["candidates"],
         "not_applicable": not_applicable,
+        **(
+            {"das": {"steps": das_steps, "hooks": das_hooks(model.cfg.n_layers), "sites": das_table(data, variables)}}
+            if das
+            else {}
+        ),
         "seconds": time.perf_counter() - t0,
     }
 
@@ -277,7 +327,6 @@ def _passes(number: dict[str, Any], bar: float, chance: float, null_upper: float
 def _judge(
     algorithms: Sequence[Algorithm],
     data: list[dict[str, Any]],
-    site_lists: dict[Variable, list[str]],
     hooks: Sequence[str],
     chance: float,
     ceiling: float,
@@ -289,9 +338,7 @@ def _judge(
     bar = site_bar(ceiling, chance)
     rows = []
     for a in algorithms:
-        numbers = [
-            model_numbers(a, entry, site_lists, hooks, index, inner, seed, i == 0) for i, entry in enumerate(data)
-        ]
+        numbers = [model_numbers(a, entry, hooks, index, inner, seed, i == 0) for i, entry in enumerate(data)]
         own, nulls = numbers[0], numbers[1:]
 
         def upper(get: Any) -> float | None:
@@ -332,6 +379,7 @@ def _judge(
                     "null_upper": null_up,
                     "status": _passes(r, bar, chance, null_up),
                     "sites": r["sites"],
+                    "das": any(is_fitted(x) for x in r["sites"].values()),
                     "edges": edges,
                     "joint": joint,
                 }

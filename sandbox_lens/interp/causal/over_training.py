@@ -24,11 +24,12 @@ def over_training(
     seed: int = 0,
     progress: bool = False,
     nulls: int | None = None,
+    **das: Any,
 ) -> dict[str, Any]:
     """:func:`identify` at every model a run kept (``interp train --keep-checkpoints N``) and at its last step, on
     the same pairs beside the same nulls (``nulls`` random-init models; default five): per step the identification,
     its stability and each candidate's status and abstraction score, with the run's held-out loss and accuracy at
-    that step. Refuses a run that kept none."""
+    that step. ``das``: :func:`identify`'s ``das`` and ``das_steps``. Refuses a run that kept none."""
     from pathlib import Path
 
     run = Path(run)
@@ -46,7 +47,7 @@ def over_training(
     rows = []
     bar = progress_bar(total=len(steps), disable=not progress, desc="checkpoints", unit="model")
     for step, directory in steps:
-        found = identify(open_model(directory), candidates, nulls=null_models, pairs=pairs, seed=seed)
+        found = identify(open_model(directory), candidates, nulls=null_models, pairs=pairs, seed=seed, **das)
         h = history.get(step, {})
         rows.append(
             {
@@ -75,6 +76,7 @@ def over_training(
         "pairs": pairs,
         "seed": seed,
         "nulls": len(null_models),
+        "das": bool(das.get("das")),
         "chance": found["chance"],
         "not_applicable": found["not_applicable"],
     }

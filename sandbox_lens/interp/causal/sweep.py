@@ -115,10 +115,14 @@ def swept(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`sweep`, the model's own answers on ``base``), remembered for a null."""
 
-    if not remember or any(b is not None for _, b in sites):
+    if not remember:
         return sweep(model, sites, base, source, readout), own_predictions(model, base, readout)
+    bases = b"".join(
+        b"-" if b is None else np.ascontiguousarray(b).tobytes() + str(np.shape(b)).encode() for _, b in sites
+    )
     key = (
         tuple(h for h, _ in sites),
+        hashlib.sha256(bases).hexdigest(),
         None if readout is None else tuple(readout),
         hashlib.sha256(base.tobytes() + source.tobytes() + str(base.shape).encode()).hexdigest(),
     )

@@ -51,6 +51,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "Alone it skips the per-variable section (add --variable for both)",
     )
     s.add_argument(
+        "--das",
+        action="store_true",
+        help="with --candidates: also search each candidate's variables along a DAS subspace at every residual "
+        "site (fitted on the fit split, in the model and in every null; chosen only where it beats the untrained "
+        "readout), for variables that share a site with others; --das-steps steps each",
+    )
+    s.add_argument(
         "--checkpoints",
         action="store_true",
         help="with --run: identify the algorithm (--candidates, default all) at every model the run kept "
@@ -64,7 +71,12 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         help="pairs per split: DAS is fitted on one, the hook and k chosen on another, the third reported "
         "(3 × N drawn; default 128, at least 16)",
     )
-    s.add_argument("--das-steps", type=int, default=200, help="optimiser steps of each DAS fit (default 200)")
+    s.add_argument(
+        "--das-steps",
+        type=int,
+        default=None,
+        help="optimiser steps of each DAS fit (default 200; with --candidates --das, 100 per site)",
+    )
     s.add_argument("--k", default="1,2,4,8", help="DAS dimensions, comma-separated (default 1,2,4,8)")
     s.add_argument("--seed", type=int, default=0, help="seed of the pairs, the null and DAS")
     s.add_argument("--json", action="store_true", help="print a summary as one JSON object")
@@ -115,7 +127,7 @@ def _align(args: argparse.Namespace, ks: list[int], out: Path) -> int:
             mode=args.high_level,
             pairs=args.pairs,
             ks=ks,
-            das_steps=args.das_steps,
+            **_steps(args),
             seed=args.seed,
             variables=variables,
             progress=progress_wanted(),
@@ -131,6 +143,8 @@ def _align(args: argparse.Namespace, ks: list[int], out: Path) -> int:
             pairs=args.pairs,
             seed=args.seed,
             progress=progress_wanted(),
+            das=args.das,
+            **_steps(args),
         )
         result = {**result, "candidates": found, "seconds": result.get("seconds", 0.0) + found["seconds"]}
     out.mkdir(parents=True, exist_ok=True)
@@ -201,6 +215,11 @@ def _align(args: argparse.Namespace, ks: list[int], out: Path) -> int:
     return 0
 
 
+def _steps(args: argparse.Namespace) -> dict[str, int]:
+    """``das_steps`` where ``--das-steps`` was given (else each analysis keeps its own default)."""
+    return {} if args.das_steps is None else {"das_steps": args.das_steps}
+
+
 def _checked(args: argparse.Namespace) -> list[int]:
     """The options of `interp align` checked before any work (one line each); the DAS dimensions."""
     from sandbox_lens.interp.causal.evidence import MIN_SPLIT
@@ -212,8 +231,13 @@ def _checked(args: argparse.Namespace) -> list[int]:
             f"--pairs {args.pairs} is too few for three disjoint splits (fit, select, test): "
             f"use --pairs {MIN_SPLIT} or more"
         )
-    if args.das_steps < 1:
+    if args.das_steps is not None and args.das_steps < 1:
         raise OptionError(f"--das-steps must be ≥ 1, got {args.das_steps}")
+    if args.das and args.candidates is None and not args.checkpoints:
+        raise OptionError(
+            "--das adds DAS sites to the search of --candidates (the per-variable section always runs DAS): "
+            "add --candidates all or names"
+        )
     try:
         ks = sorted({int(k) for k in args.k.split(",") if k})
     except ValueError:
@@ -237,7 +261,13 @@ def _over_training(args: argparse.Namespace, out: Path) -> int:
             "belong to one model's alignment (run them on a kept model's directory)"
         )
     result = over_training(
-        args.run, args.candidates or "all", pairs=args.pairs, seed=args.seed, progress=progress_wanted()
+        args.run,
+        args.candidates or "all",
+        pairs=args.pairs,
+        seed=args.seed,
+        progress=progress_wanted(),
+        das=args.das,
+        **_steps(args),
     )
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "align.json", {"over_training": result})
@@ -271,7 +301,10 @@ def _print_candidates(found: dict, model) -> None:
         null = "" if r["null_score"] is None else f", nulls ≤ {r['null_score']:.3f}"
         print(
             f"  {r['algorithm']:<13} {r['status']:<10} score {_f(score['iia'])} {_ci(score['interval'])}{null}: "
-            + ", ".join(f"{v['variable']} {_f(v['iia'])} ({v['status']})" for v in r["variables"])
+            + ", ".join(
+                f"{v['variable']} {_f(v['iia'])} ({v['status']}{', DAS' if v.get('das') else ''})"
+                for v in r["variables"]
+            )
         )
         for v in r["variables"]:
             for e in v["edges"]:
@@ -298,6 +331,14 @@ def _print_candidates(found: dict, model) -> None:
                 for name, cells in top["partitions"].items()
             )
         )
+    for variable, rows in found.get("das", {}).get("sites", {}).items():
+        best = max(rows, key=lambda x: x["select_iia"] or -1.0, default=None)
+        if best is not None:
+            print(
+                f"  DAS for {variable}: best at {_short(best['hook'])} (k = {best['k']}), select IIA "
+                f"{_f(best['select_iia'])} (readout there {_f(best['readout_select_iia'])}, nulls ≤ "
+                f"{_f(best['null_select_iia'])}){'' if best['admitted'] else ', not admitted: the readout does as well'}"
+            )
     for name, why in found["not_applicable"].items():
         print(f"  {name:<13} not applicable: {why}")
     print(f"  verdict: {found['verdict']}")
