@@ -396,8 +396,9 @@ def test_algorithm_census_quick(tmp_path_factory):
     twins = [t for p in populations.values() for t in p["twins"].values()]
     assert twins and all("identified" in t and 0.0 <= t["stability"] <= 1.0 for t in twins)
     assert {"scan", "counter", "sequential"} <= set(twins[0]["candidates"]) | set(twins[0]["not_applicable"])
+    assert all(isinstance(c["das_variables"], list) for c in twins[0]["candidates"].values())  # DAS sites searched
     assert r["claims"][0]["verdict"] in VERDICTS
-    assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"]
+    assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"] and "--das" in r["tables"][0]["note"]
     assert (out / "figures" / "census.png").is_file()
 
 

@@ -4,9 +4,9 @@ find other solutions than the constructions; issue 42's census).
 Plain twins (no alignment loss) of parity, C3, C4, S3, A4 (T = 8) and Dyck_{2,4} (prefixes of 15 brackets), at
 two depths (2 and 3 layers), ten seeds each, are trained until 99% held-out accuracy or the step budget. Each
 twin that learned its task (≥ :data:`LEARNED`) is put to every rival algorithm its task can have
-(:func:`sandbox_lens.interp.causal.identify.identify` at its defaults: 128 pairs per split, five random-init
-nulls of its shape swept the same way): scan, counter, cascade, parity first, sequential; Dyck: stack, depth
-only. The census counts what each population was identified as — an algorithm, "none of these",
+(:func:`sandbox_lens.interp.causal.identify.identify` at its defaults with DAS sites: 128 pairs per split, five
+random-init nulls of its shape searched the same way): scan, counter, cascade, parity first, sequential; Dyck:
+stack, depth only. The populations are identified in a pool of ``--workers`` processes. The census counts what each population was identified as — an algorithm, "none of these",
 "inconclusive" (fewer than 80% of resamples agree) or "ambiguous" — with Wilson intervals on the shares.
 
 The ruled claim: the share of learned twins identified as one of the proven algorithms, against the thesis's
@@ -15,9 +15,11 @@ reading that trained twins find other solutions (below one half). A result eithe
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sandbox_lens.interp.causal.align import nulls_of
+from sandbox_lens.interp.causal.fitted import STEPS as DAS_STEPS
 from sandbox_lens.interp.causal.identify import identify
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
@@ -27,6 +29,7 @@ from sandbox_lens.interp.tasks.batches import AutomatonTask, DyckTask
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.dyck import Dyck
 from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained
+from sandbox_lens.interp.train.sweep import run_pool
 
 SEEDS, QUICK_SEEDS = tuple(range(10)), (0,)
 #: Held-out accuracy a twin needs to be put to the candidates (below it: reported, not identified).
@@ -69,6 +72,7 @@ def _scale(quick: bool) -> dict[str, Any]:
             "steps": 150,
             "pairs": 16,
             "nulls": 1,
+            "das_steps": 5,
         }
     return {
         "tasks": [(n, n, lambda n=n: automaton_task(n, 8), AUTOMATON_SHAPE) for n in ("parity", "C3", "C4", "S3", "A4")]
@@ -77,6 +81,7 @@ def _scale(quick: bool) -> dict[str, Any]:
         "steps": 3000,
         "pairs": 128,
         "nulls": 5,
+        "das_steps": DAS_STEPS,
     }
 
 
@@ -98,13 +103,15 @@ def _graph_tests(candidate: dict[str, Any]) -> dict[str, list[Any]]:
     return out
 
 
-def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
+def identified_row(model: Any, nulls: list[Any], pairs: int, das_steps: int = 0) -> dict[str, Any]:
     """What the algorithm experiments keep of :func:`~sandbox_lens.interp.causal.identify.identify` on one model
-    (every candidate the task can have, ``pairs`` per split, beside ``nulls``): the verdict, its stability, and
-    per candidate its status, score, the nulls' largest score, each variable's status and test IIA, and its graph
-    tests by intervention (each path-tested edge and jointly tested variable: status and test IIA)."""
+    (every candidate the task can have, ``pairs`` per split, beside ``nulls``; with ``das_steps`` DAS sites too):
+    the verdict, its stability, and per candidate its status, score, the nulls' largest score, each variable's
+    status and test IIA, the variables found at a DAS site, and its graph tests by intervention (each path-tested
+    edge and jointly tested variable: status and test IIA)."""
 
-    found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS)
+    das = {"das": True, "das_steps": das_steps} if das_steps else {}
+    found = identify(model, "all", nulls=nulls, pairs=pairs, seed=ExperimentSeed.ALGORITHM_PAIRS, **das)
     return {
         "identified": found["identified"],
         "on_all_pairs": found["identified_on_all_pairs"],
@@ -116,6 +123,7 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
                 "score": c["score"]["iia"],
                 "null_score": c["null_score"],
                 "variables": {v["variable"]: [v["status"], v["iia"]] for v in c["variables"]},
+                "das_variables": [v["variable"] for v in c["variables"] if v.get("das")],
                 "graph": _graph_tests(c),
             }
             for c in found["candidates"]
@@ -124,31 +132,45 @@ def identified_row(model: Any, nulls: list[Any], pairs: int) -> dict[str, Any]:
     }
 
 
+def _identified(job: tuple) -> dict[str, Any]:
+    """One population's twins identified (in a pool worker: one thread), beside nulls shared by all of them: per
+    seed its accuracy and, where it learned its task (every twin in a quick run), :func:`identified_row`."""
+    dirs, accuracy, sc, everyone = job
+    import torch
+
+    torch.set_num_threads(1)
+    nulls, twins = None, {}
+    for seed, directory in dirs.items():
+        row: dict[str, Any] = {"accuracy": accuracy[seed]}
+        if accuracy[seed] >= LEARNED or everyone:
+            twin = load_trained(directory)
+            if nulls is None:
+                nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
+            row.update(identified_row(twin, nulls, sc["pairs"], sc["das_steps"]))
+        twins[str(seed)] = row
+    return twins
+
+
 def run(ctx: Context) -> None:
-    """Train every population (or reuse finished runs), identify each learned twin, count and rule (the module
-    docstring says what and how)."""
+    """Train every population (or reuse finished runs), identify each learned twin (the populations in a pool of
+    ``--workers`` processes), count and rule (the module docstring says what and how)."""
 
     sc = _scale(ctx.quick)
     config = TrainConfig(steps=sc["steps"], batch=32, lr=1e-3, eval_every=100, target_accuracy=0.99)
     populations: dict[str, dict[str, Any]] = {}
+    jobs = []
     for name, title, make, shape_args in sc["tasks"]:
         task = make()
-        T = task.length
         for depth in sc["depths"]:
             label = f"{name}-L{depth}"
             summary = ctx.sweep(label, task, ModelShape(n_layers=depth, **shape_args), config)
             accuracy = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
-            nulls = None
-            twins = {}
-            for seed, directory in ctx.run_dirs(label).items():
-                row: dict[str, Any] = {"accuracy": accuracy[seed]}
-                if accuracy[seed] >= LEARNED or ctx.quick:
-                    twin = load_trained(directory)
-                    if nulls is None:
-                        nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-                    row.update(identified_row(twin, nulls, sc["pairs"]))
-                twins[str(seed)] = row
-            populations[label] = {"task": title, "layers": depth, "length": T, "twins": twins}
+            populations[label] = {"task": title, "layers": depth, "length": task.length}
+            jobs.append((ctx.run_dirs(label), accuracy, sc, ctx.quick))
+    workers = max(1, min(ctx.workers or os.cpu_count() or 1, len(jobs)))
+    found = run_pool(_identified, jobs, workers, ctx.progress, "identifying populations", unit="population")
+    for label, twins in zip(populations, found):
+        populations[label]["twins"] = twins
     ctx.data("populations", populations)
     ctx.data("learned_threshold", LEARNED)
     _tables(ctx, populations)
@@ -179,8 +201,8 @@ def _tables(ctx: Context, populations: dict[str, Any]) -> None:
         "What each population's learned twins were identified as (count [95% Wilson interval of the share])",
         ["task", "layers", "learned", *labels],
         rows,
-        note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all (128 pairs per "
-        "split, five random-init nulls); 'inconclusive': fewer than 80% of resamples agree",
+        note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all --das (128 "
+        "pairs per split, five random-init nulls); 'inconclusive': fewer than 80% of resamples agree",
     )
     detail = []
     for _label, p in populations.items():
@@ -265,9 +287,10 @@ def _claims(ctx: Context, populations: dict[str, Any]) -> None:
         "registered account of its intermediate variables holds at the residual sites tested."
     )
     ctx.caveat(
-        "Sites are whole residual streams at each position, plus no subspace search: an algorithm whose "
-        "intermediate variables share a position's residual with other live variables is missed (issue 42: "
-        "component sites and DAS per candidate are not yet run)."
+        "Sites: whole residual streams and component outputs at each position, and one DAS subspace per variable "
+        "at every residual site but the last (k = its values less one, at most 8; one subspace shared by every "
+        "position), chosen only where it beats the untrained readout. A variable that is non-linear, or linear "
+        "in a different subspace at each position, is still missed."
     )
     if not ctx.quick:
         ctx.caveat(

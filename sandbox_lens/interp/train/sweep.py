@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identi
 from sandbox_lens.interp.train.loop import train
 from sandbox_lens.interp.train.remote import check_address, run_ray
 
-__all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "BACKENDS"]
+__all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "run_pool", "BACKENDS"]
 
 BACKENDS = ("local", "ray")
 #: Grid keys: ModelShape and TrainConfig fields, and the names of their `interp train` options
@@ -154,20 +154,28 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
-
+def run_pool(
+    fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, progress: bool, desc: str, unit: str = "run"
+) -> list[Any]:
+    """``fn`` on every job, in order, in a pool of ``workers`` processes (one: in this process), each worker killed
+    with the parent (:func:`_die_with_parent`); on Ctrl-C or a failed job no queued job starts. ``fn`` must be a
+    module-level function (it is pickled) and set its own threads."""
     if workers == 1:
-        return [_job(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit="run")]
+        return [fn(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit=unit)]
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent, initargs=(os.getpid(),))
     try:
-        results = list(progress_bar(pool.map(_job, jobs), total=len(jobs), disable=not progress, desc=desc, unit="run"))
+        results = list(progress_bar(pool.map(fn, jobs), total=len(jobs), disable=not progress, desc=desc, unit=unit))
     except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
     return results
+
+
+def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
+    return run_pool(_job, jobs, workers, progress, desc)
 
 
 def _ray_ready() -> None:
