@@ -2,6 +2,7 @@
 offline, a rerun reuses its runs, and bad requests get one line and lose nothing."""
 
 import json
+import pickle
 import re
 import shutil
 
@@ -400,6 +401,9 @@ def test_algorithm_census_quick(tmp_path_factory):
     assert r["claims"][0]["verdict"] in VERDICTS
     assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"] and "--das" in r["tables"][0]["note"]
     assert (out / "figures" / "census.png").is_file()
+    from sandbox_lens.interp.experiments.algorithm_census import _scale, identification_job
+
+    pickle.dumps(identification_job({0: out}, {0: 1.0}, _scale(False), False))  # a pool worker's job travels
 
 
 def test_algorithm_confusion_quick(tmp_path):

@@ -107,9 +107,10 @@ class _Truth:
 _NULL_GRAPHS: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
-def _null_graph_memo(model: Any, test: tuple[np.ndarray, np.ndarray]) -> dict[Any, Any]:
+def _null_graph_memo(model: Any, test: tuple[np.ndarray, np.ndarray], das_steps: int) -> dict[Any, Any]:
+    """The null's memo for these test words and DAS fits (a DAS site's label does not name its steps)."""
     key = hashlib.sha256(test[0].tobytes() + test[1].tobytes() + str(test[0].shape).encode()).hexdigest()
-    return _NULL_GRAPHS.setdefault(model, {}).setdefault(key, {})
+    return _NULL_GRAPHS.setdefault(model, {}).setdefault((key, das_steps), {})
 
 
 def _high_levels(model: Any, modes: set[str]) -> dict[str, HighLevel]:
@@ -256,7 +257,7 @@ def identify(
     ceiling = data[0]["test"]["ceiling"]
     words = {split: len(getattr(splits, split)[0]) for split in ("select", "test")}
     for i, (m, entry) in enumerate(zip(models, data)):
-        memo = None if i == 0 else _null_graph_memo(m, splits.test)
+        memo = None if i == 0 else _null_graph_memo(m, splits.test, das_steps if das else 0)
         entry["graph"] = graph_counts(m, entry, algorithms, hooks, highs, splits.test, memo)
 
     def judge(index: dict[str, np.ndarray] | None, inner: int) -> dict[str, Any]:

@@ -132,6 +132,11 @@ def identified_row(model: Any, nulls: list[Any], pairs: int, das_steps: int = 0)
     }
 
 
+def identification_job(dirs: dict[int, Any], accuracy: dict[int, float], sc: dict[str, Any], everyone: bool) -> tuple:
+    """What a pool worker needs to identify one population (picklable: the scale's numbers, not its tasks)."""
+    return dirs, accuracy, {k: sc[k] for k in ("pairs", "nulls", "das_steps")}, everyone
+
+
 def _identified(job: tuple) -> dict[str, Any]:
     """One population's twins identified (in a pool worker: one thread), beside nulls shared by all of them: per
     seed its accuracy and, where it learned its task (every twin in a quick run), :func:`identified_row`."""
@@ -166,7 +171,7 @@ def run(ctx: Context) -> None:
             summary = ctx.sweep(label, task, ModelShape(n_layers=depth, **shape_args), config)
             accuracy = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
             populations[label] = {"task": title, "layers": depth, "length": task.length}
-            jobs.append((ctx.run_dirs(label), accuracy, sc, ctx.quick))
+            jobs.append(identification_job(ctx.run_dirs(label), accuracy, sc, ctx.quick))
     workers = max(1, min(ctx.workers or os.cpu_count() or 1, len(jobs)))
     found = run_pool(_identified, jobs, workers, ctx.progress, "identifying populations", unit="population")
     for label, twins in zip(populations, found):
