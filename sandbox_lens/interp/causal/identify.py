@@ -104,7 +104,7 @@ class _Truth:
 
 #: A null's graph-test counts per test words: a population's twins share their nulls and pairs, so each null's
 #: path and joint interchanges at the same sites run once.
-_NULL_GRAPHS: weakref.WeakKeyDictionary[Any, dict[str, dict[Any, Any]]] = weakref.WeakKeyDictionary()
+_NULL_GRAPHS: weakref.WeakKeyDictionary[Any, dict[Any, dict[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
 def _null_graph_memo(model: Any, test: tuple[np.ndarray, np.ndarray], das_steps: int) -> dict[Any, Any]:
