@@ -171,6 +171,9 @@ def test_over_training_aligns_every_kept_model(interp_run, tmp_path):
     )
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_000020", "step_000060"]
     out = tmp_path / "over"
+    args = ("align", "--run", run, "--checkpoints", "--candidates", "counter", "--das", "--das-steps", "3")
+    code, stdout, err = interp_run(*args, "--pairs", "16", "--out", tmp_path / "over-das")
+    assert code == 0 and json.loads((tmp_path / "over-das" / "align.json").read_text())["over_training"]["das"], err
     code, stdout, err = interp_run("align", "--run", run, "--checkpoints", "--pairs", "16", "--out", out)
     assert code == 0, err
     rows = json.loads((out / "align.json").read_text())["over_training"]["steps"]
