@@ -400,6 +400,7 @@ def test_algorithm_census_quick(tmp_path_factory):
     assert all(isinstance(c["das_variables"], list) for c in twins[0]["candidates"].values())  # DAS sites searched
     assert r["claims"][0]["verdict"] in VERDICTS
     assert r["tables"][0]["columns"][:3] == ["task", "layers", "learned"] and "--das" in r["tables"][0]["note"]
+    assert r["data"]["das_steps"] > 0
     assert (out / "figures" / "census.png").is_file()
     from sandbox_lens.interp.experiments.algorithm_census import _scale, identification_job
 

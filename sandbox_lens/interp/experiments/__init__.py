@@ -279,9 +279,9 @@ EXPERIMENTS: dict[str, Experiment] = {
             claim="Trained transformers find other solutions than the constructions: few plain twins run one of the "
             "proven algorithms (prefix scan, counter, Krohn–Rhodes cascade, parity first, sequential; Dyck: stack).",
             scale="parity, C3, C4, S3, A4 at T = 8 and Dyck_{2,4} (15 brackets); 2 and 3 layers; width 64 (Dyck 50); up to "
-            "3000 steps × batch 32; 10 seeds per population; interp align --candidates all --das on each learned "
-            "twin (128 pairs per split, five random-init nulls)",
-            minutes=90.0,
+            "3000 steps × batch 32; 10 seeds per population; interp align --candidates all on each learned twin "
+            "(128 pairs per split, five random-init nulls)",
+            minutes=60.0,
             module="sandbox_lens.interp.experiments.algorithm_census",
         ),
         Experiment(

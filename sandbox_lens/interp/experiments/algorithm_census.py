@@ -4,9 +4,10 @@ find other solutions than the constructions; issue 42's census).
 Plain twins (no alignment loss) of parity, C3, C4, S3, A4 (T = 8) and Dyck_{2,4} (prefixes of 15 brackets), at
 two depths (2 and 3 layers), ten seeds each, are trained until 99% held-out accuracy or the step budget. Each
 twin that learned its task (≥ :data:`LEARNED`) is put to every rival algorithm its task can have
-(:func:`sandbox_lens.interp.causal.identify.identify` at its defaults with DAS sites: 128 pairs per split, five
-random-init nulls of its shape searched the same way): scan, counter, cascade, parity first, sequential; Dyck:
-stack, depth only. The populations are identified in a pool of ``--workers`` processes. The census counts what each population was identified as — an algorithm, "none of these",
+(:func:`sandbox_lens.interp.causal.identify.identify` at its defaults: 128 pairs per split, five random-init
+nulls of its shape searched the same way; DAS sites where the scale's ``das_steps`` asks for them, which the quick
+run does and the full one does not yet): scan, counter, cascade, parity first, sequential; Dyck: stack, depth
+only. The populations are identified in a pool of ``--workers`` processes. The census counts what each population was identified as — an algorithm, "none of these",
 "inconclusive" (fewer than 80% of resamples agree) or "ambiguous" — with Wilson intervals on the shares.
 
 The ruled claim: the share of learned twins identified as one of the proven algorithms, against the thesis's
@@ -19,7 +20,6 @@ import os
 from typing import Any
 
 from sandbox_lens.interp.causal.align import nulls_of
-from sandbox_lens.interp.causal.fitted import STEPS as DAS_STEPS
 from sandbox_lens.interp.causal.identify import identify
 from sandbox_lens.interp.experiments.base import Context
 from sandbox_lens.interp.experiments.rules import Rule
@@ -81,7 +81,9 @@ def _scale(quick: bool) -> dict[str, Any]:
         "steps": 3000,
         "pairs": 128,
         "nulls": 5,
-        "das_steps": DAS_STEPS,
+        # DAS sites (identify --das) are off at full scale: measured at 18–20 minutes per population per worker
+        # (about 200 CPU-minutes in all), they wait for a run that can afford them; the quick run tests the path
+        "das_steps": 0,
     }
 
 
@@ -178,9 +180,10 @@ def run(ctx: Context) -> None:
         populations[label]["twins"] = twins
     ctx.data("populations", populations)
     ctx.data("learned_threshold", LEARNED)
-    _tables(ctx, populations)
+    ctx.data("das_steps", sc["das_steps"])
+    _tables(ctx, populations, bool(sc["das_steps"]))
     _figure(ctx, populations)
-    _claims(ctx, populations)
+    _claims(ctx, populations, bool(sc["das_steps"]))
 
 
 def _labels(populations: dict[str, Any]) -> list[str]:
@@ -190,7 +193,8 @@ def _labels(populations: dict[str, Any]) -> list[str]:
     return sorted(x for x in seen if x not in last) + [x for x in last if x in seen]
 
 
-def _tables(ctx: Context, populations: dict[str, Any]) -> None:
+def _tables(ctx: Context, populations: dict[str, Any], with_das: bool) -> None:
+    das = " --das" if with_das else ""
     labels = _labels(populations)
     rows = []
     for _label, p in populations.items():
@@ -206,7 +210,7 @@ def _tables(ctx: Context, populations: dict[str, Any]) -> None:
         "What each population's learned twins were identified as (count [95% Wilson interval of the share])",
         ["task", "layers", "learned", *labels],
         rows,
-        note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all --das (128 "
+        note=f"learned: held-out accuracy ≥ {LEARNED}; identified by interp align --candidates all{das} (128 "
         "pairs per split, five random-init nulls); 'inconclusive': fewer than 80% of resamples agree",
     )
     detail = []
@@ -269,7 +273,7 @@ def _figure(ctx: Context, populations: dict[str, Any]) -> None:
     ctx.figure("census", fig, "Per population, the learned twins stacked by what interp align --candidates identified.")
 
 
-def _claims(ctx: Context, populations: dict[str, Any]) -> None:
+def _claims(ctx: Context, populations: dict[str, Any], with_das: bool) -> None:
     put = [t for p in populations.values() for t in p["twins"].values() if "identified" in t]
     proven = [
         t
@@ -291,12 +295,19 @@ def _claims(ctx: Context, populations: dict[str, Any]) -> None:
         "A twin identified as 'none of these' still passes the bare state (every learned twin does): no "
         "registered account of its intermediate variables holds at the residual sites tested."
     )
-    ctx.caveat(
-        "Sites: whole residual streams and component outputs at each position, and one DAS subspace per variable "
-        "at every residual site but the last (k = its values less one, at most 8; one subspace shared by every "
-        "position), chosen only where it beats the untrained readout. A variable that is non-linear, or linear "
-        "in a different subspace at each position, is still missed."
-    )
+    if with_das:
+        ctx.caveat(
+            "Sites: whole residual streams and component outputs at each position, and one DAS subspace per "
+            "variable at every residual site but the last (k = its values less one, at most 8; one subspace shared "
+            "by every position), chosen only where it beats the untrained readout. A variable that is non-linear, "
+            "or linear in a different subspace at each position, is still missed."
+        )
+    else:
+        ctx.caveat(
+            "Sites: whole residual streams and component outputs at each position, with no subspace search: a "
+            "variable that shares its site with other live ones is missed (interp align --candidates all --das "
+            "adds DAS sites; this run did not search them)."
+        )
     if not ctx.quick:
         ctx.caveat(
             "Scale: T = 8 (Dyck: 15 brackets), widths 64 / 50, ten seeds per population; the thesis's "
