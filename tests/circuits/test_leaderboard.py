@@ -166,3 +166,15 @@ def test_the_committed_dial_sweep_is_rendered_from_its_json_and_every_method_fai
         if method in ("random", "magnitude"):
             continue
         assert any(c["fails"] for c in cells.values()), method
+
+
+def test_a_far_normaliser_is_said_in_why():
+    """A row whose normalising run is more than twice the corrupted word's distance says so first, with the factor
+    by which the threshold acts higher; a row without one (resample, or a board written before) says nothing."""
+    from sandbox_lens.interp.circuits.leaderboard import _why
+
+    row = {"why": {"spurious": {"cancelled": 3}, "missed": {}}}
+    assert _why(row) == "3 spurious: cancelled"
+    assert _why({**row, "normaliser_ratio": 1.5}) == "3 spurious: cancelled"
+    said = _why({**row, "normaliser_ratio": 9.8})
+    assert said.startswith("m(∅) 9.8× the corrupted word's distance: the threshold acts 9.8× higher; 3 spurious")

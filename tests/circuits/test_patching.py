@@ -54,3 +54,33 @@ def test_a_run_from_a_later_block_gives_the_run_from_the_tokens():
     started = patcher.run_many(pairs.clean, settings, source, state)
     assert patcher.start_layer(late) == 2
     torch.testing.assert_close(started, full, rtol=0, atol=1e-5 * float(full.abs().max()))
+
+
+def test_the_normaliser_ratio_is_how_much_higher_an_ablations_threshold_acts():
+    """Zero ablation normalises against m(∅), every edge zeroed; the constant gadget sends that run far beyond the
+    corrupted word (KL ratio above 2), so every effect is the word-scale effect divided by the ratio, exactly.
+    Under resample the normaliser is the corrupted word's run: no ratio."""
+    from dataclasses import replace
+
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.circuits.analyse import _prepare
+    from sandbox_lens.interp.circuits.config import CircuitConfig
+    from sandbox_lens.interp.circuits.truth import ground_truth
+    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+    spec = build("modular_counter", get_automaton("C3"), 8, negatives="distractor,cancel,constant")
+    model, truth = to_hooked(spec), ground_truth(spec)
+    patcher, data, src = _prepare(model, truth, CircuitConfig(pairs=24, source="zero", seed=3))
+    ratio = data.normaliser_ratio("kl")
+    assert ratio > 2 and data.to_dict()["normaliser_ratio"]["kl"] == ratio
+    word = replace(data, corrupt_kl=data.word_kl, corrupt_metric=data.word_metric)
+    for edge in patcher.graph.edges[:6]:
+        logits = patcher.run(data.clean, [edge], src)[0]
+        for metric in ("kl", "logit_diff"):
+            against_word = patcher.effect(word, logits, metric)
+            assert patcher.effect(data, logits, metric) * data.normaliser_ratio(metric) == pytest.approx(
+                against_word, abs=1e-9
+            )
+    _, resampled, _ = _prepare(model, truth, CircuitConfig(pairs=24, source="resample", seed=3))
+    assert resampled.normaliser_ratio("kl") is None and resampled.normaliser_ratio("logit_diff") is None

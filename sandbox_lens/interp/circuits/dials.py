@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.constructions.negatives import DIALS, Dials
-from sandbox_lens.interp.circuits.leaderboard import BOUNDS, Family, Setting, run_leaderboard, tied
+from sandbox_lens.interp.circuits.leaderboard import BOUNDS, NORMALISER_FLAG, Family, Setting, run_leaderboard, tied
 from sandbox_lens.interp.stats import t_interval
 from sandbox_lens.interp.viz import figure_png
 
@@ -111,7 +111,12 @@ def failure_matrix(sweep: Mapping[str, Any], setting: str = "default/resample") 
         if column not in columns:
             columns.append(column)
         fails = any(v is not None and v < 1 for v in row["precision"]["values"] + row["recall"]["values"])
-        cells.setdefault(row["method"], {})[column] = {"f1": _f1(row), "fails": fails, "cause": _cause(row)}
+        cells.setdefault(row["method"], {})[column] = {
+            "f1": _f1(row),
+            "fails": fails,
+            "cause": _cause(row),
+            "normaliser": row.get("normaliser_ratio"),
+        }
     return {"setting": setting, "columns": columns, "cells": cells}
 
 
@@ -225,7 +230,9 @@ def dial_markdown(sweep: Mapping[str, Any]) -> str:
         f"Negatives `{s['negatives']}`; pairs {s['pairs']}, threshold {s['threshold']}, pair seeds {s['seeds']} "
         f"({s['interval']}); the dials {dials}, "
         "the other at its default. A cell is the circuit's edge F1; where precision or recall is below 1 on some seed, "
-        "the reason that cost the most edges follows it.",
+        "the reason that cost the most edges follows it. [m(∅) ×N]: the run with every edge ablated, which zero and "
+        f"mean ablation normalise against, is N times the corrupted word's distance from the clean run (shown above "
+        f"{NORMALISER_FLAG:g}): every effect is divided by N, so the threshold acts N times higher.",
         "",
     ]
     for setting in dict.fromkeys(r["setting"] for r in sweep["rows"]):
@@ -236,10 +243,13 @@ def dial_markdown(sweep: Mapping[str, Any]) -> str:
             parts = []
             for c in m["columns"]:
                 cell = cells.get(c)
+                far = cell is not None and (cell.get("normaliser") or 0.0) > NORMALISER_FLAG
                 parts.append(
                     "—"
                     if cell is None
-                    else f"{cell['f1']['mean']:.2f}" + (f" ({cell['cause']})" if cell["fails"] else "")
+                    else f"{cell['f1']['mean']:.2f}"
+                    + (f" ({cell['cause']})" if cell["fails"] else "")
+                    + (f" [m(∅) ×{cell['normaliser']:.1f}]" if far else "")
                 )
             lines.append(f"| {method} | " + " | ".join(parts) + " |")
         lines.append("")

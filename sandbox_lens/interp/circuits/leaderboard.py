@@ -27,7 +27,17 @@ from sandbox_lens.interp.model.hooked import to_hooked
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.stats import t_interval
 
-__all__ = ["Family", "Setting", "run_leaderboard", "markdown", "method_orders", "tied", "METRICS", "BOUNDS"]
+__all__ = [
+    "Family",
+    "Setting",
+    "run_leaderboard",
+    "markdown",
+    "method_orders",
+    "tied",
+    "METRICS",
+    "BOUNDS",
+    "NORMALISER_FLAG",
+]
 
 #: What each cell reports (higher is better except CMD and seconds).
 METRICS = ("auroc", "average_precision", "cpr", "cmd", "precision", "recall", "seconds")
@@ -182,6 +192,9 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
             "interval": t_interval(xs, bounds=BOUNDS.get(name)),
             "values": vs,
         }
+    ratios = [x for r, _ in runs if (x := r["pairs"].get("normaliser_ratio", {}).get(r["metric"])) is not None]
+    if ratios:  # zero and mean ablation: how much farther m(∅) is than the corrupted word (Pairs.normaliser_ratio)
+        row["normaliser_ratio"] = max(ratios)
     spurious = Counter(why for r, _ in runs for why in r["spurious"].values())
     missed = Counter(_short(m["reason"]) for r, _ in runs for m in r["missed"].values())
     row["why"] = {"spurious": dict(spurious), "missed": dict(missed)}
@@ -246,8 +259,16 @@ def _cell(stat: dict[str, Any]) -> str:
     )
 
 
+#: A normalising run this many times farther from the clean run than the corrupted word is flagged in *why*.
+NORMALISER_FLAG = 2.0
+
+
 def _why(row: dict[str, Any]) -> str:
-    parts = [f"{n} spurious: {k}" for k, n in sorted(row["why"]["spurious"].items(), key=lambda x: -x[1])[:2]]
+    parts = []
+    ratio = row.get("normaliser_ratio")
+    if ratio is not None and ratio > NORMALISER_FLAG:
+        parts.append(f"m(∅) {ratio:.1f}× the corrupted word's distance: the threshold acts {ratio:.1f}× higher")
+    parts += [f"{n} spurious: {k}" for k, n in sorted(row["why"]["spurious"].items(), key=lambda x: -x[1])[:2]]
     parts += [f"{n} missed: {k}" for k, n in sorted(row["why"]["missed"].items(), key=lambda x: -x[1])[:2]]
     return "; ".join(parts) or ""
 

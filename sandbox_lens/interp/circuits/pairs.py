@@ -65,6 +65,21 @@ class Pairs:
     clean_probs: Any = None  # the clean run's log-probabilities over the readout outputs (for kl)
     read: Any = None  # bool [n, positions]: where the task scores an output (affected or not)
     clean_logprobs_full: Any = None  # the clean run's log-probabilities over every output, at ``read``
+    word_metric: float = float("nan")  # the corrupted word's logit_diff where the normaliser is another run's
+    word_kl: float = float("nan")  # ... and its kl
+
+    def normaliser_ratio(self, metric: str = "logit_diff") -> float | None:
+        """How many times farther from the clean run the normalising run (m(∅): every edge ablated) is than the
+        corrupted word, on ``metric``; None where the normaliser *is* the corrupted word's run (resample) or the
+        word does not move the metric. Far above 1, every effect is read against a run the corrupted word never
+        comes near, and a threshold on effects removes edges for the normaliser's sake."""
+        if metric == "kl":
+            ablated, word = -self.corrupt_kl, -self.word_kl
+        else:
+            ablated, word = self.clean_metric - self.corrupt_metric, self.clean_metric - self.word_metric
+        if np.isnan(word) or np.isnan(ablated) or word == 0:
+            return None
+        return float(ablated / word)
 
     @property
     def n_affected(self) -> int:
@@ -124,6 +139,7 @@ class Pairs:
             "clean_logit_diff": self.clean_metric,
             "corrupt_logit_diff": self.corrupt_metric,
             "corrupt_kl": -self.corrupt_kl,
+            "normaliser_ratio": {m: self.normaliser_ratio(m) for m in METRICS},
         }
 
 

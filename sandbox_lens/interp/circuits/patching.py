@@ -329,7 +329,13 @@ def ablated_pairs(patcher: Patcher, pairs: Pairs, kind: str, source: dict[str, A
     if kind == "resample":
         return pairs
     logits = patcher.run(pairs.clean, patcher.graph.edges, source)[0]
-    return replace(pairs, corrupt_metric=float(pairs.logit_diff(logits)), corrupt_kl=float(pairs.kl(logits)))
+    return replace(
+        pairs,
+        corrupt_metric=float(pairs.logit_diff(logits)),
+        corrupt_kl=float(pairs.kl(logits)),
+        word_metric=pairs.corrupt_metric,
+        word_kl=pairs.corrupt_kl,
+    )
 
 
 def _chunk(total: int, model: Any, tokens: np.ndarray) -> int:
