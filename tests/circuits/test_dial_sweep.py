@@ -48,7 +48,7 @@ def test_the_failure_matrix_scores_f1_per_seed_and_names_the_costliest_reasons()
     m = failure_matrix({"rows": rows})
     assert m["columns"] == ["fam · gain=2", "fam · gain=20"]
     clean, failing = m["cells"]["path"]["fam · gain=2"], m["cells"]["path"]["fam · gain=20"]
-    assert clean == {"f1": clean["f1"], "fails": False, "cause": ""} and clean["f1"]["mean"] == 1.0
+    assert clean == {"f1": clean["f1"], "fails": False, "cause": "", "normaliser": None} and clean["f1"]["mean"] == 1.0
     assert failing["fails"] and failing["cause"] == "+cancel −no effect alone"
     assert failing["f1"]["values"] == pytest.approx([1.0, 2 / 3, 0.0])  # a seed that found nothing right scores 0
 
