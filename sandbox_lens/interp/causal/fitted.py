@@ -153,39 +153,39 @@ def das_table(data: Sequence[dict[str, Any]], variables: Sequence[Variable]) -> 
     """Per variable (by key), each DAS site of the model: its pooled select and test IIA, the readout's select IIA
     at the same hook, whether it is admitted, and the nulls' best select and test IIA at the same site."""
 
-    def rates(entry: dict[str, Any], v: Variable, label: str) -> tuple[float | None, float | None] | None:
+    def pooled(entry: dict[str, Any], v: Variable, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """(hits, outputs) ``[site, P]`` of ``v`` on ``split``, summed over the words."""
+        hits, outputs = entry[split]["counts"][v]
+        return hits[0].sum(-1), outputs[0].sum(-1)
+
+    def rate(entry: dict[str, Any], v: Variable, counts: dict[str, Any], label: str, split: str) -> float | None:
         labels = entry["labels"][v]
         if label not in labels:
             return None
-        i = labels.index(label)
-        out = []
-        for split in ("select", "test"):
-            hits, outputs = (x[0].sum(-1) for x in entry[split]["counts"][v][:2])
-            r = _rate(hits, outputs, i)
-            out.append(None if r < 0 else r)
-        return out[0], out[1]
+        r = _rate(*counts[split], labels.index(label))
+        return None if r < 0 else r
 
     table: dict[str, list[dict[str, Any]]] = {}
     for v in variables:
+        counts = [{split: pooled(e, v, split) for split in ("select", "test")} for e in data]
+        labels = data[0]["labels"][v]
         rows = []
-        for label in (x for x in data[0]["labels"][v] if is_fitted(x)):
+        for label in (x for x in labels if is_fitted(x)):
             hook = _hook_of(label)
-            own = rates(data[0], v, label)
-            readout = rates(data[0], v, f"{_READOUT}{hook}")
-            nulls = [r for r in (rates(e, v, label) for e in data[1:]) if r is not None]
-            labels = data[0]["labels"][v]
-            hits, outputs = (x[0].sum(-1) for x in data[0]["select"]["counts"][v][:2])
+            nulls = [
+                (rate(e, v, c, label, "select"), rate(e, v, c, label, "test")) for e, c in zip(data[1:], counts[1:])
+            ]
             rows.append(
                 {
                     "site": label,
                     "hook": hook,
                     "k": int(label.split(_FITTED)[1].split(" ")[0]),
-                    "select_iia": own[0] if own else None,
-                    "test_iia": own[1] if own else None,
-                    "readout_select_iia": readout[0] if readout else None,
-                    "admitted": bool(admitted(labels, hits, outputs, [labels.index(label)])),
-                    "null_select_iia": max((r[0] for r in nulls if r[0] is not None), default=None),
-                    "null_test_iia": max((r[1] for r in nulls if r[1] is not None), default=None),
+                    "select_iia": rate(data[0], v, counts[0], label, "select"),
+                    "test_iia": rate(data[0], v, counts[0], label, "test"),
+                    "readout_select_iia": rate(data[0], v, counts[0], f"{_READOUT}{hook}", "select"),
+                    "admitted": bool(admitted(labels, *counts[0]["select"], [labels.index(label)])),
+                    "null_select_iia": max((s for s, _ in nulls if s is not None), default=None),
+                    "null_test_iia": max((t for _, t in nulls if t is not None), default=None),
                 }
             )
         table[v.key] = rows

@@ -141,10 +141,11 @@ def _require_sweeps(model: Any, models: int, sites: int, T: int, pairs: int, fit
     that lower them): per model and split, a full swap at every site and position of every pair (rows of 64
     pairs, each a forward pass timed on this machine), and their answers kept ``[site, position, pair, output]``
     (int64) for every model and split; with DAS, ``fits`` subspaces per model of ``steps`` steps (a forward and a
-    backward pass of 64 pairs each, counted as three forwards), each swept as one more site."""
+    backward pass of 64 pairs each, counted as three forwards), each swept as one more site, and the readout
+    baseline at each of their hooks."""
 
     per_batch = forward_seconds(model, 64, T + len(model.card.io.prefix))
-    sites += fits
+    sites += fits + (len(das_hooks(model.cfg.n_layers)) if fits else 0)
     require(
         f"sweeping {sites} sites × {T} positions × {pairs} pairs per split on {models} model(s)"
         + (f" and fitting {fits} DAS subspaces of {steps} steps on each" if fits else ""),

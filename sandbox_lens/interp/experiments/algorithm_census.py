@@ -7,8 +7,9 @@ twin that learned its task (≥ :data:`LEARNED`) is put to every rival algorithm
 (:func:`sandbox_lens.interp.causal.identify.identify` at its defaults: 128 pairs per split, five random-init
 nulls of its shape searched the same way; DAS sites where the scale's ``das_steps`` asks for them, which the quick
 run does and the full one does not yet): scan, counter, cascade, parity first, sequential; Dyck: stack, depth
-only. The populations are identified in a pool of ``--workers`` processes. The census counts what each population was identified as — an algorithm, "none of these",
-"inconclusive" (fewer than 80% of resamples agree) or "ambiguous" — with Wilson intervals on the shares.
+only. The populations are identified in a pool of ``--workers`` processes. The census counts what each
+population was identified as — an algorithm, "none of these", "inconclusive" (fewer than 80% of resamples agree)
+or "ambiguous" — with Wilson intervals on the shares.
 
 The ruled claim: the share of learned twins identified as one of the proven algorithms, against the thesis's
 reading that trained twins find other solutions (below one half). A result either way is a result.
@@ -16,7 +17,6 @@ reading that trained twins find other solutions (below one half). A result eithe
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sandbox_lens.interp.causal.align import nulls_of
@@ -174,8 +174,7 @@ def run(ctx: Context) -> None:
             accuracy = {r["seed"]: r["final_accuracy"] for r in summary["runs"]}
             populations[label] = {"task": title, "layers": depth, "length": task.length}
             jobs.append(identification_job(ctx.run_dirs(label), accuracy, sc, ctx.quick))
-    workers = max(1, min(ctx.workers or os.cpu_count() or 1, len(jobs)))
-    found = run_pool(_identified, jobs, workers, ctx.progress, "identifying populations", unit="population")
+    found = run_pool(_identified, jobs, ctx.workers, ctx.progress, "identifying populations", unit="population")
     for label, twins in zip(populations, found):
         populations[label]["twins"] = twins
     ctx.data("populations", populations)

@@ -155,11 +155,13 @@ def _die_with_parent(parent: int) -> None:
 
 
 def run_pool(
-    fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, progress: bool, desc: str, unit: str = "run"
+    fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int | None, progress: bool, desc: str, unit: str = "run"
 ) -> list[Any]:
-    """``fn`` on every job, in order, in a pool of ``workers`` processes (one: in this process), each worker killed
-    with the parent (:func:`_die_with_parent`); on Ctrl-C or a failed job no queued job starts. ``fn`` must be a
-    module-level function (it is pickled) and set its own threads."""
+    """``fn`` on every job, in order, in a pool of ``workers`` processes (None: the CPU cores; never more than the
+    jobs; one: in this process), each worker killed with the parent (:func:`_die_with_parent`); on Ctrl-C or a
+    failed job no queued job starts. ``fn`` must be a module-level function (it is pickled) and set its own
+    threads."""
+    workers = max(1, min(workers or (os.cpu_count() or 1), len(jobs)))
     if workers == 1:
         return [fn(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit=unit)]
     from concurrent.futures import ProcessPoolExecutor
@@ -172,10 +174,6 @@ def run_pool(
         raise
     pool.shutdown(wait=True)
     return results
-
-
-def _run_local(jobs: list[tuple], workers: int, progress: bool, desc: str) -> list[dict[str, Any]]:
-    return run_pool(_job, jobs, workers, progress, desc)
 
 
 def _ray_ready() -> None:
@@ -261,7 +259,7 @@ def run_sweep(
             if backend == "ray":
                 results = _run_ray(jobs, progress, desc, workers)
             else:
-                results = _run_local(jobs, max(1, min(workers or (os.cpu_count() or 1), len(jobs))), progress, desc)
+                results = run_pool(_job, jobs, workers, progress, desc)
             for i, r in zip(todo, results):
                 done[i] = r
         keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
