@@ -74,6 +74,30 @@ def test_das_finds_the_state_after_the_mlp_but_not_the_count_before_it(counter):
     assert [p.requires_grad for p in model.parameters()] == before  # the caller's model is left as it was
 
 
+@pytest.mark.parametrize("hook", ["blocks.0.hook_resid_pre", MID, POST])
+def test_das_trains_on_the_rest_of_the_model_as_the_hooked_interchange_computes_it(counter, hook, monkeypatch):
+    """DAS caches both words' streams at the hook and runs only the blocks after it on the bare forward: the
+    intervened logits and their gradient in the subspace equal a hooked interchange's, to float32 rounding."""
+    import torch
+
+    from sandbox_lens.interp.causal import das as das_module
+
+    model, _, base, source = counter
+    R = torch.linalg.qr(torch.randn(model.cfg.d_model, 2, generator=torch.Generator().manual_seed(0)))[0]
+    R.requires_grad_(True)
+    rows = np.arange(40)
+    positions = np.random.default_rng(0).integers(0, base.shape[1], len(rows))
+    bare = das_module._intervention(model, hook, base[:40], source[:40])
+    monkeypatch.setattr(das_module, "bare_tail", lambda *_: None)
+    hooked = das_module._intervention(model, hook, base[:40], source[:40])
+    ours, theirs = bare(rows, positions, R), hooked(rows, positions, R)
+    scale = float(theirs.detach().abs().max())
+    assert float((ours - theirs).detach().abs().max()) <= 1e-5 * max(1.0, scale)
+    (g_ours,) = torch.autograd.grad(ours.square().sum(), R)
+    (g_theirs,) = torch.autograd.grad(theirs.square().sum(), R)
+    assert float((g_ours - g_theirs).abs().max()) <= 1e-4 * max(1.0, float(g_theirs.abs().max()))
+
+
 def test_das_recovers_the_state_subspace_of_a_rotated_construction():
     """`interp build --rotate`: the counter's state spread over all 16 coordinates. The named subspace, read
     through the rotation, still has IIA 1; DAS (k = 2) finds a subspace with held-out IIA ≥ 0.99 that, inside

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sandbox_lens.constructions import build_model
-from sandbox_lens.interp.model.bare import bare_forward, bare_unsupported
+from sandbox_lens.interp.model.bare import bare_forward, bare_tail, bare_unsupported
 from sandbox_lens.interp.model.checked import CheckedForward
 from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.tasks.batches import AutomatonTask, step_rng
@@ -59,6 +59,35 @@ def test_bare_forward_matches_a_twin_with_and_without_layernorm(shape):
     tokens = torch.from_numpy(task.batch(step_rng(0, 0), 8).tokens)
     with exact_precision():
         assert torch.allclose(bare_forward(model)(tokens), model(tokens), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ModelShape(n_layers=2, d_model=16, n_heads=2, d_mlp=32),
+        ModelShape(n_layers=2, d_model=16, n_heads=4, normalization="none"),
+    ],
+)
+def test_the_forward_from_a_residual_hook_on_is_the_rest_of_the_model(shape):
+    """From every residual hook, the tail on the stream recorded there gives the model's logits, and it is
+    differentiable in that stream; a hook that is not a residual one is refused."""
+    task = AutomatonTask(get_automaton("S3"), 12)
+    model = build_twin(task, shape, 3)
+    tokens = torch.from_numpy(task.batch(step_rng(0, 0), 8).tokens)
+    hooks = ["blocks.0.hook_resid_pre"] + [f"blocks.{l}.hook_resid_{x}" for l in range(2) for x in ("mid", "post")]
+    with exact_precision():
+        logits, cache = model.run_with_cache(tokens, names_filter=hooks)
+    for hook in hooks:
+        resid = cache[hook].clone().requires_grad_(True)
+        with exact_precision(grad=True):
+            out = bare_tail(model, hook)(resid)
+        assert torch.allclose(out, logits, atol=1e-5, rtol=1e-5), hook
+        (grad,) = torch.autograd.grad(out[:, 0].sum(), resid)  # causal: the first output reads the first position
+        assert float(grad[:, 0].abs().max()) > 0 and float(grad[:, 1:].abs().max()) == 0.0, hook
+    with pytest.raises(ValueError, match="not a residual hook"):
+        bare_tail(model, "blocks.0.hook_attn_out")
+    with pytest.raises(ValueError, match="2 blocks"):
+        bare_tail(model, "blocks.2.hook_resid_pre")
 
 
 def test_verification_says_which_forward_ran_and_agrees_with_the_model():

@@ -18,8 +18,9 @@ import numpy as np
 
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, interchange, source_activations
+from sandbox_lens.interp.model.bare import bare_tail
 from sandbox_lens.interp.model.device import device_of, on, to_numpy
-from sandbox_lens.interp.model.run import run_with_hooks
+from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 from sandbox_lens.interp.streams import Stream, torch_seed
 
 __all__ = ["das", "boundless_das", "principal_angles", "live_basis", "live_fraction", "DORMANT"]
@@ -58,7 +59,7 @@ def das(
         p.requires_grad_(False)
     try:
         return _train(
-            model, high, hook, k, base[rows], source[rows], positions, labels, scored, steps, lr, batch, seed, d, tick
+            model, high, hook, k, (base, source, rows), positions, labels, scored, steps, lr, batch, seed, d, tick
         )
     finally:
         for p, flag in frozen:  # the model is the caller's: leave it as it was
@@ -158,37 +159,29 @@ def boundless_das(
     return basis, trace
 
 
-def _train(model, high, hook, k, base, source, positions, labels, scored, steps, lr, batch, seed, d, tick=None):
-    """Adam on the orthogonal map's parameters over the (pair, position) examples, in a fixed seeded order."""
+def _train(model, high, hook, k, pairs, positions, labels, scored, steps, lr, batch, seed, d, tick=None):
+    """Adam on the orthogonal map's parameters over the (pair, position) examples (``pairs``: the base and source
+    words and each example's pair), in a fixed seeded order."""
     import torch
 
+    base, source, rows = pairs
     P, T = len(model.card.io.prefix), base.shape[1]
     trace: list[dict] = []
     with torch.random.fork_rng():
         torch.manual_seed(torch_seed(seed, Stream.DAS_INIT))
         rotation = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(k, d, bias=False)).to(device_of(model))
-        if not len(base):  # the variable reaches no output on these pairs: nothing to learn
+        if not len(rows):  # the variable reaches no output on these pairs: nothing to learn
             if tick is not None:
                 tick(steps)
             return to_numpy(rotation.weight.double()), trace
         opt = torch.optim.Adam(rotation.parameters(), lr=lr)
-        order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(base))
-        cached = source_activations(model, source, [hook])  # the sources never change: one run
-        site = Site(hook, 0)
+        order = np.random.default_rng(torch_seed(seed, Stream.DAS_INIT)).permutation(len(rows))
+        intervened = _intervention(model, hook, base, source)
         for step in range(steps):
-            idx = order[(step * batch) % len(base) :][:batch]
+            idx = order[(step * batch) % len(rows) :][:batch]
             if len(idx) < batch:
                 idx = np.concatenate([idx, order[: batch - len(idx)]])[:batch]
-            logits = interchange(
-                model,
-                base[idx],
-                source[idx],
-                site,
-                rotation=rotation.weight,
-                activations={hook: cached[hook][idx]},
-                positions=positions[idx],
-            )
-            out = logits[:, P : P + T]
+            out = intervened(rows[idx], positions[idx], rotation.weight)[:, P : P + T]
             if high.readout is not None:
                 out = out[..., list(high.readout)]
             m = on(model, scored[idx])
@@ -202,6 +195,45 @@ def _train(model, high, hook, k, base, source, positions, labels, scored, steps,
                 tick(1)
         basis = to_numpy(rotation.weight.double())
     return basis, trace
+
+
+def _intervention(
+    model: Any, hook: str, base: np.ndarray, source: np.ndarray
+) -> Callable[[np.ndarray, np.ndarray, Any], Any]:
+    """``(rows, positions, R) → logits`` of the ``base`` words ``rows`` with the span of ``R`` ``[d, k]`` at ``hook`` and
+    each row's position set to its source word's, differentiable in ``R``. The sources never change, and neither
+    do the bases: both streams at ``hook`` are computed once, and each step runs only the blocks after ``hook``
+    on the bare forward (:func:`~sandbox_lens.interp.model.bare.bare_tail`; where it does not cover the model,
+    each step is a hooked run, :func:`~sandbox_lens.interp.causal.interchange.interchange`)."""
+    tail = bare_tail(model, hook)
+    P = len(model.card.io.prefix)
+    if tail is None:
+        cached = source_activations(model, source, [hook])
+
+        def hooked(rows: np.ndarray, positions: np.ndarray, R: Any) -> Any:
+            return interchange(
+                model,
+                base[rows],
+                source[rows],
+                Site(hook, 0),
+                rotation=R,
+                activations={hook: cached[hook][rows]},
+                positions=positions,
+            )
+
+        return hooked
+    streams = source_activations(model, np.concatenate([base, source]), [hook])[hook]
+    x_base, x_source = streams[: len(base)], streams[len(base) :]
+
+    def bare(rows: np.ndarray, positions: np.ndarray, R: Any) -> Any:
+        n, at = on(model, np.arange(len(rows))), on(model, P + np.asarray(positions, dtype=np.int64))
+        r = on(model, rows)
+        x, src = x_base[r].clone(), x_source[r, at]
+        x[n, at] = x[n, at] + ((src - x[n, at]) @ R) @ R.T
+        with exact_precision(grad=True):
+            return tail(x)
+
+    return bare
 
 
 def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:

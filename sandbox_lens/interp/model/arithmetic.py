@@ -44,6 +44,7 @@ __all__ = [
     "dense_stack",
     "layer_norm",
     "mlp",
+    "residual_start",
     "run",
 ]
 
@@ -170,25 +171,46 @@ def mlp(block: Block, x: Any) -> Any:
     )
 
 
-def run(stack: Stack, x: Any, positions: int, stream: dict[str, Any] | None = None) -> Any:
+def run(stack: Stack, x: Any, positions: int, stream: dict[str, Any] | None = None, start: str | None = None) -> Any:
     """The logits ``[*members, rows, d_vocab_out]`` of the embedded input ``x`` ``[*members, rows, d_model]`` whose
     rows are ``rows / positions`` sequences of ``positions`` tokens each. ``stream`` (when given) receives the
-    residual stream under TransformerLens's names (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``)."""
+    residual stream under TransformerLens's names (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``).
+    ``start``: ``x`` is the residual stream at that hook (one of those names), and the forward runs from there."""
     H, dh = stack.n_heads, stack.d_head
+    first, skip_attention = residual_start(start, len(stack.blocks))
     for l, block in enumerate(stack.blocks):
-        if stream is not None:
+        if l < first:
+            continue
+        if stream is not None and not (l == first and skip_attention):
             stream[f"blocks.{l}.hook_resid_pre"] = x
         *members, rows, _ = x.shape
-        qkv = block.qkv(block.ln1(x)).view(*members, rows // positions, positions, 3, H, dh)
-        q, k, v = qkv.movedim(-3, 0).transpose(-3, -2)  # each [*members, batch, heads, positions, d_head]
-        z = attend(q, k, v, stack.scale).transpose(-3, -2).reshape(*members, rows, H * dh)
-        x = block.out.add_into(x, z)
+        if not (l == first and skip_attention):
+            qkv = block.qkv(block.ln1(x)).view(*members, rows // positions, positions, 3, H, dh)
+            q, k, v = qkv.movedim(-3, 0).transpose(-3, -2)  # each [*members, batch, heads, positions, d_head]
+            z = attend(q, k, v, stack.scale).transpose(-3, -2).reshape(*members, rows, H * dh)
+            x = block.out.add_into(x, z)
         if stream is not None:
             stream[f"blocks.{l}.hook_resid_mid"] = x
         x = mlp(block, x)
         if stream is not None:
             stream[f"blocks.{l}.hook_resid_post"] = x
     return stack.unembed(stack.ln_final(x))
+
+
+def residual_start(hook: str | None, n_layers: int) -> tuple[int, bool]:
+    """Where :func:`run` starts for the residual hook ``hook`` (None: the embedding): (the first block it runs,
+    whether that block's attention is already in ``x``, i.e. ``hook`` is its ``resid_mid``)."""
+    if hook is None:
+        return 0, False
+    parts = hook.split(".")
+    kinds = {"hook_resid_pre": (0, False), "hook_resid_mid": (0, True), "hook_resid_post": (1, False)}
+    if len(parts) != 3 or parts[0] != "blocks" or not parts[1].isdigit() or parts[2] not in kinds:
+        raise ValueError(f"not a residual hook: {hook!r}")
+    layer = int(parts[1])
+    if layer >= n_layers:
+        raise ValueError(f"{hook!r}: the model has {n_layers} blocks")
+    step, mid = kinds[parts[2]]
+    return layer + step, mid
 
 
 def fused_qkv(W_Q: Any, W_K: Any, W_V: Any, b_Q: Any, b_K: Any, b_V: Any) -> tuple[Any, Any]:

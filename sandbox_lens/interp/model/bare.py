@@ -26,12 +26,12 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from sandbox_lens.interp.model.arithmetic import Block, dense_stack, run
+from sandbox_lens.interp.model.arithmetic import Block, dense_stack, residual_start, run
 from sandbox_lens.interp.model.device import current
 from sandbox_lens.interp.model.hooked import _torch_dtype, spec_parts, tl_state_dict, to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["bare_forward", "bare_unsupported", "BareModel"]
+__all__ = ["bare_forward", "bare_tail", "bare_unsupported", "BareModel"]
 
 #: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
 HIDDEN_CHUNK = 1 << 18
@@ -154,8 +154,27 @@ def bare_forward(model: Any, residuals: bool = False) -> Callable[[Any], Any] | 
     return _forward_of({k: v.detach() for k, v in tl_state_dict(model).items()}, model.cfg, residuals)
 
 
-def _forward_of(sd: dict[str, Any], cfg: Any, residuals: bool = False) -> Callable[[Any], Any]:
-    """:func:`bare_forward` on the weights ``sd`` (TransformerLens's state-dict names) of a model configured as ``cfg``."""
+def bare_tail(model: Any, hook: str) -> Callable[[Any], Any] | None:
+    """``resid [batch, pos, d_model] → logits [batch, pos, d_vocab_out]``: ``model``'s forward from the residual hook
+    ``hook`` (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``) on, given the stream there, differentiable in
+    it (the weights detached), or None where the bare forward does not cover ``model``. An intervention at
+    ``hook`` then costs only the blocks after it and no hook points: DAS
+    (:func:`sandbox_lens.interp.causal.das.das`) caches the stream at ``hook`` once and trains on this."""
+    if bare_unsupported(model) is not None:
+        return None
+    stack = _stack_of({k: v.detach() for k, v in tl_state_dict(model).items()}, model.cfg)
+    residual_start(hook, model.cfg.n_layers)  # refuses a hook that is not a residual one
+
+    def tail(resid: Any) -> Any:
+        batch, n, d = resid.shape
+        return run(stack, resid.reshape(batch * n, d), n, start=hook).view(batch, n, -1)
+
+    return tail
+
+
+def _stack_of(sd: dict[str, Any], cfg: Any) -> Any:
+    """The bare forward's :class:`~sandbox_lens.interp.model.arithmetic.Stack` on the weights ``sd``
+    (TransformerLens's state-dict names) of a model configured as ``cfg``: each projection restricted."""
     dense = dense_stack(sd.__getitem__, cfg)  # the weights as TransformerLens holds them, then restricted
     blocks = []
     for block in dense.blocks:
@@ -174,7 +193,12 @@ def _forward_of(sd: dict[str, Any], cfg: Any, residuals: bool = False) -> Callab
                 rows=max(64, HIDDEN_CHUNK // max(1, W_in.shape[1])),  # rows per MLP pass
             )
         )
-    stack = replace(dense, blocks=blocks, unembed=_Projection(sd["unembed.W_U"], sd["unembed.b_U"]))
+    return replace(dense, blocks=blocks, unembed=_Projection(sd["unembed.W_U"], sd["unembed.b_U"]))
+
+
+def _forward_of(sd: dict[str, Any], cfg: Any, residuals: bool = False) -> Callable[[Any], Any]:
+    """:func:`bare_forward` on the weights ``sd`` (TransformerLens's state-dict names) of a model configured as ``cfg``."""
+    stack = _stack_of(sd, cfg)
     W_E, W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
 
     def forward(tokens: Any) -> Any:
