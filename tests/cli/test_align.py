@@ -136,3 +136,19 @@ def test_bad_input_is_one_line(saved, tmp_path, interp_run, monkeypatch, argv, m
     code, _, err = interp_run(*argv)
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "X").exists()
+
+
+def test_the_help_states_the_das_steps_the_analyses_take(capsys):
+    """`--das-steps`'s help quotes the defaults the code uses, not numbers typed beside it."""
+    import inspect
+
+    from sandbox_lens.interp.causal.align import align
+    from sandbox_lens.interp.causal.fitted import STEPS
+    from sandbox_lens.interp.causal.identify import identify
+    from sandbox_lens.interp.cli import main
+
+    assert main(["align", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    plain, per_site = (inspect.signature(f).parameters["das_steps"].default for f in (align, identify))
+    assert per_site == STEPS
+    assert f"(default {plain}; with --candidates --das, {per_site} per site)" in text

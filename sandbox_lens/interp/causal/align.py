@@ -34,6 +34,7 @@ import numpy as np
 
 from sandbox_lens.interp.budget import require
 from sandbox_lens.interp.causal.das import boundless_das, principal_angles
+from sandbox_lens.interp.causal.defaults import DAS_STEPS
 from sandbox_lens.interp.causal.evidence import (
     PairSplits,
     readout_basis,
@@ -128,7 +129,7 @@ def align(
     mode: str = "parallel",
     pairs: int = 128,
     ks: Sequence[int] = (1, 2, 4, 8),
-    das_steps: int = 200,
+    das_steps: int = DAS_STEPS,
     seed: int = 0,
     variables: Sequence[str] | None = None,
     progress: bool = False,

@@ -33,6 +33,7 @@ import numpy as np
 
 from sandbox_lens.interp.causal.algorithms import Variable
 from sandbox_lens.interp.causal.das import das
+from sandbox_lens.interp.causal.defaults import SITE_DAS_STEPS
 from sandbox_lens.interp.causal.evidence import readout_basis
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.sweep import residual_sites
@@ -54,7 +55,7 @@ __all__ = [
 MAX_K = 8
 #: Optimiser steps of each fit (``interp align --das-steps``): half of ``interp align``'s per-variable DAS, which
 #: fits a few hooks, where this fits one subspace per variable at every residual site.
-STEPS = 100
+STEPS = SITE_DAS_STEPS
 _READOUT = "readout @ "
 _FITTED = ": DAS k="
 

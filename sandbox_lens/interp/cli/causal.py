@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from sandbox_lens.interp.causal.defaults import DAS_STEPS, SITE_DAS_STEPS
 from sandbox_lens.interp.errors import OptionError, SandboxError
 from sandbox_lens.interp.progress import wanted as progress_wanted
 
@@ -75,7 +76,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "--das-steps",
         type=int,
         default=None,
-        help="optimiser steps of each DAS fit (default 200; with --candidates --das, 100 per site)",
+        help=f"optimiser steps of each DAS fit (default {DAS_STEPS}; with --candidates --das, {SITE_DAS_STEPS} per site)",
     )
     s.add_argument("--k", default="1,2,4,8", help="DAS dimensions, comma-separated (default 1,2,4,8)")
     s.add_argument("--seed", type=int, default=0, help="seed of the pairs, the null and DAS")
