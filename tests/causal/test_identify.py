@@ -12,6 +12,7 @@ from sandbox_lens.interp.causal.align import nulls_of
 from sandbox_lens.interp.causal.identify import _passes, _sentence, component_sites, identify, residual_sites, sweep
 from sandbox_lens.interp.causal.interchange import Site, answer, interchange, word_pairs
 from sandbox_lens.interp.causal.verdict import FLOOR, MIN_OUTPUTS
+from sandbox_lens.interp.model.bare import bare_rest
 
 
 @pytest.mark.parametrize(
@@ -64,6 +65,7 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
     base, source = word_pairs(model, 10, seed=4)
     rotation = np.linalg.qr(np.random.default_rng(0).standard_normal((model.cfg.d_model, 3)))[0]
     sites = [(h, None) for h in residual_sites(model.cfg.n_layers)] + [("blocks.1.hook_resid_mid", rotation)]
+    assert bare_rest(model) is not None  # the residual swaps run on the bare forward from their hook
     batched = sweep(model, sites, base, source, None)
     P = len(model.card.io.prefix)
     for s, (hook, basis) in enumerate(sites):
@@ -88,6 +90,23 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
             logits = model.run_with_hooks(torch.as_tensor(tokens), fwd_hooks=[(hook, patch)])
             assert np.array_equal(batched[s, p], answer(logits[:, P : P + base.shape[1]], None))
 
+
+
+def test_the_sweep_on_the_bare_forward_answers_as_hooked_runs_do(monkeypatch):
+    """On a trained-shape twin (random weights, LayerNorm, an MLP), residual swaps run from the cached stream on
+    the bare forward give the answers of hooked runs of the whole model, site by site."""
+    from sandbox_lens.interp.causal import sweep as sweep_module
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, random_init
+
+    model = random_init(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2), 5)
+    base, source = word_pairs(model, 24, seed=1)
+    rotation = np.linalg.qr(np.random.default_rng(1).standard_normal((model.cfg.d_model, 2)))[0]
+    sites = [(h, None) for h in residual_sites(2)] + [(h, rotation) for h in residual_sites(2)]
+    bare = sweep(model, sites, base, source, None)
+    monkeypatch.setattr(sweep_module, "bare_rest", lambda _: None)
+    assert np.array_equal(bare, sweep(model, sites, base, source, None))
 
 def test_the_rule_on_synthetic_numbers():
     """A pass needs the bar, a lower bound FLOOR above chance and above the nulls; too few outputs: untestable.

@@ -2,7 +2,11 @@
 each attention layer's, head's and MLP's output) and :func:`sweep`, which swaps one site at every position of
 every word in one forward (the words repeated once per position, each copy swapped at its own). A null's sweep
 is remembered per pairs (:func:`swept`), so a population's twins, which share their nulls and pairs, sweep each
-null once. :mod:`sandbox_lens.interp.causal.identify` scores the answers against each candidate algorithm."""
+null once. :mod:`sandbox_lens.interp.causal.identify` scores the answers against each candidate algorithm.
+
+A swap in the residual stream runs only the blocks after its hook, from the words' stream computed once, on the
+bare forward (:func:`~sandbox_lens.interp.model.bare.bare_rest`); a head's or a component's swap, and any swap
+in a model the bare forward does not cover, is a hooked run of the whole model."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.causal.interchange import answer, own_predictions, source_activations
+from sandbox_lens.interp.model.bare import bare_rest
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
@@ -68,6 +73,7 @@ def sweep(
     P = len(model.card.io.prefix)
     tokens = on(model, model.card.io.encode(base))
     acts = source_activations(model, source, sorted({hook_head(h)[0] for h, _ in sites}))
+    rest, at_base = _rest_of(model, base, [hook_head(h)[0] for h, _ in sites])
     out = np.empty((len(sites), T, n, T), dtype=np.int64)
     chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
     for s, (site, basis) in enumerate(sites):
@@ -91,13 +97,27 @@ def sweep(
                 return x
 
             with exact_precision():
-                logits = run_with_hooks(
-                    model, tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
-                )
+                if hook in at_base:  # the rest of the model from the swapped stream, on the bare forward
+                    logits = rest(swap(at_base[hook].repeat(len(positions), 1, 1), None), hook)
+                else:
+                    logits = run_with_hooks(
+                        model, tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
+                    )
             got = answer(logits[:, P : P + T], readout)
             out[s, positions] = got.reshape(len(positions), n, T)
             del logits
     return out
+
+
+def _rest_of(model: Any, base: np.ndarray, hooks: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+    """(:func:`~sandbox_lens.interp.model.bare.bare_rest`, the ``base`` words' stream at each residual hook of
+    ``hooks``): a swap there runs only the blocks after it, without hook points. (None, {}) where the bare forward
+    does not cover the model; hooks that are not residual ones (a head's, a component's) are left to hooked runs."""
+    residual = sorted({h for h in hooks if h in set(residual_sites(model.cfg.n_layers))})
+    rest = bare_rest(model) if residual else None
+    if rest is None:
+        return None, {}
+    return rest, source_activations(model, base, residual)
 
 
 #: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one

@@ -31,7 +31,7 @@ from sandbox_lens.interp.model.device import current
 from sandbox_lens.interp.model.hooked import _torch_dtype, spec_parts, tl_state_dict, to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["bare_forward", "bare_tail", "bare_unsupported", "BareModel"]
+__all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "BareModel"]
 
 #: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
 HIDDEN_CHUNK = 1 << 18
@@ -160,16 +160,23 @@ def bare_tail(model: Any, hook: str) -> Callable[[Any], Any] | None:
     it (the weights detached), or None where the bare forward does not cover ``model``. An intervention at
     ``hook`` then costs only the blocks after it and no hook points: DAS
     (:func:`sandbox_lens.interp.causal.das.das`) caches the stream at ``hook`` once and trains on this."""
+    residual_start(hook, model.cfg.n_layers)  # refuses a hook that is not a residual one
+    rest = bare_rest(model)
+    return None if rest is None else (lambda resid: rest(resid, hook))
+
+
+def bare_rest(model: Any) -> Callable[[Any, str], Any] | None:
+    """``(resid [batch, pos, d_model], hook) → logits``: :func:`bare_tail` at any residual hook, the weights read
+    once (a sweep over many hooks), or None where the bare forward does not cover ``model``."""
     if bare_unsupported(model) is not None:
         return None
     stack = _stack_of({k: v.detach() for k, v in tl_state_dict(model).items()}, model.cfg)
-    residual_start(hook, model.cfg.n_layers)  # refuses a hook that is not a residual one
 
-    def tail(resid: Any) -> Any:
+    def rest(resid: Any, hook: str) -> Any:
         batch, n, d = resid.shape
         return run(stack, resid.reshape(batch * n, d), n, start=hook).view(batch, n, -1)
 
-    return tail
+    return rest
 
 
 def _stack_of(sd: dict[str, Any], cfg: Any) -> Any:
