@@ -91,7 +91,6 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
             assert np.array_equal(batched[s, p], answer(logits[:, P : P + base.shape[1]], None))
 
 
-
 def test_the_sweep_on_the_bare_forward_answers_as_hooked_runs_do(monkeypatch):
     """On a trained-shape twin (random weights, LayerNorm, an MLP), residual swaps run from the cached stream on
     the bare forward give the answers of hooked runs of the whole model, site by site."""
@@ -107,6 +106,7 @@ def test_the_sweep_on_the_bare_forward_answers_as_hooked_runs_do(monkeypatch):
     bare = sweep(model, sites, base, source, None)
     monkeypatch.setattr(sweep_module, "bare_rest", lambda _: None)
     assert np.array_equal(bare, sweep(model, sites, base, source, None))
+
 
 def test_the_rule_on_synthetic_numbers():
     """A pass needs the bar, a lower bound FLOOR above chance and above the nulls; too few outputs: untestable.
