@@ -171,7 +171,8 @@ def rate_interval(
     rates = _rates(counts, _draws(int(seed), len(counts.hits), int(resamples)))
     rates = rates[~np.isnan(rates)]
     alpha = (1 - confidence) / 2
-    return float(np.quantile(rates, alpha)), float(np.quantile(rates, 1 - alpha))
+    low, high = np.quantile(rates, [alpha, 1 - alpha])  # one sort for both ends
+    return float(low), float(high)
 
 
 def summary(counts: Counts, seed: int = 0, resamples: int = BOOTSTRAP) -> dict[str, Any]:
