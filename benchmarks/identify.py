@@ -5,8 +5,9 @@
    site, every position at once) against :func:`sandbox_lens.interp.causal.interchange.interchange` at each
    (site, position) in turn, at 16 and 128 pairs; the two alternate, five repeats each, in CPU time, and the
    ratio is printed pair by pair with its median. Both give the same answers (tests/causal/test_identify.py).
-   Batching saves the per-forward overhead, which matters where a forward is small (few pairs); at 128 pairs on
-   one CPU thread the arithmetic dominates and the two cost about the same.
+   Batching saves the per-forward overhead, which matters where a forward is small (few pairs); the sweep's
+   residual swaps also run only the blocks after their hook, on the bare forward, which is what it gains at 128
+   pairs, where the arithmetic dominates.
 2. **DAS on the rest of the model against hooked steps.** One 100-step DAS fit of the C3 twin's state at each
    hook ``identify --das`` fits (the cached streams at the hook, then only the blocks after it on the bare
    forward: :func:`sandbox_lens.interp.causal.das.das`) against the same fit with every step a hooked run of the
