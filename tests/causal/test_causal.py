@@ -213,3 +213,16 @@ def test_das_on_the_rotated_scan_finds_each_window_or_says_it_cannot():
         chosen = v["model"]["das"]["chosen"]
         assert chosen["hook"] == carries[0]["hook"] and chosen["angles_to_named"], name
         assert v["das_verdict"]["implements"] is not False, (name, v["das_verdict"]["verdict"])
+
+
+def test_the_scan_counts_every_position_of_a_residual_hook_in_one_sweep(counter, monkeypatch):
+    """The full-swap scan over every residual hook and position: batched sweeps on the bare forward count what one
+    hooked interchange per (hook, position) counts, word by word."""
+    from sandbox_lens.interp.causal import localise
+
+    model, high, base, source = counter
+    swept = localise.scan_counts(model, high, base[:60], source[:60])
+    monkeypatch.setattr(localise, "is_residual", lambda *_: False)
+    one_by_one = localise.scan_counts(model, high, base[:60], source[:60])
+    assert swept["outputs"].sum() > 0
+    assert np.array_equal(swept["hits"], one_by_one["hits"]) and np.array_equal(swept["outputs"], one_by_one["outputs"])

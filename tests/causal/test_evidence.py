@@ -116,3 +116,31 @@ def test_the_bootstrap_interval_is_the_pooled_rate_of_resampled_words(n, positio
     rates = (k / np.maximum(m, 1))[m > 0]
     alpha = (1 - CONFIDENCE) / 2
     assert rate_interval(counts, seed) == (float(np.quantile(rates, alpha)), float(np.quantile(rates, 1 - alpha)))
+
+
+@pytest.mark.parametrize("which", ["twin", "counter"])
+def test_a_residual_sites_counts_come_from_one_sweep_as_from_one_interchange_per_position(which, monkeypatch):
+    """A subspace swapped at every position in turn: the batched sweep on the bare forward counts the same hits
+    and changed outputs, word by word and position by position, as one hooked interchange per position."""
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.causal import evidence
+    from sandbox_lens.interp.causal.highlevel import high_level_of
+    from sandbox_lens.interp.causal.interchange import Site, subspace_basis, word_pairs
+    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, random_init
+
+    if which == "twin":
+        model = random_init(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2), 7)
+        site = Site("blocks.1.hook_resid_mid", 0, np.linalg.qr(np.random.default_rng(2).standard_normal((32, 3)))[0])
+    else:
+        model = to_hooked(build("modular_counter", get_automaton("C3"), 8))
+        site = Site("blocks.0.hook_resid_post", 0, subspace_basis(model, "state"))
+    high = high_level_of(model)
+    base, source = word_pairs(model, 40, seed=3, high=high)
+    swept = evidence.site_counts(model, high, site, base, source)
+    monkeypatch.setattr(evidence, "is_residual", lambda *_: False)
+    one_by_one = evidence.site_counts(model, high, site, base, source)
+    assert swept.outputs.sum() > 0
+    assert np.array_equal(swept.hits, one_by_one.hits) and np.array_equal(swept.outputs, one_by_one.outputs)

@@ -26,6 +26,7 @@ import numpy as np
 
 from sandbox_lens.interp.causal.highlevel import HighLevel, HighLevelError
 from sandbox_lens.interp.causal.interchange import Site, changed_hits, source_activations
+from sandbox_lens.interp.causal.sweep import changed_counts, is_residual
 from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.stats import CONFIDENCE
 from sandbox_lens.interp.streams import Stream, rng
@@ -123,13 +124,18 @@ def site_counts(
     positions: Sequence[int] | None = None,
 ) -> Counts:
     """:class:`Counts` ``[words, positions]`` of ``site``'s subspace swapped at each of ``positions`` in turn
-    (default: every position, as for a position-shared DAS subspace or a named site)."""
+    (default: every position, as for a position-shared DAS subspace or a named site). In the residual stream the
+    swaps at every position run as one batched sweep (:func:`~sandbox_lens.interp.causal.sweep.changed_counts`:
+    the same answers, on the bare forward from the hook); elsewhere one interchange per position."""
     import dataclasses
 
-    activations = activations or source_activations(model, source, [site.hook])
     positions = list(range(base.shape[1]) if positions is None else positions)
     hits = np.zeros((len(base), len(positions)), dtype=np.int64)
     outputs = np.zeros_like(hits)
+    if is_residual(site.hook, model.cfg.n_layers) and positions == list(range(base.shape[1])):
+        k, n = changed_counts(model, high, [(site.hook, site.basis)], base, source, variable)
+        return Counts(k[0].T.copy(), n[0].T.copy())
+    activations = activations or source_activations(model, source, [site.hook])
     for j, p in enumerate(positions):
         hit, _, changed = changed_hits(
             model, high, dataclasses.replace(site, position=int(p)), base, source, activations, variable

@@ -21,6 +21,7 @@ import numpy as np
 from sandbox_lens.interp.causal.evidence import Counts, PairSplits, stability, summaries
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import Site, changed_hits, own_predictions, source_activations
+from sandbox_lens.interp.causal.sweep import changed_counts, is_residual
 from sandbox_lens.interp.causal.verdict import FLOOR, IMPLEMENTS, MIN_OUTPUTS, outcome, verdict, with_stability
 from sandbox_lens.interp.progress import bar as progress_bar
 
@@ -65,7 +66,13 @@ def scan_counts(
     hits = np.zeros((len(hooks), len(positions), len(base)), dtype=np.int64)
     outputs = np.zeros_like(hits)
     bar = progress_bar(total=len(hooks) * len(positions), disable=not progress, desc="interchange scan", unit="site")
+    every = positions == list(range(base.shape[1]))
     for i, hook in enumerate(hooks):
+        if every and is_residual(hook, model.cfg.n_layers):  # every position in one batched sweep
+            k, n = changed_counts(model, high, [(hook, None)], base, source, variable)
+            hits[i], outputs[i] = k[0], n[0]
+            bar.update(len(positions))
+            continue
         for j, p in enumerate(positions):
             hit, _, changed = changed_hits(model, high, Site(hook, p), base, source, activations, variable)
             hits[i, j], outputs[i, j] = (hit & changed).sum(axis=1), changed.sum(axis=1)

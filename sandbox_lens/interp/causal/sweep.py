@@ -17,12 +17,24 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import answer, own_predictions, source_activations
+from sandbox_lens.interp.model.arithmetic import residual_start
 from sandbox_lens.interp.model.bare import bare_rest
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
-__all__ = ["residual_sites", "component_sites", "model_sites", "hook_head", "sweep", "swept", "MAX_ROWS"]
+__all__ = [
+    "residual_sites",
+    "component_sites",
+    "model_sites",
+    "hook_head",
+    "is_residual",
+    "sweep",
+    "swept",
+    "changed_counts",
+    "MAX_ROWS",
+]
 
 #: Rows of one batched forward (positions × words); a sweep over longer words runs in chunks of positions.
 MAX_ROWS = 8192
@@ -109,11 +121,46 @@ def sweep(
     return out
 
 
+def changed_counts(
+    model: Any,
+    high: HighLevel,
+    sites: Sequence[tuple[str, Any]],
+    base: np.ndarray,
+    source: np.ndarray,
+    variable: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(hits, outputs) ``[site, position, word]`` of each site (as in :func:`sweep`) swapped at every position in
+    turn as ``high``'s ``variable``: the outputs the swap changes the label of, among those the task scores, and
+    those of them whose answer follows the high-level model — what
+    :func:`~sandbox_lens.interp.causal.interchange.changed_hits` counts at one site and position."""
+    answers = sweep(model, sites, base, source, high.readout)
+    variable = high.variable(variable)
+    plain, answered = high.answers(base)
+    n, T = base.shape
+    hits = np.zeros((len(sites), T, n), dtype=np.int64)
+    outputs = np.zeros_like(hits)
+    for p in range(T):
+        labels, scored = high.counterfactual(base, source, p, variable)
+        changed = scored & answered & (labels != plain)
+        outputs[:, p] = changed.sum(axis=1)
+        hits[:, p] = ((answers[:, p] == labels) & changed).sum(axis=-1)
+    return hits, outputs
+
+
+def is_residual(hook: str, n_layers: int) -> bool:
+    """Whether ``hook`` is a residual-stream hook of a model with ``n_layers`` blocks."""
+    try:
+        residual_start(hook, n_layers)
+    except ValueError:
+        return False
+    return True
+
+
 def _rest_of(model: Any, base: np.ndarray, hooks: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     """(:func:`~sandbox_lens.interp.model.bare.bare_rest`, the ``base`` words' stream at each residual hook of
     ``hooks``): a swap there runs only the blocks after it, without hook points. (None, {}) where the bare forward
     does not cover the model; hooks that are not residual ones (a head's, a component's) are left to hooked runs."""
-    residual = sorted({h for h in hooks if h in set(residual_sites(model.cfg.n_layers))})
+    residual = sorted({h for h in hooks if is_residual(h, model.cfg.n_layers)})
     rest = bare_rest(model) if residual else None
     if rest is None:
         return None, {}
