@@ -405,6 +405,9 @@ def test_algorithm_census_quick(tmp_path_factory):
     from sandbox_lens.interp.experiments.algorithm_census import _scale, identification_job
 
     pickle.dumps(identification_job({0: out}, {0: 1.0}, _scale(False), False))  # a pool worker's job travels
+    from sandbox_lens.interp.causal.fitted import STEPS
+
+    assert _scale(False)["das_steps"] == STEPS  # the published census searches DAS sites as `align --das` does
 
 
 def test_algorithm_confusion_quick(tmp_path):
