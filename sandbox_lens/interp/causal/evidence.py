@@ -133,7 +133,7 @@ def site_counts(
     hits = np.zeros((len(base), len(positions)), dtype=np.int64)
     outputs = np.zeros_like(hits)
     if is_residual(site.hook, model.cfg.n_layers) and positions == list(range(base.shape[1])):
-        k, n = changed_counts(model, high, [(site.hook, site.basis)], base, source, variable)
+        k, n = changed_counts(model, high, [(site.hook, site.basis)], base, source, variable, activations)
         return Counts(k[0].T.copy(), n[0].T.copy())
     activations = activations or source_activations(model, source, [site.hook])
     for j, p in enumerate(positions):

@@ -69,7 +69,7 @@ def scan_counts(
     every = positions == list(range(base.shape[1]))
     for i, hook in enumerate(hooks):
         if every and is_residual(hook, model.cfg.n_layers):  # every position in one batched sweep
-            k, n = changed_counts(model, high, [(hook, None)], base, source, variable)
+            k, n = changed_counts(model, high, [(hook, None)], base, source, variable, activations)
             hits[i], outputs[i] = k[0], n[0]
             bar.update(len(positions))
             continue

@@ -74,17 +74,26 @@ def hook_head(site: str) -> tuple[str, int | None]:
 
 
 def sweep(
-    model: Any, sites: Sequence[tuple[str, Any]], base: np.ndarray, source: np.ndarray, readout: Sequence[int] | None
+    model: Any,
+    sites: Sequence[tuple[str, Any]],
+    base: np.ndarray,
+    source: np.ndarray,
+    readout: Sequence[int] | None,
+    activations: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """The model's answers ``[site, position, word, output]`` with each site — (hook, orthonormal basis ``[d, k]``
     or None for the whole activation; ``hook#h`` for head h of a per-head hook such as ``attn.hook_z``) — set to
     its value on the ``source`` words, at each position in turn: one forward per site for all positions (the
-    words repeated once per position, each copy swapped at its own)."""
+    words repeated once per position, each copy swapped at its own). ``activations``: the source words' at the
+    sites' hooks (:func:`~sandbox_lens.interp.causal.interchange.source_activations`), when a caller shares them."""
 
     n, T = base.shape
     P = len(model.card.io.prefix)
     tokens = on(model, model.card.io.encode(base))
-    acts = source_activations(model, source, sorted({hook_head(h)[0] for h, _ in sites}))
+    hooks = sorted({hook_head(h)[0] for h, _ in sites})
+    if activations is None or not set(hooks) <= set(activations):
+        activations = source_activations(model, source, hooks)
+    acts = activations
     rest, at_base = _rest_of(model, base, [hook_head(h)[0] for h, _ in sites])
     out = np.empty((len(sites), T, n, T), dtype=np.int64)
     chunk = max(1, min(T, MAX_ROWS // max(n, 1)))
@@ -128,12 +137,13 @@ def changed_counts(
     base: np.ndarray,
     source: np.ndarray,
     variable: str | None = None,
+    activations: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(hits, outputs) ``[site, position, word]`` of each site (as in :func:`sweep`) swapped at every position in
-    turn as ``high``'s ``variable``: the outputs the swap changes the label of, among those the task scores, and
-    those of them whose answer follows the high-level model — what
+    """(hits, outputs) ``[site, position, word]`` of each site (as in :func:`sweep`, ``activations`` too) swapped
+    at every position in turn as ``high``'s ``variable``: the outputs the swap changes the label of, among those the
+    task scores, and those of them whose answer follows the high-level model — what
     :func:`~sandbox_lens.interp.causal.interchange.changed_hits` counts at one site and position."""
-    answers = sweep(model, sites, base, source, high.readout)
+    answers = sweep(model, sites, base, source, high.readout, activations)
     variable = high.variable(variable)
     plain, answered = high.answers(base)
     n, T = base.shape

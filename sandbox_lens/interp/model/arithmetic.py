@@ -181,10 +181,11 @@ def run(stack: Stack, x: Any, positions: int, stream: dict[str, Any] | None = No
     for l, block in enumerate(stack.blocks):
         if l < first:
             continue
-        if stream is not None and not (l == first and skip_attention):
+        attention = not (l == first and skip_attention)  # a start at resid_mid has block l's attention in x
+        if stream is not None and attention:
             stream[f"blocks.{l}.hook_resid_pre"] = x
         *members, rows, _ = x.shape
-        if not (l == first and skip_attention):
+        if attention:
             qkv = block.qkv(block.ln1(x)).view(*members, rows // positions, positions, 3, H, dh)
             q, k, v = qkv.movedim(-3, 0).transpose(-3, -2)  # each [*members, batch, heads, positions, d_head]
             z = attend(q, k, v, stack.scale).transpose(-3, -2).reshape(*members, rows, H * dh)
