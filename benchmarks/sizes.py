@@ -2,6 +2,10 @@
 
 Built from the sparse specs (no dense weights, no forward pass): blocks, attention layers, d_model,
 d_mlp and TransformerLens parameters at T = 64 … 4096, and the longest T each construction accepts.
+
+Then the prefix scan against the number of states |Q| (``memory<n>``, T = 64): its dense parameters, the
+non-zeros the bare forward keeps (:func:`sandbox_lens.interp.model.bare.sparse_state`: each MLP as its units'
+entries), and the widths Theorem 10 states.
 """
 
 from __future__ import annotations
@@ -28,6 +32,39 @@ CASES = [  # (label, construction, task)
     ("ffl", "ffl", None),
 ]
 LENGTHS = (64, 256, 1024, 4096)
+STATES = (4, 8, 16, 32, 64)
+
+
+def nonzeros(spec) -> int:
+    """The numbers :func:`sandbox_lens.interp.model.bare.sparse_state` stores that are not zero: the embeddings',
+    the attention's and each MLP unit's reads, writes and biases (counted from the spec, nothing dense built)."""
+    import numpy as np
+
+    from sandbox_lens.interp.model.hooked import attention_arrays
+
+    n = sum(int(np.count_nonzero(a)) for a in (spec.W_E, spec.W_pos, spec.W_U, spec.b_U))
+    for l, block in enumerate(spec.blocks):
+        n += sum(int(np.count_nonzero(a)) for a in attention_arrays(spec, l).values())
+        if block.mlp is not None:
+            w_in, b_in, w_out, b_out = block.mlp.entries()
+            n += w_in.shape[1] + w_out.shape[1] + int(np.count_nonzero(b_in)) + int(np.count_nonzero(b_out))
+    return n
+
+
+def states() -> None:
+    """The prefix scan's size against |Q| at T = 64."""
+    print(
+        f"\n{'prefix_scan, T = 64':22s} {'|Q|':>4s} {'d_model':>7s} {'d_mlp':>7s} {'parameters':>14s} {'non-zeros':>10s}"
+        f" {'share':>7s}   Thm 10: MLP width |Q|² + |Q|"
+    )
+    for n in STATES:
+        spec = build("prefix_scan", get_automaton(f"memory{n}"), 64)
+        s, dense, kept = spec.shape_summary(), spec.parameters, nonzeros(spec)
+        print(
+            f"{'':22s} {n:4d} {s['d_model']:7,d} {s['d_mlp']:7,d} {dense:14,d} {kept:10,d} {kept / dense:7.2%}"
+            f"   {n * n + n:,}",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -48,6 +85,7 @@ def main() -> None:
                 f"{s['d_mlp']:7,d} {spec.parameters:12,d}   ({time.perf_counter() - start:.1f} s)",
                 flush=True,
             )
+    states()
 
 
 if __name__ == "__main__":

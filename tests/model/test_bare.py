@@ -232,3 +232,72 @@ def test_interp_verify_does_not_import_transformer_lens():
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     assert "EXACT" in r.stdout and "TL False" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["prefix_scan/S3", "modular_counter/C5", "dyck/balanced"])
+def test_the_sparse_weights_are_the_dense_ones(name):
+    """sparse_state holds each MLP's units as CSR matrices of its own width: densified and padded to d_mlp they are
+    state_dict_arrays' matrices entry for entry, and every other weight is the same array."""
+    from sandbox_lens.interp.model.bare import sparse_state
+    from sandbox_lens.interp.model.hooked import state_dict_arrays
+
+    spec = _spec_of(name)
+    dense, sparse = state_dict_arrays(spec), sparse_state(spec, "float64")
+    assert set(dense) == set(sparse)
+    for key, want in dense.items():
+        got = sparse[key]
+        got = (got.to_dense() if got.layout == torch.sparse_csr else got).numpy()
+        if key.split(".")[-2] == "mlp":  # the MLP's own width: padded with zero units to d_mlp
+            got = np.pad(got, [(0, a - b) for a, b in zip(want.shape, got.shape)])
+        np.testing.assert_array_equal(got, want, err_msg=key)
+
+
+def _spec_of(name):
+    from sandbox_lens.constructions import build
+
+    kind, _, what = name.partition("/")
+    if kind == "dyck":
+        return build("dyck", Dyck(2, 4), 40, variant="balanced")
+    return build(kind, get_automaton(what), 64)
+
+
+def test_a_sparse_projection_gives_the_dense_product_and_its_gradient():
+    """A large matrix that is mostly zeros is multiplied as CSR (restricted to its rows and written columns first):
+    the product and the gradient in the input agree with the dense ones to float32 rounding of the same few
+    non-zero terms."""
+    from sandbox_lens.interp.model.bare import SPARSE_MIN_ENTRIES, _Projection
+
+    rng = np.random.default_rng(0)
+    d_in, d_out = 300, 2 * SPARSE_MIN_ENTRIES // 300
+    W = np.zeros((d_in, d_out), dtype=np.float32)
+    W[rng.integers(0, d_in, d_out), np.arange(d_out)] = rng.normal(size=d_out)
+    W[:, : d_out // 4] = 0  # unwritten columns: restricted away
+    b = rng.normal(size=d_out).astype(np.float32) * (np.arange(d_out) % 3 == 0)
+    Wt, bt = torch.from_numpy(W), torch.from_numpy(b)
+    projection = _Projection(Wt, bt, restrict_out=True)
+    assert projection.W.layout == torch.sparse_csr and projection.cols is not None
+    x = torch.from_numpy(rng.normal(size=(64, d_in)).astype(np.float32)).requires_grad_()
+    resid = torch.zeros(64, d_out)
+    ours = projection.add_into(resid, x)
+    want = x @ Wt + bt
+    scale = float(want.detach().abs().max())
+    assert float((ours - want).detach().abs().max()) <= 1e-6 * scale
+    (grad,) = torch.autograd.grad((ours**2).sum(), x)
+    (want_grad,) = torch.autograd.grad((want**2).sum(), x)
+    assert float((grad - want_grad).abs().max()) <= 1e-5 * float(want_grad.abs().max())
+
+
+def test_a_prefix_scan_too_large_for_a_dense_model_still_verifies():
+    """Over 64 states the prefix scan's dense weights (|Q|⁴) pass the size limit and building the TransformerLens
+    model is refused; its sparse weights (|Q|² non-zeros) verify exactly on the bare forward."""
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.errors import ConstructionError
+    from sandbox_lens.interp.model.bare import BareModel
+
+    spec = build("prefix_scan", get_automaton("memory64"), 16)
+    with pytest.raises(ConstructionError, match="parameters"):
+        spec.check_size()
+    weights = BareModel(spec)
+    r = verify(weights, samples=20)
+    assert r.exact and r.accuracy == 1.0 and weights._hooked is None
+    assert r.details["forward"]["cross_checked_positions"] > 0

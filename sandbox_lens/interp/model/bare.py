@@ -21,38 +21,62 @@ configurations it does not cover; callers then use the model itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from sandbox_lens.interp.model.arithmetic import Block, dense_stack, residual_start, run
 from sandbox_lens.interp.model.device import current
-from sandbox_lens.interp.model.hooked import _torch_dtype, spec_parts, tl_state_dict, to_hooked
+from sandbox_lens.interp.model.hooked import _torch_dtype, attention_arrays, spec_config, tl_state_dict, to_hooked
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "BareModel"]
+__all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "sparse_state", "BareModel"]
 
 #: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
 HIDDEN_CHUNK = 1 << 18
 
 
+#: a restricted weight matrix of at least this many entries of which at most this share is non-zero is kept sparse
+SPARSE_MIN_ENTRIES, SPARSE_MAX_SHARE = 1 << 16, 1 / 16
+
+
 class _Projection:
     """``x @ W + b`` restricted to the rows of ``W`` that are not all zero (the coordinates read) and,
     with ``restrict_out``, to the output columns that are not all zero in ``W`` and ``b``
-    (added into those columns of the residual stream by :meth:`add_into`)."""
+    (added into those columns of the residual stream by :meth:`add_into`).
+
+    What is left is kept as a sparse (CSR) matrix where it is large and mostly zeros
+    (:data:`SPARSE_MIN_ENTRIES`, :data:`SPARSE_MAX_SHARE`; a prefix scan's MLPs, whose units each read one or two
+    coordinates of a residual stream |Q|² wide): the product then costs its non-zeros, not its size. ``W`` may come
+    sparse already (:func:`sparse_state`); its rows are then all kept (the sparse product skips them anyway)."""
 
     def __init__(self, W: Any, b: Any, restrict_out: bool = False) -> None:
         import torch
 
-        rows = torch.nonzero(W.ne(0).any(1)).flatten()
-        self.rows = None if len(rows) == W.shape[0] else rows
-        W = W if self.rows is None else W[rows]
-        cols = torch.nonzero(W.ne(0).any(0) | b.ne(0)).flatten() if restrict_out else None
+        if W.layout == torch.sparse_csr:
+            self.rows, used = None, W.col_indices()
+        else:
+            rows = torch.nonzero(W.ne(0).any(1)).flatten()
+            self.rows = None if len(rows) == W.shape[0] else rows
+            W = W if self.rows is None else W[rows]
+            used = torch.nonzero(W.ne(0).any(0)).flatten()
+        cols = None
+        if restrict_out:
+            written = torch.zeros(W.shape[1], dtype=torch.bool, device=b.device)
+            cols = torch.nonzero(written.index_fill(0, used, True) | b.ne(0)).flatten()
         self.cols = None if cols is None or len(cols) == W.shape[1] else cols
         if self.cols is not None:
-            W, b = W[:, self.cols], b[self.cols]
-        self.W, self.b = W.contiguous(), b.contiguous()
+            W, b = _columns(W, self.cols), b[self.cols]
+        if W.layout != torch.sparse_csr and W.numel() >= SPARSE_MIN_ENTRIES:
+            if int(W.count_nonzero()) <= SPARSE_MAX_SHARE * W.numel():
+                with _sparse_beta():
+                    W = W.to_sparse_csr()
+        self.W, self.b = (W if W.layout == torch.sparse_csr else W.contiguous()), b.contiguous()
 
     def __call__(self, x: Any) -> Any:  # x: [rows, d_in]
         import torch
@@ -67,25 +91,86 @@ class _Projection:
         return resid.index_add(1, self.cols, out)
 
 
+def _columns(W: Any, cols: Any) -> Any:
+    """``W[:, cols]`` for a dense or a CSR matrix (for CSR, ``cols`` must hold every column with an entry)."""
+    import torch
+
+    if W.layout != torch.sparse_csr:
+        return W[:, cols]
+    where = torch.full((W.shape[1],), -1, dtype=W.col_indices().dtype, device=W.device)
+    where[cols] = torch.arange(len(cols), dtype=where.dtype, device=W.device)
+    with _sparse_beta():
+        return torch.sparse_csr_tensor(
+            W.crow_indices(), where[W.col_indices()], W.values(), (W.shape[0], len(cols)), check_invariants=True
+        )
+
+
+@contextmanager
+def _sparse_beta() -> Iterator[None]:
+    """Silence torch's one-time notice that its CSR tensors are a beta feature (the bare forward's use of them, a
+    product with a dense matrix, is tested against the dense one)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        yield
+
+
+def sparse_state(spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> dict[str, Any]:
+    """A construction's weights as the bare forward needs them, on the current device, without the dense model:
+    the attention's and the embeddings' as :func:`~sandbox_lens.interp.model.hooked.state_dict_arrays` gives them,
+    and each MLP's W_in and W_out as sparse CSR matrices of its own width (no padding to d_mlp) built from its units'
+    entries (:meth:`~sandbox_lens.interp.model.spec.MLP.entries`). A prefix scan over |Q| states has a residual
+    stream |Q|² wide and |Q|² units per MLP, so its dense weights grow as |Q|⁴ where these grow as |Q|²."""
+    import torch
+
+    kind, device = _torch_dtype(dtype), current()
+
+    def tensor(a: Any) -> Any:
+        return torch.tensor(a, dtype=kind, device=device)
+
+    def csr(entries: Any, shape: tuple[int, int]) -> Any:
+        rows, cols, values = entries
+        coo = torch.sparse_coo_tensor(
+            torch.tensor(np.stack([rows, cols]).astype(np.int64)), values, shape, check_invariants=True
+        )
+        with _sparse_beta():
+            return coo.coalesce().to(dtype=kind, device=device).to_sparse_csr()
+
+    d = spec.d_model
+    sd = {"embed.W_E": tensor(spec.W_E), "pos_embed.W_pos": tensor(spec.W_pos)}
+    for l, block in enumerate(spec.blocks):
+        sd.update({k: tensor(v) for k, v in attention_arrays(spec, l, use_attn_scale).items()})
+        w_in, b_in, w_out, b_out = (
+            block.mlp.entries()
+            if block.mlp is not None
+            else (np.zeros((3, 0)), np.zeros(0), np.zeros((3, 0)), np.zeros(d))
+        )
+        width = len(b_in)
+        p = f"blocks.{l}.mlp."
+        sd[p + "W_in"], sd[p + "b_in"] = csr(w_in, (d, width)), tensor(b_in)
+        sd[p + "W_out"], sd[p + "b_out"] = csr(w_out, (width, d)), tensor(b_out)
+    sd["unembed.W_U"], sd["unembed.b_U"] = tensor(spec.W_U), tensor(spec.b_U)
+    return sd
+
+
 class BareModel:
     """A construction's weights and card, run on :func:`sandbox_lens.interp.model.arithmetic.run` without
     TransformerLens: what :func:`sandbox_lens.interp.verify.verify` checks when it is given a spec, so that
     ``interp verify`` never imports TransformerLens (its import is most of a short check's time).
 
     ``cfg`` holds the fields of the TransformerLens configuration the model would have (``config_dict``), the
-    weights are the ones ``to_hooked`` would load (``state_dict_arrays``), on the current device. Calling it, or
+    weights are the ones ``to_hooked`` would load, each MLP's kept sparse (:func:`sparse_state`: no dense model is
+    built, so a construction too large for one — a prefix scan over 64 states — still verifies), on the current
+    device. Calling it, or
     reading anything else a TransformerLens model has (``run_with_cache``, hooks), builds that model
     (:meth:`hooked`) and answers from it: the verifier falls back to it where the bare forward and a float64 run of
     the same weights disagree (:class:`sandbox_lens.interp.model.checked.CheckedForward`)."""
 
     def __init__(self, spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> None:
-        import torch
 
         self.spec, self.dtype, self.use_attn_scale = spec, dtype, use_attn_scale
-        self.sandbox_config, arrays, self.card = spec_parts(spec, dtype, use_attn_scale)
+        self.sandbox_config, self.card = spec_config(spec, dtype, use_attn_scale)
         self.cfg = SimpleNamespace(**self.sandbox_config)
-        kind, device = _torch_dtype(dtype), current()
-        self._weights = {k: torch.tensor(v, dtype=kind, device=device) for k, v in arrays.items()}
+        self._weights = sparse_state(spec, dtype, use_attn_scale)
         self._hooked: Any = None
         self._float64: Callable[[Any], Any] | None = None
 
@@ -182,12 +267,14 @@ def bare_rest(model: Any) -> Callable[[Any, str], Any] | None:
 def _stack_of(sd: dict[str, Any], cfg: Any) -> Any:
     """The bare forward's :class:`~sandbox_lens.interp.model.arithmetic.Stack` on the weights ``sd``
     (TransformerLens's state-dict names) of a model configured as ``cfg``: each projection restricted."""
+    import torch
+
     dense = dense_stack(sd.__getitem__, cfg)  # the weights as TransformerLens holds them, then restricted
     blocks = []
     for block in dense.blocks:
         W_in, b_in, W_out = block.mlp_in.W, block.mlp_in.b, block.mlp_out.W
-        used = W_out.ne(0).any(1)  # hidden units whose output is read at all
-        if not bool(used.all()):
+        used = W_out.ne(0).any(1) if W_out.layout == torch.strided else None  # hidden units whose output is read
+        if used is not None and not bool(used.all()):
             W_in, b_in, W_out = W_in[:, used], b_in[used], W_out[used]
         blocks.append(
             Block(

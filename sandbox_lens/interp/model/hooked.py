@@ -28,6 +28,8 @@ from sandbox_lens.interp.model.spec import ConstructionSpec
 __all__ = [
     "to_hooked",
     "state_dict_arrays",
+    "attention_arrays",
+    "spec_config",
     "config_dict",
     "hooked_config",
     "new_model",
@@ -92,24 +94,11 @@ def parameter_count(spec: ConstructionSpec) -> int:
 def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> dict[str, np.ndarray]:
     """The spec's weights under TransformerLens 3.9 state-dict names, padded to common sizes."""
     spec.check_size()  # before the first dense matrix
-    n_heads, d_head, d_mlp, d = spec.n_heads, spec.d_head, spec.d_mlp, spec.d_model
-    q_scale = math.sqrt(d_head) if use_attn_scale else 1.0
+    d_mlp, d = spec.d_mlp, spec.d_model
     sd: dict[str, np.ndarray] = {"embed.W_E": spec.W_E, "pos_embed.W_pos": spec.W_pos}
     for l, block in enumerate(spec.blocks):
-        W = {k: np.zeros((n_heads, d, d_head)) for k in ("W_Q", "W_K", "W_V")}
-        W_O = np.zeros((n_heads, d_head, d))
-        for h, head in enumerate(block.heads):
-            wq, wk, wv, wo = head.matrices()
-            W["W_Q"][h, :, : wq.shape[1]] = wq * q_scale
-            W["W_K"][h, :, : wk.shape[1]] = wk
-            W["W_V"][h, :, : wv.shape[1]] = wv
-            W_O[h, : wo.shape[0], :] = wo
         p = f"blocks.{l}."
-        for k, v in W.items():
-            sd[p + "attn." + k] = v
-            sd[p + "attn.b_" + k[-1]] = np.zeros((n_heads, d_head))
-        sd[p + "attn.W_O"] = W_O
-        sd[p + "attn.b_O"] = np.zeros(d)
+        sd.update(attention_arrays(spec, l, use_attn_scale))
         w_in, b_in, w_out, b_out = (
             block.mlp.matrices()
             if block.mlp is not None
@@ -122,6 +111,29 @@ def state_dict_arrays(spec: ConstructionSpec, use_attn_scale: bool = True) -> di
         sd[p + "mlp.b_out"] = b_out
     sd["unembed.W_U"] = spec.W_U
     sd["unembed.b_U"] = spec.b_U
+    return sd
+
+
+def attention_arrays(spec: ConstructionSpec, layer: int, use_attn_scale: bool = True) -> dict[str, np.ndarray]:
+    """Block ``layer``'s attention weights under TransformerLens 3.9 state-dict names (``blocks.{layer}.attn.W_Q``
+    ...), every head padded to the spec's d_head, the temperature √d_head baked into W_Q (with ``use_attn_scale``)."""
+    n_heads, d_head, d = spec.n_heads, spec.d_head, spec.d_model
+    q_scale = math.sqrt(d_head) if use_attn_scale else 1.0
+    W = {k: np.zeros((n_heads, d, d_head)) for k in ("W_Q", "W_K", "W_V")}
+    W_O = np.zeros((n_heads, d_head, d))
+    for h, head in enumerate(spec.blocks[layer].heads):
+        wq, wk, wv, wo = head.matrices()
+        W["W_Q"][h, :, : wq.shape[1]] = wq * q_scale
+        W["W_K"][h, :, : wk.shape[1]] = wk
+        W["W_V"][h, :, : wv.shape[1]] = wv
+        W_O[h, : wo.shape[0], :] = wo
+    p = f"blocks.{layer}.attn."
+    sd = {}
+    for k, v in W.items():
+        sd[p + k] = v
+        sd[p + "b_" + k[-1]] = np.zeros((n_heads, d_head))
+    sd[p + "W_O"] = W_O
+    sd[p + "b_O"] = np.zeros(d)
     return sd
 
 
@@ -299,11 +311,20 @@ def spec_parts(
     """A spec's model configuration (:func:`config_dict`), weights (:func:`state_dict_arrays`) and card, after the
     checks every model of it passes (its size, and the back end's float32 length limit): what :func:`to_hooked` and
     the TransformerLens-free :class:`sandbox_lens.interp.model.bare.BareModel` both start from."""
-    check_backend_length(spec, dtype)
+    cfg, card = spec_config(spec, dtype, use_attn_scale)
     spec.check_size()
+    return cfg, state_dict_arrays(spec, use_attn_scale), card
+
+
+def spec_config(
+    spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True
+) -> tuple[dict[str, Any], Any]:
+    """A spec's model configuration and card after the back end's float32 length check, with no weight built: what
+    :func:`spec_parts` gives less the dense weights (the bare forward builds its own, sparse, from the spec)."""
+    check_backend_length(spec, dtype)
     card = spec.card()
     card.options = {**card.options, "use_attn_scale": bool(use_attn_scale)}
-    return config_dict(spec, dtype, use_attn_scale), state_dict_arrays(spec, use_attn_scale), card
+    return config_dict(spec, dtype, use_attn_scale), card
 
 
 def check_backend_length(spec: ConstructionSpec, dtype: str) -> None:

@@ -156,6 +156,18 @@ class MLP:
                 out._b_out[i] = out._b_out.get(i, 0.0) + w
         return out
 
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`matrices` without a dense matrix: (W_in's entries ``[3, n]`` — rows, columns, values —, b_in, W_out's
+        entries ``[3, n]``, b_out), every entry a unit's read or write (its non-zeros, and nothing else)."""
+        ins = [(i, j, w) for j, read in enumerate(self._in) for i, w in read.items()]
+        outs = [(j, i, w) for j, write in enumerate(self._out) for i, w in write.items()]
+        return (
+            np.array(ins, dtype=np.float64).reshape(-1, 3).T,
+            np.array(self._b),
+            np.array(outs, dtype=np.float64).reshape(-1, 3).T,
+            self.layout.dense(self._b_out),
+        )
+
     def matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(W_in [d_model, width], b_in, W_out [width, d_model], b_out)."""
         d = self.layout.d_model
