@@ -9,12 +9,16 @@ checkpoint that every ``eval_every`` steps adds (per step: their cost / eval_eve
 history, signal checks). The FLOPs of forward + backward come from ``torch.utils.flop_counter``; the bound is
 the same machine's float32 matmul throughput measured on the step's own largest matmul shapes in the same run.
 
-The phases are timed three times: through TransformerLens's own forward, with its LayerNorm fused
-(:func:`sandbox_lens.interp.model.hooked.fused_layernorm`), and through the hand-written forward the training loop uses
-(:func:`sandbox_lens.interp.model.fast.training_forward`; the table shows this one). Prints a Markdown table and, last,
-``step profile: fused/unfused LayerNorm speed-up X.XX, hand-written/TransformerLens Y.YY, achieved/bound Z.ZZ``
-(means over the twins: step-time ratios against TransformerLens's own forward with 95% bootstrap intervals over
-the timed steps, and the training loop's FLOP rate over the matmul rate); writes ``reports/bench/step_profile.json``.
+The phases are timed (CPU time) through the hand-written forward the training loop uses
+(:func:`sandbox_lens.interp.model.fast.training_forward`; the table shows this one). Then the three ways a step can
+run — TransformerLens's own forward, the same with its LayerNorm fused
+(:func:`sandbox_lens.interp.model.hooked.fused_layernorm`), and the hand-written forward — are compared **interleaved**:
+each on its own model and optimizer, they take turns of ``--turn`` steps for ``--rounds`` rounds (the order rotating
+each round), and each round gives one ratio of median step CPU times (batch to optimizer), so load that comes and
+goes falls on all three alike. Prints a Markdown table and, last, ``step profile: fused/unfused LayerNorm speed-up
+X.XX [lo, hi], hand-written/TransformerLens Y.YY [lo, hi], achieved/bound Z.ZZ`` (ratios: the mean over the twins,
+median and [min, max] over the rounds; achieved/bound: the training loop's FLOP rate over the matmul rate);
+writes ``reports/bench/step_profile.json``.
 """
 
 from __future__ import annotations
@@ -53,44 +57,84 @@ TWINS = {
 
 
 def _timed(f) -> float:
-    t = time.perf_counter()
+    t = time.process_time()
     f()
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 MODES = ("transformer_lens", "fused_layernorm", "hand_written")
 
 
-def step_phases(task, shape, config: TrainConfig, steps: int, mode: str) -> tuple[dict[str, float], list[float]]:
-    """Seconds per step of each phase (medians), timed in one loop after 10 warm-up steps, and every timed step's
-    batch-to-optimizer seconds (for the intervals). ``mode``: TransformerLens's own
-    forward, the same with LayerNorm fused, or the hand-written forward sandbox_lens.interp.train.train runs
-    (:func:`sandbox_lens.interp.model.fast.training_forward`, with LayerNorm fused wherever it falls back)."""
-    model = build_twin(task, shape, config.seed)
+def _as_trained(model, mode: str, stack: contextlib.ExitStack):
+    """``model`` set up to run its steps as ``mode`` says, until ``stack`` closes."""
+    if mode in ("fused_layernorm", "hand_written"):
+        stack.enter_context(fused_layernorm(model))
+    if mode == "hand_written":
+        stack.enter_context(training_forward(model))
+    return model
+
+
+def _stepper(model, task, config: TrainConfig):
+    """``step(s)``: one training step (batch ``s``, forward with the loss, backward, clipping, AdamW) on ``model``."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+
+    def step(s: int) -> None:
+        loss, _ = _loss(model, task.batch(step_rng(config.seed, s), config.batch))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, config.clip)
+        opt.step()
+
+    return step
+
+
+def interleaved_steps(task, shape, config: TrainConfig, rounds: int, turn: int) -> dict[str, list[float]]:
+    """Per mode, the median CPU seconds of a step in each round: the modes take turns of ``turn`` steps (the order
+    rotating each round), each on its own model and optimizer after 10 warm-up steps."""
+    out: dict[str, list[float]] = {m: [] for m in MODES}
     with contextlib.ExitStack() as stack:
-        if mode in ("fused_layernorm", "hand_written"):
-            stack.enter_context(fused_layernorm(model))
-        if mode == "hand_written":
-            stack.enter_context(training_forward(model))
-        return _phases(model, task, config, steps)
+        steppers = {
+            m: _stepper(_as_trained(build_twin(task, shape, config.seed), m, stack), task, config) for m in MODES
+        }
+        done = dict.fromkeys(MODES, 0)
+        for m in MODES:
+            for _ in range(10):
+                steppers[m](done[m])
+                done[m] += 1
+        for r in range(rounds):
+            for m in MODES[r % 3 :] + MODES[: r % 3]:
+                times = []
+                for _ in range(turn):
+                    times.append(_timed(lambda: steppers[m](done[m])))
+                    done[m] += 1
+                out[m].append(statistics.median(times))
+    return out
 
 
-def _phases(model, task, config: TrainConfig, steps: int) -> tuple[dict[str, float], list[float]]:
+def step_phases(task, shape, config: TrainConfig, steps: int) -> dict[str, float]:
+    """CPU seconds per step of each phase (medians) of the hand-written forward sandbox_lens.interp.train.train runs,
+    timed in one loop after 10 warm-up steps, and the evaluation's and checkpoint's share of a step."""
+    with contextlib.ExitStack() as stack:
+        return _phases(_as_trained(build_twin(task, shape, config.seed), "hand_written", stack), task, config, steps)
+
+
+def _phases(model, task, config: TrainConfig, steps: int) -> dict[str, float]:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     times = {"batch": [], "forward": [], "backward": [], "optimizer": []}
     for s in range(10 + steps):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         batch = task.batch(step_rng(config.seed, s), config.batch)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         loss, _ = _loss(model, batch)
-        t2 = time.perf_counter()
+        t2 = time.process_time()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        t3 = time.perf_counter()
+        t3 = time.process_time()
         torch.nn.utils.clip_grad_norm_(params, config.clip)
         opt.step()
-        t4 = time.perf_counter()
+        t4 = time.process_time()
         if s >= 10:
             for k, v in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 times[k].append(v)
@@ -104,30 +148,14 @@ def _phases(model, task, config: TrainConfig, steps: int) -> tuple[dict[str, flo
             statistics.median(_timed(lambda: save_checkpoint(Path(tmp), model, opt, {"step": 0})) for _ in range(3))
             / config.eval_every
         )
-    return out, [sum(t) for t in zip(*times.values())]
+    return out
 
 
-def speedup(by_twin: list[dict], slow: str, fast: str, draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """The mean over the twins of step time under ``slow`` ÷ under ``fast`` (each the median of the timed steps
-    plus the evaluation's and checkpoint's share of a step), and a 95% bootstrap interval over the timed steps of each (resampled
-    independently; it covers the step-to-step noise of this run, not drift between runs)."""
-    rng = np.random.default_rng(seed)
-
-    def step(phases: dict, steps: np.ndarray) -> float:
-        return float(np.median(steps)) + phases["evaluation"] + phases["checkpoint"]
-
-    def mean_ratio(resample: bool) -> float:
-        ratios = []
-        for t in by_twin:
-            (ps, ss), (pf, sf) = t[slow], t[fast]
-            ss, sf = np.asarray(ss), np.asarray(sf)
-            if resample:
-                ss, sf = rng.choice(ss, len(ss)), rng.choice(sf, len(sf))
-            ratios.append(step(ps, ss) / step(pf, sf))
-        return float(np.mean(ratios))
-
-    low, high = np.percentile([mean_ratio(True) for _ in range(draws)], [2.5, 97.5])
-    return mean_ratio(False), float(low), float(high)
+def speedup(by_twin: list[dict[str, list[float]]], slow: str, fast: str) -> tuple[float, float, float]:
+    """Step time under ``slow`` ÷ under ``fast``, the mean over the twins, one per round (the two measured in the
+    same round): the median over the rounds and their [min, max]."""
+    per_round = [float(np.mean([t[slow][r] / t[fast][r] for t in by_twin])) for r in range(len(by_twin[0][slow]))]
+    return statistics.median(per_round), min(per_round), max(per_round)
 
 
 def step_flops(task, shape, config: TrainConfig) -> int:
@@ -149,24 +177,26 @@ def matmul_rate(task, shape, config: TrainConfig, seconds: float = 0.5) -> float
     a, b = torch.randn(tokens, shape.d_model), torch.randn(shape.d_model, d_mlp)
     for _ in range(5):
         a @ b
-    n, t = 0, time.perf_counter()
-    while time.perf_counter() - t < seconds:
+    n, t = 0, time.process_time()
+    while time.process_time() - t < seconds:
         a @ b
         n += 1
-    return n * 2 * tokens * shape.d_model * d_mlp / (time.perf_counter() - t)
+    return n * 2 * tokens * shape.d_model * d_mlp / (time.process_time() - t)
 
 
 def loop_seconds(task, shape, config: TrainConfig) -> float:
-    """Seconds per step of sandbox_lens.interp.train.train itself (evaluations and checkpoints included)."""
+    """CPU seconds per step of sandbox_lens.interp.train.train itself (evaluations and checkpoints included)."""
     with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
+        t = time.process_time()
         train(task, shape, config, tmp, progress=False)
-        return (time.perf_counter() - t) / config.steps
+        return (time.process_time() - t) / config.steps
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=200, help="steps timed per twin (a multiple of eval_every)")
+    ap.add_argument("--rounds", type=int, default=9, help="rounds of the interleaved comparison")
+    ap.add_argument("--turn", type=int, default=20, help="steps each way takes per round")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows, by_twin = [], []
@@ -174,10 +204,9 @@ def main() -> None:
         task = make()
         shape = default_shape(task)
         config = TrainConfig(steps=args.steps)
-        timed = {m: step_phases(task, shape, config, min(args.steps, 100), m) for m in MODES}
+        timed = interleaved_steps(task, shape, config, args.rounds, args.turn)
         by_twin.append(timed)
-        by_mode = {m: phases for m, (phases, _) in timed.items()}
-        phases = by_mode["hand_written"]
+        phases = step_phases(task, shape, config, min(args.steps, 100))
         total = loop_seconds(task, shape, config)
         flops = step_flops(task, shape, config)
         bound = matmul_rate(task, shape, config)
@@ -192,7 +221,7 @@ def main() -> None:
                 "achieved_gflops": flops / (sum(phases[k] for k in ("forward", "backward"))) / 1e9,
                 "step_gflops": flops / total / 1e9,
                 "matmul_gflops": bound / 1e9,
-                **{f"ms_step_{m}": 1e3 * sum(by_mode[m].values()) for m in MODES},
+                **{f"ms_step_{m}": 1e3 * statistics.median(timed[m]) for m in MODES},
             }
         )
     cols = [
@@ -215,8 +244,9 @@ def main() -> None:
         print(f"| {r['twin']} | {r['parameters']:,} | " + " | ".join(f"{r[c]:.2f}" for c in cols) + " |")
     for r in rows:
         print(
-            f"{r['twin']}: a step through TransformerLens {r['ms_step_transformer_lens']:.2f} ms, with LayerNorm "
-            f"fused {r['ms_step_fused_layernorm']:.2f} ms, hand-written {r['ms_step_hand_written']:.2f} ms"
+            f"{r['twin']}: a step (batch to optimizer, CPU ms, median over the rounds) through TransformerLens "
+            f"{r['ms_step_transformer_lens']:.2f}, with LayerNorm fused {r['ms_step_fused_layernorm']:.2f}, "
+            f"hand-written {r['ms_step_hand_written']:.2f}"
         )
     ratio = statistics.mean(r["step_gflops"] / r["matmul_gflops"] for r in rows)
     fused = speedup(by_twin, "transformer_lens", "fused_layernorm")
@@ -230,6 +260,8 @@ def main() -> None:
             {
                 "threads": 1,
                 "steps": args.steps,
+                "rounds": args.rounds,
+                "turn": args.turn,
                 "rows": rows,
                 "speedups": {
                     "fused_over_transformer_lens": fused,

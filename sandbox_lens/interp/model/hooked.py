@@ -386,7 +386,7 @@ def fused_layernorm(model):
     ``layer_norm`` — the same function, (x − mean) / sqrt(biased var + ε) · w + b, in one kernel instead of
     seven passes over the residual stream — whenever nothing is hooked on their ``hook_scale`` /
     ``hook_normalized`` (then they fall back to TransformerLens's own forward, hooks and all). Training steps
-    run 1.4–1.5× faster (``benchmarks/step_profile.py``); weights agree with the unfused steps to float
+    run 1.2× faster (``benchmarks/step_profile.py``, interleaved); weights agree with the unfused steps to float
     rounding. Other back ends and normalisations are left as they are."""
     try:
         from transformer_lens.components import LayerNorm
