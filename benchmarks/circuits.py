@@ -8,14 +8,20 @@
 2. **EAP-IG on the counter's staircase**: Lemma 15's modular counter (C3) at T = 8 … 256: the fewest
    integration steps m (powers of two) at which EAP-IG's scores of the two edges into the MLP come
    within 0.1 of path patching's (m = 1, attribution patching, gives them 0).
+3. **Whole commands**: ``interp circuit prefix_scan --automaton S5 -T 16 --method attribution`` against the same
+   with ``--method path``, each a fresh process (imports, building, scoring and writing included), alternated over
+   five rounds, in CPU seconds of the child: the ratio per round, its median and range.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,6 +113,46 @@ def staircase(lengths=(8, 32, 128, 256), pairs: int = 32, within: float = 0.1) -
     return rows
 
 
+#: the whole command of section 3, less its --method
+COMMAND = ["circuit", "prefix_scan", "--automaton", "S5", "-T", "16"]
+
+
+def command_cpu_seconds(method: str) -> tuple[float, float]:
+    """CPU seconds (user + system) of one ``python -m sandbox_lens.interp`` run of :data:`COMMAND` with ``method``,
+    and the method's own CPU seconds within it (its ``circuit.json``)."""
+    with tempfile.TemporaryDirectory() as out:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(
+            [sys.executable, "-m", "sandbox_lens.interp", "--threads", "1", *COMMAND, "--method", method, "--out", out],
+            check=True,
+            capture_output=True,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = json.loads((Path(out) / "circuit.json").read_text())["cpu_seconds"]
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), own
+
+
+def commands(rounds: int = 5) -> dict:
+    """Section 3: the attribution command against the path-patching one, alternated."""
+    command_cpu_seconds("attribution")  # warm the file caches
+    times: dict[str, list[float]] = {"attribution": [], "path": []}
+    own: dict[str, list[float]] = {"attribution": [], "path": []}
+    for _ in range(rounds):
+        for method in ("attribution", "path"):
+            whole, alone = command_cpu_seconds(method)
+            times[method].append(whole)
+            own[method].append(alone)
+    ratios = sorted(a / p for a, p in zip(times["attribution"], times["path"]))
+    print(f"interp {' '.join(COMMAND)} --method M (whole command, CPU seconds, median [min, max] over {rounds} rounds)")
+    for method, t in times.items():
+        print(
+            f"  {method:11s}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]; the method itself "
+            f"{statistics.median(own[method]):.3f}"
+        )
+    print(f"  attribution / path: {statistics.median(ratios):.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}]", flush=True)
+    return {"seconds": times, "method_seconds": own, "ratios": ratios}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--speed-pairs", type=int, default=8, help="pairs for the T = 256 speed comparison (default 8)")
@@ -134,8 +180,9 @@ def main() -> None:
         print(
             f"  T = {r['T']:4d} ({r['mlp_units']} MLP units), {r['corruption']:8s}: m = {r['steps_needed'] or '> 256'}"
         )
+    whole = commands()
     if args.json:
-        Path(args.json).write_text(json.dumps({"speed": s, "staircase": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"speed": s, "staircase": rows, "commands": whole}, indent=1))
 
 
 if __name__ == "__main__":

@@ -301,3 +301,52 @@ def test_a_prefix_scan_too_large_for_a_dense_model_still_verifies():
     r = verify(weights, samples=20)
     assert r.exact and r.accuracy == 1.0 and weights._hooked is None
     assert r.details["forward"]["cross_checked_positions"] > 0
+
+
+def test_interp_circuit_on_a_construction_does_not_import_transformer_lens(tmp_path):
+    """The circuit command runs a construction's weights on the bare engines; its scores are the ones the analysis
+    gives on the TransformerLens model of the same weights."""
+    import json
+    import subprocess
+    import sys
+
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.circuits.config import CircuitConfig
+    from sandbox_lens.interp.circuits.truth import ground_truth
+
+    probe = (
+        "import sys; from sandbox_lens.interp.cli import main; "
+        f"code = main(['circuit', 'modular_counter', '--automaton', 'C3', '-T', '8', '--method', 'attribution', "
+        f"'--out', {str(tmp_path / 'c')!r}]); print('TL', 'transformer_lens' in sys.modules); sys.exit(code)"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "TL False" in r.stdout
+    ours = json.loads((tmp_path / "c" / "circuit.json").read_text())
+    spec = build("modular_counter", get_automaton("C3"), 8)
+    theirs = analyse(
+        build_model("modular_counter", get_automaton("C3"), 8), "attribution", ground_truth(spec), CircuitConfig()
+    )
+    for key in ("auroc", "edge_precision", "edge_recall"):
+        assert ours[key] == pytest.approx(theirs[key], abs=1e-6), key
+    assert ours["circuit"] == theirs["circuit"]
+
+
+def test_weights_called_bare_answer_from_transformer_lens_once_it_is_built():
+    """bare_calls: a plain call runs the bare forward until the TransformerLens model exists (hooks can only sit on
+    it); from then on every call is the TransformerLens model's, hooks included."""
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.model.bare import BareModel
+
+    weights = BareModel(build("modular_counter", get_automaton("C3"), 8), sparse=False, bare_calls=True)
+    tokens = _tokens(weights, np.random.default_rng(0), batch=4)
+    with exact_precision():
+        first = weights(tokens)
+        assert weights._hooked is None
+        seen = []
+        weights.hooked().add_hook("blocks.0.hook_resid_post", lambda x, hook: seen.append(1))
+        second = weights(tokens, return_type="logits")
+        weights.hooked().reset_hooks()
+    assert seen == [1]
+    assert float((first - second).abs().max()) <= 1e-5 * max(1.0, float(second.abs().max()))

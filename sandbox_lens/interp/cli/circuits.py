@@ -168,10 +168,16 @@ def _model(args: argparse.Namespace):
     if not args.construction or args.length is None:
         raise SandboxError("circuit needs CONSTRUCTION and --length (or --model DIR, or --run DIR)")
     from sandbox_lens.interp.cli.constructions import _build_spec
-    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.model.bare import BareModel
 
     _, spec = _build_spec(argparse.Namespace(**{**vars(args), "seed": args.seed or 0}))  # dyck's balanced scores
-    return to_hooked(spec), ground_truth(spec), f"{spec.name} ({spec.theorem}), T = {args.length}"
+    # the construction's weights without TransformerLens: the bare engines run on them, and the TransformerLens
+    # model is built (and TransformerLens imported) only if something asks for hooks (--engine hooks, auto-circuit)
+    return (
+        BareModel(spec, sparse=False, bare_calls=True),
+        ground_truth(spec),
+        f"{spec.name} ({spec.theorem}), T = {args.length}",
+    )
 
 
 def _cmd_circuit(args: argparse.Namespace) -> int:
@@ -220,10 +226,12 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
 
 def _circuit(args: argparse.Namespace, config: Any, scoring: bool, out: Path) -> int:
     from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.model.bare import BareModel
     from sandbox_lens.interp.model.run import require_hooked
 
     model, truth, title = _model(args)
-    require_hooked(model, "circuit analysis")
+    if not isinstance(model, BareModel):  # a construction's weights are a transformer's
+        require_hooked(model, "circuit analysis")
     if (args.score or scoring or args.level) and truth is None:
         raise SandboxError(
             "scores need a ground truth, and a trained twin has none: score the method on the "

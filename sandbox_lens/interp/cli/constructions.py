@@ -348,7 +348,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     for band, v in r.details.get("bands", {}).items():
         n = v.get("prefixes", v.get("reads"))
         extra = f", max TV {v['max_tv']:.2e}" if "max_tv" in v else ""
-        print(f"  {band:36s} accuracy {v['accuracy']:.4f} ({n} {r.checked_unit}{extra})")
+        accuracy = f"{v['accuracy']:.4f}" if n else "—"  # a band with nothing to score (no closing bracket yet)
+        print(f"  {band:36s} accuracy {accuracy} ({n} {r.checked_unit}{extra})")
     print("  " + ", ".join(f"{k}={v}" for k, v in r.shape.items()))
     f = r.details["forward"]
     print(

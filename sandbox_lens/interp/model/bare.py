@@ -32,7 +32,14 @@ import numpy as np
 
 from sandbox_lens.interp.model.arithmetic import Block, dense_stack, residual_start, run
 from sandbox_lens.interp.model.device import current
-from sandbox_lens.interp.model.hooked import _torch_dtype, attention_arrays, spec_config, tl_state_dict, to_hooked
+from sandbox_lens.interp.model.hooked import (
+    _torch_dtype,
+    attention_arrays,
+    spec_config,
+    spec_parts,
+    tl_state_dict,
+    to_hooked,
+)
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
 __all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "sparse_state", "BareModel"]
@@ -163,15 +170,36 @@ class BareModel:
     device. Calling it, or
     reading anything else a TransformerLens model has (``run_with_cache``, hooks), builds that model
     (:meth:`hooked`) and answers from it: the verifier falls back to it where the bare forward and a float64 run of
-    the same weights disagree (:class:`sandbox_lens.interp.model.checked.CheckedForward`)."""
+    the same weights disagree (:class:`sandbox_lens.interp.model.checked.CheckedForward`).
 
-    def __init__(self, spec: ConstructionSpec, dtype: str = "float32", use_attn_scale: bool = True) -> None:
+    ``sparse=False`` keeps the dense weights TransformerLens would hold (for engines that read them matrix by matrix,
+    as circuit patching does). ``bare_calls=True``: a plain call (``model(tokens)``, ``return_type="logits"``) runs
+    the bare forward — logits equal to TransformerLens's to float32 rounding — for as long as the TransformerLens model
+    has not been built; once anything has built it (hooks can only be attached to it), every call answers from it."""
+
+    def __init__(
+        self,
+        spec: ConstructionSpec,
+        dtype: str = "float32",
+        use_attn_scale: bool = True,
+        sparse: bool = True,
+        bare_calls: bool = False,
+    ) -> None:
+        import torch
 
         self.spec, self.dtype, self.use_attn_scale = spec, dtype, use_attn_scale
-        self.sandbox_config, self.card = spec_config(spec, dtype, use_attn_scale)
+        self._bare_calls: Callable[[Any], Any] | None = None
+        if sparse:
+            self.sandbox_config, self.card = spec_config(spec, dtype, use_attn_scale)
+            self._weights = sparse_state(spec, dtype, use_attn_scale)
+        else:  # the dense weights TransformerLens would hold, for engines that read them matrix by matrix
+            self.sandbox_config, arrays, self.card = spec_parts(spec, dtype, use_attn_scale)
+            kind, device = _torch_dtype(dtype), current()
+            self._weights = {k: torch.tensor(v, dtype=kind, device=device) for k, v in arrays.items()}
         self.cfg = SimpleNamespace(**self.sandbox_config)
-        self._weights = sparse_state(spec, dtype, use_attn_scale)
         self._hooked: Any = None
+        if bare_calls:
+            self._bare_calls = _forward_of(self._weights, self.cfg)
         self._float64: Callable[[Any], Any] | None = None
 
     def named_parameters(self) -> Any:
@@ -198,6 +226,9 @@ class BareModel:
         return self._float64(tokens)
 
     def __call__(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        plain = not args and set(kwargs) <= {"return_type"} and kwargs.get("return_type", "logits") == "logits"
+        if self._bare_calls is not None and self._hooked is None and plain:
+            return self._bare_calls(tokens)
         return self.hooked()(tokens, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:  # what only a TransformerLens model has
