@@ -8,6 +8,9 @@
    Batching saves the per-forward overhead, which matters where a forward is small (few pairs); the sweep's
    residual swaps also run only the blocks after their hook, on the bare forward, which is what it gains at 128
    pairs, where the arithmetic dominates.
+   Then the cost of one interchange in the sweep — every residual and component site of the twin, 128 pairs, its
+   CPU time divided by (sites × positions), the words' streams and the source activations included — against one
+   bare forward of the same 128 words (issue 47: at most 2×), alternating, five repeats.
 2. **DAS on the rest of the model against hooked steps.** One 100-step DAS fit of the C3 twin's state at each
    hook ``identify --das`` fits (the cached streams at the hook, then only the blocks after it on the bare
    forward: :func:`sandbox_lens.interp.causal.das.das`) against the same fit with every step a hooked run of the
@@ -68,6 +71,36 @@ def _das_engines(twin) -> None:
         )
 
 
+def _per_interchange(twin) -> None:
+    """Section 1, last line: one interchange of the sweep against one bare forward of the same words."""
+    from sandbox_lens.interp.causal.identify import sweep
+    from sandbox_lens.interp.causal.interchange import word_pairs
+    from sandbox_lens.interp.causal.sweep import model_sites
+    from sandbox_lens.interp.model.bare import bare_forward
+    from sandbox_lens.interp.model.device import on
+    from sandbox_lens.interp.model.run import exact_precision
+
+    base, source = word_pairs(twin, 128, seed=0)
+    sites = [(h, None) for h in model_sites(twin)]
+    forward, tokens = bare_forward(twin), on(twin, twin.card.io.encode(base))
+    ratios = []
+    for _ in range(REPEATS):
+        t0 = time.process_time()
+        sweep(twin, sites, base, source, None)
+        each = (time.process_time() - t0) / (len(sites) * base.shape[1])
+        t0 = time.process_time()
+        with exact_precision():
+            for _ in range(10):
+                forward(tokens)
+        ratios.append(each / ((time.process_time() - t0) / 10))
+    print(
+        f"one interchange in the sweep ({len(sites)} residual and component sites × {base.shape[1]} positions, 128 "
+        "pairs, C3 twin) / one bare forward of the same words, per repeat: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + f"; median {statistics.median(ratios):.2f}× (issue 47: ≤ 2)"
+    )
+
+
 def main() -> None:
     import torch
 
@@ -108,6 +141,7 @@ def main() -> None:
                         + ", ".join(f"{r:.1f}" for r in ratios)
                         + f"; median {statistics.median(ratios):.1f}×"
                     )
+                _per_interchange(twin)
                 _das_engines(twin)
             for das in (False, True) if i == 0 else (False,):
                 t0 = time.process_time()  # fresh nulls each time: nothing remembered from the other call

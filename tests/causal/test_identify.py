@@ -92,8 +92,9 @@ def test_the_batched_sweep_is_one_interchange_per_forward():
 
 
 def test_the_sweep_on_the_bare_forward_answers_as_hooked_runs_do(monkeypatch):
-    """On a trained-shape twin (random weights, LayerNorm, an MLP), residual swaps run from the cached stream on
-    the bare forward give the answers of hooked runs of the whole model, site by site."""
+    """On a trained-shape twin (random weights, LayerNorm, an MLP), swaps run from the cached stream on the bare
+    forward — residual ones from their hook, heads' and components' from their block, as edits — give the answers
+    of hooked runs of the whole model, site by site."""
     from sandbox_lens.interp.causal import sweep as sweep_module
     from sandbox_lens.interp.tasks.batches import AutomatonTask
     from sandbox_lens.interp.tasks.catalogue import get_automaton
@@ -103,8 +104,14 @@ def test_the_sweep_on_the_bare_forward_answers_as_hooked_runs_do(monkeypatch):
     base, source = word_pairs(model, 24, seed=1)
     rotation = np.linalg.qr(np.random.default_rng(1).standard_normal((model.cfg.d_model, 2)))[0]
     sites = [(h, None) for h in residual_sites(2)] + [(h, rotation) for h in residual_sites(2)]
-    bare = sweep(model, sites, base, source, None)
+    sites += [(h, None) for h in component_sites(model)] + [("blocks.1.hook_mlp_out", rotation)]
+    assert {h.split(".")[-1].split("#")[0] for h, _ in sites} >= {"hook_attn_out", "hook_z", "hook_mlp_out"}
+    hooked_run = sweep_module.run_with_hooks
+    with monkeypatch.context() as m:  # no hooked run at all: every site's swap is bare
+        m.setattr(sweep_module, "run_with_hooks", lambda *a, **k: pytest.fail("a hooked run"))
+        bare = sweep(model, sites, base, source, None)
     monkeypatch.setattr(sweep_module, "bare_rest", lambda _: None)
+    assert sweep_module.run_with_hooks is hooked_run
     assert np.array_equal(bare, sweep(model, sites, base, source, None))
 
 

@@ -76,3 +76,51 @@ def test_a_window_from_all_its_parents_at_once(scan):
     assert exact.outputs.sum() >= 50 and exact.rate == 1.0
     wrong = joint_counts(model, high, base, source, "window2", [("window1", 0), ("window1", 1)], sites, bases)
     assert wrong.outputs.sum() >= 50 and wrong.rate < 0.8
+
+
+def test_bare_patches_answer_as_hooked_runs_do(scan, monkeypatch):
+    """Path and joint interchanges run bare — every patch an edit of one forward from the embedding — count what
+    hooked runs of the whole model count, word by word; on a twin's heads and components, the answers and the
+    captured activations agree too (to float32 rounding)."""
+    import torch
+
+    from sandbox_lens.interp.causal import paths
+    from sandbox_lens.interp.model.bare import bare_rest
+    from sandbox_lens.interp.tasks.batches import AutomatonTask
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+    from sandbox_lens.interp.train import ModelShape, random_init
+
+    model, high, base, source, bases, sites = scan
+    bare = (
+        path_counts(model, high, base, source, "window1", "window2", sites["window1"], sites["window2"], (2,), bases),
+        joint_counts(model, high, base, source, "window2", [("window1", 0), ("window1", 2)], sites, bases),
+    )
+    with monkeypatch.context() as m:
+        m.setattr(paths, "bare_rest", lambda _: None)
+        hooked = (
+            path_counts(
+                model, high, base, source, "window1", "window2", sites["window1"], sites["window2"], (2,), bases
+            ),
+            joint_counts(model, high, base, source, "window2", [("window1", 0), ("window1", 2)], sites, bases),
+        )
+    for a, b in zip(bare, hooked):
+        assert np.array_equal(a.hits, b.hits) and np.array_equal(a.outputs, b.outputs)
+    twin = random_init(AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, d_model=32, n_heads=2), 3)
+    words, donors = word_pairs(twin, 16, seed=2)
+    hooks = ["blocks.0.attn.hook_z", "blocks.0.hook_mlp_out", "blocks.1.hook_attn_out", "blocks.1.hook_resid_mid"]
+    acts = source_activations(twin, donors, hooks)
+    rows = on(twin, np.arange(16))
+    P = len(twin.card.io.prefix)
+    patches = [
+        Patch(hooks[0], 1, None, rows, P + 2, acts[hooks[0]][:, P + 2, 1]),
+        Patch(hooks[1], None, None, rows, P + 3, acts[hooks[1]][:, P + 3]),
+        Patch(hooks[2], None, None, rows, P + 5, acts[hooks[2]][:, P + 5]),
+    ]
+    tokens = on(twin, twin.card.io.encode(words))
+    got, seen = patched_answers(twin, tokens, patches, None, capture=hooks[2:], rest=bare_rest(twin))
+    want, cached = patched_answers(twin, tokens, patches, None, capture=hooks[2:])
+    assert np.array_equal(got, want)
+    for h in hooks[2:]:
+        scale = max(1.0, float(cached[h].abs().max()))
+        assert float((seen[h] - cached[h]).abs().max()) <= 1e-5 * scale, h
+    assert not torch.equal(seen[hooks[3]], source_activations(twin, words, [hooks[3]])[hooks[3]])  # the patches took

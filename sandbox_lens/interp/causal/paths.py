@@ -33,7 +33,8 @@ import numpy as np
 from sandbox_lens.interp.causal.evidence import Counts
 from sandbox_lens.interp.causal.highlevel import HighLevel
 from sandbox_lens.interp.causal.interchange import answer, source_activations
-from sandbox_lens.interp.causal.sweep import MAX_ROWS, hook_head
+from sandbox_lens.interp.causal.sweep import MAX_ROWS, hook_head, start_of
+from sandbox_lens.interp.model.bare import bare_rest
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.run import exact_precision, run_with_hooks
 
@@ -71,33 +72,40 @@ def patched_answers(
     patches: Sequence[Patch],
     readout: Sequence[int] | None,
     capture: Sequence[str] = (),
+    rest: Any = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """(answers ``[rows, T]``, the activations at the ``capture`` hooks after patching) of one forward over
-    ``tokens`` ``[rows, P + T]`` with every patch applied (several patches may share a hook)."""
+    ``tokens`` ``[rows, P + T]`` with every patch applied (several patches may share a hook). ``rest``
+    (:func:`~sandbox_lens.interp.model.bare.bare_rest` of ``model``): the forward runs bare, the patches as edits,
+    where every hook is one the bare forward can edit; otherwise it is a hooked run."""
 
     by_hook: dict[str, list[Patch]] = {}
     for patch in patches:
         by_hook.setdefault(patch.hook, []).append(patch)
     captured: dict[str, Any] = {}
 
-    def hook_fn(name: str) -> Any:
+    def edit_of(name: str) -> Any:
         # one closure per hook: TransformerLens 4's bridge may call a hook under another (canonical) name
-        def fn(x: Any, hook: Any) -> Any:
+        def edit(x: Any, hook: Any = None) -> Any:  # a bare edit, or a hook (``hook`` unused)
             if name in by_hook:
                 x = x.clone()
                 for patch in by_hook[name]:
                     x = _apply(x, patch)
             if name in capture:
-                captured[name] = x.detach()
+                captured[name] = x.detach().clone()
             return x
 
-        return fn
+        return edit
 
     names = sorted(set(by_hook) | set(capture))
     P = len(model.card.io.prefix)
     T = tokens.shape[1] - P
+    bare = rest is not None and all(start_of(h, model.cfg.n_layers) is not None for h in names)
     with exact_precision():
-        logits = run_with_hooks(model, tokens, fwd_hooks=[(h, hook_fn(h)) for h in names], return_type="logits")
+        if bare:
+            logits = rest(rest.embed(tokens), "blocks.0.hook_resid_pre", {h: edit_of(h) for h in names})
+        else:
+            logits = run_with_hooks(model, tokens, fwd_hooks=[(h, edit_of(h)) for h in names], return_type="logits")
     return answer(logits[:, P : P + T], readout), captured
 
 
@@ -182,6 +190,7 @@ def path_counts(
     if not pq:
         return counts
     truths = _Truths(high, base, source)
+    rest = bare_rest(model)
     parent_hooks = {_site(parent_sites[p], bases)[0] for p, _ in pq}  # type: ignore[arg-type]
     acts = source_activations(model, source, sorted(parent_hooks))
     child_hooks = sorted({_site(child_sites[q], bases)[0] for _, q in pq})  # type: ignore[arg-type]
@@ -192,14 +201,14 @@ def path_counts(
     for first in range(0, len(ps), chunk):
         group = ps[first : first + chunk]
         patches = [_patch(model, parent_sites[p], bases, j, n, P + p, acts) for j, p in enumerate(group)]  # type: ignore[arg-type]
-        _, captured = patched_answers(model, tokens.repeat(len(group), 1), patches, readout, capture=child_hooks)
+        _, captured = patched_answers(model, tokens.repeat(len(group), 1), patches, readout, child_hooks, rest)
         for j, p in enumerate(group):
             kept[p] = {h: captured[h][j * n : (j + 1) * n] for h in child_hooks}
     # step 2: the base words with only the child's site at q taken from step 1's run for p
     for first in range(0, len(pq), chunk):
         group = pq[first : first + chunk]
         patches = [_patch(model, child_sites[q], bases, j, n, P + q, kept[p]) for j, (p, q) in enumerate(group)]  # type: ignore[arg-type]
-        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, readout)
+        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, readout, rest=rest)
         truths.score(got, n, [(parent, p, child, q) for p, q in group], counts)
     return counts
 
@@ -235,6 +244,7 @@ def joint_counts(
     if not qs:
         return counts
     truths = _Truths(high, base, source)
+    rest = bare_rest(model)
     hooks = sorted({_site(sites[u][p], bases)[0] for _, inside in qs for u, p in inside})  # type: ignore[arg-type]
     acts = source_activations(model, source, hooks)
     chunk = max(1, MAX_ROWS // max(n, 1))
@@ -245,6 +255,6 @@ def joint_counts(
             for j, (_, inside) in enumerate(group)
             for u, p in inside
         ]
-        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, high.readout)
+        got, _ = patched_answers(model, tokens.repeat(len(group), 1), patches, high.readout, rest=rest)
         truths.score(got, n, [(child, q, child, q) for q, _ in group], counts)
     return counts

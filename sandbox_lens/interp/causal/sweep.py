@@ -4,9 +4,10 @@ every word in one forward (the words repeated once per position, each copy swapp
 is remembered per pairs (:func:`swept`), so a population's twins, which share their nulls and pairs, sweep each
 null once. :mod:`sandbox_lens.interp.causal.identify` scores the answers against each candidate algorithm.
 
-A swap in the residual stream runs only the blocks after its hook, from the words' stream computed once, on the
-bare forward (:func:`~sandbox_lens.interp.model.bare.bare_rest`); a head's or a component's swap, and any swap
-in a model the bare forward does not cover, is a hooked run of the whole model."""
+A swap runs only the blocks from its own on, from the words' stream computed once, on the bare forward
+(:func:`~sandbox_lens.interp.model.bare.bare_rest`): a residual swap from its hook, a head's or a component's
+from its block's input (an MLP's from the block's ``resid_mid``), the swap an edit on the way. Any swap in a model
+the bare forward does not cover is a hooked run of the whole model."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ __all__ = [
     "model_sites",
     "hook_head",
     "is_residual",
+    "start_of",
     "sweep",
     "swept",
     "changed_counts",
@@ -118,8 +120,13 @@ def sweep(
                 return x
 
             with exact_precision():
-                if hook in at_base:  # the rest of the model from the swapped stream, on the bare forward
-                    logits = rest(swap(at_base[hook].repeat(len(positions), 1, 1), None), hook)
+                start = start_of(hook, model.cfg.n_layers)
+                if start in at_base:  # the rest of the model from the words' stream there, on the bare forward
+                    x = at_base[start].repeat(len(positions), 1, 1)
+                    if start == hook:
+                        logits = rest(swap(x, None), hook)
+                    else:
+                        logits = rest(x, start, {hook: lambda a, swap=swap: swap(a, None)})
                 else:
                     logits = run_with_hooks(
                         model, tokens.repeat(len(positions), 1), fwd_hooks=[(hook, swap)], return_type="logits"
@@ -166,15 +173,30 @@ def is_residual(hook: str, n_layers: int) -> bool:
     return True
 
 
+def start_of(hook: str, n_layers: int) -> str | None:
+    """The residual hook a bare run with a swap at ``hook`` starts from: a residual hook itself, a head's or an
+    attention layer's output its block's ``resid_pre``, an MLP's output its block's ``resid_mid`` (None: another
+    hook, left to a hooked run)."""
+    if is_residual(hook, n_layers):
+        return hook
+    block, _, name = hook.partition(".")
+    layer, _, name = name.partition(".")
+    if block != "blocks" or not layer.isdigit() or int(layer) >= n_layers:
+        return None
+    if name in ("hook_attn_out", "attn.hook_z"):
+        return f"blocks.{layer}.hook_resid_pre"
+    return f"blocks.{layer}.hook_resid_mid" if name == "hook_mlp_out" else None
+
+
 def _rest_of(model: Any, base: np.ndarray, hooks: Sequence[str]) -> tuple[Any, dict[str, Any]]:
-    """(:func:`~sandbox_lens.interp.model.bare.bare_rest`, the ``base`` words' stream at each residual hook of
-    ``hooks``): a swap there runs only the blocks after it, without hook points. (None, {}) where the bare forward
-    does not cover the model; hooks that are not residual ones (a head's, a component's) are left to hooked runs."""
-    residual = sorted({h for h in hooks if is_residual(h, model.cfg.n_layers)})
-    rest = bare_rest(model) if residual else None
+    """(:func:`~sandbox_lens.interp.model.bare.bare_rest`, the ``base`` words' stream at the hook each of ``hooks``
+    starts from, :func:`start_of`): a swap there runs only the blocks from its own on, without hook points.
+    (None, {}) where the bare forward does not cover the model."""
+    starts = sorted({s for h in hooks if (s := start_of(h, model.cfg.n_layers)) is not None})
+    rest = bare_rest(model) if starts else None
     if rest is None:
         return None, {}
-    return rest, source_activations(model, base, residual)
+    return rest, source_activations(model, base, starts)
 
 
 #: A null's sweep per (sites, pairs): a population's twins share their nulls and their pairs (one task, one

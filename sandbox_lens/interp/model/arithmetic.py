@@ -28,12 +28,13 @@ ensemble); attention alone sees the positions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "Dense",
+    "Edit",
     "LayerNorm",
     "Stacked",
     "StackedLayerNorm",
@@ -171,30 +172,64 @@ def mlp(block: Block, x: Any) -> Any:
     )
 
 
-def run(stack: Stack, x: Any, positions: int, stream: dict[str, Any] | None = None, start: str | None = None) -> Any:
+#: an edit of one activation, in TransformerLens's shape (``[batch, pos, d_model]``; ``attn.hook_z``: ``[batch, pos,
+#: heads, d_head]``), returning the activation the forward goes on with
+Edit = Callable[[Any], Any]
+
+
+def run(
+    stack: Stack,
+    x: Any,
+    positions: int,
+    stream: dict[str, Any] | None = None,
+    start: str | None = None,
+    edits: Mapping[str, Edit] | None = None,
+) -> Any:
     """The logits ``[*members, rows, d_vocab_out]`` of the embedded input ``x`` ``[*members, rows, d_model]`` whose
     rows are ``rows / positions`` sequences of ``positions`` tokens each. ``stream`` (when given) receives the
     residual stream under TransformerLens's names (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``).
-    ``start``: ``x`` is the residual stream at that hook (one of those names), and the forward runs from there."""
+    ``start``: ``x`` is the residual stream at that hook (one of those names), and the forward runs from there.
+    ``edits`` (one model, no members): hook name → :data:`Edit`, applied where TransformerLens's hook point of that
+    name sits — the residual stream's, ``hook_attn_out``, ``attn.hook_z`` and ``hook_mlp_out`` — at or after
+    ``start``: an interchange intervention without hook points (an edit that returns its input changes nothing)."""
     H, dh = stack.n_heads, stack.d_head
     first, skip_attention = residual_start(start, len(stack.blocks))
+    edits = edits or {}
+
+    def at(name: str, a: Any, shape: tuple[int, ...]) -> Any:
+        edit = edits.get(name)
+        return a if edit is None else edit(a.view(*shape)).reshape(a.shape)
+
     for l, block in enumerate(stack.blocks):
         if l < first:
             continue
         attention = not (l == first and skip_attention)  # a start at resid_mid has block l's attention in x
-        if stream is not None and attention:
-            stream[f"blocks.{l}.hook_resid_pre"] = x
-        *members, rows, _ = x.shape
+        *members, rows, d = x.shape
+        wide = (rows // positions, positions, d)
+        name = f"blocks.{l}."
         if attention:
+            x = at(name + "hook_resid_pre", x, wide)
+            if stream is not None:
+                stream[name + "hook_resid_pre"] = x
             qkv = block.qkv(block.ln1(x)).view(*members, rows // positions, positions, 3, H, dh)
             q, k, v = qkv.movedim(-3, 0).transpose(-3, -2)  # each [*members, batch, heads, positions, d_head]
-            z = attend(q, k, v, stack.scale).transpose(-3, -2).reshape(*members, rows, H * dh)
-            x = block.out.add_into(x, z)
+            z = attend(q, k, v, stack.scale).transpose(-3, -2)  # [*members, batch, positions, heads, d_head]
+            z = at(name + "attn.hook_z", z, z.shape).reshape(*members, rows, H * dh)
+            if name + "hook_attn_out" in edits:  # the layer's output alone (zeros elsewhere), then added
+                x = x + at(name + "hook_attn_out", block.out.add_into(x.new_zeros(x.shape), z), wide)
+            else:
+                x = block.out.add_into(x, z)
+        x = at(name + "hook_resid_mid", x, wide)
         if stream is not None:
-            stream[f"blocks.{l}.hook_resid_mid"] = x
-        x = mlp(block, x)
+            stream[name + "hook_resid_mid"] = x
+        if name + "hook_mlp_out" in edits:
+            out = block.mlp_out.add_into(x.new_zeros(x.shape), block.mlp_in(block.ln2(x)).relu_())
+            x = x + at(name + "hook_mlp_out", out, wide)
+        else:
+            x = mlp(block, x)
+        x = at(name + "hook_resid_post", x, wide)
         if stream is not None:
-            stream[f"blocks.{l}.hook_resid_post"] = x
+            stream[name + "hook_resid_post"] = x
     return stack.unembed(stack.ln_final(x))
 
 

@@ -42,7 +42,7 @@ from sandbox_lens.interp.model.hooked import (
 )
 from sandbox_lens.interp.model.spec import ConstructionSpec
 
-__all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "sparse_state", "BareModel"]
+__all__ = ["bare_forward", "bare_rest", "bare_tail", "bare_unsupported", "sparse_state", "BareModel", "BareRest"]
 
 #: hidden activations per MLP row chunk (floats): wide MLPs run in chunks of rows that fit a CPU cache
 HIDDEN_CHUNK = 1 << 18
@@ -281,18 +281,32 @@ def bare_tail(model: Any, hook: str) -> Callable[[Any], Any] | None:
     return None if rest is None else (lambda resid: rest(resid, hook))
 
 
-def bare_rest(model: Any) -> Callable[[Any, str], Any] | None:
-    """``(resid [batch, pos, d_model], hook) → logits``: :func:`bare_tail` at any residual hook, the weights read
-    once (a sweep over many hooks), or None where the bare forward does not cover ``model``."""
-    if bare_unsupported(model) is not None:
-        return None
-    stack = _stack_of({k: v.detach() for k, v in tl_state_dict(model).items()}, model.cfg)
+class BareRest:
+    """``model``'s forward from a residual hook on, on the bare forward (:func:`bare_rest`): ``rest(resid, hook)``
+    runs the blocks after ``hook`` (``blocks.{l}.hook_resid_pre``, ``…_mid``, ``…_post``) from the stream ``resid``
+    ``[batch, pos, d_model]`` there; ``edits`` (hook name → function of the activation, as
+    :func:`~sandbox_lens.interp.model.arithmetic.run` takes them) intervene on the way, at the residual stream, an
+    attention layer's output, a head's ``attn.hook_z`` or an MLP's output. :meth:`embed` gives the stream at
+    ``blocks.0.hook_resid_pre`` of some tokens, where a whole forward starts."""
 
-    def rest(resid: Any, hook: str) -> Any:
+    def __init__(self, model: Any) -> None:
+        sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
+        self.stack = _stack_of(sd, model.cfg)
+        self.W_E, self.W_pos = sd["embed.W_E"], sd["pos_embed.W_pos"]
+
+    def embed(self, tokens: Any) -> Any:
+        """The residual stream at ``blocks.0.hook_resid_pre`` of ``tokens`` ``[batch, pos]``."""
+        return self.W_E[tokens] + self.W_pos[: tokens.shape[1]]
+
+    def __call__(self, resid: Any, hook: str, edits: dict[str, Any] | None = None) -> Any:
         batch, n, d = resid.shape
-        return run(stack, resid.reshape(batch * n, d), n, start=hook).view(batch, n, -1)
+        return run(self.stack, resid.reshape(batch * n, d), n, start=hook, edits=edits).view(batch, n, -1)
 
-    return rest
+
+def bare_rest(model: Any) -> BareRest | None:
+    """:func:`bare_tail` at any residual hook, with interventions on the way (:class:`BareRest`), the weights read
+    once (a sweep over many hooks), or None where the bare forward does not cover ``model``."""
+    return None if bare_unsupported(model) is not None else BareRest(model)
 
 
 def _stack_of(sd: dict[str, Any], cfg: Any) -> Any:
