@@ -4,8 +4,8 @@
 The same model-steps five ways, each in 2 processes of one torch thread (2 cores), training steps only (no
 evaluation or checkpoints), default twins (parity at T = 32, Dyck_{2,4} at N ≤ 28):
 
-* **pool** — each process trains its share of the members one after another through TransformerLens with
-  LayerNorm fused, as ``interp train --seeds`` does;
+* **pool** — each process trains its share of the members one after another as ``interp train --seeds`` does: the
+  training loop's hand-written forward (:func:`sandbox_lens.interp.model.fast.training_forward`, LayerNorm fused);
 * **handwritten** — the same, one member at a time, through :func:`stacked_forward` (a hand-written forward
   with batched matmuls, fused LayerNorm and fused causal attention) with E = 1: what the kernels alone give;
 * **vmap** — each process's share stacked (``torch.func.stack_module_state``) and run once under
@@ -52,6 +52,7 @@ def _pool_worker(name: str, members: list[int], steps: int) -> float:
     """Seconds for ``members`` single runs of ``steps`` steps, one after another."""
     import torch
 
+    from sandbox_lens.interp.model.fast import training_forward
     from sandbox_lens.interp.model.hooked import fused_layernorm
     from sandbox_lens.interp.tasks.batches import step_rng
     from sandbox_lens.interp.train import build_twin, default_shape
@@ -63,7 +64,7 @@ def _pool_worker(name: str, members: list[int], steps: int) -> float:
     for seed in members:
         model = build_twin(task, default_shape(task), seed)
         opt = torch.optim.AdamW(list(model.parameters()), lr=1e-3)
-        with fused_layernorm(model):
+        with fused_layernorm(model), training_forward(model):
             for s in range(steps):
                 loss, _ = _loss(model, task.batch(step_rng(seed, s), 32))
                 opt.zero_grad(set_to_none=True)
