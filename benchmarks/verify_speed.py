@@ -114,51 +114,48 @@ def command_cpu_seconds(extra: list[str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def print_rounds(title: str, times: dict[str, list[float]], over: tuple[str, str], digits: int, what: str = "") -> None:
+    """``title`` (``what`` was timed), each arm's median [min, max] CPU seconds, and arm ``over[0]``'s time over
+    ``over[1]``'s per round, median [min, max] with ``digits`` decimals."""
+    a, b = over
+    ratios = sorted(x / y for x, y in zip(times[a], times[b]))
+    print(f"\n{title} ({what}CPU seconds, median [min, max] over {len(times[a])} rounds)")
+    for name, t in times.items():
+        print(f"  {name}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]")
+    low, mid, high = ratios[0], statistics.median(ratios), ratios[-1]
+    print(f"  {a.split()[-1]} / {b.split()[-1]}: {mid:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]", flush=True)
+
+
 def command_times(rounds: int) -> None:
-    times: dict[str, list[float]] = {"bare": [], "model": []}
+    times: dict[str, list[float]] = {"--forward bare ": [], "--forward model": []}
     command_cpu_seconds([])  # warm the file caches
     for _ in range(rounds):
         for forward in ("bare", "model"):
-            times[forward].append(command_cpu_seconds(["--forward", forward]))
-    ratios = sorted(b / m for b, m in zip(times["bare"], times["model"]))
-    print(f"\ninterp {' '.join(COMMAND)} (whole command, CPU seconds, median [min, max] over {rounds} rounds)")
-    for forward in ("bare", "model"):
-        t = times[forward]
-        print(f"  --forward {forward:5s}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]")
-    print(f"  bare / model: {statistics.median(ratios):.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}]", flush=True)
+            times[f"--forward {forward:5s}"].append(command_cpu_seconds(["--forward", forward]))
+    title = f"interp {' '.join(COMMAND)}"
+    print_rounds(title, times, ("--forward bare ", "--forward model"), 2, what="whole command, ")
 
 
 def sparse_times(rounds: int) -> None:
-    """``verify`` of the prefix scan over 32 states on its sparse weights against the same weights dense."""
-    import numpy as np
-
+    """``verify`` of the prefix scan over 32 states on its sparse weights against the same weights dense (the
+    dense model's arrays, every projection kept dense)."""
     from sandbox_lens.constructions import build
     from sandbox_lens.interp.model import bare
-    from sandbox_lens.interp.model.hooked import state_dict_arrays
 
     spec = build("prefix_scan", get_automaton("memory32"), 64)
-    sparse_state, least = bare.sparse_state, bare.SPARSE_MIN_ENTRIES
-
-    def dense_state(spec, dtype="float32", use_attn_scale=True):
-        return {k: torch.tensor(np.asarray(v), dtype=torch.float32) for k, v in state_dict_arrays(spec).items()}
-
-    times: dict[str, list[float]] = {"sparse": [], "dense": []}
-    for _ in range(rounds):
-        for kind in ("sparse", "dense"):
-            bare.sparse_state, bare.SPARSE_MIN_ENTRIES = (
-                (sparse_state, least) if kind == "sparse" else (dense_state, float("inf"))
-            )
-            start = time.process_time()
-            r = verify(bare.BareModel(spec), length=64, samples=10)
-            times[kind].append(time.process_time() - start)
-            assert r.exact
-    bare.sparse_state, bare.SPARSE_MIN_ENTRIES = sparse_state, least
-    ratios = sorted(d / s for s, d in zip(times["sparse"], times["dense"]))
-    print(f"\nverify prefix_scan memory32, T = 64, 10 samples (CPU seconds, median [min, max] over {rounds} rounds)")
-    for kind in ("sparse", "dense"):
-        t = times[kind]
-        print(f"  {kind:6s}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]")
-    print(f"  dense / sparse: {statistics.median(ratios):.1f} [{ratios[0]:.1f}, {ratios[-1]:.1f}]", flush=True)
+    least = bare.SPARSE_MIN_ENTRIES
+    times: dict[str, list[float]] = {"sparse": [], "dense ": []}
+    try:
+        for _ in range(rounds):
+            for kind in ("sparse", "dense"):
+                bare.SPARSE_MIN_ENTRIES = least if kind == "sparse" else float("inf")
+                start = time.process_time()
+                r = verify(bare.BareModel(spec, sparse=kind == "sparse"), length=64, samples=10)
+                times[f"{kind:6s}"].append(time.process_time() - start)
+                assert r.exact
+    finally:
+        bare.SPARSE_MIN_ENTRIES = least
+    print_rounds("verify prefix_scan memory32, T = 64, 10 samples", times, ("dense ", "sparse"), 1)
 
 
 if __name__ == "__main__":
