@@ -226,12 +226,10 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
 
 def _circuit(args: argparse.Namespace, config: Any, scoring: bool, out: Path) -> int:
     from sandbox_lens.interp.circuits.analyse import analyse
-    from sandbox_lens.interp.model.bare import BareModel
     from sandbox_lens.interp.model.run import require_hooked
 
     model, truth, title = _model(args)
-    if not isinstance(model, BareModel):  # a construction's weights are a transformer's
-        require_hooked(model, "circuit analysis")
+    require_hooked(model, "circuit analysis")
     if (args.score or scoring or args.level) and truth is None:
         raise SandboxError(
             "scores need a ground truth, and a trained twin has none: score the method on the "

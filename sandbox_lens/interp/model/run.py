@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import LengthError, ModelKindError
+from sandbox_lens.interp.model.bare import BareModel
 from sandbox_lens.interp.model.device import on, to_numpy
 from sandbox_lens.interp.model.hooked import is_bridge
 from sandbox_lens.interp.progress import bar as progress_bar
@@ -226,7 +227,11 @@ def forward_seconds(model, batch: int, length: int, repeats: int = 3) -> float:
 
 
 def require_hooked(model, what: str) -> None:
-    """Refuse, in one line, a model without attention and hook points (the LSTM baseline)."""
+    """Refuse, in one line, a model without attention and hook points (the LSTM baseline). A construction's weights
+    (:class:`~sandbox_lens.interp.model.bare.BareModel`) pass without building their TransformerLens model: it is
+    built when a hook point is first used."""
+    if isinstance(model, BareModel):
+        return
     if not hasattr(model, "run_with_cache") or not hasattr(model, "blocks"):
         kind = getattr(model.cfg, "model_kind", type(model).__name__) if hasattr(model, "cfg") else type(model).__name__
         raise ModelKindError(f"{what} needs a transformer with hook points; this model is an {kind} (no attention)")
