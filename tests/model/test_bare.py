@@ -351,3 +351,18 @@ def test_weights_called_bare_answer_from_transformer_lens_once_it_is_built():
         weights.hooked().reset_hooks()
     assert seen == [1]
     assert float((first - second).abs().max()) <= 1e-5 * max(1.0, float(second.abs().max()))
+
+
+def test_code_that_rewires_a_model_gets_the_transformer_lens_model_of_a_constructions_weights():
+    """hooked_model: a construction's weights come back as their TransformerLens model (auto-circuit deep-copies and
+    rewires it, reading cfg fields the bare config lacks); any other model comes back as it is."""
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.model.bare import BareModel
+    from sandbox_lens.interp.model.run import hooked_model
+
+    weights = BareModel(build("modular_counter", get_automaton("C3"), 8), sparse=False, bare_calls=True)
+    hooked = hooked_model(weights)
+    assert hooked is weights.hooked()
+    assert hasattr(hooked, "run_with_hooks")
+    assert hooked.cfg.attn_only is False
+    assert hooked_model(hooked) is hooked

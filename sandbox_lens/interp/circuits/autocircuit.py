@@ -55,6 +55,7 @@ import numpy as np
 from sandbox_lens.interp.circuits.exchange import auto_circuit_names
 from sandbox_lens.interp.errors import SandboxError
 from sandbox_lens.interp.model.device import on
+from sandbox_lens.interp.model.run import hooked_model
 from sandbox_lens.interp.streams import Stream, torch_seed
 
 __all__ = ["ALGORITHMS", "PREFIX", "METHODS", "AutoCircuitError", "load", "prune_scores"]
@@ -156,7 +157,7 @@ def _patchable(model: Any) -> Any:
     import torch
     from auto_circuit.utils.graph_utils import patchable_model
 
-    m = copy.deepcopy(model)
+    m = copy.deepcopy(hooked_model(model))
     m.set_use_attn_result(True)
     m.set_use_split_qkv_input(True)
     if not m.cfg.attn_only:

@@ -237,6 +237,13 @@ def require_hooked(model, what: str) -> None:
         raise ModelKindError(f"{what} needs a transformer with hook points; this model is an {kind} (no attention)")
 
 
+def hooked_model(model: Any) -> Any:
+    """``model`` as a TransformerLens model: a construction's weights (:class:`~sandbox_lens.interp.model.bare.BareModel`)
+    build theirs; any other model is returned as it is. For code that copies or rewires the model itself (auto-circuit's
+    patchable wrapper), where forwarding attribute by attribute is not enough."""
+    return model.hooked() if isinstance(model, BareModel) else model
+
+
 def live_heads(model) -> list[Head]:
     """Heads whose OV circuit is non-zero: padded heads of constructions (and blocks without
     attention) attend uniformly and write nothing, so they mean nothing."""
