@@ -66,6 +66,19 @@ def test_the_bare_engine_is_the_default_and_scores_alike():
     assert a["circuit"] == b["circuit"] and a["auroc"] == pytest.approx(b["auroc"], abs=1e-9)
 
 
+def test_a_constructions_weights_patch_on_hooks_as_on_the_bare_engine():
+    """The circuit command holds a construction as its bare weights (BareModel); the hook engine patches their
+    TransformerLens model, built for it, and finds the bare engine's circuit (it raised an AttributeError once)."""
+    from sandbox_lens.interp.model.bare import BareModel
+
+    spec = NEGATIVE_FAMILIES["gridworld/grid4+negatives"]()
+    weights, truth = BareModel(spec, sparse=False, bare_calls=True), ground_truth(spec)
+    a = analyse(weights, "path", truth, pairs=16, engine="hooks")
+    b = analyse(weights, "path", truth, pairs=16)
+    assert (a["engine"], b["engine"]) == ("Patcher", "BarePatcher")
+    assert a["circuit"] == b["circuit"] and a["auroc"] == pytest.approx(b["auroc"], abs=1e-6)
+
+
 def test_the_engines_agree_on_a_twin_with_layernorm(tmp_path):
     """Twins have LayerNorm (the constructions have none): each head's, MLP's and the logits' own input is
     normalised after its patch, in both engines."""

@@ -35,7 +35,7 @@ from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.errors import ModelKindError
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.hooked import tl_state_dict
-from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.model.run import exact_precision, hooked_model
 
 __all__ = ["Patcher", "CleanState", "ablated_pairs", "ABLATIONS", "BRIDGE_UNSUPPORTED"]
 
@@ -71,6 +71,7 @@ class Patcher:
     """Runs one model with edges of its :class:`~sandbox_lens.interp.circuits.graph.Graph` patched."""
 
     def __init__(self, model: Any, graph: Graph | None = None) -> None:
+        model = hooked_model(model)  # hooks sit on a construction's TransformerLens model, built here
         if type(model).__name__ == "TransformerBridge":
             raise ModelKindError(BRIDGE_UNSUPPORTED)
         if not hasattr(model, "run_with_hooks") or not hasattr(model, "set_use_split_qkv_input"):
