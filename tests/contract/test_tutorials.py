@@ -6,11 +6,13 @@ site renders it instead of executing the tutorial again (docs/conf.py)."""
 import hashlib
 import os
 import re
+import time
 from pathlib import Path
 
 import jupytext
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellTimeoutError
 
 TUTORIALS = sorted((Path(__file__).resolve().parents[2] / "tutorials").glob("[0-9]*.py"))
 # a cell that makes a figure: pyplot, an Image of PNG bytes, or an axes method that draws
@@ -28,6 +30,31 @@ HEAVY = {
 }
 
 
+#: The most one whole tutorial may take (seconds), light and heavy: each cell waits only for what is left of it, and
+#: past it nbclient stops the cell and shuts the kernel down, so a stuck tutorial fails instead of holding the
+#: suite. On 2 idle cores the light ones take 10-17 s and the heavy ones 1-9 minutes.
+BUDGET = {"light": 300, "heavy": 1500}
+
+
+def remaining(deadline: float) -> int:
+    """Seconds a cell may wait: what is left until ``deadline``, at least 1 (nbclient reads 0 as no limit)."""
+    return max(1, int(deadline - time.monotonic()))
+
+
+def test_a_tutorial_past_its_budget_is_stopped_and_its_kernel_shut_down(tmp_path):
+    """Two cells of 2 s each would pass a per-cell limit of 3 s; a whole budget of 3 s stops the run."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time; time.sleep(2)")] * 2)
+    deadline = time.monotonic() + 3
+    client = NotebookClient(nb, timeout_func=lambda cell: remaining(deadline), kernel_name="python3")
+    t0 = time.monotonic()
+    with pytest.raises(CellTimeoutError):
+        client.execute()
+    assert time.monotonic() - t0 < 30 and client.kc is None  # cleaned up: no kernel left running
+    assert remaining(time.monotonic() - 5) == 1
+
+
 @pytest.mark.parametrize(
     "path",
     [pytest.param(p, marks=pytest.mark.slow) if p.stem in HEAVY else p for p in TUTORIALS],
@@ -35,7 +62,18 @@ HEAVY = {
 )
 def test_tutorial_executes(path, tmp_path):
     nb = jupytext.read(path)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    budget = BUDGET["heavy" if path.stem in HEAVY else "light"]
+    deadline = time.monotonic() + budget
+    client = NotebookClient(
+        nb,
+        timeout_func=lambda cell: remaining(deadline),
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    try:
+        client.execute()
+    except CellTimeoutError:
+        pytest.fail(f"{path.stem} ran past its budget of {budget} s as a whole; its kernel was shut down")
     keep = os.environ.get("SANDBOX_LENS_EXECUTED_TUTORIALS")
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.output_type == "error"]
