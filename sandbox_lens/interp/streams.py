@@ -70,6 +70,7 @@ class ExperimentSeed(enum.IntEnum):
     PROBE_WORD = 0  # the one example word of a Dyck report when the thesis's does not fit
     PROBE_SPLIT = 0  # the train/test split of a linear probe
     ALGORITHM_PAIRS = 0  # algorithm-census, algorithm-confusion: the seed of the pairs and of the nulls
+    ALGORITHM_FOLLOW_UP = 1  # algorithm-census: the fresh pairs on which an inconclusive twin is identified again
     DILUTION_STRINGS = 7000  # dilution: the strings every scaled construction reads (+ the length)
     UNIFORM_DYCK_WORDS = 8000  # uniform-dyck: the words the attention check reads
     RANDOM_AUTOMATA_WORDS = 9000  # random-automata: the held-out words (+ 100 × points + the length)

@@ -410,6 +410,68 @@ def test_algorithm_census_quick(tmp_path_factory):
     assert _scale(False)["das_steps"] == STEPS  # the published census searches DAS sites as `align --das` does
 
 
+def test_an_inconclusive_twin_is_identified_again_on_fresh_pairs(tmp_path_factory, monkeypatch):
+    """A twin inconclusive at the census's pairs is identified once more on more pairs of their own seed, beside the
+    same nulls; a twin with a verdict is not. The follow-up table and conclusion count what the second look settled
+    (synthetic verdicts: the identification itself is the quick run's)."""
+    from types import SimpleNamespace
+
+    from sandbox_lens.interp.experiments import algorithm_census as census
+    from sandbox_lens.interp.streams import ExperimentSeed
+
+    out, r = quick("algorithm-census", tmp_path_factory)
+    seen = []
+
+    def fake(model, nulls, pairs, das_steps=0, seed=ExperimentSeed.ALGORITHM_PAIRS):
+        seen.append((pairs, seed, len(nulls)))
+        first = seed == ExperimentSeed.ALGORITHM_PAIRS
+        return {
+            "identified": "inconclusive" if first else "counter",
+            "on_all_pairs": "counter",
+            "stability": 0.7 if first else 0.95,
+        }
+
+    monkeypatch.setattr(census, "identified_row", fake)
+    directory = next((out / "runs").glob("*/seed_0"))
+    sc = {"pairs": 16, "follow_up_pairs": 64, "nulls": 1, "das_steps": 0}
+    twins = census._identified(({0: directory}, {0: 1.0}, sc, False))
+    assert seen == [(16, ExperimentSeed.ALGORITHM_PAIRS, 1), (64, ExperimentSeed.ALGORITHM_FOLLOW_UP, 1)]
+    assert ExperimentSeed.ALGORITHM_FOLLOW_UP != ExperimentSeed.ALGORITHM_PAIRS
+    assert twins["0"]["follow_up"] == {
+        "pairs": 64,
+        "identified": "counter",
+        "on_all_pairs": "counter",
+        "stability": 0.95,
+    }
+    monkeypatch.setattr(census, "identified_row", lambda *a, **k: {"identified": "counter", "stability": 0.9})
+    assert "follow_up" not in census._identified(({0: directory}, {0: 1.0}, sc, False))["0"]
+
+    ctx = SimpleNamespace(tables=[], conclusions=[])
+    ctx.table = lambda title, columns, rows, note="": ctx.tables.append((title, rows))
+    ctx.conclude = ctx.conclusions.append
+    unresolved = {
+        "identified": "inconclusive",
+        "stability": 0.6,
+        "follow_up": {"pairs": 64, "identified": "inconclusive", "stability": 0.5},
+    }
+    populations = {
+        "C3-L2": {
+            "task": "C3",
+            "layers": 2,
+            "twins": {"0": twins["0"], "1": unresolved, "2": {"identified": "none", "stability": 1.0}},
+        }
+    }
+    census._follow_ups(ctx, populations, 16)
+    ((title, rows),) = ctx.tables
+    assert "inconclusive at 16 pairs" in title and [row[2] for row in rows] == ["0", "1"]
+    assert ctx.conclusions == [
+        "More pairs: of the 2 twins inconclusive at 16 pairs per split, 1 get a stable verdict on 64 fresh pairs "
+        "(1 counter); 1 stay inconclusive."
+    ]
+    census._follow_ups(ctx, {"C3-L2": {"task": "C3", "layers": 2, "twins": {"2": {"identified": "none"}}}}, 16)
+    assert len(ctx.tables) == 1  # no inconclusive twin: no table
+
+
 def test_algorithm_confusion_quick(tmp_path):
     """Imposed twins and random-init negatives are identified and counted in a confusion matrix; the claim is
     ruled on the share identified as imposed."""

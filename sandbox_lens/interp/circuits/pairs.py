@@ -156,7 +156,7 @@ def make_pairs(
     corruption = corruption or choices[0]
     if corruption not in choices:
         raise CorruptionError(
-            f"a {kind.name} task cannot produce the corruption {corruption!r} (it has: {', '.join(choices)})"
+            f"the {kind.name} task cannot produce the corruption {corruption!r} (it has: {', '.join(choices)})"
         )
     if n < 1:
         raise CorruptionError(f"need at least one pair, got {n}")
