@@ -366,3 +366,31 @@ def test_code_that_rewires_a_model_gets_the_transformer_lens_model_of_a_construc
     assert hasattr(hooked, "run_with_hooks")
     assert hooked.cfg.attn_only is False
     assert hooked_model(hooked) is hooked
+
+
+def test_interp_build_saves_the_transformer_lens_models_files_without_importing_it(tmp_path):
+    """interp build (not rotated) saves a construction's weights from the spec: no TransformerLens import, and the
+    files byte for byte those of its TransformerLens model (float32 and float64)."""
+    import subprocess
+    import sys
+
+    from sandbox_lens.constructions import build
+    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.model.saved import save_model
+    from sandbox_lens.interp.tasks.dyck import Dyck
+
+    builds = [
+        (["prefix_scan", "--automaton", "S3", "-T", "8"], "float32", build("prefix_scan", get_automaton("S3"), 8)),
+        (["dyck", "--dyck", "2,3", "-T", "8"], "float64", build("dyck", Dyck(2, 3), 8)),
+    ]
+    calls = "; ".join(
+        f"codes.append(main(['build', *{args!r}, '--dtype', {dtype!r}, '--out', {str(tmp_path / str(i))!r}]))"
+        for i, (args, dtype, _) in enumerate(builds)
+    )
+    probe = f"import sys; from sandbox_lens.interp.cli import main; codes = []; {calls}; print(codes, 'transformer_lens' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and r.stdout.strip().endswith("[0, 0] False"), r.stdout + r.stderr
+    for i, (_, dtype, spec) in enumerate(builds):
+        theirs = save_model(to_hooked(spec, dtype=dtype), tmp_path / f"tl{i}")
+        for name in ("model.safetensors", "model.json"):
+            assert (tmp_path / str(i) / name).read_bytes() == (theirs / name).read_bytes(), name

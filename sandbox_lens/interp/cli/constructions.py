@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 from sandbox_lens.interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
@@ -267,7 +268,7 @@ def _build_spec(args: argparse.Namespace):
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.model.bare import BareModel
     from sandbox_lens.interp.model.saved import save_model
 
     if not args.rotate and (args.pad is not None or args.rotate_seed):
@@ -278,10 +279,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.dtype not in spec.verified_dtypes:
         raise SandboxError(f"{spec.name} at length {args.length} is not exact in {args.dtype}; use --dtype float64")
     rotate = {"pad": spec.d_model if args.pad is None else args.pad, "seed": args.rotate_seed} if args.rotate else None
-    model = to_hooked(spec, dtype=args.dtype, rotate=rotate)
-    if rotate is not None:  # rotating rounds differently: the saved model must still be exact
+    if rotate is None:  # the weights TransformerLens would hold, saved without importing it (the same files)
+        model: Any = BareModel(spec, dtype=args.dtype, sparse=False)
+    else:  # rotating rounds differently: the saved model must still be exact
+        from sandbox_lens.interp.model.hooked import to_hooked
         from sandbox_lens.interp.verify import verify
 
+        model = to_hooked(spec, dtype=args.dtype, rotate=rotate)
         check = verify(model, samples=200, seed=rotate["seed"])
         if not check.exact:
             raise SandboxError(
