@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from sandbox_lens.interp.cli.common import automaton_args, construction_args, load_automaton, parse_options
 from sandbox_lens.interp.errors import OptionError, SandboxError
