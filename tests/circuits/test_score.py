@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from sandbox_lens.interp.circuits.acdc import acdc_search, receiver_order
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.graph import Graph, Node
-from sandbox_lens.interp.circuits.score import areas, auroc, average_precision, precision_recall, ranking_scores
+from sandbox_lens.interp.circuits.score import (
+    areas,
+    auroc,
+    average_precision,
+    average_ranks,
+    precision_recall,
+    ranking_scores,
+)
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 
@@ -63,6 +70,22 @@ def test_average_precision_matches_its_definition(items):
         return
     assert average_precision(scores, labels) == pytest.approx(_ap_by_thresholds(scores, labels))
     assert average_precision(scores, [True] * len(labels)) == pytest.approx(1.0)
+
+
+@settings(max_examples=80)
+@given(st.lists(st.sampled_from([-1.5, 0.0, 0.25, 0.25000001, 3.0, 1e9, float("nan")]), min_size=1, max_size=40))
+def test_average_ranks_are_scipys_and_auroc_is_mann_whitneys(values):
+    """Tied values share the mean of their ranks, as scipy.stats.rankdata says; AUROC is Mann–Whitney's U / n₊n₋."""
+    from scipy.stats import mannwhitneyu, rankdata
+
+    finite = np.array([v for v in values if not np.isnan(v)])
+    if len(finite):
+        assert np.array_equal(average_ranks(finite), rankdata(finite))
+    labels = np.arange(len(values)) % 2 == 0
+    scored = np.where(np.isnan(values), -1e12, values)  # unscored ranks last
+    if labels.any() and (~labels).any():
+        u = mannwhitneyu(scored[labels], scored[~labels]).statistic
+        assert auroc(values, labels) == pytest.approx(u / (labels.sum() * (~labels).sum()), abs=1e-12)
 
 
 def test_mib_areas():
