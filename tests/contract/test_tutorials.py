@@ -41,13 +41,24 @@ def remaining(deadline: float) -> int:
     return max(1, int(deadline - time.monotonic()))
 
 
+def budgeted(nb, seconds: float, directory) -> NotebookClient:
+    """A client that runs ``nb`` in ``directory`` with every cell waiting only for what is left of ``seconds`` (from
+    now); past it ``execute()`` raises ``CellTimeoutError`` after shutting the kernel down."""
+    deadline = time.monotonic() + seconds
+    return NotebookClient(
+        nb,
+        timeout_func=lambda cell: remaining(deadline),
+        kernel_name="python3",
+        resources={"metadata": {"path": str(directory)}},
+    )
+
+
 def test_a_tutorial_past_its_budget_is_stopped_and_its_kernel_shut_down(tmp_path):
     """Two cells of 2 s each would pass a per-cell limit of 3 s; a whole budget of 3 s stops the run."""
     import nbformat
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time; time.sleep(2)")] * 2)
-    deadline = time.monotonic() + 3
-    client = NotebookClient(nb, timeout_func=lambda cell: remaining(deadline), kernel_name="python3")
+    client = budgeted(nb, 3, tmp_path)
     t0 = time.monotonic()
     with pytest.raises(CellTimeoutError):
         client.execute()
@@ -63,15 +74,8 @@ def test_a_tutorial_past_its_budget_is_stopped_and_its_kernel_shut_down(tmp_path
 def test_tutorial_executes(path, tmp_path):
     nb = jupytext.read(path)
     budget = BUDGET["heavy" if path.stem in HEAVY else "light"]
-    deadline = time.monotonic() + budget
-    client = NotebookClient(
-        nb,
-        timeout_func=lambda cell: remaining(deadline),
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
     try:
-        client.execute()
+        budgeted(nb, budget, tmp_path).execute()
     except CellTimeoutError:
         pytest.fail(f"{path.stem} ran past its budget of {budget} s as a whole; its kernel was shut down")
     keep = os.environ.get("SANDBOX_LENS_EXECUTED_TUTORIALS")
