@@ -152,3 +152,41 @@ def test_sign_goes_with_an_eap_ig_file_only(tmp_path, counter, interp_run):
         "circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--sign", "metric", "--out", str(tmp_path / "o")
     )
     assert code == 2 and "--sign goes with interp circuit score" in err and not (tmp_path / "o").exists()
+
+
+def test_each_distinct_circuit_of_the_curve_runs_once_and_gives_what_it_gives_alone(counter):
+    """Scores of one sign keep the same circuit under both rankings, and the smallest sizes keep none: every circuit
+    is run once, and each size's f is the one a run of its circuit alone gives (float32: TOL)."""
+    model, graph = counter
+    patcher = patcher_for(model, graph)
+    pairs = make_pairs(model, 16, seed=0)
+    source = patcher.source(pairs, "resample")
+    scores = np.linspace(1.0, 2.0, len(graph.edges))  # all positive: signed and absolute rankings agree
+    copies: list[frozenset] = []
+    run_many = patcher.run_many
+
+    def counting(tokens, settings, src, *rest):
+        copies.extend(frozenset(edges) for edges, _ in settings)
+        return run_many(tokens, settings, src, *rest)
+
+    patcher.run_many = counting
+    curve = mib_curve(patcher, pairs, scores, source)
+    patcher.run_many = run_many
+    assert len(copies) == len(set(copies)) < 2 * len(MIB_PERCENTAGES) + 2
+    assert curve["signed"] == curve["absolute"]
+    g = CompleteGraph(model.cfg.n_layers, model.cfg.n_heads)
+    matrix = np.zeros(g.real.shape)
+    where = {}
+    for e, s in zip(graph.edges, scores):
+        if mib_edge(e) is not None:
+            matrix[g.index(mib_edge(e))] = s
+            where[e] = g.index(mib_edge(e))
+    value = {}
+    for patched in ([], list(where)):
+        value[len(patched)] = pairs.value(patcher.run(pairs.clean, patched, source)[0], "logit_diff")
+    full, empty = value[0], value[len(where)]
+    for n, f in zip(curve["edges"], curve["signed"]["faithfulness"]):
+        kept = g.topn(matrix, n, False)
+        patched = [e for e in where if not kept[where[e]]]
+        alone = pairs.value(patcher.run(pairs.clean, patched, source)[0], "logit_diff")
+        assert f == pytest.approx((alone - empty) / (full - empty), abs=TOL)

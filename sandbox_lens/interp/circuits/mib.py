@@ -211,12 +211,19 @@ def mib_curve(
             settings.append((patched, None))
             kept[absolute].append(int(circuit.sum()))
     settings += [([], None), ([e for e, w in zip(g.edges, where) if w is not None], None)]
-    values: list[float] = []
-    step = _chunk(len(settings), patcher.model, pairs.clean)
-    for start in range(0, len(settings), step):
-        logits = patcher.run_many(pairs.clean, settings[start : start + step], source)
-        values.extend(pairs.value(logits[j], metric) for j in range(len(logits)))
-    *curves, full, empty = values
+    # small graphs repeat circuits (n = 0 at the smallest sizes, the whole graph at the largest, signed = absolute
+    # for scores of one sign): each distinct circuit runs once
+    distinct: dict[frozenset[Edge], int] = {}
+    runs: list[tuple[list[Edge], None]] = []
+    for patched, _ in settings:
+        if distinct.setdefault(frozenset(patched), len(distinct)) == len(runs):
+            runs.append((patched, None))
+    measured: list[float] = []
+    step = _chunk(len(runs), patcher.model, pairs.clean)
+    for start in range(0, len(runs), step):
+        logits = patcher.run_many(pairs.clean, runs[start : start + step], source)
+        measured.extend(pairs.value(logits[j], metric) for j in range(len(logits)))
+    *curves, full, empty = [measured[distinct[frozenset(patched)]] for patched, _ in settings]
     span = full - empty
     f = [float((v - empty) / span) if span else 1.0 for v in curves]
     f_signed, f_absolute = f[: len(counts)], f[len(counts) :]
