@@ -69,6 +69,7 @@ def test_an_aligned_twin_records_what_was_imposed(tmp_path, interp_run):
 
     last = metrics["history"][-1]  # every evaluation logs the imposed sites' held-out IIA and the IIT loss
     assert set(last["imposed_iia"]) == {"state"} and last["iit_loss"] >= 0 and last["strict_loss"] >= 0
+    assert last["strict_held_out"] >= 0  # and the strictness loss on the held-out pairs
     assert all("imposed_iia" in h for h in metrics["history"])
     twin = open_model(tmp_path / "a")
     assert twin.card.variables[0]["dims"] == [0, 3] and "imposed by --align" in twin.card.variables[0]["note"]
@@ -163,6 +164,9 @@ def test_every_variable_per_step_swaps_each_imposed_variable(monkeypatch):
         (["--align-target", "0.9"], "belong to --align"),
         (["--iit-variables", "all"], "belong to --align"),
         (["--strict-on", "outputs"], "belong to --align"),
+        (["--strict-target", "0.01"], "belong to --align"),
+        (["--align", "modular_counter", "--strict-target", "-1"], "argument --strict-target: must lie in 0..1,000"),
+        (["--align", "modular_counter", "--strict-target", "nan"], "--strict-target"),
         (["--align", "modular_counter", "--strict-on", "logits"], "argument --strict-on: invalid choice"),
         (["--align", "modular_counter", "--iit-variables", "some"], "argument --iit-variables: invalid choice"),
         (["--align", "modular_counter", "--iit-variables", "graph"], "has no edge between two of its imposed"),
@@ -368,3 +372,38 @@ def test_strictness_on_the_outputs_is_the_kl_from_the_unablated_run():
     assert abs(float(strict)) < 1e-6
     same = torch.randn(4, 6, 5)
     assert float(readout_kl(same, same, np.ones((4, 6), dtype=bool), type("H", (), {"readout": None}))) == 0
+
+
+@pytest.mark.parametrize(
+    "last,strict_target,stops",
+    [
+        ({"accuracy": 0.995, "imposed_iia_min": 0.99, "strict_held_out": 0.004}, None, True),
+        ({"accuracy": 0.995, "imposed_iia_min": 0.99, "strict_held_out": 0.004}, 0.002, False),
+        ({"accuracy": 0.995, "imposed_iia_min": 0.99, "strict_held_out": 0.002}, 0.002, True),
+        ({"accuracy": 0.995, "imposed_iia_min": 0.90, "strict_held_out": 0.0}, 0.002, False),
+        ({"accuracy": 0.90, "imposed_iia_min": 0.99, "strict_held_out": 0.0}, 0.002, False),
+        ({"accuracy": 0.995, "imposed_iia_min": 0.99, "strict_held_out": None}, 0.002, True),  # nothing off circuit
+    ],
+)
+def test_a_strictness_target_holds_the_stop_until_the_held_out_strictness_reaches_it(last, strict_target, stops):
+    from sandbox_lens.interp.train import TrainConfig
+    from sandbox_lens.interp.train.loop import _reached
+
+    c3 = correspondence("modular_counter", AutomatonTask(get_automaton("C3"), 8), ModelShape(n_layers=2, n_heads=2))
+    config = TrainConfig(target_accuracy=0.99, alignment=c3, align_target=0.95, strict_target=strict_target)
+    assert _reached(last, config) is stops
+
+
+def test_the_held_out_strictness_is_measured_on_fixed_pairs_and_none_with_nothing_off_the_circuit():
+    from sandbox_lens.interp.train.align import held_out_strictness
+    from sandbox_lens.interp.train.twin import build_twin
+
+    task = AutomatonTask(get_automaton("C3"), 6)
+    wide = ModelShape(n_layers=2, n_heads=2, d_model=16)
+    model = build_twin(task, wide, seed=0)
+    c3 = correspondence("modular_counter", task, wide)
+    first = held_out_strictness(model, task, c3, seed=0, strict_on="outputs")
+    assert first is not None and first >= 0 and held_out_strictness(model, task, c3, 0, "outputs") == first
+    assert held_out_strictness(model, task, c3, seed=0, strict_on="answers") > 0  # cross-entropy on the answers
+    whole = {**c3, "circuit": {**c3["circuit"], "off_heads": [], "off_mlps": []}}
+    assert held_out_strictness(model, task, whole, seed=0, strict_on="outputs") is None

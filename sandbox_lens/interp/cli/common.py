@@ -91,6 +91,7 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "embed_dropout": (0, 1, "a probability"),
     "ema": (0, 1, "a decay"),
     "align_target": (0, 1, "an accuracy"),
+    "strict_target": (0, 10**3, "nats"),
     "max_minutes": (0, 10**6, "minutes"),
     "lr": (0, 10, "a learning rate"),
     "threshold": (0, 10**3, "an effect"),

@@ -259,15 +259,17 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config = replace(
             config, alignment=correspondence(args.align, task, shape, edges=config.iit_variables == "graph")
         )
-    elif (config.iit_weight, config.strict_weight, config.align_target, config.iit_variables, config.strict_on) != (
-        1.0,
-        1.0,
-        0.95,
-        "turns",
-        "answers",
-    ):
+    elif (
+        config.iit_weight,
+        config.strict_weight,
+        config.align_target,
+        config.iit_variables,
+        config.strict_on,
+        config.strict_target,
+    ) != (1.0, 1.0, 0.95, "turns", "answers", None):
         raise OptionError(
-            "--iit-weight, --iit-variables, --strict-weight, --strict-on and --align-target belong to --align"
+            "--iit-weight, --iit-variables, --strict-weight, --strict-on, --strict-target and --align-target belong "
+            "to --align"
         )
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)
@@ -307,7 +309,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 "  imposed sites' held-out IIA: "
                 + ", ".join(f"{k} {'—' if v is None else f'{v:.3f}'}" for k, v in last["imposed_iia"].items())
                 + f" (target {config.align_target:g}; IIT loss {last['iit_loss']:.4f}, strictness loss "
-                f"{last['strict_loss']:.4f})"
+                f"{last['strict_loss']:.4f}"
+                + (f", held out {last['strict_held_out']:.4f}" if last.get("strict_held_out") is not None else "")
+                + ")"
             )
         return 0
     from sandbox_lens.interp.train.sweep import parse_grid, run_sweep

@@ -48,6 +48,7 @@ __all__ = [
     "off_circuit_hooks",
     "resample_hooks",
     "imposed_iia",
+    "held_out_strictness",
     "edge_name",
     "joint_name",
     "HELD_OUT_PAIRS",
@@ -218,17 +219,65 @@ def aligned_losses(
     ]
     iit = sum(terms) / len(terms)
 
-    # strictness: every off-circuit head and MLP resampled from the source run
+    strict = _strictness(model, high, base_tokens, saved, circuit, answered_labels, answered, P, T, strict_on)
+    return iit, iit * 0.0 if strict is None else strict
+
+
+def _strictness(
+    model: Any,
+    high: Any,
+    base_tokens: Any,
+    saved: Mapping[str, Any],
+    circuit: Mapping[str, Any],
+    answered_labels: np.ndarray,
+    answered: np.ndarray,
+    P: int,
+    T: int,
+    strict_on: str,
+) -> Any:
+    """The strictness loss: the base run with every off-circuit head and MLP resampled from the source run's
+    values in ``saved``, against the base's answers or its unablated outputs (``strict_on``); None when every head
+    and MLP is on the circuit."""
+    import torch
+
     fwd = resample_hooks(circuit, saved)
     if not fwd:
-        return iit, iit * 0.0
+        return None
     logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")
     if strict_on == "outputs":
         with torch.no_grad():
             clean = run_with_hooks(model, base_tokens, fwd_hooks=[], return_type="logits")
-        return iit, readout_kl(clean[:, P : P + T], logits[:, P : P + T], answered, high)
-    strict = readout_loss(logits[:, P : P + T], answered_labels, answered, high)
-    return iit, strict
+        return readout_kl(clean[:, P : P + T], logits[:, P : P + T], answered, high)
+    return readout_loss(logits[:, P : P + T], answered_labels, answered, high)
+
+
+def held_out_strictness(
+    model: Any, task: Any, alignment: Mapping[str, Any], seed: int, strict_on: str, pairs: int = HELD_OUT_PAIRS
+) -> float | None:
+    """The strictness loss (:func:`aligned_losses`' second term) on the held-out pairs the imposed IIA is read on
+    (:attr:`~sandbox_lens.interp.streams.Stream.ALIGN_HELD_OUT`, never trained on), every off-circuit head and MLP
+    resampled from the source words; None when the circuit holds every head and MLP. A stop target can rest on it
+    (``--strict-target``) where the step's own pairs would make it noisy."""
+    import torch
+
+    kind = task_kind(task)
+    high = resolve(kind.high_level).of_task(task.to_dict())
+    layout = task.token_layout()
+    T = task.length - (1 if kind.next_token else 0)
+    base, source = high.pairs(pairs, T, rng(seed, Stream.ALIGN_HELD_OUT))
+    P = len(layout.prefix)
+    encode = np.asarray(layout.symbol_tokens)
+    prefix = np.tile(np.asarray(layout.prefix, dtype=np.int64), (pairs, 1))
+    tb, ts = (torch.from_numpy(np.concatenate([prefix, encode[w]], axis=1)) for w in (base, source))
+    labels, answered = high.answers(base)
+    hooks = off_circuit_hooks(alignment["circuit"])
+    if not hooks:
+        return None
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ts, names_filter=hooks)
+        saved = {h: cache[h] for h in hooks}
+        strict = _strictness(model, high, tb, saved, alignment["circuit"], labels, answered, P, T, strict_on)
+    return None if strict is None else float(strict)
 
 
 def readout_kl(clean: Any, ablated: Any, scored: np.ndarray, high: Any) -> Any:

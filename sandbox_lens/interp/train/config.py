@@ -169,6 +169,12 @@ class TrainConfig:
         "--align: weight of the strictness loss (off-circuit heads and MLPs resampled must not move the answer)",
         metavar="λ",
     )
+    strict_target: float | None = setting(
+        None,
+        "--align: with --target, keep training until the strictness loss on the held-out pairs is at most this too "
+        "(nats; default: no target on it)",
+        metavar="NATS",
+    )
     strict_on: str = setting(
         "answers",
         "--align: what the strictness term holds when the off-circuit heads and MLPs are resampled: the base "
@@ -226,6 +232,8 @@ class TrainConfig:
             raise SandboxError(f"contrastive (λ) must be ≥ 0, got {self.contrastive}")
         if self.pos_shift < 0:
             raise SandboxError(f"pos_shift must be ≥ 0, got {self.pos_shift}")
+        if self.strict_target is not None and not (math.isfinite(self.strict_target) and self.strict_target >= 0):
+            raise SandboxError(f"strict_target (nats) must be ≥ 0, got {self.strict_target}")
         for name in ("iit_weight", "strict_weight"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise SandboxError(f"{name} must be ≥ 0, got {getattr(self, name)}")
@@ -247,7 +255,7 @@ class TrainConfig:
 
 
 #: Settings a continued run may change: a new time budget or target does not make it another run.
-FREE_TO_CHANGE = ("max_minutes", "target_accuracy", "keep_checkpoints", "align_target")
+FREE_TO_CHANGE = ("max_minutes", "target_accuracy", "keep_checkpoints", "align_target", "strict_target")
 
 
 def run_identity(task_dict: dict[str, Any], shape: Any, config: Any) -> dict[str, Any]:

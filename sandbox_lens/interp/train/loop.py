@@ -26,7 +26,7 @@ from sandbox_lens.interp.model.saved import save_model
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.streams import Stream
 from sandbox_lens.interp.tasks.batches import step_rng
-from sandbox_lens.interp.train.align import aligned_losses, check_alignment, imposed_iia
+from sandbox_lens.interp.train.align import aligned_losses, check_alignment, held_out_strictness, imposed_iia
 from sandbox_lens.interp.train.checkpoint import METRICS, has_checkpoint, restore, save_checkpoint
 from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig, run_identity
 from sandbox_lens.interp.train.regularise import EMA, attention_entropy, contrastive_penalty, training_hooks
@@ -315,8 +315,8 @@ def _aligned_losses(model: Any, task: Any, config: TrainConfig, step: int) -> tu
 
 
 def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> dict[str, Any]:
-    """An aligned run's evaluation: the imposed variables' held-out IIA (and their least), and the IIT and
-    strictness losses of this step's pairs."""
+    """An aligned run's evaluation: the imposed variables' held-out IIA (and their least), the IIT and strictness
+    losses of this step's pairs, and the strictness loss on the held-out pairs (None: nothing is off the circuit)."""
     import torch
 
     iia = imposed_iia(model, task, config.alignment, config.seed)
@@ -329,17 +329,22 @@ def _aligned_numbers(model: Any, task: Any, config: TrainConfig, step: int) -> d
         "imposed_iia_min": min(rates) if rates else None,
         "iit_loss": float(iit),
         "strict_loss": float(strict),
+        "strict_held_out": held_out_strictness(model, task, config.alignment, config.seed, config.strict_on),
     }
 
 
 def _reached(last: dict[str, Any], config: TrainConfig) -> bool:
     """Whether an evaluation meets the stop target: the accuracy, and for an aligned run every imposed variable's
-    held-out IIA at its imposed site too."""
+    held-out IIA at its imposed site too, and the held-out strictness loss at most ``strict_target`` where one is
+    set (a circuit with nothing off it has no strictness to reach)."""
     if last["accuracy"] < config.target_accuracy:
         return False
     if not config.alignment:
         return True
-    return last.get("imposed_iia_min") is not None and last["imposed_iia_min"] >= config.align_target
+    if last.get("imposed_iia_min") is None or last["imposed_iia_min"] < config.align_target:
+        return False
+    strict = last.get("strict_held_out")
+    return config.strict_target is None or strict is None or strict <= config.strict_target
 
 
 #: Where a run keeps the models of ``--keep-checkpoints`` (one saved model per kept step).
