@@ -89,13 +89,24 @@ def carries_circuit(
     )
 
 
+def _strictness(settings: Mapping[str, Any]) -> str:
+    """The strictness weight and held-out target a twins board was trained with, where it records them."""
+    if settings.get("strict_target") is None:
+        return ""
+    return (
+        f" (weight {settings.get('strict_weight', 1.0):g}, trained on until the held-out strictness loss is at most "
+        f"{settings['strict_target']:g} nats)"
+    )
+
+
 def twins_markdown(board: Mapping[str, Any]) -> str:
     """The twins (which count, and why not) and the methods on those that do, rendered like the leaderboard."""
     s = board["settings"]
     lines = [
         "# Trained twins with a known circuit",
         "",
-        f"Twins trained with `--align` and strictness on the outputs; a twin counts when its accuracy and every imposed "
+        f"Twins trained with `--align` and strictness on the outputs{_strictness(s)}; a twin counts when its accuracy "
+        "and every imposed "
         f"site's held-out IIA reach {s['reached']} and resampling everything outside its imposed circuit moves the "
         f"logit difference by less than {s['off_circuit']} of its span. The truth is the edges between imposed nodes "
         "at the ablation's level (an upper bound on the edges a twin uses: precision is a lower bound). "
