@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -256,8 +257,17 @@ def _provenance(t0: float) -> dict:
         "command": "python benchmarks/leaderboard.py " + " ".join(sys.argv[1:]),
         "commit": commit,
         "wall_seconds": round(time.time() - t0, 1),
+        "cpu_seconds": round(_cpu_seconds(), 1),
         "threads": 1,
     }
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children (a sweep's worker processes), user and system."""
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
 
 
 def sweep_dials(args: argparse.Namespace, out: Path) -> None:
