@@ -16,7 +16,8 @@ ablation, pair seeds 0-2: ``docs/circuits/dials.json``, ``dials.md``, ``failure-
 that low too), three seeds per population, trained into ``--twins-runs`` (reused when finished) — scored
 against their imposed circuit in levels (``sandbox_lens.interp.circuits.imposed.imposed_truth``), each twin one unit of
 the interval: ``docs/circuits/twins.json`` and ``twins.md``. A twin counts when it reached its targets and resampling
-everything outside its imposed circuit moves the logit difference by less than ``OFF_CIRCUIT`` of its span.
+everything outside its imposed circuit, or any one head or MLP outside it alone, moves the logit difference by less
+than ``OFF_CIRCUIT`` of its span.
 
 ``--auto-circuit`` (``make auto-circuit-board``, in the venv with the extra): auto-circuit's six
 algorithms beside this project's counterparts on the same families, pairs and seeds, under the
@@ -52,6 +53,7 @@ from sandbox_lens.interp.circuits.imposed import (  # noqa: E402
     carries_circuit,
     imposed_truth,
     off_circuit_effect,
+    off_circuit_effects_alone,
     twins_markdown,
 )
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, markdown, run_leaderboard  # noqa: E402
@@ -335,9 +337,15 @@ def twins_board(args: argparse.Namespace, out: Path) -> None:
                 "steps": run["steps"],
                 "imposed_iia_min": min(iia.values()) if iia else None,
                 "off_circuit_effect": off_circuit_effect(model, pairs=args.pairs * 2, seed=0),
+                "off_circuit_alone": off_circuit_effects_alone(model, pairs=args.pairs * 2, seed=0),
             }
             row["counted"] = carries_circuit(
-                row["accuracy"], row["imposed_iia_min"], row["off_circuit_effect"], REACHED, OFF_CIRCUIT
+                row["accuracy"],
+                row["imposed_iia_min"],
+                row["off_circuit_effect"],
+                REACHED,
+                OFF_CIRCUIT,
+                alone=row["off_circuit_alone"],
             )
             twins.append(row)
             if row["counted"]:

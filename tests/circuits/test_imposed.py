@@ -12,6 +12,7 @@ from sandbox_lens.interp.circuits.imposed import (
     imposed_nodes,
     imposed_truth,
     off_circuit_effect,
+    off_circuit_effects_alone,
     twins_markdown,
 )
 from sandbox_lens.interp.circuits.leaderboard import Family, Setting, run_leaderboard
@@ -66,6 +67,21 @@ def test_a_twin_family_on_the_leaderboard_and_its_off_circuit_effect(twin):
     assert -10 < effect < 10
 
 
+def test_each_off_circuit_node_alone_is_its_own_resample(twin):
+    """One effect per head and MLP outside the imposed circuit, each that node's outgoing edges resampled alone: the
+    same number the patcher gives for that node's edges."""
+    from sandbox_lens.interp.circuits.bare import patcher_for
+
+    alone = off_circuit_effects_alone(twin, pairs=16)
+    on = imposed_nodes(twin.card.options["alignment"])
+    patcher = patcher_for(twin)
+    assert set(alone) == {n.name for n in patcher.graph.senders} - on == {"a0.1", "a1.0", "a1.1", "m1"}
+    data = make_pairs(twin, 16, seed=0)
+    edges = [e for e in patcher.graph.edges if e.sender == "m1"]
+    logits = patcher.run(data.clean, edges, patcher.source(data, "resample"))[0]
+    assert alone["m1"] == pytest.approx(float(patcher.effect(data, logits, "logit_diff")), abs=1e-5)
+
+
 def test_a_construction_has_no_imposed_circuit():
     model = to_hooked(build("modular_counter", get_automaton("C3"), 6))
     with pytest.raises(SandboxError, match="needs a twin trained with `interp train --align`"):
@@ -78,6 +94,10 @@ def test_a_twin_counts_only_at_its_targets_and_with_nothing_outside_its_circuit(
     assert not carries_circuit(0.99, 0.97, 0.05, 0.95)  # the off-circuit nodes move the logits
     assert not carries_circuit(0.94, 0.97, 0.0, 0.95) and not carries_circuit(0.99, 0.94, 0.0, 0.95)
     assert not carries_circuit(0.99, None, 0.0, 0.95)  # no imposed site measured
+    # off-circuit nodes that matter alone and cancel together: the joint effect passes, one node alone does not
+    assert carries_circuit(0.99, 0.97, 0.03, 0.95, alone={"a1.0": 0.04, "m1": -0.01})
+    assert not carries_circuit(0.99, 0.97, 0.03, 0.95, alone={"a1.0": -0.07, "m1": 0.23})
+    assert carries_circuit(0.99, 0.97, 0.03, 0.95, alone={})  # nothing off the circuit
 
 
 def test_the_twins_table_says_which_count_and_why_not(twin):
@@ -106,7 +126,11 @@ def test_the_twins_table_says_which_count_and_why_not(twin):
     ]
     settings = {"pairs": 8, "threshold": 0.01, "reached": 0.95, "off_circuit": 0.05, "interval": "t", "seconds": "cpu"}
     text = twins_markdown({"settings": settings, "twins": rows, "rows": board["rows"]})
-    assert "| C3 twin | 0 | 1.000 | 40 | 0.990 | 0.010 | yes |" in text
-    assert "| C3 twin | 1 | 1.000 | 40 | — | 0.300 | no |" in text
+    assert "| C3 twin | 0 | 1.000 | 40 | 0.990 | 0.010 | — | yes |" in text
+    assert "| C3 twin | 1 | 1.000 | 40 | — | 0.300 | — | no |" in text
+    rows[1]["off_circuit_alone"] = {"a1.0": 0.02, "m1": -0.23}
+    text = twins_markdown({"settings": settings, "twins": rows, "rows": board["rows"]})
+    assert "| C3 twin | 1 | 1.000 | 40 | — | 0.300 | -0.230 (m1) | no |" in text
+    assert "or any one head or MLP outside it alone" in text
     assert "| C3 twin | path | resample" in text
     assert "No twin counts" in twins_markdown({"settings": settings, "twins": rows[1:], "rows": []})

@@ -31,6 +31,8 @@ __all__ = [
     "imposed_nodes",
     "imposed_truth",
     "off_circuit_effect",
+    "off_circuit_effects_alone",
+    "largest_alone",
     "carries_circuit",
     "twins_markdown",
     "OFF_CIRCUIT",
@@ -74,19 +76,56 @@ def off_circuit_effect(model: Any, pairs: int = 64, seed: int = 0, metric: str =
     return float(patcher.effect(data, logits, metric))
 
 
-#: What a twin that carries only its imposed circuit may lose when everything outside it is resampled (a share of the
-#: logit difference's clean-to-corrupted span): the circuit leaderboard's trained rows count a twin below it.
+def off_circuit_effects_alone(
+    model: Any, pairs: int = 64, seed: int = 0, metric: str = "logit_diff"
+) -> dict[str, float]:
+    """Each head and MLP outside the imposed circuit resampled alone (every edge it sends patched from the corrupted
+    word, the rest clean), on the pairs :func:`off_circuit_effect` uses: node → effect. Off-circuit nodes can matter
+    alone and cancel together (a trained C4 counter twin's second-block MLP moved the logit difference by 0.23 of its
+    span alone, everything off the circuit by 0.04), which the joint effect does not show."""
+    on = imposed_nodes(_alignment(model))
+    patcher = patcher_for(model)
+    data = make_pairs(model, pairs, seed=seed)
+    off = [n.name for n in patcher.graph.senders if n.name not in on]
+    if not off:
+        return {}
+    settings = [([e for e in patcher.graph.edges if e.sender == name], None) for name in off]
+    logits = patcher.run_many(data.clean, settings, patcher.source(data, "resample"))
+    return {name: float(patcher.effect(data, logits[i], metric)) for i, name in enumerate(off)}
+
+
+#: What a twin that carries only its imposed circuit may lose when everything outside it is resampled, or any one
+#: off-circuit head or MLP alone (a share of the logit difference's clean-to-corrupted span): the circuit
+#: leaderboard's trained rows count a twin below it.
 OFF_CIRCUIT = 0.05
 
 
 def carries_circuit(
-    accuracy: float, least_iia: float | None, off_effect: float, reached: float, off_circuit: float = OFF_CIRCUIT
+    accuracy: float,
+    least_iia: float | None,
+    off_effect: float,
+    reached: float,
+    off_circuit: float = OFF_CIRCUIT,
+    alone: Mapping[str, float] | None = None,
 ) -> bool:
     """Whether a twin counts as carrying its imposed circuit: accuracy and its least imposed held-out IIA at least
-    ``reached``, and :func:`off_circuit_effect` within ``off_circuit`` of 0 (either sign)."""
+    ``reached``, :func:`off_circuit_effect` within ``off_circuit`` of 0 (either sign), and so is each off-circuit
+    node's effect alone where ``alone`` (:func:`off_circuit_effects_alone`) is given."""
     return bool(
-        accuracy >= reached and least_iia is not None and least_iia >= reached and abs(off_effect) < off_circuit
+        accuracy >= reached
+        and least_iia is not None
+        and least_iia >= reached
+        and abs(off_effect) < off_circuit
+        and all(abs(v) < off_circuit for v in (alone or {}).values())
     )
+
+
+def largest_alone(alone: Mapping[str, float] | None) -> tuple[str, float] | None:
+    """The off-circuit node whose effect alone is largest in size, and that effect (None: none measured)."""
+    if not alone:
+        return None
+    name = max(alone, key=lambda n: abs(alone[n]))
+    return name, alone[name]
 
 
 def _strictness(settings: Mapping[str, Any]) -> str:
@@ -107,20 +146,29 @@ def twins_markdown(board: Mapping[str, Any]) -> str:
         "",
         f"Twins trained with `--align` and strictness on the outputs{_strictness(s)}; a twin counts when its accuracy "
         "and every imposed "
-        f"site's held-out IIA reach {s['reached']} and resampling everything outside its imposed circuit moves the "
-        f"logit difference by less than {s['off_circuit']} of its span. The truth is the edges between imposed nodes "
+        f"site's held-out IIA reach {s['reached']} and resampling everything outside its imposed circuit"
+        + (
+            ", or any one head or MLP outside it alone,"
+            if any("off_circuit_alone" in t for t in board["twins"])
+            else ""
+        )
+        + f" moves the logit difference by less than {s['off_circuit']} of its span. The truth is the edges between "
+        "imposed nodes "
         "at the ablation's level (an upper bound on the edges a twin uses: precision is a lower bound). "
         f"Pairs {s['pairs']}, threshold {s['threshold']}; each number is the mean over the counted twins with its "
         f"{s['interval']}.",
         "",
-        "| twin | seed | accuracy | steps | least imposed IIA | off-circuit effect | counted |",
-        "|---|---|---|---|---|---|---|",
+        "| twin | seed | accuracy | steps | least imposed IIA | off-circuit effect | largest off-circuit node alone "
+        "| counted |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for t in board["twins"]:
         iia = "—" if t["imposed_iia_min"] is None else f"{t['imposed_iia_min']:.3f}"
+        big = largest_alone(t.get("off_circuit_alone"))
         lines.append(
             f"| {t['population']} | {t['seed']} | {t['accuracy']:.3f} | {t['steps']} | {iia} | "
-            f"{t['off_circuit_effect']:.3f} | {'yes' if t['counted'] else 'no'} |"
+            f"{t['off_circuit_effect']:.3f} | {'—' if big is None else f'{big[1]:.3f} ({big[0]})'} | "
+            f"{'yes' if t['counted'] else 'no'} |"
         )
     lines.append("")
     if board["rows"]:
