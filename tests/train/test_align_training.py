@@ -165,6 +165,8 @@ def test_every_variable_per_step_swaps_each_imposed_variable(monkeypatch):
         (["--iit-variables", "all"], "belong to --align"),
         (["--strict-on", "outputs"], "belong to --align"),
         (["--strict-target", "0.01"], "belong to --align"),
+        (["--strict-nodes", "subsets"], "belong to --align"),
+        (["--align", "modular_counter", "--strict-nodes", "some"], "argument --strict-nodes: invalid choice"),
         (["--align", "modular_counter", "--strict-target", "-1"], "argument --strict-target: must lie in 0..1,000"),
         (["--align", "modular_counter", "--strict-target", "nan"], "--strict-target"),
         (["--align", "modular_counter", "--strict-on", "logits"], "argument --strict-on: invalid choice"),
@@ -407,3 +409,37 @@ def test_the_held_out_strictness_is_measured_on_fixed_pairs_and_none_with_nothin
     assert held_out_strictness(model, task, c3, seed=0, strict_on="answers") > 0  # cross-entropy on the answers
     whole = {**c3, "circuit": {**c3["circuit"], "off_heads": [], "off_mlps": []}}
     assert held_out_strictness(model, task, whole, seed=0, strict_on="outputs") is None
+
+
+def test_strictness_over_subsets_resamples_each_off_circuit_node_in_its_own_rows():
+    """With ``rows``, an off-circuit head or MLP takes the source run's value in its chosen rows only: every row
+    chosen is the plain resample, none chosen the unablated run, and a mix follows each row's choice."""
+    import torch
+
+    from sandbox_lens.interp.model.run import run_with_hooks
+    from sandbox_lens.interp.train.align import _subsets, off_circuit_hooks, resample_hooks
+    from sandbox_lens.interp.train.twin import build_twin
+
+    task = AutomatonTask(get_automaton("C3"), 6)
+    shape = ModelShape(n_layers=2, n_heads=2, d_model=16)
+    model = build_twin(task, shape, seed=0)
+    circuit = correspondence("modular_counter", task, shape)["circuit"]
+    g = np.random.default_rng(0)
+    base = torch.from_numpy(g.integers(1, 3, size=(8, 7)))
+    source = torch.from_numpy(g.integers(1, 3, size=(8, 7)))
+    _, cache = model.run_with_cache(source, names_filter=off_circuit_hooks(circuit))
+    saved = {h: cache[h] for h in off_circuit_hooks(circuit)}
+
+    def run(rows):
+        return run_with_hooks(model, base, fwd_hooks=resample_hooks(circuit, saved, rows), return_type="logits")
+
+    names = ["a0.1", "a1.0", "a1.1", "m1"]
+    everywhere, nowhere = run(None), run_with_hooks(model, base, fwd_hooks=[], return_type="logits")
+    torch.testing.assert_close(run({n: np.ones(8, bool) for n in names}), everywhere)
+    torch.testing.assert_close(run({n: np.zeros(8, bool) for n in names}), nowhere)
+    half = np.arange(8) < 4
+    mixed = run({n: half for n in names})
+    torch.testing.assert_close(mixed[:4], everywhere[:4])
+    torch.testing.assert_close(mixed[4:], nowhere[4:])
+    drawn = _subsets(circuit, 256, np.random.default_rng(1))
+    assert set(drawn) == set(names) and all(0.4 < m.mean() < 0.6 for m in drawn.values())

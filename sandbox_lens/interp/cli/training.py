@@ -266,10 +266,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         config.iit_variables,
         config.strict_on,
         config.strict_target,
-    ) != (1.0, 1.0, 0.95, "turns", "answers", None):
+        config.strict_nodes,
+    ) != (1.0, 1.0, 0.95, "turns", "answers", None, "all"):
         raise OptionError(
-            "--iit-weight, --iit-variables, --strict-weight, --strict-on, --strict-target and --align-target belong "
-            "to --align"
+            "--iit-weight, --iit-variables, --strict-weight, --strict-on, --strict-target, --strict-nodes and "
+            "--align-target belong to --align"
         )
     seeds = _parse_seeds(args.seeds)
     out = Path(args.out)

@@ -108,22 +108,38 @@ def off_circuit_hooks(circuit: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def resample_hooks(circuit: Mapping[str, Any], values: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def resample_hooks(
+    circuit: Mapping[str, Any], values: Mapping[str, Any], rows: Mapping[str, Any] | None = None
+) -> list[tuple[str, Any]]:
     """Forward hooks that set every off-circuit head's output and MLP output to ``values`` (keyed by hook name,
-    e.g. another word's run): strict IIT's resample ablation, in training and when measuring it."""
+    e.g. another word's run): strict IIT's resample ablation, in training and when measuring it. ``rows``: per
+    off-circuit node (``a<l>.<h>``, ``m<l>``), a boolean mask over the batch — the node is resampled in those rows
+    only (a random subset of the off-circuit nodes per pair)."""
+    import torch
+
+    def chosen(name: str, x: Any) -> Any:
+        return torch.as_tensor(rows[name], device=x.device)
 
     def heads(layer: int):
         off = [h for l, h in circuit["off_heads"] if l == layer]
 
         def hook(z, hook):
             z = z.clone()
-            z[:, :, off] = values[hook.name][:, :, off]
+            if rows is None:
+                z[:, :, off] = values[hook.name][:, :, off]
+                return z
+            for h in off:
+                m = chosen(f"a{layer}.{h}", z)[:, None, None]
+                z[:, :, h] = torch.where(m, values[hook.name][:, :, h], z[:, :, h])
             return z
 
         return hook
 
     def mlp(x, hook):
-        return values[hook.name]
+        if rows is None:
+            return values[hook.name]
+        m = chosen(f"m{hook.name.split('.')[1]}", x)[:, None, None]
+        return torch.where(m, values[hook.name], x)
 
     return [
         (name, heads(int(name.split(".")[1])) if name.endswith("hook_z") else mlp)
@@ -140,6 +156,7 @@ def aligned_losses(
     batch: int,
     every_variable: bool = False,
     strict_on: str = "answers",
+    strict_subsets: bool = False,
 ) -> tuple[Any, Any]:
     """(IIT loss, strictness loss) of one training step (see the module docstring).
 
@@ -154,6 +171,8 @@ def aligned_losses(
             their mean) rather than the step's one in turn.
         strict_on: ``answers`` (SIIT: cross-entropy against the base's answers) or ``outputs`` (the KL from the
             base's unablated output distribution over the readout, at the answered positions).
+        strict_subsets: resample each off-circuit node in a random half of the pairs (:func:`_subsets`) rather
+            than all of them in every pair.
     """
     import torch
 
@@ -219,8 +238,16 @@ def aligned_losses(
     ]
     iit = sum(terms) / len(terms)
 
-    strict = _strictness(model, high, base_tokens, saved, circuit, answered_labels, answered, P, T, strict_on)
+    rows = _subsets(circuit, batch, g) if strict_subsets else None
+    strict = _strictness(model, high, base_tokens, saved, circuit, answered_labels, answered, P, T, strict_on, rows)
     return iit, iit * 0.0 if strict is None else strict
+
+
+def _subsets(circuit: Mapping[str, Any], batch: int, g: np.random.Generator) -> dict[str, np.ndarray]:
+    """Each off-circuit head and MLP resampled in a random half of the pairs (drawn independently per node and per
+    pair): every subset of them, single nodes included, is held irrelevant by the strictness term."""
+    names = [f"a{l}.{h}" for l, h in circuit["off_heads"]] + [f"m{l}" for l in circuit["off_mlps"]]
+    return {name: g.random(batch) < 0.5 for name in names}
 
 
 def _strictness(
@@ -234,13 +261,14 @@ def _strictness(
     P: int,
     T: int,
     strict_on: str,
+    rows: Mapping[str, Any] | None = None,
 ) -> Any:
     """The strictness loss: the base run with every off-circuit head and MLP resampled from the source run's
     values in ``saved``, against the base's answers or its unablated outputs (``strict_on``); None when every head
     and MLP is on the circuit."""
     import torch
 
-    fwd = resample_hooks(circuit, saved)
+    fwd = resample_hooks(circuit, saved, rows)
     if not fwd:
         return None
     logits = run_with_hooks(model, base_tokens, fwd_hooks=fwd, return_type="logits")

@@ -175,6 +175,13 @@ class TrainConfig:
         "(nats; default: no target on it)",
         metavar="NATS",
     )
+    strict_nodes: str = setting(
+        "all",
+        "--align: which off-circuit heads and MLPs the strictness term resamples: all of them in every pair (SIIT), "
+        "or each in a random half of the pairs (subsets: single nodes are held irrelevant too, so off-circuit parts "
+        "cannot matter alone and cancel together)",
+        choices=("all", "subsets"),
+    )
     strict_on: str = setting(
         "answers",
         "--align: what the strictness term holds when the off-circuit heads and MLPs are resampled: the base "
@@ -215,6 +222,8 @@ class TrainConfig:
             raise SandboxError(f"max_minutes must be ≥ 0 (0: stop at the first evaluation), got {self.max_minutes}")
         if self.attention not in ("learned", "uniform"):
             raise SandboxError(f"attention must be learned or uniform, got {self.attention!r}")
+        if self.strict_nodes not in ("all", "subsets"):
+            raise SandboxError(f"strict_nodes must be all or subsets, got {self.strict_nodes!r}")
         if self.strict_on not in ("answers", "outputs"):
             raise SandboxError(f"strict_on must be answers or outputs, got {self.strict_on!r}")
         if self.iit_variables not in ("turns", "all", "graph"):

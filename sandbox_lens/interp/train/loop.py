@@ -311,6 +311,7 @@ def _aligned_losses(model: Any, task: Any, config: TrainConfig, step: int) -> tu
         config.batch,
         config.iit_variables != "turns",
         config.strict_on,
+        config.strict_nodes == "subsets",
     )
 
 
