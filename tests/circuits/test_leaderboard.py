@@ -178,3 +178,24 @@ def test_a_far_normaliser_is_said_in_why():
     assert _why({**row, "normaliser_ratio": 1.5}) == "3 spurious: cancelled"
     said = _why({**row, "normaliser_ratio": 9.8})
     assert said.startswith("m(∅) 9.8× the corrupted word's distance: the threshold acts 9.8× higher; 3 spurious")
+
+
+def test_the_cpu_minutes_the_docs_quote_are_the_committed_boards():
+    """docs/circuits/README.md and the Makefile quote what the boards' own JSON recorded, rounded down to minutes."""
+    import re
+
+    text = (BOARD / "README.md").read_text()
+    board = json.loads((BOARD / "leaderboard.json").read_text())
+    dials = json.loads((BOARD / "dials.json").read_text())
+    seconds = {}
+    for r in board["rows"]:
+        if "seconds" in r:
+            seconds[r["method"]] = seconds.get(r["method"], 0.0) + sum(r["seconds"]["values"])
+    total, masks = int(board["cpu_seconds"] // 60), int(seconds["masks"] // 60)
+    around = int((board["cpu_seconds"] - sum(seconds.values())) // 60)
+    assert f"board took {total} CPU-minutes in one run" in text
+    assert f"{masks} of them the learned masks' own training" in text and f"and {around} the analysis around" in text
+    assert re.search(rf"part of `make leaderboard`; {int(dials['cpu_seconds'] // 60)} CPU-minutes", text)
+    makefile = (BOARD.parents[1] / "Makefile").read_text()
+    assert f"ten pair seeds ({total} CPU-minutes measured)" in makefile
+    assert f"three pair seeds; {int(dials['cpu_seconds'] // 60)} CPU-minutes)" in makefile
