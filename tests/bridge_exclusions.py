@@ -57,6 +57,7 @@ NOT_ON_BRIDGE: dict[str, str] = {
         for name in (
             "test_the_imposed_truth_is_the_edges_between_imposed_nodes_in_levels",
             "test_a_twin_family_on_the_leaderboard_and_its_off_circuit_effect",
+            "test_each_off_circuit_node_alone_is_its_own_resample",
             "test_the_twins_table_says_which_count_and_why_not",
         )
     },
