@@ -63,14 +63,18 @@ def imposed_truth(model: Any) -> GroundTruth:
     )
 
 
+def _off_circuit_setting(model: Any, pairs: int, seed: int) -> tuple[Any, Any, set[str]]:
+    """What the off-circuit measures share: the twin's patcher, its pairs, and the imposed nodes."""
+    on = imposed_nodes(_alignment(model))  # refused first on a model that is no aligned twin
+    return patcher_for(model), make_pairs(model, pairs, seed=seed), on
+
+
 def off_circuit_effect(model: Any, pairs: int = 64, seed: int = 0, metric: str = "logit_diff") -> float:
     """What the imposed circuit leaves out, measured: the effect (1 − the normalised ``metric``) of resampling every
     head and MLP outside it at once, from the corrupted word (every edge they send patched). Near 0 on a twin that
     carries only its imposed circuit; SIIT's strictness on the answers (``--strict-on answers``) leaves it large where
     the off-circuit nodes move the logits without changing an answer."""
-    on = imposed_nodes(_alignment(model))
-    patcher = patcher_for(model)
-    data = make_pairs(model, pairs, seed=seed)
+    patcher, data, on = _off_circuit_setting(model, pairs, seed)
     off = [e for e in patcher.graph.edges if e.sender not in on]
     logits = patcher.run(data.clean, off, patcher.source(data, "resample"))[0]
     return float(patcher.effect(data, logits, metric))
@@ -83,9 +87,7 @@ def off_circuit_effects_alone(
     word, the rest clean), on the pairs :func:`off_circuit_effect` uses: node → effect. Off-circuit nodes can matter
     alone and cancel together (a trained C4 counter twin's second-block MLP moved the logit difference by 0.23 of its
     span alone, everything off the circuit by 0.04), which the joint effect does not show."""
-    on = imposed_nodes(_alignment(model))
-    patcher = patcher_for(model)
-    data = make_pairs(model, pairs, seed=seed)
+    patcher, data, on = _off_circuit_setting(model, pairs, seed)
     off = [n.name for n in patcher.graph.senders if n.name not in on]
     if not off:
         return {}

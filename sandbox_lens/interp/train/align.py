@@ -288,6 +288,23 @@ def held_out_strictness(
     (``--strict-target``) where the step's own pairs would make it noisy."""
     import torch
 
+    hooks = off_circuit_hooks(alignment["circuit"])
+    if not hooks:
+        return None
+    high, base, _, tb, ts, P, T = _held_out_words(task, seed, pairs)
+    labels, answered = high.answers(base)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ts, names_filter=hooks)
+        saved = {h: cache[h] for h in hooks}
+        strict = _strictness(model, high, tb, saved, alignment["circuit"], labels, answered, P, T, strict_on)
+    return None if strict is None else float(strict)
+
+
+def _held_out_words(task: Any, seed: int, pairs: int) -> tuple[Any, np.ndarray, np.ndarray, Any, Any, int, int]:
+    """The fixed held-out pairs of an aligned run (:attr:`~sandbox_lens.interp.streams.Stream.ALIGN_HELD_OUT`): the
+    high-level model, the base and source words, their token tensors, the prefix length P and the word length T."""
+    import torch
+
     kind = task_kind(task)
     high = resolve(kind.high_level).of_task(task.to_dict())
     layout = task.token_layout()
@@ -297,15 +314,7 @@ def held_out_strictness(
     encode = np.asarray(layout.symbol_tokens)
     prefix = np.tile(np.asarray(layout.prefix, dtype=np.int64), (pairs, 1))
     tb, ts = (torch.from_numpy(np.concatenate([prefix, encode[w]], axis=1)) for w in (base, source))
-    labels, answered = high.answers(base)
-    hooks = off_circuit_hooks(alignment["circuit"])
-    if not hooks:
-        return None
-    with torch.no_grad():
-        _, cache = model.run_with_cache(ts, names_filter=hooks)
-        saved = {h: cache[h] for h in hooks}
-        strict = _strictness(model, high, tb, saved, alignment["circuit"], labels, answered, P, T, strict_on)
-    return None if strict is None else float(strict)
+    return high, base, source, tb, ts, P, T
 
 
 def readout_kl(clean: Any, ablated: Any, scored: np.ndarray, high: Any) -> Any:
@@ -333,15 +342,7 @@ def imposed_iia(
     same per position swapped under ``by_position``)."""
     import torch
 
-    kind = task_kind(task)
-    high = resolve(kind.high_level).of_task(task.to_dict())
-    layout = task.token_layout()
-    T = task.length - (1 if kind.next_token else 0)
-    base, source = high.pairs(pairs, T, rng(seed, Stream.ALIGN_HELD_OUT))
-    P = len(layout.prefix)
-    encode = np.asarray(layout.symbol_tokens)
-    prefix = np.tile(np.asarray(layout.prefix, dtype=np.int64), (pairs, 1))
-    tb, ts = (torch.from_numpy(np.concatenate([prefix, encode[w]], axis=1)) for w in (base, source))
+    high, base, source, tb, ts, P, T = _held_out_words(task, seed, pairs)
     plain, answered = high.answers(base)
     out = {}
     with torch.no_grad():
