@@ -7,6 +7,11 @@ alternate for R rounds. Each arm's cost is the CPU time of its child processes (
 ``getrusage(RUSAGE_CHILDREN)``), so other work on the machine does not enter it. Printed: per round the CPU
 seconds per command of each arm and their ratio, then the median ratio with the range over rounds. A command's
 import cost alone is printed beside them (`python -X importtime` of the CLI's verify path is the breakdown).
+
+Then a short training command (`train automaton --automaton parity --length 8 --steps 5`) as a whole process, in
+child CPU time, its two arms alternating for R rounds: as `interp train` runs it (a hook-free twin, TransformerLens
+never imported) and with the twin built as TransformerLens's ``HookedTransformer`` (what every run did before; the
+same bits, ``tests/model/test_hook_free.py``). Printed: each arm's median [min, max] and the ratio per round.
 """
 
 from __future__ import annotations
@@ -43,6 +48,37 @@ def _run(argv: list[str]) -> float:
     return _children_cpu() - before
 
 
+TRAIN = "train automaton --automaton parity --length 8 --steps 5".split()
+#: the same command with the twin built as TransformerLens's model (the hook-free twin switched off)
+HOOKED = (
+    "import sys; import sandbox_lens.interp.train.twin as twin; twin.hook_free_possible = lambda shape: False; "
+    "from sandbox_lens.interp.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def _run_code(code: str, argv: list[str]) -> float:
+    """CPU seconds of ``python -c CODE ARGV`` (it must exit 0)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDBOX_LENS_QUIET": "1"}
+    before = _children_cpu()
+    done = subprocess.run([sys.executable, "-c", code, "--quiet", *argv], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return _children_cpu() - before
+
+
+def train_start(rounds: int) -> None:
+    """A short `interp train`, hook-free (as it runs) against the twin built by TransformerLens."""
+    times: dict[str, list[float]] = {"hook-free": [], "TransformerLens": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            times["hook-free"].append(_run([*TRAIN, "--out", f"{tmp}/free{r}"]))
+            times["TransformerLens"].append(_run_code(HOOKED, [*TRAIN, "--out", f"{tmp}/hooked{r}"]))
+    ratios = sorted(a / b for a, b in zip(times["hook-free"], times["TransformerLens"]))
+    print(f"\ninterp {' '.join(TRAIN)} (whole command, CPU seconds, median [min, max] over {rounds} rounds)")
+    for name, t in times.items():
+        print(f"  {name:15s}: {statistics.median(t):.2f} [{min(t):.2f}, {max(t):.2f}]")
+    print(f"  hook-free / TransformerLens: {statistics.median(ratios):.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -65,6 +101,7 @@ def main() -> None:
         f"batch: separate/batch CPU per command {statistics.median(ratios):.2f} "
         f"[{min(ratios):.2f}, {max(ratios):.2f}] over {args.rounds} rounds; `interp list` alone {imports:.2f} CPU-s"
     )
+    train_start(max(args.rounds, 5))
 
 
 if __name__ == "__main__":

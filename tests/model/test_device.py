@@ -100,8 +100,8 @@ def test_train_runs_on_the_chosen_device_and_puts_the_setting_back(tmp_path, mon
 
     real = loop.build_twin
 
-    def spy(task, shape, seed=0):
-        model = real(task, shape, seed)
+    def spy(task, shape, seed=0, hook_free=False):
+        model = real(task, shape, seed, hook_free=hook_free)
         seen["device"] = str(next(model.parameters()).device)
         seen["env"] = os.environ.get(ENV)
         return model

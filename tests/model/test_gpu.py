@@ -119,3 +119,21 @@ def test_compare_and_population_run_on_cuda(tmp_path):
         )
         == 0
     )
+
+
+def test_the_hook_free_twin_is_transformer_lens_twin_on_cuda(monkeypatch):
+    """Drawn on the CPU and moved, as TransformerLens does: the same weights on the GPU as its model's."""
+    from sandbox_lens.interp.model.hooked import backend
+
+    if backend() != "HookedTransformer":
+        pytest.skip("the hook-free twin stands in for TransformerLens 3.9's model")
+    from sandbox_lens.interp.tasks.batches import DyckTask
+    from sandbox_lens.interp.tasks.dyck import Dyck
+    from sandbox_lens.interp.train import build_twin, default_shape
+
+    monkeypatch.setenv(ENV, "cuda")
+    task = DyckTask(Dyck(2, 4), 16)
+    free, hooked = (build_twin(task, default_shape(task), 3, hook_free=h) for h in (True, False))
+    assert type(free).__name__ == "HookFreeTransformer"
+    for (name, a), b in zip(free.named_parameters(), dict(hooked.named_parameters()).values()):
+        assert a.device.type == "cuda" and torch.equal(a, b), name

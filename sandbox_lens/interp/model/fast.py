@@ -55,7 +55,7 @@ def training_forward(model: Any) -> Iterator[Any]:
     """Within the block, ``model(tokens)`` and ``model(tokens, return_type="logits")`` run :func:`fast_forward`
     whenever no hook is attached; everything else (hooks, other arguments, a model it does not cover) runs
     TransformerLens's own forward. Restored afterwards."""
-    if not covers(model):
+    if getattr(model, "hook_free", False) or not covers(model):  # a hook-free twin runs fast_forward already
         yield model
         return
     original = type(model).forward

@@ -387,7 +387,10 @@ def fused_layernorm(model):
     seven passes over the residual stream — whenever nothing is hooked on their ``hook_scale`` /
     ``hook_normalized`` (then they fall back to TransformerLens's own forward, hooks and all). Training steps
     run 1.2× faster (``benchmarks/step_profile.py``, interleaved); weights agree with the unfused steps to float
-    rounding. Other back ends and normalisations are left as they are."""
+    rounding. Other back ends and normalisations are left as they are (a hook-free twin fuses its own)."""
+    if getattr(model, "hook_free", False):
+        yield model
+        return
     try:
         from transformer_lens.components import LayerNorm
     except ImportError:  # pragma: no cover - a back end without TransformerLens 3.9's components

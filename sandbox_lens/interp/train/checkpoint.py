@@ -190,10 +190,17 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
     sd["state"] = state
     opt.load_state_dict(sd)
     if ema is not None:
-        where = {k: v.device for k, v in model.state_dict().items()}
+        own = model.state_dict()
+        saved = {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
+
+        def buffer(k: str) -> bool:  # a TransformerLens model holds the causal mask, a hook-free twin does not
+            return k.endswith((".attn.mask", ".attn.IGNORE"))
+
+        # every parameter's average from the checkpoint, the mask buffers the model's own
         ema.state = {
-            k[4:]: v.clone().to(where.get(k[4:], v.device)) for k, v in tensors.items() if k.startswith("ema.")
+            k: (own[k] if buffer(k) else saved[k].to(own[k].device)).clone() for k in own if buffer(k) or k in saved
         }
+        ema.state.update({k: v.clone() for k, v in saved.items() if k not in own and not buffer(k)})
     if meta.get("threads", torch.get_num_threads()) != torch.get_num_threads():
         import warnings
 

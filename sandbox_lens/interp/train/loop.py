@@ -131,7 +131,9 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
         raise OptionError(f"--out {out}: permission denied") from None
     if shape.arch != "transformer" and config.hooked_training:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
-    model = build_twin(task, shape, config.seed)
+    # no step reads an activation: the twin without hook points (the same bits; TransformerLens is not imported)
+    hook_free = not (config.hooked_training or config.contrastive or config.alignment)
+    model = build_twin(task, shape, config.seed, hook_free=hook_free)
     if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
         raise OptionError(
             f"--pos-shift {config.pos_shift} needs a context of at least "
@@ -356,7 +358,7 @@ def keep_model(out: Path, step: int) -> Path:
     """Save the model just checkpointed in ``out`` (the moving average when kept) as ``out/checkpoints/step_<S>``:
     a saved model every ``--model`` command takes."""
 
-    return save_model(load_trained(out), out / KEPT / f"step_{step:06d}")
+    return save_model(load_trained(out, hook_free=True), out / KEPT / f"step_{step:06d}")
 
 
 def kept_models(out: str | Path) -> list[tuple[int, Path]]:
@@ -385,7 +387,7 @@ def _finish(
         # the weights it was evaluated with (the moving average when kept), config and card, apart from
         # the optimizer state: `load_model(out)`, `interp verify --model out`, or plain TransformerLens
 
-        save_model(load_trained(out), out)
+        save_model(load_trained(out, hook_free=True), out)
     metrics = {
         "task": task.to_dict(),
         "task_name": task.name,

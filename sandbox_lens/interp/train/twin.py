@@ -22,6 +22,7 @@ from sandbox_lens.interp.train.config import MAX_N_CTX, ModelShape, TrainConfig
 
 __all__ = [
     "build_twin",
+    "hook_free_possible",
     "default_shape",
     "task_defaults",
     "load_trained",
@@ -55,9 +56,21 @@ def _sinusoid(n_ctx: int, d: int) -> np.ndarray:
     return out
 
 
-def build_twin(task, shape: ModelShape, seed: int = 0):
+def hook_free_possible(shape: ModelShape) -> bool:
+    """Whether the twin of ``shape`` can be built without TransformerLens, as
+    :class:`~sandbox_lens.interp.model.hook_free.HookFreeTransformer` (the same parameters and initialisation as
+    TransformerLens 3.9's ``HookedTransformer``): a transformer with standard positions (not ALiBi) while 3.9 is
+    the installed back end — TransformerLens 4's bridge initialises its own way, so a seed keeps its twin there."""
+    from sandbox_lens.interp.model.hooked import backend
+
+    return shape.arch == "transformer" and shape.positional != "alibi" and backend() == "HookedTransformer"
+
+
+def build_twin(task, shape: ModelShape, seed: int = 0, hook_free: bool = False):
     """A fresh twin of ``shape`` for ``task`` (seeded): a ``HookedTransformer`` (or ``TransformerBridge`` under
-    TransformerLens 4.x) with the fixed position code the shape names, or the LSTM baseline."""
+    TransformerLens 4.x) with the fixed position code the shape names, or the LSTM baseline. With ``hook_free``
+    (where :func:`hook_free_possible`), the same twin bit for bit as a
+    :class:`~sandbox_lens.interp.model.hook_free.HookFreeTransformer`: no hook points, no TransformerLens import."""
     import torch
 
     torch.manual_seed(seed)
@@ -94,7 +107,12 @@ def build_twin(task, shape: ModelShape, seed: int = 0):
     }
     if shape.positional == "alibi":  # written only here: the other twins' configs keep their bits
         cfg["positional_embedding_type"] = "alibi"
-    model = new_model(cfg)
+    if hook_free and hook_free_possible(shape):
+        from sandbox_lens.interp.model.hook_free import HookFreeTransformer
+
+        model = HookFreeTransformer(cfg, device=current())
+    else:
+        model = new_model(cfg)
     model.sandbox_config = cfg  # what save_model writes: a trained twin saves like a construction
     if shape.positional != "learned":
         values = np.zeros((n_ctx, shape.d_model))
@@ -162,12 +180,14 @@ def initialise_and_freeze(model, config: TrainConfig, init_spec: Any) -> None:
                 p.requires_grad_(False)
 
 
-def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = None):
+def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = None, hook_free: bool = False):
     """The trained model of ``directory`` (its last checkpoint), with a ``card`` for the analyses.
 
     Args:
         directory: a run directory written by ``interp train`` or :func:`~sandbox_lens.interp.train.train`.
-        expect_task: refuse a run whose task (its card's task dict) is another one."""
+        expect_task: refuse a run whose task (its card's task dict) is another one.
+        hook_free: where :func:`hook_free_possible`, load it without TransformerLens (no hook points: for saving
+            or running it, not for the analyses)."""
     out = Path(directory)
     meta, tensors = read_checkpoint(out)
     if expect_task is not None and meta.get("task") != expect_task:
@@ -176,12 +196,14 @@ def load_trained(directory: str | Path, expect_task: dict[str, Any] | None = Non
             f"({task_label(meta.get('task'))}), not on the requested task"
         )
     task = task_from_dict(meta["task"])
-    model = build_twin(task, ModelShape(**meta["shape"]), meta["config"]["seed"])
+    model = build_twin(task, ModelShape(**meta["shape"]), meta["config"]["seed"], hook_free=hook_free)
     # a run with a moving average keeps the averaged weights (the ones it was evaluated with)
     prefix = "ema." if any(k.startswith("ema.") for k in tensors) else "model."
     state = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
     load_weights(model, state, out)
     model.card = _card(task, meta)
+    if getattr(model, "hook_free", False):  # no string methods to serve (and transformers' tokenizer not imported)
+        return model
     from sandbox_lens.interp.model.tokens import attach_tokenizer
 
     return attach_tokenizer(model)
