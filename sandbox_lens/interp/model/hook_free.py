@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from sandbox_lens.interp.model.fast import fast_forward
+from sandbox_lens.interp.model.hooked import load_strict, new_model
 
 __all__ = ["HookFreeTransformer", "covered"]
 
@@ -138,8 +139,6 @@ class HookFreeTransformer(torch.nn.Module):
 
     def hooked(self) -> Any:
         """The TransformerLens model of the same configuration and weights (a copy), with the card if one is set."""
-        from sandbox_lens.interp.model.hooked import load_strict, new_model
-
         model = new_model(self.sandbox_config)
         load_strict(model, {k: v.detach().clone() for k, v in self.named_parameters()})
         for name, p in self.named_parameters():

@@ -14,7 +14,7 @@ import numpy as np
 from sandbox_lens.interp.errors import CheckpointError, OptionError, SandboxError
 from sandbox_lens.interp.model.card import ModelCard, TokenIO
 from sandbox_lens.interp.model.device import current
-from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, is_bridge, new_model, state_dict_arrays
+from sandbox_lens.interp.model.hooked import BRIDGE_LACKS, backend, is_bridge, new_model, state_dict_arrays
 from sandbox_lens.interp.model.saved import load_model
 from sandbox_lens.interp.tasks.kinds import task_from_dict, task_kind
 from sandbox_lens.interp.train.checkpoint import has_checkpoint, load_weights, read_checkpoint, task_label
@@ -61,8 +61,6 @@ def hook_free_possible(shape: ModelShape) -> bool:
     :class:`~sandbox_lens.interp.model.hook_free.HookFreeTransformer` (the same parameters and initialisation as
     TransformerLens 3.9's ``HookedTransformer``): a transformer with standard positions (not ALiBi) while 3.9 is
     the installed back end — TransformerLens 4's bridge initialises its own way, so a seed keeps its twin there."""
-    from sandbox_lens.interp.model.hooked import backend
-
     return shape.arch == "transformer" and shape.positional != "alibi" and backend() == "HookedTransformer"
 
 
