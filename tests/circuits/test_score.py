@@ -13,12 +13,14 @@ from sandbox_lens.interp.circuits.acdc import acdc_search, receiver_order
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.graph import Graph, Node
 from sandbox_lens.interp.circuits.score import (
+    TIE_TOLERANCE,
     areas,
     auroc,
     average_precision,
     average_ranks,
     precision_recall,
     ranking_scores,
+    tied,
 )
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
@@ -47,6 +49,25 @@ def test_unscored_edges_rank_last_and_are_counted():
 def test_ties_count_one_half_and_enter_together():
     assert auroc([1.0, 1.0], [True, False]) == 0.5
     assert average_precision([1.0, 1.0, 0.0], [True, False, True]) == pytest.approx(0.5 * 0.5 + 0.5 * 2 / 3)
+
+
+def test_scores_equal_up_to_float32_rounding_are_ties():
+    """Node patching on the counter with a cancelling pair at gain 200 (pair seed 0): the embedding and the counting
+    head have the same effect, 1 up to rounding, and so do the two cancelling heads; a seed where rounding made them
+    exactly equal gave average precision 0.375, this one 0.569. As ties, both give the same."""
+    labels = [True, False, True, False, False, False, True, False]
+    rounded_apart = [1.0000003337859311, 1.0000002861022268, 1.0000002861022268, 0.09260180172877275]
+    rounded_apart += [0.09260046658504817, 5.7e-07, 0.0, 0.0]
+    exactly_equal = [0.999999713897705] * 3 + [0.8300495624542237, 0.8300490617752075, 0.0, 0.0, 0.0]
+    exactly_equal[5] = -3e-7
+    assert average_precision(rounded_apart, labels) == average_precision([1, 1, 1, 0.09, 0.09, 0, 0, 0], labels)
+    assert auroc(rounded_apart, labels) == auroc([1, 1, 1, 0.09, 0.09, 0, 0, 0], labels)
+    assert average_precision(exactly_equal, labels) == average_precision([1, 1, 1, 0.8, 0.8, 0, 0, 0], labels)
+    step = TIE_TOLERANCE * 0.6  # anchored: two steps of 0.6 tolerance are one tie and then another, not a chain
+    assert list(tied([1.0, 1 - step, 1 - 2 * step, np.nan])[:3]) == [1.0, 1.0, 1 - 2 * step]
+    assert np.isnan(tied([1.0, np.nan])[1])
+    # beyond the tolerance, an order: a real difference of 10⁻⁴ of the largest effect still ranks
+    assert auroc([1.0, 1.0 - 1e-4], [True, False]) == 1.0
 
 
 def _ap_by_thresholds(scores, labels):
@@ -82,7 +103,7 @@ def test_average_ranks_are_scipys_and_auroc_is_mann_whitneys(values):
     if len(finite):
         assert np.array_equal(average_ranks(finite), rankdata(finite))
     labels = np.arange(len(values)) % 2 == 0
-    scored = np.where(np.isnan(values), -1e12, values)  # unscored ranks last
+    scored = np.where(np.isnan(values), -1e12, tied(values))  # unscored ranks last; equal up to rounding, tied
     if labels.any() and (~labels).any():
         u = mannwhitneyu(scored[labels], scored[~labels]).statistic
         assert auroc(values, labels) == pytest.approx(u / (labels.sum() * (~labels).sum()), abs=1e-12)
