@@ -58,15 +58,18 @@ def test_scores_equal_up_to_float32_rounding_are_ties():
     labels = [True, False, True, False, False, False, True, False]
     rounded_apart = [1.0000003337859311, 1.0000002861022268, 1.0000002861022268, 0.09260180172877275]
     rounded_apart += [0.09260046658504817, 5.7e-07, 0.0, 0.0]
-    exactly_equal = [0.999999713897705] * 3 + [0.8300495624542237, 0.8300490617752075, 0.0, 0.0, 0.0]
-    exactly_equal[5] = -3e-7
-    assert average_precision(rounded_apart, labels) == average_precision([1, 1, 1, 0.09, 0.09, 0, 0, 0], labels)
-    assert auroc(rounded_apart, labels) == auroc([1, 1, 1, 0.09, 0.09, 0, 0, 0], labels)
-    assert average_precision(exactly_equal, labels) == average_precision([1, 1, 1, 0.8, 0.8, 0, 0, 0], labels)
+    exactly_equal = [0.999999713897705] * 3 + [0.8300495624542237, 0.8300490617752075, 5.7e-07, 0.0, 0.0]
+    plain = [1, 1, 1, 0.09, 0.09, 5.7e-07, 0, 0]
+    assert average_precision(rounded_apart, labels) == average_precision(plain, labels)
+    assert average_precision(exactly_equal, labels) == average_precision(plain, labels)
+    assert auroc(rounded_apart, labels) == auroc(plain, labels)
     step = TIE_TOLERANCE * 0.6  # anchored: two steps of 0.6 tolerance are one tie and then another, not a chain
     assert list(tied([1.0, 1 - step, 1 - 2 * step, np.nan])[:3]) == [1.0, 1.0, 1 - 2 * step]
     assert np.isnan(tied([1.0, np.nan])[1])
-    # beyond the tolerance, an order: a real difference of 10⁻⁴ of the largest effect still ranks
+    # relative: a small score (a saturated softmax's gradient) is small, not rounded — it ties only with itself
+    assert list(tied([1.0, 3e-10, 1e-10, 0.0, 0.0, -1e-10])) == [1.0, 3e-10, 1e-10, 0.0, 0.0, -1e-10]
+    assert auroc([1.0, 1e-9, 0.0], [True, True, False]) == 1.0
+    # beyond the tolerance, an order: a difference of 10⁻⁴ of the effect still ranks
     assert auroc([1.0, 1.0 - 1e-4], [True, False]) == 1.0
 
 

@@ -7,10 +7,11 @@ a part already cut off; NaN here) ranks *last*, tied with the other unscored edg
 statistic) and form one threshold in average precision (as scikit-learn's
 ``average_precision_score``), so neither depends on the order of tied edges.
 
-Scores equal up to float32 rounding are ties (:func:`tied`): two edges whose effects agree to
-:data:`TIE_TOLERANCE` of the largest score are ranked together, so a ranking does not depend on which of two
+Scores equal up to float32 rounding are ties (:func:`tied`): two edges whose scores agree to
+:data:`TIE_TOLERANCE` of their size are ranked together, so a ranking does not depend on which of two
 equal effects rounding put first (node patching's average precision on the cancelling counter moved between
-0.375 and 0.569 with the pair seed that way).
+0.375 and 0.569 with the pair seed that way). The tolerance is relative: a score near 0 ties only with 0, since
+a small gradient attribution (a saturated softmax's) is small, not rounded.
 """
 
 from __future__ import annotations
@@ -35,25 +36,22 @@ __all__ = [
 MIB_PERCENTAGES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
-#: Scores within this fraction of the largest |score| of one another are one tie. The scores are differences of
-#: float32 forward passes whose activations are at least as large as the largest effect; float32's ε is 2⁻²³, so
-#: 2⁻¹⁶ leaves room for rounding accumulated over 128 operations, far below any circuit threshold (0.01).
+#: Scores within this fraction of their size of one another are one tie: float32's ε is 2⁻²³, so 2⁻¹⁶ leaves room
+#: for rounding accumulated over 128 operations of the size of the effects, far below any circuit threshold (0.01).
 TIE_TOLERANCE = 2.0**-16
 
 
 def tied(scores: ArrayLike, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
-    """``scores`` with the values equal up to rounding made equal: from the highest down, every score within
-    ``tolerance`` × max|score| of the first of its group joins that group and takes its value (anchored, so a run of
-    small steps does not chain into one tie). NaN (unscored) stays NaN."""
+    """``scores`` with the values equal up to rounding made equal: from the highest down, a score within
+    ``tolerance`` × the larger magnitude of it and the first of its group joins that group and takes its value
+    (anchored, so a run of small steps does not chain into one tie; relative, so only 0 ties with 0). NaN
+    (unscored) stays NaN."""
     s = np.asarray(scores, dtype=np.float64).copy()
     scored = np.flatnonzero(~np.isnan(s))
-    if not len(scored):
-        return s
-    width = tolerance * float(np.max(np.abs(s[scored])))
-    anchor = np.inf
+    anchor: float | None = None
     for i in scored[np.argsort(-s[scored], kind="stable")]:
-        if anchor - s[i] > width:
-            anchor = s[i]
+        if anchor is None or anchor - s[i] > tolerance * max(abs(anchor), abs(s[i])):
+            anchor = float(s[i])
         s[i] = anchor
     return s
 
