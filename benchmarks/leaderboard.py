@@ -134,12 +134,12 @@ DIAL_SETTINGS = [Setting(None, "resample"), Setting(None, "zero")]
 #: The trained twins: (label, run directory, imposed construction, task, blocks, shape) — the confusion matrix's cheap
 #: populations.
 TWINS = [
-    (
-        "C4 counter twin",
-        "C4-counter",
+    (  # one block: the confusion matrix's two-block C4 twins use their second block's MLP off the circuit
+        "C4 counter twin (1 block)",
+        "C4-counter-1",
         "modular_counter",
         lambda: automaton_task("C4", 8),
-        2,
+        1,
         {"d_model": 64, "n_heads": 2},
     ),
     (
@@ -153,8 +153,8 @@ TWINS = [
 ]
 TWIN_SEEDS = (0, 1, 2)
 #: The twins' strictness: on the whole output distribution, weighted 3, and trained on (with the accuracy and imposed IIA
-#: targets) until its held-out loss is at most 0.002 nats. With weight 1 and no strictness target the C4 twins stopped
-#: at their accuracy and IIA targets with 0.45, 0.08 and 0.08 of the logit difference still off the circuit.
+#: targets) until its held-out loss is at most 0.002 nats. With weight 1 and no strictness target the two-block C4 twins
+#: stopped at their accuracy and IIA targets with 0.45, 0.08 and 0.08 of the logit difference still off the circuit.
 TWIN_STRICTNESS = {"strict_on": "outputs", "strict_weight": 3.0, "strict_target": 0.002}
 
 SETTINGS = [Setting(None, "resample"), Setting("resample", "resample"), Setting(None, "zero"), Setting(None, "mean")]
