@@ -66,6 +66,7 @@ def test_scores_equal_up_to_float32_rounding_are_ties():
     step = TIE_TOLERANCE * 0.6  # anchored: two steps of 0.6 tolerance are one tie and then another, not a chain
     assert list(tied([1.0, 1 - step, 1 - 2 * step, np.nan])[:3]) == [1.0, 1.0, 1 - 2 * step]
     assert np.isnan(tied([1.0, np.nan])[1])
+    assert list(tied([np.inf, 1.0, 0.0, -np.inf])) == [np.inf, 1.0, 0.0, -np.inf]  # infinities tie with nothing
     # relative: a small score (a saturated softmax's gradient) is small, not rounded — it ties only with itself
     assert list(tied([1.0, 3e-10, 1e-10, 0.0, 0.0, -1e-10])) == [1.0, 3e-10, 1e-10, 0.0, 0.0, -1e-10]
     assert auroc([1.0, 1e-9, 0.0], [True, True, False]) == 1.0

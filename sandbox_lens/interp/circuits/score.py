@@ -16,6 +16,8 @@ a small gradient attribution (a saturated softmax's) is small, not rounded.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -50,8 +52,10 @@ def tied(scores: ArrayLike, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
     scored = np.flatnonzero(~np.isnan(s))
     anchor: float | None = None
     for i in scored[np.argsort(-s[scored], kind="stable")]:
-        if anchor is None or anchor - s[i] > tolerance * max(abs(anchor), abs(s[i])):
-            anchor = float(s[i])
+        x = float(s[i])  # Python floats: inf − inf is nan without a warning
+        gap = math.inf if anchor is None else anchor - x
+        if not math.isfinite(gap) or gap > tolerance * max(abs(anchor or 0.0), abs(x)):  # infinities tie nothing
+            anchor = x
         s[i] = anchor
     return s
 
