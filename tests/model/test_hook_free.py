@@ -122,28 +122,11 @@ def test_a_run_on_it_is_the_run_on_transformer_lens_model_bit_for_bit(task, shap
     assert kept == sorted(p.name for p in (tmp_path / "hooked" / "checkpoints").iterdir()) and kept
 
 
+SHORT_RUN = ["automaton", "--automaton", "parity", "--length", "6", "--steps", "3", "--layers", "1"]
+
+
 @pytest.mark.parametrize(
-    ("argv", "imports_it"),
-    [
-        (["automaton", "--automaton", "parity", "--length", "6", "--steps", "3", "--layers", "1"], False),
-        (
-            [
-                "automaton",
-                "--automaton",
-                "parity",
-                "--length",
-                "6",
-                "--steps",
-                "3",
-                "--layers",
-                "1",
-                "--sharpen",
-                "0.1",
-            ],
-            True,
-        ),
-    ],
-    ids=["plain", "regularised"],
+    ("argv", "imports_it"), [(SHORT_RUN, False), ([*SHORT_RUN, "--sharpen", "0.1"], True)], ids=["plain", "regularised"]
 )
 def test_interp_train_imports_transformer_lens_only_when_a_step_reads_activations(argv, imports_it, tmp_path):
     """Its import is most of a short command's time; the entropy regulariser reads attention patterns."""

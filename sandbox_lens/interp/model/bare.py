@@ -242,6 +242,12 @@ def bare_unsupported(model: Any) -> str | None:
     cfg = getattr(model, "cfg", None)
     if cfg is None or not (isinstance(model, BareModel) or hasattr(type(model), "run_with_hooks")):  # e.g. an LSTM
         return f"{type(model).__name__} is not a TransformerLens model"
+    return config_unsupported(cfg)
+
+
+def config_unsupported(cfg: Any) -> str | None:
+    """Which field of a TransformerLens configuration (attributes; absent ones take their defaults) puts the model
+    outside the bare forward (None when none does)."""
     checks = {
         "positional_embedding_type": ("standard",),
         "act_fn": ("relu",),

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from sandbox_lens.interp.model.bare import config_unsupported
 from sandbox_lens.interp.model.fast import fast_forward
 from sandbox_lens.interp.model.hooked import load_strict, new_model
 
@@ -28,19 +29,13 @@ __all__ = ["HookFreeTransformer", "covered"]
 
 def covered(cfg: dict[str, Any]) -> str | None:
     """Why :class:`HookFreeTransformer` cannot stand in for the ``HookedTransformer`` of config ``cfg`` (None when
-    it can): the bare forward's configurations only."""
-    checks = {
-        "positional_embedding_type": "standard",
-        "act_fn": "relu",
-        "attn_only": False,
-        "init_mode": "gpt2",
-        "use_attn_scale": True,
-    }
-    for name, allowed in checks.items():
+    it can): the bare forward's configurations, TransformerLens's GPT-2 initialisation and scaled scores."""
+    why = config_unsupported(SimpleNamespace(**cfg))
+    if why is not None:
+        return why
+    for name, allowed in {"init_mode": "gpt2", "use_attn_scale": True}.items():
         if cfg.get(name, allowed) != allowed:
             return f"{name} = {cfg[name]!r}"
-    if cfg.get("normalization_type") not in (None, "LN"):
-        return f"normalization_type = {cfg['normalization_type']!r}"
     if cfg.get("dtype", "float32") not in ("float32", "float64"):
         return f"dtype = {cfg['dtype']!r}"
     return None

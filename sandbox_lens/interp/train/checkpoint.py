@@ -193,14 +193,14 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
         own = model.state_dict()
         saved = {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
 
-        def buffer(k: str) -> bool:  # a TransformerLens model holds the causal mask, a hook-free twin does not
-            return k.endswith((".attn.mask", ".attn.IGNORE"))
-
-        # every parameter's average from the checkpoint, the mask buffers the model's own
+        # every parameter's average from the checkpoint, the mask buffers the model's own (a TransformerLens model
+        # holds them, a hook-free twin does not)
         ema.state = {
-            k: (own[k] if buffer(k) else saved[k].to(own[k].device)).clone() for k in own if buffer(k) or k in saved
+            k: (own[k] if _mask_buffer(k) else saved[k].to(own[k].device)).clone()
+            for k in own
+            if _mask_buffer(k) or k in saved
         }
-        ema.state.update({k: v.clone() for k, v in saved.items() if k not in own and not buffer(k)})
+        ema.state.update({k: v.clone() for k, v in saved.items() if k not in own and not _mask_buffer(k)})
     if meta.get("threads", torch.get_num_threads()) != torch.get_num_threads():
         import warnings
 
@@ -213,6 +213,12 @@ def restore(out: Path, model, opt, ema, identity: dict[str, Any]) -> tuple[int, 
     return meta["step"], meta["history"], meta["wall_seconds"]
 
 
+def _mask_buffer(name: str) -> bool:
+    """Whether a state-dict name is one of TransformerLens 3.9's causal-mask buffers (older checkpoints hold them;
+    a hook-free twin has none): never weights, always the model's own."""
+    return name.endswith((".attn.mask", ".attn.IGNORE"))
+
+
 def load_weights(model, state: dict[str, Any], where: Path) -> None:
     """Checkpoint weights into ``model``: TransformerLens 3.9 names (what is saved now, from either back
     end; older checkpoints also hold the causal-mask buffers) or the back end's own names (an EMA state)."""
@@ -220,7 +226,7 @@ def load_weights(model, state: dict[str, Any], where: Path) -> None:
     tl_names = any(k == "embed.W_E" or ".attn.W_Q" in k for k in state)
     try:
         if tl_names:
-            params = {k: v for k, v in state.items() if not k.endswith((".attn.mask", ".attn.IGNORE"))}
+            params = {k: v for k, v in state.items() if not _mask_buffer(k)}
             load_strict(model, params)
         else:
             model.load_state_dict(state, strict=True)
