@@ -21,6 +21,7 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
         "patching",
         "path",
         "attribution",
+        "peap",
         "eap-ig",
         "atp-star",
         "gim",
@@ -32,7 +33,7 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
     assert all(n.startswith("auto-circuit:") for n in set(names()) - set(names(optional=False)))
     assert {m.level for m in METHODS.values()} == {"node", "edge"}
     assert [m.name for m in METHODS.values() if m.steps] == ["eap-ig"]
-    assert [m.name for m in METHODS.values() if m.positions] == ["patching"]
+    assert [m.name for m in METHODS.values() if m.positions] == ["patching", "peap"]
     with pytest.raises(MethodError, match="unknown method 'magic' \\(choose from patching, path"):
         method_of("magic")
     with pytest.raises(ValueError, match="registered twice"):

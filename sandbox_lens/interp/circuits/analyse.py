@@ -29,6 +29,7 @@ from sandbox_lens.interp.circuits.methods import METHODS, CircuitMethod, Found, 
 from sandbox_lens.interp.circuits.mib import mib_curve
 from sandbox_lens.interp.circuits.pairs import make_pairs
 from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
+from sandbox_lens.interp.circuits.positions import POSITION_LEVELS, position_truth
 from sandbox_lens.interp.circuits.score import precision_recall, ranking_scores, spearman
 from sandbox_lens.interp.circuits.truth import GroundTruth
 
@@ -166,6 +167,31 @@ def _evaluate(
         out["missed"] = (
             _miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold) if found.own_circuit else {}
         )
+        if "edge_positions" in found.extra or "per_position" in found.extra:
+            out["position_scores"] = _position_scores(patcher, data, levels, level, found.extra)
+    return out
+
+
+def _position_scores(patcher: Patcher, data: Any, levels: Levels, level: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A method's per-position scores against the construction's per-position truth
+    (:mod:`~sandbox_lens.interp.circuits.positions`): AUROC and average precision over (edge, position) items (the
+    candidates: structural edges at every position), or over (node, position) items for node patching."""
+    truth = levels.truth
+    if truth.imposed or level not in POSITION_LEVELS:
+        why = "a trained twin's imposed truth is per node" if truth.imposed else f"it is not defined at {level!r}"
+        return {"scored": False, "reason": f"no per-position ground truth: {why}"}
+    pt = position_truth(levels, level, patcher, data)
+    out: dict[str, Any] = {"scored": True, "level": level, "truth": pt.to_dict()}
+    g = truth.graph
+    if "edge_positions" in extra:
+        scores = np.abs(np.array([extra["edge_positions"][e.name] for e in g.edges], dtype=np.float64))
+        candidates = np.repeat(truth.edge_labels("structural")[:, None], pt.n_positions, 1)
+        out["edges"] = ranking_scores(scores.ravel(), pt.edges.ravel(), candidates.ravel())
+    if "per_position" in extra:
+        labels = pt.node_labels()
+        names = [n.name for n in g.senders]
+        scores = np.abs(np.array([extra["per_position"][n] for n in names], dtype=np.float64))
+        out["nodes"] = ranking_scores(scores.ravel(), np.array([labels[n] for n in names]).ravel())
     return out
 
 

@@ -269,7 +269,9 @@ class BarePatcher(Patcher):
     def run_gated(self, tokens: np.ndarray, source: dict[str, Any], keep: Any) -> Any:
         """A differentiable run of ``tokens`` in which edge e (graph order) delivers ``keep[e]`` of its sender's
         output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
-        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this).
+        ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this). ``keep`` of
+        shape ``[edges, positions]`` gates each edge at each position of its receiver's input on its own (the
+        per-position ground truth is checked through this).
 
         The receivers' corrections are formed a group at a time: once every sender of some receiver channels
         exists, their senders' differences from ``source`` are stacked once and all those channels' corrections
@@ -278,6 +280,7 @@ class BarePatcher(Patcher):
         groups = self._gate_groups()
         plan = self._gate_plan
         embed, pos = self._embed(tokens)
+        product = "rs,sbtd->rbtd" if keep.dim() == 1 else "rst,sbtd->rbtd"
         current: dict[str, Any] = {"embed": embed, "pos": pos}
         ready: dict[tuple[str, str], Any] = {}
         stacked: list[Any] = []  # the senders' differences from the source, in the order they were formed
@@ -293,9 +296,9 @@ class BarePatcher(Patcher):
                 due, new, rows, cols, edges = plan[stage]
                 diffs = [(source[s] - current[s]).expand_as(x) for s in new]
                 stacked.append(torch.cat(stacked[-1:] + [torch.stack(diffs)]) if diffs else stacked[-1])
-                gates = torch.zeros(len(due), len(stacked[-1]), dtype=x.dtype, device=x.device)
+                gates = torch.zeros(len(due), len(stacked[-1]), *keep.shape[1:], dtype=x.dtype, device=x.device)
                 gates = gates.index_put((rows, cols), 1 - keep[edges], accumulate=True)
-                for g, c in zip(due, torch.einsum("rs,sbtd->rbtd", gates, stacked[-1]).unbind(0)):
+                for g, c in zip(due, torch.einsum(product, gates, stacked[-1]).unbind(0)):
                     ready[g] = c
             return x + ready[key]
 

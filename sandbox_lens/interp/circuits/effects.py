@@ -20,6 +20,7 @@ import numpy as np
 from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.circuits.patching import Patcher, _chunk
+from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.progress import bar as progress_bar
 
@@ -137,7 +138,7 @@ def node_patching(
 
 
 def attribution(
-    patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None, steps: int = 1
+    patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None, steps: int = 1, per_position: bool = False
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Attribution patching (EAP): effect(s → r) ≈ −Σ (s_source − s_clean)·∂m/∂(r's input), normalised like
     the other effects; the same for nodes with ∂m/∂(s's output). ``source`` is what an ablated sender
@@ -146,7 +147,10 @@ def attribution(
     With ``steps`` = m > 1 this is **EAP-IG** over the inputs (Hanna, Pezzelle, Belinkov 2024): the
     gradients are averaged over m runs whose token and position embeddings lie at α = k/m, k = 1..m, of
     the way from the ablated embeddings (``source``'s ``embed`` and ``pos``) to the clean ones — α = 1 is
-    the clean run, so m = 1 is attribution patching exactly."""
+    the clean run, so m = 1 is attribution patching exactly.
+
+    With ``per_position`` the edge effects are ``[edges, positions]``: the same terms before the sum over positions
+    (an edge at position p: its sender's output at p entering its receiver's channel at p)."""
     if steps < 1:
         raise ValueError(f"EAP-IG needs at least one step, got {steps}")
     g = patcher.graph
@@ -165,12 +169,14 @@ def attribution(
     span = pairs.clean_metric - pairs.corrupt_metric or 1.0
     diff = {n.name: corrupt[n.name] - outputs[n.name] for n in g.senders}
     node_fx = node_estimates(g, diff, sender_grad, span)
-    edge_fx = np.zeros(len(g.edges))
+    by_position = np.zeros((len(g.edges), pairs.clean.shape[1]))
     for i, e in enumerate(g.edges):
         grad = receiver_grad.get((e.receiver, e.channel))
         if grad is not None:
-            edge_fx[i] = float(-(diff[e.sender] * grad).sum() / span)
-    return edge_fx, node_fx
+            by_position[i] = to_numpy(-(diff[e.sender] * grad).double().sum(dim=(0, 2)) / span)
+    if per_position:
+        return by_position, node_fx
+    return by_position.sum(1), node_fx
 
 
 def node_estimates(g: Any, diff: dict[str, Any], sender_grad: dict[str, Any], span: float) -> dict[str, float]:

@@ -192,6 +192,12 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
             "interval": t_interval(xs, bounds=BOUNDS.get(name)),
             "values": vs,
         }
+    positions = [r.get("position_scores", {}) for r, _ in runs]
+    if all(p.get("scored") and "edges" in p for p in positions):  # a method that scores (edge, position) items
+        for name, key in (("position_auroc", "auroc"), ("position_ap", "average_precision")):
+            xs = [p["edges"][key] for p in positions]
+            row[name] = {"mean": float(np.mean(xs)), "interval": t_interval(xs, bounds=(0.0, 1.0)), "values": xs}
+        row["position_items"] = {k: positions[0]["edges"][k] for k in ("positives", "candidates")}
     ratios = [x for r, _ in runs if (x := r["pairs"].get("normaliser_ratio", {}).get(r["metric"])) is not None]
     if ratios:  # zero and mean ablation: how much farther m(∅) is than the corrupted word (Pairs.normaliser_ratio)
         row["normaliser_ratio"] = max(ratios)
@@ -299,6 +305,21 @@ def markdown(board: dict[str, Any]) -> str:
                 + " | ".join(_cell(r[m]) for m in ("auroc", "average_precision", "cpr", "cmd", "precision", "recall"))
                 + f" | {r['seconds']['mean']:.2f} | {_why(r)} |"
             )
+        lines.append("")
+    by_position = [r for r in _scored(board) if "position_ap" in r]
+    if by_position:
+        lines += [
+            "### Per position: (edge, position) items against the per-position truth",
+            "",
+            "| construction | setting | method | positives / candidates | AUROC | AP | edge-level AP |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['construction']}{' + negatives' if r['negatives'] else ''} | {r['setting']} | {r['method']} | "
+            f"{r['position_items']['positives']} / {r['position_items']['candidates']} | {_cell(r['position_auroc'])} | "
+            f"{_cell(r['position_ap'])} | {_cell(r['average_precision'])} |"
+            for r in by_position
+        ]
         lines.append("")
     skipped = [r for r in board["rows"] if "skipped" in r]
     if skipped:

@@ -13,7 +13,10 @@ method              level   recovered circuit
 patching            node    nodes whose activation patching moves the metric by ≥ threshold
 path                edge    edges whose path patching moves the metric by ≥ threshold
 attribution         edge    edges whose attribution-patching estimate (EAP) is ≥ threshold
-eap-ig              edge    the same with integrated gradients over m steps (``steps``)
+peap                edge    position-aware EAP (Haklay et al. 2025): EAP's terms per (edge, position), scored
+                            per position against :mod:`~sandbox_lens.interp.circuits.positions`; an edge ranks by
+                            its strongest position (PEAP's max-abs aggregation), kept where that is ≥ threshold
+eap-ig              edge    EAP with integrated gradients over m steps (``steps``)
 atp-star            edge    AtP* (:mod:`~sandbox_lens.interp.circuits.atp_star`): EAP with the softmax recomputed
                             for query and key edges and GradDrop's score; the edges scoring ≥ threshold
 gim                 edge    EAP with GIM's backward rules (:mod:`~sandbox_lens.interp.circuits.gim`); the edges
@@ -245,6 +248,21 @@ def _run_attribution(patcher: Patcher, data: Any, src: dict[str, Any], c: Circui
     return _thresholded(patcher.graph, edge_fx, node_fx, c.threshold)
 
 
+def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
+    by_position, node_fx = attribution(patcher, data, src, per_position=True)
+    strongest = np.abs(by_position).argmax(1)
+    signed = by_position[np.arange(len(by_position)), strongest]  # each edge's score at its strongest position
+    g = patcher.graph
+    return Found(
+        np.abs(signed),
+        [e for e, v in zip(g.edges, signed) if abs(v) >= c.threshold],
+        signed,
+        node_fx,
+        extra={"edge_positions": {e.name: [float(v) for v in row] for e, row in zip(g.edges, by_position)}},
+        signed=signed,
+    )
+
+
 def _run_eap_ig(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     steps = DEFAULT_STEPS if c.steps is None else c.steps
     edge_fx, node_fx = attribution(patcher, data, src, steps=steps)
@@ -367,8 +385,7 @@ def _estimator(name: str, summary: str, run: Runner, **more: Any) -> CircuitMeth
         metrics=("logit_diff",),
         metric_reason=_GRADIENT,
         gradients=True,
-        estimates=True,
-        **more,
+        **({"estimates": True} | more),
     )
 
 
@@ -377,6 +394,15 @@ register(CircuitMethod("path", "edge", "path patching of each edge", _run_path))
 register(
     _estimator(
         "attribution", "attribution patching (EAP): a first-order estimate of each edge's effect", _run_attribution
+    )
+)
+register(
+    _estimator(
+        "peap",
+        "position-aware EAP: attribution patching per (edge, position), an edge ranked by its strongest position",
+        _run_peap,
+        positions=True,
+        estimates=False,  # an edge's score is one position's, not an estimate of patching the edge everywhere
     )
 )
 register(_estimator("eap-ig", "EAP with integrated gradients over m steps", _run_eap_ig, steps=True))

@@ -111,7 +111,11 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "where it runs) or TransformerLens hooks (3.9 only)",
     )
     s.add_argument("--no-curve", action="store_true", help="skip the faithfulness curve over circuit sizes (CPR, CMD)")
-    s.add_argument("--per-position", action="store_true", help="patching: also patch each node at each position")
+    s.add_argument(
+        "--per-position",
+        action="store_true",
+        help="patching: also patch each node at each position (scored per position against a construction's truth)",
+    )
     s.add_argument(
         "--agreement",
         action="store_true",
@@ -435,6 +439,15 @@ def _print_scores(result: dict, source: str, scored: bool) -> None:
         f"AUROC {_fmt(result.get('auroc'))}, AP {_fmt(result.get('average_precision'))}, "
         f"precision {_fmt(result['edge_precision'])}, recall {_fmt(result['edge_recall'])}"
     )
+    pos = result.get("position_scores")
+    if pos and not pos["scored"]:
+        print(f"  per position: {pos['reason']}")
+    elif pos:
+        for kind, sc in ((k, pos[k]) for k in ("edges", "nodes") if k in pos):
+            print(
+                f"  per position, ({kind[:-1]}, position) items against the per-position truth ({sc['positives']} of "
+                f"{sc['edges']}): AUROC {_fmt(sc['auroc'])}, AP {_fmt(sc['average_precision'])}"
+            )
     for name, miss in list(result["missed"].items())[:5]:
         print(f"    missed {name}: {miss['reason']} (alone {miss['effect_alone']:+.3f})")
     for name, why in list(result["spurious"].items())[:5]:

@@ -1,0 +1,125 @@
+"""Per-position ground truth, tied to the proofs and to behaviour: the prefix scan's routes are Theorem 10's
+look-backs; gating every (edge, position) outside the truth to its ablation leaves the read outputs exact on every
+family, level and corruption; the truth's items matter; position-scoring methods are scored against it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+
+from sandbox_lens.constructions.registry import build
+from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.bare import BarePatcher
+from sandbox_lens.interp.circuits.effects import attribution
+from sandbox_lens.interp.circuits.levels import LevelError, levels_of
+from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patching import ablated_pairs
+from sandbox_lens.interp.circuits.positions import POSITION_LEVELS, position_truth
+from sandbox_lens.interp.circuits.truth import ground_truth
+from sandbox_lens.interp.model.hooked import to_hooked
+from sandbox_lens.interp.model.run import exact_precision
+from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+
+def _setup(spec, corruption=None, n=32, seed=1):
+    truth = ground_truth(spec)
+    model = to_hooked(spec)
+    pairs = make_pairs(model, n, corruption, seed=seed)
+    patcher = BarePatcher(model, truth.graph)
+    return truth, pairs, patcher, levels_of(truth, patcher, pairs)
+
+
+def _gated(patcher, pairs, level, keep):
+    with exact_precision():
+        logits = patcher.run_gated(
+            pairs.clean, patcher.source(pairs, level), torch.as_tensor(keep, dtype=torch.float32)
+        )
+    read = torch.as_tensor(np.asarray(pairs.read))
+    return logits[..., torch.as_tensor(pairs.outputs)][read]
+
+
+def test_prefix_scan_routes_are_theorem_10s_look_backs():
+    """Thesis layer l (block 2(l − 1)) routes each read query t to t − 2^(l−1), and nowhere else."""
+    truth, pairs, patcher, lv = _setup(build("prefix_scan", get_automaton("S5"), 16))
+    pt = position_truth(lv, "resample", patcher, pairs)
+    heads = [n for n in truth.graph.nodes if n.kind == "head"]
+    assert [n.layer for n in heads] == [0, 2, 4, 6]
+    for n in heads:
+        offset = 2 ** (n.layer // 2)
+        for t in pt.read:
+            assert pt.routes[n.name][t] == [t - offset], (n.name, t)
+    assert pt.word_routed == []
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES))
+def test_outside_the_position_truth_the_read_outputs_stay_exact(family):
+    spec = {**FAMILIES, **NEGATIVE_FAMILIES}[family]()
+    for corruption in to_hooked(spec).card.task_kind.corruptions:
+        truth, pairs, patcher, lv = _setup(spec, corruption)
+        for level in POSITION_LEVELS:
+            if not lv.members[level]:
+                continue
+            pt = position_truth(lv, level, patcher, pairs)
+            full = _gated(patcher, pairs, level, np.ones(len(truth.graph.edges)))
+            kept = _gated(patcher, pairs, level, pt.edges)
+            torch.testing.assert_close(
+                kept, full, rtol=0, atol=1e-5 * float(full.abs().max()), msg=lambda m: f"{level}/{corruption}: {m}"
+            )
+            # every position an edge is kept at lies where the edge is in the node-level truth
+            inside = np.array([e in lv.members[level] for e in truth.graph.edges])
+            assert not pt.edges[~inside].any()
+
+
+def test_the_truths_items_matter():
+    """Ablating the last look-back head's value at the positions it routes to changes answers; ablating it
+    everywhere else changes none: the truth is not every position."""
+    truth, pairs, patcher, lv = _setup(build("prefix_scan", get_automaton("S5"), 8))
+    pt = position_truth(lv, "resample", patcher, pairs)
+    last = max((n for n in truth.graph.nodes if n.kind == "head"), key=lambda n: n.layer).name
+    rows = [i for i, e in enumerate(truth.graph.edges) if e.receiver == last and e.channel == "v" and pt.edges[i].any()]
+    assert rows
+    full = _gated(patcher, pairs, "resample", np.ones(len(truth.graph.edges)))
+    outside = np.ones_like(pt.edges)
+    outside[rows] = pt.edges[rows]  # the head's value kept at its routes only
+    assert torch.equal(_gated(patcher, pairs, "resample", outside).argmax(-1), full.argmax(-1))
+    routed = np.ones_like(pt.edges)
+    routed[rows] = ~pt.edges[rows]  # ... and ablated at them
+    assert not torch.equal(_gated(patcher, pairs, "resample", routed).argmax(-1), full.argmax(-1))
+    assert pt.edges.sum() < pt.edges[[i for i, e in enumerate(truth.graph.edges) if e in lv.members["resample"]]].size
+
+
+def test_refusals():
+    truth, pairs, patcher, lv = _setup(FAMILIES["modular_counter/C3"]())
+    with pytest.raises(LevelError, match="defined at"):
+        position_truth(lv, "read", patcher, pairs)
+    truth.imposed = True
+    with pytest.raises(LevelError, match="imposed truth is per node"):
+        position_truth(lv, "resample", patcher, pairs)
+
+
+def test_peap_is_eaps_terms_per_position():
+    """Summed over positions, PEAP's per-position terms are attribution patching's edge effects (float32 sums)."""
+    spec = FAMILIES["krohn_rhodes/cascade"]()
+    model = to_hooked(spec)
+    patcher = BarePatcher(model)
+    raw = make_pairs(model, 32, seed=0)
+    src = patcher.source(raw, "resample")
+    pairs = ablated_pairs(patcher, raw, "resample", src)
+    per, _ = attribution(patcher, pairs, src, per_position=True)
+    whole, _ = attribution(patcher, pairs, src)
+    assert per.shape == (len(patcher.graph.edges), pairs.clean.shape[1])
+    np.testing.assert_allclose(per.sum(1), whole, rtol=0, atol=1e-6 * max(1.0, float(np.abs(whole).max())))
+
+
+def test_position_scoring_methods_are_scored_per_position():
+    spec = FAMILIES["modular_counter/C3"]()
+    truth, model = ground_truth(spec), to_hooked(spec)
+    peap = analyse(model, "peap", truth, pairs=32, curve=False)
+    scores = peap["position_scores"]
+    assert scores["scored"] and scores["edges"]["positives"] == sum(len(p) for p in scores["truth"]["edges"].values())
+    assert 0.0 <= scores["edges"]["auroc"] <= 1.0
+    nodes = analyse(model, "patching", truth, pairs=32, curve=False, per_position=True)["position_scores"]["nodes"]
+    assert nodes["auroc"] == 1.0  # the counter's one head and its inputs, at the positions they are used
+    assert "position_scores" not in analyse(model, "attribution", truth, pairs=32, curve=False)
