@@ -74,3 +74,29 @@ def test_learned_edge_masks_keep_the_counter_and_need_the_bare_engine():
     assert again["ranking"] == r["ranking"]  # seeded noise
     with pytest.raises(MethodError, match="masks runs on the bare engine only"):
         analyse(model, "masks", truth, pairs=8, engine="hooks")
+
+
+def test_learned_edge_masks_on_minibatches_measure_the_same_kl():
+    """A step on drawn pairs measures what pairs.kl_full measures: drawing every pair gives the full batch's KL for the
+    same gates (float32 rounding apart), and every gate open gives 0 (the masks' default trains on 5 pairs a step)."""
+    from sandbox_lens.interp.circuits.bare import BarePatcher
+    from sandbox_lens.interp.circuits.masks import MASK_DEFAULTS, learn_edge_masks
+    from sandbox_lens.interp.circuits.pairs import make_pairs
+
+    spec = FAMILIES["modular_counter/C3"]()
+    model = to_hooked(spec)
+    patcher = BarePatcher(model)
+    pairs = make_pairs(model, 12, seed=0)
+    src = patcher.source(pairs, "resample")
+    first = {"init_log_alpha": 0.0, "steps": 1}  # half-open gates; the first step's KL, before any update
+
+    def kl(batch, **kw):
+        return learn_edge_masks(patcher, pairs, src, batch=batch, **(first | kw))["trace"][0]["kl"]
+
+    whole = kl(None)
+    assert whole > 0.01
+    assert abs(kl(len(pairs.clean)) - whole) <= 1e-5 * whole
+    assert abs(kl(100) - whole) <= 1e-5 * whole  # more than there are: every pair
+    assert kl(3) != whole
+    assert kl(None, init_log_alpha=8.0) < 1e-6
+    assert MASK_DEFAULTS["batch"] == 5
