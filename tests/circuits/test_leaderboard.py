@@ -201,3 +201,14 @@ def test_the_cpu_minutes_the_docs_quote_are_the_committed_boards():
     assert f"three pair seeds; {int(dials['cpu_seconds'] // 60)} CPU-minutes)" in makefile
     twins = json.loads((BOARD / "twins.json").read_text())
     assert f"reused; {int(twins['provenance']['cpu_seconds'] // 60)} CPU-minutes the" in makefile
+
+
+def test_a_method_that_scores_positions_gets_the_per_position_table():
+    families = [Family("krohn_rhodes cascade", FAMILIES["krohn_rhodes/cascade"])]
+    board = run_leaderboard(families, ["peap", "attribution"], [Setting(None, "resample")], [0, 1], pairs=12)
+    peap, attribution = board["rows"]
+    assert "position_ap" not in attribution
+    assert len(peap["position_ap"]["values"]) == 2 and 0 <= peap["position_auroc"]["mean"] <= 1
+    assert peap["position_items"]["positives"] > 0
+    text = markdown(board)
+    assert "### Per position" in text and text.count("| krohn_rhodes cascade | default/resample | peap |") == 1
