@@ -100,8 +100,8 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 # Every circuit method on seven families (unseen automata among them) with and without informative negatives,
-# four settings, ten pair seeds (66 CPU-minutes measured): docs/circuits/leaderboard.json and leaderboard.md; then
-# the failure dials swept (two families, two dials, three pair seeds; 10 CPU-minutes): dials.json, dials.md and its
+# four settings, ten pair seeds (41 CPU-minutes measured): docs/circuits/leaderboard.json and leaderboard.md; then
+# the failure dials swept (two families, two dials, three pair seeds; 5 CPU-minutes): dials.json, dials.md and its
 # figures; then the trained twins with a known circuit (trained into out/twins and reused; 15 CPU-minutes the
 # first time): twins.json and twins.md.
 leaderboard: $(STAMP)

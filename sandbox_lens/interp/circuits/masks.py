@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.errors import ModelKindError
-from sandbox_lens.interp.model.device import device_of, to_numpy
+from sandbox_lens.interp.model.device import device_of, on, to_numpy
 from sandbox_lens.interp.model.run import exact_precision
 from sandbox_lens.interp.streams import Stream, torch_seed
 from sandbox_lens.probes.masks import expected_open, gate_values
@@ -59,7 +59,7 @@ def learn_edge_masks(
         n = len(pairs.clean)
         full = batch is None
         if not full:
-            read = torch.as_tensor(np.asarray(pairs.read), device=log_alpha.device)
+            read = on(log_alpha, np.asarray(pairs.read))
             with torch.no_grad():
                 ref = torch.log_softmax(patcher.run_gated(pairs.clean, source, torch.ones_like(log_alpha)).double(), -1)
         for step in range(steps):
@@ -69,7 +69,7 @@ def learn_edge_masks(
             else:
                 pick = torch.randperm(n)[: min(batch, n)]
                 src = {k: v if len(v) == 1 else v[pick.to(v.device)] for k, v in source.items()}
-                logits = patcher.run_gated(pairs.clean[pick.numpy()], src, keep)
+                logits = patcher.run_gated(pairs.clean[to_numpy(pick)], src, keep)
                 mask = read[pick.to(read.device)]
                 logp, p_ref = torch.log_softmax(logits[mask].double(), -1), ref[pick.to(ref.device)][mask]
                 kl = (p_ref.exp() * (p_ref - logp)).sum(-1).mean()
