@@ -123,3 +123,22 @@ def test_position_scoring_methods_are_scored_per_position():
     nodes = analyse(model, "patching", truth, pairs=32, curve=False, per_position=True)["position_scores"]["nodes"]
     assert nodes["auroc"] == 1.0  # the counter's one head and its inputs, at the positions they are used
     assert "position_scores" not in analyse(model, "attribution", truth, pairs=32, curve=False)
+
+
+def test_peap_misses_what_the_counters_staircase_hides_and_patching_finds():
+    """The counter's head and its input reach the answer only through the staircase MLP, whose gradient is 0 on the
+    data: PEAP scores every position of them 0, node patching per position finds every one."""
+    spec = build("modular_counter", get_automaton("C3"), 8)
+    truth, model = ground_truth(spec), to_hooked(spec)
+    peap = analyse(model, "peap", truth, pairs=32, curve=False)
+    inside = peap["position_scores"]["truth"]["edges"]
+    for name in ("embed->a0.0.v", "a0.0->m0"):
+        assert inside[name] and not any(peap["edge_positions"][name])
+    patching = analyse(model, "patching", truth, pairs=32, curve=False, per_position=True)
+    used = {n: set() for n in ("embed", "a0.0")}
+    for name, positions in inside.items():
+        sender = name.split("->")[0]
+        if sender in used:
+            used[sender] |= set(positions)
+    for node, positions in used.items():
+        assert all(abs(patching["per_position"][node][p]) > 0.01 for p in positions), node
