@@ -142,3 +142,20 @@ def test_peap_misses_what_the_counters_staircase_hides_and_patching_finds():
             used[sender] |= set(positions)
     for node, positions in used.items():
         assert all(abs(patching["per_position"][node][p]) > 0.01 for p in positions), node
+
+
+def test_the_per_position_picture(tmp_path, interp_run):
+    """interp circuit draws circuit.positions.png for a method scored per position, and names it; not for path."""
+    code, out, err = interp_run(
+        "circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "peap", "--pairs", "16",
+        "--out", str(tmp_path / "p"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "p" / "circuit.positions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "circuit.positions.png" in out and "per position, (edge, position) items" in out
+    code, out, err = interp_run(
+        "circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "path", "--pairs", "16",
+        "--out", str(tmp_path / "p"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "circuit.positions.png" not in out  # the earlier picture stays, and is not claimed

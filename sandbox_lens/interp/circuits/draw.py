@@ -19,7 +19,7 @@ from typing import Any
 
 from sandbox_lens.interp.viz import figure_png
 
-__all__ = ["circuit_png", "layout"]
+__all__ = ["circuit_png", "positions_png", "layout"]
 
 FOUND, MISSED, SPURIOUS, PLAIN = "#1f5fbf", "#1f5fbf", "#e07b00", "#444444"
 PORT = {"q": -0.22, "k": 0.0, "v": 0.22, "in": 0.0}
@@ -178,4 +178,48 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
         title="heads: inputs q, k, v from left to right",
         title_fontsize=6,
     )
+    return figure_png(fig)
+
+
+def positions_png(result: dict[str, Any], title: str) -> bytes | None:
+    """A method's per-position scores beside the per-position truth (``result["position_scores"]``): one row per edge
+    (PEAP) or node (patching per position) that the truth or the scores touch, one column per position; colour the
+    score's size on a log scale (white: exactly 0), a dot where the item is in the truth. None without such scores."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+    from matplotlib.figure import Figure
+
+    pos = result.get("position_scores") or {}
+    if not pos.get("scored"):
+        return None
+    if "edge_positions" in result:
+        raw, kind, scored = result["edge_positions"], "edge", pos["edges"]
+        truth = {k: set(v) for k, v in pos["truth"]["edges"].items()}
+    else:
+        raw, kind, scored = result["per_position"], "node", pos["nodes"]
+        truth = {}
+        for name, ps in pos["truth"]["edges"].items():
+            truth.setdefault(name.split("->")[0], set()).update(ps)
+    rows = [n for n, v in raw.items() if truth.get(n) or np.abs(np.asarray(v, dtype=np.float64)).max() > 0][:80]
+    if not rows:
+        return None
+    size = np.abs(np.array([raw[n] for n in rows], dtype=np.float64))
+    T = size.shape[1]
+    fig = Figure(figsize=(2.5 + 0.28 * T, 1.2 + 0.16 * len(rows)))
+    ax = fig.subplots()
+    floor = max(float(size[size > 0].min()) if (size > 0).any() else 1e-6, float(size.max()) * 1e-6)
+    shown = np.where(size > 0, np.maximum(size, floor), np.nan)
+    image = ax.imshow(
+        shown, aspect="auto", cmap="viridis", norm=LogNorm(vmin=floor, vmax=max(float(size.max()), floor * 10))
+    )
+    ys, xs = zip(*[(i, p) for i, n in enumerate(rows) for p in sorted(truth.get(n, ()))]) or ((), ())
+    ax.scatter(xs, ys, s=10, c="#e07b00", marker="o", label="in the per-position truth")
+    ax.set_yticks(range(len(rows)), rows, fontsize=6)
+    ax.set_xticks(range(T), [str(p) for p in range(T)], fontsize=6)
+    ax.set_xlabel("position")
+    ax.legend(loc="upper right", fontsize=6)
+    fig.colorbar(image, ax=ax, label=f"|{result['method']} score| (white: 0)")
+    auroc, ap = scored["auroc"], scored["average_precision"]
+    fmt = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
+    ax.set_title(f"{title}: ({kind}, position) items, AUROC {fmt(auroc)}, AP {fmt(ap)}", fontsize=8)
     return figure_png(fig)

@@ -254,7 +254,7 @@ def _circuit(args: argparse.Namespace, config: Any, scoring: bool, out: Path) ->
         from sandbox_lens.interp.circuits.imposed import score_imposed
 
         result["imposed"] = score_imposed(result, alignment)
-    _write(out, model, truth, title, result, settings, f"{title}: {args.method}")
+    pictured = _write(out, model, truth, title, result, settings, f"{title}: {args.method}")
     summary = _summary(result)
     if alignment:
         summary["imposed"] = result["imposed"]
@@ -296,6 +296,7 @@ def _circuit(args: argparse.Namespace, config: Any, scoring: bool, out: Path) ->
         )
     print(
         f"  wrote {out}/: circuit.json, circuit.png, circuit.edges.json, circuit.eap-ig.json, circuit.auto-circuit.json"
+        + (", circuit.positions.png" if pictured else "")
         + (", ground-truth/" if truth is not None else "")
     )
     return 0
@@ -348,11 +349,12 @@ def _score_file(args: argparse.Namespace, model, truth, title: str, out: Path) -
     return 0
 
 
-def _write(out: Path, model, truth, title: str, result: dict, settings: dict, caption: str) -> None:
-    """circuit.json, the picture, the circuit in three formats and (constructions) the ground truth's levels."""
+def _write(out: Path, model, truth, title: str, result: dict, settings: dict, caption: str) -> bool:
+    """circuit.json, the picture, the circuit in three formats and (constructions) the ground truth's levels; with
+    per-position scores, their picture too (returns whether it was drawn)."""
     import numpy as np
 
-    from sandbox_lens.interp.circuits.draw import circuit_png
+    from sandbox_lens.interp.circuits.draw import circuit_png, positions_png
     from sandbox_lens.interp.circuits.exchange import ground_truth_files, to_auto_circuit, to_eap_ig, to_sandbox_lens
     from sandbox_lens.interp.circuits.graph import Graph
     from sandbox_lens.interp.circuits.levels import LEVEL_NAMES
@@ -398,6 +400,10 @@ def _write(out: Path, model, truth, title: str, result: dict, settings: dict, ca
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         write_json(out / name, content)
     atomic_write(out / "circuit.png", circuit_png(result, caption))
+    picture = positions_png(result, caption)
+    if picture is not None:
+        atomic_write(out / "circuit.positions.png", picture)
+    return picture is not None
 
 
 def _summary(result: dict) -> dict:
