@@ -32,7 +32,17 @@ from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.truth import GroundTruth
 from sandbox_lens.interp.errors import SandboxError
 
-__all__ = ["Levels", "levels_of", "LEVEL_NAMES", "ABLATION_LEVEL", "REASONS", "LevelError"]
+__all__ = [
+    "Levels",
+    "levels_of",
+    "LEVEL_NAMES",
+    "ABLATION_LEVEL",
+    "REASONS",
+    "LevelError",
+    "ablation_change",
+    "ablation_coords",
+    "tolerance_of",
+]
 
 #: Every level, widest first.
 LEVEL_NAMES = ("structural", "live", "relevant", "read", "resample", "zero", "mean")
@@ -148,7 +158,7 @@ def levels_of(truth: GroundTruth, patcher: Any, pairs: Any) -> Levels:
     if not truth.imposed and truth.flow is None:
         raise LevelError("this ground truth was made without its coordinate flow; derive it again with ground_truth()")
     clean, corrupt = patcher.outputs(pairs.clean), patcher.outputs(pairs.corrupt)
-    tol = TOLERANCE * (max(float(v.abs().max()) for v in clean.values()) or 1.0)
+    tol = tolerance_of(clean)
     checks_of = (_imposed_checks if truth.imposed else _flow_checks)(truth, pairs, clean, corrupt, tol)
     members: dict[str, set[Edge]] = {lv: set() for lv in LEVEL_NAMES}
     reasons: dict[str, dict[Edge, str]] = {lv: {} for lv in LEVEL_NAMES}
@@ -171,8 +181,8 @@ def _flow_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, tol
 
     def checks_of(e: Edge) -> dict[str, str | None]:
         static = _static_reason(truth, e)
-        used = sorted(flow.used(e, live_read))
-        word = sorted(set(used) & flow.word(e.sender))
+        used = ablation_coords("zero", flow, e, live_read)
+        word = ablation_coords("resample", flow, e, live_read)
         x = clean[e.sender]
         checks = {
             "structural": None if e in truth.structural else "not-connected",
@@ -180,13 +190,38 @@ def _flow_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, tol
             "relevant": None if e in truth.relevant else static,
             "read": static or (None if word else "unread-output"),
         }
-        checks["resample"] = checks["read"] or (None if varies(x - corrupt[e.sender], word) else "invisible")
+        checks["resample"] = checks["read"] or (
+            None if varies(ablation_change("resample", x, corrupt[e.sender]), word) else "invisible"
+        )
         reach = "not-connected" if e not in truth.structural else (static if e not in truth.live else "unread-output")
         checks["zero"] = None if used and varies(x, used) else (reach if not used else "zero-on-data")
-        checks["mean"] = checks["read"] or (None if varies(x - x.mean(0, keepdim=True), used) else "mean-on-data")
+        checks["mean"] = checks["read"] or (None if varies(ablation_change("mean", x, None), used) else "mean-on-data")
         return checks
 
     return checks_of
+
+
+def tolerance_of(outputs: dict[str, Any]) -> float:
+    """The size below which two of these float32 activations count as equal: :data:`TOLERANCE` of the largest."""
+    return TOLERANCE * (max(float(v.abs().max()) for v in outputs.values()) or 1.0)
+
+
+def ablation_coords(level: str, flow: Any, e: Edge, live: dict) -> list[int]:
+    """The coordinates in which ``level``'s ablation of ``e`` counts: where it meets its receiver's ``live`` inputs,
+    and for resample only those where its sender writes word information."""
+    used = sorted(flow.used(e, live))
+    return sorted(set(used) & flow.word(e.sender)) if level == "resample" else used
+
+
+def ablation_change(level: str, clean: Any, corrupt: Any) -> Any:
+    """What ``level``'s ablation changes in a sender's clean output (a tensor, batch first): its difference from the
+    corrupted run's (resample), the output itself (zero), its difference from its clean batch mean per position
+    (mean)."""
+    if level == "resample":
+        return clean - corrupt
+    if level == "zero":
+        return clean
+    return clean - clean.mean(0, keepdim=True)
 
 
 def _imposed_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, tol: float) -> Any:
@@ -204,9 +239,11 @@ def _imposed_checks(truth: GroundTruth, pairs: Any, clean: dict, corrupt: dict, 
         x = clean[e.sender]
         inside = None if e in truth.structural else "not-imposed"
         checks = {lv: inside for lv in ("structural", "live", "relevant", "read")}
-        checks["resample"] = inside or (None if varies(x - corrupt[e.sender]) else "invisible")
+        checks["resample"] = inside or (
+            None if varies(ablation_change("resample", x, corrupt[e.sender])) else "invisible"
+        )
         checks["zero"] = inside or (None if varies(x) else "zero-on-data")
-        checks["mean"] = inside or (None if varies(x - x.mean(0, keepdim=True)) else "mean-on-data")
+        checks["mean"] = inside or (None if varies(ablation_change("mean", x, None)) else "mean-on-data")
         return checks
 
     return checks_of

@@ -2,8 +2,8 @@
 every edge gets a gate in [0, 1] — how much of its sender's output it delivers, the rest coming from
 the ablation — trained to keep the model's output (KL from the clean run over the full output
 distribution at the scored positions, on a few pairs drawn afresh each step) under a relaxed L0 penalty
-on the number of open gates (Louizos, Welling & Kingma 2018; the gates of :mod:`sandbox_lens.probes.masks`). The circuit is the edges whose
-deterministic gate is open (> 1/2); the ranking is the gates' log α.
+on the number of open gates (Louizos, Welling & Kingma 2018; the gates of :mod:`sandbox_lens.probes.masks`). The
+circuit is the edges whose deterministic gate is open (> 1/2); the ranking is the gates' log α.
 
 Unlike one-edge-at-a-time methods, the gates are trained jointly, so two edges that only matter
 together (a cancelling pair) can close together. Needs the bare engine (:mod:`sandbox_lens.interp.circuits.bare`).

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
-from sandbox_lens.interp.circuits.levels import TOLERANCE, LevelError, Levels
+from sandbox_lens.interp.circuits.levels import LevelError, Levels, ablation_change, ablation_coords, tolerance_of
 from sandbox_lens.interp.circuits.truth import WORD
 from sandbox_lens.interp.model.arithmetic import attention_scale, layer_norm
 from sandbox_lens.interp.model.device import to_numpy
@@ -105,9 +105,8 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
     flow = truth.flow
     members = levels.members[levels.check(level)]
     state = patcher.clean_state(pairs.clean)
-    clean = {k: to_numpy(v.double()) for k, v in state.outputs.items()}
-    corrupt = {k: to_numpy(v.double()) for k, v in patcher.outputs(pairs.corrupt).items()}
-    tol = TOLERANCE * (max(float(np.abs(v).max()) for v in clean.values()) or 1.0)
+    clean, corrupt = state.outputs, patcher.outputs(pairs.corrupt)
+    tol = tolerance_of(clean)
     T = pairs.clean.shape[1]
     patterns = _patterns(patcher.model, state.resid, g)
     routes = {h: _routes(a) for h, a in patterns.items()}
@@ -115,13 +114,11 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
 
     def delivered(e: Edge) -> np.ndarray:
         """Per position, whether the ablation can change what ``e`` delivers there (in the level's coordinates)."""
-        used = sorted(flow.used(e, live))
-        coords = sorted(set(used) & flow.word(e.sender)) if level == "resample" else used
-        x = clean[e.sender]
-        moved = {"resample": x - corrupt[e.sender], "zero": x, "mean": x - x.mean(0, keepdims=True)}[level]
+        coords = ablation_coords(level, flow, e, live)
         if not coords:
             return np.zeros(T, dtype=bool)
-        return np.abs(moved[..., coords]).max(axis=(0, 2)) > tol
+        moved = ablation_change(level, clean[e.sender], corrupt[e.sender])[..., coords]
+        return to_numpy(moved.abs().amax(dim=(0, 2)).double()) > tol
 
     used = {n.name: np.zeros(T, dtype=bool) for n in g.nodes}
     used["logits"][sorted({int(p) for p in np.flatnonzero(np.asarray(pairs.read).any(0))})] = True
