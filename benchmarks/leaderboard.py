@@ -324,7 +324,7 @@ def twins_board(args: argparse.Namespace, out: Path) -> None:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
         config = control_config(construction, task, shape, 6000, **TWIN_STRICTNESS)
         directory = Path(args.twins_runs) / slug
-        summary = run_sweep(task, shape, config, directory, TWIN_SEEDS, workers=1, progress=True)
+        summary = run_sweep(task, shape, config, directory, TWIN_SEEDS, workers=1, progress=True, stack="off")
         counted = []
         for run in summary["runs"]:
             model = load_trained(directory / f"seed_{run['seed']}")

@@ -123,18 +123,11 @@ def _ensemble_worker(name: str, members: list[int], steps: int) -> float:
 
 
 def stacked_forward(p: dict, tokens, cfg):
-    """E same-shape TransformerLens twins at once: ``p`` holds their parameters under TransformerLens's names with
-    a leading ensemble dimension, ``tokens`` is ``[E, batch, T]``; logits ``[E, batch, T, vocab]``. The package's
-    one forward (:func:`sandbox_lens.interp.model.arithmetic.run`) on batched matmuls (``baddbmm``) for every
-    projection, torch's fused LayerNorm and fused causal attention — TransformerLens's arithmetic, not its kernels."""
-    import torch
+    """The package's stacked forward (:func:`sandbox_lens.interp.model.fast.stacked_forward`, what ``interp train
+    --seeds`` stacks with)."""
+    from sandbox_lens.interp.model.fast import stacked_forward as forward
 
-    from sandbox_lens.interp.model.arithmetic import dense_stack, run
-
-    E, B, T = tokens.shape
-    x = p["embed.W_E"][torch.arange(E)[:, None, None], tokens] + p["pos_embed.W_pos"][:, None, :T]
-    out = run(dense_stack(p.__getitem__, cfg, members=True), x.reshape(E, B * T, -1), T)
-    return out.view(E, B, T, -1)
+    return forward(p, tokens, cfg)
 
 
 def _stacked_worker(name: str, members: list[int], steps: int) -> float:

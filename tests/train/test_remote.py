@@ -127,7 +127,7 @@ def test_a_sweep_on_a_node_that_cannot_see_out_resumes_and_matches_the_local_poo
     _stopped_run(out / "seed_0", replace(FEW, seed=0))  # stopped part-way: the remote run must resume it
     assert ray.get(ray.remote(num_cpus=1)(os.path.exists).remote(str(out))) is False  # the node sees nothing
     summary = run_sweep(TASK, TINY, FEW, out, [0, 1], backend="ray", progress=False)
-    run_sweep(TASK, TINY, FEW, tmp_path / "local", [0, 1], workers=1, progress=False)
+    run_sweep(TASK, TINY, FEW, tmp_path / "local", [0, 1], workers=1, progress=False, stack="off")
     assert summary["trained_now"] == 2 and [r["steps"] for r in summary["runs"]] == [24, 24]
     for s in (0, 1):
         _same_run(out / f"seed_{s}", tmp_path / "local" / f"seed_{s}")

@@ -92,6 +92,8 @@ def test_a_killed_sweep_trains_only_the_missing_runs(tmp_path):
         "0-3",
         "--workers",
         "1",
+        "--stack",
+        "off",  # one run after another (a killed stack: tests/train/test_stacked.py)
         "--out",
         str(tmp_path),
     ]

@@ -68,6 +68,14 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "--seeds", default="0", metavar="RANGE", help="seeds, e.g. 0, 0-9 or 1,3,5 (several: a process pool)"
     )
     s.add_argument(
+        "--stack",
+        default="auto",
+        metavar="auto|off|N",
+        help="several seeds on the local pool: train a cell's seeds as stacked ensembles, one forward, backward and "
+        "AdamW step for up to 8 members (the same runs up to float rounding, each in its own directory); auto: where "
+        "a member's step is small enough for it to be faster; off: every run apart; N: at most N members a stack",
+    )
+    s.add_argument(
         "--workers",
         type=int,
         help="several runs: processes of the local pool, or CPUs of a local Ray runtime (default: CPU cores)",
@@ -288,6 +296,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise OptionError(f"--resume: {out} holds no checkpoint to continue; leave out --resume to start afresh")
     if args.workers is not None and single:
         raise OptionError("--workers runs a sweep's seeds side by side; one run takes one process (give --seeds)")
+    from sandbox_lens.interp.train.sweep import check_stack
+
+    check_stack(args.stack)
+    if args.stack != "auto" and (single or args.backend != "local"):
+        raise OptionError("--stack stacks several seeds on the local pool (give --seeds, without --backend ray)")
     if single:
         from sandbox_lens.interp.train import train
 
@@ -328,6 +341,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=progress_wanted(),
         init_spec=init_spec,
+        stack=args.stack,
     )
     runs = len(s["runs"])
     print(

@@ -17,13 +17,13 @@ forward runs, hooks and all). It covers what :func:`sandbox_lens.interp.model.ba
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sandbox_lens.interp.model.arithmetic import dense_stack, run
 from sandbox_lens.interp.model.bare import bare_unsupported
 
-__all__ = ["covers", "fast_forward", "training_forward"]
+__all__ = ["covers", "fast_forward", "stacked_forward", "training_forward"]
 
 
 def covers(model: Any) -> bool:
@@ -43,6 +43,19 @@ def fast_forward(model: Any, tokens: Any) -> Any:
     B, T = tokens.shape
     x = (model.embed.W_E[tokens] + model.pos_embed.W_pos[:T]).reshape(B * T, -1)
     return run(stack, x, T).view(B, T, -1)
+
+
+def stacked_forward(params: Mapping[str, Any], tokens: Any, cfg: Any) -> Any:
+    """The logits ``[E, batch, pos, d_vocab_out]`` of ``E`` same-shape twins at once: ``params`` holds their
+    parameters under TransformerLens's names with a leading member dimension, ``tokens`` is ``[E, batch, pos]``
+    (each member its own words). The same arithmetic as :func:`fast_forward`, on batched matmuls (``baddbmm``
+    over the members; LayerNorm's affine part applied member by member), differentiable."""
+    import torch
+
+    E, B, T = tokens.shape
+    x = params["embed.W_E"][torch.arange(E, device=tokens.device)[:, None, None], tokens]
+    x = x + params["pos_embed.W_pos"][:, None, :T]
+    return run(dense_stack(params.__getitem__, cfg, members=True), x.reshape(E, B * T, -1), T).view(E, B, T, -1)
 
 
 def _hooked(model: Any) -> bool:

@@ -226,14 +226,7 @@ def train(
         kept = set(config.kept_steps())
         best = max([h["accuracy"] for h in history], default=0.0)
         stop_reason = "steps" if step >= config.steps else ""
-        bar = progress_bar(
-            total=config.steps,
-            initial=step,
-            disable=not progress,
-            desc=f"seed {config.seed}",
-            unit="step",
-            dynamic_ncols=True,
-        )
+        bar = steps_bar(config, step, progress, f"seed {config.seed}")
 
         def wall() -> float:
             return wall_before + time.perf_counter() - start
@@ -300,6 +293,13 @@ def train(
         if not history or history[-1]["step"] != step:
             held_out()
         return _finish(task, shape, config, out, history, best, step, stop_reason, wall())
+
+
+def steps_bar(config: TrainConfig, step: int, progress: bool, desc: str) -> Any:
+    """The progress bar of a training loop, from ``step`` of ``config.steps``."""
+    return progress_bar(
+        total=config.steps, initial=step, disable=not progress, desc=desc, unit="step", dynamic_ncols=True
+    )
 
 
 def _aligned_losses(model: Any, task: Any, config: TrainConfig, step: int) -> tuple[Any, Any]:
@@ -381,8 +381,10 @@ def _finish(
     step: int,
     stop_reason: str,
     wall: float,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Save the finished transformer apart from its optimizer state and write ``metrics.json``."""
+    """Save the finished transformer apart from its optimizer state and write ``metrics.json`` (with ``extra``'s
+    keys: a stacked run's ``stacked_with``)."""
     if shape.arch == "transformer":
         # the weights it was evaluated with (the moving average when kept), config and card, apart from
         # the optimizer state: `load_model(out)`, `interp verify --model out`, or plain TransformerLens
@@ -401,6 +403,7 @@ def _finish(
         "shape": asdict(shape),
         "config": asdict(config),
         "history": history,
+        **(extra or {}),
     }
     atomic_write(out / METRICS, json.dumps(metrics, indent=1).encode())
     return metrics

@@ -10,12 +10,18 @@ aggregate.
 
 Every run uses one torch thread, whichever backend runs it: small models are fastest that way on a
 loaded machine, and the weights do not depend on the backend (``--backend ray`` gives the same
-summary as the local pool for the same seeds, times aside).
+summary as the local pool for the same seeds, times aside, with ``stack="off"``).
+
+On the local pool, the seeds of a cell whose twin is small are trained as stacked ensembles
+(:mod:`sandbox_lens.interp.train.stacked`; ``stack``: ``auto``, ``off`` or the most members a stack holds): the same
+runs up to float rounding, each in its own directory, faster where a step's fixed cost dominates. A stopped
+stack resumes as that stack.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
@@ -24,18 +30,19 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.errors import CheckpointError, SandboxError
+from sandbox_lens.interp.errors import CheckpointError, OptionError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.progress import bar as progress_bar
 from sandbox_lens.interp.settings import flag_of
 from sandbox_lens.interp.tasks.kinds import task_from_dict
-from sandbox_lens.interp.train.checkpoint import METRICS, METRICS_SCHEMA, has_checkpoint
+from sandbox_lens.interp.train.checkpoint import CKPT_META, METRICS, METRICS_SCHEMA, has_checkpoint
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identity
 from sandbox_lens.interp.train.loop import train
 from sandbox_lens.interp.train.remote import check_address, run_ray
+from sandbox_lens.interp.train.stacked import STACK_MAX, settle, stack_size, train_stacked
 
-__all__ = ["GRID_KEYS", "parse_grid", "cells", "run_sweep", "run_pool", "BACKENDS"]
+__all__ = ["GRID_KEYS", "parse_grid", "cells", "check_stack", "run_sweep", "run_pool", "BACKENDS"]
 
 BACKENDS = ("local", "ray")
 #: Grid keys: ModelShape and TrainConfig fields, and the names of their `interp train` options
@@ -119,6 +126,59 @@ def _job(args: tuple) -> dict[str, Any]:
     return train(task_from_dict(task_dict), shape, config, out, resume=resume, progress=False, init_spec=init_spec)
 
 
+def _unit(args: tuple) -> list[dict[str, Any]]:
+    """A unit of the local pool: one run (:func:`_job`), or runs of one cell trained as one stack (resumed as that
+    stack when their checkpoints name it); the metrics of each, in order."""
+    kind, task_dict, shape, configs, outs, init_spec = args
+    if kind == "run":
+        return [_job((task_dict, shape, configs[0], outs[0], init_spec))]
+    import torch
+
+    torch.set_num_threads(1)
+    resume = has_checkpoint(Path(outs[0]))
+    return train_stacked(task_from_dict(task_dict), shape, configs, outs, resume=resume, init_spec=init_spec)
+
+
+def _stacked_at(out: Path) -> tuple[tuple[int, ...], int] | None:
+    """(the seeds stacked, the step) a run's checkpoint records; None for a single run's (or an unreadable one: it
+    is resumed alone, which reads it properly)."""
+    try:
+        meta = read_json(out / CKPT_META, error=CheckpointError, what="checkpoint metadata")
+    except (CheckpointError, FileNotFoundError):
+        return None
+    stack, step = meta.get("stack"), meta.get("step")
+    if not isinstance(stack, list) or not all(isinstance(s, int) for s in stack) or not isinstance(step, int):
+        return None
+    return tuple(stack), step
+
+
+def _units(plan: list[tuple], todo: list[int], task: Any, workers: int | None, stack: str) -> list[list[int]]:
+    """The runs to train (indices into the plan) grouped into pool units: a stopped stack's runs together again,
+    other checkpointed runs alone, fresh runs of a cell in stacks of :func:`stack_size` members."""
+    settle([plan[i][3] for i in todo])  # a checkpoint unit a kill cut short: finished or undone first
+    units: list[list[int]] = []
+    fresh: dict[str, list[int]] = {}
+    resumed: dict[tuple, list[int]] = {}
+    for i in todo:
+        name, _, _, directory, _, _ = plan[i]
+        if not has_checkpoint(directory):
+            fresh.setdefault(name, []).append(i)
+            continue
+        at = _stacked_at(directory)
+        if at is None:
+            units.append([i])
+        else:
+            resumed.setdefault((name, *at), []).append(i)
+    units += resumed.values()
+    cores = workers or os.cpu_count() or 1
+    for runs in fresh.values():
+        _, _, _, _, shape, config = plan[runs[0]]
+        size = stack_size(task, shape, config, len(runs), cores, stack)
+        count = math.ceil(len(runs) / size)  # stacks of nearly equal size
+        units += [runs[k::count] for k in range(count)]
+    return units
+
+
 def _finished(out: Path, task_dict: dict, shape: ModelShape, config: TrainConfig) -> dict[str, Any] | None:
     path = out / METRICS
     if not path.exists():
@@ -176,6 +236,13 @@ def run_pool(
     return results
 
 
+def check_stack(stack: str) -> None:
+    """``stack`` is ``auto``, ``off`` or a number of members from 1 to :data:`STACK_MAX` (as ``--stack`` reads it)."""
+    if stack in ("auto", "off") or (stack.isdigit() and 1 <= int(stack) <= STACK_MAX):
+        return
+    raise OptionError(f"--stack takes auto, off or a number of members from 1 to {STACK_MAX}; got {stack!r}")
+
+
 def _ray_ready() -> None:
     """Ray is installed and RAY_ADDRESS, if set, answers: checked before anything is written."""
     try:
@@ -217,10 +284,16 @@ def run_sweep(
     workers: int | None = None,
     progress: bool = True,
     init_spec: Any = None,
+    stack: str = "auto",
 ) -> dict[str, Any]:
-    """Train every (cell, seed) that has not finished; write and return ``OUT/summary.json``."""
+    """Train every (cell, seed) that has not finished; write and return ``OUT/summary.json``.
+
+    ``stack`` (the local pool): ``auto`` trains the seeds of a cell whose twin is small as stacked ensembles
+    (:func:`~sandbox_lens.interp.train.stacked.stack_size`), ``off`` every run apart, a number at most that many
+    members per stack wherever runs can be stacked."""
     if backend not in BACKENDS:
         raise SweepError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    check_stack(stack)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SweepError(f"--out {out} is a file")
@@ -257,11 +330,25 @@ def run_sweep(
         desc = f"{len(todo)} of {len(plan)} runs"
         if jobs:
             if backend == "ray":
-                results = _run_ray(jobs, progress, desc, workers)
+                for i, r in zip(todo, _run_ray(jobs, progress, desc, workers)):
+                    done[i] = r
             else:
-                results = run_pool(_job, jobs, workers, progress, desc)
-            for i, r in zip(todo, results):
-                done[i] = r
+                units = _units(plan, todo, task, workers, stack)
+                work = [
+                    (
+                        "run" if len(u) == 1 and _stacked_at(plan[u[0]][3]) is None else "stack",
+                        task_dict,
+                        plan[u[0]][4],
+                        [plan[i][5] for i in u],
+                        [str(plan[i][3]) for i in u],
+                        init_spec,
+                    )
+                    for u in units
+                ]
+                unit_of = "stack" if any(len(u) > 1 for u in units) else "run"
+                for u, rs in zip(units, run_pool(_unit, work, workers, progress, desc, unit=unit_of)):
+                    for i, r in zip(u, rs):
+                        done[i] = r
         keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
         runs = [{"cell": plan[i][0], **plan[i][1], **{k: done[i][k] for k in keep}} for i in range(len(plan))]
         per_cell = []
