@@ -126,6 +126,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/threads.py
 	$(PY) benchmarks/step_profile.py
 	$(PY) benchmarks/populations.py
+	$(PY) benchmarks/stacked_seeds.py
 	$(PY) benchmarks/verify_speed.py
 	$(PY) benchmarks/sizes.py
 	$(PY) benchmarks/batch.py
