@@ -62,7 +62,7 @@ def main() -> None:
         base += ["--seeds", f"0-{args.seeds - 1}"]
         cpu: dict[str, list[float]] = {"off": [], stacked_arm: []}
         for r in range(args.repeats):
-            for arm in (("off", stacked_arm) if r % 2 == 0 else (stacked_arm, "off")):
+            for arm in ("off", stacked_arm) if r % 2 == 0 else (stacked_arm, "off"):
                 out = Path(tempfile.mkdtemp(prefix="stacked-seeds-"))
                 try:
                     cpu[arm].append(_cpu([*base, "--stack", arm, "--out", str(out / "sweep")]))

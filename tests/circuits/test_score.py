@@ -201,3 +201,16 @@ def test_misses_carry_a_reason():
     assert set(r["missed"]) == {"embed->a0.0.v", "a0.0->m0"}  # the ReLU staircase is flat: gradient 0
     for miss in r["missed"].values():
         assert miss["score"] == 0.0 and abs(miss["effect_alone"]) > 0.3 and "did not reflect" in miss["reason"]
+
+
+def test_only_as_many_misses_as_asked_are_patched_alone():
+    spec = FAMILIES["modular_counter/C3"]()
+    model, truth = to_hooked(spec), ground_truth(spec)
+    every = analyse(model, "attribution", truth, pairs=32)["missed"]
+    one = analyse(model, "attribution", truth, pairs=32, why_missed=1)["missed"]
+    none = analyse(model, "attribution", truth, pairs=32, why_missed=0)["missed"]
+    assert set(one) == set(none) == set(every)  # the same misses, told apart or not
+    first = next(iter(every))
+    assert one[first] == every[first]  # the first scored miss is patched as before
+    assert all(m["effect_alone"] is None and "not patched alone" in m["reason"] for k, m in one.items() if k != first)
+    assert all(m["effect_alone"] is None for m in none.values())

@@ -165,7 +165,9 @@ def _evaluate(
         level = levels.check(c.level or ABLATION_LEVEL[c.source])
         out.update(_scores(levels, level, rank, found.edge_fx, found.node_fx, circuit))
         out["missed"] = (
-            _miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold) if found.own_circuit else {}
+            _miss_reasons(patcher, data, src, levels, level, rank, circuit, c.threshold, c.why_missed)
+            if found.own_circuit
+            else {}
         )
         if "edge_positions" in found.extra or "per_position" in found.extra:
             out["position_scores"] = _position_scores(patcher, data, levels, level, found.extra)
@@ -298,26 +300,33 @@ def _miss_reasons(
     rank: np.ndarray,
     circuit: list[Edge],
     threshold: float,
+    limit: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per ground-truth edge the circuit left out: its score, its effect patched alone (same ablation) and
     why it was missed — never scored, no effect alone (an interaction or a redundancy: it matters only
-    with other edges patched), or an effect alone that the method's score did not reflect."""
+    with other edges patched), or an effect alone that the method's score did not reflect. With ``limit``, only
+    the first ``limit`` missed edges that were scored (in the graph's order, nearest the input first) are patched;
+    the rest, and the edges never scored, have no effect alone (None)."""
     g = patcher.graph
     kept = set(circuit)
     missed = [e for e in g.edges if e in levels.members[level] and e not in kept]
-    alone = path_patching(patcher, data, missed, source=src) if missed else np.zeros(0)
+    scored = [e for e in missed if not np.isnan(rank[g.index[e]])]
+    patched = missed if limit is None else scored[:limit]
+    alone = dict(zip(patched, path_patching(patcher, data, patched, source=src))) if patched else {}
     out = {}
-    for e, fx in zip(missed, alone):
-        score = rank[g.index[e]]
+    for e in missed:
+        score, fx = rank[g.index[e]], alone.get(e)
         if np.isnan(score):
             why = "never scored (its receiver was cut off first)"
+        elif fx is None:
+            why = "not patched alone (beyond --why-missed)"
         elif abs(fx) < threshold:
             why = "no effect alone: an interaction or a redundancy (it matters only with other edges patched)"
         else:
             why = "an effect alone at or above the threshold that the method's score did not reflect"
         out[e.name] = {
             "score": None if np.isnan(score) else float(score),
-            "effect_alone": float(fx),
+            "effect_alone": None if fx is None else float(fx),
             "reason": why,
             "subspaces": levels.truth.relevant.get(e, levels.truth.structural.get(e, [])),
         }

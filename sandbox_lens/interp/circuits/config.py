@@ -44,6 +44,8 @@ class CircuitConfig:
         level: the ground-truth level scored against (None: the ablation's).
         engine: the patching engine (``auto``, ``bare`` or ``hooks``).
         agreement: a gradient method's scores also compared with real patching (path and node patching rerun).
+        why_missed: how many of the ground-truth edges a circuit left out are patched alone to say why (None: all;
+            one path-patching pass each, which can cost many times a gradient method itself).
         progress: progress bars.
     """
 
@@ -61,6 +63,7 @@ class CircuitConfig:
     level: str | None = None
     engine: str = "auto"
     agreement: bool = False
+    why_missed: int | None = None
     progress: bool = False
 
     def with_(self, **changes: Any) -> CircuitConfig:
@@ -92,6 +95,10 @@ class CircuitConfig:
             raise MethodError(f"unknown metric {self.metric!r} (choose from {', '.join(METRICS)})")
         if self.source not in ABLATIONS:
             raise MethodError(f"unknown ablation {self.source!r} (choose from {', '.join(ABLATIONS)})")
+        if self.why_missed is not None and self.why_missed < 0:
+            raise MethodError(
+                f"why_missed (missed edges patched alone) must be ≥ 0 or None (all), got {self.why_missed}"
+            )
         if self.steps is not None and not 1 <= self.steps <= 1024:
             raise MethodError(f"EAP-IG takes 1 to 1024 steps, got {self.steps}")
         if self.engine not in ENGINES:

@@ -122,6 +122,13 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         help="attribution, eap-ig, atp-star, gim: also rerun path and node patching "
         "and report how far the estimates agree with them (Spearman's ρ; costs a path-patching run)",
     )
+    s.add_argument(
+        "--why-missed",
+        default="16",
+        metavar="N|all",
+        help="patch alone at most N of the ground-truth edges the circuit left out, to say why each was missed "
+        "(default 16; all: every one, as the leaderboard does — one path-patching pass per edge)",
+    )
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
     s.add_argument("--seed", type=int, help="seed of the counterfactual pairs (default 0, or the circuit file's)")
     s.add_argument("--json", action="store_true", help="print circuit.json's summary as one JSON object")
@@ -184,6 +191,15 @@ def _model(args: argparse.Namespace):
     )
 
 
+def _why_missed(text: str) -> int | None:
+    """``--why-missed``: a count, or ``all`` (None)."""
+    if text == "all":
+        return None
+    if not text.isdigit() or len(text) > 9:
+        raise OptionError(f"--why-missed takes a number of edges or all; got {text!r}")
+    return int(text)
+
+
 def _cmd_circuit(args: argparse.Namespace) -> int:
     from sandbox_lens.interp.circuits.analyse import check_settings
     from sandbox_lens.interp.circuits.config import CircuitConfig
@@ -211,6 +227,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         level=args.level,
         engine=args.engine,
         agreement=args.agreement,
+        why_missed=_why_missed(args.why_missed),
         progress=progress_wanted(),
     )
     for flag in ("pairs", "pair_length", "seed"):
@@ -455,7 +472,8 @@ def _print_scores(result: dict, source: str, scored: bool) -> None:
                 f"{sc['edges']}): AUROC {_fmt(sc['auroc'])}, AP {_fmt(sc['average_precision'])}"
             )
     for name, miss in list(result["missed"].items())[:5]:
-        print(f"    missed {name}: {miss['reason']} (alone {miss['effect_alone']:+.3f})")
+        alone = "" if miss["effect_alone"] is None else f" (alone {miss['effect_alone']:+.3f})"
+        print(f"    missed {name}: {miss['reason']}{alone}")
     for name, why in list(result["spurious"].items())[:5]:
         print(f"    spurious {name}: {why}")
 
