@@ -303,6 +303,7 @@ def test_cli_on_a_saved_construction_and_a_twin(tmp_path, interp_run):
         ),
         (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--threshold", "0"], "must be positive"),
         (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--why-missed", "-1"], "--why-missed takes"),
+        (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--normaliser", "m0"], "invalid choice"),
         (["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--why-missed", "some"], "--why-missed takes"),
         (
             ["circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--pairs", "0"],

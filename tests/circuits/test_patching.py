@@ -84,3 +84,23 @@ def test_the_normaliser_ratio_is_how_much_higher_an_ablations_threshold_acts():
             )
     _, resampled, _ = _prepare(model, truth, CircuitConfig(pairs=24, source="resample", seed=3))
     assert resampled.normaliser_ratio("kl") is None and resampled.normaliser_ratio("logit_diff") is None
+
+
+def test_the_word_normaliser_undoes_the_zeroed_constant_gadgets_inflation():
+    """Zero-ablating the constant gadget throws m(∅) about 100 times farther than the corrupted word at gain 200 (the
+    counter), so ACDC's threshold prunes the circuit; normalised against the word's run it keeps all of it."""
+    from sandbox_lens.constructions.registry import build
+    from sandbox_lens.interp.circuits.analyse import analyse
+    from sandbox_lens.interp.circuits.truth import ground_truth
+    from sandbox_lens.interp.model.hooked import to_hooked
+    from sandbox_lens.interp.tasks.catalogue import get_automaton
+
+    spec = build("modular_counter", get_automaton("C3"), 8, negatives="distractor,cancel,constant", negative_gain=200.0)
+    model, truth = to_hooked(spec), ground_truth(spec)
+    ablated = analyse(model, "acdc", truth, source="zero", why_missed=0)
+    word = analyse(model, "acdc", truth, source="zero", normaliser="word", why_missed=0)
+    assert ablated["normaliser"] == "ablated" and word["normaliser"] == "word"
+    assert ablated["pairs"]["normaliser_ratio"]["kl"] > 50  # m(∅) far beyond the word
+    assert word["pairs"]["normaliser_ratio"]["kl"] is None  # the word's run is the normaliser
+    assert ablated["edge_recall"] < 0.5 and word["edge_recall"] == 1.0
+    assert word["ground_truth_edges"] == ablated["ground_truth_edges"]  # the same truth: only the yardstick moved

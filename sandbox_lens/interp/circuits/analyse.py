@@ -46,7 +46,7 @@ def _prepare(
         record.check_engine(patcher)
     raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed)
     src = patcher.source(raw, c.source)
-    return patcher, ablated_pairs(patcher, raw, c.source, src), src
+    return patcher, ablated_pairs(patcher, raw, c.source, src, c.normaliser), src
 
 
 def analyse(
@@ -69,6 +69,7 @@ def analyse(
         "metric": metric,
         "threshold": c.threshold,
         "source": c.source,
+        "normaliser": c.normaliser,
         "seed": c.seed,
         "engine": type(patcher).__name__,
         "pairs": data.to_dict(),
@@ -122,6 +123,7 @@ def score_circuit(
         "method": "file",
         "level": "edge",
         "source": c.source,
+        "normaliser": c.normaliser,
         "seed": c.seed,
         "threshold": c.threshold,
         "pairs": data.to_dict(),

@@ -12,7 +12,7 @@ from typing import Any
 
 from sandbox_lens.interp.circuits.levels import LEVEL_NAMES
 from sandbox_lens.interp.circuits.pairs import METRICS
-from sandbox_lens.interp.circuits.patching import ABLATIONS
+from sandbox_lens.interp.circuits.patching import ABLATIONS, NORMALISERS
 from sandbox_lens.interp.errors import SandboxError
 
 __all__ = ["CircuitConfig", "MethodError", "DEFAULT_THRESHOLD", "ENGINES"]
@@ -44,6 +44,8 @@ class CircuitConfig:
         level: the ground-truth level scored against (None: the ablation's).
         engine: the patching engine (``auto``, ``bare`` or ``hooks``).
         agreement: a gradient method's scores also compared with real patching (path and node patching rerun).
+        normaliser: what effects are normalised against: ``ablated`` (MIB's m(∅), the run with every edge ablated)
+            or ``word`` (the corrupted word's run, under every ablation).
         why_missed: how many of the ground-truth edges a circuit left out are patched alone to say why (None: all;
             one path-patching pass each, which can cost many times a gradient method itself).
         progress: progress bars.
@@ -63,6 +65,7 @@ class CircuitConfig:
     level: str | None = None
     engine: str = "auto"
     agreement: bool = False
+    normaliser: str = "ablated"
     why_missed: int | None = None
     progress: bool = False
 
@@ -95,6 +98,8 @@ class CircuitConfig:
             raise MethodError(f"unknown metric {self.metric!r} (choose from {', '.join(METRICS)})")
         if self.source not in ABLATIONS:
             raise MethodError(f"unknown ablation {self.source!r} (choose from {', '.join(ABLATIONS)})")
+        if self.normaliser not in NORMALISERS:
+            raise MethodError(f"unknown normaliser {self.normaliser!r} (choose from {', '.join(NORMALISERS)})")
         if self.why_missed is not None and self.why_missed < 0:
             raise MethodError(
                 f"why_missed (missed edges patched alone) must be ≥ 0 or None (all), got {self.why_missed}"

@@ -60,6 +60,8 @@ def learn_edge_masks(
         full = batch is None
         if not full:
             read = on(log_alpha, np.asarray(pairs.read))
+            # the reference is the gated engine's own all-open run, not Pairs.kl_full's clean forward: the two differ
+            # by rounding, and against this one a mask of all ones has a minibatch KL of exactly 0
             with torch.no_grad():
                 ref = torch.log_softmax(patcher.run_gated(pairs.clean, source, torch.ones_like(log_alpha)).double(), -1)
         for step in range(steps):

@@ -320,14 +320,22 @@ class CleanState:
     outputs: dict[str, Any]  # each sender's output
 
 
-def ablated_pairs(patcher: Patcher, pairs: Pairs, kind: str, source: dict[str, Any]) -> Pairs:
+#: What effects are normalised against: MIB's m(∅) (every edge ablated), or the corrupted word's run whatever the
+#: ablation (the task's own distance: a gadget whose zeroing throws the ablated run far away cannot shrink it).
+NORMALISERS = ("ablated", "word")
+
+
+def ablated_pairs(
+    patcher: Patcher, pairs: Pairs, kind: str, source: dict[str, Any], normaliser: str = "ablated"
+) -> Pairs:
     """``pairs`` normalised against the run with *every* edge ablated by ``kind`` (MIB's m(∅)): effects
     read 0 = the clean run, 1 = everything ablated. Under resample that run is the corrupted word's,
     which is what ``pairs`` already holds; zero and mean ablation have their own (a uniform output is far
-    from the clean run, but much nearer than a confidently wrong corrupted run)."""
+    from the clean run, but much nearer than a confidently wrong corrupted run). With ``normaliser="word"``
+    every ablation keeps the corrupted word's run as its normaliser (``pairs`` as they are)."""
     from dataclasses import replace
 
-    if kind == "resample":
+    if kind == "resample" or normaliser == "word":
         return pairs
     logits = patcher.run(pairs.clean, patcher.graph.edges, source)[0]
     return replace(

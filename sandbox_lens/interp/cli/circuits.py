@@ -91,6 +91,14 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "clean batch's mean per position; the method is scored against this ablation's ground-truth level",
     )
     s.add_argument(
+        "--normaliser",
+        choices=["ablated", "word"],
+        default="ablated",
+        help="what effects are normalised against: the run with every edge ablated (MIB's m(∅), the default) or "
+        "the corrupted word's run under every ablation (where zeroing a part throws the ablated run far away: "
+        "circuit.json's normaliser_ratio says how far)",
+    )
+    s.add_argument(
         "--acdc-mode",
         default="normalised",
         choices=["normalised", "reference"],
@@ -227,6 +235,7 @@ def _cmd_circuit(args: argparse.Namespace) -> int:
         level=args.level,
         engine=args.engine,
         agreement=args.agreement,
+        normaliser=args.normaliser,
         why_missed=_why_missed(args.why_missed),
         progress=progress_wanted(),
     )
