@@ -19,6 +19,11 @@ QUICK_ORDER = (
     "reverse at that scale (67 vs 54 errors); the full run's rule is unaffected"
 )
 
+STACKED = (
+    "stacks the hook-free twin (TransformerLens 3.9's parameters and initialisation); on 4.x a seed's twin is the "
+    "bridge's, so --seeds trains every run apart there (test_a_twin_the_hook_free_engine_cannot_build_is_not_stacked)"
+)
+
 ALIBI = "trains twins with --pos alibi (ALiBi), which TransformerLens 4's bridge lacks (refused on 4.x at parse time)"
 
 #: node id (without parameters) -> why it cannot run on the bridge
@@ -87,4 +92,13 @@ NOT_ON_BRIDGE: dict[str, str] = {
     "tests/experiments/test_experiments.py::test_ffl_glitches_quick": QUICK_ORDER,
     "tests/experiments/test_scratchpad.py::test_scratchpad_quick": ALIBI,
     "tests/tasks/test_copy_and_scratchpad.py::test_the_command_line_trains_both_and_refuses_the_other_kinds_options": ALIBI,
+    "tests/train/test_stacked.py::test_the_stacked_forward_is_each_members_forward": STACKED,
+    "tests/train/test_stacked.py::test_each_members_gradient_is_its_single_runs_clipped_member_by_member": STACKED,
+    "tests/train/test_stacked.py::test_a_stack_trains_its_separate_runs_up_to_rounding": STACKED,
+    "tests/train/test_stacked.py::test_a_member_that_reaches_its_target_leaves_the_stack": STACKED,
+    "tests/train/test_stacked.py::test_a_stopped_stack_resumes_bit_for_bit": STACKED,
+    "tests/train/test_stacked.py::test_a_sweep_stacks_small_twins_and_resumes_the_stack": STACKED,
+    "tests/train/test_stacked.py::test_the_rule_stacks_small_steps_only": STACKED,
+    "tests/train/test_stacked.py::test_a_stack_refuses_what_it_cannot_train": STACKED,
+    "tests/train/test_stacked.py::test_a_killed_stacked_sweep_resumes_as_its_stack_bit_for_bit": STACKED,
 }

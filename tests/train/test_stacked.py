@@ -262,3 +262,14 @@ def test_a_checkpoint_unit_cut_short_is_finished_or_undone(tmp_path, monkeypatch
     stacked.settle([m.out for m in members])
     assert tags() == ["new"] * 3 and not any((m.out / stacked.STAGE).exists() for m in members)
     assert all(json.loads((m.out / CKPT_META).read_text())["tag"] == "new" for m in members)
+
+
+def test_a_twin_the_hook_free_engine_cannot_build_is_not_stacked(monkeypatch):
+    """On TransformerLens 4.x (or with ALiBi) a seed's twin is not the hook-free one: --seeds trains runs apart."""
+    from sandbox_lens.interp.train import stacked
+
+    dyck = DyckTask(Dyck(2, 4), 28)
+    monkeypatch.setattr(stacked, "hook_free_possible", lambda shape: False)
+    assert "hook-free" in stack_refusal(default_shape(dyck), TrainConfig())
+    assert stack_size(dyck, default_shape(dyck), TrainConfig(), 16, 2, "auto") == 1
+    assert stack_size(dyck, default_shape(dyck), TrainConfig(), 16, 2, "8") == 1
