@@ -263,6 +263,13 @@ def test_a_checkpoint_unit_cut_short_is_finished_or_undone(tmp_path, monkeypatch
     assert tags() == ["new"] * 3 and not any((m.out / stacked.STAGE).exists() for m in members)
     assert all(json.loads((m.out / CKPT_META).read_text())["tag"] == "new" for m in members)
 
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (members[1].out / stacked.STAGE).symlink_to(outside)  # a staging directory that leads out of the run
+    with pytest.raises(CheckpointError, match="not a directory the run made"):
+        stacked._commit(members, unit("newer"))
+    assert not list(outside.iterdir()) and tags() == ["new"] * 3
+
 
 def test_a_twin_the_hook_free_engine_cannot_build_is_not_stacked(monkeypatch):
     """On TransformerLens 4.x (or with ALiBi) a seed's twin is not the hook-free one: --seeds trains runs apart."""

@@ -130,8 +130,11 @@ def _commit(members: list[_Member], write: Any) -> None:
     commit mark in the first member's; then each moves into place and the mark goes last."""
     lead = members[0].out
     for m in members:
-        (m.out / STAGE).mkdir(exist_ok=True)
-        write(m, m.out / STAGE)
+        stage = m.out / STAGE
+        if stage.is_symlink() or (stage.exists() and not stage.is_dir()):  # writes stay inside the run directory
+            raise CheckpointError(f"{stage} is not a directory the run made; remove it to go on")
+        stage.mkdir(exist_ok=True)
+        write(m, stage)
     atomic_write(lead / STAGE / COMMIT, str(lead.resolve()).encode())
     for m in members:
         _promote(m.out)
