@@ -120,7 +120,7 @@ def test_a_stopped_stack_resumes_bit_for_bit(tmp_path):
 
 def test_a_sweep_stacks_small_twins_and_resumes_the_stack(tmp_path):
     s = run_sweep(TASK, SMALL, replace(RUN, max_minutes=0), tmp_path, list(SEEDS), workers=1, progress=False)
-    assert s["trained_now"] == 3
+    assert s["trained_now"] == 3 and s["stacked_now"] == [list(SEEDS)]
     metrics = [json.loads((tmp_path / f"seed_{k}" / "metrics.json").read_text()) for k in SEEDS]
     assert all(m["stacked_with"] == list(SEEDS) for m in metrics)
     for k in SEEDS:  # the finished runs are taken up again as the stack they were (max_minutes may change)

@@ -29,7 +29,9 @@ def _no_times(summary: dict) -> dict:
     def strip(x):
         if isinstance(x, dict):
             return {
-                k: strip(v) for k, v in x.items() if "seconds" not in k and "minutes" not in k and k != "trained_now"
+                k: strip(v)
+                for k, v in x.items()
+                if "seconds" not in k and "minutes" not in k and k not in ("trained_now", "stacked_now")
             }
         if isinstance(x, list):
             return [strip(v) for v in x]

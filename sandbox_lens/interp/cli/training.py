@@ -348,6 +348,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"{task.name}: {len(s['cells'])} cell(s) × {len(seeds)} seed(s), {s['trained_now']} of {runs} runs trained now; "
         f"best accuracy {s['best_accuracy']:.4f}, median {s['median_best_accuracy']:.4f} -> {out / 'summary.json'}"
     )
+    if s["stacked_now"]:
+        sizes = sorted({len(k) for k in s["stacked_now"]})
+        print(
+            f"  trained as {len(s['stacked_now'])} stacked ensemble(s) of {'/'.join(map(str, sizes))} seeds "
+            "(--stack off: every run apart)"
+        )
     for c in s["cells"] if len(s["cells"]) > 1 else []:
         print(
             f"  {c['cell']:40s} best {c['best_accuracy']:.4f}  median {c['median_best_accuracy']:.4f}  "

@@ -327,6 +327,7 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     with exclusive(out):
         jobs = [(task_dict, plan[i][4], plan[i][5], str(plan[i][3]), init_spec) for i in todo]
+        stacks: list[list[int]] = []  # the seeds trained together now, per stack
         desc = f"{len(todo)} of {len(plan)} runs"
         if jobs:
             if backend == "ray":
@@ -346,6 +347,7 @@ def run_sweep(
                     for u in units
                 ]
                 unit_of = "stack" if any(len(u) > 1 for u in units) else "run"
+                stacks = [[plan[i][2] for i in u] for u, w in zip(units, work) if w[0] == "stack"]
                 for u, rs in zip(units, run_pool(_unit, work, workers, progress, desc, unit=unit_of)):
                     for i, r in zip(u, rs):
                         done[i] = r
@@ -366,6 +368,7 @@ def run_sweep(
             "cells": per_cell,
             "runs": runs,
             "trained_now": len(todo),
+            "stacked_now": stacks,
         }
         atomic_write(out / "summary.json", (json.dumps(summary, indent=1) + "\n").encode())
         return summary
