@@ -32,7 +32,15 @@ def timed(backend: str, workers: int, runs: int, steps: int) -> tuple[float, dic
     with tempfile.TemporaryDirectory() as d:
         start = time.perf_counter()
         summary = run_sweep(
-            task, shape, config, Path(d), list(range(runs)), backend=backend, workers=workers, progress=False
+            task,
+            shape,
+            config,
+            Path(d),
+            list(range(runs)),
+            backend=backend,
+            workers=workers,
+            progress=False,
+            stack="off",  # the pool and the backends, run for run (stacking: benchmarks/stacked_seeds.py)
         )
         return time.perf_counter() - start, summary
 
