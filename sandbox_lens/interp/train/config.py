@@ -256,6 +256,12 @@ class TrainConfig:
         """True when a training step needs forward hooks (dropout or the entropy penalty)."""
         return bool(self.dropout or self.embed_dropout or self.sharpen or self.pos_shift)
 
+    @property
+    def reads_activations(self) -> bool:
+        """True when a training step reads an activation: the hooks of :attr:`hooked_training`, the contrastive
+        penalty or an imposed alignment (a twin without hook points cannot train such a run)."""
+        return bool(self.hooked_training or self.contrastive or self.alignment)
+
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
             return self.lr * (step + 1) / self.warmup

@@ -132,7 +132,7 @@ def _prepare(task, shape: ModelShape, config: TrainConfig, out: Path, init_spec:
     if shape.arch != "transformer" and config.hooked_training:
         raise SandboxError("dropout, embed_dropout and sharpen act on a transformer's hook points; an LSTM has none")
     # no step reads an activation: the twin without hook points (the same bits; TransformerLens is not imported)
-    hook_free = not (config.hooked_training or config.contrastive or config.alignment)
+    hook_free = not config.reads_activations
     model = build_twin(task, shape, config.seed, hook_free=hook_free)
     if config.pos_shift and model.cfg.n_ctx < task.n_ctx + config.pos_shift:
         raise OptionError(

@@ -58,8 +58,8 @@ __all__ = ["STACK_MAX", "STACK_MACS", "STAGE", "settle", "stack_refusal", "stack
 #: The most members one stack holds (beyond 8 the gain falls back: ``docs/training.md``).
 STACK_MAX = 8
 #: The rule's threshold: a member's step whose matmuls do fewer multiply-adds than this is stacked (``auto``).
-#: Measured by ``benchmarks/populations.py`` on the default twins: Dyck_{2,4} (2.8·10⁷ per step) gains 1.36× at
-#: 8 members a process, parity at T = 32 (1.0·10⁸) 1.05× at most.
+#: It lies between the two default twins ``benchmarks/stacked_seeds.py`` measures (its output, quoted in
+#: docs/training.md): Dyck_{2,4}, which stacking speeds up, and parity at T = 32, which it barely does.
 STACK_MACS = 5e7
 
 
@@ -69,7 +69,7 @@ def stack_refusal(shape: ModelShape, config: TrainConfig) -> str | None:
         return "an LSTM is not stacked"
     if not hook_free_possible(shape):
         return "only the hook-free twin (TransformerLens 3.9's parameters, standard positions) is stacked"
-    if config.hooked_training or config.contrastive or config.alignment:
+    if config.reads_activations:
         return (
             "a step that reads activations (dropout, sharpening, position shift, contrastive, --align) is not stacked"
         )

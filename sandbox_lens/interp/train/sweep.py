@@ -152,11 +152,14 @@ def _stacked_at(out: Path) -> tuple[tuple[int, ...], int] | None:
     return tuple(stack), step
 
 
-def _units(plan: list[tuple], todo: list[int], task: Any, workers: int | None, stack: str) -> list[list[int]]:
-    """The runs to train (indices into the plan) grouped into pool units: a stopped stack's runs together again,
+def _units(
+    plan: list[tuple], todo: list[int], task: Any, workers: int | None, stack: str
+) -> list[tuple[str, list[int]]]:
+    """The runs to train (indices into the plan) grouped into pool units, each ``("run", [i])`` or ``("stack",
+    [i, ...])``: a stopped stack's runs together again (a stack of one included: it resumes as it was trained),
     other checkpointed runs alone, fresh runs of a cell in stacks of :func:`stack_size` members."""
     settle([plan[i][3] for i in todo])  # a checkpoint unit a kill cut short: finished or undone first
-    units: list[list[int]] = []
+    units: list[tuple[str, list[int]]] = []
     fresh: dict[str, list[int]] = {}
     resumed: dict[tuple, list[int]] = {}
     for i in todo:
@@ -166,16 +169,17 @@ def _units(plan: list[tuple], todo: list[int], task: Any, workers: int | None, s
             continue
         at = _stacked_at(directory)
         if at is None:
-            units.append([i])
+            units.append(("run", [i]))
         else:
             resumed.setdefault((name, *at), []).append(i)
-    units += resumed.values()
+    units += [("stack", runs) for runs in resumed.values()]
     cores = workers or os.cpu_count() or 1
     for runs in fresh.values():
         _, _, _, _, shape, config = plan[runs[0]]
         size = stack_size(task, shape, config, len(runs), cores, stack)
         count = math.ceil(len(runs) / size)  # stacks of nearly equal size
-        units += [runs[k::count] for k in range(count)]
+        chunks = [runs[k::count] for k in range(count)]
+        units += [("run" if len(chunk) == 1 else "stack", chunk) for chunk in chunks]
     return units
 
 
@@ -336,19 +340,12 @@ def run_sweep(
             else:
                 units = _units(plan, todo, task, workers, stack)
                 work = [
-                    (
-                        "run" if len(u) == 1 and _stacked_at(plan[u[0]][3]) is None else "stack",
-                        task_dict,
-                        plan[u[0]][4],
-                        [plan[i][5] for i in u],
-                        [str(plan[i][3]) for i in u],
-                        init_spec,
-                    )
-                    for u in units
+                    (kind, task_dict, plan[u[0]][4], [plan[i][5] for i in u], [str(plan[i][3]) for i in u], init_spec)
+                    for kind, u in units
                 ]
-                unit_of = "stack" if any(len(u) > 1 for u in units) else "run"
-                stacks = [[plan[i][2] for i in u] for u, w in zip(units, work) if w[0] == "stack"]
-                for u, rs in zip(units, run_pool(_unit, work, workers, progress, desc, unit=unit_of)):
+                unit_of = "stack" if any(len(u) > 1 for _, u in units) else "run"
+                stacks = [[plan[i][2] for i in u] for kind, u in units if kind == "stack"]
+                for (_, u), rs in zip(units, run_pool(_unit, work, workers, progress, desc, unit=unit_of)):
                     for i, r in zip(u, rs):
                         done[i] = r
         keep = ("seed", "final_accuracy", "best_accuracy", "steps", "stopped_by", "wall_seconds", "minutes_to_best")
