@@ -154,6 +154,7 @@ def settle(directories: list[Path]) -> None:
     """Finish or undo the checkpoint unit a kill interrupted in these run directories (all of a stack's unfinished
     runs): a staged checkpoint moves in when its unit's commit mark exists, and is dropped otherwise."""
     leads = set()
+    known = {Path(d).resolve() for d in directories}  # a lead named outside these is not followed (nor written)
     for out in directories:
         stage = Path(out) / STAGE
         if not stage.is_dir() or stage.is_symlink():
@@ -162,6 +163,8 @@ def settle(directories: list[Path]) -> None:
             lead = Path(read_json(stage / CKPT_META, error=CheckpointError, what="a staged checkpoint")["stack_lead"])
         except (CheckpointError, FileNotFoundError, KeyError, TypeError):
             lead = Path(out)  # the lead's own stage after its files moved in, or a write cut short
+        if lead.resolve() not in known:
+            lead = Path(out)
         if (lead / STAGE / COMMIT).is_file():
             _promote(Path(out))
             leads.add(lead)
