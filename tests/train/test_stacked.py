@@ -213,64 +213,6 @@ def test_a_killed_stacked_sweep_resumes_as_its_stack_bit_for_bit(tmp_path):
         assert meta["stack"] == [0, 1, 2] and all(torch.equal(want[k], got[k]) for k in want)
 
 
-def test_a_checkpoint_unit_cut_short_is_finished_or_undone(tmp_path, monkeypatch):
-    """The members' checkpoints of one evaluation move in together: a kill while staging leaves the old ones, a kill
-    while moving in is finished by :func:`settle`."""
-    from types import SimpleNamespace
-
-    from sandbox_lens.interp.train import stacked
-    from sandbox_lens.interp.train.checkpoint import CKPT_META, CKPT_WEIGHTS
-
-    members = [SimpleNamespace(out=tmp_path / f"seed_{s}") for s in SEEDS]
-    lead = str(members[0].out.resolve())
-
-    def unit(tag: str, fail_at: int | None = None):
-        def write(m, directory):
-            if fail_at is not None and m is members[fail_at]:
-                raise KeyboardInterrupt  # killed while staging
-            (directory / CKPT_WEIGHTS).write_text(tag)
-            (directory / CKPT_META).write_text(json.dumps({"stack_lead": lead, "tag": tag}))
-
-        return write
-
-    def tags() -> list[str]:
-        return [(m.out / CKPT_WEIGHTS).read_text() for m in members]
-
-    for m in members:
-        m.out.mkdir()
-    stacked._commit(members, unit("old"))
-    assert tags() == ["old"] * 3 and not any((m.out / stacked.STAGE).exists() for m in members)
-    with pytest.raises(KeyboardInterrupt):
-        stacked._commit(members, unit("new", fail_at=2))
-    stacked.settle([m.out for m in members])
-    assert tags() == ["old"] * 3 and not any((m.out / stacked.STAGE).exists() for m in members)
-
-    moved = []
-    real_replace = stacked.os.replace
-
-    def replace_then_die(a, b):
-        if len(moved) == 4:  # the commit mark (written by a rename too), the first member's files, the second's weights
-            raise KeyboardInterrupt
-        moved.append(b)
-        real_replace(a, b)
-
-    monkeypatch.setattr(stacked.os, "replace", replace_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        stacked._commit(members, unit("new"))
-    monkeypatch.setattr(stacked.os, "replace", real_replace)
-    assert tags() == ["new", "new", "old"]
-    stacked.settle([m.out for m in members])
-    assert tags() == ["new"] * 3 and not any((m.out / stacked.STAGE).exists() for m in members)
-    assert all(json.loads((m.out / CKPT_META).read_text())["tag"] == "new" for m in members)
-
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (members[1].out / stacked.STAGE).symlink_to(outside)  # a staging directory that leads out of the run
-    with pytest.raises(CheckpointError, match="not a directory the run made"):
-        stacked._commit(members, unit("newer"))
-    assert not list(outside.iterdir()) and tags() == ["new"] * 3
-
-
 def test_a_twin_the_hook_free_engine_cannot_build_is_not_stacked(monkeypatch):
     """On TransformerLens 4.x (or with ALiBi) a seed's twin is not the hook-free one: --seeds trains runs apart."""
     from sandbox_lens.interp.train import stacked

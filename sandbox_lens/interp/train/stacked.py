@@ -13,8 +13,8 @@ A member that stops (its target reached) is finished as a single run is, and the
 A member's checkpoint is a single run's checkpoint (its weights, its slice of the optimizer state) whose metadata
 names the seeds stacked at that moment: a sweep resumes runs whose checkpoints name the same stack at the same step
 as that stack again, bit for bit, and any other as a single run. The members' checkpoints of one evaluation are
-written as one unit (:func:`_commit`: staged, a commit mark, then moved in), so a kill never leaves a stack's
-members at different steps; :func:`settle` finishes or undoes a unit that a kill interrupted.
+written as one unit (:mod:`~sandbox_lens.interp.train.checkpoint_unit`: staged, a commit mark, then moved in), so a
+kill never leaves a stack's members at different steps; ``settle`` finishes or undoes a unit that a kill interrupted.
 
 Stacked are only steps that read no activation (no dropout, sharpening, position shift, contrastive penalty or
 alignment), without a moving average, on a transformer the hook-free twin builds. Whether stacking pays is a matter
@@ -26,19 +26,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from sandbox_lens.interp.errors import CheckpointError, Interrupted, SandboxError
-from sandbox_lens.interp.files import atomic_write, exclusive
-from sandbox_lens.interp.jsonfile import read_json
+from sandbox_lens.interp.files import exclusive
 from sandbox_lens.interp.model.fast import stacked_forward
 from sandbox_lens.interp.tasks.batches import step_rng
-from sandbox_lens.interp.train.checkpoint import CKPT_META, CKPT_WEIGHTS, has_checkpoint, restore, save_checkpoint
+from sandbox_lens.interp.train.checkpoint import has_checkpoint, restore, save_checkpoint
+from sandbox_lens.interp.train.checkpoint_unit import STAGE, commit_unit, settle
 from sandbox_lens.interp.train.config import ModelShape, TrainConfig, run_identity
 from sandbox_lens.interp.train.loop import (
     MAX_STEP_BYTES,
@@ -117,62 +115,6 @@ class _Member:
     identity: dict[str, Any]
     history: list[dict[str, Any]] = field(default_factory=list)
     best: float = 0.0
-
-
-#: A run directory's staging directory: a stack's next checkpoint of that run, until every member's is written.
-STAGE = ".stacked-checkpoint"
-#: In the first member's staging directory: every member's next checkpoint is written (the unit's commit point).
-COMMIT = "commit"
-
-
-def _commit(members: list[_Member], write: Any) -> None:
-    """Every member's checkpoint as one unit: ``write(member, directory)`` stages each in ``member.out/STAGE``; a
-    commit mark in the first member's; then each moves into place and the mark goes last."""
-    lead = members[0].out
-    for m in members:
-        stage = m.out / STAGE
-        if stage.is_symlink() or (stage.exists() and not stage.is_dir()):  # writes stay inside the run directory
-            raise CheckpointError(f"{stage} is not a directory the run made; remove it to go on")
-        stage.mkdir(exist_ok=True)
-        write(m, stage)
-    atomic_write(lead / STAGE / COMMIT, str(lead.resolve()).encode())
-    for m in members:
-        _promote(m.out)
-    (lead / STAGE / COMMIT).unlink()
-    for m in members:
-        shutil.rmtree(m.out / STAGE, ignore_errors=True)
-
-
-def _promote(out: Path) -> None:
-    """Move a staged checkpoint into its run directory (the weights first: they carry the metadata too)."""
-    for name in (CKPT_WEIGHTS, CKPT_META):
-        if (out / STAGE / name).is_file():
-            os.replace(out / STAGE / name, out / name)
-
-
-def settle(directories: list[Path]) -> None:
-    """Finish or undo the checkpoint unit a kill interrupted in these run directories (all of a stack's unfinished
-    runs): a staged checkpoint moves in when its unit's commit mark exists, and is dropped otherwise."""
-    leads = set()
-    known = {Path(d).resolve() for d in directories}  # a lead named outside these is not followed (nor written)
-    for out in directories:
-        stage = Path(out) / STAGE
-        if not stage.is_dir() or stage.is_symlink():
-            continue
-        try:
-            lead = Path(read_json(stage / CKPT_META, error=CheckpointError, what="a staged checkpoint")["stack_lead"])
-        except (CheckpointError, FileNotFoundError, KeyError, TypeError):
-            lead = Path(out)  # the lead's own stage after its files moved in, or a write cut short
-        if lead.resolve() not in known:
-            lead = Path(out)
-        if (lead / STAGE / COMMIT).is_file():
-            _promote(Path(out))
-            leads.add(lead)
-    for lead in leads:
-        (lead / STAGE / COMMIT).unlink(missing_ok=True)
-    for out in directories:
-        if (Path(out) / STAGE).is_dir() and not (Path(out) / STAGE).is_symlink():
-            shutil.rmtree(Path(out) / STAGE, ignore_errors=True)
 
 
 class _Stack:
@@ -350,7 +292,7 @@ def _loop(
             }
             save_checkpoint(directory, m.model, m.opt, meta)
 
-        _commit(members, write)
+        commit_unit([m.out for m in members], lambda i, directory: write(members[i], directory))
 
     def held_out(m: _Member, train_loss: float | None = None) -> None:
         ev = evaluate(m.model, task, config.eval_size, m.config.seed)
