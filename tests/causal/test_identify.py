@@ -22,6 +22,7 @@ from sandbox_lens.interp.model.bare import bare_rest
         ("modular_counter", "C3", 8, "counter"),
         ("krohn_rhodes", "S3", 8, "cascade"),
         ("prefix_scan", "S3", 8, "scan"),
+        ("prefix_scan", "S5", 8, "scan"),  # its windows hold S5's 120 permutations and 5 constant maps
         ("dyck", "2,4", 12, "stack"),
     ],
 )

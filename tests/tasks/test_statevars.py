@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sandbox_lens.interp.tasks.catalogue import get_automaton
 from sandbox_lens.interp.tasks.highlevel import HighLevelError, StateModel
-from sandbox_lens.interp.tasks.statevars import GridVariables, LevelVariables, WindowVariables
+from sandbox_lens.interp.tasks.statevars import GridVariables, LevelVariables, WindowVariables, window_maps
 
 
 def _words(a, n=64, T=24, seed=0):
@@ -101,7 +101,30 @@ def test_unknown_and_unoffered_variables_are_refused_with_what_there_is():
         StateModel(get_automaton("grid3")).variable("depth")
     assert StateModel(get_automaton("grid9")).variables[:2] == ("state", "displacement")  # 8 levels: by name only
     StateModel(get_automaton("grid9")).variable("f8")
-    with pytest.raises(HighLevelError, match="no variable 'window1'"):  # 9^9 maps: no window variable
-        StateModel(get_automaton("grid9")).variable("window1")
+    StateModel(get_automaton("grid9")).variable("window1")  # 212 maps (of 9^9): offered
+    with pytest.raises(HighLevelError, match="no variable 'window1'"):  # 720 + 6 maps: no window variable
+        StateModel(get_automaton("S6")).variable("window1")
     with pytest.raises(HighLevelError, match="no variable 'window0'"):
         StateModel(get_automaton("C3")).variable("window0")
+
+
+@pytest.mark.parametrize(
+    "name, count",
+    [("parity", 4), ("S3", 9), ("S5", 125), ("A5", 65), ("grid5", 34), ("flipflop", 3), ("S6", None)],
+)
+def test_a_window_holds_the_symbols_monoid_or_a_constant_map(name, count):
+    """S5's windows hold its 120 permutations and the 5 constant maps (a window begun before the word), not 5^5
+    maps; S6's 720 + 6 are over the limit."""
+    known = window_maps(get_automaton(name))
+    assert (None if known is None else len(known)) == count
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["S5", "grid5", "S3", "A5"]), st.integers(1, 3), st.integers(1, 20), st.integers(0, 10_000))
+def test_a_window_class_names_the_map_the_window_holds(name, l, T, seed):
+    a = get_automaton(name)
+    w = WindowVariables(a, window_maps(a))
+    words = _words(a, n=8, T=T, seed=seed)
+    classes, defined, n = w.values(words, f"window{l}")
+    assert defined.all() and n == len(w.known) and classes.max() < n
+    assert np.array_equal(w.known[classes], w.maps(words, l)[l])

@@ -28,7 +28,7 @@ from typing import Any
 
 from sandbox_lens.interp.errors import ConstructionError, SandboxError
 from sandbox_lens.interp.tasks.groupvars import group_variables, permutation_group
-from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES, GridVariables, state_variables
+from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES, GridVariables, state_variables, window_maps
 
 __all__ = ["Edge", "Variable", "Algorithm", "ALGORITHMS", "algorithms_for", "resolve", "AlgorithmError"]
 
@@ -135,11 +135,8 @@ def _group(automaton: Any) -> tuple[Any, str | None]:
 
 def _refuse_scan(automaton: Any, T: int) -> str | None:
 
-    if automaton.n_states**automaton.n_states > MAX_WINDOW_VALUES:
-        return (
-            f"{automaton.name}'s window maps take {automaton.n_states}^{automaton.n_states} values, more than "
-            f"{MAX_WINDOW_VALUES}"
-        )
+    if window_maps(automaton) is None:
+        return f"{automaton.name}'s window maps take more than {MAX_WINDOW_VALUES} values (its symbols' monoid)"
     if _levels(T) < 2:
         return f"at length {T} the scan has no intermediate window (it needs T ≥ 3)"
     return None

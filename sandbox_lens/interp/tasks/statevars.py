@@ -11,9 +11,10 @@
   2^l symbols ending at p, δ_p ∘ … ∘ δ_{p−2^l+1} (positions before the word hold the constant map to q0).
   Setting it at p rebuilds the scan tree above that node: w_{l+1}(t) = w_l(t) ∘ w_l(t − 2^l) reads it at
   t = p and t = p + 2^l, and so on up to the last layer, whose map at t, applied to q0, is the output.
-  Only the outputs the node reaches are scored. Offered when the maps have at most
-  :data:`MAX_WINDOW_VALUES` values (|Q|^|Q|); asked for by name (``--variable window2``), not aligned by
-  default (there are ⌈log₂T⌉ − 1 of them).
+  Only the outputs the node reaches are scored. Offered when the maps a window can hold — the transformation
+  monoid the symbols generate, and the constant maps (windows that begin before the word) — are at most
+  :data:`MAX_WINDOW_VALUES` (S5: 120 + 5, not 5^5; :func:`window_maps`); each map is one class, numbered in that
+  list. Asked for by name (``--variable window2``), not aligned by default (there are ⌈log₂T⌉ − 1 of them).
 * **group coordinates** of a permutation automaton of a solvable group (:mod:`sandbox_lens.interp.tasks.groupvars`):
   the Krohn–Rhodes levels ``level<i>`` and the ``sign`` of the prefix. Asked for by name.
 * **symbol** σ_p, the input itself: setting it at p reruns the automaton from p on, so every output t ≥ p is
@@ -33,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.errors import AutomatonError
 from sandbox_lens.interp.tasks.cascade import known_cascade
 from sandbox_lens.interp.tasks.gridworld import grid_axes, start_moves, window_states
+from sandbox_lens.interp.tasks.groups import transformation_semigroup
 from sandbox_lens.interp.tasks.groupvars import group_variables
 
 __all__ = [
@@ -44,9 +47,10 @@ __all__ = [
     "SymbolVariables",
     "MAX_WINDOW_VALUES",
     "state_variables",
+    "window_maps",
 ]
 
-#: window maps are classes |Q|^|Q| (for probes); beyond this they are not offered
+#: the most window maps a prefix scan's window can hold (each a class, for probes); beyond this they are not offered
 MAX_WINDOW_VALUES = 256
 #: a cascade's levels are aligned by default up to this many (more: ask for them by name)
 DEFAULT_LEVELS = 3
@@ -110,12 +114,39 @@ class LevelVariables:
         return labels, scored & _scored(labels)
 
 
-class WindowVariables:
-    """The prefix scan's window maps (see the module docstring)."""
+def window_maps(automaton: Any, limit: int = MAX_WINDOW_VALUES) -> np.ndarray | None:
+    """Every map a window of the prefix scan can hold, sorted (``[m, |Q|]``, images of every state): the products
+    δ_{σ_k} ∘ … ∘ δ_{σ_1} of one or more symbols (the transformation monoid the symbols generate) and the constant
+    maps (a window that begins before the word starts from q0). None when there are more than ``limit``. Computed
+    once per automaton table and limit."""
+    delta = np.asarray(automaton.delta)
+    key = (delta.shape, delta.tobytes(), limit)
+    if key not in _WINDOW_MAPS:
+        _WINDOW_MAPS[key] = _window_maps(automaton, limit)
+    return _WINDOW_MAPS[key]
 
-    def __init__(self, automaton: Any) -> None:
+
+#: :func:`window_maps` by transition table and limit
+_WINDOW_MAPS: dict[tuple[Any, bytes, int], np.ndarray | None] = {}
+
+
+def _window_maps(automaton: Any, limit: int) -> np.ndarray | None:
+    Q = automaton.n_states
+    try:
+        monoid = transformation_semigroup(automaton, max_size=limit)
+    except AutomatonError:
+        return None
+    found = set(monoid.elements) | {(q,) * Q for q in range(Q)}
+    return np.array(sorted(found), dtype=np.int64) if len(found) <= limit else None
+
+
+class WindowVariables:
+    """The prefix scan's window maps (see the module docstring); ``known``: :func:`window_maps`'s list."""
+
+    def __init__(self, automaton: Any, known: np.ndarray | None = None) -> None:
         self.automaton = automaton
         self.default: tuple[str, ...] = ()
+        self.known = window_maps(automaton, limit=automaton.n_states**automaton.n_states) if known is None else known
 
     def accepts(self, name: str) -> bool:
         return name.startswith("window") and name[6:].isdigit() and int(name[6:]) >= 1
@@ -139,9 +170,12 @@ class WindowVariables:
         return max(l, 1, math.ceil(math.log2(T)) if T > 1 else 1)
 
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
-        l, Q = int(name[6:]), self.automaton.n_states
-        w = self.maps(words, l)[l]
-        return w @ (Q ** np.arange(Q)), np.ones(words.shape, dtype=bool), Q**Q
+        """Each window map's index in :attr:`known` (its class), every position defined, the number of classes."""
+        w = self.maps(words, int(name[6:]))[int(name[6:])]
+        rows, inverse = np.unique(w.reshape(-1, w.shape[-1]), axis=0, return_inverse=True)
+        index = {tuple(m): i for i, m in enumerate(self.known.tolist())}
+        classes = np.array([index[tuple(r)] for r in rows.tolist()], dtype=np.int64)
+        return classes[inverse.reshape(-1)].reshape(words.shape), np.ones(words.shape, dtype=bool), len(self.known)
 
     def counterfactual(
         self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
@@ -276,8 +310,9 @@ def state_variables(automaton: Any, cascade: Any = None) -> list[Any]:
     axes = grid_axes(automaton)
     if axes is not None and len(axes) == 1 and axes[0].S >= 1:
         out.append(GridVariables(automaton, axes[0]))
-    if automaton.n_states**automaton.n_states <= MAX_WINDOW_VALUES:
-        out.append(WindowVariables(automaton))
+    known = window_maps(automaton)
+    if known is not None:
+        out.append(WindowVariables(automaton, known))
 
     group = group_variables(automaton)
     if group is not None:
