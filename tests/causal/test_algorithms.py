@@ -37,6 +37,8 @@ def test_each_task_gets_the_algorithms_it_can_have():
         ("parity_first", "C3", 8, "no odd permutation"),
         ("parity_first", "A4", 8, "no odd permutation"),
         ("parity_first", "parity", 8, "sign is its state"),
+        ("parity_first", "A5", 8, "no odd permutation"),
+        ("parity_first", "S7", 8, "more than 1024 elements"),
         ("scan", "C3", 2, "no intermediate window"),
         ("scan", "S6", 8, "window maps"),
         ("stack", "C3", 8, "dyck tasks"),
@@ -53,8 +55,8 @@ def test_a_candidate_the_task_cannot_have_is_refused_in_one_line(spec, automaton
 
 def test_all_skips_what_does_not_apply_and_says_why():
     ok, refused = resolve("all", "automaton", get_automaton("S5"), 8)
-    assert [a.name for a in ok] == ["sequential", "scan"]  # S5's windows hold 125 maps (the group and 5 constants)
-    assert "not solvable" in refused["cascade"] and "scan" not in refused
+    assert [a.name for a in ok] == ["sequential", "scan", "parity_first"]  # windows: 125 maps (120 + 5 constants)
+    assert "not solvable" in refused["cascade"] and "scan" not in refused and "parity_first" not in refused
     ok, refused = resolve("all", "automaton", get_automaton("S6"), 8)
     assert [a.name for a in ok] == ["sequential"] and "window maps" in refused["scan"]
     assert [a.name for a in resolve("scan, counter", "automaton", get_automaton("C3"), 8)[0]] == ["scan", "counter"]
@@ -107,3 +109,32 @@ def test_a_symbol_swapped_reruns_the_automaton_from_there():
     words[:, 2] = source[:, 2]
     assert np.array_equal(labels, a.run(words))
     assert scored[:, 2:].all() and not scored[:, :2].any()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_a_group_with_no_cascade_still_has_its_sign(seed):
+    """S5 is not solvable: no levels, but its sign (parity first) comes from composing the symbols, and it agrees with
+    the cascade's wherever both exist (S3, S4)."""
+    from sandbox_lens.interp.tasks.groupvars import SignVariables
+
+    a = get_automaton("S5")
+    f = group_variables(a)
+    assert isinstance(f, SignVariables) and f.names == ("sign",) and len(f.image) == 120
+    r = np.random.default_rng(seed)
+    words, other = r.integers(len(a.alphabet), size=(2, 12, 9))
+    assert np.array_equal(f.image[f._group(words)], a.run(words))
+    odd = np.array([1, 0])  # (0 1) is odd, (0 1 2 3 4) even
+    assert np.array_equal(f.values(words, "sign")[0], np.cumsum(odd[words], axis=1) % 2)
+    assert np.array_equal(f.counterfactual(words, words, 4, "sign", "parallel")[0], a.run(words))
+    for name in ("S3", "S4"):
+        b = get_automaton(name)
+        cascade = group_variables(b)
+        direct = SignVariables(b, sorted(cascade.index))
+        w, o = r.integers(len(b.alphabet), size=(2, 12, 9))
+        assert np.array_equal(direct.values(w, "sign")[0], cascade.values(w, "sign")[0])
+        got, want = (
+            direct.counterfactual(w, o, 5, "sign", "parallel"),
+            cascade.counterfactual(w, o, 5, "sign", "parallel"),
+        )
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

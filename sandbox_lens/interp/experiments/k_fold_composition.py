@@ -14,9 +14,10 @@ after 1, 2, 4, …, k symbols (a mixture of 1-, 2-, 4-, …, k-fold data), and e
   look-back target is a symbol), the prefix scan's look-back — the construction scores 1 — beside random-init
   twins of the same shape (the null of a maximum over heads);
 * which algorithm each learned every-prefix twin at the largest k runs, causally
-  (:func:`~sandbox_lens.interp.causal.identify.identify`: every candidate S5 can have — the recurrent update and the
-  prefix scan, whose windows hold S5's 120 permutations and 5 constant maps — by interchange interventions at every
-  residual and component site, beside random-init nulls searched the same way). Attention that does not look
+  (:func:`~sandbox_lens.interp.causal.identify.identify`: every candidate S5 can have — the recurrent update, the
+  prefix scan (AA; its windows hold S5's 120 permutations and 5 constant maps) and parity first, then the scan (Li,
+  Guo & Andreas's PAA) — by interchange interventions at every residual and component site, beside random-init nulls
+  searched the same way). Attention that does not look
   2^(ℓ−1) back does not rule the scan out: its windows could be built by other heads.
 
 The paper's own numbers are not in this project's references: what is ruled is the direction the issue gives, with
@@ -233,10 +234,10 @@ def _identified_table(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, A
     for t in _twins(per, k, "every"):
         found = t.get("identified")
         if found is None:
-            rows.append([t["seed"], f"{t['hops'][-1]:.3f}", "not identified (did not learn)", "", "", "", ""])
+            rows.append([t["seed"], f"{t['hops'][-1]:.3f}", "not identified (did not learn)", "", "", "", "", ""])
             continue
         cells = []
-        for name in ("scan", "sequential"):
+        for name in ("scan", "parity_first", "sequential"):
             c = found["candidates"].get(name)
             cells.append(
                 "not applicable"
@@ -258,6 +259,7 @@ def _identified_table(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, A
             "identified",
             "stability",
             "prefix scan: status, abstraction score",
+            "parity first, then scan",
             "recurrent update",
             "the scan's variables",
         ],

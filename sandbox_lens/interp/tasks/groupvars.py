@@ -18,7 +18,10 @@ coordinates (notes: algorithms-and-methods.md, table (a)):
   output p = (τ(ε'_p) ∘ h_p)(q0); no other output reads it.
 
 Both are offered by :func:`group_variables` beside the state of every permutation automaton of a solvable group
-(:func:`sandbox_lens.interp.tasks.statevars.state_variables`), asked for by name as the rival algorithms
+(:func:`sandbox_lens.interp.tasks.statevars.state_variables`); a group that is not solvable (S5, A5) has no cascade
+but, where it has an odd permutation and at most :data:`MAX_SIGN_GROUP` elements, its ``sign``
+(:class:`SignVariables`, the prefix's element by direct composition). They are asked for by name as the rival
+algorithms
 (:mod:`sandbox_lens.interp.causal.algorithms`) and ``interp train --align krohn_rhodes`` do; neither is aligned by
 default.
 """
@@ -31,11 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.errors import ConstructionError
-from sandbox_lens.interp.tasks.groups import compose
+from sandbox_lens.interp.errors import AutomatonError, ConstructionError
+from sandbox_lens.interp.tasks.groups import compose, transformation_semigroup
 from sandbox_lens.interp.tasks.solvable import inverse, order_of, plan_solvable_group
 
-__all__ = ["GroupVariables", "group_variables", "permutation_group", "is_permutation_automaton"]
+__all__ = ["GroupVariables", "SignVariables", "group_variables", "permutation_group", "is_permutation_automaton"]
+
+#: The largest group (elements) whose sign is offered without a solvable plan: its composition table is E² entries.
+MAX_SIGN_GROUP = 1024
 
 
 def is_permutation_automaton(automaton: Any) -> bool:
@@ -67,21 +73,83 @@ def _parity(g: tuple[int, ...]) -> int:
     return sum(1 for i, j in itertools.combinations(range(len(g)), 2) if g[i] > g[j]) % 2
 
 
-class GroupVariables:
-    """``level<i>`` and ``sign`` of a permutation automaton (see the module docstring), as a family of
-    :class:`~sandbox_lens.interp.tasks.highlevel.StateModel` variables."""
+class _Signed:
+    """A permutation group's elements, their composition table, and the prefix's ``sign`` (parity first): what
+    :class:`GroupVariables` and :class:`SignVariables` share. ``_group(words)`` gives each prefix's element."""
 
     default: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
 
-    def __init__(self, automaton: Any, plan: Any) -> None:
-
-        self.automaton, self.plan = automaton, plan
-        elements = list(plan.elements)
+    def _elements(self, automaton: Any, elements: list[tuple[int, ...]]) -> None:
+        self.automaton = automaton
         self.index = {g: i for i, g in enumerate(elements)}
-        E = len(elements)
         self.compose = np.array([[self.index[compose(f, g)] for g in elements] for f in elements], dtype=np.int64)
         self.image = np.array([g[automaton.initial] for g in elements], dtype=np.int64)
         self.symbol = np.array([self.index[automaton.transition_map(s)] for s in range(len(automaton.alphabet))])
+        odd = [g for g in elements if _parity(g)]
+        self.has_sign = bool(odd)
+        if odd:
+            lift = min(odd, key=lambda g: (order_of(g), g))
+            self.sign = np.array([_parity(g) for g in elements], dtype=np.int64)
+            self.lift = np.array([self.index[tuple(range(len(lift)))], self.index[lift]], dtype=np.int64)
+            self.inverse = np.array([self.index[inverse(g)] for g in elements], dtype=np.int64)
+
+    def _group(self, words: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _sign_values(self, words: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        return self.sign[self._group(words)], np.ones(words.shape, dtype=bool), 2
+
+    def _sign_counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Output p = (τ(ε'_p) ∘ h_p)(q0): the base's even part with the source's sign; no other output reads it."""
+        scored = np.zeros(base.shape, dtype=bool)
+        g = self._group(base)
+        labels = self.image[g]
+        eps = self.sign[self._group(source)[:, position]]
+        h = self.compose[self.inverse[self.lift[self.sign[g[:, position]]]], g[:, position]]
+        labels[:, position] = self.image[self.compose[self.lift[eps], h]]
+        scored[:, position] = True
+        return labels, scored
+
+
+class SignVariables(_Signed):
+    """``sign`` of a permutation automaton whose group is not solvable (no cascade levels): each prefix's element
+    by composing its symbols, g_p = σ_p ∘ g_{p−1}."""
+
+    def __init__(self, automaton: Any, elements: list[tuple[int, ...]]) -> None:
+        self._elements(automaton, elements)
+        self.names = ("sign",) if self.has_sign else ()
+
+    def _group(self, words: np.ndarray) -> np.ndarray:
+        x = self.symbol[np.asarray(words, dtype=np.int64)]
+        g = np.empty_like(x)
+        if x.shape[1]:
+            g[:, 0] = x[:, 0]
+        for t in range(1, x.shape[1]):
+            g[:, t] = self.compose[x[:, t], g[:, t - 1]]
+        return g
+
+    def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        return self._sign_values(words)
+
+    def counterfactual(
+        self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self._sign_counterfactual(base, source, position)
+
+
+class GroupVariables(_Signed):
+    """``level<i>`` and ``sign`` of a permutation automaton (see the module docstring), as a family of
+    :class:`~sandbox_lens.interp.tasks.highlevel.StateModel` variables."""
+
+    def __init__(self, automaton: Any, plan: Any) -> None:
+
+        self.plan = plan
+        elements = list(plan.elements)
+        self._elements(automaton, elements)
+        E = len(elements)
         self.levels = []
         for level in plan.levels:
             radix = np.cumprod([1, *level.orders[:0:-1]])[::-1]  # mixed radix of the level's coordinate P
@@ -100,15 +168,7 @@ class GroupVariables:
                 dtype=np.int64,
             )
             self.levels.append({"coord": coord, "tau": tau, "mix": mix, "add": add, "size": len(values)})
-        self.names = tuple(f"level{i + 1}" for i in range(len(self.levels)))
-        odd = [g for g in elements if _parity(g)]
-        self.has_sign = bool(odd)
-        if odd:
-            self.names += ("sign",)
-            lift = min(odd, key=lambda g: (order_of(g), g))
-            self.sign = np.array([_parity(g) for g in elements], dtype=np.int64)
-            self.lift = np.array([self.index[tuple(range(len(lift)))], self.index[lift]], dtype=np.int64)
-            self.inverse = np.array([self.index[inverse(g)] for g in elements], dtype=np.int64)
+        self.names = tuple(f"level{i + 1}" for i in range(len(self.levels))) + (("sign",) if self.has_sign else ())
 
     def prefixes(self, words: np.ndarray, override: tuple[int, int, np.ndarray] | None = None) -> list[np.ndarray]:
         """Each level's prefix coordinate P^i ``[n, T]`` (as codes), ``override`` = (level, position, codes) set
@@ -141,22 +201,16 @@ class GroupVariables:
 
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         if name == "sign":
-            return self.sign[self._group(words)], np.ones(words.shape, dtype=bool), 2
+            return self._sign_values(words)
         i = self.names.index(name)
         return self.prefixes(words)[i], np.ones(words.shape, dtype=bool), self.levels[i]["size"]
 
     def counterfactual(
         self, base: np.ndarray, source: np.ndarray, position: int, name: str, mode: str
     ) -> tuple[np.ndarray, np.ndarray]:
-        scored = np.zeros(base.shape, dtype=bool)
         if name == "sign":
-            g = self._group(base)
-            labels = self.image[g]
-            eps = self.sign[self._group(source)[:, position]]
-            h = self.compose[self.inverse[self.lift[self.sign[g[:, position]]]], g[:, position]]
-            labels[:, position] = self.image[self.compose[self.lift[eps], h]]
-            scored[:, position] = True
-            return labels, scored
+            return self._sign_counterfactual(base, source, position)
+        scored = np.zeros(base.shape, dtype=bool)
         i = self.names.index(name)
         value = self.prefixes(source)[i][:, position]
         labels = self.image[self.elements(self.prefixes(base, (i, position, value)))]
@@ -166,18 +220,25 @@ class GroupVariables:
         return labels, scored
 
 
-def group_variables(automaton: Any) -> GroupVariables | None:
-    """The family for ``automaton`` (computed once per automaton), or None where it is not a permutation automaton
-    of a solvable group."""
+def group_variables(automaton: Any) -> GroupVariables | SignVariables | None:
+    """The family for ``automaton`` (computed once per automaton): :class:`GroupVariables` for a permutation
+    automaton of a solvable group, :class:`SignVariables` for another permutation group of at most
+    :data:`MAX_SIGN_GROUP` elements with an odd permutation, otherwise None."""
     if not is_permutation_automaton(automaton):
         return None  # not a group: no sympy
     return _family(automaton.name, automaton.delta.tobytes(), automaton.initial, automaton)
 
 
 @functools.lru_cache(maxsize=64)
-def _family(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | None:
+def _family(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | SignVariables | None:
 
     try:
         return GroupVariables(automaton, permutation_group(automaton))
     except ConstructionError:
+        pass
+    try:
+        group = transformation_semigroup(automaton, max_size=MAX_SIGN_GROUP)
+    except AutomatonError:
         return None
+    family = SignVariables(automaton, sorted(group.elements | {tuple(range(automaton.n_states))}))
+    return family if family.has_sign else None
