@@ -67,6 +67,25 @@ print(found["verdict"])
 display(Image(candidates_png(found)))
 
 # %% [markdown]
+# ## S5: the scan, parity first, or the recurrent update
+#
+# S5 is not solvable, so it has no cascade; its rivals are the ones Li, Guo & Andreas (2025) saw language models
+# choose between: the associative scan (AA) and parity first, then the scan (PAA). A window of the scan holds one
+# of S5's 120 permutations (or, for a window that begins before the word, a constant map), and the prefix's sign
+# comes from composing its symbols. The prefix scan construction is identified as the scan. PAA fails at its
+# `sign` alone: the construction keeps no sign apart from the state, so no site moves it by itself.
+
+# %%
+s5 = sl.load("prefix_scan", "S5", length=8)
+found = identify(s5, "all", nulls=nulls_of(s5, 0, n=1), pairs=32)
+print(found["verdict"])
+for row in found["candidates"]:
+    print(
+        f"   {row['algorithm']:<12} {row['status']:<8} score {row['score']['iia']:.3f}  "
+        + ", ".join(f"{v['variable']} {v['iia']:.2f}" for v in row["variables"])
+    )
+
+# %% [markdown]
 # ## A twin
 #
 # A 2-layer twin of C3, trained for a few hundred steps on a CPU. Its score for each candidate is the IIA of all
