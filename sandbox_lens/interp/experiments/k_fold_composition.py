@@ -54,6 +54,7 @@ LEARNED = 0.9  # k-fold accuracy a twin needs for its attention to be read
 GAP = 0.1  # the smallest mean k-fold accuracy gap (every prefix − final only) that counts as "harder"
 LOOKBACK = 0.5  # a head "looks 2^(ℓ−1) back" when it puts at least this weight there on average
 NULL_MODELS = 10  # random-init twins per k: the null of the best head's look-back weight
+SCANS = ("scan", "parity_first")  # the identified algorithms that compose windows of 2^l symbols (AA and PAA)
 
 RULES = {
     "harder": Rule(
@@ -77,8 +78,9 @@ RULES = {
     ),
     "scan exact": exactness_rule("k at which the prefix scan construction is not exact"),
     "runs the scan": Rule(
-        "share of the learned every-prefix twins at the largest k identified as the prefix scan by interchange "
-        "interventions (beside random-init nulls)",
+        "share of the learned every-prefix twins at the largest k identified, by interchange interventions beside "
+        "random-init nulls, as the prefix scan or as parity first, then the scan (both compose windows of 2^l "
+        "symbols)",
         "above",
         0.5,
         unit="twins",
@@ -272,11 +274,12 @@ def _identified_table(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, A
 
 def _causal_claim(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, Any]) -> None:
     put = [t for t in _twins(per, k, "every") if "identified" in t]
-    scan = [t for t in put if t["identified"]["identified"] == "scan"]
+    scan = [t for t in put if t["identified"]["identified"] in SCANS]
     verdicts = ", ".join(f"seed {t['seed']}: {t['identified']['identified']}" for t in put)
     ctx.rule(
         f"Twins that compose k permutations run the prefix scan (every prefix, k = {k})",
-        "a log-depth learner composes windows of 1, 2, 4, … symbols (Theorem 10's prefix scan)",
+        "a log-depth learner composes windows of 1, 2, 4, … symbols (Theorem 10's prefix scan; Li, Guo & Andreas "
+        "2025: associative or parity-associative)",
         RULES["runs the scan"],
         Estimate(
             len(scan) / len(put) if put else None,
@@ -285,7 +288,8 @@ def _causal_claim(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, Any])
             "twins",
             "share with a 95% Wilson interval",
         ),
-        f"{len(scan)} of {len(put)} learned every-prefix twins identified as the scan ({verdicts or 'none learned'})",
+        f"{len(scan)} of {len(put)} learned every-prefix twins identified as the scan or parity first, then the scan "
+        f"({verdicts or 'none learned'})",
         floor=None if put else "no every-prefix twin learned its task",
     )
 
