@@ -3,6 +3,10 @@
 The CLI turns these into a one-line message and exit status 2; anything else is a bug.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class SandboxError(Exception):
     """Base class for errors caused by bad input (never by a bug)."""
@@ -54,3 +58,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int, message: str) -> None:
         super().__init__(message)
         self.signum = signum
+
+    def __reduce__(self) -> tuple[Any, tuple[int, str]]:
+        """Pickled with both arguments: a pool worker's run stopped by a signal reaches the parent as itself."""
+        return type(self), (self.signum, str(self))

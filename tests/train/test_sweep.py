@@ -170,3 +170,17 @@ def test_population_analyses_of_a_sweep(tmp_path, capsys):
     assert json.loads((tmp_path / "population.json").read_text()) == json.loads(json.dumps(result))
     assert main(["population", str(tmp_path / "nothing")]) == 2
     assert "no training runs" in capsys.readouterr().err
+
+
+def test_a_pool_job_stopped_by_a_signal_reaches_the_parent_as_itself():
+    """A worker's run stopped by Ctrl-C raises Interrupted with two arguments; it must pickle back to the parent (it
+    used to fail to unpickle there, and the parent saw a BrokenProcessPool with a traceback)."""
+    import pickle
+    import signal
+
+    from sandbox_lens.interp.errors import Interrupted
+
+    back = pickle.loads(pickle.dumps(Interrupted(signal.SIGINT, "interrupted at step 3; --resume continues it")))
+    assert (
+        isinstance(back, Interrupted) and back.signum == signal.SIGINT and str(back).endswith("--resume continues it")
+    )

@@ -218,6 +218,42 @@ def _die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: In a pool worker: whether it is running a job (a signal then stops the job; an idle worker lets it pass).
+_BUSY = False
+
+
+class _Busy:
+    """``fn`` as a pool job, marking the worker busy while it runs (picklable: ``fn`` is a module-level function)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, job: Any) -> Any:
+        global _BUSY
+        _BUSY = True
+        try:
+            return self.fn(job)
+        finally:
+            _BUSY = False
+
+
+def _worker_start(parent: int) -> None:
+    """A pool worker's start: killed with the parent (:func:`_die_with_parent`); Ctrl-C and SIGTERM, which reach
+    every process of the group, stop a running job as they stop a run alone (the training loop checkpoints), and pass
+    over an idle worker without a traceback (the parent, which got them too, shuts the pool down)."""
+    import signal
+
+    from sandbox_lens.interp.errors import Interrupted
+
+    def stop(signum: int, frame: Any) -> None:
+        if _BUSY:
+            raise Interrupted(signum, "interrupted" if signum == signal.SIGINT else "terminated")
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    _die_with_parent(parent)
+
+
 def run_pool(
     fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int | None, progress: bool, desc: str, unit: str = "run"
 ) -> list[Any]:
@@ -230,9 +266,11 @@ def run_pool(
         return [fn(j) for j in progress_bar(jobs, disable=not progress, desc=desc, unit=unit)]
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
     try:
-        results = list(progress_bar(pool.map(fn, jobs), total=len(jobs), disable=not progress, desc=desc, unit=unit))
+        results = list(
+            progress_bar(pool.map(_Busy(fn), jobs), total=len(jobs), disable=not progress, desc=desc, unit=unit)
+        )
     except BaseException:  # Ctrl-C or a failed run: start no queued run (the running ones checkpoint and stop)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
