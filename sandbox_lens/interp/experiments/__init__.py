@@ -208,10 +208,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             section="arXiv 2505.23683 (the issue's reading), beside Theorem 10's prefix scan",
             claim="Composing k permutations is harder to learn from final states alone than from every prefix; a "
             "mixture of 1, 2, 4, …, k-fold data suffices; shorter hops are learned first; layer ℓ attends 2^(ℓ−1) "
-            "back, as the prefix scan does.",
+            "back, as the prefix scan does; the twins run the scan (AA or PAA), by interchange interventions.",
             scale="S5 at k ∈ {8, 16}; twins of log₂ k layers (2 heads, width 64); 3000 steps × batch 32, 20 kept "
-            "checkpoints; 5 seeds per supervision; 500 held-out words per k; 10 random-init twins per k",
-            minutes=20.0,
+            "checkpoints; 5 seeds per supervision; 500 held-out words per k; 10 random-init twins per k; the "
+            "every-prefix twins at k = 16 identified on 128 pairs per split beside 5 random-init nulls",
+            minutes=30.0,
             takes=("automaton",),
             defaults={"automaton": "S5"},
             module="sandbox_lens.interp.experiments.k_fold_composition",
