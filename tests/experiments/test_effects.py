@@ -245,3 +245,36 @@ def test_length_generalisation_drops_and_position_codes_from_synthetic_rows(tmp_
     lstm = by["parity: the LSTM keeps its accuracy at 16 × N"]
     assert lstm["estimate"]["values"] == pytest.approx([1.0] * 6) and lstm["verdict"] == "reproduced"
     assert by["The constructions are exact at every length"]["verdict"] == "reproduced"
+
+
+@pytest.mark.parametrize(
+    "identified, verdict",
+    [
+        (["scan", "parity_first", "scan", "scan", "scan"], "reproduced"),  # PAA composes windows too
+        (["none"] * 5, "not reproduced"),
+        (["scan", "scan", "none", "inconclusive", "scan"], "inconclusive"),  # 3 of 5: [0.23, 0.88]
+        (["scan", "scan", "scan"], "inconclusive"),  # all three, but [0.44, 1] reaches under 0.5
+    ],
+)
+def test_k_fold_counts_twins_identified_as_a_scan_and_skips_the_unlearned(tmp_path, identified, verdict):
+    """The causal row counts learned every-prefix twins identified as the scan or parity first (a Wilson interval of
+    the share against 0.5); a twin that did not learn carries no identification and is not counted."""
+    from sandbox_lens.interp.experiments import k_fold_composition
+
+    per = {
+        f"k16-every {s}": {
+            "k": 16,
+            "supervision": "every",
+            "seed": s,
+            "hops": [1.0] * 16,
+            "identified": {"identified": v},
+        }
+        for s, v in enumerate(identified)
+    }
+    per["k16-every 9"] = {"k": 16, "supervision": "every", "seed": 9, "hops": [0.2] * 16}  # did not learn
+    ctx = _ctx("k-fold-composition", tmp_path, seeds=len(identified))
+    k_fold_composition._causal_claim(ctx, per, 16, {"pairs": 128, "nulls": 5})
+    row = ctx.claims[0]
+    hits = sum(v in ("scan", "parity_first") for v in identified)
+    assert row["estimate"]["value"] == pytest.approx(hits / len(identified)) and row["estimate"]["n"] == len(identified)
+    assert row["verdict"] == verdict, row
