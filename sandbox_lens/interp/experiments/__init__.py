@@ -211,7 +211,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "back, as the prefix scan does; the twins run the scan (AA or PAA), by interchange interventions.",
             scale="S5 at k ∈ {8, 16}; twins of log₂ k layers (2 heads, width 64); 3000 steps × batch 32, 20 kept "
             "checkpoints; 5 seeds per supervision; 500 held-out words per k; 10 random-init twins per k; the "
-            "every-prefix twins at k = 16 identified on 128 pairs per split beside 5 random-init nulls",
+            "every-prefix twins at k = 16 identified on 128 pairs per split, with DAS sites, beside 5 random-init nulls",
             minutes=30.0,
             takes=("automaton",),
             defaults={"automaton": "S5"},

@@ -16,8 +16,8 @@ after 1, 2, 4, …, k symbols (a mixture of 1-, 2-, 4-, …, k-fold data), and e
 * which algorithm each learned every-prefix twin at the largest k runs, causally
   (:func:`~sandbox_lens.interp.causal.identify.identify`: every candidate S5 can have — the recurrent update, the
   prefix scan (AA; its windows hold S5's 120 permutations and 5 constant maps) and parity first, then the scan (Li,
-  Guo & Andreas's PAA) — by interchange interventions at every residual and component site, beside random-init nulls
-  searched the same way). Attention that does not look
+  Guo & Andreas's PAA) — by interchange interventions at every residual and component site and at a DAS subspace
+  per variable, as ``algorithm-census`` does, beside random-init nulls searched the same way). Attention that does not look
   2^(ℓ−1) back does not rule the scan out: its windows could be built by other heads.
 
 The paper's own numbers are not in this project's references: what is ruled is the direction the issue gives, with
@@ -33,6 +33,7 @@ import numpy as np
 
 from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.causal.align import nulls_of
+from sandbox_lens.interp.causal.fitted import STEPS
 from sandbox_lens.interp.experiments.algorithm_census import identified_row
 from sandbox_lens.interp.experiments.base import Context, ExperimentError
 from sandbox_lens.interp.experiments.rules import Rule, count, exactness_rule
@@ -90,9 +91,9 @@ RULES = {
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"ks": (4,), "steps": 60, "words": 64, "checkpoints": 4, "pairs": 16, "nulls": 1}
-    # the identification's scale (pairs per split, nulls): algorithm-census's, without its DAS sites
-    return {"ks": (8, 16), "steps": 3000, "words": 500, "checkpoints": 20, "pairs": 128, "nulls": 5}
+        return {"ks": (4,), "steps": 60, "words": 64, "checkpoints": 4, "pairs": 16, "nulls": 1, "das_steps": 5}
+    # the identification's scale (pairs per split, nulls, DAS sites at the command's own steps): algorithm-census's
+    return {"ks": (8, 16), "steps": 3000, "words": 500, "checkpoints": 20, "pairs": 128, "nulls": 5, "das_steps": STEPS}
 
 
 def check(options: dict[str, Any]) -> None:
@@ -197,7 +198,7 @@ def _identify(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, Any]) -> 
             continue
         model = load_trained(d)
         nulls = nulls or nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-        twin["identified"] = identified_row(model, nulls, sc["pairs"])
+        twin["identified"] = identified_row(model, nulls, sc["pairs"], sc["das_steps"])
 
 
 def _twins(per: dict[str, Any], k: int, sup: str) -> list[dict[str, Any]]:
@@ -267,8 +268,9 @@ def _identified_table(ctx: Context, per: dict[str, Any], k: int, sc: dict[str, A
         ],
         rows,
         note=f"{sc['pairs']} pairs per split (fit, select, test), {sc['nulls']} random-init nulls searched the same "
-        "way; residual and component sites at every position, no DAS subspaces. 'inconclusive': fewer than 80% of "
-        "resamples of the select and test words agree.",
+        "way; residual and component sites at every position, and a DAS subspace per variable at every residual site "
+        f"({sc['das_steps']} steps; chosen only where it beats the untrained readout). 'inconclusive': fewer than 80% "
+        "of resamples of the select and test words agree.",
     )
 
 
