@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.interp.errors import CheckpointError, OptionError, SandboxError
+from sandbox_lens.interp.errors import CheckpointError, Interrupted, OptionError, SandboxError
 from sandbox_lens.interp.files import atomic_write, exclusive
 from sandbox_lens.interp.jsonfile import read_json
 from sandbox_lens.interp.progress import bar as progress_bar
@@ -242,8 +242,6 @@ def _worker_start(parent: int) -> None:
     every process of the group, stop a running job as they stop a run alone (the training loop checkpoints), and pass
     over an idle worker without a traceback (the parent, which got them too, shuts the pool down)."""
     import signal
-
-    from sandbox_lens.interp.errors import Interrupted
 
     def stop(signum: int, frame: Any) -> None:
         if _BUSY:
