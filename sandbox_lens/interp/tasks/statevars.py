@@ -147,6 +147,7 @@ class WindowVariables:
         self.automaton = automaton
         self.default: tuple[str, ...] = ()
         self.known = window_maps(automaton, limit=automaton.n_states**automaton.n_states) if known is None else known
+        self.index = {tuple(m): i for i, m in enumerate(self.known.tolist())}  # a map's class
 
     def accepts(self, name: str) -> bool:
         return name.startswith("window") and name[6:].isdigit() and int(name[6:]) >= 1
@@ -171,10 +172,10 @@ class WindowVariables:
 
     def values(self, words: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         """Each window map's index in :attr:`known` (its class), every position defined, the number of classes."""
-        w = self.maps(words, int(name[6:]))[int(name[6:])]
+        l = int(name[6:])
+        w = self.maps(words, l)[l]
         rows, inverse = np.unique(w.reshape(-1, w.shape[-1]), axis=0, return_inverse=True)
-        index = {tuple(m): i for i, m in enumerate(self.known.tolist())}
-        classes = np.array([index[tuple(r)] for r in rows.tolist()], dtype=np.int64)
+        classes = np.array([self.index[tuple(r)] for r in rows.tolist()], dtype=np.int64)
         return classes[inverse.reshape(-1)].reshape(words.shape), np.ones(words.shape, dtype=bool), len(self.known)
 
     def counterfactual(
