@@ -11,11 +11,12 @@ written in block 0, on fresh residual coordinates, so the construction's own par
   The sum is exactly 0 on every input, so the model is unchanged; patching *one* of the two moves
   the logits. A method that patches one edge at a time sees two important heads; jointly they do
   nothing. The ground truth detects the pair from the weights (equal W_Q·W_Kᵀ, opposite W_V·W_O).
-* ``backup`` — two routes, either sufficient: two heads with one pattern copy the word into their own
-  coordinates, and block 0's MLP takes their maximum (ReLU(a) + ReLU(b − a)), which the unembedding
-  reads weakly (a twentieth of its largest weight). Zeroing either head leaves the maximum unchanged;
-  zeroing both does not — an OR under zero ablation, recorded in the options as
-  ``negative_routes`` so the ground truth scores it as one (``sandbox_lens.interp.circuits.levels``).
+* ``backup`` — two routes, either sufficient, that carry the construction's *whole token input*: a block put in
+  front of the construction, whose two self-attending heads copy the token and whose MLP takes their maximum
+  (:mod:`sandbox_lens.constructions.backup`). Under zero ablation it is an OR (zeroing one route changes nothing,
+  zeroing both removes the input), recorded in the options as ``negative_routes`` so the ground truth scores it
+  as one item (``sandbox_lens.interp.circuits.levels``). It is in the circuit, not beside it; the other gadgets
+  join its block.
 * ``constant`` — the "looks important" trap: a head whose attention is sharp and depends on the
   word but whose value reads ``neg_one`` (1 at every token), so its output is the constant 1 whatever
   it attends to. It writes ``neg_bias``, which the unembedding reads, and the unembedding's bias
@@ -31,10 +32,11 @@ methods is reported across a sweep of each rather than at one hand-set value, ea
   its argmax: a patched query or key input still moves the pattern (patching sees it), but the gradient
   through the softmax vanishes (attribution does not);
 
-A dial needs its gadget (``negative_gain`` needs ``cancel`` or ``constant``, ``negative_sharpness`` any):
+A dial needs its gadget (``negative_gain`` needs ``cancel`` or ``constant``, ``negative_sharpness`` any but ``backup``,
+whose heads must attend exactly to their own position):
 asked for alone, it is refused in one line. Both keep every family exact over their whole range
 (``tests/constructions/test_dials.py``), because neither changes what the gadgets sum to. A dial that does —
-a cancelling pair off by a margin, a stronger backup read-out — moves the construction's own logits by its
+a cancelling pair off by a margin — moves the construction's own logits by its
 size times the unembedding's largest weight, which breaks the prefix scan at a margin of 0.01 (measured);
 it needs a scale relative to the construction's logit gaps and is not offered yet.
 """
@@ -48,6 +50,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from sandbox_lens.constructions.backup import add_backup_block
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import MLP, ConstructionSpec, Head
 
@@ -59,9 +62,6 @@ SHARP = 8.0
 #: How strongly the unembedding reads the gadgets' outputs, relative to its largest weight: enough that
 #: patching one head of the cancelling pair moves the logit difference by about a tenth of its range.
 GAIN = 20.0
-#: The backup routes' read-out, relative to the unembedding's largest weight: small enough to leave every
-#: answer as it was (verified), large enough to move the logit difference.
-BACKUP_GAIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class Dials:
 #: option name → (Dials field, the gadgets it dials (any one suffices), lowest, highest, what it sets).
 DIALS: dict[str, tuple[str, tuple[str, ...], float, float, str]] = {
     "negative_gain": ("gain", ("cancel", "constant"), 1e-3, 1e3, "the read-out of the cancelling and constant heads"),
-    "negative_sharpness": ("sharpness", NEGATIVES, 1e-3, 1e4, "the gadget heads' attention scale"),
+    "negative_sharpness": ("sharpness", NEGATIVES[:3], 1e-3, 1e4, "the gadget heads' attention scale"),
 }
 
 
@@ -105,7 +105,6 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str], dials: Dials
         return spec
     spec = copy.deepcopy(spec)
     layout = spec.layout
-    word = _word_direction(spec)
     d_old = layout.d_model
     for name in ("neg_one", "neg_trash", "neg_signal", "neg_bias"):
         layout.add(name)
@@ -114,6 +113,8 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str], dials: Dials
     spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
     spec.W_E[:, layout.index("neg_one")] = 1.0
     readout = dials.gain * _ramp(spec.W_U.shape[1]) * max(float(np.abs(spec.W_U[:d_old]).max()), 1.0)
+    routes = add_backup_block(spec) if "backup" in chosen else {}  # first: the other gadgets join its block
+    word = _word_direction(spec)
     sharp = dials.sharpness
     block = spec.blocks[0]
     if "distractor" in chosen:
@@ -129,24 +130,6 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str], dials: Dials
         block.heads.append(_constant_head(layout, word, sharp))
         spec.W_U[layout.index("neg_bias")] = readout
         spec.b_U = spec.b_U - readout  # the head writes exactly 1 (up to rounding): take it back
-    routes = {}
-    if "backup" in chosen:
-        first = len(block.heads)
-        for name in ("neg_bk_a", "neg_bk_b", "neg_bk_or"):
-            layout.add(name)
-        spec.W_E, spec.W_pos = _pad(spec.W_E, layout.d_model, axis=1), _pad(spec.W_pos, layout.d_model, axis=1)
-        spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
-        block.heads.extend(_backup_pair(layout, word, sharp))
-        most = (
-            MLP(layout, "backup maximum")
-            .unit({"neg_bk_a": 1.0}, 0.0, {"neg_bk_or": 1.0})
-            .unit({"neg_bk_b": 1.0, "neg_bk_a": -1.0}, 0.0, {"neg_bk_or": 1.0})
-        )
-        block.mlp = MLP.combine(
-            layout, [m for m in (block.mlp, most) if m is not None], block.mlp.label if block.mlp else ""
-        )
-        spec.W_U[layout.index("neg_bk_or")] = (BACKUP_GAIN / dials.gain) * readout
-        routes = {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
     moved = {k: v for k, v in asdict(dials).items() if v != getattr(Dials(), k)}
     spec.options = {
         **spec.options,
@@ -200,11 +183,6 @@ def _cancelling_pair(layout, word, sharp: float) -> list[Head]:
         Head(layout, f"cancel {sign:+d}").qk(word, word, sharp).ov(word, {"neg_signal": float(sign)})
         for sign in (1, -1)
     ]
-
-
-def _backup_pair(layout, word, sharp: float) -> list[Head]:
-    """Two heads with one pattern, each copying the word into its own coordinate (the two routes)."""
-    return [Head(layout, f"backup {c}").qk(word, word, sharp).ov(word, {f"neg_bk_{c}": 1.0}) for c in "ab"]
 
 
 def _constant_head(layout, word, sharp: float) -> Head:

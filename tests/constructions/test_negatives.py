@@ -30,12 +30,17 @@ def test_every_family_stays_exact_with_every_negative(family):
 def test_the_gadgets_are_where_the_module_says():
     plain = build("modular_counter", get_automaton("C3"), 8)
     spec = build("modular_counter", get_automaton("C3"), 8, negatives=ALL)
-    assert len(spec.blocks[0].heads) == len(plain.blocks[0].heads) + 6  # distractor, the pair, constant, two routes
-    assert spec.d_model == plain.d_model + 7 and spec.blocks[0].mlp.width == plain.blocks[0].mlp.width + 3
-    first = len(plain.blocks[0].heads) + 4
-    assert spec.options["negative_routes"] == [
-        {"routes": [[f"a0.{first}"], [f"a0.{first + 1}"]], "reader": "m0", "ablation": "zero"}
+    assert len(spec.blocks) == len(plain.blocks) + 1  # the backup's block comes first; the others join it
+    assert [h.label for h in spec.blocks[0].heads] == [
+        "backup a",
+        "backup b",
+        "distractor",
+        "cancel +1",
+        "cancel -1",
+        "constant",
     ]
+    assert [len(b.heads) for b in spec.blocks[1:]] == [len(b.heads) for b in plain.blocks]
+    assert spec.options["negative_routes"] == [{"routes": [["a0.0"], ["a0.1"]], "reader": "m0", "ablation": "zero"}]
     model = to_hooked(spec)
     tokens = torch.from_numpy(model.card.io.encode(np.random.default_rng(0).integers(3, size=(16, 8))))
     with exact_precision():
@@ -45,7 +50,7 @@ def test_the_gadgets_are_where_the_module_says():
     assert torch.all(resid[..., layout.index("neg_signal")] == 0)  # the pair cancels exactly
     bias = resid[..., layout.index("neg_bias")]
     torch.testing.assert_close(bias, torch.ones_like(bias), rtol=0, atol=1e-6)  # the constant head writes 1
-    pattern = cache["blocks.0.attn.hook_pattern"][:, len(plain.blocks[0].heads) + 3]
+    pattern = cache["blocks.0.attn.hook_pattern"][:, 5]
     assert float(pattern.amax(-1).mean()) > 0.4  # ... through a sharp, word-dependent pattern
 
 

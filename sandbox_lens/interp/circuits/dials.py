@@ -27,7 +27,19 @@ from sandbox_lens.interp.circuits.leaderboard import BOUNDS, NORMALISER_FLAG, Fa
 from sandbox_lens.interp.stats import t_interval
 from sandbox_lens.interp.viz import figure_png
 
-__all__ = ["run_dial_sweep", "failure_matrix", "reversals", "failure_matrix_png", "robustness_png", "dial_markdown"]
+__all__ = [
+    "BACKUP",
+    "run_dial_sweep",
+    "failure_matrix",
+    "reversals",
+    "failure_matrix_png",
+    "robustness_png",
+    "dial_markdown",
+]
+
+#: A gadget swept like a dial: the construction without (0) and with (1) ``negatives=backup`` beside the board's
+#: negatives — the construction's token input through two redundant routes (:mod:`sandbox_lens.constructions.backup`).
+BACKUP = "backup"
 
 #: The reasons of :mod:`~sandbox_lens.interp.circuits.truth` and :mod:`~sandbox_lens.interp.circuits.analyse`, shortened
 #: for a matrix cell.
@@ -51,19 +63,18 @@ def run_dial_sweep(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Each base family (``name``, ``build(**options)``) with ``negatives`` at every value of every dial (option name
-    → values; the other dial at its default): the leaderboard's rows, each with its ``dial`` and ``value``. The
-    construction with every dial at its default is run once and its rows stand at each dial's default value."""
+    → values, or :data:`BACKUP` → 0, 1; the others at their defaults): the leaderboard's rows, each with its ``dial``
+    and ``value``. The construction with every dial at its default is run once and its rows stand at each dial's
+    default value."""
     rows: list[dict[str, Any]] = []
     cpu, board_settings = 0.0, {}
     for name, make in bases:
         done: dict[tuple, list[dict[str, Any]]] = {}
         for dial, values in dials.items():
             for value in values:
-                key = () if value == getattr(Dials(), DIALS[dial][0]) else (dial, float(value))
+                key, options = _variant(negatives, dial, float(value))
                 if key not in done:
-                    family = Family(
-                        name, lambda make=make, dial=dial, value=value: make(negatives=negatives, **{dial: value})
-                    )
+                    family = Family(name, lambda make=make, options=options: make(**options))
                     board = run_leaderboard([family], methods, settings, seeds, pairs=pairs, progress=progress)
                     cpu += board["cpu_seconds"]
                     board_settings = board["settings"]
@@ -78,6 +89,17 @@ def run_dial_sweep(
         "cpu_seconds": cpu,
         "rows": rows,
     }
+
+
+def _variant(negatives: str, dial: str, value: float) -> tuple[tuple, dict[str, Any]]:
+    """(cache key, construction options) of one dial's value: ``()`` for the construction with every dial at its
+    default. :data:`BACKUP` is the backup gadget swept as a dial: 0 without it, 1 with it beside ``negatives``."""
+    if dial == BACKUP:
+        if value not in (0.0, 1.0):
+            raise ValueError(f"the {BACKUP} dial takes 0 (without) or 1 (with), got {value:g}")
+        return ((), {"negatives": negatives}) if not value else ((dial, 1.0), {"negatives": f"{negatives},backup"})
+    key = () if value == getattr(Dials(), DIALS[dial][0]) else (dial, value)
+    return key, {"negatives": negatives, dial: value}
 
 
 def _f1(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,7 +235,7 @@ def robustness_png(
             hi = [min(1.0, (r[metric]["interval"] or [y, y])[1]) for y, r in zip(ys, mine)]
             err = [[max(0.0, y - a) for y, a in zip(ys, lo)], [max(0.0, b - y) for y, b in zip(ys, hi)]]
             ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, linewidth=1, label=method)
-        ax.set_xscale("log")
+        ax.set_xscale("linear" if dial == BACKUP else "log")
         ax.set_ylim(0, 1.05)
         ax.set_xlabel(dial.replace("_", " "), fontsize=8)
         ax.set_ylabel(metric.replace("_", " "), fontsize=8)
@@ -229,7 +251,8 @@ def dial_markdown(sweep: Mapping[str, Any]) -> str:
     lines = [
         f"Negatives `{s['negatives']}`; pairs {s['pairs']}, threshold {s['threshold']}, pair seeds {s['seeds']} "
         f"({s['interval']}); the dials {dials}, "
-        "the other at its default. A cell is the circuit's edge F1; where precision or recall is below 1 on some seed, "
+        "the others at their defaults (backup=1: the construction's token input through two redundant routes, "
+        "an OR under zero ablation). A cell is the circuit's edge F1; where precision or recall is below 1 on some seed, "
         "the reason that cost the most edges follows it. [m(∅) ×N]: the run with every edge ablated, which zero and "
         f"mean ablation normalise against, is N times the corrupted word's distance from the clean run (shown above "
         f"{NORMALISER_FLAG:g}): every effect is divided by N, so the threshold acts N times higher.",
