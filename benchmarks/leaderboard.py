@@ -65,6 +65,7 @@ from sandbox_lens.interp.experiments.algorithm_confusion import (  # noqa: E402
     control_config,
     last_evaluation,
 )
+from sandbox_lens.interp.tasks.batches import FFLTask  # noqa: E402
 from sandbox_lens.interp.tasks.cascade import load_cascade_file  # noqa: E402
 from sandbox_lens.interp.tasks.catalogue import get_automaton  # noqa: E402
 from sandbox_lens.interp.tasks.dyck import Dyck  # noqa: E402
@@ -150,6 +151,22 @@ TWINS = [
         lambda: dyck_task(2, 4, 16),
         2,
         {"d_model": 50, "n_heads": 2, "d_mlp": 50},
+    ),
+    (  # Theorem 12's two-layer boundary detector: the displacement at block 0's attention, the state at block 1
+        "grid4 boundary-detector twin",
+        "grid4-boundary",
+        "gridworld",
+        lambda: automaton_task("grid4", 8),
+        2,
+        {"d_model": 64, "n_heads": 2},
+    ),
+    (  # Proposition 3's flip-flop reader: the bit at block 1
+        "FFL(0.8) reader twin",
+        "ffl-reader",
+        "ffl",
+        lambda: FFLTask(0.8, 16),
+        2,
+        {"d_model": 32, "n_heads": 2},
     ),
 ]
 TWIN_SEEDS = (0, 1, 2)
