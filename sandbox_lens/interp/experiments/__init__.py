@@ -28,9 +28,9 @@ EXPERIMENTS: dict[str, Experiment] = {
             claim="Transformers trained on FFL(0.8) make rare read errors out of distribution (sparse FFL(0.98), dense "
             "FFL(0.1)); a 1-layer LSTM makes none; training on the mixture {0.9, 0.98, 0.1} helps most; attention "
             "sharpening makes heads sparse but does not remove the errors.",
-            scale="T = 64; 2 layers, 2 heads, width 64; 1000 steps × batch 32; 12 seeds per population; 10,000 sparse, "
+            scale="T = 64; 2 layers, 2 heads, width 64; 2000 steps × batch 32; 12 seeds per population; 10,000 sparse, "
             "1000 dense and 2000 in-distribution strings",
-            minutes=21.0,
+            minutes=40.0,
             module="sandbox_lens.interp.experiments.ffl_glitches",
         ),
         Experiment(
