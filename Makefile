@@ -75,9 +75,11 @@ test: $(STAMP) browser
 
 # The documentation site (Sphinx, furo, MyST-NB) into docs/_build/html, warnings as errors; the tutorials
 # are rendered from the copies `make test` executed (or executed here, cached), then the built site is
-# opened in headless Chromium (tests/contract/test_docs_site.py).
+# opened in headless Chromium (tests/contract/test_docs_site.py). The tutorials' own work estimates scale with the
+# forward times they measure, so on a loaded machine tutorial 9's two-minute alignment once estimated 2.4 hours and
+# refused (the 2-hour budget): the build lifts that budget, and nbclient's per-cell timeout still bounds a cell.
 docs: $(STAMPDOCS) browser
-	cd docs && ../$(PY) -m sphinx -W --keep-going -q -b html . _build/html
+	cd docs && SANDBOX_LENS_MAX_HOURS=24 ../$(PY) -m sphinx -W --keep-going -q -b html . _build/html
 	SANDBOX_LENS_REQUIRE_BROWSER=1 SANDBOX_LENS_DOCS_SITE=docs/_build/html $(PY) -m pytest -q tests/contract/test_docs_site.py
 	@echo "docs -> docs/_build/html/index.html"
 
@@ -101,7 +103,7 @@ test-slow: $(STAMP)
 
 # Every circuit method on seven families (unseen automata among them) with and without informative negatives,
 # four settings, ten pair seeds (41 CPU-minutes measured): docs/circuits/leaderboard.json and leaderboard.md; then
-# the failure dials swept (two families, two dials, three pair seeds; 5 CPU-minutes): dials.json, dials.md and its
+# the failure dials swept (two families, two dials and the backup, three pair seeds; 9 CPU-minutes): dials.json, dials.md and its
 # figures; then the trained twins with a known circuit (trained into out/twins and reused; 15 CPU-minutes the
 # first time): twins.json and twins.md.
 leaderboard: $(STAMP)

@@ -251,8 +251,7 @@ def dial_markdown(sweep: Mapping[str, Any]) -> str:
     lines = [
         f"Negatives `{s['negatives']}`; pairs {s['pairs']}, threshold {s['threshold']}, pair seeds {s['seeds']} "
         f"({s['interval']}); the dials {dials}, "
-        "the others at their defaults (backup=1: the construction's token input through two redundant routes, "
-        "an OR under zero ablation). A cell is the circuit's edge F1; where precision or recall is below 1 on some seed, "
+        "the others at their defaults (backup=1: two redundant input routes). A cell is the circuit's edge F1; where precision or recall is below 1 on some seed, "
         "the reason that cost the most edges follows it. [m(∅) ×N]: the run with every edge ablated, which zero and "
         f"mean ablation normalise against, is N times the corrupted word's distance from the clean run (shown above "
         f"{NORMALISER_FLAG:g}): every effect is divided by N, so the threshold acts N times higher.",
