@@ -26,14 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox_lens.interp.errors import AutomatonError, ConstructionError, SandboxError
-from sandbox_lens.interp.tasks.groups import transformation_semigroup
-from sandbox_lens.interp.tasks.groupvars import (
-    MAX_SIGN_GROUP,
-    group_variables,
-    is_permutation_automaton,
-    permutation_group,
-)
+from sandbox_lens.interp.errors import ConstructionError, SandboxError
+from sandbox_lens.interp.tasks.groupvars import NOT_A_GROUP, permutation_group, sign_refusal
 from sandbox_lens.interp.tasks.statevars import MAX_WINDOW_VALUES, GridVariables, state_variables, window_maps
 
 __all__ = ["Edge", "Variable", "Algorithm", "ALGORITHMS", "algorithms_for", "resolve", "AlgorithmError"]
@@ -135,7 +129,7 @@ def _group(automaton: Any) -> tuple[Any, str | None]:
     except ConstructionError as e:
         return None, str(e).split(":")[0] + " (not a solvable group)"
     if plan is None:
-        return None, f"{automaton.name}'s symbols are not all permutations of its states (not a group)"
+        return None, NOT_A_GROUP.format(name=automaton.name)
     return plan, None
 
 
@@ -168,15 +162,9 @@ def _refuse_cascade(automaton: Any, T: int) -> str | None:
 
 def _refuse_parity(automaton: Any, T: int) -> str | None:
 
-    if not is_permutation_automaton(automaton):
-        return f"{automaton.name}'s symbols are not all permutations of its states (not a group)"
-    variables = group_variables(automaton)
-    if variables is None or not variables.has_sign:
-        try:
-            transformation_semigroup(automaton, max_size=MAX_SIGN_GROUP)
-        except AutomatonError:
-            return f"{automaton.name}'s group has more than {MAX_SIGN_GROUP} elements (its sign is not tabulated)"
-        return f"{automaton.name}'s group has no odd permutation: its sign is always even"
+    why = sign_refusal(automaton)
+    if why is not None:
+        return why
     if automaton.n_states <= 2:
         return f"{automaton.name}'s sign is its state: parity first is the whole task"
     return _refuse_scan(automaton, T)

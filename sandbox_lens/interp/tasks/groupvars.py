@@ -220,25 +220,46 @@ class GroupVariables(_Signed):
         return labels, scored
 
 
+#: Why an automaton has no group variables at all (one line, ``{name}`` its name).
+NOT_A_GROUP = "{name}'s symbols are not all permutations of its states (not a group)"
+
+
 def group_variables(automaton: Any) -> GroupVariables | SignVariables | None:
     """The family for ``automaton`` (computed once per automaton): :class:`GroupVariables` for a permutation
     automaton of a solvable group, :class:`SignVariables` for another permutation group of at most
-    :data:`MAX_SIGN_GROUP` elements with an odd permutation, otherwise None."""
+    :data:`MAX_SIGN_GROUP` elements with an odd permutation, otherwise None (:func:`sign_refusal` says why)."""
+    return _family_of(automaton)[0]
+
+
+def sign_refusal(automaton: Any) -> str | None:
+    """Why ``automaton`` has no prefix sign to compute first (one line), or None where it has one: not a group, a
+    group too large to tabulate, or one without an odd permutation."""
+    family, why = _family_of(automaton)
+    if why is None and family is not None and not family.has_sign:
+        why = f"{automaton.name}'s group has no odd permutation: its sign is always even"
+    return why
+
+
+def _family_of(automaton: Any) -> tuple[GroupVariables | SignVariables | None, str | None]:
     if not is_permutation_automaton(automaton):
-        return None  # not a group: no sympy
+        return None, NOT_A_GROUP.format(name=automaton.name)  # no sympy
     return _family(automaton.name, automaton.delta.tobytes(), automaton.initial, automaton)
 
 
 @functools.lru_cache(maxsize=64)
-def _family(name: str, delta: bytes, initial: int, automaton: Any) -> GroupVariables | SignVariables | None:
+def _family(
+    name: str, delta: bytes, initial: int, automaton: Any
+) -> tuple[GroupVariables | SignVariables | None, str | None]:
 
     try:
-        return GroupVariables(automaton, permutation_group(automaton))
+        return GroupVariables(automaton, permutation_group(automaton)), None
     except ConstructionError:
         pass
     try:
         group = transformation_semigroup(automaton, max_size=MAX_SIGN_GROUP)
     except AutomatonError:
-        return None
+        return None, f"{name}'s group has more than {MAX_SIGN_GROUP} elements (its sign is not tabulated)"
     family = SignVariables(automaton, sorted(group.elements | {tuple(range(automaton.n_states))}))
-    return family if family.has_sign else None
+    if not family.has_sign:
+        return None, f"{name}'s group has no odd permutation: its sign is always even"
+    return family, None
