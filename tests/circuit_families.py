@@ -53,6 +53,12 @@ NEGATIVE_FAMILIES = {
     "ffl+negatives": lambda: build("ffl", None, 16, negatives=ALL_NEGATIVES),
 }
 
+#: The backup gadget (sandbox_lens.constructions.backup): the construction's input through two redundant routes.
+BACKUP_FAMILIES = {
+    "modular_counter/C3+backup": lambda: build("modular_counter", get_automaton("C3"), 8, negatives="backup"),
+    "gridworld/grid4+backup": lambda: build("gridworld", get_automaton("grid4"), 8, negatives="backup"),
+}
+
 
 def layernorm_twin(directory: Path):
     """A small trained twin with LayerNorm and two heads a block (C3, T = 8, 60 steps), saved under ``directory``

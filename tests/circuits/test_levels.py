@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from circuit_families import FAMILIES, NEGATIVE_FAMILIES, random_automaton
+from circuit_families import BACKUP_FAMILIES, FAMILIES, NEGATIVE_FAMILIES, random_automaton
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,9 +50,9 @@ def _assert_exact_outside(patcher, pairs, lv, level, ablation):
     )
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES))
+@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES) + sorted(BACKUP_FAMILIES))
 def test_every_level_leaves_the_read_outputs_exact(family):
-    spec = {**FAMILIES, **NEGATIVE_FAMILIES}[family]()
+    spec = {**FAMILIES, **NEGATIVE_FAMILIES, **BACKUP_FAMILIES}[family]()
     for corruption in to_hooked(spec).card.task_kind.corruptions:
         truth, model, pairs, patcher, lv = _setup(spec, corruption)
         sizes = {level: len(lv.members[level]) for level in LEVEL_NAMES}

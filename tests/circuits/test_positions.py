@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from circuit_families import FAMILIES, NEGATIVE_FAMILIES
+from circuit_families import BACKUP_FAMILIES, FAMILIES, NEGATIVE_FAMILIES
 
 from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.circuits.analyse import analyse
@@ -53,9 +53,9 @@ def test_prefix_scan_routes_are_theorem_10s_look_backs():
     assert pt.word_routed == []
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES))
+@pytest.mark.parametrize("family", sorted(FAMILIES) + sorted(NEGATIVE_FAMILIES) + sorted(BACKUP_FAMILIES))
 def test_outside_the_position_truth_the_read_outputs_stay_exact(family):
-    spec = {**FAMILIES, **NEGATIVE_FAMILIES}[family]()
+    spec = {**FAMILIES, **NEGATIVE_FAMILIES, **BACKUP_FAMILIES}[family]()
     for corruption in to_hooked(spec).card.task_kind.corruptions:
         truth, pairs, patcher, lv = _setup(spec, corruption)
         for level in POSITION_LEVELS:
