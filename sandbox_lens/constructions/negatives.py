@@ -2,7 +2,8 @@
 circuit, so that a circuit-discovery method can be wrong (``negatives=`` on every builder).
 
 Each gadget reads word information (a direction that tells every symbol's embedding apart) and is
-written in block 0, on fresh residual coordinates, so the construction's own parts never see it:
+written in block 0, on fresh residual coordinates, so the construction's own parts never see it — all but
+the backup, which carries the construction's own input:
 
 * ``distractor`` — a head that attends by the word and copies it, and an MLP unit that reads it,
   both writing into ``neg_trash``, which nothing reads. Edges into them are structural but dead.

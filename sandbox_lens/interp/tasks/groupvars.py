@@ -222,6 +222,8 @@ class GroupVariables(_Signed):
 
 #: Why an automaton has no group variables at all (one line, ``{name}`` its name).
 NOT_A_GROUP = "{name}'s symbols are not all permutations of its states (not a group)"
+#: Why a group has no sign to compute first.
+NO_ODD = "{name}'s group has no odd permutation: its sign is always even"
 
 
 def group_variables(automaton: Any) -> GroupVariables | SignVariables | None:
@@ -236,7 +238,7 @@ def sign_refusal(automaton: Any) -> str | None:
     group too large to tabulate, or one without an odd permutation."""
     family, why = _family_of(automaton)
     if why is None and family is not None and not family.has_sign:
-        why = f"{automaton.name}'s group has no odd permutation: its sign is always even"
+        why = NO_ODD.format(name=automaton.name)
     return why
 
 
@@ -261,5 +263,5 @@ def _family(
         return None, f"{name}'s group has more than {MAX_SIGN_GROUP} elements (its sign is not tabulated)"
     family = SignVariables(automaton, sorted(group.elements | {tuple(range(automaton.n_states))}))
     if not family.has_sign:
-        return None, f"{name}'s group has no odd permutation: its sign is always even"
+        return None, NO_ODD.format(name=name)
     return family, None
