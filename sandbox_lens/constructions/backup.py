@@ -49,9 +49,7 @@ def add_backup_block(spec: ConstructionSpec, one: str = "neg_one") -> dict:
     for name in ("bk_emb", "bk_a", "bk_b"):
         layout.add(name, len(varying), names)
     layout.add("bk_pos")
-    d = layout.d_model
-    spec.W_E, spec.W_pos = _pad(spec.W_E, d), _pad(spec.W_pos, d)
-    spec.W_U = np.pad(spec.W_U, [(0, d - spec.W_U.shape[0]), (0, 0)])
+    spec.widen()
     shift = spec.W_E[:, varying].min(axis=0)
     spec.W_E[:, layout["bk_emb"]] = spec.W_E[:, varying] - shift
     spec.W_E[:, varying] = shift  # the same on every token: the constant part stays where it was
@@ -60,7 +58,7 @@ def add_backup_block(spec: ConstructionSpec, one: str = "neg_one") -> dict:
     routes = [_route_head(layout, c, n_ctx, one) for c in "ab"]
     maximum = MLP(layout, "backup maximum")
     for k, i in enumerate(varying):
-        target = _named(layout, int(i))
+        target = layout.locate(int(i))
         maximum.unit({("bk_a", k): 1.0}, 0.0, {target: 1.0})
         maximum.unit({("bk_b", k): 1.0, ("bk_a", k): -1.0}, 0.0, {target: 1.0})
     spec.blocks.insert(0, Block(routes, maximum, "backup routes"))
@@ -71,16 +69,3 @@ def add_backup_block(spec: ConstructionSpec, one: str = "neg_one") -> dict:
 def _route_head(layout, route: str, n_ctx: int, one: str) -> Head:
     """One route: attends to its own position (score SELF_GAP · position) and copies ``bk_emb`` into ``bk_<route>``."""
     return Head(layout, f"backup {route}").qk(one, "bk_pos", SELF_GAP * n_ctx).copy("bk_emb", f"bk_{route}")
-
-
-def _named(layout, index: int) -> tuple[str, int]:
-    """The (subspace, offset) of a residual coordinate."""
-    for name in layout.names:
-        where = layout[name]
-        if where.start <= index < where.stop:
-            return name, index - where.start
-    raise ConstructionError(f"residual coordinate {index} is in no subspace")
-
-
-def _pad(a: np.ndarray, size: int) -> np.ndarray:
-    return np.pad(a, [(0, 0), (0, size - a.shape[1])])

@@ -109,9 +109,7 @@ def add_negatives(spec: ConstructionSpec, negatives: Sequence[str], dials: Dials
     d_old = layout.d_model
     for name in ("neg_one", "neg_trash", "neg_signal", "neg_bias"):
         layout.add(name)
-    spec.W_E = _pad(spec.W_E, layout.d_model, axis=1)
-    spec.W_pos = _pad(spec.W_pos, layout.d_model, axis=1)
-    spec.W_U = _pad(spec.W_U, layout.d_model, axis=0)
+    spec.widen()
     spec.W_E[:, layout.index("neg_one")] = 1.0
     readout = dials.gain * _ramp(spec.W_U.shape[1]) * max(float(np.abs(spec.W_U[:d_old]).max()), 1.0)
     routes = add_backup_block(spec) if "backup" in chosen else {}  # first: the other gadgets join its block
@@ -154,18 +152,7 @@ def _word_direction(spec: ConstructionSpec) -> dict[tuple[str, int], float]:
     weights = np.array([1.0 / (k + 1.5) for k in range(len(differ))])
     if len(np.unique(sym[:, differ] @ weights, axis=0)) < len(np.unique(sym, axis=0)):
         raise ConstructionError(f"{spec.name}: the negatives' word direction does not tell every symbol apart")
-    labels = spec.layout.labels()
-    direction = {}
-    for i, w in zip(differ, weights):
-        name = labels[i].partition(":")[0]
-        direction[(name, int(i) - spec.layout[name].start)] = float(w)
-    return direction
-
-
-def _pad(a: np.ndarray, size: int, axis: int) -> np.ndarray:
-    pad = [(0, 0)] * a.ndim
-    pad[axis] = (0, size - a.shape[axis])
-    return np.pad(a, pad)
+    return {spec.layout.locate(int(i)): float(w) for i, w in zip(differ, weights)}
 
 
 def _ramp(n: int) -> np.ndarray:

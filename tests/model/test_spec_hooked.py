@@ -29,6 +29,9 @@ def test_layout_names_and_labels():
         L.index("X")
     with pytest.raises(ConstructionError, match="out of range"):
         L.index("R", 3)
+    assert [L.locate(i) for i in range(L.d_model)] == [("R", 0), ("R", 1), ("R", 2), ("pos", 0), ("pos", 1), ("one", 0)]
+    with pytest.raises(ConstructionError, match="in no subspace"):
+        L.locate(6)
 
 
 def _toy_spec() -> ConstructionSpec:

@@ -58,6 +58,13 @@ class Layout:
             raise ConstructionError(f"index {i} out of range for subspace {name!r} of size {size}")
         return start + i
 
+    def locate(self, index: int) -> tuple[str, int]:
+        """The (subspace, offset) of residual coordinate ``index``."""
+        for name, (start, size, _) in self._spaces.items():
+            if start <= index < start + size:
+                return name, index - start
+        raise ConstructionError(f"residual coordinate {index} is in no subspace (d_model {self._d})")
+
     def _get(self, name: str) -> tuple[int, int, tuple[str, ...]]:
         try:
             return self._spaces[name]

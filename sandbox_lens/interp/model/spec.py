@@ -252,6 +252,14 @@ class ConstructionSpec:
                 if part.layout is not self.layout:
                     raise ConstructionError(f"{self.name}: block {b.label!r} was written against another layout")
 
+    def widen(self) -> None:
+        """Pad ``W_E``, ``W_pos`` (columns) and ``W_U`` (rows) with zeros to the layout's width, after subspaces
+        were added to it (a gadget added to a finished construction)."""
+        d = self.layout.d_model
+        self.W_E = np.pad(self.W_E, [(0, 0), (0, d - self.W_E.shape[1])])
+        self.W_pos = np.pad(self.W_pos, [(0, 0), (0, d - self.W_pos.shape[1])])
+        self.W_U = np.pad(self.W_U, [(0, d - self.W_U.shape[0]), (0, 0)])
+
     # -- shape summary -------------------------------------------------------------------
     @property
     def d_model(self) -> int:
