@@ -42,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sandbox_lens.constructions.registry import build  # noqa: E402
 from sandbox_lens.interp.circuits.autocircuit import METHODS as AUTO_CIRCUIT_METHODS  # noqa: E402
 from sandbox_lens.interp.circuits.dials import (  # noqa: E402
-    BACKUP,
     dial_markdown,
     failure_matrix,
     failure_matrix_png,
@@ -130,7 +129,7 @@ DIAL_BASES = [
     ("modular_counter C3", lambda **kw: build("modular_counter", get_automaton("C3"), 16, **kw)),
     ("gridworld grid4", lambda **kw: build("gridworld", get_automaton("grid4"), 16, **kw)),
 ]
-DIALS = {"negative_gain": [2.0, 20.0, 200.0], "negative_sharpness": [1.0, 8.0, 1000.0], BACKUP: [0.0, 1.0]}
+DIALS = {"negative_gain": [2.0, 20.0, 200.0], "negative_sharpness": [1.0, 8.0, 1000.0], "backup": [0.0, 1.0]}
 DIAL_SETTINGS = [Setting(None, "resample"), Setting(None, "zero")]
 
 #: The trained twins: (label, run directory, imposed construction, task, blocks, shape) — the confusion matrix's cheap

@@ -40,6 +40,9 @@ asked for alone, it is refused in one line. Both keep every family exact over th
 a cancelling pair off by a margin — moves the construction's own logits by its
 size times the unembedding's largest weight, which breaks the prefix scan at a margin of 0.01 (measured);
 it needs a scale relative to the construction's logit gaps and is not offered yet.
+
+**Switches** (:data:`SWITCHES`) are gadgets a sweep turns off (0) and on (1) beside the others, like a dial: the
+``backup``. :func:`dial_options` gives the construction options of one value of any dial or switch.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from sandbox_lens.constructions.backup import add_backup_block
 from sandbox_lens.interp.errors import ConstructionError
 from sandbox_lens.interp.model.spec import MLP, ConstructionSpec, Head
 
-__all__ = ["NEGATIVES", "DIALS", "Dials", "add_negatives"]
+__all__ = ["NEGATIVES", "DIALS", "SWITCHES", "Dials", "add_negatives", "dial_options"]
 
 NEGATIVES = ("distractor", "cancel", "constant", "backup")
 #: The attention scale of the gadgets' word-dependent patterns (sharp, not saturated).
@@ -78,6 +81,24 @@ DIALS: dict[str, tuple[str, tuple[str, ...], float, float, str]] = {
     "negative_gain": ("gain", ("cancel", "constant"), 1e-3, 1e3, "the read-out of the cancelling and constant heads"),
     "negative_sharpness": ("sharpness", NEGATIVES[:3], 1e-3, 1e4, "the gadget heads' attention scale"),
 }
+
+
+#: gadget → what it adds: the gadgets a sweep turns off (0) and on (1) beside the others, like a dial.
+SWITCHES: dict[str, str] = {"backup": "the construction's token input through two redundant routes"}
+
+
+def dial_options(negatives: str, dial: str, value: float) -> tuple[tuple[str, float] | None, dict[str, object]]:
+    """(key, construction options) of one value of one dial beside ``negatives`` (comma-separated gadgets): a
+    :data:`DIALS` option set to ``value``, or a :data:`SWITCHES` gadget left out (0) or added (1). The key is
+    ``None`` where every dial stays at its default (the same construction for every dial), else ``(dial, value)``."""
+    if dial in SWITCHES:
+        if value not in (0.0, 1.0):
+            raise ConstructionError(f"the {dial} switch takes 0 (without) or 1 (with), got {value:g}")
+        return ((dial, 1.0), {"negatives": f"{negatives},{dial}"}) if value else (None, {"negatives": negatives})
+    if dial not in DIALS:
+        raise ConstructionError(f"no dial {dial!r}: one of {', '.join([*DIALS, *SWITCHES])}")
+    key = None if value == getattr(Dials(), DIALS[dial][0]) else (dial, value)
+    return key, {"negatives": negatives, dial: value}
 
 
 def dials_of(options: dict[str, float], chosen: Sequence[str]) -> Dials:

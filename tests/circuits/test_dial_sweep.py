@@ -7,7 +7,6 @@ import pytest
 
 from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.circuits.dials import (
-    BACKUP,
     dial_markdown,
     failure_matrix,
     failure_matrix_png,
@@ -102,7 +101,7 @@ def test_the_backup_dial_adds_the_redundant_routes_and_path_patching_misses_them
         return build("modular_counter", get_automaton("C3"), 8, **kw)
 
     sweep = run_dial_sweep(
-        [("C3", counter)], {BACKUP: [0.0, 1.0]}, ["path", "acdc"], [Setting(None, "zero")], [0], "cancel", pairs=8
+        [("C3", counter)], {"backup": [0.0, 1.0]}, ["path", "acdc"], [Setting(None, "zero")], [0], "cancel", pairs=8
     )
     rows = {(r["value"], r["method"]): r for r in sweep["rows"]}
     assert rows[(1.0, "path")]["why"]["missed"].get("no effect alone", 0) >= 4  # both routes' value and output edges
@@ -111,5 +110,5 @@ def test_the_backup_dial_adds_the_redundant_routes_and_path_patching_misses_them
     assert "C3 · backup=1" in dial_markdown(sweep) and robustness_png(sweep, setting="default/zero").startswith(
         b"\x89PNG"
     )
-    with pytest.raises(ValueError, match="takes 0 .without. or 1"):
-        run_dial_sweep([("C3", counter)], {BACKUP: [2.0]}, ["path"], [Setting()], [0], "cancel", pairs=8)
+    with pytest.raises(ConstructionError, match="takes 0 .without. or 1"):
+        run_dial_sweep([("C3", counter)], {"backup": [2.0]}, ["path"], [Setting()], [0], "cancel", pairs=8)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sandbox_lens.constructions import build
-from sandbox_lens.constructions.negatives import DIALS
+from sandbox_lens.constructions.negatives import DIALS, SWITCHES, dial_options
 from sandbox_lens.interp.circuits.bare import patcher_for
 from sandbox_lens.interp.circuits.effects import attribution, path_patching
 from sandbox_lens.interp.circuits.pairs import make_pairs
@@ -58,6 +58,19 @@ def _effects(spec, edges, source="resample", pairs=32):
 def test_a_dial_without_its_gadget_or_out_of_range_is_refused(options, message):
     with pytest.raises(ConstructionError, match=message):
         build("modular_counter", C3, 8, **options)
+
+
+def test_dial_options_build_every_dial_and_switch_value_and_key_the_default_once():
+    assert dial_options("cancel", "negative_gain", 20.0) == (None, {"negatives": "cancel", "negative_gain": 20.0})
+    assert dial_options("cancel", "negative_gain", 2.0)[0] == ("negative_gain", 2.0)
+    assert dial_options("cancel", "backup", 0.0) == (None, {"negatives": "cancel"})
+    key, options = dial_options("cancel", "backup", 1.0)
+    assert key == ("backup", 1.0) and build("modular_counter", C3, 8, **options).options["negative_routes"]
+    assert set(SWITCHES) <= {"distractor", "cancel", "constant", "backup"}
+    with pytest.raises(ConstructionError, match="one of negative_gain, negative_sharpness, backup"):
+        dial_options("cancel", "margin", 1.0)
+    with pytest.raises(ConstructionError, match="takes 0 .without. or 1"):
+        dial_options("cancel", "backup", 0.5)
 
 
 def test_every_dial_is_an_option_of_every_construction_and_recorded_on_the_card():

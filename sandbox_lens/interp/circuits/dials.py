@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from sandbox_lens.constructions.negatives import DIALS, Dials
+from sandbox_lens.constructions.negatives import SWITCHES, dial_options
 from sandbox_lens.interp.circuits.leaderboard import BOUNDS, NORMALISER_FLAG, Family, Setting, run_leaderboard, tied
 from sandbox_lens.interp.stats import t_interval
 from sandbox_lens.interp.viz import figure_png
 
 __all__ = [
-    "BACKUP",
     "run_dial_sweep",
     "failure_matrix",
     "reversals",
@@ -36,10 +35,6 @@ __all__ = [
     "robustness_png",
     "dial_markdown",
 ]
-
-#: A gadget swept like a dial: the construction without (0) and with (1) ``negatives=backup`` beside the board's
-#: negatives — the construction's token input through two redundant routes (:mod:`sandbox_lens.constructions.backup`).
-BACKUP = "backup"
 
 #: The reasons of :mod:`~sandbox_lens.interp.circuits.truth` and :mod:`~sandbox_lens.interp.circuits.analyse`, shortened
 #: for a matrix cell.
@@ -63,16 +58,16 @@ def run_dial_sweep(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Each base family (``name``, ``build(**options)``) with ``negatives`` at every value of every dial (option name
-    → values, or :data:`BACKUP` → 0, 1; the others at their defaults): the leaderboard's rows, each with its ``dial``
-    and ``value``. The construction with every dial at its default is run once and its rows stand at each dial's
+    → values, or a switched gadget of :data:`~sandbox_lens.constructions.negatives.SWITCHES` → 0, 1; the others at
+    their defaults): the leaderboard's rows, each with its ``dial`` and ``value``. The construction with every dial at its default is run once and its rows stand at each dial's
     default value."""
     rows: list[dict[str, Any]] = []
     cpu, board_settings = 0.0, {}
     for name, make in bases:
-        done: dict[tuple, list[dict[str, Any]]] = {}
+        done: dict[tuple[str, float] | None, list[dict[str, Any]]] = {}
         for dial, values in dials.items():
             for value in values:
-                key, options = _variant(negatives, dial, float(value))
+                key, options = dial_options(negatives, dial, float(value))
                 if key not in done:
                     family = Family(name, lambda make=make, options=options: make(**options))
                     board = run_leaderboard([family], methods, settings, seeds, pairs=pairs, progress=progress)
@@ -89,17 +84,6 @@ def run_dial_sweep(
         "cpu_seconds": cpu,
         "rows": rows,
     }
-
-
-def _variant(negatives: str, dial: str, value: float) -> tuple[tuple, dict[str, Any]]:
-    """(cache key, construction options) of one dial's value: ``()`` for the construction with every dial at its
-    default. :data:`BACKUP` is the backup gadget swept as a dial: 0 without it, 1 with it beside ``negatives``."""
-    if dial == BACKUP:
-        if value not in (0.0, 1.0):
-            raise ValueError(f"the {BACKUP} dial takes 0 (without) or 1 (with), got {value:g}")
-        return ((), {"negatives": negatives}) if not value else ((dial, 1.0), {"negatives": f"{negatives},backup"})
-    key = () if value == getattr(Dials(), DIALS[dial][0]) else (dial, value)
-    return key, {"negatives": negatives, dial: value}
 
 
 def _f1(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,7 +219,7 @@ def robustness_png(
             hi = [min(1.0, (r[metric]["interval"] or [y, y])[1]) for y, r in zip(ys, mine)]
             err = [[max(0.0, y - a) for y, a in zip(ys, lo)], [max(0.0, b - y) for y, b in zip(ys, hi)]]
             ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, linewidth=1, label=method)
-        ax.set_xscale("linear" if dial == BACKUP else "log")
+        ax.set_xscale("linear" if dial in SWITCHES else "log")
         ax.set_ylim(0, 1.05)
         ax.set_xlabel(dial.replace("_", " "), fontsize=8)
         ax.set_ylabel(metric.replace("_", " "), fontsize=8)
