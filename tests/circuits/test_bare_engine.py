@@ -9,10 +9,12 @@ import pytest
 import torch
 from circuit_families import FAMILIES, NEGATIVE_FAMILIES, layernorm_twin
 
+from sandbox_lens.interp.circuits import patches as patches_module
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import BarePatcher, patcher_for
 from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
 from sandbox_lens.interp.circuits.pairs import make_pairs
+from sandbox_lens.interp.circuits.patches import Patches
 from sandbox_lens.interp.circuits.patching import Patcher
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
@@ -54,6 +56,49 @@ def test_the_engines_agree(family):
             (eh, nh), (eb, nb) = attribution(hooks, pairs, sh), attribution(bare, pairs, sb)
             np.testing.assert_allclose(eb, eh, rtol=0, atol=1e-4)
             assert all(abs(nh[k] - nb[k]) < 1e-4 for k in nh), "node attributions (heads included) agree"
+
+
+@pytest.mark.parametrize("family", ["modular_counter/C3+negatives", "prefix_scan/S5", "gridworld/grid4+negatives"])
+def test_dense_and_sparse_patches_agree_with_the_hooks(family, monkeypatch):
+    """Copies that patch most edges (a circuit's faithfulness run) take the dense product, copies that patch one
+    (path patching) the per-sender gathers; forced either way, both match the hook engine, masks included."""
+    spec = ALL[family]()
+    truth, model = ground_truth(spec), to_hooked(spec)
+    hooks = Patcher(model, truth.graph)
+    pairs = make_pairs(model, 12, seed=5)
+    edges, T = truth.graph.edges, pairs.clean.shape[1]
+    settings = [([e for j, e in enumerate(edges) if j % 4 != i], None) for i in range(4)]
+    settings += [(edges, np.arange(T) % 3 == 0), ([edges[0]], None)]
+    expected = hooks.run_many(pairs.clean, settings, hooks.source(pairs, "resample"))
+    tolerance = 1e-5 * float(expected.abs().max())
+    like = torch.zeros(len(pairs.clean), T, model.cfg.d_model)
+    for dense, which in ((0, "sparse"), (10**9, "dense")):
+        monkeypatch.setattr(patches_module, "DENSE", dense)
+        bare = BarePatcher(model, truth.graph)
+        patches = Patches(torch, truth.graph, settings, {}, {}, like)
+        assert (patches.dense if which == "dense" else patches.sparse) and not (
+            patches.sparse if which == "dense" else patches.dense
+        )
+        got = bare.run_many(pairs.clean, settings, bare.source(pairs, "resample"))
+        torch.testing.assert_close(got, expected, rtol=0, atol=tolerance, msg=which)
+    monkeypatch.undo()
+    assert Patches(torch, truth.graph, settings, {}, {}, like).dense  # at the default: many edges per copy
+    path = Patches(torch, truth.graph, [([e], None) for e in edges], {}, {}, like)
+    assert path.sparse and not path.dense  # one edge per copy, as path patching runs them
+
+
+def test_a_clean_state_is_kept_for_the_same_tokens_only():
+    spec = FAMILIES["modular_counter/C3"]()
+    bare = BarePatcher(to_hooked(spec), ground_truth(spec).graph)
+    pairs = make_pairs(bare.model, 8, seed=1)
+    first = bare.clean_state(pairs.clean)
+    assert bare.clean_state(pairs.clean.copy()) is first  # the same values, another array
+    assert bare.clean_state(pairs.corrupt) is not first
+    bare.clean_state(pairs.corrupt[::-1].copy())  # a third batch pushes out the oldest
+    assert bare.clean_state(pairs.clean) is not first
+    outputs = bare.outputs(pairs.clean)
+    outputs.clear()  # a caller's dict, not the kept state's
+    assert bare.outputs(pairs.clean)
 
 
 def test_the_bare_engine_is_the_default_and_scores_alike():

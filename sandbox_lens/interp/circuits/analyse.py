@@ -308,12 +308,13 @@ def _miss_reasons(
     """Per ground-truth edge the circuit left out: its score, its effect patched alone (same ablation) and
     why it was missed — never scored, no effect alone (an interaction or a redundancy: it matters only
     with other edges patched), or an effect alone that the method's score did not reflect. With ``limit``, only
-    the first ``limit`` missed edges that were scored (in the graph's order, nearest the input first) are patched;
-    the rest, and the edges never scored, have no effect alone (None)."""
+    ``limit`` of the missed edges that were scored are patched: the cheapest, those whose receivers are nearest the
+    output (an edge patched alone runs from its receiver's block on), in the graph's order within a block; the rest,
+    and the edges never scored, have no effect alone (None)."""
     g = patcher.graph
     kept = set(circuit)
     missed = [e for e in g.edges if e in levels.members[level] and e not in kept]
-    scored = [e for e in missed if not np.isnan(rank[g.index[e]])]
+    scored = sorted((e for e in missed if not np.isnan(rank[g.index[e]])), key=lambda e: -patcher.start_layer([e]))
     patched = missed if limit is None else scored[:limit]
     alone = dict(zip(patched, path_patching(patcher, data, patched, source=src))) if patched else {}
     out = {}

@@ -24,6 +24,7 @@ import numpy as np
 
 from sandbox_lens.interp.circuits.gim import frozen_layer_norm, rule_attend
 from sandbox_lens.interp.circuits.graph import CHANNELS, Edge, Graph
+from sandbox_lens.interp.circuits.patches import Patches
 from sandbox_lens.interp.circuits.patching import CleanState, Patcher
 from sandbox_lens.interp.errors import ModelKindError
 from sandbox_lens.interp.model.arithmetic import attend, attention_scale, layer_norm
@@ -44,6 +45,10 @@ def patcher_for(model: Any, graph: Graph | None = None, engine: str = "auto") ->
     if engine == "bare" or (engine == "auto" and bare_unsupported(model) is None):
         return BarePatcher(model, graph)
     return Patcher(model, graph)
+
+
+#: clean states a :class:`BarePatcher` keeps (the clean and the corrupted batch)
+KEPT_STATES = 2
 
 
 def _detached(t: Any) -> Any:
@@ -78,6 +83,8 @@ class BarePatcher(Patcher):
         self.rules: Any = None
         self._groups: dict[tuple[str, str], tuple[Any, list[str]]] | None = None
         self._gate_plan: list[tuple] = []  # run_gated's stages, laid out by its first run
+        #: the last clean states, by their tokens: an analysis asks for the clean and corrupted runs several times
+        self._states: dict[tuple[tuple[int, ...], bytes], CleanState] = {}
 
     # -- the forward ------------------------------------------------------------------------------
     def _norm(self, x: Any, name: str) -> Any:
@@ -161,15 +168,26 @@ class BarePatcher(Patcher):
 
     # -- the Patcher interface --------------------------------------------------------------------
     def outputs(self, tokens: np.ndarray) -> dict[str, Any]:
-        return self.clean_state(tokens).outputs
+        return dict(self.clean_state(tokens).outputs)
 
     def clean_state(self, tokens: np.ndarray) -> CleanState:
+        """As :meth:`Patcher.clean_state`; the last :data:`KEPT_STATES` are kept (by the tokens' values) and
+        returned again: the weights do not change under a patcher, and nothing writes into a state."""
+        array = np.ascontiguousarray(tokens)
+        key = (array.shape, array.tobytes())
+        if key in self._states:
+            self._states[key] = self._states.pop(key)  # the most recent last
+            return self._states[key]
         with exact_precision():
             embed, pos = self._embed(tokens)
             current = {"embed": embed, "pos": pos}
             resid: list[Any] = []
             self._forward(embed + pos, 0, lambda r, c, x: x, {n.name for n in self.graph.senders}, current, resid)
-        return CleanState(tokens, resid, {n.name: current[n.name].clone() for n in self.graph.senders})
+        state = CleanState(tokens, resid, {n.name: current[n.name].clone() for n in self.graph.senders})
+        self._states[key] = state
+        while len(self._states) > KEPT_STATES:
+            del self._states[next(iter(self._states))]
+        return state
 
     def run_many(
         self,
@@ -178,7 +196,6 @@ class BarePatcher(Patcher):
         source: dict[str, Any],
         state: CleanState | None = None,
     ) -> Any:
-        torch = self.torch
         k, n = len(settings), len(tokens)
         if state is None:  # from the tokens: the embeddings are the only senders computed before block 0
             with exact_precision():
@@ -187,32 +204,16 @@ class BarePatcher(Patcher):
             start = 0
         else:
             start = self.start_layer(e for edges, _ in settings for e in edges)
-        plan: dict[tuple[str, str], list[tuple[int, str, Any]]] = defaultdict(list)
-        senders: set[str] = set()
-        for i, (edges, mask) in enumerate(settings):
-            m = None if mask is None else on(state.resid[start], np.asarray(mask, dtype=bool))
-            for e in edges:
-                plan[(e.receiver, e.channel)].append((i, e.sender, m))
-                senders.add(e.sender)
+        resid = state.resid[start]
         current: dict[str, Any] = {}
-        for name in senders:
+        patches = Patches(self.torch, self.graph, settings, source, current, resid)
+        for name in patches.order:
             if self.graph.by_name[name].layer < start:
                 current[name] = state.outputs[name].repeat(k, 1, 1)
-        record = {s for s in senders if self.graph.by_name[s].layer >= start}
-
-        def inputs(receiver, channel, x):
-            items = plan.get((receiver, channel))
-            if not items:
-                return x
-            view = x.view(k, n, *x.shape[1:])
-            delta = torch.zeros_like(view)
-            for i, s, mask in items:
-                d = source[s] - current[s].view(k, n, *x.shape[1:])[i]
-                delta[i] += d if mask is None else d * mask.reshape(-1, 1).to(d.dtype)
-            return (view + delta).view_as(x)
-
+        record = {s for s in patches.order if self.graph.by_name[s].layer >= start}
+        inputs = patches.input
         with exact_precision():
-            logits = self._forward(state.resid[start].repeat(k, 1, 1), start, inputs, record, current)
+            logits = self._forward(resid.repeat(k, 1, 1), start, inputs, record, current)
         return logits.view(k, n, *logits.shape[1:])
 
     def gradients(

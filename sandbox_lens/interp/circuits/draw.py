@@ -71,7 +71,7 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
     """PNG bytes of ``result`` (what :func:`sandbox_lens.interp.circuits.analyse.analyse` returns)."""
     from matplotlib.figure import Figure  # no pyplot: a notebook keeps its own backend
     from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyBboxPatch
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     nodes: list[str] = result["graph"]["nodes"]
     pos = layout(nodes)
@@ -114,14 +114,19 @@ def circuit_png(result: dict[str, Any], title: str) -> bytes:
         (x0, y0), (x1, y1) = pos[s], pos[r]
         start, end = (x0, y0 + BOX_H / 2), (x1 + PORT[c], y1 - BOX_H / 2)
         rad = 0.0 if abs(end[0] - start[0]) < 1e-9 else (0.25 if end[0] > start[0] else -0.25)
-        ax.annotate(
-            "",
-            xy=end,
-            xytext=start,
-            zorder=2,
-            arrowprops=dict(
-                arrowstyle="-|>", connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0, mutation_scale=7, **style
-            ),
+        # a bare arrow patch, not an annotation: no text artist per edge (hundreds at the 16-block scan)
+        ax.add_patch(
+            FancyArrowPatch(
+                start,
+                end,
+                arrowstyle="-|>",
+                connectionstyle=f"arc3,rad={rad}",
+                shrinkA=0,
+                shrinkB=0,
+                mutation_scale=7,
+                zorder=2,
+                **style,
+            )
         )
     kept_nodes = set(result.get("circuit", {}).get("nodes", []))
     for n, (x, y) in pos.items():

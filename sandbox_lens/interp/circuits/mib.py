@@ -23,6 +23,7 @@ metric m is the task's metric on every read output, not MIB's last-token logit d
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -181,6 +182,26 @@ def _on_complete(
     return matrix, where
 
 
+def _measure(
+    patcher: Patcher, pairs: Any, runs: list[tuple[list[Edge], None]], source: dict[str, Any], metric: str
+) -> list[float]:
+    """``metric`` of each run, in order; runs that patch only later blocks start there, from the clean run (the
+    unpatched one costs only the unembedding), side by side with others of the same first block."""
+    state = patcher.clean_state(pairs.clean)
+    by_start: dict[int, list[int]] = defaultdict(list)
+    for j, (patched, _) in enumerate(runs):
+        by_start[patcher.start_layer(patched)].append(j)
+    measured = [0.0] * len(runs)
+    for members in by_start.values():
+        step = _chunk(len(members), patcher.model, pairs.clean)
+        for first in range(0, len(members), step):
+            part = members[first : first + step]
+            logits = patcher.run_many(pairs.clean, [runs[j] for j in part], source, state)
+            for i, j in enumerate(part):
+                measured[j] = pairs.value(logits[i], metric)
+    return measured
+
+
 def mib_curve(
     patcher: Patcher,
     pairs: Any,
@@ -218,11 +239,7 @@ def mib_curve(
     for patched, _ in settings:
         if distinct.setdefault(frozenset(patched), len(distinct)) == len(runs):
             runs.append((patched, None))
-    measured: list[float] = []
-    step = _chunk(len(runs), patcher.model, pairs.clean)
-    for start in range(0, len(runs), step):
-        logits = patcher.run_many(pairs.clean, runs[start : start + step], source)
-        measured.extend(pairs.value(logits[j], metric) for j in range(len(logits)))
+    measured = _measure(patcher, pairs, runs, source, metric)
     *curves, full, empty = [measured[distinct[frozenset(patched)]] for patched, _ in settings]
     span = full - empty
     f = [float((v - empty) / span) if span else 1.0 for v in curves]

@@ -134,8 +134,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         "--why-missed",
         default="16",
         metavar="N|all",
-        help="patch alone at most N of the ground-truth edges the circuit left out, to say why each was missed "
-        "(default 16; all: every one, as the leaderboard does — one path-patching pass per edge)",
+        help="patch alone at most N of the ground-truth edges the circuit left out, to say why each was missed, "
+        "those nearest the output first (the cheapest; default 16; all: every one, as the leaderboard does — one "
+        "path-patching pass per edge, from its receiver's block on)",
     )
     s.add_argument("--score", action="store_true", help="require scores against a ground truth (constructions only)")
     s.add_argument("--seed", type=int, help="seed of the counterfactual pairs (default 0, or the circuit file's)")
