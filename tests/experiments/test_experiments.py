@@ -487,6 +487,17 @@ def test_algorithm_confusion_quick(tmp_path):
     assert r["claims"][0]["verdict"] in VERDICTS
 
 
+def test_the_confusions_cascade_is_wider_and_trains_longer():
+    """At full scale the cascade's twins are twice as wide as the others and get twice the step budget (its sign level
+    stayed below the count at width 64); every other population keeps 6000 steps."""
+    from sandbox_lens.interp.experiments.algorithm_confusion import _scale
+
+    sc = _scale(False)
+    shapes = {label: shape for label, _, _, _, _, shape in sc["populations"]}
+    assert shapes["S3-cascade"]["d_model"] == 128 and shapes["S3-scan"]["d_model"] == 64
+    assert sc["steps_for"] == {"S3-cascade": 12000} and sc["steps"] == 6000
+
+
 def test_the_confusions_positive_controls_impose_the_scans_edges():
     """The scan's windows are imposed with their edges (path interchanges); an algorithm without exact edges
     between imposed variables gets every variable swapped every step."""

@@ -303,10 +303,11 @@ EXPERIMENTS: dict[str, Experiment] = {
             claim="Twins trained to carry a proven algorithm at its construction's sites (interchange intervention "
             "training) are identified as that algorithm, and random-init twins as none of them.",
             scale="S3 prefix scan (6 blocks, its graph imposed) and Krohn–Rhodes cascade (4 blocks), C4 counter "
-            "(2 blocks), Dyck_{2,4} stack (2 blocks) at T = 8 (Dyck 16), width 64 (Dyck 50); up to 6000 steps × "
-            "batch 32 until the imposed sites reach held-out IIA 0.99; 3 seeds each; 3 random-init twins per task; "
-            "interp align --candidates all on each (128 pairs per split, five random-init nulls)",
-            minutes=90.0,
+            "(2 blocks), Dyck_{2,4} stack (2 blocks) at T = 8 (Dyck 16), width 64 (the cascade 128, Dyck 50); up to "
+            "6000 steps (the cascade 12000) × batch 32 until the imposed sites reach held-out IIA 0.99; 3 seeds each; "
+            "3 random-init twins per task; interp align --candidates all on each (128 pairs per split, five "
+            "random-init nulls)",
+            minutes=150.0,
             module="sandbox_lens.interp.experiments.algorithm_confusion",
         ),
     )
