@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
+import re
 import stat
 import tempfile
+import uuid
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
@@ -139,24 +140,34 @@ def jsonable(x: Any) -> Any:
     raise TypeError(f"{type(x).__name__} is not JSON serialisable")
 
 
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_finite(v) for v in x]
-    return x
-
-
 def write_json(path: Path, obj: Any, indent: int = 1, strict: bool = True) -> Any:
     """Write ``obj`` as JSON, atomically; numpy values through :func:`jsonable`. ``strict``: a number that
-    could not be measured (NaN, ±inf) is written as null, so the file is standard JSON. Returns what was written."""
-    data = json.loads(json.dumps(obj, default=jsonable))
-    if strict:
-        data = _finite(data)
-    atomic_write(Path(path), (json.dumps(data, indent=indent, allow_nan=not strict) + "\n").encode())
+    could not be measured (NaN, ±inf) is written as null, so the file is standard JSON. Indented, except that a list
+    of numbers (or of booleans and nulls) stands on one line. Returns what was written."""
+    text = json.dumps(obj, default=jsonable)
+    data = json.loads(text, parse_constant=lambda _: None) if strict else json.loads(text)
+    atomic_write(Path(path), (dumps_folded(data, indent, allow_nan=not strict) + "\n").encode())
     return data
+
+
+def dumps_folded(data: Any, indent: int = 1, allow_nan: bool = False) -> str:
+    """``json.dumps(data, indent=indent)`` with every non-empty list of numbers, booleans and nulls on one line:
+    those are encoded by the C encoder (an indented dump runs Python's, element by element), the rest indented."""
+    nonce = uuid.uuid4().hex
+    folded: list[str] = []
+
+    def fold(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: fold(v) for k, v in x.items()}
+        if isinstance(x, list):
+            if x and all(v is None or isinstance(v, (int, float)) for v in x):
+                folded.append(json.dumps(x, allow_nan=allow_nan))
+                return f"{nonce}:{len(folded) - 1}"
+            return [fold(v) for v in x]
+        return x
+
+    text = json.dumps(fold(data), indent=indent, allow_nan=allow_nan)
+    return re.sub(f'"{nonce}:([0-9]+)"', lambda m: folded[int(m.group(1))], text)
 
 
 class InUseError(OSError):
