@@ -44,7 +44,7 @@ def _prepare(
     patcher = patcher_for(model, truth.graph if truth is not None else None, c.engine)
     if record is not None:
         record.check_engine(patcher)
-    raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed)
+    raw = make_pairs(model, c.pairs, c.corruption, c.length, c.seed, forward=patcher.logits)
     src = patcher.source(raw, c.source)
     return patcher, ablated_pairs(patcher, raw, c.source, src, c.normaliser), src
 

@@ -170,6 +170,12 @@ class BarePatcher(Patcher):
     def outputs(self, tokens: np.ndarray) -> dict[str, Any]:
         return dict(self.clean_state(tokens).outputs)
 
+    def logits(self, tokens: np.ndarray) -> Any:
+        """The unpatched logits, from the kept clean state (the arithmetic of every patched run's last step)."""
+        with exact_precision():
+            final = self._norm(self.clean_state(tokens).resid[-1], "ln_final")
+            return final @ self.sd["unembed.W_U"] + self.sd["unembed.b_U"]
+
     def clean_state(self, tokens: np.ndarray) -> CleanState:
         """As :meth:`Patcher.clean_state`; the last :data:`KEPT_STATES` are kept (by the tokens' values) and
         returned again: the weights do not change under a patcher, and nothing writes into a state."""

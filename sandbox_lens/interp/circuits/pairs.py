@@ -28,6 +28,7 @@ and the corrupted runs predict differently:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,10 +145,16 @@ class Pairs:
 
 
 def make_pairs(
-    model: Any, n: int = 64, corruption: str | None = None, length: int | None = None, seed: int = 0
+    model: Any,
+    n: int = 64,
+    corruption: str | None = None,
+    length: int | None = None,
+    seed: int = 0,
+    forward: Callable[[np.ndarray], Any] | None = None,
 ) -> Pairs:
     """``n`` counterfactual pairs for ``model``'s task (see the module docstring); the default corruption is
-    the task's first (symbol / bracket-type / bit). ``length`` defaults to the model's length."""
+    the task's first (symbol / bracket-type / bit). ``length`` defaults to the model's length. ``forward`` (tokens →
+    logits) runs the model where it is given: a patching engine's own clean run, kept for the analysis after."""
     import torch
 
     card = model.card
@@ -181,8 +188,11 @@ def make_pairs(
     read, read_x = (np.concatenate([np.zeros((n, P), dtype=bool), r], axis=1) for r in (read_w, read_xw))
 
     with exact_precision():
-        full_c = model(on(model, clean), return_type="logits")
-        full_x = model(on(model, corrupt), return_type="logits")
+        if forward is None:
+            full_c = model(on(model, clean), return_type="logits")
+            full_x = model(on(model, corrupt), return_type="logits")
+        else:
+            full_c, full_x = forward(clean), forward(corrupt)
     yc = to_numpy(full_c[..., on(full_c, outputs)].argmax(-1))
     yx = to_numpy(full_x[..., on(full_x, outputs)].argmax(-1))
     affected = read & read_x & (yc != yx)

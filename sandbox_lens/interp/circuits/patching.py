@@ -157,6 +157,11 @@ class Patcher:
         """Logits of ``tokens`` with ``patched`` edges delivering ``source`` (at ``positions`` only, if given)."""
         return self.run_many(tokens, [(list(patched), positions)], source)
 
+    def logits(self, tokens: np.ndarray) -> Any:
+        """The unpatched model's logits on ``tokens``."""
+        with exact_precision():
+            return self.model(on(self.model, tokens), return_type="logits")
+
     def clean_state(self, tokens: np.ndarray) -> CleanState:
         """The unpatched run of ``tokens``: the residual entering every block (and leaving the last) and
         every sender's output — what a patched run that starts at a later block takes as given."""
