@@ -11,7 +11,7 @@
 3. **Whole commands**: ``interp circuit prefix_scan --automaton S5 -T 16 --method attribution`` against the same
    with ``--method path``, each a fresh process (imports, building, scoring and writing included), alternated over
    five rounds, in CPU seconds of the child: the ratio per round, its median and range; then the same at the
-   16-block parity scan (T = 256, three rounds), where the methods' own costs, not the shared ones, decide.
+   16-block parity scan (T = 256, five rounds), where the methods' own costs, not the shared ones, decide.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def main() -> None:
             f"  T = {r['T']:4d} ({r['mlp_units']} MLP units), {r['corruption']:8s}: m = {r['steps_needed'] or '> 256'}"
         )
     whole = commands()
-    large = commands(3, LARGE)
+    large = commands(5, LARGE)
     if args.json:
         record = {"speed": s, "staircase": rows, "commands": whole, "commands_large": large}
         Path(args.json).write_text(json.dumps(record, indent=1))
