@@ -59,8 +59,8 @@ def run_dial_sweep(
 ) -> dict[str, Any]:
     """Each base family (``name``, ``build(**options)``) with ``negatives`` at every value of every dial (option name
     → values, or a switched gadget of :data:`~sandbox_lens.constructions.negatives.SWITCHES` → 0, 1; the others at
-    their defaults): the leaderboard's rows, each with its ``dial`` and ``value``. The construction with every dial at its default is run once and its rows stand at each dial's
-    default value."""
+    their defaults): the leaderboard's rows, each with its ``dial`` and ``value``. The construction with every dial
+    at its default is run once and its rows stand at each dial's default value."""
     rows: list[dict[str, Any]] = []
     cpu, board_settings = 0.0, {}
     for name, make in bases:
