@@ -12,7 +12,7 @@ faithfulness — every one a use of :class:`~sandbox_lens.interp.circuits.patchi
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from sandbox_lens.interp.progress import bar as progress_bar
 
 __all__ = [
     "path_patching",
+    "grouped_runs",
     "node_patching",
     "attribution",
     "node_estimates",
@@ -62,23 +63,40 @@ def path_patching(
             ):
                 out[j] = patcher.effect(pairs, patcher.run(pairs.clean, [e], source)[0], metric)
             return out
-        state = patcher.clean_state(pairs.clean)
         connected = patcher.connected()
-        by_layer: dict[int, list[int]] = defaultdict(list)
-        for j, e in enumerate(edges):
-            if connected[patcher.graph.index[e]]:  # the others leave every output as it was: effect 0
-                by_layer[patcher.start_layer([e])].append(j)
+        live = [j for j, e in enumerate(edges) if connected[patcher.graph.index[e]]]  # the rest: effect 0
         bar = progress_bar(total=len(edges), disable=not progress, desc="path patching", unit="edge", leave=False)
-        for layer, members in sorted(by_layer.items()):
-            step = _copies(patcher, pairs.clean, layer)
-            for first in range(0, len(members), step):
-                part = members[first : first + step]
-                logits = patcher.run_many(pairs.clean, [([edges[j]], None) for j in part], source, state)
-                for i, j in enumerate(part):
-                    out[j] = patcher.effect(pairs, logits[i], metric)
-                bar.update(len(part))
+        bar.update(len(edges) - len(live))
+        runs = [([edges[j]], None) for j in live]
+        groups = grouped_runs(
+            patcher, pairs.clean, runs, source, lambda start, _size: _copies(patcher, pairs.clean, start)
+        )
+        for part, logits in groups:
+            for i, k in enumerate(part):
+                out[live[k]] = patcher.effect(pairs, logits[i], metric)
+            bar.update(len(part))
         bar.close()
     return out
+
+
+def grouped_runs(
+    patcher: Patcher,
+    tokens: np.ndarray,
+    runs: Sequence[tuple[list[Edge], Any]],
+    source: dict[str, Any],
+    copies: Callable[[int, int], int],
+) -> Iterator[tuple[list[int], Any]]:
+    """Patched runs side by side: grouped by the first block they patch (each group starts there, from the clean
+    run's residual), ``copies(start, group size)`` runs per pass; yields (indices into ``runs``, their logits)."""
+    state = patcher.clean_state(tokens)
+    by_start: dict[int, list[int]] = defaultdict(list)
+    for j, (patched, _) in enumerate(runs):
+        by_start[patcher.start_layer(patched)].append(j)
+    for start, members in sorted(by_start.items()):
+        step = copies(start, len(members))
+        for first in range(0, len(members), step):
+            part = members[first : first + step]
+            yield part, patcher.run_many(tokens, [runs[j] for j in part], source, state)
 
 
 def _copies(patcher: Patcher, tokens: np.ndarray, start: int) -> int:

@@ -23,7 +23,6 @@ metric m is the task's metric on every read output, not MIB's last-token logit d
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from sandbox_lens.interp.circuits.effects import grouped_runs
 from sandbox_lens.interp.circuits.graph import Edge, Graph
 from sandbox_lens.interp.circuits.patching import Patcher, _chunk
 from sandbox_lens.interp.circuits.score import MIB_PERCENTAGES, areas
@@ -187,18 +187,13 @@ def _measure(
 ) -> list[float]:
     """``metric`` of each run, in order; runs that patch only later blocks start there, from the clean run (the
     unpatched one costs only the unembedding), side by side with others of the same first block."""
-    state = patcher.clean_state(pairs.clean)
-    by_start: dict[int, list[int]] = defaultdict(list)
-    for j, (patched, _) in enumerate(runs):
-        by_start[patcher.start_layer(patched)].append(j)
     measured = [0.0] * len(runs)
-    for members in by_start.values():
-        step = _chunk(len(members), patcher.model, pairs.clean)
-        for first in range(0, len(members), step):
-            part = members[first : first + step]
-            logits = patcher.run_many(pairs.clean, [runs[j] for j in part], source, state)
-            for i, j in enumerate(part):
-                measured[j] = pairs.value(logits[i], metric)
+    groups = grouped_runs(
+        patcher, pairs.clean, runs, source, lambda _start, size: _chunk(size, patcher.model, pairs.clean)
+    )
+    for part, logits in groups:
+        for i, j in enumerate(part):
+            measured[j] = pairs.value(logits[i], metric)
     return measured
 
 
