@@ -2,7 +2,8 @@
 
 For each of the circuit board's construction families (without negatives), PEAP on pair seed 0 (32 pairs, resample
 ablation): how many items of the per-position truth get a term under 10⁻⁷ in size — where the gradient vanishes, so
-they tie last — beside PEAP's average precision over (edge, position) items. docs/circuits/README.md quotes the output.
+they tie last — beside PEAP's average precision over (edge, position) items and over (edge, query, key) items (keys
+and values split by the queries that read them). docs/circuits/README.md quotes the output.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ def main() -> None:
         sizes = [abs(r["edge_positions"][name][p]) for name, positions in inside.items() for p in positions]
         zero = int(np.sum(np.array(sizes) < ZERO))
         ap = r["position_scores"]["edges"]["average_precision"]
+        crossing = r["position_scores"]["crossing"]
         print(
             f"  {family.name:22s} truth items {len(sizes):4d}, terms under 1e-7 {zero:4d} ({zero / len(sizes):.0%}); "
-            f"AP over items {ap:.2f}"
+            f"AP over items {ap:.2f}; over (edge, query, key) items {crossing['average_precision']:.2f} "
+            f"({crossing['positives']} of {crossing['edges']})"
         )
 
 

@@ -210,5 +210,7 @@ def test_a_method_that_scores_positions_gets_the_per_position_table():
     assert "position_ap" not in attribution
     assert len(peap["position_ap"]["values"]) == 2 and 0 <= peap["position_auroc"]["mean"] <= 1
     assert peap["position_items"]["positives"] > 0
+    assert len(peap["crossing_ap"]["values"]) == 2 and "crossing_ap" not in attribution
     text = markdown(board)
     assert "### Per position" in text and text.count("| krohn_rhodes cascade | default/resample | peap |") == 1
+    assert "(edge, query, key) AP" in text

@@ -7,15 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from circuit_families import BACKUP_FAMILIES, FAMILIES, NEGATIVE_FAMILIES
+from circuit_families import BACKUP_FAMILIES, FAMILIES, NEGATIVE_FAMILIES, layernorm_twin
 
 from sandbox_lens.constructions.registry import build
 from sandbox_lens.interp.circuits.analyse import analyse
 from sandbox_lens.interp.circuits.bare import BarePatcher
+from sandbox_lens.interp.circuits.crossing import crossing_terms
 from sandbox_lens.interp.circuits.effects import attribution
 from sandbox_lens.interp.circuits.levels import LevelError, levels_of
 from sandbox_lens.interp.circuits.pairs import make_pairs
-from sandbox_lens.interp.circuits.patching import ablated_pairs
+from sandbox_lens.interp.circuits.patching import Patcher, ablated_pairs
 from sandbox_lens.interp.circuits.positions import POSITION_LEVELS, position_truth
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
@@ -113,6 +114,49 @@ def test_peap_is_eaps_terms_per_position():
     np.testing.assert_allclose(per.sum(1), whole, rtol=0, atol=1e-6 * max(1.0, float(np.abs(whole).max())))
 
 
+@pytest.mark.parametrize("model_of", ["prefix_scan/S5+negatives", "dyck/stack+negatives", "layernorm twin"])
+@pytest.mark.parametrize("engine", [BarePatcher, Patcher])
+def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_of, engine, tmp_path):
+    """A key or value edge's (query, key) terms, summed over the queries, are its per-position term at the key: on
+    constructions with the negatives (no LayerNorm; their gadgets have gradients at keys and values) and on a twin
+    with LayerNorm, both engines."""
+    if model_of == "layernorm twin":
+        model = layernorm_twin(tmp_path / "t")
+    else:
+        model = to_hooked({**FAMILIES, **NEGATIVE_FAMILIES}[model_of]())
+    patcher = engine(model)
+    pairs = make_pairs(model, 16, seed=0)
+    src = patcher.source(pairs, "resample")
+    per, _ = attribution(patcher, pairs, src, per_position=True)
+    crossing = crossing_terms(patcher, pairs, src)
+    kv = [i for i, e in enumerate(patcher.graph.edges) if e.channel in "kv"]
+    assert sorted(crossing) == kv and kv
+    T = pairs.clean.shape[1]
+    for i in kv:
+        assert crossing[i].shape == (T, T) and not np.triu(crossing[i], 1).any()
+    summed = np.array([crossing[i].sum(0) for i in kv])
+    scale = max(float(np.abs(per[kv]).max()), 1e-3)
+    # the per-position terms come from float32 gradients summed over batch × d_model (≈ 10⁴ terms: √n·ε ≈ 10⁻⁵)
+    np.testing.assert_allclose(summed, per[kv], rtol=0, atol=1e-4 * scale)
+    assert np.abs(per[kv]).max() > 1e-3  # not a comparison of zeros
+
+
+@pytest.mark.parametrize("family", ["prefix_scan/S5", "dyck/stack+negatives"])
+def test_the_crossing_truth_splits_the_per_position_truth_by_the_queries_that_use_the_head(family):
+    """A key or value edge's (query, key) truth: taken over its queries, its per-position truth; never a key after
+    its query; only at queries where the head's own output is in the truth."""
+    truth, pairs, patcher, lv = _setup({**FAMILIES, **NEGATIVE_FAMILIES}[family]())
+    pt = position_truth(lv, "resample", patcher, pairs)
+    g = truth.graph
+    used = pt.node_labels()
+    for i, e in enumerate(g.edges):
+        if e.channel in "kv":
+            np.testing.assert_array_equal(pt.crossing[i].any(0), pt.edges[i])
+            assert not np.triu(pt.crossing[i], 1).any()
+            assert not pt.crossing[i][~used[e.receiver]].any(), e.name
+    assert pt.to_dict()["crossing_positives"] == sum(int(c.sum()) for c in pt.crossing.values()) > 0
+
+
 def test_position_scoring_methods_are_scored_per_position():
     spec = FAMILIES["modular_counter/C3"]()
     truth, model = ground_truth(spec), to_hooked(spec)
@@ -120,6 +164,11 @@ def test_position_scoring_methods_are_scored_per_position():
     scores = peap["position_scores"]
     assert scores["scored"] and scores["edges"]["positives"] == sum(len(p) for p in scores["truth"]["edges"].values())
     assert 0.0 <= scores["edges"]["auroc"] <= 1.0
+    # (edge, query, key) items: a key's or value's split by its queries, every other edge's per position as before
+    rest = sum(len(p) for name, p in scores["truth"]["edges"].items() if not name.endswith((".k", ".v")))
+    assert scores["crossing"]["positives"] == scores["truth"]["crossing_positives"] + rest
+    assert scores["truth"]["crossing_positives"] > 0
+    assert 0.0 <= scores["crossing"]["auroc"] <= 1.0 and peap["edge_crossing_strongest"]
     nodes = analyse(model, "patching", truth, pairs=32, curve=False, per_position=True)["position_scores"]["nodes"]
     assert nodes["auroc"] == 1.0  # the counter's one head and its inputs, at the positions they are used
     assert "position_scores" not in analyse(model, "attribution", truth, pairs=32, curve=False)
@@ -153,6 +202,7 @@ def test_the_per_position_picture(tmp_path, interp_run):
     assert code == 0, err
     assert (tmp_path / "p" / "circuit.positions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "circuit.positions.png" in out and "per position, (edge, position) items" in out
+    assert "per (edge, query, key)" in out
     code, out, err = interp_run(
         "circuit", "modular_counter", "--automaton", "C3", "-T", "8", "--method", "path", "--pairs", "16",
         "--out", str(tmp_path / "p"),

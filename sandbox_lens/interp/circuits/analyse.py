@@ -22,6 +22,7 @@ import numpy as np
 
 from sandbox_lens.interp.circuits.bare import patcher_for
 from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig, MethodError
+from sandbox_lens.interp.circuits.crossing import crossing_items
 from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
@@ -172,14 +173,22 @@ def _evaluate(
             else {}
         )
         if "edge_positions" in found.extra or "per_position" in found.extra:
-            out["position_scores"] = _position_scores(patcher, data, levels, level, found.extra)
+            out["position_scores"] = _position_scores(patcher, data, levels, level, found.extra, found.crossing)
     return out
 
 
-def _position_scores(patcher: Patcher, data: Any, levels: Levels, level: str, extra: dict[str, Any]) -> dict[str, Any]:
+def _position_scores(
+    patcher: Patcher,
+    data: Any,
+    levels: Levels,
+    level: str,
+    extra: dict[str, Any],
+    crossing: dict[int, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """A method's per-position scores against the construction's per-position truth
     (:mod:`~sandbox_lens.interp.circuits.positions`): AUROC and average precision over (edge, position) items (the
-    candidates: structural edges at every position), or over (node, position) items for node patching."""
+    candidates: structural edges at every position), or over (node, position) items for node patching; with
+    ``crossing`` terms, also over (edge, query, key) items (``crossing``: a key or value edge split by its queries)."""
     truth = levels.truth
     if truth.imposed or level not in POSITION_LEVELS:
         why = "a trained twin's imposed truth is per node" if truth.imposed else f"it is not defined at {level!r}"
@@ -191,6 +200,8 @@ def _position_scores(patcher: Patcher, data: Any, levels: Levels, level: str, ex
         scores = np.abs(np.array([extra["edge_positions"][e.name] for e in g.edges], dtype=np.float64))
         candidates = np.repeat(truth.edge_labels("structural")[:, None], pt.n_positions, 1)
         out["edges"] = ranking_scores(scores.ravel(), pt.edges.ravel(), candidates.ravel())
+        if crossing is not None:
+            out["crossing"] = ranking_scores(*crossing_items(scores, crossing, pt, truth.edge_labels("structural")))
     if "per_position" in extra:
         labels = pt.node_labels()
         names = [n.name for n in g.senders]

@@ -198,6 +198,9 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
             xs = [p["edges"][key] for p in positions]
             row[name] = {"mean": float(np.mean(xs)), "interval": t_interval(xs, bounds=(0.0, 1.0)), "values": xs}
         row["position_items"] = {k: positions[0]["edges"][k] for k in ("positives", "candidates")}
+    if all(p.get("scored") and "crossing" in p for p in positions):  # and splits keys and values by their queries
+        xs = [p["crossing"]["average_precision"] for p in positions]
+        row["crossing_ap"] = {"mean": float(np.mean(xs)), "interval": t_interval(xs, bounds=(0.0, 1.0)), "values": xs}
     ratios = [x for r, _ in runs if (x := r["pairs"].get("normaliser_ratio", {}).get(r["metric"])) is not None]
     if ratios:  # zero and mean ablation: how much farther m(∅) is than the corrupted word (Pairs.normaliser_ratio)
         row["normaliser_ratio"] = max(ratios)
@@ -308,16 +311,19 @@ def markdown(board: dict[str, Any]) -> str:
         lines.append("")
     by_position = [r for r in _scored(board) if "position_ap" in r]
     if by_position:
+        crossing = any("crossing_ap" in r for r in by_position)  # (edge, query, key) items: keys and values split
         lines += [
             "### Per position: (edge, position) items against the per-position truth",
             "",
-            "| construction | setting | method | positives / candidates | AUROC | AP | edge-level AP |",
-            "|---|---|---|---|---|---|---|",
+            "| construction | setting | method | positives / candidates | AUROC | AP | edge-level AP |"
+            + (" (edge, query, key) AP |" if crossing else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if crossing else ""),
         ]
         lines += [
             f"| {r['construction']}{' + negatives' if r['negatives'] else ''} | {r['setting']} | {r['method']} | "
             f"{r['position_items']['positives']} / {r['position_items']['candidates']} | {_cell(r['position_auroc'])} | "
             f"{_cell(r['position_ap'])} | {_cell(r['average_precision'])} |"
+            + (f" {_cell(r['crossing_ap']) if 'crossing_ap' in r else '—'} |" if crossing else "")
             for r in by_position
         ]
         lines.append("")

@@ -15,7 +15,8 @@ path                edge    edges whose path patching moves the metric by ≥ th
 attribution         edge    edges whose attribution-patching estimate (EAP) is ≥ threshold
 peap                edge    position-aware EAP (Haklay et al. 2025): EAP's terms per (edge, position), scored
                             per position against :mod:`~sandbox_lens.interp.circuits.positions`; an edge ranks by
-                            its strongest position (PEAP's max-abs aggregation), kept where that is ≥ threshold
+                            its strongest position (PEAP's max-abs aggregation), kept where that is ≥ threshold;
+                            keys and values also split by query (:mod:`~sandbox_lens.interp.circuits.crossing`)
 eap-ig              edge    EAP with integrated gradients over m steps (``steps``)
 atp-star            edge    AtP* (:mod:`~sandbox_lens.interp.circuits.atp_star`): EAP with the softmax recomputed
                             for query and key edges and GradDrop's score; the edges scoring ≥ threshold
@@ -44,6 +45,7 @@ import numpy as np
 from sandbox_lens.interp.circuits import autocircuit
 from sandbox_lens.interp.circuits.acdc import ACDC_MODES, acdc
 from sandbox_lens.interp.circuits.config import CircuitConfig, MethodError
+from sandbox_lens.interp.circuits.crossing import crossing_terms
 from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Graph
 from sandbox_lens.interp.circuits.pairs import METRICS
@@ -73,6 +75,8 @@ class Found:
     extra: dict[str, Any] = field(default_factory=dict)
     own_circuit: bool = True
     signed: np.ndarray | None = None
+    #: PEAP's terms per key or value edge (graph index) and (query, key) (:mod:`~sandbox_lens.interp.circuits.crossing`)
+    crossing: dict[int, np.ndarray] | None = None
 
     @property
     def signed_scores(self) -> np.ndarray:
@@ -253,13 +257,22 @@ def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
     strongest = np.abs(by_position).argmax(1)
     signed = by_position[np.arange(len(by_position)), strongest]  # each edge's score at its strongest position
     g = patcher.graph
+    crossing = crossing_terms(patcher, data, src)
+    top = {i: np.unravel_index(np.abs(t).argmax(), t.shape) for i, t in crossing.items()}
     return Found(
         np.abs(signed),
         [e for e, v in zip(g.edges, signed) if abs(v) >= c.threshold],
         signed,
         node_fx,
-        extra={"edge_positions": {e.name: [float(v) for v in row] for e, row in zip(g.edges, by_position)}},
+        extra={
+            "edge_positions": {e.name: [float(v) for v in row] for e, row in zip(g.edges, by_position)},
+            # a key or value edge's strongest (query, key, term) of its crossing terms
+            "edge_crossing_strongest": {
+                g.edges[i].name: [int(q), int(k), float(crossing[i][q, k])] for i, (q, k) in top.items()
+            },
+        },
         signed=signed,
+        crossing=crossing,
     )
 
 

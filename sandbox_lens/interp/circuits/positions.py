@@ -3,7 +3,7 @@
 An edge at position p is the sender's output at p entering the receiver's channel at p — what patching the edge at
 that position alone replaces. For a query, an MLP or the unembedding, position p feeds the receiver's output at p;
 for a key or value it feeds every later query that reads p, so a crossing edge is counted at the position its
-sender writes (PEAP's crossing edges, split further by the query that reads them, are not separated here).
+sender writes; :attr:`PositionTruth.crossing` splits it further by the query that reads it (PEAP's crossing edges).
 
 Derived from the construction and the pairs, backwards from the outputs the metric reads, at one ablation level
 (:mod:`sandbox_lens.interp.circuits.levels`):
@@ -17,7 +17,9 @@ Derived from the construction and the pairs, backwards from the outputs the metr
   query (a key moves the softmax wherever the query sees it);
 * the edge is **in the truth at p** when it is in the level, its receiver channel takes p, and the ablation can
   change what it delivers there, in the coordinates the level counts (resample: the clean and corrupted outputs
-  differ at p on some pair; zero: nonzero at p; mean: differs from its mean at p).
+  differ at p on some pair; zero: nonzero at p; mean: differs from its mean at p);
+* a key or value edge in the truth at key j is **in the truth for query i** when i is a used query of its head
+  that takes j (a value: j is one of i's routes; a key: j ≤ i).
 
 For a head whose pattern reads only positions and constants (the prefix scan's look-back heads: Theorem 10 routes
 query t to t − 2^(l−1)), the routes are the same for every word and follow from the weights; for a head whose
@@ -28,7 +30,7 @@ against the proof and that patching every (edge, position) outside the truth lea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +64,9 @@ class PositionTruth:
     read: list[int]  # the positions the metric reads
     routes: dict[str, dict[int, list[int]]]  # head -> query position -> the key positions its value takes
     word_routed: list[str]  # heads whose routes come from the batch's clean words (their pattern reads the word)
+    #: per key or value edge (graph index): bool ``[query, key]``, the edge at key j read by query i (PEAP's crossing
+    #: edges, :mod:`~sandbox_lens.interp.circuits.crossing`); its any over queries is the edge's row of ``edges``
+    crossing: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_positions(self) -> int:
@@ -86,6 +91,7 @@ class PositionTruth:
             },
             "routes": {h: {str(i): js for i, js in r.items()} for h, r in self.routes.items()},
             "word_routed": self.word_routed,
+            "crossing_positives": int(sum(int(c.sum()) for c in self.crossing.values())),
             "route_floor": ROUTE_FLOOR,
         }
 
@@ -123,6 +129,7 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
     used = {n.name: np.zeros(T, dtype=bool) for n in g.nodes}
     used["logits"][sorted({int(p) for p in np.flatnonzero(np.asarray(pairs.read).any(0))})] = True
     edges = np.zeros((len(g.edges), T), dtype=bool)
+    crossing = {i: np.zeros((T, T), dtype=bool) for i, e in enumerate(g.edges) if e.channel in "kv"}
     incoming: dict[str, list[tuple[int, Edge]]] = {n.name: [] for n in g.receivers}
     for i, e in enumerate(g.edges):
         if e in members:
@@ -131,9 +138,14 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
         # a head none of whose query or key edges is in the level may attend anywhere once they are ablated (its
         # value is one constant, so the node-level truth lets its pattern go): its value takes every position
         free = r.kind == "head" and not any(e.channel in "qk" for _, e in incoming[r.name])
-        takes = {c: _takes(c, used[r.name], None if free else routes.get(r.name)) for c in CHANNELS[r.kind]}
+        reads = {c: _reads(c, used[r.name], None if free else routes.get(r.name)) for c in CHANNELS[r.kind]}
         for i, e in incoming[r.name]:
-            edges[i] = takes[e.channel] & delivered(e)
+            moved = delivered(e)
+            if e.channel in "kv":
+                crossing[i] = reads[e.channel] & moved[None, :]
+                edges[i] = crossing[i].any(0)
+            else:
+                edges[i] = reads[e.channel] & moved
             used[e.sender] |= edges[i]
     word_routed = [n.name for n in g.nodes if n.kind == "head" and _reads_word(g, flow, n.name)]
     return PositionTruth(
@@ -146,6 +158,7 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
             for h, r in routes.items()
         },
         word_routed,
+        crossing,
     )
 
 
@@ -156,17 +169,15 @@ def _reads_word(g: Graph, flow: Any, head: str) -> bool:
     return any(flow.writes[s].get(c) == WORD for s in senders for c in qk)
 
 
-def _takes(channel: str, used: np.ndarray, routes: np.ndarray | None) -> np.ndarray:
-    """The positions at which a receiver channel takes its senders' outputs, given where its receiver is used."""
-    if channel == "v" and routes is not None:
-        return routes[used].any(0)
-    if channel in "kv":
-        last = np.flatnonzero(used)
-        out = np.zeros_like(used)
-        if len(last):
-            out[: last[-1] + 1] = True
-        return out
-    return used.copy()
+def _reads(channel: str, used: np.ndarray, routes: np.ndarray | None) -> np.ndarray:
+    """What a receiver channel takes of its senders' outputs, given where its receiver is used: for a key or value
+    ``[query, key]`` (a used query reads every earlier key, a routed value the keys its routes give), for any
+    other channel the positions (those where its receiver is used)."""
+    if channel not in "kv":
+        return used.copy()
+    T = len(used)
+    reach = routes if channel == "v" and routes is not None else np.tri(T, dtype=bool)
+    return reach & used[:, None]
 
 
 def _routes(pattern: np.ndarray) -> np.ndarray:

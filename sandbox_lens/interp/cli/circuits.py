@@ -481,6 +481,12 @@ def _print_scores(result: dict, source: str, scored: bool) -> None:
                 f"  per position, ({kind[:-1]}, position) items against the per-position truth ({sc['positives']} of "
                 f"{sc['edges']}): AUROC {_fmt(sc['auroc'])}, AP {_fmt(sc['average_precision'])}"
             )
+        if "crossing" in pos:
+            sc = pos["crossing"]
+            print(
+                f"  per (edge, query, key), a key or value split by its queries ({sc['positives']} of {sc['edges']}): "
+                f"AUROC {_fmt(sc['auroc'])}, AP {_fmt(sc['average_precision'])}"
+            )
     for name, miss in list(result["missed"].items())[:5]:
         alone = "" if miss["effect_alone"] is None else f" (alone {miss['effect_alone']:+.3f})"
         print(f"    missed {name}: {miss['reason']}{alone}")
