@@ -34,6 +34,7 @@ from sandbox_lens.interp.stats import Estimate, wilson_interval
 from sandbox_lens.interp.streams import ExperimentSeed
 from sandbox_lens.interp.train import ModelShape, TrainConfig, load_trained, random_init
 from sandbox_lens.interp.train.checkpoint import METRICS_SCHEMA
+from sandbox_lens.interp.train.sweep import run_pool
 
 SEEDS, QUICK_SEEDS = (0, 1, 2), (0,)
 #: Random-init twins per task (initialisation seeds from NULL_SEED): the negatives.
@@ -101,47 +102,43 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def run(ctx: Context) -> None:
-    """Train the imposed twins (or reuse finished runs), identify them and the random-init negatives, count."""
+    """Train the imposed twins (or reuse finished runs), identify them and the random-init negatives (the populations
+    in a pool of ``--workers`` processes), count."""
 
     sc = _scale(ctx.quick)
-    twins: list[dict[str, Any]] = []
-    for label, algorithm, construction, make, layers, shape_args in sc["populations"]:
+    jobs: list[tuple] = []
+    for label, _, construction, make, layers, shape_args in sc["populations"]:
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
         config = control_config(construction, task, shape, sc.get("steps_for", {}).get(label, sc["steps"]))
         summary = ctx.sweep(label, task, shape, config)
-        by_seed = {r["seed"]: r for r in summary["runs"]}
-        nulls = None
-        for seed, directory in ctx.run_dirs(label).items():
-            twin = load_trained(directory)
-            if nulls is None:
-                nulls = nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
-            last = last_evaluation(directory)
-            imposed = last.get("imposed_iia") or {}
-            reached = (
-                by_seed[seed]["final_accuracy"] >= REACHED
-                and bool(imposed)
-                and all(v is not None and v >= REACHED for v in imposed.values())
-            )
-            twins.append(
-                {
-                    "population": label,
-                    "imposed": algorithm,
-                    "construction": construction,
-                    "seed": seed,
-                    "accuracy": by_seed[seed]["final_accuracy"],
-                    "steps": by_seed[seed]["steps"],
-                    "imposed_iia": imposed,
-                    "reached": reached or ctx.quick,
-                    **identified_row(twin, nulls, sc["pairs"]),
-                }
-            )
-    for label, make, layers, shape_args in sc["negatives"]:
+        runs = {r["seed"]: {k: r[k] for k in ("final_accuracy", "steps")} for r in summary["runs"]}
+        jobs.append((ctx.quick, label, ctx.run_dirs(label), runs))
+    jobs += [(ctx.quick, label, None, None) for label, *_ in sc["negatives"]]
+    found = run_pool(_identified, jobs, ctx.workers, ctx.progress, "identifying populations", unit="population")
+    twins = [t for rows in found for t in rows]
+    ctx.data("twins", twins)
+    ctx.data("reached_threshold", REACHED)
+    _tables(ctx, twins)
+    _claims(ctx, twins)
+
+
+def _identified(job: tuple) -> list[dict[str, Any]]:
+    """One population identified (in a pool worker: one thread) beside nulls shared by its twins: a trained one's
+    twins from their run directories (``runs``: each seed's final accuracy and steps), or the task's random-init
+    negatives where ``dirs`` is None. Picklable: the population is found again by its label in :func:`_scale`."""
+    import torch
+
+    quick, label, dirs, runs = job
+    torch.set_num_threads(1)
+    sc = _scale(quick)
+    twins: list[dict[str, Any]] = []
+    nulls = None
+    if dirs is None:
+        make, layers, shape_args = next(n[1:] for n in sc["negatives"] if n[0] == label)
         task, shape = make(), ModelShape(n_layers=layers, **shape_args)
-        nulls = None
         for i in range(sc["negatives_per_task"]):
             model = random_init(task, shape, NULL_SEED + i)
-            if nulls is None:
-                nulls = nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
+            nulls = nulls or nulls_of(model, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
             twins.append(
                 {
                     "population": label,
@@ -155,10 +152,31 @@ def run(ctx: Context) -> None:
                     **identified_row(model, nulls, sc["pairs"]),
                 }
             )
-    ctx.data("twins", twins)
-    ctx.data("reached_threshold", REACHED)
-    _tables(ctx, twins)
-    _claims(ctx, twins)
+        return twins
+    algorithm, construction = next(p[1:3] for p in sc["populations"] if p[0] == label)
+    for seed, directory in dirs.items():
+        twin = load_trained(directory)
+        nulls = nulls or nulls_of(twin, ExperimentSeed.ALGORITHM_PAIRS, n=sc["nulls"])
+        imposed = last_evaluation(directory).get("imposed_iia") or {}
+        reached = (
+            runs[seed]["final_accuracy"] >= REACHED
+            and bool(imposed)
+            and all(v is not None and v >= REACHED for v in imposed.values())
+        )
+        twins.append(
+            {
+                "population": label,
+                "imposed": algorithm,
+                "construction": construction,
+                "seed": seed,
+                "accuracy": runs[seed]["final_accuracy"],
+                "steps": runs[seed]["steps"],
+                "imposed_iia": imposed,
+                "reached": reached or quick,
+                **identified_row(twin, nulls, sc["pairs"]),
+            }
+        )
+    return twins
 
 
 def imposition(construction: str, task: Any, shape: Any) -> tuple[dict[str, Any], str]:
