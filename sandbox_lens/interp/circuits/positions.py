@@ -12,7 +12,8 @@ Derived from the construction and the pairs, backwards from the outputs the metr
   the unembedding is used at the positions the metric reads;
 * a receiver channel **takes** position p: a query, an MLP or the unembedding at the positions where its receiver
   is used; a value at every p that some used query i routes to (at every p ≤ a used query where none of the head's
-  query or key edges is in the level: ablating them leaves its pattern free) — the clean pattern gives p at least
+  query or key edges is in the level and ablating them changes what they deliver: its pattern is free) — the clean
+  pattern gives p at least
   :data:`ROUTE_FLOOR` on some clean word; a key at every p ≤ some used
   query (a key moves the softmax wherever the query sees it);
 * the edge is **in the truth at p** when it is in the level, its receiver channel takes p, and the ablation can
@@ -126,6 +127,10 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
         moved = ablation_change(level, clean[e.sender], corrupt[e.sender])[..., coords]
         return to_numpy(moved.abs().amax(dim=(0, 2)).double()) > tol
 
+    def changes(sender: str) -> bool:
+        """Whether the ablation changes anything the sender delivers (any coordinate, any position)."""
+        return bool(ablation_change(level, clean[sender], corrupt[sender]).abs().max() > tol)
+
     used = {n.name: np.zeros(T, dtype=bool) for n in g.nodes}
     used["logits"][sorted({int(p) for p in np.flatnonzero(np.asarray(pairs.read).any(0))})] = True
     edges = np.zeros((len(g.edges), T), dtype=bool)
@@ -136,8 +141,13 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
             incoming[e.receiver].append((i, e))
     for r in sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True):
         # a head none of whose query or key edges is in the level may attend anywhere once they are ablated (its
-        # value is one constant, so the node-level truth lets its pattern go): its value takes every position
-        free = r.kind == "head" and not any(e.channel in "qk" for _, e in incoming[r.name])
+        # value is one constant, so the node-level truth lets its pattern go): its value takes every position; unless
+        # ablating them delivers what they delivered (resampled positions): then its pattern stays the clean one's
+        free = (
+            r.kind == "head"
+            and not any(e.channel in "qk" for _, e in incoming[r.name])
+            and any(changes(e.sender) for e in g.edges if e.receiver == r.name and e.channel in "qk")
+        )
         reads = {c: _reads(c, used[r.name], None if free else routes.get(r.name)) for c in CHANNELS[r.kind]}
         for i, e in incoming[r.name]:
             moved = delivered(e)
