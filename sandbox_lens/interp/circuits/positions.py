@@ -11,11 +11,10 @@ Derived from the construction and the pairs, backwards from the outputs the metr
 * a receiver's output is **used at p** when one of its edges in the level is used at a position its reader takes;
   the unembedding is used at the positions the metric reads;
 * a receiver channel **takes** position p: a query, an MLP or the unembedding at the positions where its receiver
-  is used; a value at every p that some used query i routes to (at every p ≤ a used query where none of the head's
-  query or key edges is in the level and ablating them changes what they deliver: its pattern is free) — the clean
-  pattern gives p at least
-  :data:`ROUTE_FLOOR` on some clean word; a key at every p ≤ some used
-  query (a key moves the softmax wherever the query sees it);
+  is used; a value at every p that some used query i routes to — the clean pattern gives p at least
+  :data:`ROUTE_FLOOR` on some clean word, or, for a head none of whose query or key edges is in the level, the
+  pattern with those edges ablated does (a circuit without them runs it); a key at every p ≤ some used query (a key
+  moves the softmax wherever the query sees it);
 * the edge is **in the truth at p** when it is in the level, its receiver channel takes p, and the ablation can
   change what it delivers there, in the coordinates the level counts (resample: the clean and corrupted outputs
   differ at p on some pair; zero: nonzero at p; mean: differs from its mean at p);
@@ -115,8 +114,24 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
     clean, corrupt = state.outputs, patcher.outputs(pairs.corrupt)
     tol = tolerance_of(clean)
     T = pairs.clean.shape[1]
-    patterns = _patterns(patcher.model, state.resid, g)
-    routes = {h: _routes(a) for h, a in patterns.items()}
+    routes = {h: _routes(a) for h, a in _patterns(patcher.model, state.resid, g).items()}
+    # a head none of whose query or key edges is in the level reads with them ablated: its value also takes the routes
+    # of the pattern those ablated inputs give (the same as the clean ones where the ablation delivers the same)
+    kept = {(e.receiver, e.channel) for e in members}
+    detached = [n for n in g.nodes if n.kind == "head" and not {(n.name, "q"), (n.name, "k")} & kept]
+    shifts = {
+        n.name: tuple(
+            -sum(
+                ablation_change(level, clean[e.sender], corrupt[e.sender])
+                for e in g.edges
+                if e.receiver == n.name and e.channel == c
+            )
+            for c in "qk"
+        )
+        for n in detached
+    }
+    for h, a in _patterns(patcher.model, state.resid, g, shifts).items():
+        routes[h] = routes[h] | _routes(a)
     live = flow.live_inputs(pairs.outputs)
 
     def delivered(e: Edge) -> np.ndarray:
@@ -127,10 +142,6 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
         moved = ablation_change(level, clean[e.sender], corrupt[e.sender])[..., coords]
         return to_numpy(moved.abs().amax(dim=(0, 2)).double()) > tol
 
-    def changes(sender: str) -> bool:
-        """Whether the ablation changes anything the sender delivers (any coordinate, any position)."""
-        return bool(ablation_change(level, clean[sender], corrupt[sender]).abs().max() > tol)
-
     used = {n.name: np.zeros(T, dtype=bool) for n in g.nodes}
     used["logits"][sorted({int(p) for p in np.flatnonzero(np.asarray(pairs.read).any(0))})] = True
     edges = np.zeros((len(g.edges), T), dtype=bool)
@@ -140,15 +151,7 @@ def position_truth(levels: Levels, level: str, patcher: Any, pairs: Any) -> Posi
         if e in members:
             incoming[e.receiver].append((i, e))
     for r in sorted(g.receivers, key=lambda n: (n.order, n.head), reverse=True):
-        # a head none of whose query or key edges is in the level may attend anywhere once they are ablated (its
-        # value is one constant, so the node-level truth lets its pattern go): its value takes every position; unless
-        # ablating them delivers what they delivered (resampled positions): then its pattern stays the clean one's
-        free = (
-            r.kind == "head"
-            and not any(e.channel in "qk" for _, e in incoming[r.name])
-            and any(changes(e.sender) for e in g.edges if e.receiver == r.name and e.channel in "qk")
-        )
-        reads = {c: _reads(c, used[r.name], None if free else routes.get(r.name)) for c in CHANNELS[r.kind]}
+        reads = {c: _reads(c, used[r.name], routes.get(r.name)) for c in CHANNELS[r.kind]}
         for i, e in incoming[r.name]:
             moved = delivered(e)
             if e.channel in "kv":
@@ -195,9 +198,12 @@ def _routes(pattern: np.ndarray) -> np.ndarray:
     return (pattern >= ROUTE_FLOOR).any(0) & np.tri(pattern.shape[-1], dtype=bool)
 
 
-def _patterns(model: Any, resid: list[Any], graph: Graph) -> dict[str, np.ndarray]:
+def _patterns(
+    model: Any, resid: list[Any], graph: Graph, shifts: dict[str, tuple[Any, Any]] | None = None
+) -> dict[str, np.ndarray]:
     """Each head's attention pattern ``[batch, query, key]`` (float64) on the clean run, from the weights and the
-    residual entering its block."""
+    residual entering its block; with ``shifts`` (head → what is added to its query's and its key's input), only those
+    heads', with their inputs shifted."""
     import torch
 
     sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
@@ -205,12 +211,16 @@ def _patterns(model: Any, resid: list[Any], graph: Graph) -> dict[str, np.ndarra
     eps, scale = getattr(model.cfg, "eps", 1e-5), attention_scale(model.cfg)
     out: dict[str, np.ndarray] = {}
     with exact_precision():
-        for node in (n for n in graph.nodes if n.kind == "head"):
+        for node in (n for n in graph.nodes if n.kind == "head" and (shifts is None or n.name in shifts)):
             p, h = f"blocks.{node.layer}", node.head
             x = resid[node.layer]
-            x = layer_norm(x, sd[f"{p}.ln1.w"], sd[f"{p}.ln1.b"], eps) if ln else x
-            q = x @ sd[f"{p}.attn.W_Q"][h] + sd[f"{p}.attn.b_Q"][h]
-            k = x @ sd[f"{p}.attn.W_K"][h] + sd[f"{p}.attn.b_K"][h]
+            shift_q, shift_k = (0, 0) if shifts is None else shifts[node.name]
+
+            def norm(y: Any, p: str = p) -> Any:
+                return layer_norm(y, sd[f"{p}.ln1.w"], sd[f"{p}.ln1.b"], eps) if ln else y
+
+            q = norm(x + shift_q) @ sd[f"{p}.attn.W_Q"][h] + sd[f"{p}.attn.b_Q"][h]
+            k = norm(x + shift_k) @ sd[f"{p}.attn.W_K"][h] + sd[f"{p}.attn.b_K"][h]
             scores = (q @ k.transpose(-1, -2)).double() * scale
             T = scores.shape[-1]
             mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
