@@ -69,10 +69,11 @@ def crossing_terms(patcher: Patcher, pairs: Pairs, source: dict[str, Any]) -> di
             for i, e in rows:
                 delta = (source[e.sender] - outputs[e.sender]).detach().double()
                 moved = torch.func.jvp(norm, (x,), (delta,))[1] if ln else delta  # J_j Δ_j
+                # [batch, query, key] products summed over the batch (no [batch, query, key, d_head] intermediate)
                 if e.channel == "v":
-                    term = torch.einsum("bij,bie,bje->ij", a, g_z, moved @ sd[f"{p}.attn.W_V"][h])
+                    term = (a * (g_z @ (moved @ sd[f"{p}.attn.W_V"][h]).transpose(-1, -2))).sum(0)
                 else:
-                    term = torch.einsum("bij,bie,bje->ij", d_score, q, moved @ sd[f"{p}.attn.W_K"][h]) * scale
+                    term = (d_score * (q @ (moved @ sd[f"{p}.attn.W_K"][h]).transpose(-1, -2))).sum(0) * scale
                 out[i] = to_numpy(-term / span)
     return out
 
