@@ -141,6 +141,15 @@ def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_o
     assert np.abs(per[kv]).max() > 1e-3  # not a comparison of zeros
 
 
+def test_long_words_are_not_split_by_query_and_say_so():
+    """Past 64 positions PEAP keeps its per-position scores and says why it made no (query, key) split."""
+    spec = build("prefix_scan", get_automaton("parity"), 48)
+    truth, model = ground_truth(spec), to_hooked(spec)
+    peap = analyse(model, "peap", truth, pairs=4, curve=False)
+    assert peap["edge_crossing_strongest"].startswith("not split by query: words of 80 positions")
+    assert "crossing" not in peap["position_scores"] and "edges" in peap["position_scores"]
+
+
 @pytest.mark.parametrize("family", ["prefix_scan/S5", "dyck/stack+negatives"])
 def test_the_crossing_truth_splits_the_per_position_truth_by_the_queries_that_use_the_head(family):
     """A key or value edge's (query, key) truth: taken over its queries, its per-position truth; never a key after

@@ -16,7 +16,8 @@ attribution         edge    edges whose attribution-patching estimate (EAP) is �
 peap                edge    position-aware EAP (Haklay et al. 2025): EAP's terms per (edge, position), scored
                             per position against :mod:`~sandbox_lens.interp.circuits.positions`; an edge ranks by
                             its strongest position (PEAP's max-abs aggregation), kept where that is ≥ threshold;
-                            keys and values also split by query (:mod:`~sandbox_lens.interp.circuits.crossing`)
+                            keys and values also split by query (:mod:`~sandbox_lens.interp.circuits.crossing`;
+                            words of at most 64 positions)
 eap-ig              edge    EAP with integrated gradients over m steps (``steps``)
 atp-star            edge    AtP* (:mod:`~sandbox_lens.interp.circuits.atp_star`): EAP with the softmax recomputed
                             for query and key edges and GradDrop's score; the edges scoring ≥ threshold
@@ -45,7 +46,7 @@ import numpy as np
 from sandbox_lens.interp.circuits import autocircuit
 from sandbox_lens.interp.circuits.acdc import ACDC_MODES, acdc
 from sandbox_lens.interp.circuits.config import CircuitConfig, MethodError
-from sandbox_lens.interp.circuits.crossing import crossing_terms
+from sandbox_lens.interp.circuits.crossing import CROSSING_MAX_POSITIONS, crossing_terms
 from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Graph
 from sandbox_lens.interp.circuits.pairs import METRICS
@@ -257,7 +258,8 @@ def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
     strongest = np.abs(by_position).argmax(1)
     signed = by_position[np.arange(len(by_position)), strongest]  # each edge's score at its strongest position
     g = patcher.graph
-    crossing = crossing_terms(patcher, data, src)
+    split = data.clean.shape[1] <= CROSSING_MAX_POSITIONS
+    crossing = crossing_terms(patcher, data, src) if split else {}
     top = {i: np.unravel_index(np.abs(t).argmax(), t.shape) for i, t in crossing.items()}
     return Found(
         np.abs(signed),
@@ -269,10 +271,12 @@ def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
             # a key or value edge's strongest (query, key, term) of its crossing terms
             "edge_crossing_strongest": {
                 g.edges[i].name: [int(q), int(k), float(crossing[i][q, k])] for i, (q, k) in top.items()
-            },
+            }
+            if split
+            else f"not split by query: words of {data.clean.shape[1]} positions (split up to {CROSSING_MAX_POSITIONS})",
         },
         signed=signed,
-        crossing=crossing,
+        crossing=crossing if split else None,
     )
 
 
