@@ -38,6 +38,7 @@ NOT_ON_BRIDGE: dict[str, str] = {
             "test_bare_engine.py::test_a_constructions_weights_patch_on_hooks_as_on_the_bare_engine",
             "test_bare_engine.py::test_the_engines_agree_on_a_twin_with_layernorm",
             "test_bare_engine.py::test_dense_and_sparse_patches_agree_with_the_hooks",
+            "test_positions.py::test_the_hook_engine_splits_by_query_as_the_bare_engine_does",
             "test_circuits.py::test_ground_truth_is_what_the_model_uses",
             "test_circuits.py::test_ground_truth_of_random_automata_ties_to_behaviour",
             "test_circuits.py::test_modular_counter_methods_recover_the_proof",

@@ -114,17 +114,19 @@ def test_peap_is_eaps_terms_per_position():
     np.testing.assert_allclose(per.sum(1), whole, rtol=0, atol=1e-6 * max(1.0, float(np.abs(whole).max())))
 
 
+def _crossing_model(model_of, tmp_path):
+    if model_of == "layernorm twin":
+        return layernorm_twin(tmp_path / "t")
+    return to_hooked({**FAMILIES, **NEGATIVE_FAMILIES}[model_of]())
+
+
 @pytest.mark.parametrize("model_of", ["prefix_scan/S5+negatives", "dyck/stack+negatives", "layernorm twin"])
-@pytest.mark.parametrize("engine", [BarePatcher, Patcher])
-def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_of, engine, tmp_path):
+def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_of, tmp_path):
     """A key or value edge's (query, key) terms, summed over the queries, are its per-position term at the key: on
     constructions with the negatives (no LayerNorm; their gadgets have gradients at keys and values) and on a twin
-    with LayerNorm, both engines."""
-    if model_of == "layernorm twin":
-        model = layernorm_twin(tmp_path / "t")
-    else:
-        model = to_hooked({**FAMILIES, **NEGATIVE_FAMILIES}[model_of]())
-    patcher = engine(model)
+    with LayerNorm."""
+    model = _crossing_model(model_of, tmp_path)
+    patcher = BarePatcher(model)
     pairs = make_pairs(model, 16, seed=0)
     src = patcher.source(pairs, "resample")
     per, _ = attribution(patcher, pairs, src, per_position=True)
@@ -139,6 +141,21 @@ def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_o
     # the per-position terms come from float32 gradients summed over batch × d_model (≈ 10⁴ terms: √n·ε ≈ 10⁻⁵)
     np.testing.assert_allclose(summed, per[kv], rtol=0, atol=1e-4 * scale)
     assert np.abs(per[kv]).max() > 1e-3  # not a comparison of zeros
+
+
+@pytest.mark.parametrize("model_of", ["prefix_scan/S5+negatives", "layernorm twin"])
+def test_the_hook_engine_splits_by_query_as_the_bare_engine_does(model_of, tmp_path):
+    """The crossing terms come from the engine's gradients and clean residuals: the hook engine's are the bare
+    engine's to float32 rounding (1e-4 of the largest term, as above)."""
+    model = _crossing_model(model_of, tmp_path)
+    bare, hooks = BarePatcher(model), Patcher(model)
+    pairs = make_pairs(model, 16, seed=0)
+    a = crossing_terms(bare, pairs, bare.source(pairs, "resample"))
+    b = crossing_terms(hooks, pairs, hooks.source(pairs, "resample"))
+    assert sorted(a) == sorted(b)
+    scale = max(float(max(np.abs(t).max() for t in a.values())), 1e-3)
+    for i in a:
+        np.testing.assert_allclose(b[i], a[i], rtol=0, atol=1e-4 * scale)
 
 
 def test_long_words_are_not_split_by_query_and_say_so():
