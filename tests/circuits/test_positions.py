@@ -167,6 +167,19 @@ def test_long_words_are_not_split_by_query_and_say_so():
     assert "crossing" not in peap["position_scores"] and "edges" in peap["position_scores"]
 
 
+def test_attention_the_split_cannot_recompute_is_not_split():
+    """The split recomputes a standard causal softmax: a model with other attention (ALiBi) is named, not split."""
+    from types import SimpleNamespace
+
+    from sandbox_lens.interp.circuits.crossing import not_split
+
+    alibi = SimpleNamespace(cfg=SimpleNamespace(positional_embedding_type="alibi"))
+    assert "positional_embedding_type = 'alibi'" in not_split(alibi, 8)
+    assert not_split(SimpleNamespace(cfg=SimpleNamespace()), 64) is None and "65 positions" in not_split(
+        SimpleNamespace(cfg=SimpleNamespace()), 65
+    )
+
+
 @pytest.mark.parametrize("family", ["prefix_scan/S5", "dyck/stack+negatives"])
 def test_the_crossing_truth_splits_the_per_position_truth_by_the_queries_that_use_the_head(family):
     """A key or value edge's (query, key) truth: taken over its queries, its per-position truth; never a key after

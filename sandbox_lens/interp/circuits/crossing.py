@@ -26,15 +26,27 @@ from sandbox_lens.interp.circuits.config import MethodError
 from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.circuits.patching import Patcher
 from sandbox_lens.interp.model.arithmetic import attention_scale, layer_norm
+from sandbox_lens.interp.model.bare import config_unsupported
 from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.model.hooked import tl_state_dict
 from sandbox_lens.interp.model.run import exact_precision
 
-__all__ = ["crossing_terms", "crossing_items", "CROSSING_MAX_POSITIONS"]
+__all__ = ["crossing_terms", "crossing_items", "not_split", "CROSSING_MAX_POSITIONS"]
 
 #: Words longer than this are not split by query: the split costs batch × positions² × d_model per key or value edge
 #: (measured on the parity scan at 384 positions, 200 such edges, 32 pairs: 18 CPU-s against attribution's 0.8).
 CROSSING_MAX_POSITIONS = 64
+
+
+def not_split(model: Any, positions: int) -> str | None:
+    """Why PEAP does not split ``model``'s keys and values by query on words of ``positions`` (None: it does): words
+    past :data:`CROSSING_MAX_POSITIONS`, or attention other than a standard causal softmax (the split recomputes it)."""
+    if positions > CROSSING_MAX_POSITIONS:
+        return f"words of {positions} positions (split up to {CROSSING_MAX_POSITIONS})"
+    why = config_unsupported(model.cfg)
+    return (
+        None if why is None else f"the split recomputes a standard causal softmax attention, not this model's ({why})"
+    )
 
 
 def crossing_terms(patcher: Patcher, pairs: Pairs, source: dict[str, Any]) -> dict[int, np.ndarray]:

@@ -46,7 +46,7 @@ import numpy as np
 from sandbox_lens.interp.circuits import autocircuit
 from sandbox_lens.interp.circuits.acdc import ACDC_MODES, acdc
 from sandbox_lens.interp.circuits.config import CircuitConfig, MethodError
-from sandbox_lens.interp.circuits.crossing import CROSSING_MAX_POSITIONS, crossing_terms
+from sandbox_lens.interp.circuits.crossing import crossing_terms, not_split
 from sandbox_lens.interp.circuits.effects import attribution, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Graph
 from sandbox_lens.interp.circuits.pairs import METRICS
@@ -258,7 +258,8 @@ def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
     strongest = np.abs(by_position).argmax(1)
     signed = by_position[np.arange(len(by_position)), strongest]  # each edge's score at its strongest position
     g = patcher.graph
-    split = data.clean.shape[1] <= CROSSING_MAX_POSITIONS
+    why = not_split(patcher.model, data.clean.shape[1])
+    split = why is None
     crossing = crossing_terms(patcher, data, src) if split else {}
     top = {i: np.unravel_index(np.abs(t).argmax(), t.shape) for i, t in crossing.items()}
     return Found(
@@ -273,7 +274,7 @@ def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig
                 g.edges[i].name: [int(q), int(k), float(crossing[i][q, k])] for i, (q, k) in top.items()
             }
             if split
-            else f"not split by query: words of {data.clean.shape[1]} positions (split up to {CROSSING_MAX_POSITIONS})",
+            else f"not split by query: {why}",
         },
         signed=signed,
         crossing=crossing if split else None,
