@@ -18,6 +18,7 @@ The truth per (edge, query, key) is :attr:`~sandbox_lens.interp.circuits.positio
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,8 @@ import numpy as np
 from sandbox_lens.interp.circuits.config import MethodError
 from sandbox_lens.interp.circuits.pairs import Pairs
 from sandbox_lens.interp.circuits.patching import Patcher
-from sandbox_lens.interp.model.arithmetic import attention_scale, layer_norm
+from sandbox_lens.interp.circuits.positions import causal_pattern, head_input
+from sandbox_lens.interp.model.arithmetic import attention_scale
 from sandbox_lens.interp.model.bare import config_unsupported
 from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.model.hooked import tl_state_dict
@@ -62,7 +64,7 @@ def crossing_terms(patcher: Patcher, pairs: Pairs, source: dict[str, Any]) -> di
     span = pairs.clean_metric - pairs.corrupt_metric or 1.0
     sd = {k: v.detach().double() for k, v in tl_state_dict(patcher.model).items()}
     cfg = patcher.model.cfg
-    ln, eps, scale = getattr(cfg, "normalization_type", None) == "LN", getattr(cfg, "eps", 1e-5), attention_scale(cfg)
+    scale = attention_scale(cfg)
     out: dict[int, np.ndarray] = {}
     with exact_precision(grad=True):
         for head in (n for n in g.nodes if n.kind == "head"):
@@ -70,21 +72,17 @@ def crossing_terms(patcher: Patcher, pairs: Pairs, source: dict[str, Any]) -> di
             if not rows:
                 continue
             p, h = f"blocks.{head.layer}", head.head
-
-            def norm(x: Any, p: str = p) -> Any:
-                return layer_norm(x, sd[f"{p}.ln1.w"], sd[f"{p}.ln1.b"], eps) if ln else x
-
+            norm = partial(head_input, sd, cfg, head.layer)
             x = resid[head.layer].detach().double()
-            q, k, v = (norm(x) @ sd[f"{p}.attn.W_{c}"][h] + sd[f"{p}.attn.b_{c}"][h] for c in "QKV")
-            T = x.shape[1]
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            a = torch.softmax((q @ k.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf")), -1)
+            xn = norm(x)
+            q, k, v = (xn @ sd[f"{p}.attn.W_{c}"][h] + sd[f"{p}.attn.b_{c}"][h] for c in "QKV")
+            a = causal_pattern(q, k, scale)
             grad = sender_grad.get(head.name)
             g_z = torch.zeros_like(q) if grad is None else grad.double() @ sd[f"{p}.attn.W_O"][h].T
             d_score = a * (g_z @ v.transpose(-1, -2) - (g_z * (a @ v)).sum(-1, keepdim=True))
             for i, e in rows:
                 delta = (source[e.sender] - outputs[e.sender]).detach().double()
-                moved = torch.func.jvp(norm, (x,), (delta,))[1] if ln else delta  # J_j Δ_j
+                moved = torch.func.jvp(norm, (x,), (delta,))[1]  # J_j Δ_j (Δ_j itself without LayerNorm)
                 # [batch, query, key] products summed over the batch (no [batch, query, key, d_head] intermediate)
                 if e.channel == "v":
                     term = (a * (g_z @ (moved @ sd[f"{p}.attn.W_V"][h]).transpose(-1, -2))).sum(0)

@@ -193,14 +193,17 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
             "values": vs,
         }
     positions = [r.get("position_scores", {}) for r, _ in runs]
-    if all(p.get("scored") and "edges" in p for p in positions):  # a method that scores (edge, position) items
-        for name, key in (("position_auroc", "auroc"), ("position_ap", "average_precision")):
-            xs = [p["edges"][key] for p in positions]
+    # a method that scores (edge, position) items, and one that also splits keys and values by their queries
+    for name, items, key in (
+        ("position_auroc", "edges", "auroc"),
+        ("position_ap", "edges", "average_precision"),
+        ("crossing_ap", "crossing", "average_precision"),
+    ):
+        if all(p.get("scored") and items in p for p in positions):
+            xs = [p[items][key] for p in positions]
             row[name] = {"mean": float(np.mean(xs)), "interval": t_interval(xs, bounds=(0.0, 1.0)), "values": xs}
+    if "position_ap" in row:
         row["position_items"] = {k: positions[0]["edges"][k] for k in ("positives", "candidates")}
-    if all(p.get("scored") and "crossing" in p for p in positions):  # and splits keys and values by their queries
-        xs = [p["crossing"]["average_precision"] for p in positions]
-        row["crossing_ap"] = {"mean": float(np.mean(xs)), "interval": t_interval(xs, bounds=(0.0, 1.0)), "values": xs}
     ratios = [x for r, _ in runs if (x := r["pairs"].get("normaliser_ratio", {}).get(r["metric"])) is not None]
     if ratios:  # zero and mean ablation: how much farther m(∅) is than the corrupted word (Pairs.normaliser_ratio)
         row["normaliser_ratio"] = max(ratios)

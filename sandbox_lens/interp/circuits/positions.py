@@ -43,7 +43,7 @@ from sandbox_lens.interp.model.device import to_numpy
 from sandbox_lens.interp.model.hooked import tl_state_dict
 from sandbox_lens.interp.model.run import exact_precision
 
-__all__ = ["PositionTruth", "position_truth", "ROUTE_FLOOR", "POSITION_LEVELS"]
+__all__ = ["PositionTruth", "position_truth", "head_input", "causal_pattern", "ROUTE_FLOOR", "POSITION_LEVELS"]
 
 #: A value route counts when the clean pattern gives it at least this weight on some clean word: below it, the key's
 #: value moves the head's output by less than 2⁻¹⁶ of the values' size (the ties' tolerance in
@@ -198,31 +198,38 @@ def _routes(pattern: np.ndarray) -> np.ndarray:
     return (pattern >= ROUTE_FLOOR).any(0) & np.tri(pattern.shape[-1], dtype=bool)
 
 
+def head_input(sd: dict[str, Any], cfg: Any, layer: int, x: Any) -> Any:
+    """What block ``layer``'s heads project: the residual ``x`` through the block's first LayerNorm (``x`` itself in a
+    model without LayerNorm); ``sd``: TransformerLens weights (:func:`~sandbox_lens.interp.model.hooked.tl_state_dict`)."""
+    if getattr(cfg, "normalization_type", None) != "LN":
+        return x
+    return layer_norm(x, sd[f"blocks.{layer}.ln1.w"], sd[f"blocks.{layer}.ln1.b"], getattr(cfg, "eps", 1e-5))
+
+
+def causal_pattern(q: Any, k: Any, scale: float) -> Any:
+    """The causal softmax pattern ``[..., query, key]`` of queries ``q`` on keys ``k``, its scores in float64."""
+    import torch
+
+    scores = (q @ k.transpose(-1, -2)).double() * scale
+    T = scores.shape[-1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1)
+
+
 def _patterns(
     model: Any, resid: list[Any], graph: Graph, shifts: dict[str, tuple[Any, Any]] | None = None
 ) -> dict[str, np.ndarray]:
     """Each head's attention pattern ``[batch, query, key]`` (float64) on the clean run, from the weights and the
     residual entering its block; with ``shifts`` (head → what is added to its query's and its key's input), only those
     heads', with their inputs shifted."""
-    import torch
-
     sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
-    ln = getattr(model.cfg, "normalization_type", None) == "LN"
-    eps, scale = getattr(model.cfg, "eps", 1e-5), attention_scale(model.cfg)
+    scale = attention_scale(model.cfg)
     out: dict[str, np.ndarray] = {}
     with exact_precision():
         for node in (n for n in graph.nodes if n.kind == "head" and (shifts is None or n.name in shifts)):
-            p, h = f"blocks.{node.layer}", node.head
-            x = resid[node.layer]
+            p, h, x = f"blocks.{node.layer}", node.head, resid[node.layer]
             shift_q, shift_k = (0, 0) if shifts is None else shifts[node.name]
-
-            def norm(y: Any, p: str = p) -> Any:
-                return layer_norm(y, sd[f"{p}.ln1.w"], sd[f"{p}.ln1.b"], eps) if ln else y
-
-            q = norm(x + shift_q) @ sd[f"{p}.attn.W_Q"][h] + sd[f"{p}.attn.b_Q"][h]
-            k = norm(x + shift_k) @ sd[f"{p}.attn.W_K"][h] + sd[f"{p}.attn.b_K"][h]
-            scores = (q @ k.transpose(-1, -2)).double() * scale
-            T = scores.shape[-1]
-            mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
-            out[node.name] = to_numpy(torch.softmax(scores.masked_fill(~mask, float("-inf")), -1))
+            q = head_input(sd, model.cfg, node.layer, x + shift_q) @ sd[f"{p}.attn.W_Q"][h] + sd[f"{p}.attn.b_Q"][h]
+            k = head_input(sd, model.cfg, node.layer, x + shift_k) @ sd[f"{p}.attn.W_K"][h] + sd[f"{p}.attn.b_K"][h]
+            out[node.name] = to_numpy(causal_pattern(q, k, scale))
     return out
