@@ -28,7 +28,7 @@ depend on the metric, the corruption and the ablation):
   takes to an output.
 
 Patching every edge outside a level leaves the outputs the level is about unchanged
-(``tests/circuits/test_truth.py`` checks it on every construction family and on random automata):
+(``tests/circuits/test_circuits.py`` checks it on every construction family and on random automata):
 that is what ties the ground truth to behaviour.
 """
 
