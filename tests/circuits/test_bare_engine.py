@@ -20,7 +20,7 @@ from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.model.hooked import to_hooked
 
 ALL = {**FAMILIES, **NEGATIVE_FAMILIES}
-#: Dyck's balanced variant sits thousands of MLP pre-activations exactly on the ReLU's kink (0): whether
+#: Dyck's balanced variant reads MLP units whose pre-activation is exactly on the ReLU's kink (0): whether
 #: the gradient there is 0 or 1 is decided by rounding, so attribution may differ between the engines, and a
 #: rounding error that lands a patched pre-activation just above 0 grows through the next layers. (The
 #: counters' staircases have kinks too: EAP-IG's interpolated inputs can land on them, so it is compared at

@@ -461,3 +461,17 @@ def test_a_decomposition_edited_into_a_wrong_covering_is_refused_before_anything
         capsys, "build", "krohn_rhodes", "--cascade-file", str(bad), "--length", "16", "--out", str(tmp_path / "model")
     )
     assert code == 2 and "not a covering" in err and err.count("\n") == 1 and not (tmp_path / "model").exists()
+
+
+def test_a_gradient_method_says_where_rounding_decides_its_scores(tmp_path, interp_run):
+    """The balanced Dyck stack reads units whose pre-activation is 0 on the clean run: attribution says so (and
+    misses edges whose patching moves everything); path patching, which differentiates nothing, does not."""
+    base = ["circuit", "dyck", "--dyck", "2,4", "--length", "16", "--variant", "balanced", "--no-curve"]
+    code, out, err = interp_run(*base, "--method", "attribution", "--out", tmp_path / "a")
+    assert code == 0, err
+    kinks = json.loads((tmp_path / "a" / "circuit.json").read_text())["kinks"]
+    assert kinks["at_kink"] > 0
+    assert f"note: {kinks['at_kink']} of {kinks['units']} ReLU pre-activations sit at the kink" in out
+    code, out, err = interp_run(*base, "--method", "path", "--out", tmp_path / "p")
+    assert code == 0, err
+    assert "at the kink" not in out

@@ -25,6 +25,7 @@ from sandbox_lens.interp.circuits.config import DEFAULT_THRESHOLD, CircuitConfig
 from sandbox_lens.interp.circuits.crossing import crossing_items
 from sandbox_lens.interp.circuits.effects import faithfulness, node_patching, path_patching
 from sandbox_lens.interp.circuits.graph import Edge
+from sandbox_lens.interp.circuits.kinks import kinked_units
 from sandbox_lens.interp.circuits.levels import ABLATION_LEVEL, LEVEL_NAMES, Levels, levels_of
 from sandbox_lens.interp.circuits.methods import METHODS, CircuitMethod, Found, method_of
 from sandbox_lens.interp.circuits.mib import mib_curve
@@ -81,6 +82,8 @@ def analyse(
     out["wall_seconds"] = time.perf_counter() - t0
     out["cpu_seconds"] = time.process_time() - cpu0  # the method alone: not the pairs, the curve or the levels
     out.update(found.extra)
+    if record.gradients:  # where rounding decides the derivative (circuits/kinks.py)
+        out["kinks"] = kinked_units(patcher.model, data.clean)
     if c.agreement:
         if found.edge_fx is None or found.node_fx is None:  # a record with estimates=True returns both
             raise MethodError(f"{method} returned no edge and node estimates to compare with real patching")

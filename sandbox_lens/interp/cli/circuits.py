@@ -458,6 +458,12 @@ def _summary(result: dict) -> dict:
 
 
 def _print_scores(result: dict, source: str, scored: bool) -> None:
+    kinks = result.get("kinks")
+    if kinks and kinks["at_kink"]:
+        print(
+            f"  note: {kinks['at_kink']} of {kinks['units']} ReLU pre-activations sit at the kink (within rounding of "
+            "0): there the gradient, and so this method's scores, are decided by rounding"
+        )
     if "curve" in result:
         c = result["curve"]
         print(
