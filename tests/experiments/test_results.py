@@ -81,6 +81,19 @@ def test_publish_writes_slim_files_and_the_docs_table(tmp_path):
     assert "a drop = 0.4 [0.3, 0.5], 6 twins; threshold 0.1 (above)" in table and "**reproduced**" in table
 
 
+def test_publishing_one_rerun_keeps_the_other_experiments_rows(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(f"{START}\nold\n{END}\n")
+    publish(_write(tmp_path, ["a", "b"]), tmp_path / "results", ["a", "b"], page)
+    rerun = tmp_path / "rerun"
+    (rerun / "b").mkdir(parents=True)
+    (rerun / "b" / "results.json").write_text(json.dumps({**_results("b"), "runs": 9}))
+    written = publish(rerun, tmp_path / "results", ["b"], page, table=["a", "b", "c"])  # c: never published
+    assert [p.name for p in written] == ["b.json", "page.md"]
+    rows = load_published(tmp_path / "results", ["a", "b"])
+    assert rows[1]["runs"] == 9 and f"{START}\n{verdict_table(rows)}\n{END}" in page.read_text()
+
+
 def test_quick_runs_missing_runs_and_pages_without_markers_are_refused(tmp_path):
     with pytest.raises(SandboxError, match="quick run"):
         slim(_results("a", quick=True))
@@ -98,6 +111,10 @@ def test_cli_publish(tmp_path, capsys):
     assert "needs --to" in capsys.readouterr().err
     assert main(["experiment", "publish", "--out", str(out), "--to", str(tmp_path / "r")]) == 0
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == sorted(f"{n}.json" for n in EXPERIMENTS)
+    one = _write(tmp_path / "one", ["parity-ood"])  # publishes what --out holds; the table keeps the rest
+    assert main(["experiment", "publish", "--out", str(one), "--to", str(tmp_path / "r")]) == 0
+    assert main(["experiment", "publish", "--out", str(tmp_path / "empty"), "--to", str(tmp_path / "r")]) == 2
+    assert "holds no experiment's directory" in capsys.readouterr().err
     assert main(["experiment", "parity-ood", "--out", str(tmp_path / "x"), "--to", "y"]) == 2
     assert "go with `interp experiment publish`" in capsys.readouterr().err
 

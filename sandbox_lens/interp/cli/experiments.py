@@ -26,7 +26,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         metavar="NAME",
         help="an experiment (see `interp experiment list`), `list`, `all` "
         "(every experiment into OUT/<name>, and OUT/index.html), or `publish` "
-        "(commit the full runs under OUT: --to DIR, --docs PAGE)",
+        "(commit the full runs under OUT/<name>, every experiment there: --to DIR, --docs PAGE)",
     )
     s.add_argument("--out", metavar="DIR", help="the experiment's directory (rerunning reuses finished runs)")
     s.add_argument(
@@ -45,7 +45,11 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
     )
     s.add_argument("--dyck", metavar="K,D", help="task option for the Dyck experiments (default 2,4)")
     s.add_argument("--to", metavar="DIR", help="publish: where each experiment's slim results go (docs/results)")
-    s.add_argument("--docs", metavar="PAGE", help="publish: the docs page whose verdict table is rewritten from them")
+    s.add_argument(
+        "--docs",
+        metavar="PAGE",
+        help="publish: the docs page whose verdict table is rewritten from every result in --to",
+    )
     return {"experiment": _cmd_experiment}
 
 
@@ -75,7 +79,10 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
         if not args.to:
             raise SandboxError("interp experiment publish needs --to DIR (where the slim results go)")
-        for path in publish(args.out, args.to, list(EXPERIMENTS), args.docs):
+        present = [n for n in EXPERIMENTS if (Path(args.out) / n).is_dir()]
+        if not present:
+            raise SandboxError(f"{args.out} holds no experiment's directory (one of: {', '.join(EXPERIMENTS)})")
+        for path in publish(args.out, args.to, present, args.docs, table=list(EXPERIMENTS)):
             print(f"wrote {path}")
         return 0
     if args.to or args.docs:

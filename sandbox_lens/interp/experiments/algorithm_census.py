@@ -93,8 +93,15 @@ def _scale(quick: bool) -> dict[str, Any]:
 
 
 def _graph_tests(candidate: dict[str, Any]) -> dict[str, list[Any]]:
-    """[status, test IIA] of each edge a candidate tests by path interchange and each variable by a joint one."""
+    """[status, test IIA] of each edge a candidate tests through the outputs, each it tests by path interchange and
+    each variable it tests by a joint one (an untestable test is left out: it decides nothing)."""
     out = {
+        f"{e['edge']} (outputs)": [e["status"], e["iia"]]
+        for v in candidate["variables"]
+        for e in v["edges"]
+        if e["status"] != "untestable"
+    }
+    out |= {
         f"{e['edge']} (path)": [e["path"]["status"], e["path"]["iia"]]
         for v in candidate["variables"]
         for e in v["edges"]

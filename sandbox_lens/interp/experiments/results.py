@@ -76,16 +76,31 @@ def slim(results: dict[str, Any]) -> dict[str, Any]:
     return {k: results[k] for k in KEEP if k in results}
 
 
-def publish(out: str | Path, to: str | Path, names: Iterable[str], docs: str | Path | None = None) -> list[Path]:
+def publish(
+    out: str | Path,
+    to: str | Path,
+    names: Iterable[str],
+    docs: str | Path | None = None,
+    table: Iterable[str] | None = None,
+) -> list[Path]:
     """Write ``to/<name>.json`` for every experiment directory ``out/<name>`` (all must exist) and, with
-    ``docs``, rewrite the verdict table between :data:`START` and :data:`END` in that file."""
+    ``docs``, rewrite the verdict table between :data:`START` and :data:`END` in that file: every experiment of
+    ``table`` (default ``names``), in that order, that has results — those published now, else the ones already in
+    ``to`` — so that publishing one rerun keeps the other experiments' rows."""
 
     names = list(names)
     slims = [slim(read_results(Path(out) / name)) for name in names]  # read all before writing any
-    # everything is rendered before anything is written: a refusal leaves every file as it was
-    docs_text = None if docs is None else replace_table(Path(docs).read_text(), verdict_table(slims)).encode()
-    texts = [(json.dumps(r, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode() for r in slims]
     to = Path(to)
+    fresh = dict(zip(names, slims))
+    order = names if table is None else list(table)
+    rows = [
+        fresh[n] if n in fresh else load_published(to, [n])[0]
+        for n in order
+        if n in fresh or (to / f"{n}.json").is_file()
+    ]
+    # everything is rendered before anything is written: a refusal leaves every file as it was
+    docs_text = None if docs is None else replace_table(Path(docs).read_text(), verdict_table(rows)).encode()
+    texts = [(json.dumps(r, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode() for r in slims]
     to.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in zip(names, texts):
