@@ -307,7 +307,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "6000 steps (the cascade 12000) × batch 32 until the imposed sites reach held-out IIA 0.99; 3 seeds each; "
             "3 random-init twins per task; interp align --candidates all on each (128 pairs per split, five "
             "random-init nulls)",
-            minutes=150.0,
+            # at ae4f1c8: 355 run-minutes trained two at a time (the cascade's 41–74 each), then 4.4 identifying
+            minutes=185.0,
             module="sandbox_lens.interp.experiments.algorithm_confusion",
         ),
     )
