@@ -5,11 +5,13 @@ whose pre-activation is 0 there has no derivative: torch takes the left one (0),
 in the layers before it decides whether the unit passes gradient. Hand-built constructions put many units there
 (on 16 pairs of the balanced Dyck stack, 158 pre-activations of read units of its second MLP), and on them the
 hook and bare engines, which round differently, gave one edge an attribution of 4.5e-6 and 41 where patching it
-moves the whole metric. Units whose output no weight reads pass no gradient and are not counted. :func:`kinked_units` counts such units so that a result can say so.
+moves the whole metric. :func:`kinked_units` counts such units so that a result can say so; units whose output no
+weight reads pass no gradient and are not counted.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -57,5 +59,5 @@ def kinked_units(model: Any, tokens: np.ndarray) -> dict[str, Any] | None:
         "at_kink": sum(by_block.values()),
         "units": units,
         "by_block": by_block,
-        "tolerance": "|pre-activation| ≤ 2^-12 of its block's largest",
+        "tolerance": f"|pre-activation| ≤ 2^{math.log2(KINK_TOLERANCE):g} of its block's largest",
     }
