@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from sandbox_lens.interp.model.arithmetic import dense_stack
 from sandbox_lens.interp.model.bare import bare_forward
 from sandbox_lens.interp.model.device import on
 from sandbox_lens.interp.model.hooked import tl_state_dict
@@ -34,24 +35,19 @@ def kinked_units(model: Any, tokens: np.ndarray) -> dict[str, Any] | None:
     reads, every position) lie within :data:`KINK_TOLERANCE` of their block's largest of 0: ``{"at_kink", "units",
     "by_block": {layer: at_kink}, "tolerance"}``; None where the model has no ReLU MLP or the bare forward does not
     cover it."""
-    import torch
-
     forward = bare_forward(model, residuals=True)
     if forward is None:  # the bare forward covers ReLU MLP blocks only (attention-only and GELU models are not)
         return None
-    cfg = model.cfg
     sd = {k: v.detach() for k, v in tl_state_dict(model).items()}
+    stack = dense_stack(sd.__getitem__, model.cfg)  # the forward's own LayerNorm and MLP input projection
     with exact_precision():
         _, stream = forward(on(model, np.asarray(tokens)))
         by_block: dict[int, int] = {}
         units = 0
-        for layer in range(cfg.n_layers):
-            p = f"blocks.{layer}"
-            x = stream[f"{p}.hook_resid_mid"]
-            if cfg.normalization_type == "LN":
-                x = torch.nn.functional.layer_norm(x, (x.shape[-1],), sd[f"{p}.ln2.w"], sd[f"{p}.ln2.b"], cfg.eps)
-            read = sd[f"{p}.mlp.W_out"].ne(0).any(1)
-            pre = (x @ sd[f"{p}.mlp.W_in"] + sd[f"{p}.mlp.b_in"])[..., read]
+        for layer, block in enumerate(stack.blocks):
+            x = stream[f"blocks.{layer}.hook_resid_mid"]
+            read = block.mlp_out.W.ne(0).any(1)
+            pre = block.mlp_in(block.ln2(x.reshape(-1, x.shape[-1])))[:, read]
             scale = float(pre.abs().max()) if pre.numel() else 0.0
             by_block[layer] = int((pre.abs() <= KINK_TOLERANCE * scale).sum()) if scale > 0 else 0
             units += pre.numel()
