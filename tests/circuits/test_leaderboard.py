@@ -214,3 +214,24 @@ def test_a_method_that_scores_positions_gets_the_per_position_table():
     text = markdown(board)
     assert "### Per position" in text and text.count("| krohn_rhodes cascade | default/resample | peap |") == 1
     assert "(edge, query, key) AP" in text
+    assert all(k > 0 for k in attribution["kinks"]["at_kink"])  # the cascade's hand-set units at 0 (circuits/kinks.py)
+    assert "### Where rounding decides the gradient methods" in text
+
+
+def test_a_gradient_method_on_units_at_the_kink_says_so():
+    """A family whose ReLU inputs sit at the kink gets a row in the kink table and a note in its gradient methods'
+    *why*; a family without (or a method without gradients) gets neither (synthetic rows)."""
+    from sandbox_lens.interp.circuits.leaderboard import _kink_table, _why
+
+    stat = {"mean": 0.5, "interval": None, "values": [0.5, 0.5]}
+    row = {"construction": "c", "negatives": False, "setting": "default/resample", "average_precision": stat}
+    why = {"why": {"spurious": {}, "missed": {"never scored": 2}}}
+    kinked = {**row, **why, "method": "attribution", "kinks": {"at_kink": [10, 20], "units": [100, 100]}}
+    flat = {**row, **why, "method": "attribution", "construction": "d", "kinks": {"at_kink": [0, 0], "units": [9, 9]}}
+    plain = {**row, **why, "method": "path"}
+    assert _why(kinked).startswith("rounding decides the gradient at 15 ReLU inputs") and _why(flat) == _why(plain)
+    table = _kink_table({"rows": [kinked, flat, plain]})
+    assert table[0] == "### Where rounding decides the gradient methods" and "2^-12" in table[2]
+    assert [line for line in table if line.startswith("| c |")] == ["| c | 15 / 100 | attribution 0.50 |"]
+    assert not [line for line in table if line.startswith("| d |")]
+    assert _kink_table({"rows": [flat, plain]}) == []

@@ -11,6 +11,7 @@ table in the docs, so the table is never edited by hand.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from sandbox_lens.interp.circuits.analyse import analyse
+from sandbox_lens.interp.circuits.kinks import KINK_TOLERANCE
 from sandbox_lens.interp.circuits.methods import method_of
 from sandbox_lens.interp.circuits.truth import ground_truth
 from sandbox_lens.interp.errors import SandboxError
@@ -207,6 +209,9 @@ def _row(family: Family, setting: Setting, method: str, runs: list[tuple[dict, f
     ratios = [x for r, _ in runs if (x := r["pairs"].get("normaliser_ratio", {}).get(r["metric"])) is not None]
     if ratios:  # zero and mean ablation: how much farther m(∅) is than the corrupted word (Pairs.normaliser_ratio)
         row["normaliser_ratio"] = max(ratios)
+    kinks = [r["kinks"] for r, _ in runs if r.get("kinks")]
+    if kinks:  # a gradient method: the read ReLU inputs at the kink, where rounding decides its derivative
+        row["kinks"] = {"at_kink": [k["at_kink"] for k in kinks], "units": [k["units"] for k in kinks]}
     spurious = Counter(why for r, _ in runs for why in r["spurious"].values())
     missed = Counter(_short(m["reason"]) for r, _ in runs for m in r["missed"].values())
     row["why"] = {"spurious": dict(spurious), "missed": dict(missed)}
@@ -280,9 +285,48 @@ def _why(row: dict[str, Any]) -> str:
     ratio = row.get("normaliser_ratio")
     if ratio is not None and ratio > NORMALISER_FLAG:
         parts.append(f"m(∅) {ratio:.1f}× the corrupted word's distance: the threshold acts {ratio:.1f}× higher")
+    at_kink = _at_kink(row)
+    if at_kink:
+        parts.append(f"rounding decides the gradient at {at_kink:.0f} ReLU inputs (mean over seeds)")
     parts += [f"{n} spurious: {k}" for k, n in sorted(row["why"]["spurious"].items(), key=lambda x: -x[1])[:2]]
     parts += [f"{n} missed: {k}" for k, n in sorted(row["why"]["missed"].items(), key=lambda x: -x[1])[:2]]
     return "; ".join(parts) or ""
+
+
+def _at_kink(row: dict[str, Any]) -> float:
+    """The mean over seeds of a gradient method's read ReLU inputs at the kink (0 for a row without them)."""
+    return float(np.mean(row["kinks"]["at_kink"])) if row.get("kinks") else 0.0
+
+
+def _kink_table(board: dict[str, Any]) -> list[str]:
+    """Per family with ReLU inputs at the kink: how many, and the gradient methods' rows that stand on them."""
+    families: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for r in _scored(board):
+        if _at_kink(r):
+            families.setdefault((r["construction"], r["negatives"]), []).append(r)
+    if not families:
+        return []
+    lines = [
+        "### Where rounding decides the gradient methods",
+        "",
+        f"Read ReLU inputs within 2^{math.log2(KINK_TOLERANCE):g} of their block's largest |input| of 0 on the "
+        "clean words "
+        "(`circuits/kinks.py`): there the derivative is a rounding decision, and an engine or a device that rounds "
+        "otherwise can score an edge that patching finds decisive near 0. Per pair seed, summed over positions.",
+        "",
+        "| construction | at the kink / read ReLU inputs | gradient methods' AP (default/resample) |",
+        "|---|---|---|",
+    ]
+    for (name, negatives), rows in families.items():
+        first = rows[0]["kinks"]
+        aps = ", ".join(
+            f"{r['method']} {_cell(r['average_precision'])}" for r in rows if r["setting"] == "default/resample"
+        )
+        lines.append(
+            f"| {name}{' + negatives' if negatives else ''} | {_at_kink(rows[0]):.0f} / "
+            f"{float(np.mean(first['units'])):.0f} | {aps or '—'} |"
+        )
+    return [*lines, ""]
 
 
 def markdown(board: dict[str, Any]) -> str:
@@ -330,6 +374,7 @@ def markdown(board: dict[str, Any]) -> str:
             for r in by_position
         ]
         lines.append("")
+    lines += _kink_table(board)
     skipped = [r for r in board["rows"] if "skipped" in r]
     if skipped:
         lines += ["Not run (the method cannot take the family's words):", ""]
