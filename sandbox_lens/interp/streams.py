@@ -44,6 +44,7 @@ class Stream(enum.Enum):
     ALIGN_HELD_OUT = (20, 0)  # training with --align: the fixed held-out pairs the imposed sites' IIA is read on
     RANDOM_AUTOMATON = (21, 0)  # the catalogue's random<n>-<k>-<seed>: its permutations (the name's seed)
     EDGE_MASKS = (12, 7000)  # `interp circuit --method masks`: the hard-concrete noise of each step (see torch_seed)
+    UGS_MASKS = (22, 11000)  # `interp circuit --method ugs`: the uniform noise of each step's edge masks (torch_seed)
 
     @property
     def number(self) -> int:

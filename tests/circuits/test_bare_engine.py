@@ -179,3 +179,9 @@ def test_gated_runs_are_patched_runs(family):
 
     oracle = bare._forward(embed + pos, 0, inputs, {n.name for n in truth.graph.senders}, current)
     torch.testing.assert_close(bare.run_gated(pairs.clean, source, keep), oracle, rtol=0, atol=1e-5 * scale)
+    # gates per word ([edges, batch, positions], UGS's): each word's run is its own gates' run
+    per_word = torch.rand(len(edges), len(pairs.clean), generator=torch.Generator().manual_seed(1))
+    both = bare.run_gated(pairs.clean, source, per_word[:, :, None].expand(-1, -1, pairs.clean.shape[1]))
+    for b in (0, len(pairs.clean) - 1):
+        alone = bare.run_gated(pairs.clean[b : b + 1], {k: v[b : b + 1] for k, v in source.items()}, per_word[:, b])
+        torch.testing.assert_close(both[b : b + 1], alone, rtol=0, atol=1e-5 * scale)

@@ -100,3 +100,37 @@ def test_learned_edge_masks_on_minibatches_measure_the_same_kl():
     assert kl(3) != whole
     assert kl(None, init_log_alpha=8.0) < 1e-6
     assert MASK_DEFAULTS["batch"] == 5
+
+
+def test_ugs_masks_sample_in_their_window_and_keep_the_counter():
+    """UGS's sampler: 1 below p − w/2, 0 above p + w/2, linear between, with ∂mask/∂θ = w inside the window; the
+    method keeps the counter whole (its circuit faithful, every truth edge open), seeded, on the bare engine only."""
+    import pytest
+    import torch
+
+    from sandbox_lens.interp.circuits.config import MethodError
+    from sandbox_lens.interp.circuits.masks import ugs_sample
+
+    torch.manual_seed(0)
+    theta = torch.tensor([0.0, 2.0, -2.0], requires_grad=True)
+    p = torch.sigmoid(theta.detach())
+    w = p * (1 - p)
+    draws = ugs_sample(theta.detach(), 4000)
+    assert draws.shape == (3, 4000) and torch.all((draws >= 0) & (draws <= 1))
+    # P(mask = 1) = p − w/2 and the mean is p, up to the sampling error of 4000 draws (≤ 4 standard errors)
+    assert torch.all(((draws == 1).double().mean(1) - (p - w / 2)).abs() < 4 * (0.25 / 4000) ** 0.5)
+    assert torch.all((draws.mean(1) - p).abs() < 4 * (0.25 / 4000) ** 0.5)
+    torch.manual_seed(1)
+    m = ugs_sample(theta)[:, 0]
+    m.sum().backward()
+    inside = (m > 0) & (m < 1)
+    assert torch.allclose(theta.grad[inside], w[inside], rtol=1e-5) and torch.all(theta.grad[~inside] == 0)
+
+    spec = FAMILIES["modular_counter/C3"]()
+    truth, model = ground_truth(spec), to_hooked(spec)
+    r = analyse(model, "ugs", truth, pairs=24)
+    assert r["edge_recall"] == 1.0 and r["faithfulness"] == 1.0 and r["ugs"]["open"] == len(r["circuit"]["edges"])
+    assert 0 < r["ugs"]["constants_moved"]["max"] < 1  # the constants moved from the mean, not away from the scale
+    assert analyse(model, "ugs", truth, pairs=24)["ranking"] == r["ranking"]
+    with pytest.raises(MethodError, match="ugs runs on the bare engine only"):
+        analyse(model, "ugs", truth, pairs=8, engine="hooks")

@@ -27,6 +27,7 @@ def test_every_method_is_one_record_and_the_builtin_ones_need_no_package():
         "gim",
         "acdc",
         "masks",
+        "ugs",
         "random",
         "magnitude",
     }
@@ -138,7 +139,7 @@ def test_a_method_added_by_one_record_runs_and_is_scored_like_the_others():
 
 
 def test_bare_only_methods_are_refused_on_hooks_by_their_record():
-    """masks, atp-star and gim work on the bare forward: ``--engine hooks`` is refused by the record before any
+    """masks, UGS, atp-star and gim work on the bare forward: ``--engine hooks`` is refused by the record before any
     model is built, and an engine that fell back to hooks (``auto`` on a model the bare forward does not cover) is
     refused before any pair is drawn — one check, one exception type."""
     from circuit_families import FAMILIES
@@ -147,7 +148,7 @@ def test_bare_only_methods_are_refused_on_hooks_by_their_record():
     from sandbox_lens.interp.model.hooked import to_hooked
 
     bare_only = [m.name for m in METHODS.values() if m.bare]
-    assert bare_only == ["atp-star", "gim", "masks"]
+    assert bare_only == ["atp-star", "gim", "masks", "ugs"]
     model = to_hooked(FAMILIES["modular_counter/C3"]())
     for name in bare_only:
         with pytest.raises(MethodError, match=f"^{name} runs on the bare engine only"):

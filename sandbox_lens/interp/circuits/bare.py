@@ -278,7 +278,8 @@ class BarePatcher(Patcher):
         output and ``1 − keep[e]`` of ``source``'s: keep = 1 everywhere is the clean run, 0 everywhere the fully
         ablated one. Logits ``[batch, pos, vocab]`` (learned edge masks train ``keep`` through this). ``keep`` of
         shape ``[edges, positions]`` gates each edge at each position of its receiver's input on its own (the
-        per-position ground truth is checked through this).
+        per-position ground truth is checked through this); of shape ``[edges, batch, positions]``, each word as
+        well (UGS samples a mask per word).
 
         The receivers' corrections are formed a group at a time: once every sender of some receiver channels
         exists, their senders' differences from ``source`` are stacked once and all those channels' corrections
@@ -287,7 +288,7 @@ class BarePatcher(Patcher):
         groups = self._gate_groups()
         plan = self._gate_plan
         embed, pos = self._embed(tokens)
-        product = "rs,sbtd->rbtd" if keep.dim() == 1 else "rst,sbtd->rbtd"
+        product = {1: "rs,sbtd->rbtd", 2: "rst,sbtd->rbtd", 3: "rsbt,sbtd->rbtd"}[keep.dim()]
         current: dict[str, Any] = {"embed": embed, "pos": pos}
         ready: dict[tuple[str, str], Any] = {}
         stacked: list[Any] = []  # the senders' differences from the source, in the order they were formed

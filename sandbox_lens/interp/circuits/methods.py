@@ -25,6 +25,8 @@ gim                 edge    EAP with GIM's backward rules (:mod:`~sandbox_lens.i
                             scoring ≥ threshold
 acdc                edge    what ACDC keeps (mode ``normalised`` or ``reference``)
 masks               edge    learned hard-concrete edge masks under an L0 penalty (edge pruning): the open gates
+ugs                 edge    edge masks by uniform gradient sampling, ablating to learned constants (optimal ablation,
+                            Li & Janson 2024; :mod:`~sandbox_lens.interp.circuits.masks`): the edges with p > 1/2
 random              edge    a baseline: uniform random scores; the edges scoring ≥ 1/2
 magnitude           edge    a baseline: each sender's mean activation norm, relative to the largest;
                             the edges scoring ≥ threshold
@@ -349,6 +351,26 @@ def _run_masks(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfi
     )
 
 
+def _run_ugs(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
+    from sandbox_lens.interp.circuits.masks import learn_ugs_masks  # torch's optimiser: only when UGS runs
+
+    g = patcher.graph
+    r = learn_ugs_masks(patcher, data, seed=c.seed)  # its own ablation (optimal), not the setting's ``src``
+    moved = r["values_moved"]
+    return Found(
+        r["theta"],
+        [e for e, p in zip(g.edges, r["p"]) if p > 0.5],
+        r["theta"],
+        extra={
+            "ugs": {
+                "trace": r["trace"],
+                "open": int((r["p"] > 0.5).sum()),
+                "constants_moved": {"median": float(np.median(list(moved.values()))), "max": max(moved.values())},
+            }
+        },
+    )
+
+
 def _run_random(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
     from sandbox_lens.interp.streams import Stream, rng
 
@@ -457,6 +479,18 @@ register(
         "edge",
         "learned hard-concrete edge masks under an L0 penalty (edge pruning)",
         _run_masks,
+        metrics=("kl",),
+        metric_reason="train on the KL over the full output distribution",
+        gradients=True,
+        bare=True,
+    )
+)
+register(
+    CircuitMethod(
+        "ugs",
+        "edge",
+        "UGS: edge masks by uniform gradient sampling with optimal-ablation constants (Li & Janson 2024)",
+        _run_ugs,
         metrics=("kl",),
         metric_reason="train on the KL over the full output distribution",
         gradients=True,
