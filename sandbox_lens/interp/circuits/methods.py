@@ -492,7 +492,7 @@ register(
         "UGS: edge masks by uniform gradient sampling with optimal-ablation constants (Li & Janson 2024)",
         _run_ugs,
         metrics=("kl",),
-        metric_reason="train on the KL over the full output distribution",
+        metric_reason="trains on the KL over the full output distribution",
         gradients=True,
         bare=True,
     )

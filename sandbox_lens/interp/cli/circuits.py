@@ -55,10 +55,9 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         default="acdc",
         choices=list(names()),
         metavar="METHOD",
-        help="activation patching of nodes (patching), path patching (path), attribution patching "
-        "(attribution), EAP-IG (eap-ig), AtP* (atp-star), GIM (gim), ACDC (acdc, the default), learned edge masks (masks), a "
-        "baseline (random, magnitude), or auto-circuit's implementation of one (auto-circuit:acdc, "
-        ":eap, :ieg, :sep, :act-mag, :random; needs the auto-circuit extra)",
+        help=f"one of {', '.join(names(optional=False))} (default acdc; docs/circuits/README.md says what each "
+        "scores), or auto-circuit's implementation of one (auto-circuit:acdc, :eap, :ieg, :sep, :act-mag, :random; "
+        "needs the auto-circuit extra)",
     )
     s.add_argument(
         "--circuit-file",
