@@ -159,10 +159,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--speed-pairs", type=int, default=8, help="pairs for the T = 256 speed comparison (default 8)")
     ap.add_argument("--json", metavar="FILE", help="also write every number to FILE")
+    ap.add_argument("--only-commands", action="store_true", help="only section 3 (the whole commands)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
+    if args.only_commands:
+        record = {"commands": commands(), "commands_large": commands(5, LARGE)}
+        if args.json:
+            Path(args.json).write_text(json.dumps(record, indent=1))
+        return
     print("Path patching over every edge of the 16-block prefix scan: one pass per edge vs batched", flush=True)
     s = speed(args.speed_pairs)
     print(

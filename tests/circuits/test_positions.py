@@ -141,6 +141,13 @@ def test_peaps_crossing_terms_sum_over_queries_to_its_per_position_terms(model_o
     # the per-position terms come from float32 gradients summed over batch × d_model (≈ 10⁴ terms: √n·ε ≈ 10⁻⁵)
     np.testing.assert_allclose(summed, per[kv], rtol=0, atol=1e-4 * scale)
     assert np.abs(per[kv]).max() > 1e-3  # not a comparison of zeros
+    # PEAP computes the clean gradients once for both: the same numbers, not just close ones
+    grads = patcher.gradients(pairs.clean, pairs.logit_diff)
+    assert np.array_equal(attribution(patcher, pairs, src, per_position=True, clean_gradients=grads)[0], per)
+    shared = crossing_terms(patcher, pairs, src, grads)
+    assert all(np.array_equal(shared[i], crossing[i]) for i in kv)
+    with pytest.raises(ValueError, match="one step"):
+        attribution(patcher, pairs, src, steps=2, clean_gradients=grads)
 
 
 @pytest.mark.parametrize("model_of", ["prefix_scan/S5+negatives", "layernorm twin"])

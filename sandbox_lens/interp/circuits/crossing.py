@@ -51,15 +51,18 @@ def not_split(model: Any, positions: int) -> str | None:
     )
 
 
-def crossing_terms(patcher: Patcher, pairs: Pairs, source: dict[str, Any]) -> dict[int, np.ndarray]:
+def crossing_terms(
+    patcher: Patcher, pairs: Pairs, source: dict[str, Any], clean_gradients: tuple | None = None
+) -> dict[int, np.ndarray]:
     """Per key or value edge (its index in graph order), the terms ``[query, key]`` (float64, zero above the
-    diagonal) described in the module docstring, for the clean run of ``pairs`` with ``source`` delivered."""
+    diagonal) described in the module docstring, for the clean run of ``pairs`` with ``source`` delivered.
+    ``clean_gradients``: ``patcher.gradients(pairs.clean, pairs.logit_diff)`` already computed."""
     import torch
 
     if getattr(patcher, "rules", None) is not None:
         raise MethodError("crossing terms are plain attribution patching's; this patcher runs other backward rules")
     g = patcher.graph
-    outputs, sender_grad, _ = patcher.gradients(pairs.clean, pairs.logit_diff)
+    outputs, sender_grad, _ = clean_gradients or patcher.gradients(pairs.clean, pairs.logit_diff)
     resid = patcher.clean_state(pairs.clean).resid
     span = pairs.clean_metric - pairs.corrupt_metric or 1.0
     sd = {k: v.detach().double() for k, v in tl_state_dict(patcher.model).items()}

@@ -156,7 +156,12 @@ def node_patching(
 
 
 def attribution(
-    patcher: Patcher, pairs: Pairs, source: dict[str, Any] | None = None, steps: int = 1, per_position: bool = False
+    patcher: Patcher,
+    pairs: Pairs,
+    source: dict[str, Any] | None = None,
+    steps: int = 1,
+    per_position: bool = False,
+    clean_gradients: tuple[dict[str, Any], dict[str, Any], dict[tuple[str, str], Any]] | None = None,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Attribution patching (EAP): effect(s → r) ≈ −Σ (s_source − s_clean)·∂m/∂(r's input), normalised like
     the other effects; the same for nodes with ∂m/∂(s's output). ``source`` is what an ablated sender
@@ -168,7 +173,8 @@ def attribution(
     the clean run, so m = 1 is attribution patching exactly.
 
     With ``per_position`` the edge effects are ``[edges, positions]``: the same terms before the sum over positions
-    (an edge at position p: its sender's output at p entering its receiver's channel at p)."""
+    (an edge at position p: its sender's output at p entering its receiver's channel at p). ``clean_gradients``:
+    ``patcher.gradients(pairs.clean, pairs.logit_diff)`` already computed (m = 1 only; PEAP shares them)."""
     if steps < 1:
         raise ValueError(f"EAP-IG needs at least one step, got {steps}")
     g = patcher.graph
@@ -176,8 +182,10 @@ def attribution(
     sender_grad: dict[str, Any] = {}
     receiver_grad: dict[tuple[str, str], Any] = {}
     outputs: dict[str, Any] = {}
+    if clean_gradients is not None and steps != 1:
+        raise ValueError("clean gradients stand for one step (attribution patching), not EAP-IG's")
     for k in range(1, steps + 1):
-        outputs, gs, gr = patcher.gradients(pairs.clean, pairs.logit_diff, corrupt, k / steps)
+        outputs, gs, gr = clean_gradients or patcher.gradients(pairs.clean, pairs.logit_diff, corrupt, k / steps)
         for name, grad in gs.items():
             if grad is not None:
                 sender_grad[name] = sender_grad.get(name, 0) + grad / steps

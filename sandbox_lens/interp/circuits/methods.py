@@ -256,13 +256,14 @@ def _run_attribution(patcher: Patcher, data: Any, src: dict[str, Any], c: Circui
 
 
 def _run_peap(patcher: Patcher, data: Any, src: dict[str, Any], c: CircuitConfig) -> Found:
-    by_position, node_fx = attribution(patcher, data, src, per_position=True)
+    why = not_split(patcher.model, data.clean.shape[1])
+    split = why is None
+    grads = patcher.gradients(data.clean, data.logit_diff)  # one differentiated run for both
+    by_position, node_fx = attribution(patcher, data, src, per_position=True, clean_gradients=grads)
     strongest = np.abs(by_position).argmax(1)
     signed = by_position[np.arange(len(by_position)), strongest]  # each edge's score at its strongest position
     g = patcher.graph
-    why = not_split(patcher.model, data.clean.shape[1])
-    split = why is None
-    crossing = crossing_terms(patcher, data, src) if split else {}
+    crossing = crossing_terms(patcher, data, src, grads) if split else {}
     top = {i: np.unravel_index(np.abs(t).argmax(), t.shape) for i, t in crossing.items()}
     return Found(
         np.abs(signed),
