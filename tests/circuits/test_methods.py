@@ -134,3 +134,14 @@ def test_ugs_masks_sample_in_their_window_and_keep_the_counter():
     assert analyse(model, "ugs", truth, pairs=24)["ranking"] == r["ranking"]
     with pytest.raises(MethodError, match="ugs runs on the bare engine only"):
         analyse(model, "ugs", truth, pairs=8, engine="hooks")
+
+
+def test_the_masks_defaults_are_their_functions_defaults():
+    """MASK_DEFAULTS and UGS_DEFAULTS (what the docs quote) are what learn_edge_masks and learn_ugs_masks run with."""
+    import inspect
+
+    from sandbox_lens.interp.circuits.masks import MASK_DEFAULTS, UGS_DEFAULTS, learn_edge_masks, learn_ugs_masks
+
+    for defaults, fn in ((MASK_DEFAULTS, learn_edge_masks), (UGS_DEFAULTS, learn_ugs_masks)):
+        params = inspect.signature(fn).parameters
+        assert {k: params[k].default for k in defaults} == defaults
