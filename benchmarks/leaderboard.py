@@ -203,6 +203,12 @@ def main() -> None:
         "--dial-families", help="with --dials: only the families whose names contain one of these (comma-separated)"
     )
     ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
+    ap.add_argument("--methods", help="only these of the board's methods (comma-separated; default: every one)")
+    ap.add_argument(
+        "--merge",
+        metavar="FILE",
+        help="merge FILE's board (a run with --families or --methods, same settings) into --out's board and stop",
+    )
     args = ap.parse_args()
     args.seeds = args.seeds or ("0-2" if args.auto_circuit or args.dials else "0-9")
     out = Path(args.out)
@@ -217,6 +223,11 @@ def main() -> None:
     )
     if args.render:
         (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(json.loads((out / f"{name}.json").read_text())))
+        return
+    if args.merge:
+        board = _updated(json.loads((out / f"{name}.json").read_text()), json.loads(Path(args.merge).read_text()))
+        (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
+        (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
         return
     import torch
 
@@ -237,9 +248,10 @@ def main() -> None:
         chosen = [f for f in families() if not wanted or any(w in f.name for w in wanted)]
         if not chosen:
             raise SystemExit(f"--families {args.families!r} matches no family")
-        board = run_leaderboard(
-            chosen, names(optional=False), SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True
-        )
+        methods = [m for m in (args.methods or "").split(",") if m] or list(names(optional=False))
+        if unknown := [m for m in methods if m not in names(optional=False)]:
+            raise SystemExit(f"--methods: {', '.join(unknown)} not among {', '.join(names(optional=False))}")
+        board = run_leaderboard(chosen, methods, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
         if any(f.name == UNSEEN for f in chosen):
             board["settings"]["unseen_automata"] = {s: unseen_automaton(s).name for s in _seeds(args.seeds)}
     board["provenance"] = _provenance(t0)
@@ -252,16 +264,21 @@ def main() -> None:
 
 
 def _updated(old: dict, new: dict) -> dict:
-    """``old``'s board with the rows of ``new``'s families replaced (in ``old``'s order), its CPU time added and
-    ``new``'s run listed under ``provenance["updates"]``; the settings must agree (else refused)."""
+    """``old``'s board with ``new``'s rows in it: a row of the same (construction, negatives, setting, method)
+    replaced, a new one put beside its (construction, negatives, setting)'s rows in the registry's method order; the
+    CPU time added and ``new``'s run listed under ``provenance["updates"]``; the settings must agree (else refused)."""
     keep = ("pairs", "threshold", "eap_ig_steps", "seeds")
     if any(old["settings"][k] != new["settings"][k] for k in keep):
         raise SystemExit(f"--update needs the board's own settings ({', '.join(keep)})")
-    redone = {(r["construction"], r["negatives"]) for r in new["rows"]}
-    fresh = {(r["construction"], r["negatives"], r["setting"], r["method"]): r for r in new["rows"]}
-    rows = [fresh.get((r["construction"], r["negatives"], r["setting"], r["method"]), r) for r in old["rows"]]
-    missing = [r for k, r in fresh.items() if (k[0], k[1]) in redone and r not in rows]
-    old["rows"] = rows + missing
+
+    def key(r: dict) -> tuple:
+        return (r["construction"], r["negatives"], r["setting"], r["method"])
+
+    fresh = {key(r): r for r in new["rows"]}
+    rows = [fresh.pop(key(r), r) for r in old["rows"]] + list(fresh.values())
+    groups = {g: i for i, g in enumerate(dict.fromkeys(key(r)[:3] for r in rows))}
+    order = {m: i for i, m in enumerate(dict.fromkeys([*names(), *(r["method"] for r in rows)]))}
+    old["rows"] = sorted(rows, key=lambda r: (groups[key(r)[:3]], order[r["method"]]))
     old["settings"].update({k: v for k, v in new["settings"].items() if k not in old["settings"]})
     old["cpu_seconds"] += new["cpu_seconds"]
     old["provenance"].setdefault("updates", []).append(new["provenance"])
