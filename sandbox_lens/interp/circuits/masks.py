@@ -41,7 +41,7 @@ MASK_DEFAULTS = {"steps": 300, "lr": 0.1, "sparsity": 0.5, "init_log_alpha": 3.0
 #: rate of the optimal-ablation constants, relative to each sender's root-mean-square output (Adam moves a constant
 #: by about that share of its size a step, whatever the construction's scale; MIB's oa.py takes 1e-3). Ten times that
 #: rate lets the constants chase the sampled masks' noise: they leave the values that make an edge free to cut, and
-#: UGS keeps 16 more edges on the counter with negatives (benchmarks/ugs_budget.py).
+#: UGS keeps 29 of the counter-with-negatives' 45 edges instead of 12 (benchmarks/ugs_budget.py at 21b1ad4).
 UGS_DEFAULTS = {"steps": 300, "lr": 0.05, "sparsity": 0.5, "init_logit": 3.0, "batch": 5, "value_lr": 0.001}
 
 
