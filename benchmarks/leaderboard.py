@@ -276,9 +276,13 @@ def _updated(old: dict, new: dict) -> dict:
 
     fresh = {key(r): r for r in new["rows"]}
     rows = [fresh.pop(key(r), r) for r in old["rows"]] + list(fresh.values())
-    groups = {g: i for i, g in enumerate(dict.fromkeys(key(r)[:3] for r in rows))}
+    # the board's own order: families as families() lists them (others after, as they came), the settings, the methods
+    groups = dict.fromkeys(
+        [*((f.name, f.negatives, st.name) for f in families() for st in SETTINGS), *(key(r)[:3] for r in rows)]
+    )
+    place = {g: i for i, g in enumerate(groups)}
     order = {m: i for i, m in enumerate(dict.fromkeys([*names(), *(r["method"] for r in rows)]))}
-    old["rows"] = sorted(rows, key=lambda r: (groups[key(r)[:3]], order[r["method"]]))
+    old["rows"] = sorted(rows, key=lambda r: (place[key(r)[:3]], order[r["method"]]))
     old["settings"].update({k: v for k, v in new["settings"].items() if k not in old["settings"]})
     old["cpu_seconds"] += new["cpu_seconds"]
     old["provenance"].setdefault("updates", []).append(new["provenance"])
