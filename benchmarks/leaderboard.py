@@ -205,6 +205,9 @@ def main() -> None:
     ap.add_argument("--dials", action="store_true", help="sweep the failure dials instead (dials.json, .md, figures)")
     ap.add_argument("--methods", help="only these of the board's methods (comma-separated; default: every one)")
     ap.add_argument(
+        "--workers", type=int, default=1, help="the main board's families in a pool of this many processes (default 1)"
+    )
+    ap.add_argument(
         "--merge",
         metavar="FILE",
         help="merge FILE's board (a run with --families or --methods, same settings) into --out's board and stop",
@@ -251,7 +254,10 @@ def main() -> None:
         methods = [m for m in (args.methods or "").split(",") if m] or list(names(optional=False))
         if unknown := [m for m in methods if m not in names(optional=False)]:
             raise SystemExit(f"--methods: {', '.join(unknown)} not among {', '.join(names(optional=False))}")
-        board = run_leaderboard(chosen, methods, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
+        if args.workers > 1:
+            board = _pooled(chosen, methods, _seeds(args.seeds), args.pairs, args.workers)
+        else:
+            board = run_leaderboard(chosen, methods, SETTINGS, _seeds(args.seeds), pairs=args.pairs, progress=True)
         if any(f.name == UNSEEN for f in chosen):
             board["settings"]["unseen_automata"] = {s: unseen_automaton(s).name for s in _seeds(args.seeds)}
     board["provenance"] = _provenance(t0)
@@ -261,6 +267,36 @@ def main() -> None:
     (out / f"{name}.json").write_text(json.dumps(board, indent=1) + "\n")
     (out / f"{name}.md").write_text(f"# {title}\n\n" + markdown(board))
     print(markdown(board))
+
+
+#: The families whose cells cost most (the largest graphs, and the learned masks on them) start first in a pool.
+HEAVY = ("prefix_scan", "gridworld")
+
+
+def _family_board(job: tuple) -> dict:
+    """One family's rows (a pool job: the family by its place in families(), which holds unpicklable builders)."""
+    import torch
+
+    torch.set_num_threads(1)
+    index, methods, seeds, pairs = job
+    return run_leaderboard([families()[index]], methods, SETTINGS, seeds, pairs=pairs)
+
+
+def _pooled(chosen: list[Family], methods: list[str], seeds: list[int], pairs: int, workers: int) -> dict:
+    """The board of ``chosen`` with each family a job in a pool of ``workers`` processes, the heaviest first; rows in
+    the families' order, CPU seconds summed over the jobs."""
+    from sandbox_lens.interp.train.sweep import run_pool
+
+    every = families()
+    index = [next(i for i, f in enumerate(every) if f.name == c.name and f.negatives == c.negatives) for c in chosen]
+    heavy_first = sorted(range(len(chosen)), key=lambda k: not chosen[k].name.startswith(HEAVY))
+    jobs = [(index[k], methods, seeds, pairs) for k in heavy_first]
+    parts = run_pool(_family_board, jobs, workers, progress=True, desc="leaderboard", unit="family")
+    by_family = dict(zip(heavy_first, parts))
+    board = by_family[0]
+    board["rows"] = [r for k in range(len(chosen)) for r in by_family[k]["rows"]]
+    board["cpu_seconds"] = sum(b["cpu_seconds"] for b in parts)
+    return board
 
 
 def _updated(old: dict, new: dict) -> dict:
