@@ -310,8 +310,7 @@ def _kink_table(board: dict[str, Any]) -> list[str]:
         "### Where rounding decides the gradient methods",
         "",
         f"Read ReLU inputs within 2^{math.log2(KINK_TOLERANCE):g} of their block's largest |input| of 0 on the "
-        "clean words "
-        "(`circuits/kinks.py`): there the derivative is a rounding decision, and an engine or a device that rounds "
+        "clean words (`circuits/kinks.py`): there the derivative is a rounding decision, and an engine or a device that rounds "
         "otherwise can score an edge that patching finds decisive near 0. Per pair seed, summed over positions.",
         "",
         "| construction | at the kink / read ReLU inputs | gradient methods' AP (default/resample) |",

@@ -11,10 +11,9 @@ together (a cancelling pair) can close together. Needs the bare engine (:mod:`sa
 Uniform gradient sampling (UGS, Li & Janson 2024, with optimal ablation) is the same training with another sampler
 and another ablation: with p = σ(θ) and w = p(1 − p), each edge's mask is 1 with probability p − w/2, 0 with
 1 − p − w/2 and uniform in between, one draw per word (w held fixed in the backward pass, which is rescaled so that
-∂mask/∂p is 1 in the window);
-the penalty is the mean p; and what an ablated edge delivers is not the setting's ablation but a learned constant per
-sender and position (optimal ablation: the constant that best keeps the output, started at the sender's mean over
-the words), trained with the masks. The circuit is the edges with p > 1/2; the ranking is θ.
+∂mask/∂p is 1 in the window); the penalty is the mean p; and what an ablated edge delivers is not the setting's
+ablation but a learned constant per sender and position (optimal ablation: the constant that best keeps the output,
+started at the sender's mean over the words), trained with the masks. The circuit is the edges with p > 1/2; the ranking is θ.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def register(sub) -> dict[str, Callable[[argparse.Namespace], int]]:
         choices=list(names()),
         metavar="METHOD",
         help=f"one of {', '.join(names(optional=False))} (default acdc; docs/circuits/README.md says what each "
-        "scores), or auto-circuit's implementation of one (auto-circuit:acdc, :eap, :ieg, :sep, :act-mag, :random; "
+        f"scores), or auto-circuit's implementation of one ({', '.join(sorted(set(names()) - set(names(optional=False))))}; "
         "needs the auto-circuit extra)",
     )
     s.add_argument(
